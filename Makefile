@@ -1,0 +1,46 @@
+# ray-service. The two set-up commands are `make run` and `make test` (see README.md).
+GO      ?= go
+BIN     := bin
+STATE   ?= .run/stack
+PKGS    := ./...
+
+.PHONY: all build run test unit integration stack stack-down vet fmt bench clean
+
+all: build
+
+build:
+	$(GO) build -trimpath -ldflags '-s -w' -o $(BIN)/ray-service ./cmd/ray-service
+
+vet:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed: $$out"; exit 1; fi
+	$(GO) vet $(PKGS)
+	$(GO) vet -tags integration ./test/...
+
+# The local stack's binaries (cold: about 20 minutes; cached afterwards by version).
+stack:
+	stack/build.sh
+
+stack-down:
+	stack/down.sh $(STATE)
+
+# run: the service on the local stack (started here) unless RAY_SERVICE_KUBECONFIG names a cluster.
+run: build
+	stack/run.sh
+
+test: vet unit integration
+
+unit:
+	$(GO) test -race -count=1 $(PKGS)
+
+# Integration tests run inside a network namespace that has only `lo`: everything they need is built
+# and downloaded before entering it.
+integration: build stack
+	$(GO) test -c -tags integration -o $(BIN)/integration.test ./test/integration
+	cd test/integration && RAY_SERVICE_BIN=$(CURDIR)/$(BIN)/ray-service \
+		../../stack/netns.sh ../../$(BIN)/integration.test -test.v -test.count=1 -test.timeout=40m
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./internal/...
+
+clean:
+	rm -rf $(BIN) .run

@@ -1,0 +1,157 @@
+// Command ray-service serves the ray-service REST API: it manages KubeRay's RayCluster, RayJob and
+// RayService on Kubernetes for the openFuyao platform.
+//
+//	@title						ray-service API
+//	@version					1.0
+//	@description				Manages Ray on Kubernetes (KubeRay ray.io/v1) for openFuyao. Every JSON response is an
+//	@description				envelope {code, msg, data} whose code is the HTTP status; errors add reason and details.
+//	@BasePath					/
+//	@securityDefinitions.apikey	Bearer
+//	@in							header
+//	@name						Authorization
+//	@description				"Bearer <token>" (X-OpenFuyao-Authorization is read first when present)
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"ray-service/internal/api"
+	"ray-service/internal/auth"
+	"ray-service/internal/config"
+	"ray-service/internal/k8s"
+	"ray-service/internal/metrics"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "ray-service:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	cfg, err := config.Load(os.Args[1:])
+	if err != nil {
+		return err
+	}
+	log, err := newLogger(cfg.LogLevel)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = log.Sync() }()
+
+	restCfg, err := restConfig(cfg.Kubeconfig)
+	if err != nil {
+		return err
+	}
+	core, err := kubernetes.NewForConfig(restCfg)
+	if err != nil {
+		return err
+	}
+	dyn, err := dynamic.NewForConfig(restCfg)
+	if err != nil {
+		return err
+	}
+	kinds := k8s.NewRegistry()
+	store, err := k8s.NewStore(dyn, core, kinds, cfg.ResyncPeriod)
+	if err != nil {
+		return err
+	}
+	clients, err := k8s.NewClientFactory(restCfg)
+	if err != nil {
+		return err
+	}
+	reviewer := auth.NewReviewer(func(token string) (kubernetes.Interface, error) {
+		cl, err := clients.ForToken(token)
+		if err != nil {
+			return nil, err
+		}
+		return cl.Core, nil
+	}, cfg.AuthCacheTTL)
+	registry, httpMetrics := metrics.NewRegistry()
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	store.Start(ctx)
+
+	router := api.NewRouter(api.Deps{
+		Kinds: kinds, Store: store, Clients: clients, Authz: reviewer, Log: log,
+		Registry: registry, HTTP: httpMetrics,
+		Ready: readiness(store, core.Discovery(), kinds),
+	})
+	srv := &http.Server{Addr: cfg.Listen, Handler: router, ReadHeaderTimeout: 10 * time.Second}
+
+	errc := make(chan error, 1)
+	go func() {
+		log.Info("listening", zap.String("address", cfg.Listen), zap.String("apiserver", restCfg.Host))
+		errc <- srv.ListenAndServe()
+	}()
+	select {
+	case err := <-errc:
+		if !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+	case <-ctx.Done():
+	}
+	log.Info("shutting down", zap.Duration("timeout", cfg.ShutdownTimeout))
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	defer cancel()
+	return srv.Shutdown(sctx)
+}
+
+// readiness: ready once the caches have synced and the apiserver serves the three KubeRay resources.
+func readiness(store *k8s.Store, disc discovery.DiscoveryInterface, kinds *k8s.Registry) func(context.Context) error {
+	return func(ctx context.Context) error {
+		if !store.HasSynced() {
+			return errors.New("watch caches not synced yet")
+		}
+		list, err := disc.ServerResourcesForGroupVersion(k8s.RayGroupVersion.String())
+		if err != nil {
+			return fmt.Errorf("KubeRay CRDs (%s): %w", k8s.RayGroupVersion, err)
+		}
+		served := map[string]bool{}
+		for _, r := range list.APIResources {
+			served[r.Name] = true
+		}
+		for _, k := range kinds.All() {
+			if !served[k.Resource] {
+				return fmt.Errorf("the apiserver does not serve %s.%s", k.Resource, k.GVR().GroupVersion())
+			}
+		}
+		return nil
+	}
+}
+
+func restConfig(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig == "" {
+		return rest.InClusterConfig()
+	}
+	return clientcmd.BuildConfigFromFlags("", kubeconfig)
+}
+
+func newLogger(level string) (*zap.Logger, error) {
+	lvl, err := zapcore.ParseLevel(level)
+	if err != nil {
+		return nil, err
+	}
+	c := zap.NewProductionConfig()
+	c.Level = zap.NewAtomicLevelAt(lvl)
+	c.EncoderConfig.TimeKey = "time"
+	c.EncoderConfig.EncodeTime = zapcore.ISO8601TimeEncoder
+	return c.Build()
+}

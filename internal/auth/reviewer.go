@@ -1,0 +1,131 @@
+package auth
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+)
+
+// Attributes name an action on a resource, as a SelfSubjectAccessReview asks it. An empty Namespace
+// asks for all namespaces.
+type Attributes struct {
+	Verb        string
+	Group       string
+	Resource    string
+	Subresource string
+	Namespace   string
+	Name        string
+}
+
+// ClientsFor returns a Kubernetes client that acts as the holder of token.
+type ClientsFor func(token string) (kubernetes.Interface, error)
+
+// Reviewer asks the apiserver, with the caller's own token, who the caller is and what the caller may do.
+// Verdicts are cached briefly under a hash of the token.
+type Reviewer struct {
+	clients ClientsFor
+	ttl     time.Duration
+	now     func() time.Time
+
+	mu      sync.Mutex
+	allowed map[string]verdict
+	users   map[string]userEntry
+	swept   time.Time
+}
+
+type verdict struct {
+	allowed bool
+	expires time.Time
+}
+
+type userEntry struct {
+	name    string
+	expires time.Time
+}
+
+// NewReviewer returns a reviewer that caches verdicts for ttl.
+func NewReviewer(clients ClientsFor, ttl time.Duration) *Reviewer {
+	return &Reviewer{clients: clients, ttl: ttl, now: time.Now, allowed: map[string]verdict{}, users: map[string]userEntry{}}
+}
+
+// Allowed tells whether the holder of token may do a. An invalid token is an Unauthorized error.
+func (r *Reviewer) Allowed(ctx context.Context, token string, a Attributes) (bool, error) {
+	key := TokenHash(token) + "\x00" + a.Verb + "\x00" + a.Group + "\x00" + a.Resource + "\x00" + a.Subresource +
+		"\x00" + a.Namespace + "\x00" + a.Name
+	now := r.now()
+	r.mu.Lock()
+	v, ok := r.allowed[key]
+	r.mu.Unlock()
+	if ok && now.Before(v.expires) {
+		return v.allowed, nil
+	}
+	cs, err := r.clients(token)
+	if err != nil {
+		return false, err
+	}
+	review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
+		ResourceAttributes: &authorizationv1.ResourceAttributes{
+			Verb: a.Verb, Group: a.Group, Resource: a.Resource, Subresource: a.Subresource,
+			Namespace: a.Namespace, Name: a.Name,
+		},
+	}}
+	res, err := cs.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
+	if err != nil {
+		return false, err
+	}
+	r.mu.Lock()
+	r.expireLocked(now)
+	r.allowed[key] = verdict{allowed: res.Status.Allowed, expires: now.Add(r.ttl)}
+	r.mu.Unlock()
+	return res.Status.Allowed, nil
+}
+
+// UserName returns the user name the apiserver authenticates token as.
+func (r *Reviewer) UserName(ctx context.Context, token string) (string, error) {
+	key := TokenHash(token)
+	now := r.now()
+	r.mu.Lock()
+	u, ok := r.users[key]
+	r.mu.Unlock()
+	if ok && now.Before(u.expires) {
+		return u.name, nil
+	}
+	cs, err := r.clients(token)
+	if err != nil {
+		return "", err
+	}
+	res, err := cs.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	if err != nil {
+		return "", err
+	}
+	name := res.Status.UserInfo.Username
+	r.mu.Lock()
+	r.expireLocked(now)
+	r.users[key] = userEntry{name: name, expires: now.Add(r.ttl)}
+	r.mu.Unlock()
+	return name, nil
+}
+
+// expireLocked drops stale verdicts, at most once a ttl, so that the cache holds only the verdicts of
+// the last two ttls.
+func (r *Reviewer) expireLocked(now time.Time) {
+	if now.Sub(r.swept) < r.ttl {
+		return
+	}
+	r.swept = now
+	for k, v := range r.allowed {
+		if !now.Before(v.expires) {
+			delete(r.allowed, k)
+		}
+	}
+	for k, u := range r.users {
+		if !now.Before(u.expires) {
+			delete(r.users, k)
+		}
+	}
+}

@@ -1,0 +1,78 @@
+// Package config loads the service's configuration from a file, RAY_SERVICE_* environment variables and
+// command-line flags (in rising priority), through viper.
+package config
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+	"github.com/spf13/viper"
+)
+
+// Config is everything the service reads at start-up.
+type Config struct {
+	// Listen is the address of the HTTP server, e.g. ":8080" or "127.0.0.1:8080".
+	Listen string `mapstructure:"listen"`
+	// Kubeconfig is the path of a kubeconfig file; empty means in-cluster configuration.
+	Kubeconfig string `mapstructure:"kubeconfig"`
+	// PrometheusURL is the base URL of the Prometheus HTTP API used by the overview.
+	PrometheusURL string `mapstructure:"prometheus-url"`
+	// GrafanaURL is the base URL of Grafana for the overview's deep links.
+	GrafanaURL string `mapstructure:"grafana-url"`
+	// GrafanaDashboardUID is the uid of the Ray dashboard in Grafana.
+	GrafanaDashboardUID string `mapstructure:"grafana-dashboard-uid"`
+	// LogLevel is one of debug, info, warn, error.
+	LogLevel string `mapstructure:"log-level"`
+	// ClusterDomain is the cluster's DNS domain, used to reach Ray dashboards by service name.
+	ClusterDomain string `mapstructure:"cluster-domain"`
+	// ShutdownTimeout bounds the graceful shutdown.
+	ShutdownTimeout time.Duration `mapstructure:"shutdown-timeout"`
+	// AuthCacheTTL is how long an access review verdict is reused for the same token.
+	AuthCacheTTL time.Duration `mapstructure:"auth-cache-ttl"`
+	// ResyncPeriod is the informers' resync period (0 disables resync).
+	ResyncPeriod time.Duration `mapstructure:"resync-period"`
+}
+
+// Load reads the configuration. args are the command-line arguments without the program name.
+func Load(args []string) (*Config, error) {
+	v := viper.New()
+	fs := pflag.NewFlagSet("ray-service", pflag.ContinueOnError)
+	fs.String("config", "", "path of a configuration file (YAML, JSON or TOML)")
+	fs.String("listen", ":8080", "HTTP listen address")
+	fs.String("kubeconfig", "", "path of a kubeconfig file; empty uses the in-cluster configuration")
+	fs.String("prometheus-url", "http://prometheus-k8s.monitoring.svc:9090", "Prometheus base URL")
+	fs.String("grafana-url", "", "Grafana base URL for deep links (empty: no link)")
+	fs.String("grafana-dashboard-uid", "rayDefaultDashboard", "uid of the Ray dashboard in Grafana")
+	fs.String("log-level", "info", "log level: debug, info, warn or error")
+	fs.String("cluster-domain", "cluster.local", "cluster DNS domain")
+	fs.Duration("shutdown-timeout", 15*time.Second, "how long a graceful shutdown may take")
+	fs.Duration("auth-cache-ttl", 30*time.Second, "how long an access review verdict is cached")
+	fs.Duration("resync-period", 0, "informer resync period (0: none)")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if err := v.BindPFlags(fs); err != nil {
+		return nil, err
+	}
+	v.SetEnvPrefix("RAY_SERVICE")
+	v.SetEnvKeyReplacer(strings.NewReplacer("-", "_"))
+	v.AutomaticEnv()
+	if file := v.GetString("config"); file != "" {
+		v.SetConfigFile(file)
+		if err := v.ReadInConfig(); err != nil {
+			return nil, fmt.Errorf("reading config file %s: %w", file, err)
+		}
+	}
+	var c Config
+	if err := v.Unmarshal(&c); err != nil {
+		return nil, fmt.Errorf("decoding configuration: %w", err)
+	}
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		return nil, fmt.Errorf("log-level %q: want debug, info, warn or error", c.LogLevel)
+	}
+	return &c, nil
+}

@@ -1,0 +1,61 @@
+package k8s
+
+import (
+	"fmt"
+	"net/http"
+
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/transport"
+)
+
+// Clients are the Kubernetes clients of one caller, authenticated with the caller's bearer token only.
+type Clients struct {
+	Dynamic dynamic.Interface
+	Core    kubernetes.Interface
+}
+
+// ClientFactory makes clients that act as a caller. All of them share one connection pool to the
+// apiserver; each request carries the caller's token and nothing of the service's own credentials.
+type ClientFactory struct {
+	base      *rest.Config
+	transport http.RoundTripper
+}
+
+// NewClientFactory prepares per-caller clients for the apiserver that cfg points at. Only the server
+// address, TLS trust settings and rate limits are taken from cfg; its credentials are dropped.
+func NewClientFactory(cfg *rest.Config) (*ClientFactory, error) {
+	anon := rest.AnonymousClientConfig(cfg)
+	rt, err := rest.TransportFor(anon)
+	if err != nil {
+		return nil, fmt.Errorf("building apiserver transport: %w", err)
+	}
+	base := rest.CopyConfig(anon)
+	// The TLS settings live in the shared transport now; a config may not carry both.
+	base.TLSClientConfig = rest.TLSClientConfig{}
+	base.QPS, base.Burst = 100, 200
+	return &ClientFactory{base: base, transport: rt}, nil
+}
+
+// Config returns a rest.Config that authenticates as the caller with the given bearer token.
+func (f *ClientFactory) Config(token string) *rest.Config {
+	c := rest.CopyConfig(f.base)
+	c.Transport = transport.NewBearerAuthRoundTripper(token, f.transport)
+	return c
+}
+
+// ForToken returns the clients of the caller with the given bearer token.
+func (f *ClientFactory) ForToken(token string) (*Clients, error) {
+	c := f.Config(token)
+	hc := &http.Client{Transport: c.Transport}
+	dyn, err := dynamic.NewForConfigAndClient(c, hc)
+	if err != nil {
+		return nil, err
+	}
+	core, err := kubernetes.NewForConfigAndClient(c, hc)
+	if err != nil {
+		return nil, err
+	}
+	return &Clients{Dynamic: dyn, Core: core}, nil
+}

@@ -1,0 +1,140 @@
+package k8s
+
+import (
+	"sort"
+	"strconv"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// Sort keys of a list.
+const (
+	SortByName       = "name"
+	SortByCreatedAt  = "createdAt"
+	SortByStatus     = "status"
+	SortByRayVersion = "rayVersion"
+)
+
+// Query selects, orders and pages summaries.
+type Query struct {
+	// Search is a case-insensitive substring of the name.
+	Search string
+	// Statuses, RayVersions and Creators each match any of their values; empty matches all.
+	Statuses    []string
+	RayVersions []string
+	Creators    []string
+	// Type is TypeInstance, TypeTemplate or "" for both.
+	Type string
+	// Labels selects by label; nil selects all.
+	Labels labels.Selector
+	// SortBy is one of the SortBy* keys; Desc reverses the order. Ties are ordered by namespace and name.
+	SortBy string
+	Desc   bool
+	// Page counts from 1.
+	Page, PageSize int
+}
+
+// Item is a summary with its labels, as a list filters it.
+type Item struct {
+	Summary Summary
+	Labels  map[string]string
+}
+
+// Apply returns the items of the page Query asks for, and how many items match in all.
+func (q *Query) Apply(items []Item) (page []Summary, total int) {
+	search := strings.ToLower(q.Search)
+	matched := make([]Summary, 0, len(items))
+	for i := range items {
+		s := &items[i].Summary
+		if search != "" && !strings.Contains(strings.ToLower(s.Name), search) ||
+			!anyOf(q.Statuses, s.Status) || !anyOf(q.RayVersions, s.RayVersion) ||
+			!anyOf(q.Creators, s.Creator) && !anyOf(q.Creators, items[i].Labels[CreatorKey]) ||
+			q.Type != "" && s.Type != q.Type ||
+			q.Labels != nil && !q.Labels.Matches(labels.Set(items[i].Labels)) {
+			continue
+		}
+		matched = append(matched, *s)
+	}
+	less := lessFunc(q.SortBy)
+	sort.SliceStable(matched, func(i, j int) bool {
+		a, b := &matched[i], &matched[j]
+		if c := less(a, b); c != 0 {
+			return c < 0 != q.Desc
+		}
+		if a.Namespace != b.Namespace {
+			return a.Namespace < b.Namespace
+		}
+		if a.Name != b.Name {
+			return a.Name < b.Name
+		}
+		return a.Type < b.Type
+	})
+	total = len(matched)
+	start := (q.Page - 1) * q.PageSize
+	if start >= total {
+		return []Summary{}, total
+	}
+	end := start + q.PageSize
+	if end > total {
+		end = total
+	}
+	return matched[start:end], total
+}
+
+func anyOf(values []string, v string) bool {
+	if len(values) == 0 {
+		return true
+	}
+	for _, x := range values {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// lessFunc returns a three-way comparison for a sort key.
+func lessFunc(key string) func(a, b *Summary) int {
+	switch key {
+	case SortByName:
+		return func(a, b *Summary) int { return strings.Compare(a.Name, b.Name) }
+	case SortByStatus:
+		return func(a, b *Summary) int { return strings.Compare(a.Status, b.Status) }
+	case SortByRayVersion:
+		return func(a, b *Summary) int { return CompareVersions(a.RayVersion, b.RayVersion) }
+	default:
+		return func(a, b *Summary) int { return a.CreatedAt.Compare(b.CreatedAt) }
+	}
+}
+
+// CompareVersions orders version strings such as "2.9.0" and "2.10.1" by their numeric parts, so that
+// 2.10 comes after 2.9; parts that are not numbers compare as text.
+func CompareVersions(a, b string) int {
+	pa, pb := strings.Split(a, "."), strings.Split(b, ".")
+	for i := 0; i < len(pa) || i < len(pb); i++ {
+		var x, y string
+		if i < len(pa) {
+			x = pa[i]
+		}
+		if i < len(pb) {
+			y = pb[i]
+		}
+		nx, ex := strconv.Atoi(x)
+		ny, ey := strconv.Atoi(y)
+		switch {
+		case ex == nil && ey == nil:
+			if nx != ny {
+				if nx < ny {
+					return -1
+				}
+				return 1
+			}
+		default:
+			if c := strings.Compare(x, y); c != 0 {
+				return c
+			}
+		}
+	}
+	return 0
+}

@@ -1,0 +1,65 @@
+package k8s
+
+import "k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+// rayJobKind: KubeRay names the RayCluster and the submitter Job after the RayJob, hence the shorter limit.
+func rayJobKind() *Kind {
+	return &Kind{
+		Resource:        "rayjobs",
+		Kind:            "RayJob",
+		MaxNameLength:   47,
+		clusterSpecPath: []string{"spec", "rayClusterSpec"},
+		status:          rayJobStatus,
+		summarize:       summarizeRayJob,
+	}
+}
+
+// rayJobStatus normalizes a RayJob's jobDeploymentStatus and jobStatus.
+func rayJobStatus(o *unstructured.Unstructured) string {
+	deployment, _, _ := unstructured.NestedString(o.Object, "status", "jobDeploymentStatus")
+	job, _, _ := unstructured.NestedString(o.Object, "status", "jobStatus")
+	switch deployment {
+	case "Failed", "ValidationFailed":
+		return StatusFailed
+	case "Suspending":
+		return StatusStopping
+	case "Suspended":
+		return StatusStopped
+	case "Retrying":
+		return StatusRetrying
+	}
+	switch job {
+	case "STOPPED":
+		return StatusStopped
+	case "FAILED":
+		return StatusFailed
+	case "SUCCEEDED":
+		if deployment == "Complete" {
+			return StatusSucceeded
+		}
+	}
+	switch deployment {
+	case "Complete":
+		return StatusSucceeded
+	case "Running":
+		return StatusRunning
+	}
+	return StatusPending // "", New, Initializing, Waiting
+}
+
+func summarizeRayJob(o *unstructured.Unstructured, s *Summary) {
+	s.JobStatus, _, _ = unstructured.NestedString(o.Object, "status", "jobStatus")
+	s.JobDeploymentStatus, _, _ = unstructured.NestedString(o.Object, "status", "jobDeploymentStatus")
+	s.Entrypoint, _, _ = unstructured.NestedString(o.Object, "spec", "entrypoint")
+	s.SubmissionMode, _, _ = unstructured.NestedString(o.Object, "spec", "submissionMode")
+	if s.SubmissionMode == "" {
+		s.SubmissionMode = "K8sJobMode" // KubeRay's default
+	}
+	s.StartTime = nestedTime(o, "status", "startTime")
+	s.EndTime = nestedTime(o, "status", "endTime")
+	s.RayClusterName, _, _ = unstructured.NestedString(o.Object, "status", "rayClusterName")
+	if s.RayClusterName == "" {
+		// A RayJob that runs on an existing cluster names it in its selector.
+		s.RayClusterName, _, _ = unstructured.NestedString(o.Object, "spec", "clusterSelector", "ray.io/cluster")
+	}
+}

@@ -1,0 +1,46 @@
+package k8s
+
+import "k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+// rayServiceKind: KubeRay names clusters and services after the RayService, hence the shorter limit.
+func rayServiceKind() *Kind {
+	return &Kind{
+		Resource:        "rayservices",
+		Kind:            "RayService",
+		MaxNameLength:   47,
+		clusterSpecPath: []string{"spec", "rayClusterConfig"},
+		status:          rayServiceStatus,
+		summarize:       summarizeRayService,
+	}
+}
+
+// rayServiceStatus normalizes a RayService's Ready and UpgradeInProgress conditions.
+func rayServiceStatus(o *unstructured.Unstructured) string {
+	if suspended, _, _ := unstructured.NestedBool(o.Object, "spec", "suspend"); suspended {
+		return StatusStopped // only where the installed CRD has spec.suspend
+	}
+	ready, reason, found := condition(o, "Ready")
+	if s, _, _ := condition(o, "UpgradeInProgress"); s == "True" {
+		return StatusUpgrading
+	}
+	switch {
+	case ready == "True":
+		return StatusRunning
+	case reason == "InitializingTimeout":
+		return StatusFailed
+	case !found:
+		// Without conditions (older operators), fall back on the deprecated serviceStatus.
+		if st, _, _ := unstructured.NestedString(o.Object, "status", "serviceStatus"); st == "Running" {
+			return StatusRunning
+		}
+	}
+	return StatusPending
+}
+
+func summarizeRayService(o *unstructured.Unstructured, s *Summary) {
+	s.ServiceStatus, _, _ = unstructured.NestedString(o.Object, "status", "serviceStatus")
+	s.ActiveRayClusterName, _, _ = unstructured.NestedString(o.Object, "status", "activeServiceStatus", "rayClusterName")
+	s.PendingRayClusterName, _, _ = unstructured.NestedString(o.Object, "status", "pendingServiceStatus", "rayClusterName")
+	n, _ := nestedInt(o.Object, "status", "numServeEndpoints")
+	s.NumServeEndpoints = &n
+}

@@ -1,0 +1,275 @@
+package k8s
+
+import (
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// Object types: an instance is handed to KubeRay; a template is a stored manifest (a ConfigMap).
+const (
+	TypeInstance = "instance"
+	TypeTemplate = "template"
+)
+
+// Normalized statuses (see API.md, "Status").
+const (
+	StatusPending   = "Pending"
+	StatusRunning   = "Running"
+	StatusRetrying  = "Retrying"
+	StatusUpgrading = "Upgrading"
+	StatusStopping  = "Stopping"
+	StatusStopped   = "Stopped"
+	StatusSucceeded = "Succeeded"
+	StatusFailed    = "Failed"
+)
+
+// Resources are requested amounts: CPU in cores, memory in bytes, GPUs and NPUs in devices.
+type Resources struct {
+	CPU         float64 `json:"cpu"`
+	MemoryBytes int64   `json:"memoryBytes"`
+	GPU         int64   `json:"gpu"`
+	NPU         int64   `json:"npu"`
+}
+
+// Add adds n times r2 to r.
+func (r *Resources) Add(r2 Resources, n int64) {
+	r.CPU += r2.CPU * float64(n)
+	r.MemoryBytes += r2.MemoryBytes * n
+	r.GPU += r2.GPU * n
+	r.NPU += r2.NPU * n
+}
+
+// HeadSummary is what a list shows of the head group.
+type HeadSummary struct {
+	Resources Resources `json:"resources"`
+}
+
+// WorkerGroup is what a list shows of a worker group.
+type WorkerGroup struct {
+	Name          string `json:"name"`
+	Replicas      int64  `json:"replicas"`
+	MinReplicas   int64  `json:"minReplicas"`
+	MaxReplicas   int64  `json:"maxReplicas"`
+	ReadyReplicas int64  `json:"readyReplicas"`
+	// Resources are the requests of one pod of the group.
+	Resources Resources `json:"resources"`
+}
+
+// Summary is a list item: the same fields for every kind, plus a few per kind.
+type Summary struct {
+	Name         string        `json:"name"`
+	Namespace    string        `json:"namespace"`
+	Kind         string        `json:"kind"`
+	Type         string        `json:"type"`
+	Status       string        `json:"status"`
+	RayVersion   string        `json:"rayVersion"`
+	Creator      string        `json:"creator"`
+	CreatedAt    time.Time     `json:"createdAt"`
+	Image        string        `json:"image"`
+	Head         HeadSummary   `json:"head"`
+	WorkerGroups []WorkerGroup `json:"workerGroups"`
+	// Requested totals the head and every worker replica.
+	Requested Resources `json:"requested"`
+
+	// RayJob only.
+	JobStatus           string     `json:"jobStatus,omitempty"`
+	JobDeploymentStatus string     `json:"jobDeploymentStatus,omitempty"`
+	Entrypoint          string     `json:"entrypoint,omitempty"`
+	SubmissionMode      string     `json:"submissionMode,omitempty"`
+	StartTime           *time.Time `json:"startTime,omitempty"`
+	EndTime             *time.Time `json:"endTime,omitempty"`
+	RayClusterName      string     `json:"rayClusterName,omitempty"`
+
+	// RayService only.
+	ServiceStatus         string `json:"serviceStatus,omitempty"`
+	ActiveRayClusterName  string `json:"activeRayClusterName,omitempty"`
+	PendingRayClusterName string `json:"pendingRayClusterName,omitempty"`
+	NumServeEndpoints     *int64 `json:"numServeEndpoints,omitempty"`
+}
+
+// Summarize computes the summary of an object of kind k from its manifest and status.
+func (k *Kind) Summarize(o *unstructured.Unstructured) Summary {
+	s := Summary{
+		Name:         o.GetName(),
+		Namespace:    o.GetNamespace(),
+		Kind:         k.Kind,
+		Type:         TypeInstance,
+		Creator:      o.GetAnnotations()[CreatorKey],
+		CreatedAt:    o.GetCreationTimestamp().UTC(),
+		WorkerGroups: []WorkerGroup{},
+	}
+	if spec, ok, _ := unstructured.NestedMap(o.Object, k.clusterSpecPath...); ok {
+		summarizeClusterSpec(spec, &s)
+	}
+	s.Status = k.status(o)
+	if k.summarize != nil {
+		k.summarize(o, &s)
+	}
+	return s
+}
+
+// summarizeClusterSpec fills the fields every kind takes from its Ray cluster spec.
+func summarizeClusterSpec(spec map[string]interface{}, s *Summary) {
+	s.RayVersion, _, _ = unstructured.NestedString(spec, "rayVersion")
+	if head, ok, _ := unstructured.NestedMap(spec, "headGroupSpec", "template"); ok {
+		pod := podSpecOf(head)
+		s.Head.Resources = PodRequests(pod)
+		if len(pod.Containers) > 0 {
+			s.Image = pod.Containers[0].Image
+		}
+		s.Requested.Add(s.Head.Resources, 1)
+	}
+	groups, _, _ := unstructured.NestedSlice(spec, "workerGroupSpecs")
+	for _, g := range groups {
+		gm, ok := g.(map[string]interface{})
+		if !ok {
+			continue
+		}
+		wg := WorkerGroup{}
+		wg.Name, _, _ = unstructured.NestedString(gm, "groupName")
+		wg.MinReplicas, _ = nestedInt(gm, "minReplicas")
+		wg.MaxReplicas, _ = nestedInt(gm, "maxReplicas")
+		replicas, found := nestedInt(gm, "replicas")
+		if !found {
+			replicas = wg.MinReplicas
+		}
+		if suspended, _, _ := unstructured.NestedBool(gm, "suspend"); suspended {
+			replicas = 0
+		}
+		numHosts, found := nestedInt(gm, "numOfHosts")
+		if !found || numHosts < 1 {
+			numHosts = 1
+		}
+		wg.Replicas = replicas
+		if tmpl, ok, _ := unstructured.NestedMap(gm, "template"); ok {
+			wg.Resources = PodRequests(podSpecOf(tmpl))
+		}
+		s.Requested.Add(wg.Resources, replicas*numHosts)
+		s.WorkerGroups = append(s.WorkerGroups, wg)
+	}
+}
+
+// podSpecOf decodes the spec of a pod template given as unstructured content.
+func podSpecOf(template map[string]interface{}) corev1.PodSpec {
+	var pod corev1.PodSpec
+	if spec, ok, _ := unstructured.NestedMap(template, "spec"); ok {
+		// A spec the apiserver accepted decodes; a broken one leaves zero requests, which is what it asks.
+		_ = runtime.DefaultUnstructuredConverter.FromUnstructured(spec, &pod)
+	}
+	return pod
+}
+
+// PodRequests is the effective request of a pod, as the scheduler counts it: the larger of the largest init
+// container and the sum of the app containers, plus the pod overhead. A container without requests counts
+// its limits, as the apiserver defaults requests to limits.
+func PodRequests(pod corev1.PodSpec) Resources {
+	var app, init Resources
+	for _, c := range pod.Containers {
+		app.Add(containerRequests(c), 1)
+	}
+	for _, c := range pod.InitContainers {
+		r := containerRequests(c)
+		if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
+			// A sidecar runs beside the app containers for the pod's whole life.
+			app.Add(r, 1)
+			continue
+		}
+		init = maxResources(init, r)
+	}
+	out := maxResources(app, init)
+	out.Add(fromList(pod.Overhead), 1)
+	return out
+}
+
+func containerRequests(c corev1.Container) Resources {
+	list := corev1.ResourceList{}
+	for name, q := range c.Resources.Limits {
+		list[name] = q
+	}
+	for name, q := range c.Resources.Requests {
+		list[name] = q
+	}
+	return fromList(list)
+}
+
+// fromList reads CPU, memory, NVIDIA GPUs and Ascend NPUs (any model) from a resource list.
+func fromList(list corev1.ResourceList) Resources {
+	var r Resources
+	for name, q := range list {
+		switch {
+		case name == corev1.ResourceCPU:
+			r.CPU += float64(q.MilliValue()) / 1000
+		case name == corev1.ResourceMemory:
+			r.MemoryBytes += q.Value()
+		case name == "nvidia.com/gpu":
+			r.GPU += q.Value()
+		case strings.HasPrefix(string(name), "huawei.com/Ascend"):
+			r.NPU += q.Value()
+		}
+	}
+	return r
+}
+
+func maxResources(a, b Resources) Resources {
+	if b.CPU > a.CPU {
+		a.CPU = b.CPU
+	}
+	if b.MemoryBytes > a.MemoryBytes {
+		a.MemoryBytes = b.MemoryBytes
+	}
+	if b.GPU > a.GPU {
+		a.GPU = b.GPU
+	}
+	if b.NPU > a.NPU {
+		a.NPU = b.NPU
+	}
+	return a
+}
+
+// condition returns the status and reason of the named condition in status.conditions.
+func condition(o *unstructured.Unstructured, typ string) (status, reason string, found bool) {
+	conds, _, _ := unstructured.NestedSlice(o.Object, "status", "conditions")
+	for _, c := range conds {
+		cm, ok := c.(map[string]interface{})
+		if !ok || cm["type"] != typ {
+			continue
+		}
+		status, _ = cm["status"].(string)
+		reason, _ = cm["reason"].(string)
+		return status, reason, true
+	}
+	return "", "", false
+}
+
+func nestedTime(o *unstructured.Unstructured, fields ...string) *time.Time {
+	v, ok, _ := unstructured.NestedString(o.Object, fields...)
+	if !ok {
+		return nil
+	}
+	t, err := time.Parse(time.RFC3339, v)
+	if err != nil {
+		return nil
+	}
+	t = t.UTC()
+	return &t
+}
+
+// nestedInt reads an integer field whether it was decoded as int64 (from the apiserver) or as float64
+// (from a plain JSON or YAML decoder).
+func nestedInt(obj map[string]interface{}, fields ...string) (int64, bool) {
+	v, ok, _ := unstructured.NestedFieldNoCopy(obj, fields...)
+	if !ok {
+		return 0, false
+	}
+	switch n := v.(type) {
+	case int64:
+		return n, true
+	case float64:
+		return int64(n), true
+	}
+	return 0, false
+}

@@ -1,0 +1,37 @@
+// Package metrics holds the service's own Prometheus metrics and the Prometheus queries of the overview.
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// HTTP are the metrics of the service's HTTP server.
+type HTTP struct {
+	Requests *prometheus.CounterVec
+	Duration *prometheus.HistogramVec
+	InFlight prometheus.Gauge
+}
+
+// NewRegistry returns a registry with the Go runtime and process collectors and the HTTP metrics.
+func NewRegistry() (*prometheus.Registry, *HTTP) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	h := &HTTP{
+		Requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ray_service_http_requests_total",
+			Help: "HTTP requests served, by method, route and status code.",
+		}, []string{"method", "route", "code"}),
+		Duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "ray_service_http_request_duration_seconds",
+			Help:    "Time to serve an HTTP request, by method and route.",
+			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+		}, []string{"method", "route"}),
+		InFlight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "ray_service_http_requests_in_flight",
+			Help: "HTTP requests being served.",
+		}),
+	}
+	reg.MustRegister(h.Requests, h.Duration, h.InFlight)
+	return reg, h
+}

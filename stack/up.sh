@@ -1,0 +1,187 @@
+#!/usr/bin/env bash
+# Starts the local stack on 127.0.0.1: etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
+# KWOK with fake nodes, the KubeRay operator and Prometheus. Builds the binaries first when the cache
+# lacks them. Writes $STATE/env (sourceable) and kubeconfigs, and records every PID in $STATE/pids so
+# that down.sh stops exactly these processes.
+#
+#   stack/up.sh [STATE_DIR]        (default .run/stack)
+#
+# Nothing here listens on or connects to an address outside 127.0.0.0/8. The KubeRay operator reaches
+# Ray dashboards by in-cluster names; its HTTP_PROXY (OPERATOR_HTTP_PROXY, a loopback address) keeps it
+# from ever resolving them.
+set -euo pipefail
+source "$(dirname "$0")/env.sh"
+STATE=$(mkdir -p "${1:-${RAY_STACK_STATE:-.run/stack}}" && cd "${1:-${RAY_STACK_STATE:-.run/stack}}" && pwd)
+BIN=$("$STACK_DIR/build.sh")
+: "${ETCD_PORT:=12379}" "${APISERVER_PORT:=16443}" "${KCM_PORT:=16257}" "${SCHED_PORT:=16259}"
+: "${KWOK_PORT:=17250}" "${OPERATOR_METRICS_PORT:=18080}" "${OPERATOR_PROBE_PORT:=18081}" "${PROM_PORT:=19090}"
+: "${OPERATOR_HTTP_PROXY:=http://127.0.0.1:18265}" "${NUM_NODES:=2}" "${WITH_PROMETHEUS:=1}"
+SERVICE_CIDR=127.2.0.0/16
+
+mkdir -p "$STATE"/{pki,logs,pids}
+for f in "$STATE"/pids/*.pid; do
+  [ -f "$f" ] || continue
+  if kill -0 "$(cat "$f")" 2>/dev/null; then echo "up.sh: a stack already runs in $STATE (stack/down.sh $STATE)" >&2; exit 1; fi
+  rm -f "$f"
+done
+t0=$(date +%s%N)
+say() { local ms=$(( ($(date +%s%N) - t0) / 1000000 )); printf "stack: %d.%03ds %s\n" $((ms / 1000)) $((ms % 1000)) "$*" >&2; }
+start() { # name command...: own process group, PID recorded
+  local name=$1; shift
+  setsid "$@" >"$STATE/logs/$name.log" 2>&1 </dev/null &
+  echo $! >"$STATE/pids/$name.pid"
+}
+wait_for() { # name seconds command...
+  local name=$1 deadline=$(( $(date +%s) + $2 )); shift 2
+  until "$@" >/dev/null 2>&1; do
+    if ! kill -0 "$(cat "$STATE/pids/$name.pid")" 2>/dev/null; then
+      echo "up.sh: $name exited:" >&2; tail -20 "$STATE/logs/$name.log" >&2; exit 1
+    fi
+    if [ "$(date +%s)" -ge "$deadline" ]; then
+      echo "up.sh: $name not ready in time:" >&2; tail -20 "$STATE/logs/$name.log" >&2; exit 1
+    fi
+    sleep 0.2
+  done
+  say "$name ready"
+}
+moddir() { (cd "$STACK_DIR/tools/$1" && GOFLAGS=-mod=mod GOPROXY=off go list -m -f '{{.Dir}}' "$2"); }
+KUBERAY_DIR=$(moddir kuberay github.com/ray-project/kuberay/ray-operator)
+KWOK_DIR=$(moddir kwok sigs.k8s.io/kwok)
+
+# PKI and users, once per state directory.
+P=$STATE/pki
+if [ ! -f "$P/sa.key" ]; then
+  cert() { # name CN
+    openssl req -newkey rsa:2048 -nodes -keyout "$P/$1.key" -out "$P/$1.csr" -subj "/CN=$2" 2>/dev/null
+    printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n' >"$P/$1.ext"
+    openssl x509 -req -in "$P/$1.csr" -CA "$P/ca.crt" -CAkey "$P/ca.key" -CAcreateserial -out "$P/$1.crt" \
+      -days 3650 -extfile "$P/$1.ext" 2>/dev/null
+  }
+  openssl req -x509 -newkey rsa:2048 -nodes -keyout "$P/ca.key" -out "$P/ca.crt" -days 3650 -subj "/CN=ray-stack-ca" 2>/dev/null
+  cert apiserver kube-apiserver
+  cert kwok kwok-kubelet
+  openssl genrsa -out "$P/sa.key" 2048 2>/dev/null
+  openssl rsa -in "$P/sa.key" -pubout -out "$P/sa.pub" 2>/dev/null
+  : >"$STATE/tokens.csv"
+  for user in admin ray-service viewer nobody alice bob; do
+    tok=$(openssl rand -hex 24)
+    group=""; [ "$user" = admin ] && group=',"system:masters"'
+    echo "$tok,$user,uid-$user$group" >>"$STATE/tokens.csv"
+  done
+  chmod 600 "$STATE/tokens.csv"
+fi
+token() { awk -F, -v u="$1" '$2 == u {print $1}' "$STATE/tokens.csv"; }
+kubeconfig() { # file user
+  cat >"$1" <<KC
+apiVersion: v1
+kind: Config
+clusters: [{name: local, cluster: {server: "https://127.0.0.1:$APISERVER_PORT", certificate-authority: "$P/ca.crt"}}]
+users: [{name: $2, user: {token: "$(token "$2")"}}]
+contexts: [{name: local, context: {cluster: local, user: $2, namespace: default}}]
+current-context: local
+KC
+  chmod 600 "$1"
+}
+kubeconfig "$STATE/admin.kubeconfig" admin
+kubeconfig "$STATE/service.kubeconfig" ray-service
+KC=$STATE/admin.kubeconfig
+kubectl() { "$BIN/kubectl" --kubeconfig="$KC" "$@"; }
+
+rm -rf "$STATE/etcd"
+start etcd "$BIN/etcd" --name local --data-dir "$STATE/etcd" \
+  --listen-client-urls "http://127.0.0.1:$ETCD_PORT" --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
+  --listen-peer-urls "http://127.0.0.1:$((ETCD_PORT + 1))" --initial-advertise-peer-urls "http://127.0.0.1:$((ETCD_PORT + 1))" \
+  --initial-cluster "local=http://127.0.0.1:$((ETCD_PORT + 1))" --listen-metrics-urls "http://127.0.0.1:$((ETCD_PORT + 2))" \
+  --unsafe-no-fsync --log-level warn
+wait_for etcd 60 curl -sf "http://127.0.0.1:$ETCD_PORT/health"
+
+# No kubelet runs, so nothing would clear not-ready taints: TaintNodesByCondition is off. The endpoint
+# reconciler cannot publish a loopback address, so it is off too.
+start kube-apiserver "$BIN/kube-apiserver" --etcd-servers="http://127.0.0.1:$ETCD_PORT" \
+  --bind-address=127.0.0.1 --secure-port="$APISERVER_PORT" --advertise-address=127.0.0.1 \
+  --endpoint-reconciler-type=none --tls-cert-file="$P/apiserver.crt" --tls-private-key-file="$P/apiserver.key" \
+  --client-ca-file="$P/ca.crt" --token-auth-file="$STATE/tokens.csv" --authorization-mode=RBAC \
+  --service-account-issuer=https://kubernetes.default.svc.cluster.local \
+  --service-account-key-file="$P/sa.pub" --service-account-signing-key-file="$P/sa.key" \
+  --service-cluster-ip-range="$SERVICE_CIDR" --allow-privileged=true \
+  --disable-admission-plugins=ServiceAccount,TaintNodesByCondition \
+  --kubelet-preferred-address-types=InternalIP --kubelet-certificate-authority="$P/ca.crt"
+wait_for kube-apiserver 120 kubectl get --raw /readyz
+
+kubectl apply --server-side --force-conflicts -f "$KUBERAY_DIR/config/crd/bases" >"$STATE/logs/apply.log"
+kubectl apply --server-side --force-conflicts -f "$KWOK_DIR/kustomize/crd/bases/kwok.x-k8s.io_logs.yaml" \
+  -f "$KWOK_DIR/kustomize/crd/bases/kwok.x-k8s.io_clusterlogs.yaml" >>"$STATE/logs/apply.log"
+kubectl apply --server-side -f "$STACK_DIR/rbac.yaml" -f "$STACK_DIR/loopback-guard.yaml" >>"$STATE/logs/apply.log"
+kubectl wait --for=condition=Established --timeout=60s crd/rayclusters.ray.io crd/rayjobs.ray.io \
+  crd/rayservices.ray.io crd/logs.kwok.x-k8s.io crd/clusterlogs.kwok.x-k8s.io >>"$STATE/logs/apply.log"
+say "CRDs established"
+
+start kube-scheduler "$BIN/kube-scheduler" --kubeconfig="$KC" --leader-elect=false \
+  --bind-address=127.0.0.1 --secure-port="$SCHED_PORT"
+# node-lifecycle-controller would taint the fake nodes, which no kubelet heartbeats for.
+start kube-controller-manager "$BIN/kube-controller-manager" --kubeconfig="$KC" --leader-elect=false \
+  --bind-address=127.0.0.1 --secure-port="$KCM_PORT" --controllers='*,-node-lifecycle-controller' \
+  --service-account-private-key-file="$P/sa.key" --root-ca-file="$P/ca.crt" --service-cluster-ip-range="$SERVICE_CIDR"
+stages=(node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat-with-lease.yaml
+  pod/fast/pod-ready.yaml pod/fast/pod-delete.yaml)
+start kwok "$BIN/kwok" --kubeconfig="$KC" --config="$STACK_DIR/kwok.yaml" \
+  $(for s in "${stages[@]}"; do printf -- '--config=%s ' "$KWOK_DIR/kustomize/stage/$s"; done) \
+  --server-address="127.0.0.1:$KWOK_PORT" --node-port="$KWOK_PORT" --enable-crds=Logs,ClusterLogs \
+  --tls-cert-file="$P/kwok.crt" --tls-private-key-file="$P/kwok.key"
+start ray-operator env HTTP_PROXY="$OPERATOR_HTTP_PROXY" http_proxy="$OPERATOR_HTTP_PROXY" NO_PROXY=127.0.0.1,localhost \
+  "$BIN/ray-operator" --kubeconfig="$KC" --enable-leader-election=false \
+  --metrics-addr="127.0.0.1:$OPERATOR_METRICS_PORT" --health-probe-bind-address="127.0.0.1:$OPERATOR_PROBE_PORT" \
+  --log-stdout-encoder=console --feature-gates=RayClusterStatusConditions=true,RayJobDeletionPolicy=true
+if [ "$WITH_PROMETHEUS" = 1 ]; then
+  mkdir -p "$STATE/prom-targets"; rm -rf "$STATE/prometheus"
+  cat >"$STATE/prometheus.yml" <<PROM
+global: {scrape_interval: 5s, evaluation_interval: 5s}
+scrape_configs:
+- job_name: kuberay-operator
+  static_configs: [{targets: ['127.0.0.1:$OPERATOR_METRICS_PORT']}]
+- job_name: extra
+  file_sd_configs: [{files: ['$STATE/prom-targets/*.json'], refresh_interval: 5s}]
+PROM
+  start prometheus prometheus --config.file="$STATE/prometheus.yml" --storage.tsdb.path="$STATE/prometheus" \
+    --web.listen-address="127.0.0.1:$PROM_PORT"
+fi
+
+wait_for kube-scheduler 60 curl -sfk "https://127.0.0.1:$SCHED_PORT/healthz"
+wait_for kube-controller-manager 60 curl -sfk "https://127.0.0.1:$KCM_PORT/healthz"
+wait_for ray-operator 60 curl -sf "http://127.0.0.1:$OPERATOR_PROBE_PORT/readyz"
+[ "$WITH_PROMETHEUS" = 1 ] && wait_for prometheus 60 curl -sf "http://127.0.0.1:$PROM_PORT/-/ready"
+
+for i in $(seq 0 $((NUM_NODES - 1))); do cat <<NODE
+---
+apiVersion: v1
+kind: Node
+metadata:
+  name: kwok-node-$i
+  annotations: {node.alpha.kubernetes.io/ttl: "0", kwok.x-k8s.io/node: fake}
+  labels: {kubernetes.io/arch: amd64, kubernetes.io/os: linux, kubernetes.io/hostname: kwok-node-$i, type: kwok}
+status:
+  allocatable: {cpu: "32", memory: 128Gi, pods: "110", nvidia.com/gpu: "4"}
+  capacity: {cpu: "32", memory: 128Gi, pods: "110", nvidia.com/gpu: "4"}
+NODE
+done | kubectl apply -f - >>"$STATE/logs/apply.log"
+wait_for kwok 60 kubectl wait --for=condition=Ready --timeout=1s node --all
+wait_for kwok 30 curl -sfk "https://127.0.0.1:$KWOK_PORT/healthz"
+
+cat >"$STATE/env" <<ENV
+export PATH="$BIN:\$PATH"
+export STACK_STATE="$STATE"
+export KUBECONFIG="$STATE/admin.kubeconfig"
+export SERVICE_KUBECONFIG="$STATE/service.kubeconfig"
+export KUBE_APISERVER_URL=https://127.0.0.1:$APISERVER_PORT
+export KUBE_CA_FILE="$P/ca.crt"
+export ADMIN_TOKEN=$(token admin)
+export VIEWER_TOKEN=$(token viewer)
+export NOBODY_TOKEN=$(token nobody)
+export ALICE_TOKEN=$(token alice)
+export BOB_TOKEN=$(token bob)
+export PROMETHEUS_URL=http://127.0.0.1:$PROM_PORT
+export OPERATOR_HTTP_PROXY=$OPERATOR_HTTP_PROXY
+export KWOK_LOGS_DIR="$STATE/pod-logs"
+ENV
+mkdir -p "$STATE/pod-logs"
+say "stack ready: source $STATE/env"

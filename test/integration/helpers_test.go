@@ -1,0 +1,147 @@
+//go:build integration
+
+package integration
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"mime/multipart"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+var (
+	rayClusters = schema.GroupVersionResource{Group: "ray.io", Version: "v1", Resource: "rayclusters"}
+	rayJobs     = schema.GroupVersionResource{Group: "ray.io", Version: "v1", Resource: "rayjobs"}
+	rayServices = schema.GroupVersionResource{Group: "ray.io", Version: "v1", Resource: "rayservices"}
+)
+
+// response is a decoded envelope plus the raw body.
+type response struct {
+	Status  int
+	Header  http.Header
+	Raw     []byte
+	Code    int             `json:"code"`
+	Msg     string          `json:"msg"`
+	Data    json.RawMessage `json:"data"`
+	Reason  string          `json:"reason"`
+	Details []struct {
+		Field   string `json:"field"`
+		Message string `json:"message"`
+	} `json:"details"`
+}
+
+// call sends a request to the service. body may be nil; token "" sends none.
+func call(t *testing.T, method, path, token, contentType string, body []byte) *response {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, env.serviceURL+path, bytes.NewReader(body))
+	require.NoError(t, err)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	res, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer res.Body.Close()
+	raw, err := io.ReadAll(res.Body)
+	require.NoError(t, err)
+	r := &response{Status: res.StatusCode, Header: res.Header, Raw: raw}
+	if res.Header.Get("Content-Type") == "application/json; charset=utf-8" {
+		require.NoError(t, json.Unmarshal(raw, r), "body: %s", raw)
+		require.Equal(t, r.Status, r.Code, "envelope code must equal the HTTP status: %s", raw)
+	}
+	return r
+}
+
+// multipartFile builds a multipart body with data in field "file".
+func multipartFile(t *testing.T, filename string, data []byte) (contentType string, body []byte) {
+	t.Helper()
+	var buf bytes.Buffer
+	w := multipart.NewWriter(&buf)
+	fw, err := w.CreateFormFile("file", filename)
+	require.NoError(t, err)
+	_, err = fw.Write(data)
+	require.NoError(t, err)
+	require.NoError(t, w.Close())
+	return w.FormDataContentType(), buf.Bytes()
+}
+
+func httpGet(ctx context.Context, url string) (int, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, nil, err
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	return res.StatusCode, b, err
+}
+
+// eventually polls cond every 100ms until it holds or the timeout passes.
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// namespace creates a namespace for one test and deletes it when the test ends.
+func namespace(t *testing.T, name string) string {
+	t.Helper()
+	ctx := context.Background()
+	_, err := env.admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = env.admin.CoreV1().Namespaces().Delete(context.Background(), name, metav1.DeleteOptions{}) })
+	return name
+}
+
+// clusterPods lists the pods of a Ray cluster as the admin.
+func clusterPods(t *testing.T, ns, cluster string) []corev1.Pod {
+	t.Helper()
+	pods, err := env.admin.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "ray.io/cluster=" + cluster})
+	require.NoError(t, err)
+	return pods.Items
+}
+
+func allRunningReady(pods []corev1.Pod) bool {
+	for _, p := range pods {
+		if p.Status.Phase != corev1.PodRunning {
+			return false
+		}
+		ready := false
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+				ready = true
+			}
+		}
+		if !ready {
+			return false
+		}
+	}
+	return len(pods) > 0
+}
+
+func getRay(t *testing.T, gvr schema.GroupVersionResource, ns, name string) (*unstructured.Unstructured, error) {
+	t.Helper()
+	return env.adminDyn.Resource(gvr).Namespace(ns).Get(context.Background(), name, metav1.GetOptions{})
+}

@@ -1,0 +1,224 @@
+//go:build integration
+
+// Package integration tests ray-service against the local stack (stack/up.sh): a real kube-apiserver,
+// KubeRay operator and KWOK nodes, all on 127.0.0.1. The service runs as its own binary.
+//
+// Run through `make test`, which builds everything and runs this package inside a network namespace that
+// has only the loopback interface. The test refuses to start where other interfaces are up, unless
+// RAY_TEST_ALLOW_HOST_NETWORK=1.
+package integration
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// env is the running stack and service, shared by the tests of this package.
+var env *stackEnv
+
+type stackEnv struct {
+	vars       map[string]string
+	serviceURL string
+	admin      kubernetes.Interface
+	adminDyn   dynamic.Interface
+	tokens     map[string]string // user -> token
+}
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	if err := loopbackOnly(); err != nil {
+		fmt.Fprintln(os.Stderr, "integration:", err)
+		return 1
+	}
+	root, err := repoRoot()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "integration:", err)
+		return 1
+	}
+	state := os.Getenv("STACK_STATE")
+	if state == "" {
+		dir, err := os.MkdirTemp("", "ray-stack-")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "integration:", err)
+			return 1
+		}
+		defer os.RemoveAll(dir)
+		state = dir
+		up := exec.Command(filepath.Join(root, "stack", "up.sh"), state)
+		up.Stdout, up.Stderr = os.Stderr, os.Stderr
+		if err := up.Run(); err != nil {
+			fmt.Fprintln(os.Stderr, "integration: stack/up.sh:", err)
+			dumpLogs(state)
+			stopStack(root, state)
+			return 1
+		}
+		defer stopStack(root, state)
+	}
+	e, stop, err := startService(root, state)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "integration:", err)
+		dumpLogs(state)
+		return 1
+	}
+	defer stop()
+	env = e
+	code := m.Run()
+	if code != 0 {
+		dumpLogs(state)
+	}
+	return code
+}
+
+func stopStack(root, state string) {
+	down := exec.Command(filepath.Join(root, "stack", "down.sh"), state)
+	down.Stdout, down.Stderr = os.Stderr, os.Stderr
+	_ = down.Run()
+}
+
+// loopbackOnly refuses to run where a network interface other than loopback is up.
+func loopbackOnly() error {
+	if os.Getenv("RAY_TEST_ALLOW_HOST_NETWORK") == "1" {
+		return nil
+	}
+	ifaces, err := net.Interfaces()
+	if err != nil {
+		return err
+	}
+	for _, i := range ifaces {
+		if i.Flags&net.FlagLoopback == 0 && i.Flags&net.FlagUp != 0 {
+			return fmt.Errorf("interface %s is up: run the integration tests through `make test` (a loopback-only network namespace)", i.Name)
+		}
+	}
+	return nil
+}
+
+func repoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			if _, err := os.Stat(filepath.Join(dir, "stack", "up.sh")); err == nil {
+				return dir, nil
+			}
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("no repository root above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// readEnvFile reads the `export K=V` lines that stack/up.sh writes.
+func readEnvFile(path string) (map[string]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	vars := map[string]string{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := strings.TrimPrefix(sc.Text(), "export ")
+		k, v, ok := strings.Cut(line, "=")
+		if ok {
+			vars[k] = strings.Trim(v, `"`)
+		}
+	}
+	return vars, sc.Err()
+}
+
+// startService runs the service binary against the stack with its own (ray-service) credentials.
+func startService(root, state string) (*stackEnv, func(), error) {
+	vars, err := readEnvFile(filepath.Join(state, "env"))
+	if err != nil {
+		return nil, nil, err
+	}
+	bin := os.Getenv("RAY_SERVICE_BIN")
+	if bin == "" {
+		bin = filepath.Join(root, "bin", "ray-service")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, nil, err
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	logf, err := os.Create(filepath.Join(state, "logs", "ray-service.log"))
+	if err != nil {
+		return nil, nil, err
+	}
+	cmd := exec.Command(bin, "--listen", addr, "--kubeconfig", vars["SERVICE_KUBECONFIG"],
+		"--prometheus-url", vars["PROMETHEUS_URL"], "--log-level", "debug")
+	cmd.Env = append(os.Environ(), "HTTP_PROXY="+vars["OPERATOR_HTTP_PROXY"], "NO_PROXY=127.0.0.1,localhost")
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		return nil, nil, fmt.Errorf("starting %s: %w", bin, err)
+	}
+	stop := func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			_ = cmd.Process.Kill()
+		}
+		logf.Close()
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", vars["KUBECONFIG"])
+	if err != nil {
+		stop()
+		return nil, nil, err
+	}
+	e := &stackEnv{vars: vars, serviceURL: "http://" + addr, tokens: map[string]string{
+		"admin": vars["ADMIN_TOKEN"], "viewer": vars["VIEWER_TOKEN"], "nobody": vars["NOBODY_TOKEN"],
+		"alice": vars["ALICE_TOKEN"], "bob": vars["BOB_TOKEN"],
+	}}
+	if e.admin, err = kubernetes.NewForConfig(cfg); err != nil {
+		stop()
+		return nil, nil, err
+	}
+	if e.adminDyn, err = dynamic.NewForConfig(cfg); err != nil {
+		stop()
+		return nil, nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for {
+		if status, _, err := httpGet(ctx, e.serviceURL+"/readyz"); err == nil && status == 200 {
+			return e, stop, nil
+		}
+		if ctx.Err() != nil {
+			stop()
+			return nil, nil, fmt.Errorf("the service did not become ready; see %s", logf.Name())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// dumpLogs prints the tail of every log of the stack and the service, for a failed run.
+func dumpLogs(state string) {
+	files, _ := filepath.Glob(filepath.Join(state, "logs", "*.log"))
+	for _, f := range files {
+		out, _ := exec.Command("tail", "-n", "15", f).Output()
+		fmt.Fprintf(os.Stderr, "==> %s <==\n%s\n", filepath.Base(f), out)
+	}
+}

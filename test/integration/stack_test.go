@@ -1,0 +1,118 @@
+//go:build integration
+
+package integration
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/yaml"
+)
+
+const minimalCluster = `
+apiVersion: ray.io/v1
+kind: RayCluster
+metadata:
+  name: NAME
+spec:
+  rayVersion: "2.46.0"
+  headGroupSpec:
+    rayStartParams: {}
+    template:
+      spec:
+        containers:
+        - name: ray-head
+          image: rayproject/ray:2.46.0
+          resources:
+            requests: {cpu: "1", memory: 2Gi}
+            limits: {cpu: "1", memory: 2Gi}
+  workerGroupSpecs:
+  - groupName: workers
+    replicas: 2
+    minReplicas: 0
+    maxReplicas: 4
+    rayStartParams: {}
+    template:
+      spec:
+        containers:
+        - name: ray-worker
+          image: rayproject/ray:2.46.0
+          resources:
+            requests: {cpu: "2", memory: 4Gi}
+            limits: {cpu: "2", memory: 4Gi}
+`
+
+func clusterManifest(t *testing.T, name string) *unstructured.Unstructured {
+	t.Helper()
+	u := &unstructured.Unstructured{}
+	require.NoError(t, yaml.Unmarshal([]byte(minimalCluster), &u.Object))
+	u.SetName(name)
+	return u
+}
+
+// The stack itself: the operator reconciles a RayCluster into pods, KWOK runs them, suspension removes
+// them, and deletion garbage-collects them. Everything here goes through the Kubernetes API as the admin.
+func TestStackReconcilesRayCluster(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t, "stack-e2e")
+	rc := env.adminDyn.Resource(rayClusters).Namespace(ns)
+	_, err := rc.Create(ctx, clusterManifest(t, "demo"), metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	start := time.Now()
+	eventually(t, 60*time.Second, "head and 2 worker pods Running and Ready", func() bool {
+		pods := clusterPods(t, ns, "demo")
+		return len(pods) == 3 && allRunningReady(pods)
+	})
+	eventually(t, 60*time.Second, "status.state ready", func() bool {
+		o, err := getRay(t, rayClusters, ns, "demo")
+		require.NoError(t, err)
+		state, _, _ := unstructured.NestedString(o.Object, "status", "state")
+		return state == "ready"
+	})
+	t.Logf("RayCluster ready in %s", time.Since(start).Round(10*time.Millisecond))
+
+	start = time.Now()
+	_, err = rc.Patch(ctx, "demo", types.MergePatchType, []byte(`{"spec":{"suspend":true}}`), metav1.PatchOptions{})
+	require.NoError(t, err)
+	eventually(t, 60*time.Second, "pods gone and state suspended", func() bool {
+		o, err := getRay(t, rayClusters, ns, "demo")
+		require.NoError(t, err)
+		state, _, _ := unstructured.NestedString(o.Object, "status", "state")
+		return state == "suspended" && len(clusterPods(t, ns, "demo")) == 0
+	})
+	t.Logf("RayCluster suspended in %s", time.Since(start).Round(10*time.Millisecond))
+
+	_, err = rc.Patch(ctx, "demo", types.MergePatchType, []byte(`{"spec":{"suspend":false}}`), metav1.PatchOptions{})
+	require.NoError(t, err)
+	eventually(t, 60*time.Second, "pods back after resume", func() bool {
+		pods := clusterPods(t, ns, "demo")
+		return len(pods) == 3 && allRunningReady(pods)
+	})
+	require.NoError(t, rc.Delete(ctx, "demo", metav1.DeleteOptions{}))
+	eventually(t, 60*time.Second, "pods garbage-collected", func() bool {
+		_, err := getRay(t, rayClusters, ns, "demo")
+		return apierrors.IsNotFound(err) && len(clusterPods(t, ns, "demo")) == 0
+	})
+}
+
+// The user without permissions is refused by Kubernetes RBAC on the same create.
+func TestStackRefusesUserWithoutPermissions(t *testing.T) {
+	ns := namespace(t, "stack-rbac")
+	cfg := &rest.Config{Host: env.vars["KUBE_APISERVER_URL"], BearerToken: env.tokens["nobody"],
+		TLSClientConfig: rest.TLSClientConfig{CAFile: env.vars["KUBE_CA_FILE"]}}
+	dyn, err := dynamic.NewForConfig(cfg)
+	require.NoError(t, err)
+	_, err = dyn.Resource(rayClusters).Namespace(ns).Create(context.Background(), clusterManifest(t, "denied"), metav1.CreateOptions{})
+	require.True(t, apierrors.IsForbidden(err), "want 403, got %v", err)
+	_, err = getRay(t, rayClusters, ns, "denied")
+	require.True(t, apierrors.IsNotFound(err), "nothing may be stored: %v", err)
+}
