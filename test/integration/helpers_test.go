@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilrand "k8s.io/apimachinery/pkg/util/rand"
 )
 
 var (
@@ -105,10 +106,12 @@ func eventually(t *testing.T, timeout time.Duration, what string, cond func() bo
 	}
 }
 
-// namespace creates a namespace for one test and deletes it when the test ends.
-func namespace(t *testing.T, name string) string {
+// namespace creates a namespace for one test, named prefix and a random suffix, and deletes it when the
+// test ends.
+func namespace(t *testing.T, prefix string) string {
 	t.Helper()
 	ctx := context.Background()
+	name := prefix + "-" + utilrand.String(5)
 	_, err := env.admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = env.admin.CoreV1().Namespaces().Delete(context.Background(), name, metav1.DeleteOptions{}) })
@@ -144,4 +147,21 @@ func allRunningReady(pods []corev1.Pod) bool {
 func getRay(t *testing.T, gvr schema.GroupVersionResource, ns, name string) (*unstructured.Unstructured, error) {
 	t.Helper()
 	return env.adminDyn.Resource(gvr).Namespace(ns).Get(context.Background(), name, metav1.GetOptions{})
+}
+
+func httpGetHeaders(ctx context.Context, url string, headers map[string]string) (int, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, nil, err
+	}
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	return res.StatusCode, b, err
 }
