@@ -91,7 +91,8 @@ func run() error {
 
 	router := api.NewRouter(api.Deps{
 		Kinds: kinds, Store: store, Clients: clients, Authz: reviewer, Log: log,
-		Registry: registry, HTTP: httpMetrics,
+		Lifecycle: k8s.NewLifecycle(cfg.ClusterDomain),
+		Registry:  registry, HTTP: httpMetrics,
 		Ready: readiness(store, core.Discovery(), kinds),
 	})
 	srv := &http.Server{Addr: cfg.Listen, Handler: router, ReadHeaderTimeout: 10 * time.Second}

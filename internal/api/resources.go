@@ -125,20 +125,39 @@ func (s *Server) list(c *gin.Context) {
 		return
 	}
 	ns := c.Param("namespace")
-	allowed, err := s.listableNamespaces(c.Request.Context(), token(c), k, ns)
+	ctx, tok := c.Request.Context(), token(c)
+	kindAttrs := auth.Attributes{Verb: "list", Group: k8s.RayGroupVersion.Group, Resource: k.Resource, Namespace: ns}
+	allowed, err := s.listableNamespaces(ctx, tok, kindAttrs, s.Store.Namespaces(k))
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	var items []k8s.Item
-	if allowed == nil { // every namespace
-		for _, e := range s.Store.List(k, ns) {
+	if allowed != nil && ns != "" {
+		s.fail(c, forbidden(k, "list", ns))
+		return
+	}
+	items := []k8s.Item{}
+	instances := map[string]bool{}
+	for _, n := range namespacesOf(allowed, ns) {
+		for _, e := range s.Store.List(k, n) {
 			items = append(items, e.Item())
+			instances[e.Namespace+"/"+e.Name] = true
 		}
-	} else {
-		for _, n := range allowed {
-			for _, e := range s.Store.List(k, n) {
-				items = append(items, e.Item())
+	}
+	if q.Type != k8s.TypeInstance {
+		// Templates are ConfigMaps: the caller must also be allowed to list those.
+		cmAttrs := auth.Attributes{Verb: "list", Resource: "configmaps", Namespace: ns}
+		cmAllowed, err := s.listableNamespaces(ctx, tok, cmAttrs, s.Store.TemplateNamespaces(k))
+		if err != nil {
+			s.fail(c, err)
+			return
+		}
+		for _, n := range intersect(namespacesOf(allowed, ns), namespacesOf(cmAllowed, ns)) {
+			for _, e := range s.Store.Templates(k, n) {
+				// An instance of the same name is what runs; its template is a step of a start or stop.
+				if !instances[e.Namespace+"/"+e.Summary.Name] {
+					items = append(items, e.Item())
+				}
 			}
 		}
 	}
@@ -146,11 +165,10 @@ func (s *Server) list(c *gin.Context) {
 	s.ok(c, http.StatusOK, ListData{Items: page, Total: total, Page: q.Page, PageSize: q.PageSize})
 }
 
-// listableNamespaces returns nil when the caller may list k in ns (all namespaces when ns is ""), else
-// the namespaces among those holding objects where the caller may list them. Asking for one namespace
-// the caller may not list is Forbidden.
-func (s *Server) listableNamespaces(ctx context.Context, tok string, k *k8s.Kind, ns string) ([]string, error) {
-	attrs := auth.Attributes{Verb: "list", Group: k8s.RayGroupVersion.Group, Resource: k.Resource, Namespace: ns}
+// listableNamespaces returns nil when the caller may do attrs (in all namespaces when attrs.Namespace is
+// ""). Otherwise it returns, for a single namespace, an empty list, and for all namespaces, those among
+// candidates where the caller may do attrs.
+func (s *Server) listableNamespaces(ctx context.Context, tok string, attrs auth.Attributes, candidates []string) ([]string, error) {
 	allowed, err := s.Authz.Allowed(ctx, tok, attrs)
 	if err != nil {
 		return nil, err
@@ -158,10 +176,9 @@ func (s *Server) listableNamespaces(ctx context.Context, tok string, k *k8s.Kind
 	if allowed {
 		return nil, nil
 	}
-	if ns != "" {
-		return nil, forbidden(k, "list", ns)
+	if attrs.Namespace != "" {
+		return []string{}, nil
 	}
-	candidates := s.Store.Namespaces(k)
 	verdicts := make([]bool, len(candidates))
 	errs := make([]error, len(candidates))
 	var wg sync.WaitGroup
@@ -188,6 +205,35 @@ func (s *Server) listableNamespaces(ctx context.Context, tok string, k *k8s.Kind
 		}
 	}
 	return out, nil
+}
+
+// namespacesOf turns listableNamespaces' answer into namespaces to read: nil means ns itself ("": all).
+func namespacesOf(allowed []string, ns string) []string {
+	if allowed == nil {
+		return []string{ns}
+	}
+	return allowed
+}
+
+// intersect keeps the namespaces in both lists; "" stands for every namespace.
+func intersect(a, b []string) []string {
+	if len(a) == 1 && a[0] == "" {
+		return b
+	}
+	if len(b) == 1 && b[0] == "" {
+		return a
+	}
+	in := map[string]bool{}
+	for _, n := range b {
+		in[n] = true
+	}
+	out := []string{}
+	for _, n := range a {
+		if in[n] {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // parseListQuery reads and checks the list parameters.
@@ -300,6 +346,13 @@ func (s *Server) create(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
+	start := true
+	if c.Query("start") != "" {
+		if start, err = boolParam(c, "start"); err != nil {
+			s.fail(c, err)
+			return
+		}
+	}
 	obj, err := readManifest(c.Writer, c.Request)
 	if err != nil {
 		s.fail(c, err)
@@ -321,7 +374,14 @@ func (s *Server) create(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	created, err := k.Create(ctx, cl.Dynamic, obj, dryRun)
+	var cur *k8s.Current
+	if start {
+		var created *unstructured.Unstructured
+		created, err = k.Create(ctx, cl.Dynamic, obj, dryRun)
+		cur = &k8s.Current{Instance: created}
+	} else {
+		cur, err = s.Lifecycle.CreateStopped(ctx, cl, k, obj, dryRun)
+	}
 	if err != nil {
 		s.fail(c, err)
 		return
@@ -330,7 +390,7 @@ func (s *Server) create(c *gin.Context) {
 	if dryRun {
 		code = http.StatusOK
 	}
-	s.ok(c, code, s.detail(k, created))
+	s.ok(c, code, s.detail(k, cur))
 }
 
 // get shows one object, read from the apiserver as the caller.
@@ -347,34 +407,39 @@ func (s *Server) create(c *gin.Context) {
 //	@Failure		401,403,404,503,504	{object}	Envelope
 //	@Router			/rest/ray/v1/namespaces/{namespace}/{kind}/{name} [get]
 func (s *Server) get(c *gin.Context) {
-	k, obj, ok := s.fetch(c)
+	k, _, cur, ok := s.resolve(c)
 	if !ok {
 		return
 	}
-	s.ok(c, http.StatusOK, s.detail(k, obj))
+	s.ok(c, http.StatusOK, s.detail(k, cur))
 }
 
-// fetch reads the object of the path as the caller.
-func (s *Server) fetch(c *gin.Context) (*k8s.Kind, *unstructured.Unstructured, bool) {
+// resolve reads the object of the path as the caller: the instance, else its template.
+func (s *Server) resolve(c *gin.Context) (*k8s.Kind, *k8s.Clients, *k8s.Current, bool) {
 	k, ok := s.kind(c)
 	if !ok {
-		return nil, nil, false
+		return nil, nil, nil, false
 	}
 	cl, err := s.clients(c)
 	if err != nil {
 		s.fail(c, err)
-		return nil, nil, false
+		return nil, nil, nil, false
 	}
-	obj, err := k.Get(c.Request.Context(), cl.Dynamic, c.Param("namespace"), c.Param("name"))
+	cur, err := k.Resolve(c.Request.Context(), cl, c.Param("namespace"), c.Param("name"))
 	if err != nil {
 		s.fail(c, err)
-		return nil, nil, false
+		return nil, nil, nil, false
 	}
-	return k, obj, true
+	return k, cl, cur, true
 }
 
-func (s *Server) detail(k *k8s.Kind, obj *unstructured.Unstructured) Detail {
-	obj = obj.DeepCopy()
+// detail shows an instance or a template.
+func (s *Server) detail(k *k8s.Kind, cur *k8s.Current) Detail {
+	if cur.Template != nil {
+		obj := cur.Template.DetailObject()
+		return Detail{Summary: k.TemplateSummary(cur.Template), Object: obj.Object, Conditions: []interface{}{}}
+	}
+	obj := cur.Instance.DeepCopy()
 	unstructured.RemoveNestedField(obj.Object, "metadata", "managedFields")
 	d := Detail{Summary: k.Summarize(obj), Object: obj.Object, Conditions: []interface{}{}}
 	s.Store.CompleteSummary(&d.Summary)
@@ -433,18 +498,28 @@ func (s *Server) replace(c *gin.Context) {
 		return
 	}
 	ctx := c.Request.Context()
-	current, err := k.Get(ctx, cl.Dynamic, ns, name)
+	current, err := k.Resolve(ctx, cl, ns, name)
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	k8s.KeepCreator(obj, current)
-	updated, err := k.Update(ctx, cl.Dynamic, obj, dryRun)
+	var after *k8s.Current
+	if current.Template != nil {
+		k8s.KeepCreator(obj, current.Template.Manifest)
+		var tpl *k8s.Template
+		tpl, err = k.UpdateTemplate(ctx, cl, current.Template, obj, dryRun)
+		after = &k8s.Current{Template: tpl}
+	} else {
+		k8s.KeepCreator(obj, current.Instance)
+		var updated *unstructured.Unstructured
+		updated, err = k.Update(ctx, cl.Dynamic, obj, dryRun)
+		after = &k8s.Current{Instance: updated}
+	}
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	s.ok(c, http.StatusOK, s.detail(k, updated))
+	s.ok(c, http.StatusOK, s.detail(k, after))
 }
 
 // delete deletes an object as the caller.
@@ -464,17 +539,46 @@ func (s *Server) delete(c *gin.Context) {
 	if !ok {
 		return
 	}
+	force, err := boolParam(c, "force")
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
 	cl, err := s.clients(c)
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
 	ns, name := c.Param("namespace"), c.Param("name")
-	if err := k.Delete(c.Request.Context(), cl.Dynamic, ns, name); err != nil {
+	if err := s.deleteOne(c.Request.Context(), cl, k, ns, name, force); err != nil {
 		s.fail(c, err)
 		return
 	}
 	s.ok(c, http.StatusOK, DeleteData{Namespace: ns, Name: name})
+}
+
+// deleteOne deletes an instance (refused while Running unless force) and any template of the name.
+func (s *Server) deleteOne(ctx context.Context, cl *k8s.Clients, k *k8s.Kind, ns, name string, force bool) error {
+	cur, err := k.Resolve(ctx, cl, ns, name)
+	if err != nil {
+		return err
+	}
+	if cur.Instance != nil {
+		sum := k.Summarize(cur.Instance)
+		s.Store.CompleteSummary(&sum)
+		if sum.Status == k8s.StatusRunning && !force {
+			return apierrors.NewConflict(schema.GroupResource{Group: k8s.RayGroupVersion.Group, Resource: k.Resource}, name,
+				errorf("it is Running: stop it first, or delete with force=true"))
+		}
+		if err := k.Delete(ctx, cl.Dynamic, ns, name); err != nil {
+			return err
+		}
+	}
+	if err := k.DeleteTemplate(ctx, cl.Core, ns, name); err != nil && !apierrors.IsNotFound(err) &&
+		(cur.Template != nil || !apierrors.IsForbidden(err)) {
+		return err
+	}
+	return nil
 }
 
 // exportYAML returns the object as YAML, read from the apiserver as the caller.
@@ -498,11 +602,17 @@ func (s *Server) exportYAML(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	_, obj, ok := s.fetch(c)
+	_, _, cur, ok := s.resolve(c)
 	if !ok {
 		return
 	}
-	unstructured.RemoveNestedField(obj.Object, "metadata", "managedFields")
+	var obj *unstructured.Unstructured
+	if cur.Template != nil {
+		obj = cur.Template.DetailObject()
+	} else {
+		obj = cur.Instance
+		unstructured.RemoveNestedField(obj.Object, "metadata", "managedFields")
+	}
 	out, err := yaml.Marshal(obj.Object)
 	if err != nil {
 		s.fail(c, err)

@@ -33,8 +33,10 @@ type Deps struct {
 	Kinds   *k8s.Registry
 	Store   *k8s.Store
 	Clients *k8s.ClientFactory
-	Authz   Authorizer
-	Log     *zap.Logger
+	// Lifecycle starts and stops objects.
+	Lifecycle *k8s.Lifecycle
+	Authz     Authorizer
+	Log       *zap.Logger
 	// Registry gathers the service's own metrics for /metrics; HTTP records requests into it.
 	Registry *prometheus.Registry
 	HTTP     *metrics.HTTP
@@ -76,6 +78,7 @@ func NewRouter(d Deps) *gin.Engine {
 	s.swaggerRoutes(v1)
 	a := v1.Group("", s.authenticate)
 	a.GET("/:kind", s.listAll)
+	a.POST("/:kind/batch-delete", s.batchDelete)
 	ns := a.Group("/namespaces/:namespace/:kind")
 	ns.GET("", s.list)
 	ns.POST("", s.create)
@@ -83,6 +86,8 @@ func NewRouter(d Deps) *gin.Engine {
 	ns.PUT("/:name", s.replace)
 	ns.DELETE("/:name", s.delete)
 	ns.GET("/:name/yaml", s.exportYAML)
+	ns.POST("/:name/start", s.start)
+	ns.POST("/:name/stop", s.stop)
 	return r
 }
 

@@ -44,6 +44,12 @@ type Kind struct {
 	status func(o *unstructured.Unstructured) string
 	// summarize adds what only this kind has to a summary.
 	summarize func(o *unstructured.Unstructured, s *Summary)
+	// suspendable tells whether KubeRay can suspend the object in place (spec.suspend).
+	suspendable func(o *unstructured.Unstructured) bool
+	// stopMode is how an object that cannot be suspended is stopped.
+	stopMode stopMode
+	// rerunnable tells whether start runs a finished object again.
+	rerunnable func(o *unstructured.Unstructured, status string) bool
 }
 
 // GVR is the kind's group, version and resource.

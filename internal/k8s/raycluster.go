@@ -10,6 +10,7 @@ func rayClusterKind() *Kind {
 		MaxNameLength:   53,
 		clusterSpecPath: []string{"spec"},
 		status:          rayClusterStatus,
+		suspendable:     func(*unstructured.Unstructured) bool { return true },
 	}
 }
 

@@ -11,7 +11,19 @@ func rayJobKind() *Kind {
 		clusterSpecPath: []string{"spec", "rayClusterSpec"},
 		status:          rayJobStatus,
 		summarize:       summarizeRayJob,
+		suspendable:     rayJobSuspendable,
+		stopMode:        stopViaDashboard,
+		rerunnable: func(o *unstructured.Unstructured, status string) bool {
+			return status == StatusSucceeded || status == StatusFailed || status == StatusStopped
+		},
 	}
+}
+
+// rayJobSuspendable: KubeRay suspends only a RayJob that owns its cluster and deletes it when done.
+func rayJobSuspendable(o *unstructured.Unstructured) bool {
+	shutdown, _, _ := unstructured.NestedBool(o.Object, "spec", "shutdownAfterJobFinishes")
+	selector, _, _ := unstructured.NestedStringMap(o.Object, "spec", "clusterSelector")
+	return shutdown && len(selector) == 0
 }
 
 // rayJobStatus normalizes a RayJob's jobDeploymentStatus and jobStatus.

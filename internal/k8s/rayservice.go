@@ -11,6 +11,7 @@ func rayServiceKind() *Kind {
 		clusterSpecPath: []string{"spec", "rayClusterConfig"},
 		status:          rayServiceStatus,
 		summarize:       summarizeRayService,
+		stopMode:        stopToTemplate,
 	}
 }
 

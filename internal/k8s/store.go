@@ -41,7 +41,9 @@ type Store struct {
 	kinds *Registry
 	byRes map[string]cache.SharedIndexInformer
 	pods  cache.SharedIndexInformer
-	start []func(stop <-chan struct{})
+	// templates holds the template ConfigMaps of every kind, as entries.
+	templates cache.SharedIndexInformer
+	start     []func(stop <-chan struct{})
 }
 
 // NewStore prepares the informers; nothing is listed until Start. The clients are the service's own.
@@ -70,7 +72,13 @@ func NewStore(dyn dynamic.Interface, core kubernetes.Interface, kinds *Registry,
 	}}); err != nil {
 		return nil, err
 	}
-	s.start = []func(<-chan struct{}){df.Start, pf.Start}
+	tf := informers.NewSharedInformerFactoryWithOptions(core, resync,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = TemplateLabel + "=true" }))
+	s.templates = tf.Core().V1().ConfigMaps().Informer()
+	if err := s.templates.SetTransform(templateTransform(kinds)); err != nil {
+		return nil, err
+	}
+	s.start = []func(<-chan struct{}){df.Start, pf.Start, tf.Start}
 	return s, nil
 }
 
@@ -83,7 +91,7 @@ func (s *Store) Start(ctx context.Context) {
 
 // HasSynced tells whether every informer has listed once.
 func (s *Store) HasSynced() bool {
-	if !s.pods.HasSynced() {
+	if !s.pods.HasSynced() || !s.templates.HasSynced() {
 		return false
 	}
 	for _, inf := range s.byRes {
@@ -96,7 +104,7 @@ func (s *Store) HasSynced() bool {
 
 // WaitForSync blocks until every informer has synced or ctx ends.
 func (s *Store) WaitForSync(ctx context.Context) bool {
-	syncs := []cache.InformerSynced{s.pods.HasSynced}
+	syncs := []cache.InformerSynced{s.pods.HasSynced, s.templates.HasSynced}
 	for _, inf := range s.byRes {
 		syncs = append(syncs, inf.HasSynced)
 	}
@@ -119,6 +127,37 @@ func (s *Store) List(k *Kind, namespace string) []*Entry {
 			out = append(out, s.complete(e))
 		}
 	}
+	return out
+}
+
+// Templates returns the cached templates of a kind in a namespace ("" for all).
+func (s *Store) Templates(k *Kind, namespace string) []*Entry {
+	var objs []interface{}
+	if namespace == "" {
+		objs = s.templates.GetStore().List()
+	} else {
+		objs, _ = s.templates.GetIndexer().ByIndex(cache.NamespaceIndex, namespace)
+	}
+	out := make([]*Entry, 0, len(objs))
+	for _, o := range objs {
+		if e, ok := o.(*Entry); ok && e.Summary.Kind == k.Kind {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// TemplateNamespaces returns the namespaces that hold cached templates of a kind, sorted.
+func (s *Store) TemplateNamespaces(k *Kind) []string {
+	seen := map[string]bool{}
+	for _, e := range s.Templates(k, "") {
+		seen[e.Namespace] = true
+	}
+	out := make([]string, 0, len(seen))
+	for ns := range seen {
+		out = append(out, ns)
+	}
+	sort.Strings(out)
 	return out
 }
 
@@ -279,6 +318,35 @@ func entryTransform(k *Kind) cache.TransformFunc {
 			},
 			Summary: k.Summarize(u),
 		}
+		return e, nil
+	}
+}
+
+// templateTransform turns a template ConfigMap into an entry of its kind. A ConfigMap that is not a
+// readable template of a known kind is kept as an entry without a kind, which lists never show.
+func templateTransform(kinds *Registry) cache.TransformFunc {
+	byKind := map[string]*Kind{}
+	for _, k := range kinds.All() {
+		byKind[k.Kind] = k
+	}
+	return func(obj interface{}) (interface{}, error) {
+		cm, ok := obj.(*corev1.ConfigMap)
+		if !ok {
+			return obj, nil
+		}
+		e := &Entry{ObjectMeta: metav1.ObjectMeta{Name: cm.Name, Namespace: cm.Namespace, UID: cm.UID,
+			ResourceVersion: cm.ResourceVersion, CreationTimestamp: cm.CreationTimestamp}}
+		k := byKind[cm.Labels[TemplateKindLabel]]
+		if k == nil || k.templateObjectName(cm.Name) == "" {
+			return e, nil
+		}
+		m, err := templateManifest(cm)
+		if err != nil {
+			return e, nil
+		}
+		e.TypeMeta = metav1.TypeMeta{APIVersion: k.APIVersion(), Kind: k.Kind}
+		e.Labels = m.GetLabels()
+		e.Summary = k.templateSummary(cm, m)
 		return e, nil
 	}
 }

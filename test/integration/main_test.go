@@ -13,6 +13,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -34,6 +35,7 @@ type stackEnv struct {
 	admin      kubernetes.Interface
 	adminDyn   dynamic.Interface
 	tokens     map[string]string // user -> token
+	dashboards *standIn          // the Ray dashboards, behind the operator's and the service's proxy
 }
 
 func TestMain(m *testing.M) {
@@ -76,6 +78,15 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer stop()
+	proxy, err := url.Parse(e.vars["OPERATOR_HTTP_PROXY"])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "integration:", err)
+		return 1
+	}
+	if e.dashboards, err = startStandIn(proxy.Host); err != nil {
+		fmt.Fprintln(os.Stderr, "integration: stand-in Ray dashboard:", err)
+		return 1
+	}
 	env = e
 	code := m.Run()
 	if code != 0 {

@@ -1,0 +1,189 @@
+package k8s
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/yaml"
+)
+
+// A template is a manifest stored, not handed to KubeRay: a ConfigMap in the object's namespace,
+// labelled ray.openfuyao.com/template=true and ray.openfuyao.com/kind=<Kind>, holding the manifest
+// under TemplateDataKey. Its ConfigMap is named after the kind and the object, so that each name has at
+// most one template per kind and the name cannot clash with the user's own ConfigMaps.
+const TemplateDataKey = "manifest"
+
+// TemplateName is the name of the ConfigMap that holds the template of the named object.
+func (k *Kind) TemplateName(name string) string {
+	return "ray-template." + strings.ToLower(k.Kind) + "." + name
+}
+
+// templateObjectName returns the object name of a template ConfigMap of kind k, or "".
+func (k *Kind) templateObjectName(cmName string) string {
+	prefix := k.TemplateName("")
+	if !strings.HasPrefix(cmName, prefix) {
+		return ""
+	}
+	return strings.TrimPrefix(cmName, prefix)
+}
+
+// templateManifest returns the manifest a template ConfigMap holds.
+func templateManifest(cm *corev1.ConfigMap) (*unstructured.Unstructured, error) {
+	o := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal([]byte(cm.Data[TemplateDataKey]), &o.Object); err != nil {
+		return nil, fmt.Errorf("template %s/%s holds no readable manifest: %w", cm.Namespace, cm.Name, err)
+	}
+	if o.Object == nil {
+		return nil, fmt.Errorf("template %s/%s is empty", cm.Namespace, cm.Name)
+	}
+	return o, nil
+}
+
+// Template is a stored manifest and the ConfigMap that holds it.
+type Template struct {
+	ConfigMap *corev1.ConfigMap
+	Manifest  *unstructured.Unstructured
+}
+
+// Summary is the template's list item: the manifest's summary, type template, status Stopped.
+func (k *Kind) templateSummary(cm *corev1.ConfigMap, manifest *unstructured.Unstructured) Summary {
+	m := manifest.DeepCopy()
+	unstructured.RemoveNestedField(m.Object, "status")
+	m.SetName(k.templateObjectName(cm.Name))
+	m.SetNamespace(cm.Namespace)
+	m.SetCreationTimestamp(cm.CreationTimestamp)
+	s := k.Summarize(m)
+	s.Type = TypeTemplate
+	s.Status = StatusStopped
+	return s
+}
+
+// DetailObject is the manifest as a detail or an export shows it: metadata.resourceVersion is the
+// ConfigMap's, so that a replace of an outdated copy is refused as Conflict.
+func (t *Template) DetailObject() *unstructured.Unstructured {
+	o := t.Manifest.DeepCopy()
+	o.SetResourceVersion(t.ConfigMap.ResourceVersion)
+	o.SetCreationTimestamp(t.ConfigMap.CreationTimestamp)
+	return o
+}
+
+// Summary of the template.
+func (k *Kind) TemplateSummary(t *Template) Summary {
+	return k.templateSummary(t.ConfigMap, t.Manifest)
+}
+
+// GetTemplate reads the template of ns/name as the caller.
+func (k *Kind) GetTemplate(ctx context.Context, core kubernetes.Interface, ns, name string) (*Template, error) {
+	cm, err := core.CoreV1().ConfigMaps(ns).Get(ctx, k.TemplateName(name), metav1.GetOptions{})
+	if err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, apierrors.NewNotFound(k.GVR().GroupResource(), name)
+		}
+		return nil, err
+	}
+	if cm.Labels[TemplateLabel] != "true" || cm.Labels[TemplateKindLabel] != k.Kind {
+		return nil, apierrors.NewNotFound(k.GVR().GroupResource(), name)
+	}
+	m, err := templateManifest(cm)
+	if err != nil {
+		return nil, err
+	}
+	return &Template{ConfigMap: cm, Manifest: m}, nil
+}
+
+// templateConfigMap builds the ConfigMap that stores a prepared manifest.
+func (k *Kind) templateConfigMap(o *unstructured.Unstructured) (*corev1.ConfigMap, error) {
+	m := o.DeepCopy()
+	unstructured.RemoveNestedField(m.Object, "status")
+	for _, f := range []string{"managedFields", "uid", "resourceVersion", "creationTimestamp", "generation",
+		"deletionTimestamp", "deletionGracePeriodSeconds", "selfLink", "finalizers", "ownerReferences"} {
+		unstructured.RemoveNestedField(m.Object, "metadata", f)
+	}
+	data, err := yaml.Marshal(m.Object)
+	if err != nil {
+		return nil, err
+	}
+	labels := map[string]string{TemplateLabel: "true", TemplateKindLabel: k.Kind}
+	if v := o.GetLabels()[CreatorKey]; v != "" {
+		labels[CreatorKey] = v
+	}
+	return &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: k.TemplateName(o.GetName()), Namespace: o.GetNamespace(), Labels: labels,
+			Annotations: map[string]string{CreatorKey: o.GetAnnotations()[CreatorKey]}},
+		Data: map[string]string{TemplateDataKey: string(data)},
+	}, nil
+}
+
+// CreateTemplate validates the manifest with a server-side dry run of the real object and stores it as
+// a template, both as the caller. An object or a template of that name already there is AlreadyExists.
+func (k *Kind) CreateTemplate(ctx context.Context, c *Clients, o *unstructured.Unstructured, dryRun bool) (*Template, error) {
+	if _, err := k.Get(ctx, c.Dynamic, o.GetNamespace(), o.GetName()); err == nil {
+		return nil, apierrors.NewAlreadyExists(k.GVR().GroupResource(), o.GetName())
+	} else if !apierrors.IsNotFound(err) {
+		return nil, err
+	}
+	if _, err := k.Create(ctx, c.Dynamic, o, true); err != nil {
+		return nil, err
+	}
+	cm, err := k.templateConfigMap(o)
+	if err != nil {
+		return nil, err
+	}
+	opts := metav1.CreateOptions{}
+	if dryRun {
+		opts.DryRun = []string{metav1.DryRunAll}
+	}
+	created, err := c.Core.CoreV1().ConfigMaps(o.GetNamespace()).Create(ctx, cm, opts)
+	if apierrors.IsAlreadyExists(err) {
+		return nil, apierrors.NewAlreadyExists(k.GVR().GroupResource(), o.GetName())
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &Template{ConfigMap: created, Manifest: o}, nil
+}
+
+// UpdateTemplate validates a replacement manifest like CreateTemplate and replaces the template. The
+// manifest's resourceVersion, when set, must be the ConfigMap's (Conflict otherwise).
+func (k *Kind) UpdateTemplate(ctx context.Context, c *Clients, current *Template, o *unstructured.Unstructured, dryRun bool) (*Template, error) {
+	rv := o.GetResourceVersion()
+	if rv != "" && rv != current.ConfigMap.ResourceVersion {
+		return nil, apierrors.NewConflict(k.GVR().GroupResource(), o.GetName(),
+			fmt.Errorf("the template has changed since resourceVersion %s; read it again", rv))
+	}
+	probe := o.DeepCopy()
+	probe.SetResourceVersion("")
+	if _, err := k.Create(ctx, c.Dynamic, probe, true); err != nil {
+		return nil, err
+	}
+	cm, err := k.templateConfigMap(o)
+	if err != nil {
+		return nil, err
+	}
+	cm.ResourceVersion = current.ConfigMap.ResourceVersion
+	opts := metav1.UpdateOptions{}
+	if dryRun {
+		opts.DryRun = []string{metav1.DryRunAll}
+	}
+	updated, err := c.Core.CoreV1().ConfigMaps(o.GetNamespace()).Update(ctx, cm, opts)
+	if err != nil {
+		return nil, err
+	}
+	probe.SetResourceVersion("")
+	return &Template{ConfigMap: updated, Manifest: probe}, nil
+}
+
+// DeleteTemplate deletes the template of ns/name as the caller.
+func (k *Kind) DeleteTemplate(ctx context.Context, core kubernetes.Interface, ns, name string) error {
+	err := core.CoreV1().ConfigMaps(ns).Delete(ctx, k.TemplateName(name), metav1.DeleteOptions{})
+	if apierrors.IsNotFound(err) {
+		return apierrors.NewNotFound(k.GVR().GroupResource(), name)
+	}
+	return err
+}

@@ -1,0 +1,167 @@
+//go:build integration
+
+package integration
+
+import (
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+)
+
+// standIn is a stand-in for the Ray dashboards of every Ray cluster: it speaks enough of Ray's Jobs and
+// Serve REST APIs for the KubeRay operator and the service. Both reach it as their HTTP proxy (the
+// stack's OPERATOR_HTTP_PROXY, a loopback address), so requests arrive in proxy form with the in-cluster
+// address of the dashboard in the URL, and no name is ever resolved.
+type standIn struct {
+	srv *http.Server
+
+	mu       sync.Mutex
+	jobs     map[string]map[string]*fakeJob // dashboard host -> job id -> job
+	requests []seenRequest
+}
+
+type fakeJob struct {
+	ID, Entrypoint, Status string
+	Start, End             int64
+}
+
+type seenRequest struct {
+	Method, Host, Path string
+}
+
+// startStandIn listens on addr (host:port) until the test binary ends.
+func startStandIn(addr string) (*standIn, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	s := &standIn{jobs: map[string]map[string]*fakeJob{}}
+	s.srv = &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = s.srv.Serve(ln) }()
+	return s, nil
+}
+
+var jobPath = regexp.MustCompile(`^/api/jobs/?([^/]*)(/stop|/logs)?/?$`)
+
+func (s *standIn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	host := r.URL.Host
+	if host == "" {
+		host = r.Host
+	}
+	host = strings.Split(host, ":")[0]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.requests = append(s.requests, seenRequest{Method: r.Method, Host: host, Path: r.URL.Path})
+	table := s.jobs[host]
+	if table == nil {
+		table = map[string]*fakeJob{}
+		s.jobs[host] = table
+	}
+	now := time.Now().UnixMilli()
+	reply := func(code int, v interface{}) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(code)
+		_ = json.NewEncoder(w).Encode(v)
+	}
+	switch p := r.URL.Path; {
+	case strings.HasPrefix(p, "/api/version"):
+		reply(200, map[string]string{"version": "standin", "ray_version": "2.46.0", "ray_commit": "standin"})
+	case strings.HasPrefix(p, "/api/serve/applications"):
+		if r.Method == http.MethodPut {
+			reply(200, map[string]string{})
+			return
+		}
+		reply(200, map[string]interface{}{"applications": map[string]interface{}{
+			"hello": map[string]interface{}{"name": "hello", "route_prefix": "/", "status": "RUNNING", "message": "",
+				"deployments": map[string]interface{}{"Hello": map[string]string{"name": "Hello", "status": "HEALTHY", "message": ""}}},
+		}})
+	case jobPath.MatchString(p):
+		m := jobPath.FindStringSubmatch(p)
+		id, action := m[1], m[2]
+		switch {
+		case id == "" && r.Method == http.MethodPost: // HTTPMode submission
+			var body struct {
+				Entrypoint   string `json:"entrypoint"`
+				SubmissionID string `json:"submission_id"`
+			}
+			b, _ := io.ReadAll(r.Body)
+			_ = json.Unmarshal(b, &body)
+			table[body.SubmissionID] = &fakeJob{ID: body.SubmissionID, Entrypoint: body.Entrypoint, Status: "RUNNING", Start: now}
+			reply(200, map[string]string{"job_id": body.SubmissionID, "submission_id": body.SubmissionID})
+		case id == "":
+			list := []interface{}{}
+			for _, j := range table {
+				list = append(list, j.info())
+			}
+			reply(200, list)
+		case action == "/stop":
+			j := table[id]
+			if j == nil {
+				reply(404, map[string]string{"error": "no such job"})
+				return
+			}
+			stopped := j.Status == "RUNNING" || j.Status == "PENDING"
+			if stopped {
+				j.Status, j.End = "STOPPED", now
+			}
+			reply(200, map[string]bool{"stopped": stopped})
+		case action == "/logs":
+			reply(200, map[string]string{"logs": ""})
+		case r.Method == http.MethodDelete:
+			delete(table, id)
+			reply(200, map[string]bool{"deleted": true})
+		default:
+			j := table[id]
+			if j == nil { // K8sJobMode: as if the submitter had submitted it
+				j = &fakeJob{ID: id, Status: "RUNNING", Start: now}
+				table[id] = j
+			}
+			reply(200, j.info())
+		}
+	default:
+		reply(404, map[string]string{"error": "not found: " + p})
+	}
+}
+
+func (j *fakeJob) info() map[string]interface{} {
+	info := map[string]interface{}{"job_id": j.ID, "submission_id": j.ID, "status": j.Status, "entrypoint": j.Entrypoint,
+		"message": "stand-in job " + strings.ToLower(j.Status), "type": "SUBMISSION", "start_time": j.Start}
+	if j.End != 0 {
+		info["end_time"] = j.End
+	}
+	return info
+}
+
+// finish sets the status of every job of a Ray cluster's dashboard whose host starts with prefix.
+func (s *standIn) finish(hostPrefix, status string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for host, table := range s.jobs {
+		if strings.HasPrefix(host, hostPrefix) {
+			for _, j := range table {
+				j.Status, j.End = status, time.Now().UnixMilli()
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// seen counts the requests matching method and a path suffix made to hosts starting with prefix.
+func (s *standIn) seen(method, hostPrefix, pathSuffix string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, r := range s.requests {
+		if r.Method == method && strings.HasPrefix(r.Host, hostPrefix) && strings.HasSuffix(strings.TrimSuffix(r.Path, "/"), pathSuffix) {
+			n++
+		}
+	}
+	return n
+}
