@@ -422,6 +422,7 @@ func TestInterruptedStartCompletes(t *testing.T) {
 		Subjects:   []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: "alice"}},
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
+	waitAllowed(t, "alice", ns, "create", "", "configmaps")
 	alice := env.tokens["alice"]
 
 	r := call(t, "POST", nsPath(ns, "rayservices")+"?start=false", alice, "application/yaml", testdata(t, "rayservice-minimal.yaml"))

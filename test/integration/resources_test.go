@@ -15,6 +15,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -159,6 +160,21 @@ func bind(t *testing.T, ns, user, role string) {
 		Subjects:   []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: user}},
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
+	waitAllowed(t, user, ns, "get", "ray.io", "rayclusters")
+}
+
+// waitAllowed waits until the apiserver's RBAC cache, which learns of bindings a moment after they are
+// made, allows user the verb.
+func waitAllowed(t *testing.T, user, ns, verb, group, resource string) {
+	t.Helper()
+	eventually(t, 10*time.Second, user+" allowed to "+verb+" "+resource, func() bool {
+		sar, err := env.admin.AuthorizationV1().SubjectAccessReviews().Create(context.Background(), &authorizationv1.SubjectAccessReview{
+			Spec: authorizationv1.SubjectAccessReviewSpec{User: user, ResourceAttributes: &authorizationv1.ResourceAttributes{
+				Namespace: ns, Verb: verb, Group: group, Resource: resource}},
+		}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		return sar.Status.Allowed
+	})
 }
 
 func createCluster(t *testing.T, token, ns, name string, mutate func(map[string]interface{})) *response {
