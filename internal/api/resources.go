@@ -26,12 +26,18 @@ type ListData struct {
 	PageSize int           `json:"pageSize" example:"20"`
 }
 
-// Detail is the data of a detail response: the summary, the conditions and the whole object.
+// Detail is the data of a detail response: the summary, the conditions, the path of the Ray dashboard
+// proxy, the recent events and the whole object.
 type Detail struct {
 	k8s.Summary
-	Conditions []interface{}          `json:"conditions"`
-	Object     map[string]interface{} `json:"object"`
+	Conditions   []interface{}          `json:"conditions"`
+	DashboardURL string                 `json:"dashboardURL,omitempty" example:"/rest/ray/v1/namespaces/default/rayclusters/demo/dashboard/"`
+	Events       []k8s.EventInfo        `json:"events"`
+	Object       map[string]interface{} `json:"object"`
 }
+
+// RecentEvents is how many events a detail shows.
+const RecentEvents = 20
 
 // DeleteData names what was deleted.
 type DeleteData struct {
@@ -407,11 +413,22 @@ func (s *Server) create(c *gin.Context) {
 //	@Failure		401,403,404,503,504	{object}	Envelope
 //	@Router			/rest/ray/v1/namespaces/{namespace}/{kind}/{name} [get]
 func (s *Server) get(c *gin.Context) {
-	k, _, cur, ok := s.resolve(c)
+	k, cl, cur, ok := s.resolve(c)
 	if !ok {
 		return
 	}
-	s.ok(c, http.StatusOK, s.detail(k, cur))
+	d := s.detail(k, cur)
+	// Events the caller may not list are left out of the detail, not refused.
+	if events, err := s.eventsOf(c.Request.Context(), k, cl, cur); err == nil {
+		if len(events) > RecentEvents {
+			events = events[:RecentEvents]
+		}
+		d.Events = events
+	} else if !apierrors.IsForbidden(err) {
+		s.fail(c, err)
+		return
+	}
+	s.ok(c, http.StatusOK, d)
 }
 
 // resolve reads the object of the path as the caller: the instance, else its template.
@@ -437,11 +454,12 @@ func (s *Server) resolve(c *gin.Context) (*k8s.Kind, *k8s.Clients, *k8s.Current,
 func (s *Server) detail(k *k8s.Kind, cur *k8s.Current) Detail {
 	if cur.Template != nil {
 		obj := cur.Template.DetailObject()
-		return Detail{Summary: k.TemplateSummary(cur.Template), Object: obj.Object, Conditions: []interface{}{}}
+		return Detail{Summary: k.TemplateSummary(cur.Template), Object: obj.Object, Conditions: []interface{}{}, Events: []k8s.EventInfo{}}
 	}
 	obj := cur.Instance.DeepCopy()
 	unstructured.RemoveNestedField(obj.Object, "metadata", "managedFields")
-	d := Detail{Summary: k.Summarize(obj), Object: obj.Object, Conditions: []interface{}{}}
+	d := Detail{Summary: k.Summarize(obj), Object: obj.Object, Conditions: []interface{}{}, Events: []k8s.EventInfo{},
+		DashboardURL: BasePath + "/namespaces/" + obj.GetNamespace() + "/" + k.Resource + "/" + obj.GetName() + "/dashboard/"}
 	s.Store.CompleteSummary(&d.Summary)
 	if conds, ok, _ := unstructured.NestedSlice(obj.Object, "status", "conditions"); ok {
 		d.Conditions = conds

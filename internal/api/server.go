@@ -40,6 +40,8 @@ type Deps struct {
 	// Registry gathers the service's own metrics for /metrics; HTTP records requests into it.
 	Registry *prometheus.Registry
 	HTTP     *metrics.HTTP
+	// Shutdown is closed when the service shuts down; it ends log streams.
+	Shutdown context.Context
 	// Ready reports why the service cannot serve yet, or nil.
 	Ready func(ctx context.Context) error
 }
@@ -88,6 +90,11 @@ func NewRouter(d Deps) *gin.Engine {
 	ns.GET("/:name/yaml", s.exportYAML)
 	ns.POST("/:name/start", s.start)
 	ns.POST("/:name/stop", s.stop)
+	ns.GET("/:name/pods", s.pods)
+	ns.GET("/:name/events", s.events)
+	ns.GET("/:name/logs", s.logs)
+	ns.GET("/:name/dashboard", s.dashboardRoot)
+	ns.Any("/:name/dashboard/*path", s.dashboard)
 	return r
 }
 

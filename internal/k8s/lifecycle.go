@@ -278,7 +278,7 @@ func (l *Lifecycle) stopRayJob(ctx context.Context, c *Clients, k *Kind, obj *un
 		return apierrors.NewForbidden(k.GVR().GroupResource(), name, fmt.Errorf("the caller may not update it"))
 	}
 	jobID, _, _ := unstructured.NestedString(obj.Object, "status", "jobId")
-	dashboard := l.dashboardAddress(obj)
+	dashboard := k.DashboardAddress(obj, l.ClusterDomain)
 	if jobID == "" || dashboard == "" {
 		return apierrors.NewConflict(k.GVR().GroupResource(), name,
 			fmt.Errorf("its Ray job has not been submitted yet; stop it again once it runs, or delete it"))
@@ -299,17 +299,4 @@ func (l *Lifecycle) stopRayJob(ctx context.Context, c *Clients, k *Kind, obj *un
 			ns, name, jobID, res.Status, strings.TrimSpace(string(body))))
 	}
 	return nil
-}
-
-// dashboardAddress is host:port of the Ray dashboard of a RayJob's cluster: what the operator recorded,
-// else the head service's in-cluster name on the default port.
-func (l *Lifecycle) dashboardAddress(obj *unstructured.Unstructured) string {
-	if v, _, _ := unstructured.NestedString(obj.Object, "status", "dashboardURL"); v != "" {
-		return strings.TrimPrefix(strings.TrimPrefix(v, "http://"), "https://")
-	}
-	cluster, _, _ := unstructured.NestedString(obj.Object, "status", "rayClusterName")
-	if cluster == "" {
-		return ""
-	}
-	return fmt.Sprintf("%s-head-svc.%s.svc.%s:8265", cluster, obj.GetNamespace(), l.ClusterDomain)
 }

@@ -32,6 +32,8 @@ type fakeJob struct {
 
 type seenRequest struct {
 	Method, Host, Path string
+	// Credentials tells whether the request carried an Authorization or X-OpenFuyao-Authorization header.
+	Credentials bool
 }
 
 // startStandIn listens on addr (host:port) until the test binary ends.
@@ -56,7 +58,8 @@ func (s *standIn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	host = strings.Split(host, ":")[0]
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.requests = append(s.requests, seenRequest{Method: r.Method, Host: host, Path: r.URL.Path})
+	s.requests = append(s.requests, seenRequest{Method: r.Method, Host: host, Path: r.URL.Path,
+		Credentials: r.Header.Get("Authorization") != "" || r.Header.Get("X-OpenFuyao-Authorization") != ""})
 	table := s.jobs[host]
 	if table == nil {
 		table = map[string]*fakeJob{}
@@ -69,6 +72,12 @@ func (s *standIn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_ = json.NewEncoder(w).Encode(v)
 	}
 	switch p := r.URL.Path; {
+	case p == "/":
+		w.Header().Set("Content-Type", "text/html")
+		_, _ = w.Write([]byte(`<html><head><script src="./static/main.js"></script></head><body>Ray Dashboard of ` + host + `</body></html>`))
+	case p == "/api/echo" && r.Method == http.MethodPost:
+		b, _ := io.ReadAll(r.Body)
+		reply(200, map[string]string{"echo": string(b), "query": r.URL.RawQuery})
 	case strings.HasPrefix(p, "/api/version"):
 		reply(200, map[string]string{"version": "standin", "ray_version": "2.46.0", "ray_commit": "standin"})
 	case strings.HasPrefix(p, "/api/serve/applications"):
@@ -164,4 +173,16 @@ func (s *standIn) seen(method, hostPrefix, pathSuffix string) int {
 		}
 	}
 	return n
+}
+
+// credentialsSeen tells whether any request to hosts starting with prefix carried credentials.
+func (s *standIn) credentialsSeen(hostPrefix string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, r := range s.requests {
+		if strings.HasPrefix(r.Host, hostPrefix) && r.Credentials {
+			return true
+		}
+	}
+	return false
 }

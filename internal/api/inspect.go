@@ -1,0 +1,309 @@
+package api
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httputil"
+	"strconv"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"ray-service/internal/auth"
+	"ray-service/internal/k8s"
+)
+
+// Log request limits.
+const (
+	DefaultTailLines = 500
+	MaxTailLines     = 10000
+	MaxLimitBytes    = 10 << 20
+)
+
+// pods lists the pods of an object.
+//
+//	@Summary		Pods
+//	@Description	The Ray pods of the object (a RayJob's also its submitter pods; a RayService's those of its
+//	@Description	active and pending clusters), head first, then workers, then submitters. Read as the caller.
+//	@Description	A template has none.
+//	@Tags			inspect
+//	@Produce		json
+//	@Security		Bearer
+//	@Param			namespace			path		string	true	"namespace"
+//	@Param			kind				path		string	true	"kind"	Enums(rayclusters, rayjobs, rayservices)
+//	@Param			name				path		string	true	"name"
+//	@Success		200					{object}	Envelope{data=[]k8s.PodInfo}
+//	@Failure		401,403,404,503,504	{object}	Envelope
+//	@Router			/rest/ray/v1/namespaces/{namespace}/{kind}/{name}/pods [get]
+func (s *Server) pods(c *gin.Context) {
+	k, cl, cur, ok := s.resolve(c)
+	if !ok {
+		return
+	}
+	out := []k8s.PodInfo{}
+	if cur.Instance != nil {
+		pods, err := k.Pods(c.Request.Context(), cl.Core, cur.Instance)
+		if err != nil {
+			s.fail(c, err)
+			return
+		}
+		for i := range pods {
+			out = append(out, k8s.Info(&pods[i]))
+		}
+	}
+	s.ok(c, http.StatusOK, out)
+}
+
+// events lists the events of an object.
+//
+//	@Summary		Events
+//	@Description	Kubernetes events of the object, of its Ray cluster(s), of their pods and (RayJob) of the
+//	@Description	submitter Job, newest first. Read as the caller.
+//	@Tags			inspect
+//	@Produce		json
+//	@Security		Bearer
+//	@Param			namespace			path		string	true	"namespace"
+//	@Param			kind				path		string	true	"kind"	Enums(rayclusters, rayjobs, rayservices)
+//	@Param			name				path		string	true	"name"
+//	@Success		200					{object}	Envelope{data=[]k8s.EventInfo}
+//	@Failure		401,403,404,503,504	{object}	Envelope
+//	@Router			/rest/ray/v1/namespaces/{namespace}/{kind}/{name}/events [get]
+func (s *Server) events(c *gin.Context) {
+	k, cl, cur, ok := s.resolve(c)
+	if !ok {
+		return
+	}
+	events, err := s.eventsOf(c.Request.Context(), k, cl, cur)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	s.ok(c, http.StatusOK, events)
+}
+
+func (s *Server) eventsOf(ctx context.Context, k *k8s.Kind, cl *k8s.Clients, cur *k8s.Current) ([]k8s.EventInfo, error) {
+	if cur.Instance == nil {
+		return []k8s.EventInfo{}, nil
+	}
+	pods, err := k.Pods(ctx, cl.Core, cur.Instance)
+	if err != nil && !apierrors.IsForbidden(err) {
+		return nil, err
+	}
+	return k.Events(ctx, cl.Core, cur.Instance, pods)
+}
+
+// logs streams the logs of one of the object's pods.
+//
+//	@Summary		Logs
+//	@Description	Container logs through the Kubernetes API, as the caller, streamed as they are read. pod and
+//	@Description	container must belong to the object (400 otherwise). Defaults: a RayJob's submitter pod
+//	@Description	(container ray-job-submitter), else the head pod of the (active) cluster and its first
+//	@Description	container. tailLines is at most 10000; limitBytes at most 10 MiB (also the default without
+//	@Description	follow). follow=true streams until the client leaves or the service shuts down. A pod that is
+//	@Description	gone is 404; a container that has not started is 409 with its waiting reason.
+//	@Tags			inspect
+//	@Produce		plain
+//	@Produce		json
+//	@Security		Bearer
+//	@Param			namespace				path		string	true	"namespace"
+//	@Param			kind					path		string	true	"kind"	Enums(rayclusters, rayjobs, rayservices)
+//	@Param			name					path		string	true	"name"
+//	@Param			pod						query		string	false	"pod name"
+//	@Param			container				query		string	false	"container name"
+//	@Param			tailLines				query		int		false	"lines from the end"	default(500)	maximum(10000)
+//	@Param			sinceSeconds			query		int		false	"only lines newer than this"
+//	@Param			previous				query		bool	false	"the previous instance of the container"
+//	@Param			limitBytes				query		int		false	"stop after this many bytes"	maximum(10485760)
+//	@Param			follow					query		bool	false	"stream new lines"
+//	@Success		200						{string}	string	"the log text"
+//	@Failure		400,401,403,404,409,503	{object}	Envelope
+//	@Router			/rest/ray/v1/namespaces/{namespace}/{kind}/{name}/logs [get]
+func (s *Server) logs(c *gin.Context) {
+	opts, err := logOptions(c)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	k, cl, cur, ok := s.resolve(c)
+	if !ok {
+		return
+	}
+	if cur.Instance == nil {
+		s.fail(c, statusError(http.StatusConflict, "Conflict", "a template has no pods and no logs: start it first"))
+		return
+	}
+	ctx := c.Request.Context()
+	pods, err := k.Pods(ctx, cl.Core, cur.Instance)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	pod, container, err := k.LogTarget(pods, c.Query("pod"), c.Query("container"))
+	if err != nil && c.Query("pod") != "" && apierrors.IsBadRequest(err) {
+		// Not among the object's pods: say so, unless the pod no longer exists at all.
+		if _, gerr := cl.Core.CoreV1().Pods(cur.Instance.GetNamespace()).Get(ctx, c.Query("pod"), metav1.GetOptions{}); apierrors.IsNotFound(gerr) {
+			err = statusError(http.StatusNotFound, "NotFound", sprintf("pod %q does not exist (any more)", c.Query("pod")))
+		}
+	}
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	opts.Container = container
+	if opts.Follow {
+		// A follow ends when the client leaves or the service shuts down.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		if s.Shutdown != nil {
+			stop := context.AfterFunc(s.Shutdown, cancel)
+			defer stop()
+		}
+	}
+	stream, err := cl.Core.CoreV1().Pods(pod.Namespace).GetLogs(pod.Name, opts).Stream(ctx)
+	if err != nil {
+		if apierrors.IsNotFound(err) {
+			err = statusError(http.StatusNotFound, "NotFound", sprintf("pod %q is gone", pod.Name))
+		}
+		s.fail(c, err)
+		return
+	}
+	defer stream.Close()
+	c.Header("Content-Type", "text/plain; charset=utf-8")
+	c.Header("X-Content-Type-Options", "nosniff")
+	c.Header("X-Ray-Pod", pod.Name)
+	c.Header("X-Ray-Container", container)
+	c.Status(http.StatusOK)
+	c.Writer.WriteHeaderNow()
+	c.Writer.Flush()
+	r := bufio.NewReaderSize(stream, 32<<10)
+	for {
+		line, err := r.ReadSlice('\n')
+		if len(line) > 0 {
+			if _, werr := c.Writer.Write(line); werr != nil {
+				return
+			}
+			if r.Buffered() == 0 || opts.Follow {
+				c.Writer.Flush()
+			}
+		}
+		if err != nil && !errors.Is(err, bufio.ErrBufferFull) {
+			if !errors.Is(err, io.EOF) && ctx.Err() == nil {
+				logger(c).Warn("log stream ended", zap.Error(err))
+			}
+			c.Writer.Flush()
+			return
+		}
+	}
+}
+
+func logOptions(c *gin.Context) (*corev1.PodLogOptions, error) {
+	opts := &corev1.PodLogOptions{}
+	var err error
+	if opts.Follow, err = boolParam(c, "follow"); err != nil {
+		return nil, err
+	}
+	if opts.Previous, err = boolParam(c, "previous"); err != nil {
+		return nil, err
+	}
+	tail, err := intParam(c, "tailLines", DefaultTailLines, 0, MaxTailLines)
+	if err != nil {
+		return nil, err
+	}
+	t := int64(tail)
+	opts.TailLines = &t
+	if v := c.Query("sinceSeconds"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 1 {
+			return nil, badRequest("sinceSeconds %q: want a whole number of seconds from 1", v)
+		}
+		opts.SinceSeconds = &n
+	}
+	limit := int64(MaxLimitBytes)
+	if v := c.Query("limitBytes"); v != "" {
+		n, err := intParam(c, "limitBytes", 0, 1, MaxLimitBytes)
+		if err != nil {
+			return nil, err
+		}
+		limit = int64(n)
+		opts.LimitBytes = &limit
+	} else if !opts.Follow {
+		opts.LimitBytes = &limit
+	}
+	return opts, nil
+}
+
+// dashboard proxies to the Ray dashboard of the object's cluster.
+//
+//	@Summary		Ray dashboard
+//	@Description	Reverse proxy to the Ray dashboard of the cluster (a RayJob's or RayService's current
+//	@Description	cluster), reached by the head service's in-cluster name and dashboard port, honouring the
+//	@Description	HTTP proxy environment variables. For callers allowed get on services/proxy in the namespace.
+//	@Description	The caller's credentials are not passed on. Responses are streamed unchanged.
+//	@Tags			inspect
+//	@Security		Bearer
+//	@Param			namespace			path	string	true	"namespace"
+//	@Param			kind				path	string	true	"kind"	Enums(rayclusters, rayjobs, rayservices)
+//	@Param			name				path	string	true	"name"
+//	@Param			path				path	string	true	"path on the dashboard"
+//	@Success		200					"what the dashboard answers"
+//	@Failure		401,403,404,409,502	{object}	Envelope
+//	@Router			/rest/ray/v1/namespaces/{namespace}/{kind}/{name}/dashboard/{path} [get]
+//	@Router			/rest/ray/v1/namespaces/{namespace}/{kind}/{name}/dashboard/{path} [post]
+func (s *Server) dashboard(c *gin.Context) {
+	k, ok := s.kind(c)
+	if !ok {
+		return
+	}
+	ns := c.Param("namespace")
+	allowed, err := s.Authz.Allowed(c.Request.Context(), token(c), auth.Attributes{Verb: "get", Resource: "services", Subresource: "proxy", Namespace: ns})
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	if !allowed {
+		s.fail(c, statusError(http.StatusForbidden, "Forbidden", sprintf("the caller may not get services/proxy in namespace %q", ns)))
+		return
+	}
+	_, _, cur, ok := s.resolve(c)
+	if !ok {
+		return
+	}
+	addr := ""
+	if cur.Instance != nil {
+		addr = k.DashboardAddress(cur.Instance, s.Lifecycle.ClusterDomain)
+	}
+	if addr == "" {
+		s.fail(c, statusError(http.StatusConflict, "Conflict", "it has no Ray cluster running: start it first"))
+		return
+	}
+	path := c.Param("path")
+	rp := &httputil.ReverseProxy{
+		Transport:     s.Lifecycle.Dashboard.Transport,
+		FlushInterval: -1,
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.Out.URL.Scheme, pr.Out.URL.Host, pr.Out.Host = "http", addr, addr
+			pr.Out.URL.Path, pr.Out.URL.RawPath = path, ""
+			for _, h := range []string{auth.OpenFuyaoHeader, auth.StandardHeader, "Cookie"} {
+				pr.Out.Header.Del(h)
+			}
+		},
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			logger(c).Warn("Ray dashboard unreachable", zap.String("address", addr), zap.Error(err))
+			s.respond(c, Envelope{Code: http.StatusBadGateway, Msg: sprintf("the Ray dashboard at %s did not answer", addr), Reason: "BadGateway"})
+		},
+	}
+	rp.ServeHTTP(c.Writer, c.Request)
+}
+
+// dashboardRoot sends .../dashboard to .../dashboard/, so that the dashboard's relative links resolve.
+func (s *Server) dashboardRoot(c *gin.Context) {
+	c.Redirect(http.StatusMovedPermanently, strings.TrimSuffix(c.Request.URL.Path, "/")+"/")
+}

@@ -1,0 +1,299 @@
+package k8s
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/kubernetes"
+)
+
+// Node types of the pods an object shows.
+const (
+	NodeTypeHead      = "head"
+	NodeTypeWorker    = "worker"
+	NodeTypeSubmitter = "submitter"
+	// SubmitterContainer is the container of a RayJob's submitter pod (K8sJobMode).
+	SubmitterContainer = "ray-job-submitter"
+	jobNameLabel       = "batch.kubernetes.io/job-name"
+)
+
+// ContainerInfo is one container of a pod.
+type ContainerInfo struct {
+	Name     string `json:"name"`
+	Image    string `json:"image"`
+	State    string `json:"state" example:"running"`
+	Reason   string `json:"reason,omitempty" example:"CrashLoopBackOff"`
+	Ready    bool   `json:"ready"`
+	Restarts int32  `json:"restarts"`
+}
+
+// PodInfo is one pod of a Ray object.
+type PodInfo struct {
+	Name       string          `json:"name"`
+	NodeType   string          `json:"nodeType" example:"head"`
+	Group      string          `json:"group" example:"headgroup"`
+	Cluster    string          `json:"cluster,omitempty"`
+	Phase      string          `json:"phase" example:"Running"`
+	Ready      bool            `json:"ready"`
+	Restarts   int32           `json:"restarts"`
+	Node       string          `json:"node"`
+	IP         string          `json:"ip"`
+	StartTime  *time.Time      `json:"startTime,omitempty"`
+	Containers []ContainerInfo `json:"containers"`
+}
+
+// Clusters returns the Ray clusters an object runs on: a RayCluster itself, a RayJob's cluster, a
+// RayService's active and pending clusters.
+func (k *Kind) Clusters(o *unstructured.Unstructured) []string {
+	s := k.Summarize(o)
+	var out []string
+	for _, c := range []string{ClusterName(&s), s.PendingRayClusterName} {
+		if c != "" {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// Pods lists, as the caller, the pods of an object: those of its Ray clusters and, for a RayJob, of its
+// submitter Job. Head pods come first, then workers, then submitters, each by name.
+func (k *Kind) Pods(ctx context.Context, core kubernetes.Interface, o *unstructured.Unstructured) ([]corev1.Pod, error) {
+	ns := o.GetNamespace()
+	var selectors []string
+	if clusters := k.Clusters(o); len(clusters) > 0 {
+		selectors = append(selectors, RayClusterLabel+" in ("+strings.Join(clusters, ",")+")")
+	}
+	if k.Kind == "RayJob" {
+		selectors = append(selectors, jobNameLabel+"="+o.GetName())
+	}
+	var pods []corev1.Pod
+	for _, sel := range selectors {
+		list, err := core.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
+		if err != nil {
+			return nil, err
+		}
+		pods = append(pods, list.Items...)
+	}
+	rank := map[string]int{NodeTypeHead: 0, NodeTypeWorker: 1, NodeTypeSubmitter: 2}
+	sort.SliceStable(pods, func(i, j int) bool {
+		a, b := nodeType(&pods[i]), nodeType(&pods[j])
+		if a != b {
+			return rank[a] < rank[b]
+		}
+		return pods[i].Name < pods[j].Name
+	})
+	return pods, nil
+}
+
+func nodeType(p *corev1.Pod) string {
+	if t := p.Labels[RayNodeTypeLabel]; t != "" {
+		return t
+	}
+	if p.Labels[jobNameLabel] != "" {
+		return NodeTypeSubmitter
+	}
+	return NodeTypeWorker
+}
+
+// Info describes a pod for the pods route.
+func Info(p *corev1.Pod) PodInfo {
+	info := PodInfo{Name: p.Name, NodeType: nodeType(p), Group: p.Labels[RayGroupLabel], Cluster: p.Labels[RayClusterLabel],
+		Phase: string(p.Status.Phase), Ready: podReady(p), Node: p.Spec.NodeName, IP: p.Status.PodIP, Containers: []ContainerInfo{}}
+	if info.NodeType == NodeTypeSubmitter {
+		info.Group = "submitter"
+	}
+	if p.Status.StartTime != nil {
+		t := p.Status.StartTime.UTC()
+		info.StartTime = &t
+	}
+	statuses := map[string]corev1.ContainerStatus{}
+	for _, cs := range p.Status.ContainerStatuses {
+		statuses[cs.Name] = cs
+	}
+	for _, c := range p.Spec.Containers {
+		ci := ContainerInfo{Name: c.Name, Image: c.Image, State: "waiting"}
+		if cs, ok := statuses[c.Name]; ok {
+			ci.Ready, ci.Restarts = cs.Ready, cs.RestartCount
+			info.Restarts += cs.RestartCount
+			switch {
+			case cs.State.Running != nil:
+				ci.State = "running"
+			case cs.State.Terminated != nil:
+				ci.State, ci.Reason = "terminated", cs.State.Terminated.Reason
+			case cs.State.Waiting != nil:
+				ci.Reason = cs.State.Waiting.Reason
+			}
+		}
+		info.Containers = append(info.Containers, ci)
+	}
+	return info
+}
+
+// LogTarget picks the pod and container whose logs are asked for, among the object's pods. pod and
+// container may be empty: the defaults are a RayJob's submitter (container ray-job-submitter), else the
+// head pod and its first container. A pod or container that is not the object's is BadRequest; a
+// container that has not started is Conflict, naming why.
+func (k *Kind) LogTarget(pods []corev1.Pod, pod, container string) (*corev1.Pod, string, error) {
+	var target *corev1.Pod
+	switch {
+	case pod != "":
+		for i := range pods {
+			if pods[i].Name == pod {
+				target = &pods[i]
+			}
+		}
+		if target == nil {
+			return nil, "", apierrors.NewBadRequest(fmt.Sprintf("pod %q is not a pod of this %s: see its pods", pod, k.Kind))
+		}
+	default:
+		for i := range pods {
+			if nodeType(&pods[i]) == NodeTypeSubmitter && target == nil {
+				target = &pods[i]
+			}
+		}
+		for i := range pods {
+			if nodeType(&pods[i]) == NodeTypeHead && target == nil {
+				target = &pods[i]
+			}
+		}
+		if target == nil {
+			return nil, "", apierrors.NewNotFound(corev1.Resource("pods"), "head pod of "+k.Kind)
+		}
+	}
+	if container == "" {
+		container = target.Spec.Containers[0].Name
+		for _, c := range target.Spec.Containers {
+			if c.Name == SubmitterContainer {
+				container = c.Name
+			}
+		}
+	}
+	found := false
+	for _, c := range append(append([]corev1.Container{}, target.Spec.InitContainers...), target.Spec.Containers...) {
+		found = found || c.Name == container
+	}
+	if !found {
+		return nil, "", apierrors.NewBadRequest(fmt.Sprintf("pod %s has no container %q", target.Name, container))
+	}
+	for _, cs := range append(append([]corev1.ContainerStatus{}, target.Status.InitContainerStatuses...), target.Status.ContainerStatuses...) {
+		if cs.Name == container && cs.State.Waiting != nil && cs.LastTerminationState.Terminated == nil {
+			return nil, "", apierrors.NewConflict(corev1.Resource("pods"), target.Name,
+				fmt.Errorf("container %s has not started yet: %s %s", container, cs.State.Waiting.Reason, cs.State.Waiting.Message))
+		}
+	}
+	if target.Status.Phase == corev1.PodPending && len(target.Status.ContainerStatuses) == 0 {
+		return nil, "", apierrors.NewConflict(corev1.Resource("pods"), target.Name,
+			fmt.Errorf("the pod has not started yet (Pending)"))
+	}
+	return target, container, nil
+}
+
+// EventInfo is one Kubernetes event.
+type EventInfo struct {
+	Type           string            `json:"type" example:"Warning"`
+	Reason         string            `json:"reason" example:"FailedScheduling"`
+	Message        string            `json:"message"`
+	Count          int32             `json:"count"`
+	FirstTime      *time.Time        `json:"firstTime,omitempty"`
+	LastTime       *time.Time        `json:"lastTime,omitempty"`
+	InvolvedObject InvolvedObjectRef `json:"involvedObject"`
+}
+
+// InvolvedObjectRef names what an event is about.
+type InvolvedObjectRef struct {
+	Kind string `json:"kind"`
+	Name string `json:"name"`
+}
+
+// Events lists, as the caller, the events of an object, of its Ray clusters, of their pods and of a
+// RayJob's submitter Job, newest first.
+func (k *Kind) Events(ctx context.Context, core kubernetes.Interface, o *unstructured.Unstructured, pods []corev1.Pod) ([]EventInfo, error) {
+	want := map[InvolvedObjectRef]bool{{Kind: k.Kind, Name: o.GetName()}: true}
+	for _, c := range k.Clusters(o) {
+		want[InvolvedObjectRef{Kind: "RayCluster", Name: c}] = true
+	}
+	for _, p := range pods {
+		want[InvolvedObjectRef{Kind: "Pod", Name: p.Name}] = true
+	}
+	if k.Kind == "RayJob" {
+		want[InvolvedObjectRef{Kind: "Job", Name: o.GetName()}] = true
+	}
+	list, err := core.CoreV1().Events(o.GetNamespace()).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	out := []EventInfo{}
+	for _, e := range list.Items {
+		ref := InvolvedObjectRef{Kind: e.InvolvedObject.Kind, Name: e.InvolvedObject.Name}
+		if !want[ref] {
+			continue
+		}
+		info := EventInfo{Type: e.Type, Reason: e.Reason, Message: e.Message, Count: e.Count, InvolvedObject: ref}
+		first, last := e.FirstTimestamp.Time, e.LastTimestamp.Time
+		if last.IsZero() {
+			last = e.EventTime.Time
+		}
+		if last.IsZero() {
+			last = e.CreationTimestamp.Time
+		}
+		if first.IsZero() {
+			first = last
+		}
+		if info.Count == 0 {
+			info.Count = 1
+		}
+		first, last = first.UTC(), last.UTC()
+		info.FirstTime, info.LastTime = &first, &last
+		out = append(out, info)
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].LastTime.After(*out[j].LastTime) })
+	return out, nil
+}
+
+// DefaultDashboardPort is the Ray dashboard's port when the head container names none "dashboard".
+const DefaultDashboardPort = 8265
+
+// DashboardAddress is host:port of the Ray dashboard of the cluster an object runs on, by the head
+// service's in-cluster name, as the KubeRay operator reaches it: what the operator recorded for a RayJob,
+// else <head service>.<namespace>.svc.<cluster domain>:<the head's dashboard port>. "" when the object
+// has no cluster yet.
+func (k *Kind) DashboardAddress(o *unstructured.Unstructured, clusterDomain string) string {
+	if v, _, _ := unstructured.NestedString(o.Object, "status", "dashboardURL"); v != "" {
+		return strings.TrimPrefix(strings.TrimPrefix(v, "http://"), "https://")
+	}
+	var svc string
+	switch k.Kind {
+	case "RayCluster":
+		svc, _, _ = unstructured.NestedString(o.Object, "status", "head", "serviceName")
+	case "RayService":
+		svc, _, _ = unstructured.NestedString(o.Object, "status", "activeServiceStatus", "rayClusterStatus", "head", "serviceName")
+	}
+	if svc == "" {
+		clusters := k.Clusters(o)
+		if len(clusters) == 0 {
+			return ""
+		}
+		svc = clusters[0] + "-head-svc"
+	}
+	port := int64(DefaultDashboardPort)
+	containers, _, _ := unstructured.NestedSlice(o.Object, append(append([]string{}, k.clusterSpecPath...), "headGroupSpec", "template", "spec", "containers")...)
+	for _, c := range containers {
+		ports, _, _ := unstructured.NestedSlice(c.(map[string]interface{}), "ports")
+		for _, p := range ports {
+			pm, _ := p.(map[string]interface{})
+			if pm["name"] == "dashboard" {
+				if n, ok := nestedInt(pm, "containerPort"); ok {
+					port = n
+				}
+			}
+		}
+	}
+	return fmt.Sprintf("%s.%s.svc.%s:%d", svc, o.GetNamespace(), clusterDomain, port)
+}
