@@ -84,16 +84,30 @@ func run() error {
 		return cl.Core, nil
 	}, cfg.AuthCacheTTL)
 	registry, httpMetrics := metrics.NewRegistry()
+	var querier *metrics.Querier
+	if cfg.PrometheusURL != "" {
+		if querier, err = metrics.NewQuerier(cfg.PrometheusURL, cfg.PrometheusTimeout); err != nil {
+			return err
+		}
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	store.Start(ctx)
 
 	router := api.NewRouter(api.Deps{
-		Kinds: kinds, Store: store, Clients: clients, Authz: reviewer, Log: log,
+		Kinds:     kinds,
+		Store:     store,
+		Clients:   clients,
 		Lifecycle: k8s.NewLifecycle(cfg.ClusterDomain),
-		Registry:  registry, HTTP: httpMetrics,
-		Ready: readiness(store, core.Discovery(), kinds),
+		Authz:     reviewer,
+		Log:       log,
+		Registry:  registry,
+		HTTP:      httpMetrics,
+		Metrics:   querier,
+		Grafana:   api.Grafana{URL: cfg.GrafanaURL, DashboardUID: cfg.GrafanaDashboardUID},
+		Shutdown:  ctx,
+		Ready:     readiness(store, core.Discovery(), kinds),
 	})
 	srv := &http.Server{Addr: cfg.Listen, Handler: router, ReadHeaderTimeout: 10 * time.Second}
 

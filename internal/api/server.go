@@ -40,6 +40,10 @@ type Deps struct {
 	// Registry gathers the service's own metrics for /metrics; HTTP records requests into it.
 	Registry *prometheus.Registry
 	HTTP     *metrics.HTTP
+	// Metrics answers the overview's Prometheus questions; nil without Prometheus.
+	Metrics *metrics.Querier
+	// Grafana is the target of the overview's deep links.
+	Grafana Grafana
 	// Shutdown is closed when the service shuts down; it ends log streams.
 	Shutdown context.Context
 	// Ready reports why the service cannot serve yet, or nil.
@@ -79,6 +83,7 @@ func NewRouter(d Deps) *gin.Engine {
 	v1 := r.Group(BasePath)
 	s.swaggerRoutes(v1)
 	a := v1.Group("", s.authenticate)
+	a.GET("/overview", s.overview)
 	a.GET("/:kind", s.listAll)
 	a.POST("/:kind/batch-delete", s.batchDelete)
 	ns := a.Group("/namespaces/:namespace/:kind")
@@ -95,6 +100,7 @@ func NewRouter(d Deps) *gin.Engine {
 	ns.GET("/:name/logs", s.logs)
 	ns.GET("/:name/dashboard", s.dashboardRoot)
 	ns.Any("/:name/dashboard/*path", s.dashboard)
+	ns.GET("/:name/metrics", s.clusterMetrics)
 	return r
 }
 

@@ -163,15 +163,21 @@ func (s *Store) TemplateNamespaces(k *Kind) []string {
 
 // Get returns one cached object.
 func (s *Store) Get(k *Kind, namespace, name string) (*Entry, bool) {
+	e, ok := s.entry(k, namespace, name)
+	if !ok {
+		return nil, false
+	}
+	return s.complete(e), true
+}
+
+// entry returns the cached entry itself: not to be changed.
+func (s *Store) entry(k *Kind, namespace, name string) (*Entry, bool) {
 	o, ok, _ := s.byRes[k.Resource].GetStore().GetByKey(namespace + "/" + name)
 	if !ok {
 		return nil, false
 	}
 	e, ok := o.(*Entry)
-	if !ok {
-		return nil, false
-	}
-	return s.complete(e), true
+	return e, ok
 }
 
 // Namespaces returns the namespaces that hold cached objects of a kind, sorted.

@@ -1,6 +1,8 @@
 package k8s
 
 import (
+	"encoding/json"
+	"strconv"
 	"strings"
 	"time"
 
@@ -46,6 +48,8 @@ func (r *Resources) Add(r2 Resources, n int64) {
 // HeadSummary is what a list shows of the head group.
 type HeadSummary struct {
 	Resources Resources `json:"resources"`
+	// RayResources are the Ray logical resources one head pod offers (CPU, GPU, memory, custom).
+	RayResources map[string]float64 `json:"rayResources,omitempty"`
 }
 
 // WorkerGroup is what a list shows of a worker group.
@@ -57,6 +61,8 @@ type WorkerGroup struct {
 	ReadyReplicas int64  `json:"readyReplicas"`
 	// Resources are the requests of one pod of the group.
 	Resources Resources `json:"resources"`
+	// RayResources are the Ray logical resources one pod of the group offers.
+	RayResources map[string]float64 `json:"rayResources,omitempty"`
 }
 
 // Summary is a list item: the same fields for every kind, plus a few per kind.
@@ -118,6 +124,8 @@ func summarizeClusterSpec(spec map[string]interface{}, s *Summary) {
 	if head, ok, _ := unstructured.NestedMap(spec, "headGroupSpec", "template"); ok {
 		pod := podSpecOf(head)
 		s.Head.Resources = PodRequests(pod)
+		params, _, _ := unstructured.NestedMap(spec, "headGroupSpec", "rayStartParams")
+		s.Head.RayResources = RayResources(params, pod)
 		if len(pod.Containers) > 0 {
 			s.Image = pod.Containers[0].Image
 		}
@@ -146,11 +154,81 @@ func summarizeClusterSpec(spec map[string]interface{}, s *Summary) {
 		}
 		wg.Replicas = replicas
 		if tmpl, ok, _ := unstructured.NestedMap(gm, "template"); ok {
-			wg.Resources = PodRequests(podSpecOf(tmpl))
+			pod := podSpecOf(tmpl)
+			wg.Resources = PodRequests(pod)
+			params, _, _ := unstructured.NestedMap(gm, "rayStartParams")
+			wg.RayResources = RayResources(params, pod)
 		}
 		s.Requested.Add(wg.Resources, replicas*numHosts)
 		s.WorkerGroups = append(s.WorkerGroups, wg)
 	}
+}
+
+// RayResources are the logical resources a Ray node started with params offers: num-cpus, num-gpus,
+// memory and resources where rayStartParams set them, else what KubeRay derives from the Ray container's
+// limits (or requests): CPUs rounded up, GPUs from nvidia.com/gpu, NPUs from huawei.com/Ascend*, memory
+// in bytes.
+func RayResources(params map[string]interface{}, pod corev1.PodSpec) map[string]float64 {
+	out := map[string]float64{}
+	var limits corev1.ResourceList
+	if len(pod.Containers) > 0 {
+		limits = corev1.ResourceList{}
+		c := pod.Containers[0]
+		for n, q := range c.Resources.Requests {
+			limits[n] = q
+		}
+		for n, q := range c.Resources.Limits {
+			limits[n] = q
+		}
+	}
+	if v, ok := paramFloat(params, "num-cpus"); ok {
+		out["CPU"] = v
+	} else if q, ok := limits[corev1.ResourceCPU]; ok {
+		out["CPU"] = float64(q.Value())
+	}
+	if v, ok := paramFloat(params, "num-gpus"); ok {
+		out["GPU"] = v
+	} else if q, ok := limits["nvidia.com/gpu"]; ok {
+		out["GPU"] = float64(q.Value())
+	}
+	if v, ok := paramFloat(params, "memory"); ok {
+		out["memory"] = v
+	} else if q, ok := limits[corev1.ResourceMemory]; ok {
+		out["memory"] = float64(q.Value())
+	}
+	for n, q := range limits {
+		if strings.HasPrefix(string(n), "huawei.com/Ascend") {
+			out["NPU"] += float64(q.Value())
+		}
+	}
+	if raw, ok := params["resources"].(string); ok {
+		// rayStartParams carries custom resources as a JSON object in a string, often with quotes escaped.
+		var custom map[string]float64
+		if json.Unmarshal([]byte(strings.Trim(strings.ReplaceAll(raw, `\"`, `"`), `'" `)), &custom) == nil {
+			for n, v := range custom {
+				out[n] = v
+			}
+		}
+	}
+	for n, v := range out {
+		if v == 0 {
+			delete(out, n)
+		}
+	}
+	return out
+}
+
+func paramFloat(params map[string]interface{}, key string) (float64, bool) {
+	switch v := params[key].(type) {
+	case string:
+		f, err := strconv.ParseFloat(strings.Trim(v, `'" `), 64)
+		return f, err == nil
+	case int64:
+		return float64(v), true
+	case float64:
+		return v, true
+	}
+	return 0, false
 }
 
 // podSpecOf decodes the spec of a pod template given as unstructured content.

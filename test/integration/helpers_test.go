@@ -165,3 +165,15 @@ func httpGetHeaders(ctx context.Context, url string, headers map[string]string) 
 	b, err := io.ReadAll(res.Body)
 	return res.StatusCode, b, err
 }
+
+func jsonUnmarshal(b []byte, v interface{}) error { return json.Unmarshal(b, v) }
+
+// dataOf returns the data member of an envelope.
+func dataOf(t *testing.T, body []byte) json.RawMessage {
+	t.Helper()
+	var env struct {
+		Data json.RawMessage `json:"data"`
+	}
+	require.NoError(t, json.Unmarshal(body, &env), "%s", body)
+	return env.Data
+}

@@ -18,6 +18,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -31,6 +32,8 @@ var env *stackEnv
 
 type stackEnv struct {
 	vars       map[string]string
+	root       string // the repository
+	state      string // the stack's state directory
 	serviceURL string
 	admin      kubernetes.Interface
 	adminDyn   dynamic.Interface
@@ -156,50 +159,89 @@ func readEnvFile(path string) (map[string]string, error) {
 	return vars, sc.Err()
 }
 
-// startService runs the service binary against the stack with its own (ray-service) credentials.
-func startService(root, state string) (*stackEnv, func(), error) {
-	vars, err := readEnvFile(filepath.Join(state, "env"))
-	if err != nil {
-		return nil, nil, err
-	}
+// serviceProc is a running service binary.
+type serviceProc struct {
+	url  string
+	cmd  *exec.Cmd
+	log  *os.File
+	done chan struct{}
+}
+
+// launchService runs the service binary against the stack with the ray-service user's credentials and
+// waits until it is ready. args are added to (and may override) the defaults.
+func launchService(root, state string, vars map[string]string, logName string, args ...string) (*serviceProc, error) {
 	bin := os.Getenv("RAY_SERVICE_BIN")
 	if bin == "" {
 		bin = filepath.Join(root, "bin", "ray-service")
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	logf, err := os.Create(filepath.Join(state, "logs", "ray-service.log"))
+	logf, err := os.Create(filepath.Join(state, "logs", logName))
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	cmd := exec.Command(bin, "--listen", addr, "--kubeconfig", vars["SERVICE_KUBECONFIG"],
-		"--prometheus-url", vars["PROMETHEUS_URL"], "--log-level", "debug")
+	all := append([]string{"--listen", addr, "--kubeconfig", vars["SERVICE_KUBECONFIG"],
+		"--prometheus-url", vars["PROMETHEUS_URL"], "--log-level", "debug"}, args...)
+	cmd := exec.Command(bin, all...)
 	cmd.Env = append(os.Environ(), "HTTP_PROXY="+vars["OPERATOR_HTTP_PROXY"], "NO_PROXY=127.0.0.1,localhost")
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
-		return nil, nil, fmt.Errorf("starting %s: %w", bin, err)
+		return nil, fmt.Errorf("starting %s: %w", bin, err)
 	}
-	stop := func() {
-		_ = cmd.Process.Signal(os.Interrupt)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
-			_ = cmd.Process.Kill()
+	p := &serviceProc{url: "http://" + addr, cmd: cmd, log: logf, done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); close(p.done) }()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for {
+		if status, _, err := httpGet(ctx, p.url+"/readyz"); err == nil && status == 200 {
+			return p, nil
 		}
-		logf.Close()
+		select {
+		case <-p.done:
+			return nil, fmt.Errorf("the service exited; see %s", logf.Name())
+		case <-ctx.Done():
+			p.stop()
+			return nil, fmt.Errorf("the service did not become ready; see %s", logf.Name())
+		case <-time.After(200 * time.Millisecond):
+		}
 	}
+}
+
+// stop sends SIGTERM and waits for the process to end; it says whether it ended in time.
+func (p *serviceProc) stop() bool {
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	defer p.log.Close()
+	select {
+	case <-p.done:
+		return true
+	case <-time.After(20 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+		return false
+	}
+}
+
+// startService runs the service the tests share, and prepares the admin's clients.
+func startService(root, state string) (*stackEnv, func(), error) {
+	vars, err := readEnvFile(filepath.Join(state, "env"))
+	if err != nil {
+		return nil, nil, err
+	}
+	proc, err := launchService(root, state, vars, "ray-service.log")
+	if err != nil {
+		return nil, nil, err
+	}
+	stop := func() { proc.stop() }
 	cfg, err := clientcmd.BuildConfigFromFlags("", vars["KUBECONFIG"])
 	if err != nil {
 		stop()
 		return nil, nil, err
 	}
-	e := &stackEnv{vars: vars, serviceURL: "http://" + addr, tokens: map[string]string{
+	e := &stackEnv{vars: vars, serviceURL: proc.url, root: root, state: state, tokens: map[string]string{
 		"admin": vars["ADMIN_TOKEN"], "viewer": vars["VIEWER_TOKEN"], "nobody": vars["NOBODY_TOKEN"],
 		"alice": vars["ALICE_TOKEN"], "bob": vars["BOB_TOKEN"],
 	}}
@@ -211,18 +253,7 @@ func startService(root, state string) (*stackEnv, func(), error) {
 		stop()
 		return nil, nil, err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	for {
-		if status, _, err := httpGet(ctx, e.serviceURL+"/readyz"); err == nil && status == 200 {
-			return e, stop, nil
-		}
-		if ctx.Err() != nil {
-			stop()
-			return nil, nil, fmt.Errorf("the service did not become ready; see %s", logf.Name())
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	return e, stop, nil
 }
 
 // dumpLogs prints the tail of every log of the stack and the service, for a failed run.

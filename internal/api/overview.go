@@ -1,0 +1,166 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"ray-service/internal/auth"
+	"ray-service/internal/k8s"
+	"ray-service/internal/metrics"
+)
+
+// Counts are the overview's counts per kind.
+type Counts struct {
+	RayClusters       k8s.KindCount `json:"rayclusters"`
+	RayJobs           k8s.KindCount `json:"rayjobs"`
+	RayServices       k8s.KindCount `json:"rayservices"`
+	ActiveRayClusters int           `json:"activeRayClusters"`
+}
+
+// OverviewData is the data of the overview and of a cluster's metrics.
+type OverviewData struct {
+	Window     metrics.Window `json:"window"`
+	Counts     *Counts        `json:"counts,omitempty"`
+	Allocated  k8s.Allocation `json:"allocated"`
+	Used       metrics.Used   `json:"used"`
+	Series     metrics.Series `json:"series"`
+	GrafanaURL string         `json:"grafanaURL,omitempty"`
+	Warnings   []string       `json:"warnings"`
+}
+
+// Grafana is where the overview links to.
+type Grafana struct {
+	URL, DashboardUID string
+}
+
+// overview reports counts, requested and used resources of Ray.
+//
+//	@Summary		Overview
+//	@Description	Counts per kind (total including templates; active: not Stopped, Succeeded or Failed) and the
+//	@Description	Ray clusters with running pods; allocated: the summed effective requests of every Pending or
+//	@Description	Running Ray pod (exact, from Kubernetes) and the Ray logical resources their nodes offer; used:
+//	@Description	what Prometheus measured at the end of the window (CPU cores, working-set memory, GPUs and NPUs
+//	@Description	busy, their memory, Ray logical resources in use); series over the window. Only namespaces the
+//	@Description	caller may list are counted. Prometheus trouble never fails the answer: each figure it could not
+//	@Description	measure is null with a warning. Named ranges end now, aligned to their step.
+//	@Tags			overview
+//	@Produce		json
+//	@Security		Bearer
+//	@Param			range			query		string	false	"named window"	Enums(10m, 30m, 1h, 3h, 6h, 12h, 24h, 7d)	default(30m)
+//	@Param			start			query		string	false	"window start (RFC 3339 or Unix seconds), with end"
+//	@Param			end				query		string	false	"window end, with start"
+//	@Param			step			query		string	false	"step with start and end (e.g. 30s)"
+//	@Param			namespace		query		string	false	"only this namespace"
+//	@Success		200				{object}	Envelope{data=OverviewData}
+//	@Failure		400,401,403,503	{object}	Envelope
+//	@Router			/rest/ray/v1/overview [get]
+func (s *Server) overview(c *gin.Context) {
+	w, ns, ok := s.windowAndNamespace(c)
+	if !ok {
+		return
+	}
+	ctx, tok := c.Request.Context(), token(c)
+	counts := &Counts{}
+	var clusterNamespaces []string
+	for _, k := range s.Kinds.All() {
+		candidates := append(s.Store.Namespaces(k), s.Store.TemplateNamespaces(k)...)
+		allowed, err := s.listableNamespaces(ctx, tok, auth.Attributes{Verb: "list", Group: k8s.RayGroupVersion.Group, Resource: k.Resource, Namespace: ns}, candidates)
+		if err != nil {
+			s.fail(c, err)
+			return
+		}
+		if allowed != nil && ns != "" && k.Resource == "rayclusters" {
+			s.fail(c, forbidden(k, "list", ns))
+			return
+		}
+		count := s.Store.Count(k, namespacesOf(allowed, ns))
+		switch k.Resource {
+		case "rayclusters":
+			counts.RayClusters = count
+			clusterNamespaces = allowed
+		case "rayjobs":
+			counts.RayJobs = count
+		case "rayservices":
+			counts.RayServices = count
+		}
+	}
+	alloc := s.Store.Allocated(namespacesOf(clusterNamespaces, ns), "")
+	counts.ActiveRayClusters = alloc.ActiveRayClusters
+	scope := metrics.Scope{Namespaces: clusterNamespaces}
+	if ns != "" {
+		scope.Namespaces = []string{ns}
+	}
+	s.answerFigures(c, w, scope, alloc, counts)
+}
+
+// clusterMetrics reports one Ray cluster's requested and used resources.
+//
+//	@Summary		Metrics of a Ray cluster
+//	@Description	The overview's allocated, used and series for one RayCluster (its detail page's monitoring
+//	@Description	tab). For callers who may get the RayCluster.
+//	@Tags			overview
+//	@Produce		json
+//	@Security		Bearer
+//	@Param			namespace			path		string	true	"namespace"
+//	@Param			name				path		string	true	"RayCluster name"
+//	@Param			range				query		string	false	"named window"	Enums(10m, 30m, 1h, 3h, 6h, 12h, 24h, 7d)	default(30m)
+//	@Param			start				query		string	false	"window start (RFC 3339 or Unix seconds), with end"
+//	@Param			end					query		string	false	"window end, with start"
+//	@Param			step				query		string	false	"step with start and end (e.g. 30s)"
+//	@Success		200					{object}	Envelope{data=OverviewData}
+//	@Failure		400,401,403,404,503	{object}	Envelope
+//	@Router			/rest/ray/v1/namespaces/{namespace}/rayclusters/{name}/metrics [get]
+func (s *Server) clusterMetrics(c *gin.Context) {
+	if c.Param("kind") != "rayclusters" {
+		s.fail(c, statusError(http.StatusNotFound, "NotFound", "metrics are per RayCluster: use rayclusters"))
+		return
+	}
+	w, _, ok := s.windowAndNamespace(c)
+	if !ok {
+		return
+	}
+	k, _, cur, ok := s.resolve(c)
+	if !ok {
+		return
+	}
+	ns, name := c.Param("namespace"), c.Param("name")
+	_ = k
+	alloc := s.Store.Allocated([]string{ns}, name)
+	if cur.Template != nil {
+		alloc = k8s.Allocation{Ray: map[string]float64{}}
+	}
+	s.answerFigures(c, w, metrics.Scope{Namespaces: []string{ns}, Cluster: name}, alloc, nil)
+}
+
+func (s *Server) windowAndNamespace(c *gin.Context) (metrics.Window, string, bool) {
+	w, err := metrics.ParseWindow(c.Query("range"), c.Query("start"), c.Query("end"), c.Query("step"), time.Now())
+	if err != nil {
+		s.fail(c, badRequest("%v", err))
+		return w, "", false
+	}
+	ns := c.Query("namespace")
+	if ns != "" && len(validation.IsDNS1123Label(ns)) > 0 {
+		s.fail(c, badRequest("namespace %q is not a namespace name", ns))
+		return w, "", false
+	}
+	return w, ns, true
+}
+
+func (s *Server) answerFigures(c *gin.Context, w metrics.Window, scope metrics.Scope, alloc k8s.Allocation, counts *Counts) {
+	data := OverviewData{Window: w, Counts: counts, Allocated: alloc, Warnings: []string{},
+		GrafanaURL: metrics.GrafanaURL(s.Grafana.URL, s.Grafana.DashboardUID, w, scope.Cluster)}
+	if s.Metrics == nil {
+		data.Used = metrics.Used{Ray: map[string]float64{}}
+		data.Series = metrics.Series{Used: map[string][]metrics.Point{}, Allocated: map[string][]metrics.Point{}, RayUsed: map[string][]metrics.Point{}}
+		data.Warnings = append(data.Warnings, "no Prometheus is configured: used figures and series are not measured")
+	} else {
+		used, series, warnings := s.Metrics.Usage(context.WithoutCancel(c.Request.Context()), w, scope)
+		data.Used, data.Series = used, series
+		data.Warnings = append(data.Warnings, warnings...)
+	}
+	s.ok(c, http.StatusOK, data)
+}

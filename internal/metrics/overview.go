@@ -1,0 +1,452 @@
+package metrics
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	promapi "github.com/prometheus/client_golang/api"
+	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
+	"github.com/prometheus/common/model"
+	"golang.org/x/sync/singleflight"
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// Window is the time range of an overview: from Start to End, a point every Step.
+type Window struct {
+	Start time.Time     `json:"start"`
+	End   time.Time     `json:"end"`
+	Step  time.Duration `json:"-"`
+	// StepSeconds is Step for the JSON answer.
+	StepSeconds float64 `json:"stepSeconds"`
+}
+
+// Ranges are the named windows and their steps.
+var Ranges = map[string]struct{ Length, Step time.Duration }{
+	"10m": {10 * time.Minute, 15 * time.Second},
+	"30m": {30 * time.Minute, 30 * time.Second},
+	"1h":  {time.Hour, time.Minute},
+	"3h":  {3 * time.Hour, 2 * time.Minute},
+	"6h":  {6 * time.Hour, 5 * time.Minute},
+	"12h": {12 * time.Hour, 10 * time.Minute},
+	"24h": {24 * time.Hour, 20 * time.Minute},
+	"7d":  {7 * 24 * time.Hour, 2 * time.Hour},
+}
+
+// MaxPoints bounds the points of one series, as Prometheus does.
+const MaxPoints = 11000
+
+// ParseWindow reads a window: a named range ending now, or explicit start, end and step (RFC 3339 or
+// Unix seconds; step as a Go duration or seconds). A named window's ends are aligned to its step, so
+// that repeated calls ask Prometheus the same question.
+func ParseWindow(rng, start, end, step string, now time.Time) (Window, error) {
+	if start != "" || end != "" {
+		if rng != "" {
+			return Window{}, errors.New("give either range or start and end, not both")
+		}
+		s, err := parseTime("start", start)
+		if err != nil {
+			return Window{}, err
+		}
+		e, err := parseTime("end", end)
+		if err != nil {
+			return Window{}, err
+		}
+		if !e.After(s) {
+			return Window{}, errors.New("end must be after start")
+		}
+		st := defaultStep(e.Sub(s))
+		if step != "" {
+			if st, err = parseStep(step); err != nil {
+				return Window{}, err
+			}
+		}
+		if e.Sub(s)/st > MaxPoints {
+			return Window{}, fmt.Errorf("step %s gives more than %d points over the window: use a larger step", st, MaxPoints)
+		}
+		return Window{Start: s, End: e, Step: st, StepSeconds: st.Seconds()}, nil
+	}
+	if step != "" {
+		return Window{}, errors.New("step goes with start and end")
+	}
+	if rng == "" {
+		rng = "30m"
+	}
+	r, ok := Ranges[rng]
+	if !ok {
+		return Window{}, fmt.Errorf("range %q: want one of 10m, 30m, 1h, 3h, 6h, 12h, 24h, 7d", rng)
+	}
+	e := now.UTC().Truncate(r.Step)
+	return Window{Start: e.Add(-r.Length), End: e, Step: r.Step, StepSeconds: r.Step.Seconds()}, nil
+}
+
+func defaultStep(length time.Duration) time.Duration {
+	names := make([]string, 0, len(Ranges))
+	for n := range Ranges {
+		names = append(names, n)
+	}
+	sort.Slice(names, func(i, j int) bool { return Ranges[names[i]].Length < Ranges[names[j]].Length })
+	for _, n := range names {
+		if length <= Ranges[n].Length {
+			return Ranges[n].Step
+		}
+	}
+	return length / 100
+}
+
+func parseTime(name, v string) (time.Time, error) {
+	if v == "" {
+		return time.Time{}, fmt.Errorf("%s is missing", name)
+	}
+	if t, err := time.Parse(time.RFC3339, v); err == nil {
+		return t.UTC(), nil
+	}
+	if f, err := strconv.ParseFloat(v, 64); err == nil {
+		return time.Unix(0, int64(f*1e9)).UTC(), nil
+	}
+	return time.Time{}, fmt.Errorf("%s %q: want RFC 3339 or Unix seconds", name, v)
+}
+
+func parseStep(v string) (time.Duration, error) {
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		f, ferr := strconv.ParseFloat(v, 64)
+		if ferr != nil {
+			return 0, fmt.Errorf("step %q: want a duration such as 30s or a number of seconds", v)
+		}
+		d = time.Duration(f * float64(time.Second))
+	}
+	if d < time.Second {
+		return 0, fmt.Errorf("step %q: at least 1s", v)
+	}
+	return d, nil
+}
+
+// Scope narrows the figures: to namespaces (nil: all; empty: none) and to one Ray cluster.
+type Scope struct {
+	Namespaces []string
+	Cluster    string
+}
+
+// Point is one sample of a series: Unix seconds and value.
+type Point struct {
+	T int64   `json:"t"`
+	V float64 `json:"v"`
+}
+
+// Used is what Ray pods use, as Prometheus measured it at the end of the window. A figure that could not
+// be measured is null, with a warning saying why.
+type Used struct {
+	CPU            *float64           `json:"cpu"`
+	MemoryBytes    *float64           `json:"memoryBytes"`
+	GPU            *float64           `json:"gpu"`
+	GPUMemoryBytes *float64           `json:"gpuMemoryBytes"`
+	NPU            *float64           `json:"npu"`
+	NPUMemoryBytes *float64           `json:"npuMemoryBytes"`
+	Ray            map[string]float64 `json:"ray"`
+}
+
+// Series are the figures over the window, for charts.
+type Series struct {
+	Used      map[string][]Point `json:"used"`
+	Allocated map[string][]Point `json:"allocated"`
+	RayUsed   map[string][]Point `json:"rayUsed"`
+}
+
+// query is one PromQL question of the overview.
+type query struct {
+	// group and name place the answer: used or allocated, and the figure.
+	group, name string
+	// byName splits the answer by the label Name (Ray logical resources).
+	byName bool
+	// expr renders the PromQL from checked parts.
+	expr func(p parts) string
+	// missing says what a query without samples probably lacks.
+	missing string
+	// metric is the series whose presence tells an empty answer (no pod in scope uses it: 0) from a
+	// missing exporter (no answer: a warning).
+	metric string
+}
+
+// parts are the pieces a query is assembled from; each is built from checked input only.
+type parts struct {
+	ns      string // extra matchers on namespace, e.g. `,namespace=~"a|b"`, or ""
+	rayPods string // an expression that is 1 for each (namespace, pod) of a Ray cluster in scope
+	rate    string // the rate window, e.g. "1m"
+}
+
+const (
+	usedGroup      = "used"
+	allocatedGroup = "allocated"
+)
+
+var queries = []query{
+	{group: usedGroup, name: "cpu", missing: "cAdvisor's container_cpu_usage_seconds_total", metric: "container_cpu_usage_seconds_total",
+		expr: func(p parts) string {
+			return `sum(rate(container_cpu_usage_seconds_total{container!="",container!="POD"` + p.ns + `}[` + p.rate + `]) * on(namespace, pod) group_left() ` + p.rayPods + `)`
+		}},
+	{group: usedGroup, name: "memoryBytes", missing: "cAdvisor's container_memory_working_set_bytes", metric: "container_memory_working_set_bytes",
+		expr: func(p parts) string {
+			return `sum(container_memory_working_set_bytes{container!="",container!="POD"` + p.ns + `} * on(namespace, pod) group_left() ` + p.rayPods + `)`
+		}},
+	{group: usedGroup, name: "gpu", missing: "DCGM exporter's DCGM_FI_DEV_GPU_UTIL", metric: "DCGM_FI_DEV_GPU_UTIL",
+		expr: func(p parts) string {
+			return `sum(DCGM_FI_DEV_GPU_UTIL{pod!=""` + p.ns + `} * on(namespace, pod) group_left() ` + p.rayPods + `) / 100`
+		}},
+	{group: usedGroup, name: "gpuMemoryBytes", missing: "DCGM exporter's DCGM_FI_DEV_FB_USED", metric: "DCGM_FI_DEV_FB_USED",
+		expr: func(p parts) string {
+			return `sum(DCGM_FI_DEV_FB_USED{pod!=""` + p.ns + `} * on(namespace, pod) group_left() ` + p.rayPods + `) * 1048576`
+		}},
+	{group: usedGroup, name: "npu", missing: "Ascend npu-exporter's container_npu_utilization", metric: "container_npu_utilization",
+		expr: func(p parts) string {
+			return `sum(label_replace(container_npu_utilization{pod_name!=""` + p.ns + `}, "pod", "$1", "pod_name", "(.+)") * on(namespace, pod) group_left() ` + p.rayPods + `) / 100`
+		}},
+	{group: usedGroup, name: "npuMemoryBytes", missing: "Ascend npu-exporter's container_npu_used_memory", metric: "container_npu_used_memory",
+		expr: func(p parts) string {
+			return `sum(label_replace(container_npu_used_memory{pod_name!=""` + p.ns + `}, "pod", "$1", "pod_name", "(.+)") * on(namespace, pod) group_left() ` + p.rayPods + `) * 1048576`
+		}},
+	{group: usedGroup, name: "ray", byName: true, missing: "Ray's ray_resources",
+		expr: func(p parts) string {
+			return `sum by (Name) (ray_resources{State="USED"` + p.ns + `} * on(namespace, pod) group_left() ` + p.rayPods + `)`
+		}},
+	{group: allocatedGroup, name: "cpu", missing: "kube-state-metrics' kube_pod_container_resource_requests", metric: "kube_pod_container_resource_requests",
+		expr: func(p parts) string { return requested(p, `resource="cpu"`) }},
+	{group: allocatedGroup, name: "memoryBytes", missing: "kube-state-metrics' kube_pod_container_resource_requests", metric: "kube_pod_container_resource_requests",
+		expr: func(p parts) string { return requested(p, `resource="memory"`) }},
+	{group: allocatedGroup, name: "gpu", missing: "kube-state-metrics' kube_pod_container_resource_requests", metric: "kube_pod_container_resource_requests",
+		expr: func(p parts) string { return requested(p, `resource="nvidia_com_gpu"`) }},
+	{group: allocatedGroup, name: "npu", missing: "kube-state-metrics' kube_pod_container_resource_requests", metric: "kube_pod_container_resource_requests",
+		expr: func(p parts) string { return requested(p, `resource=~"huawei_com_Ascend.*"`) }},
+}
+
+// requested sums the requests of Ray pods that are Pending or Running.
+func requested(p parts, resource string) string {
+	return `sum(kube_pod_container_resource_requests{` + resource + p.ns + `} * on(namespace, pod) group_left() ` + p.rayPods +
+		` * on(namespace, pod) group_left() max by (namespace, pod) (kube_pod_status_phase{phase=~"Pending|Running"` + p.ns + `} == 1))`
+}
+
+// Expressions renders every overview query for a scope, for tests of the PromQL itself.
+func Expressions(sc Scope, step time.Duration) (map[string]string, error) {
+	p, err := scopeParts(sc, step)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, q := range queries {
+		out[q.group+"."+q.name] = q.promql(p)
+	}
+	return out, nil
+}
+
+// promql is the query as sent: where the exporter is scraped but no pod in scope has the figure, 0.
+func (q query) promql(p parts) string {
+	if q.metric == "" {
+		return q.expr(p)
+	}
+	return "(" + q.expr(p) + ") or (0 * max(" + q.metric + "))"
+}
+
+// scopeParts checks the scope and builds the query parts from it. Namespaces and cluster names must be
+// Kubernetes names, so that nothing but a name can reach a query.
+func scopeParts(sc Scope, step time.Duration) (parts, error) {
+	var p parts
+	for _, ns := range sc.Namespaces {
+		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+			return p, fmt.Errorf("namespace %q: %s", ns, strings.Join(errs, "; "))
+		}
+	}
+	if sc.Namespaces != nil {
+		p.ns = `,namespace=~"` + strings.Join(sc.Namespaces, "|") + `"`
+	}
+	podMatchers := `created_by_kind="RayCluster"` + p.ns
+	if sc.Cluster != "" {
+		if errs := validation.IsDNS1123Subdomain(sc.Cluster); len(errs) > 0 {
+			return p, fmt.Errorf("cluster %q: %s", sc.Cluster, strings.Join(errs, "; "))
+		}
+		podMatchers += `,created_by_name="` + sc.Cluster + `"`
+	}
+	p.rayPods = `max by (namespace, pod) (kube_pod_info{` + podMatchers + `})`
+	rate := step
+	if rate < time.Minute {
+		rate = time.Minute // at least a few scrapes
+	}
+	p.rate = model.Duration(rate).String()
+	return p, nil
+}
+
+// Querier asks Prometheus for the overview's used and requested figures.
+type Querier struct {
+	api     promv1.API
+	timeout time.Duration
+
+	flight singleflight.Group
+	mu     sync.Mutex
+	cache  map[string]cached
+}
+
+type cached struct {
+	matrix  model.Matrix
+	expires time.Time
+}
+
+// NewQuerier returns a Querier for the Prometheus at url; each query may take at most timeout.
+func NewQuerier(url string, timeout time.Duration) (*Querier, error) {
+	c, err := promapi.NewClient(promapi.Config{Address: url})
+	if err != nil {
+		return nil, err
+	}
+	return &Querier{api: promv1.NewAPI(c), timeout: timeout, cache: map[string]cached{}}, nil
+}
+
+// Usage returns the used figures at the end of the window, the series over it, and a warning for each
+// figure that could not be measured. It never fails: a Prometheus outage is a set of warnings.
+func (q *Querier) Usage(ctx context.Context, w Window, sc Scope) (Used, Series, []string) {
+	used := Used{Ray: map[string]float64{}}
+	series := Series{Used: map[string][]Point{}, Allocated: map[string][]Point{}, RayUsed: map[string][]Point{}}
+	if sc.Namespaces != nil && len(sc.Namespaces) == 0 {
+		zero := 0.0
+		used.CPU, used.MemoryBytes, used.GPU, used.GPUMemoryBytes, used.NPU, used.NPUMemoryBytes = &zero, &zero, &zero, &zero, &zero, &zero
+		return used, series, nil // nothing the caller may see
+	}
+	p, err := scopeParts(sc, w.Step)
+	if err != nil {
+		return used, series, []string{err.Error()}
+	}
+	results := make([]model.Matrix, len(queries))
+	errs := make([]error, len(queries))
+	var wg sync.WaitGroup
+	for i, qu := range queries {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i], errs[i] = q.rangeQuery(ctx, qu.promql(p), w)
+		}()
+	}
+	wg.Wait()
+	var warnings []string
+	for i, qu := range queries {
+		label := qu.group + " " + qu.name
+		if errs[i] != nil {
+			warnings = append(warnings, fmt.Sprintf("%s: Prometheus query failed: %v", label, errs[i]))
+			continue
+		}
+		if len(results[i]) == 0 {
+			warnings = append(warnings, fmt.Sprintf("%s: no samples in the window (%s not scraped?)", label, qu.missing))
+			if qu.group == usedGroup && !qu.byName {
+				continue
+			}
+		}
+		if qu.byName {
+			for _, s := range results[i] {
+				name := string(s.Metric["Name"])
+				pts := points(s)
+				series.RayUsed[name] = pts
+				if last, ok := lastAt(pts, w.End); ok {
+					used.Ray[name] = last
+				}
+			}
+			continue
+		}
+		var pts []Point
+		if len(results[i]) > 0 {
+			pts = points(results[i][0])
+		}
+		if qu.group == allocatedGroup {
+			series.Allocated[qu.name] = pts
+			continue
+		}
+		series.Used[qu.name] = pts
+		v, ok := lastAt(pts, w.End)
+		if !ok {
+			warnings = append(warnings, fmt.Sprintf("%s: no sample at the end of the window", label))
+			continue
+		}
+		switch qu.name {
+		case "cpu":
+			used.CPU = &v
+		case "memoryBytes":
+			used.MemoryBytes = &v
+		case "gpu":
+			used.GPU = &v
+		case "gpuMemoryBytes":
+			used.GPUMemoryBytes = &v
+		case "npu":
+			used.NPU = &v
+		case "npuMemoryBytes":
+			used.NPUMemoryBytes = &v
+		}
+	}
+	return used, series, warnings
+}
+
+func points(s *model.SampleStream) []Point {
+	out := make([]Point, 0, len(s.Values))
+	for _, v := range s.Values {
+		out = append(out, Point{T: v.Timestamp.Unix(), V: float64(v.Value)})
+	}
+	return out
+}
+
+// lastAt is the value of the point at the end of the window.
+func lastAt(pts []Point, end time.Time) (float64, bool) {
+	if len(pts) == 0 || pts[len(pts)-1].T != end.Unix() {
+		return 0, false
+	}
+	return pts[len(pts)-1].V, true
+}
+
+// rangeQuery evaluates one query over the window. Identical concurrent questions share one evaluation,
+// and an answer is kept for one step, so that callers refreshing the same window hit the cache.
+func (q *Querier) rangeQuery(ctx context.Context, expr string, w Window) (model.Matrix, error) {
+	key := fmt.Sprintf("%s|%d|%d|%d", expr, w.Start.Unix(), w.End.Unix(), w.Step/time.Second)
+	now := time.Now()
+	q.mu.Lock()
+	if c, ok := q.cache[key]; ok && now.Before(c.expires) {
+		q.mu.Unlock()
+		return c.matrix, nil
+	}
+	q.mu.Unlock()
+	v, err, _ := q.flight.Do(key, func() (interface{}, error) {
+		qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), q.timeout)
+		defer cancel()
+		val, _, _, err := q.api.QueryRange(qctx, expr, promv1.Range{Start: w.Start, End: w.End, Step: w.Step})
+		if err != nil {
+			return nil, err
+		}
+		m, ok := val.(model.Matrix)
+		if !ok {
+			return nil, fmt.Errorf("unexpected answer type %s", val.Type())
+		}
+		q.mu.Lock()
+		for k, c := range q.cache {
+			if !now.Before(c.expires) {
+				delete(q.cache, k)
+			}
+		}
+		q.cache[key] = cached{matrix: m, expires: now.Add(w.Step)}
+		q.mu.Unlock()
+		return m, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return v.(model.Matrix), nil
+}
+
+// GrafanaURL links to the Ray dashboard in Grafana for the window (and one cluster when given); "" when
+// no Grafana is configured.
+func GrafanaURL(base, uid string, w Window, cluster string) string {
+	if base == "" {
+		return ""
+	}
+	u := fmt.Sprintf("%s/d/%s/?from=%d&to=%d", strings.TrimSuffix(base, "/"), uid, w.Start.UnixMilli(), w.End.UnixMilli())
+	if cluster != "" {
+		u += "&var-Cluster=" + cluster
+	}
+	return u
+}

@@ -1,0 +1,367 @@
+//go:build integration
+
+package integration
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	resourcehelper "k8s.io/component-helpers/resource"
+)
+
+type figures struct {
+	CPU            *float64           `json:"cpu"`
+	MemoryBytes    *float64           `json:"memoryBytes"`
+	GPU            *float64           `json:"gpu"`
+	GPUMemoryBytes *float64           `json:"gpuMemoryBytes"`
+	NPU            *float64           `json:"npu"`
+	NPUMemoryBytes *float64           `json:"npuMemoryBytes"`
+	Ray            map[string]float64 `json:"ray"`
+}
+
+type point struct {
+	T int64   `json:"t"`
+	V float64 `json:"v"`
+}
+
+type overviewData struct {
+	Counts *struct {
+		RayClusters       struct{ Total, Active int } `json:"rayclusters"`
+		RayJobs           struct{ Total, Active int } `json:"rayjobs"`
+		RayServices       struct{ Total, Active int } `json:"rayservices"`
+		ActiveRayClusters int                         `json:"activeRayClusters"`
+	} `json:"counts"`
+	Allocated struct {
+		CPU         float64            `json:"cpu"`
+		MemoryBytes int64              `json:"memoryBytes"`
+		GPU         int64              `json:"gpu"`
+		NPU         int64              `json:"npu"`
+		Ray         map[string]float64 `json:"ray"`
+	} `json:"allocated"`
+	Used   figures `json:"used"`
+	Series struct {
+		Used      map[string][]point `json:"used"`
+		Allocated map[string][]point `json:"allocated"`
+		RayUsed   map[string][]point `json:"rayUsed"`
+	} `json:"series"`
+	GrafanaURL string   `json:"grafanaURL"`
+	Warnings   []string `json:"warnings"`
+}
+
+const overviewCluster = `
+apiVersion: ray.io/v1
+kind: RayCluster
+metadata:
+  name: ova
+spec:
+  rayVersion: "2.46.0"
+  headGroupSpec:
+    rayStartParams: {num-cpus: "0"}
+    template:
+      spec:
+        initContainers:
+        - name: warm-up
+          image: busybox
+          resources: {requests: {cpu: "3", memory: 1Gi}}
+        containers:
+        - name: ray-head
+          image: rayproject/ray:2.46.0
+          resources:
+            requests: {cpu: "1", memory: 2Gi}
+            limits: {cpu: "1", memory: 2Gi}
+  workerGroupSpecs:
+  - groupName: gpu
+    replicas: 2
+    minReplicas: 0
+    maxReplicas: 2
+    rayStartParams: {}
+    template:
+      spec:
+        containers:
+        - name: ray-worker
+          image: rayproject/ray:2.46.0
+          resources:
+            requests: {cpu: "2", memory: 4Gi, nvidia.com/gpu: "1"}
+            limits: {cpu: "2", memory: 4Gi, nvidia.com/gpu: "1"}
+`
+
+// The overview: counts and allocated from Kubernetes, exactly; used and series from a real Prometheus
+// fed with generated exporter data for the stack's real pods; and a Prometheus outage.
+func TestOverview(t *testing.T) {
+	ns := namespace(t, "overview")
+	admin := env.tokens["admin"]
+	r := call(t, "POST", nsPath(ns, "rayclusters"), admin, "application/yaml", []byte(overviewCluster))
+	require.Equal(t, 201, r.Status, "%s", r.Raw)
+	require.Equal(t, 201, createClusterAt(t, admin, ns, "idle", "?start=false").Status)
+	r = call(t, "POST", nsPath(ns, "rayservices")+"?start=false", admin, "application/yaml", testdata(t, "rayservice-minimal.yaml"))
+	require.Equal(t, 201, r.Status)
+	waitStatus(t, ns, "rayclusters", "ova", "Running")
+	waitStatus(t, ns, "rayclusters", "idle", "Stopped")
+
+	// The test's own computation of the requests, with Kubernetes' own helper.
+	pods := clusterPods(t, ns, "ova")
+	require.Len(t, pods, 3)
+	var wantCPU float64
+	var wantMem, wantGPU int64
+	for i := range pods {
+		req := resourcehelper.PodRequests(&pods[i], resourcehelper.PodResourcesOptions{})
+		wantCPU += float64(req.Cpu().MilliValue()) / 1000
+		wantMem += req.Memory().Value()
+		g := req[corev1.ResourceName("nvidia.com/gpu")]
+		wantGPU += g.Value()
+	}
+	assert.Equal(t, 7.0, wantCPU, "head: the init container's 3 CPUs; workers: 2 each")
+
+	overview := func(base, query string) overviewData {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		status, body, err := httpGetHeaders(ctx, base+"/rest/ray/v1/overview?"+query, map[string]string{"Authorization": "Bearer " + admin})
+		require.NoError(t, err)
+		require.Equal(t, 200, status, "%s", body)
+		r := &response{Raw: body}
+		require.NoError(t, jsonUnmarshal(body, r))
+		return decode[overviewData](t, r)
+	}
+	d := overview(env.serviceURL, "namespace="+ns)
+	require.NotNil(t, d.Counts)
+	assert.Equal(t, 2, d.Counts.RayClusters.Total)
+	assert.Equal(t, 1, d.Counts.RayClusters.Active)
+	assert.Equal(t, 1, d.Counts.RayServices.Total, "the template counts")
+	assert.Equal(t, 0, d.Counts.RayServices.Active)
+	assert.Equal(t, 1, d.Counts.ActiveRayClusters)
+	assert.Equal(t, wantCPU, d.Allocated.CPU)
+	assert.Equal(t, wantMem, d.Allocated.MemoryBytes)
+	assert.Equal(t, wantGPU, d.Allocated.GPU)
+	assert.Equal(t, map[string]float64{"CPU": 4, "GPU": 2, "memory": float64(2<<30 + 2*(4<<30))}, d.Allocated.Ray)
+	assert.NotEmpty(t, d.Warnings, "the stack's Prometheus has no cAdvisor or kube-state-metrics data")
+	assert.Nil(t, d.Used.CPU)
+
+	// A Prometheus of our own, backfilled with exporter data for these pods.
+	end := time.Now().Add(-2 * time.Hour).Truncate(time.Minute)
+	start := end.Add(-5 * time.Minute)
+	fixture := prometheusFixture(ns, pods, end.Add(-10*time.Minute), end)
+	promURL, stopProm := startPrometheus(t, fixture)
+	svc, err := launchService(env.root, env.state, env.vars, "ray-service-overview.log", "--prometheus-url", promURL,
+		"--grafana-url", "http://grafana.example/", "--grafana-dashboard-uid", "rayDefaultDashboard")
+	require.NoError(t, err)
+	defer svc.stop()
+	window := fmt.Sprintf("start=%d&end=%d&step=30s", start.Unix(), end.Unix())
+
+	d = overview(svc.url, "namespace="+ns+"&"+window)
+	assert.Empty(t, d.Warnings)
+	want := map[string]float64{"cpu": 1.75, "memoryBytes": 3 << 30, "gpu": 0.8, "gpuMemoryBytes": 2 << 30, "npu": 0.4, "npuMemoryBytes": 2 << 30}
+	got := map[string]*float64{"cpu": d.Used.CPU, "memoryBytes": d.Used.MemoryBytes, "gpu": d.Used.GPU,
+		"gpuMemoryBytes": d.Used.GPUMemoryBytes, "npu": d.Used.NPU, "npuMemoryBytes": d.Used.NPUMemoryBytes}
+	for name, w := range want {
+		require.NotNil(t, got[name], name)
+		assert.InDelta(t, w, *got[name], 1e-9, name)
+		pts := d.Series.Used[name]
+		require.Len(t, pts, 11, name)
+		for i, p := range pts {
+			assert.Equal(t, start.Unix()+int64(i*30), p.T)
+			assert.InDelta(t, w, p.V, 1e-9, "%s at %d", name, p.T)
+		}
+	}
+	assert.Equal(t, map[string]float64{"CPU": 3, "GPU": 1}, d.Used.Ray)
+	for name, w := range map[string]float64{"cpu": 5, "memoryBytes": 10 << 30, "gpu": 2} {
+		pts := d.Series.Allocated[name]
+		require.Len(t, pts, 11, name)
+		assert.InDelta(t, w, pts[10].V, 1e-9, "requested %s of Pending and Running Ray pods", name)
+	}
+	assert.Equal(t, fmt.Sprintf("http://grafana.example/d/rayDefaultDashboard/?from=%d&to=%d", start.UnixMilli(), end.UnixMilli()), d.GrafanaURL)
+
+	// One cluster's figures.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	status, body, err := httpGetHeaders(ctx, svc.url+itemPath(ns, "rayclusters", "ova")+"/metrics?"+window, map[string]string{"Authorization": "Bearer " + admin})
+	require.NoError(t, err)
+	require.Equal(t, 200, status, "%s", body)
+	cd := decode[overviewData](t, &response{Data: dataOf(t, body)})
+	assert.Nil(t, cd.Counts)
+	assert.InDelta(t, 1.75, *cd.Used.CPU, 1e-9)
+	assert.Equal(t, wantCPU, cd.Allocated.CPU)
+	assert.Contains(t, cd.GrafanaURL, "&var-Cluster=ova")
+
+	// Prometheus goes away: counts and allocated still exact, a warning for each figure.
+	stopProm()
+	d = overview(svc.url, "namespace="+ns+"&range=1h")
+	assert.Equal(t, 1, d.Counts.ActiveRayClusters)
+	assert.Equal(t, wantCPU, d.Allocated.CPU)
+	assert.Nil(t, d.Used.CPU)
+	assert.Len(t, d.Warnings, 11)
+	for _, w := range d.Warnings {
+		assert.Contains(t, w, "Prometheus query failed")
+	}
+
+	// Callers see only what they may list; bad windows are 400.
+	r = call(t, "GET", "/rest/ray/v1/overview?namespace="+ns, env.tokens["nobody"], "", nil)
+	assert.Equal(t, 403, r.Status)
+	r = call(t, "GET", "/rest/ray/v1/overview", env.tokens["nobody"], "", nil)
+	require.Equal(t, 200, r.Status)
+	nd := decode[overviewData](t, r)
+	assert.Zero(t, nd.Counts.RayClusters.Total)
+	assert.Zero(t, nd.Allocated.CPU)
+	for _, bad := range []string{"range=2h", "start=1&end=0", "start=abc&end=10", "range=1h&start=1&end=2", "step=30s", "namespace=Bad_NS"} {
+		r = call(t, "GET", "/rest/ray/v1/overview?"+bad, admin, "", nil)
+		assert.Equal(t, 400, r.Status, bad)
+	}
+	assert.Equal(t, 401, call(t, "GET", "/rest/ray/v1/overview", "", "", nil).Status)
+}
+
+// prometheusFixture writes OpenMetrics for the window: cAdvisor (with pod-level and pause rows that must
+// not count, and a counter reset), kube-state-metrics (with a Succeeded Ray pod and a pod of no Ray
+// cluster), DCGM, npu-exporter and Ray series, a sample every 15 s.
+func prometheusFixture(ns string, pods []corev1.Pod, from, to time.Time) string {
+	var head string
+	var workers []string
+	for _, p := range pods {
+		if p.Labels["ray.io/node-type"] == "head" {
+			head = p.Name
+		} else {
+			workers = append(workers, p.Name)
+		}
+	}
+	type series struct {
+		name, labels string
+		value        func(i int, ts float64) float64
+		kind         string
+	}
+	constant := func(v float64) func(int, float64) float64 { return func(int, float64) float64 { return v } }
+	linear := func(base, slope float64) func(int, float64) float64 {
+		return func(i int, _ float64) float64 { return base + slope*15*float64(i) }
+	}
+	reset := func(slope float64, at int) func(int, float64) float64 {
+		return func(i int, _ float64) float64 {
+			if i < at {
+				return 5000 + slope*15*float64(i)
+			}
+			return slope * 15 * float64(i-at+1) // restarted from zero just before sample at
+		}
+	}
+	pod := func(p string, extra string) string { return fmt.Sprintf(`namespace="%s",pod="%s"%s`, ns, p, extra) }
+	var all []series
+	rayPods := append([]string{head}, workers...)
+	for _, p := range append(rayPods, "ova-gpu-worker-done") {
+		all = append(all, series{"kube_pod_info", pod(p, `,created_by_kind="RayCluster",created_by_name="ova",node="kwok-node-0"`), constant(1), "gauge"})
+	}
+	all = append(all, series{"kube_pod_info", pod("web-1", `,created_by_kind="ReplicaSet",created_by_name="web"`), constant(1), "gauge"})
+	for _, p := range rayPods {
+		all = append(all, series{"kube_pod_status_phase", pod(p, `,phase="Running"`), constant(1), "gauge"},
+			series{"kube_pod_status_phase", pod(p, `,phase="Succeeded"`), constant(0), "gauge"})
+	}
+	all = append(all, series{"kube_pod_status_phase", pod("ova-gpu-worker-done", `,phase="Succeeded"`), constant(1), "gauge"},
+		series{"kube_pod_status_phase", pod("ova-gpu-worker-done", `,phase="Running"`), constant(0), "gauge"})
+	req := func(p, c, res, unit string, v float64) series {
+		return series{"kube_pod_container_resource_requests", pod(p, fmt.Sprintf(`,container="%s",resource="%s",unit="%s"`, c, res, unit)), constant(v), "gauge"}
+	}
+	all = append(all, req(head, "ray-head", "cpu", "core", 1), req(head, "ray-head", "memory", "byte", 2<<30))
+	for _, w := range append(workers, "ova-gpu-worker-done") {
+		all = append(all, req(w, "ray-worker", "cpu", "core", 2), req(w, "ray-worker", "memory", "byte", 4<<30),
+			req(w, "ray-worker", "nvidia_com_gpu", "integer", 1))
+	}
+	all = append(all, req("web-1", "web", "cpu", "core", 16))
+	cpu := func(p, c string, v func(int, float64) float64) series {
+		return series{"container_cpu_usage_seconds_total", pod(p, fmt.Sprintf(`,container="%s",image="x"`, c)), v, "counter"}
+	}
+	// Ray containers use 0.5 + 0.75 + 0.5 cores; the worker's counter resets midway.
+	all = append(all, cpu(head, "ray-head", linear(1000, 0.5)), cpu(workers[0], "ray-worker", reset(0.75, 20)),
+		cpu(workers[1], "ray-worker", linear(200, 0.5)),
+		cpu(head, "", linear(1000, 9)), cpu(head, "POD", linear(10, 7)), cpu("web-1", "web", linear(0, 4)))
+	mem := func(p, c string, v float64) series {
+		return series{"container_memory_working_set_bytes", pod(p, fmt.Sprintf(`,container="%s",image="x"`, c)), constant(v), "gauge"}
+	}
+	all = append(all, mem(head, "ray-head", 1<<30), mem(workers[0], "ray-worker", 1<<30), mem(workers[1], "ray-worker", 1<<30),
+		mem(head, "", 50<<30), mem(head, "POD", 1<<20), mem("web-1", "web", 8<<30))
+	for i, w := range workers {
+		all = append(all,
+			series{"DCGM_FI_DEV_GPU_UTIL", pod(w, fmt.Sprintf(`,container="ray-worker",gpu="%d",UUID="GPU-%d"`, i, i)), constant([]float64{50, 30}[i]), "gauge"},
+			series{"DCGM_FI_DEV_FB_USED", pod(w, fmt.Sprintf(`,container="ray-worker",gpu="%d",UUID="GPU-%d"`, i, i)), constant(1024), "gauge"})
+	}
+	all = append(all,
+		series{"DCGM_FI_DEV_GPU_UTIL", pod("web-1", `,container="web",gpu="9",UUID="GPU-9"`), constant(100), "gauge"},
+		series{"container_npu_utilization", fmt.Sprintf(`namespace="%s",pod_name="%s",id="0"`, ns, workers[0]), constant(40), "gauge"},
+		series{"container_npu_used_memory", fmt.Sprintf(`namespace="%s",pod_name="%s",id="0"`, ns, workers[0]), constant(2048), "gauge"},
+		series{"container_npu_utilization", fmt.Sprintf(`namespace="%s",pod_name="web-1",id="1"`, ns), constant(90), "gauge"},
+		series{"ray_resources", pod(head, `,Name="CPU",State="USED"`), constant(3), "gauge"},
+		series{"ray_resources", pod(head, `,Name="GPU",State="USED"`), constant(1), "gauge"},
+		series{"ray_resources", pod(head, `,Name="CPU",State="AVAILABLE"`), constant(1), "gauge"},
+	)
+	var b strings.Builder
+	byName := map[string][]series{}
+	var order []string
+	for _, s := range all {
+		if byName[s.name] == nil {
+			order = append(order, s.name)
+		}
+		byName[s.name] = append(byName[s.name], s)
+	}
+	n := int(to.Sub(from)/(15*time.Second)) + 1
+	for _, name := range order {
+		// An OpenMetrics counter family is named without the _total its samples carry.
+		fmt.Fprintf(&b, "# TYPE %s %s\n", strings.TrimSuffix(name, "_total"), byName[name][0].kind)
+		for _, s := range byName[name] {
+			for i := 0; i < n; i++ {
+				ts := float64(from.Unix()) + 15*float64(i)
+				fmt.Fprintf(&b, "%s{%s} %s %s\n", name, s.labels, strconv.FormatFloat(s.value(i, ts), 'f', -1, 64), strconv.FormatFloat(ts, 'f', -1, 64))
+			}
+		}
+	}
+	b.WriteString("# EOF\n")
+	return b.String()
+}
+
+// startPrometheus backfills the OpenMetrics text with promtool and serves it with Debian's Prometheus on
+// a free loopback port. The returned stop ends that Prometheus.
+func startPrometheus(t *testing.T, openmetrics string) (string, func()) {
+	t.Helper()
+	dir := t.TempDir()
+	src := filepath.Join(dir, "fixture.om")
+	require.NoError(t, os.WriteFile(src, []byte(openmetrics), 0o644))
+	data := filepath.Join(dir, "data")
+	out, err := exec.Command("promtool", "tsdb", "create-blocks-from", "openmetrics", src, data).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	ln.Close()
+	cfg := filepath.Join(dir, "prometheus.yml")
+	require.NoError(t, os.WriteFile(cfg, []byte("global: {scrape_interval: 1m}\n"), 0o644))
+	logf, err := os.Create(filepath.Join(env.state, "logs", "prometheus-fixture.log"))
+	require.NoError(t, err)
+	cmd := exec.Command("prometheus", "--config.file="+cfg, "--storage.tsdb.path="+data, "--web.listen-address="+addr,
+		"--storage.tsdb.retention.time=30d")
+	cmd.Stdout, cmd.Stderr = logf, logf
+	require.NoError(t, cmd.Start())
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	stop := func() {
+		_ = cmd.Process.Kill()
+		<-done
+		logf.Close()
+	}
+	t.Cleanup(func() {
+		select {
+		case <-done:
+		default:
+			stop()
+		}
+	})
+	u := "http://" + addr
+	eventually(t, 60*time.Second, "the fixture Prometheus ready", func() bool {
+		status, _, err := httpGet(context.Background(), u+"/-/ready")
+		return err == nil && status == 200
+	})
+	return u, stop
+}
