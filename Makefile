@@ -4,7 +4,9 @@ BIN     := bin
 STATE   ?= .run/stack
 PKGS    := ./...
 
-.PHONY: all build run test unit integration stack stack-down vet fmt bench clean
+.PHONY: all build run test unit integration stack stack-down vet swagger swagger-check bench clean
+
+SWAG := $(GO) tool swag init -g cmd/ray-service/main.go -d ./ --parseInternal --packageName swagger --outputTypes go,json,yaml
 
 all: build
 
@@ -15,6 +17,14 @@ vet:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed: $$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 	$(GO) vet -tags integration ./test/...
+
+# docs/swagger is generated from the handlers' annotations by the swag pinned in go.mod.
+swagger:
+	$(SWAG) -o docs/swagger >/dev/null
+
+swagger-check:
+	@tmp=$$(mktemp -d) && $(SWAG) -o $$tmp >/dev/null && diff -r docs/swagger $$tmp >/dev/null \
+		|| { echo "docs/swagger is out of date: run make swagger"; rm -rf $$tmp; exit 1; }; rm -rf $$tmp
 
 # The local stack's binaries (cold: about 20 minutes; cached afterwards by version).
 stack:
@@ -27,7 +37,7 @@ stack-down:
 run: build
 	stack/run.sh
 
-test: vet unit integration
+test: vet swagger-check unit integration
 
 unit:
 	$(GO) test -race -count=1 $(PKGS)

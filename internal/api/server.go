@@ -76,9 +76,9 @@ func NewRouter(d Deps) *gin.Engine {
 		s.respond(c, Envelope{Code: http.StatusMethodNotAllowed, Msg: sprintf("method %s is not allowed on %s", c.Request.Method, c.Request.URL.Path), Reason: "MethodNotAllowed"})
 	})
 
-	r.GET("/healthz", func(c *gin.Context) { c.String(http.StatusOK, "ok") })
+	r.GET("/healthz", s.healthz)
 	r.GET("/readyz", s.readyz)
-	r.GET("/metrics", gin.WrapH(promhttp.HandlerFor(d.Registry, promhttp.HandlerOpts{})))
+	r.GET("/metrics", s.metrics(promhttp.HandlerFor(d.Registry, promhttp.HandlerOpts{})))
 
 	v1 := r.Group(BasePath)
 	s.swaggerRoutes(v1)
@@ -165,6 +165,24 @@ func (s *Server) authenticate(c *gin.Context) {
 	c.Set("ray-service/caller", auth.TokenHash(token))
 	c.Next()
 }
+
+// healthz answers 200 while the process serves.
+//
+//	@Summary	Liveness
+//	@Tags		health
+//	@Produce	plain
+//	@Success	200	{string}	string	"ok"
+//	@Router		/healthz [get]
+func (s *Server) healthz(c *gin.Context) { c.String(http.StatusOK, "ok") }
+
+// metrics serves the service's own metrics.
+//
+//	@Summary	The service's own metrics
+//	@Tags		health
+//	@Produce	plain
+//	@Success	200	{string}	string	"Prometheus text format"
+//	@Router		/metrics [get]
+func (s *Server) metrics(h http.Handler) gin.HandlerFunc { return gin.WrapH(h) }
 
 // readyz answers 200 once the caches have synced and the apiserver and the KubeRay CRDs are there.
 //

@@ -60,6 +60,7 @@ func call(t *testing.T, method, path, token, contentType string, body []byte) *r
 	raw, err := io.ReadAll(res.Body)
 	require.NoError(t, err)
 	r := &response{Status: res.StatusCode, Header: res.Header, Raw: raw}
+	record(method, path, r)
 	if res.Header.Get("Content-Type") == "application/json; charset=utf-8" {
 		require.NoError(t, json.Unmarshal(raw, r), "body: %s", raw)
 		require.Equal(t, r.Status, r.Code, "envelope code must equal the HTTP status: %s", raw)

@@ -1,0 +1,76 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+
+	"ray-service/internal/k8s"
+	"ray-service/internal/metrics"
+)
+
+// The routes that answer without Kubernetes: health, readiness, metrics, Swagger, and the refusals that
+// come before any Kubernetes call.
+func TestRouterWithoutKubernetes(t *testing.T) {
+	reg, httpMetrics := metrics.NewRegistry()
+	ready := errors.New("watch caches not synced yet")
+	h := NewRouter(Deps{Kinds: k8s.NewRegistry(), Log: zap.NewNop(), Registry: reg, HTTP: httpMetrics,
+		Ready: func(context.Context) error { return ready }})
+	do := func(method, path, token string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest(method, path, nil)
+		if token != "" {
+			r.Header.Set("Authorization", "Bearer "+token)
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w
+	}
+	envelope := func(w *httptest.ResponseRecorder) Envelope {
+		var e Envelope
+		require.NoError(t, json.Unmarshal(w.Body.Bytes(), &e), w.Body.String())
+		assert.Equal(t, w.Code, e.Code)
+		return e
+	}
+	assert.Equal(t, 200, do("GET", "/healthz", "").Code)
+	w := do("GET", "/readyz", "")
+	assert.Equal(t, 503, w.Code)
+	assert.Contains(t, w.Body.String(), "not synced")
+	ready = nil
+	assert.Equal(t, 200, do("GET", "/readyz", "").Code)
+
+	w = do("GET", "/rest/ray/v1/rayclusters", "")
+	assert.Equal(t, 401, w.Code)
+	assert.Equal(t, "Unauthorized", envelope(w).Reason)
+	assert.NotEmpty(t, w.Header().Get("X-Request-ID"))
+	w = do("GET", "/rest/ray/v1/widgets", "t")
+	assert.Equal(t, 404, w.Code)
+	assert.Contains(t, envelope(w).Msg, "unknown kind")
+	w = do("GET", "/rest/ray/v1/namespaces/a/widgets/x/yaml", "t")
+	assert.Equal(t, 404, w.Code)
+	w = do("GET", "/nowhere", "")
+	assert.Equal(t, "NotFound", envelope(w).Reason)
+	w = do("PATCH", "/rest/ray/v1/namespaces/a/rayclusters/x", "t")
+	assert.Equal(t, 405, w.Code)
+
+	w = do("GET", "/rest/ray/v1/swagger/doc.json", "")
+	require.Equal(t, 200, w.Code)
+	var spec struct {
+		Paths map[string]interface{} `json:"paths"`
+	}
+	require.NoError(t, json.Unmarshal(w.Body.Bytes(), &spec))
+	assert.Contains(t, spec.Paths, "/rest/ray/v1/namespaces/{namespace}/{kind}")
+	w = do("GET", "/rest/ray/v1/swagger/index.html", "")
+	assert.Equal(t, 200, w.Code)
+	assert.Contains(t, w.Body.String(), "swagger-ui")
+
+	w = do("GET", "/metrics", "")
+	require.Equal(t, 200, w.Code)
+	assert.True(t, strings.Contains(w.Body.String(), `ray_service_http_requests_total{code="401",method="GET",route="/rest/ray/v1/:kind"} 1`), w.Body.String())
+}
