@@ -169,6 +169,7 @@ wait_for kwok 30 curl -sfk "https://127.0.0.1:$KWOK_PORT/healthz"
 
 cat >"$STATE/env" <<ENV
 export PATH="$BIN:\$PATH"
+export STACK_BIN="$BIN"
 export STACK_STATE="$STATE"
 export KUBECONFIG="$STATE/admin.kubeconfig"
 export SERVICE_KUBECONFIG="$STATE/service.kubeconfig"

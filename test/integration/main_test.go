@@ -169,7 +169,12 @@ type serviceProc struct {
 
 // launchService runs the service binary against the stack with the ray-service user's credentials and
 // waits until it is ready. args are added to (and may override) the defaults.
-func launchService(root, state string, vars map[string]string, logName string, args ...string) (*serviceProc, error) {
+func launchService(root, state string, vars map[string]string, logName string, readyWithin time.Duration, args ...string) (*serviceProc, error) {
+	return launchServiceEnv(root, state, vars, logName, readyWithin, nil, args...)
+}
+
+// launchServiceEnv is launchService with extra environment variables.
+func launchServiceEnv(root, state string, vars map[string]string, logName string, readyWithin time.Duration, environ []string, args ...string) (*serviceProc, error) {
 	bin := os.Getenv("RAY_SERVICE_BIN")
 	if bin == "" {
 		bin = filepath.Join(root, "bin", "ray-service")
@@ -187,14 +192,14 @@ func launchService(root, state string, vars map[string]string, logName string, a
 	all := append([]string{"--listen", addr, "--kubeconfig", vars["SERVICE_KUBECONFIG"],
 		"--prometheus-url", vars["PROMETHEUS_URL"], "--log-level", "debug"}, args...)
 	cmd := exec.Command(bin, all...)
-	cmd.Env = append(os.Environ(), "HTTP_PROXY="+vars["OPERATOR_HTTP_PROXY"], "NO_PROXY=127.0.0.1,localhost")
+	cmd.Env = append(append(os.Environ(), "HTTP_PROXY="+vars["OPERATOR_HTTP_PROXY"], "NO_PROXY=127.0.0.1,localhost"), environ...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting %s: %w", bin, err)
 	}
 	p := &serviceProc{url: "http://" + addr, cmd: cmd, log: logf, done: make(chan struct{})}
 	go func() { _ = cmd.Wait(); close(p.done) }()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), readyWithin)
 	defer cancel()
 	for {
 		if status, _, err := httpGet(ctx, p.url+"/readyz"); err == nil && status == 200 {
@@ -231,7 +236,7 @@ func startService(root, state string) (*stackEnv, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	proc, err := launchService(root, state, vars, "ray-service.log")
+	proc, err := launchService(root, state, vars, "ray-service.log", 60*time.Second)
 	if err != nil {
 		return nil, nil, err
 	}

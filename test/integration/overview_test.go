@@ -153,7 +153,7 @@ func TestOverview(t *testing.T) {
 	start := end.Add(-5 * time.Minute)
 	fixture := prometheusFixture(ns, pods, end.Add(-10*time.Minute), end)
 	promURL, stopProm := startPrometheus(t, fixture)
-	svc, err := launchService(env.root, env.state, env.vars, "ray-service-overview.log", "--prometheus-url", promURL,
+	svc, err := launchService(env.root, env.state, env.vars, "ray-service-overview.log", 60*time.Second, "--prometheus-url", promURL,
 		"--grafana-url", "http://grafana.example/", "--grafana-dashboard-uid", "rayDefaultDashboard")
 	require.NoError(t, err)
 	defer svc.stop()

@@ -1,0 +1,264 @@
+//go:build integration
+
+package integration
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
+)
+
+func runTool(t *testing.T, name string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(name, args...)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	require.NoError(t, cmd.Run(), "%s %s:\n%s%s", name, strings.Join(args, " "), out.String(), errOut.String())
+	return out.String()
+}
+
+func docs(t *testing.T, manifest string) []map[string]interface{} {
+	t.Helper()
+	var out []map[string]interface{}
+	r := utilyaml.NewYAMLReader(bufio.NewReader(strings.NewReader(manifest)))
+	for {
+		doc, err := r.Read()
+		if err != nil {
+			break
+		}
+		var m map[string]interface{}
+		require.NoError(t, yaml.Unmarshal(doc, &m))
+		if m != nil {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// The chart: lint and render for the marketplace and standalone values, a server-side dry run of every
+// rendered object, and the service running under the chart's own RBAC.
+func TestHelmChart(t *testing.T) {
+	helm := filepath.Join(env.vars["STACK_BIN"], "helm")
+	kubectl := filepath.Join(env.vars["STACK_BIN"], "kubectl")
+	chart := filepath.Join(env.root, "charts", "ray-package")
+	standalone := filepath.Join(chart, "ci", "standalone-values.yaml")
+	ns := namespace(t, "chart")
+	kc := "--kubeconfig=" + env.vars["KUBECONFIG"]
+
+	runTool(t, helm, "lint", "--strict", chart)
+	runTool(t, helm, "lint", "--strict", chart, "-f", standalone)
+	market := runTool(t, helm, "template", "openfuyao-ray", chart, "-n", ns)
+	alone := runTool(t, helm, "template", "openfuyao-ray", chart, "-n", ns, "-f", standalone)
+
+	kinds := func(manifest string) map[string]int {
+		out := map[string]int{}
+		for _, d := range docs(t, manifest) {
+			out[d["kind"].(string)]++
+		}
+		return out
+	}
+	assert.Equal(t, 1, kinds(market)["ConsolePlugin"], "openFuyao: the console plugin")
+	assert.Zero(t, kinds(alone)["ConsolePlugin"], "standalone: none")
+	assert.Contains(t, market, "name: oauth-proxy")
+	assert.NotContains(t, alone, "name: oauth-proxy")
+	for _, want := range []string{"domain = 192.0.2.10", "nodePort: 30300", "nodePort: 30080", `MONITORING_URL: "http://prometheus-server.monitoring.svc:9090"`, "type: NodePort"} {
+		assert.Contains(t, alone, want, "the user guide's standalone values take effect")
+	}
+	chartYAML, err := os.ReadFile(filepath.Join(chart, "Chart.yaml"))
+	require.NoError(t, err)
+	assert.Contains(t, string(chartYAML), "openfuyao-extension")
+
+	runTool(t, kubectl, kc, "apply", "--server-side", "-f", filepath.Join("testdata", "consoleplugin-crd.yaml"))
+	runTool(t, kubectl, kc, "wait", "--for=condition=Established", "--timeout=30s", "crd/consoleplugins.console.openfuyao.com")
+	for name, manifest := range map[string]string{"marketplace": market, "standalone": alone} {
+		f := filepath.Join(t.TempDir(), name+".yaml")
+		require.NoError(t, os.WriteFile(f, []byte(manifest), 0o644))
+		out := runTool(t, kubectl, kc, "apply", "--dry-run=server", "-f", f)
+		assert.Contains(t, out, "created (server dry run)", name)
+	}
+
+	// The ClusterRole as rendered: the service runs under it, impersonated, through the main paths.
+	var role rbacv1.ClusterRole
+	for _, d := range docs(t, market) {
+		if d["kind"] == "ClusterRole" {
+			b, _ := yaml.Marshal(d)
+			require.NoError(t, yaml.Unmarshal(b, &role))
+		}
+	}
+	require.NotEmpty(t, role.Rules)
+	t.Run("the ClusterRole is enough", func(t *testing.T) {
+		svc := serviceAs(t, ns, "ray-service", role.Rules)
+		defer svc.stop()
+		admin := env.tokens["admin"]
+		work := namespace(t, "chart-work")
+		require.Equal(t, 201, createCluster(t, admin, work, "under-chart", nil).Status)
+		r := call(t, "POST", nsPath(work, "rayservices")+"?start=false", admin, "application/yaml", testdata(t, "rayservice-minimal.yaml"))
+		require.Equal(t, 201, r.Status)
+		get := func(path string) *response {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			status, body, err := httpGetHeaders(ctx, svc.url+path, map[string]string{"Authorization": "Bearer " + admin})
+			require.NoError(t, err)
+			return &response{Status: status, Data: dataOf(t, body), Raw: body}
+		}
+		eventually(t, 60*time.Second, "the cluster listed and Running with ready workers", func() bool {
+			l := decode[listData](t, get(nsPath(work, "rayclusters")))
+			return l.Total == 1 && l.Items[0].Status == "Running" && l.Items[0].WorkerGroups[0].ReadyReplicas == 2
+		})
+		assert.Equal(t, 1, decode[listData](t, get(nsPath(work, "rayservices")+"?type=template")).Total, "templates")
+		o := decode[overviewData](t, get("/rest/ray/v1/overview?namespace="+work))
+		assert.Equal(t, 1, o.Counts.ActiveRayClusters)
+		assert.Equal(t, 5.0, o.Allocated.CPU)
+	})
+	t.Run("every permission of the ClusterRole is needed", func(t *testing.T) {
+		// Without each single permission the service must either never become ready or miss changes.
+		// Client-side streaming lists are off, as on apiservers that do not stream lists: there the
+		// informers need list as well as watch.
+		type variant struct {
+			what string
+			svc  *serviceProc
+		}
+		var mu sync.Mutex
+		var variants []variant
+		var wg sync.WaitGroup
+		for ri, rule := range role.Rules {
+			for _, res := range rule.Resources {
+				for _, verb := range rule.Verbs {
+					reduced := removePermission(role.Rules, ri, res, verb)
+					sa := "without-" + res + "-" + verb
+					kubeconfig := grant(t, ns, sa, reduced)
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						svc, _ := launchServiceEnv(env.root, env.state, env.vars, "ray-service-"+sa+".log", 8*time.Second,
+							[]string{"KUBE_FEATURE_WatchListClient=false"}, "--kubeconfig", kubeconfig)
+						mu.Lock()
+						variants = append(variants, variant{what: verb + " " + res, svc: svc})
+						mu.Unlock()
+					}()
+				}
+			}
+		}
+		wg.Wait()
+		admin := env.tokens["admin"]
+		probe := namespace(t, "chart-probe")
+		require.Equal(t, 201, createCluster(t, admin, probe, "probe", nil).Status)
+		require.Equal(t, 201, call(t, "POST", nsPath(probe, "rayjobs"), admin, "application/yaml", testdata(t, "rayjob-minimal.yaml")).Status)
+		require.Equal(t, 201, call(t, "POST", nsPath(probe, "rayservices"), admin, "application/yaml", testdata(t, "rayservice-minimal.yaml")).Status)
+		tpl := mustRename(t, "rayservice-minimal.yaml", "probe-template")
+		require.Equal(t, 201, call(t, "POST", nsPath(probe, "rayservices")+"?start=false", admin, "application/yaml", tpl).Status)
+		sees := func(svc *serviceProc) bool {
+			get := func(path string) listData {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				_, body, err := httpGetHeaders(ctx, svc.url+path, map[string]string{"Authorization": "Bearer " + admin})
+				require.NoError(t, err)
+				return decode[listData](t, &response{Data: dataOf(t, body)})
+			}
+			c := get(nsPath(probe, "rayclusters"))
+			return get(nsPath(probe, "rayjobs")).Total == 1 && get(nsPath(probe, "rayservices")+"?type=instance").Total == 1 &&
+				get(nsPath(probe, "rayservices")+"?type=template").Total == 1 && c.Total == 1 &&
+				c.Items[0].WorkerGroups[0].ReadyReplicas == 2
+		}
+		var wait sync.WaitGroup
+		for _, v := range variants {
+			if v.svc == nil {
+				t.Logf("without %s: never ready", v.what)
+				continue
+			}
+			wait.Add(1)
+			go func() {
+				defer wait.Done()
+				defer v.svc.stop()
+				deadline := time.Now().Add(15 * time.Second)
+				for time.Now().Before(deadline) {
+					if sees(v.svc) {
+						assert.Fail(t, "a permission the service does not need", "without %s the service still works", v.what)
+						return
+					}
+					time.Sleep(500 * time.Millisecond)
+				}
+				t.Logf("without %s: ready, but blind to changes", v.what)
+			}()
+		}
+		wait.Wait()
+		assert.Len(t, variants, 10)
+	})
+}
+
+// removePermission returns rules without one verb on one resource of rule ri.
+func removePermission(rules []rbacv1.PolicyRule, ri int, resource, verb string) []rbacv1.PolicyRule {
+	var out []rbacv1.PolicyRule
+	for i, r := range rules {
+		if i != ri {
+			out = append(out, r)
+			continue
+		}
+		for _, res := range r.Resources {
+			var verbs []string
+			for _, v := range r.Verbs {
+				if res != resource || v != verb {
+					verbs = append(verbs, v)
+				}
+			}
+			if len(verbs) > 0 {
+				out = append(out, rbacv1.PolicyRule{APIGroups: r.APIGroups, Resources: []string{res}, Verbs: verbs})
+			}
+		}
+	}
+	return out
+}
+
+// grant makes a ServiceAccount with a ClusterRole of the given rules, and a kubeconfig that impersonates
+// it with the admin's credentials.
+func grant(t *testing.T, ns, sa string, rules []rbacv1.PolicyRule) string {
+	t.Helper()
+	ctx := context.Background()
+	_, err := env.admin.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	name := ns + "-" + sa
+	_, err = env.admin.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: rules}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = env.admin.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: name},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: sa, Namespace: ns}}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_ = env.admin.RbacV1().ClusterRoleBindings().Delete(context.Background(), name, metav1.DeleteOptions{})
+		_ = env.admin.RbacV1().ClusterRoles().Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+	user := "system:serviceaccount:" + ns + ":" + sa
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	require.NoError(t, os.WriteFile(kubeconfig, []byte(fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters: [{name: local, cluster: {server: %q, certificate-authority: %q}}]
+users: [{name: sa, user: {token: %q, as: %q, as-groups: [system:serviceaccounts, "system:serviceaccounts:%s", system:authenticated]}}]
+contexts: [{name: local, context: {cluster: local, user: sa}}]
+current-context: local
+`, env.vars["KUBE_APISERVER_URL"], env.vars["KUBE_CA_FILE"], env.tokens["admin"], user, ns)), 0o600))
+	return kubeconfig
+}
+
+func serviceAs(t *testing.T, ns, sa string, rules []rbacv1.PolicyRule) *serviceProc {
+	t.Helper()
+	kubeconfig := grant(t, ns, sa, rules)
+	svc, err := launchService(env.root, env.state, env.vars, "ray-service-"+sa+".log", 60*time.Second, "--kubeconfig", kubeconfig)
+	require.NoError(t, err)
+	return svc
+}
