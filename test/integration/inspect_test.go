@@ -309,3 +309,51 @@ func TestDashboardProxy(t *testing.T) {
 	assert.Equal(t, 301, res.StatusCode)
 	assert.Equal(t, base+"/", res.Header.Get("Location"))
 }
+
+// A follow ends when the service shuts down, and the shutdown does not wait for the client.
+func TestFollowEndsOnShutdown(t *testing.T) {
+	ns := namespace(t, "follow-stop")
+	admin := env.tokens["admin"]
+	require.Equal(t, 201, createCluster(t, admin, ns, "fs", nil).Status)
+	waitStatus(t, ns, "rayclusters", "fs", "Running")
+	head := clusterPods(t, ns, "fs")[0]
+	for _, p := range clusterPods(t, ns, "fs") {
+		if p.Labels["ray.io/node-type"] == "head" {
+			head = p
+		}
+	}
+	podLog(t, ns, head.Name, "ray-head", "before shutdown")
+	svc, err := launchService(env.root, env.state, env.vars, "ray-service-follow.log", 60*time.Second)
+	require.NoError(t, err)
+	var res *http.Response
+	eventually(t, 20*time.Second, "a follow stream open", func() bool {
+		req, _ := http.NewRequest("GET", svc.url+itemPath(ns, "rayclusters", "fs")+"/logs?follow=true", nil)
+		req.Header.Set("Authorization", "Bearer "+admin)
+		res, err = http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		if res.StatusCode != 200 {
+			res.Body.Close()
+			return false
+		}
+		return true
+	})
+	defer res.Body.Close()
+	sc := bufio.NewScanner(res.Body)
+	require.True(t, sc.Scan())
+	assert.Equal(t, "before shutdown", sc.Text())
+	ended := make(chan struct{})
+	go func() {
+		for sc.Scan() {
+		}
+		close(ended)
+	}()
+	start := time.Now()
+	assert.True(t, svc.stop(), "the service ends by itself after SIGTERM")
+	select {
+	case <-ended:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the stream did not end with the service")
+	}
+	t.Logf("service and stream ended %s after SIGTERM", time.Since(start).Round(time.Millisecond))
+	assert.Less(t, time.Since(start), 10*time.Second)
+}
