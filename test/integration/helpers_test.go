@@ -82,17 +82,7 @@ func multipartFile(t *testing.T, filename string, data []byte) (contentType stri
 }
 
 func httpGet(ctx context.Context, url string) (int, []byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return 0, nil, err
-	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer res.Body.Close()
-	b, err := io.ReadAll(res.Body)
-	return res.StatusCode, b, err
+	return httpGetHeaders(ctx, url, nil)
 }
 
 // eventually polls cond every 100ms until it holds or the timeout passes.
@@ -166,8 +156,6 @@ func httpGetHeaders(ctx context.Context, url string, headers map[string]string) 
 	b, err := io.ReadAll(res.Body)
 	return res.StatusCode, b, err
 }
-
-func jsonUnmarshal(b []byte, v interface{}) error { return json.Unmarshal(b, v) }
 
 // dataOf returns the data member of an envelope.
 func dataOf(t *testing.T, body []byte) json.RawMessage {

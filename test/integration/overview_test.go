@@ -130,9 +130,7 @@ func TestOverview(t *testing.T) {
 		status, body, err := httpGetHeaders(ctx, base+"/rest/ray/v1/overview?"+query, map[string]string{"Authorization": "Bearer " + admin})
 		require.NoError(t, err)
 		require.Equal(t, 200, status, "%s", body)
-		r := &response{Raw: body}
-		require.NoError(t, jsonUnmarshal(body, r))
-		return decode[overviewData](t, r)
+		return decode[overviewData](t, &response{Data: dataOf(t, body)})
 	}
 	d := overview(env.serviceURL, "namespace="+ns)
 	require.NotNil(t, d.Counts)
