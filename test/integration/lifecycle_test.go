@@ -184,6 +184,21 @@ func TestRayJobSuspendableLifecycle(t *testing.T) {
 	waitStatus(t, ns, "rayjobs", "sj", "Running")
 }
 
+// A job whose Ray job fails is Failed; start runs it again.
+func TestRayJobFailedRunsAgain(t *testing.T) {
+	ns := namespace(t, "lc-failed")
+	admin := env.tokens["admin"]
+	require.Equal(t, 201, call(t, "POST", nsPath(ns, "rayjobs"), admin, "application/json", rayJob(t, "fj", true)).Status)
+	waitStatus(t, ns, "rayjobs", "fj", "Running")
+	cluster := currentRayCluster(t, ns, "fj")
+	require.Positive(t, env.dashboards.finish(cluster+"-head-svc."+ns, "FAILED"))
+	waitStatus(t, ns, "rayjobs", "fj", "Failed")
+	uid := mustUID(t, ns, "fj")
+	require.Equal(t, 200, post(t, itemPath(ns, "rayjobs", "fj")+"/start").Status)
+	assert.NotEqual(t, uid, mustUID(t, ns, "fj"))
+	waitStatus(t, ns, "rayjobs", "fj", "Running")
+}
+
 func currentRayCluster(t *testing.T, ns, job string) string {
 	t.Helper()
 	var name string

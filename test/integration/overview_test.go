@@ -9,8 +9,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -179,6 +181,30 @@ func TestOverview(t *testing.T) {
 		assert.InDelta(t, w, pts[10].V, 1e-9, "requested %s of Pending and Running Ray pods", name)
 	}
 	assert.Equal(t, fmt.Sprintf("http://grafana.example/d/rayDefaultDashboard/?from=%d&to=%d", start.UnixMilli(), end.UnixMilli()), d.GrafanaURL)
+
+	// Identical callers share one evaluation per query, and a repeat within the step is served from the
+	// cache: Prometheus' own request counter tells.
+	rangeQueries := func() int {
+		_, body, err := httpGet(context.Background(), promURL+"/metrics")
+		require.NoError(t, err)
+		m := regexp.MustCompile(`(?m)^prometheus_http_requests_total\{code="200",handler="/api/v1/query_range"\} (\d+)`).FindSubmatch(body)
+		if m == nil {
+			return 0
+		}
+		n, _ := strconv.Atoi(string(m[1]))
+		return n
+	}
+	before := rangeQueries()
+	other := fmt.Sprintf("start=%d&end=%d&step=60s", start.Unix(), end.Unix())
+	var wg sync.WaitGroup
+	for i := 0; i < 10; i++ {
+		wg.Add(1)
+		go func() { defer wg.Done(); overview(svc.url, "namespace="+ns+"&"+other) }()
+	}
+	wg.Wait()
+	assert.Equal(t, 11, rangeQueries()-before, "10 identical overviews: one evaluation of each of the 11 queries")
+	overview(svc.url, "namespace="+ns+"&"+other)
+	assert.Equal(t, 11, rangeQueries()-before, "a repeat is served from the cache")
 
 	// One cluster's figures.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

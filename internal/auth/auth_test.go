@@ -1,0 +1,87 @@
+package auth
+
+import (
+	"context"
+	"errors"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+)
+
+func TestTokenFromRequest(t *testing.T) {
+	r := httptest.NewRequest("GET", "/", nil)
+	assert.Equal(t, "", TokenFromRequest(r))
+	r.Header.Set("Authorization", "Basic abc")
+	assert.Equal(t, "", TokenFromRequest(r), "only bearer tokens")
+	r.Header.Set("Authorization", "Bearer  std ")
+	assert.Equal(t, "std", TokenFromRequest(r))
+	r.Header.Set("X-OpenFuyao-Authorization", "bearer fuyao")
+	assert.Equal(t, "fuyao", TokenFromRequest(r), "the openFuyao header first")
+	assert.NotContains(t, TokenHash("secret-token"), "secret")
+	assert.Equal(t, TokenHash("a"), TokenHash("a"))
+	assert.NotEqual(t, TokenHash("a"), TokenHash("b"))
+}
+
+// The reviewer caches verdicts per token for the TTL and passes the apiserver's errors on uncached.
+func TestReviewerCachesPerToken(t *testing.T) {
+	reviews := 0
+	cs := fake.NewSimpleClientset()
+	cs.PrependReactor("create", "selfsubjectaccessreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		reviews++
+		return true, &authorizationv1.SelfSubjectAccessReview{Status: authorizationv1.SubjectAccessReviewStatus{Allowed: true}}, nil
+	})
+	cs.PrependReactor("create", "selfsubjectreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		return true, &authenticationv1.SelfSubjectReview{Status: authenticationv1.SelfSubjectReviewStatus{
+			UserInfo: authenticationv1.UserInfo{Username: "alice"}}}, nil
+	})
+	tokens := map[string]bool{}
+	r := NewReviewer(func(token string) (kubernetes.Interface, error) {
+		tokens[token] = true
+		if token == "bad" {
+			bad := fake.NewSimpleClientset()
+			bad.PrependReactor("*", "*", func(k8stesting.Action) (bool, runtime.Object, error) {
+				return true, nil, apierrors.NewUnauthorized("invalid token")
+			})
+			return bad, nil
+		}
+		return cs, nil
+	}, 30*time.Second)
+	now := time.Unix(1000, 0)
+	r.now = func() time.Time { return now }
+	ctx := context.Background()
+	a := Attributes{Verb: "list", Group: "ray.io", Resource: "rayclusters", Namespace: "ns"}
+	for i := 0; i < 3; i++ {
+		ok, err := r.Allowed(ctx, "t1", a)
+		require.NoError(t, err)
+		assert.True(t, ok)
+	}
+	assert.Equal(t, 1, reviews, "cached")
+	_, _ = r.Allowed(ctx, "t2", a)
+	assert.Equal(t, 2, reviews, "per token")
+	b := a
+	b.Namespace = "other"
+	_, _ = r.Allowed(ctx, "t1", b)
+	assert.Equal(t, 3, reviews, "per namespace")
+	now = now.Add(31 * time.Second)
+	_, _ = r.Allowed(ctx, "t1", a)
+	assert.Equal(t, 4, reviews, "expired after the TTL")
+	name, err := r.UserName(ctx, "t1")
+	require.NoError(t, err)
+	assert.Equal(t, "alice", name)
+
+	_, err = r.Allowed(ctx, "bad", a)
+	assert.True(t, apierrors.IsUnauthorized(err), "%v", err)
+	_, err = r.UserName(ctx, "bad")
+	assert.True(t, apierrors.IsUnauthorized(err))
+	assert.False(t, errors.Is(err, context.Canceled))
+}
