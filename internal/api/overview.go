@@ -123,12 +123,11 @@ func (s *Server) clusterMetrics(c *gin.Context) {
 	if !ok {
 		return
 	}
-	k, _, cur, ok := s.resolve(c)
+	_, _, cur, ok := s.resolve(c)
 	if !ok {
 		return
 	}
 	ns, name := c.Param("namespace"), c.Param("name")
-	_ = k
 	alloc := s.Store.Allocated([]string{ns}, name)
 	if cur.Template != nil {
 		alloc = k8s.Allocation{Ray: map[string]float64{}}

@@ -44,7 +44,7 @@ type Deps struct {
 	Metrics *metrics.Querier
 	// Grafana is the target of the overview's deep links.
 	Grafana Grafana
-	// Shutdown is closed when the service shuts down; it ends log streams.
+	// Shutdown is done when the service shuts down; it ends log streams.
 	Shutdown context.Context
 	// Ready reports why the service cannot serve yet, or nil.
 	Ready func(ctx context.Context) error
