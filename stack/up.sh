@@ -63,7 +63,7 @@ if [ ! -f "$P/sa.key" ]; then
   openssl genrsa -out "$P/sa.key" 2048 2>/dev/null
   openssl rsa -in "$P/sa.key" -pubout -out "$P/sa.pub" 2>/dev/null
   : >"$STATE/tokens.csv"
-  for user in admin ray-service viewer nobody alice bob; do
+  for user in admin ray-service viewer nobody alice bob carol; do
     tok=$(openssl rand -hex 24)
     group=""; [ "$user" = admin ] && group=',"system:masters"'
     echo "$tok,$user,uid-$user$group" >>"$STATE/tokens.csv"
@@ -180,6 +180,7 @@ export VIEWER_TOKEN=$(token viewer)
 export NOBODY_TOKEN=$(token nobody)
 export ALICE_TOKEN=$(token alice)
 export BOB_TOKEN=$(token bob)
+export CAROL_TOKEN=$(token carol)
 export PROMETHEUS_URL=http://127.0.0.1:$PROM_PORT
 export OPERATOR_HTTP_PROXY=$OPERATOR_HTTP_PROXY
 export KWOK_LOGS_DIR="$STATE/pod-logs"

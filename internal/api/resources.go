@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"net/http"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -185,6 +186,7 @@ func (s *Server) listableNamespaces(ctx context.Context, tok string, attrs auth.
 	if attrs.Namespace != "" {
 		return []string{}, nil
 	}
+	candidates = unique(candidates)
 	verdicts := make([]bool, len(candidates))
 	errs := make([]error, len(candidates))
 	var wg sync.WaitGroup
@@ -211,6 +213,20 @@ func (s *Server) listableNamespaces(ctx context.Context, tok string, attrs auth.
 		}
 	}
 	return out, nil
+}
+
+// unique returns the sorted distinct names.
+func unique(names []string) []string {
+	seen := map[string]bool{}
+	out := []string{}
+	for _, n := range names {
+		if !seen[n] {
+			seen[n] = true
+			out = append(out, n)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // namespacesOf turns listableNamespaces' answer into namespaces to read: nil means ns itself ("": all).

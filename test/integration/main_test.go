@@ -248,7 +248,7 @@ func startService(root, state string) (*stackEnv, func(), error) {
 	}
 	e := &stackEnv{vars: vars, serviceURL: proc.url, root: root, state: state, tokens: map[string]string{
 		"admin": vars["ADMIN_TOKEN"], "viewer": vars["VIEWER_TOKEN"], "nobody": vars["NOBODY_TOKEN"],
-		"alice": vars["ALICE_TOKEN"], "bob": vars["BOB_TOKEN"],
+		"alice": vars["ALICE_TOKEN"], "bob": vars["BOB_TOKEN"], "carol": vars["CAROL_TOKEN"],
 	}}
 	if e.admin, err = kubernetes.NewForConfig(cfg); err != nil {
 		stop()

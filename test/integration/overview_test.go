@@ -108,7 +108,11 @@ func TestOverview(t *testing.T) {
 	require.Equal(t, 201, createClusterAt(t, admin, ns, "idle", "?start=false").Status)
 	r = call(t, "POST", nsPath(ns, "rayservices")+"?start=false", admin, "application/yaml", testdata(t, "rayservice-minimal.yaml"))
 	require.Equal(t, 201, r.Status)
+	// A suspended RayJob and a RayJob template: one kind with an instance and a template in a namespace.
+	require.Equal(t, 201, call(t, "POST", nsPath(ns, "rayjobs")+"?start=false", admin, "application/json", rayJob(t, "held", true)).Status)
+	require.Equal(t, 201, call(t, "POST", nsPath(ns, "rayjobs")+"?start=false", admin, "application/json", rayJob(t, "kept", false)).Status)
 	waitStatus(t, ns, "rayclusters", "ova", "Running")
+	waitStatus(t, ns, "rayjobs", "held", "Stopped")
 	waitStatus(t, ns, "rayclusters", "idle", "Stopped")
 
 	// The test's own computation of the requests, with Kubernetes' own helper.
@@ -139,6 +143,8 @@ func TestOverview(t *testing.T) {
 	assert.Equal(t, 2, d.Counts.RayClusters.Total)
 	assert.Equal(t, 1, d.Counts.RayClusters.Active)
 	assert.Equal(t, 1, d.Counts.RayServices.Total, "the template counts")
+	assert.Equal(t, 2, d.Counts.RayJobs.Total)
+	assert.Equal(t, 0, d.Counts.RayJobs.Active)
 	assert.Equal(t, 0, d.Counts.RayServices.Active)
 	assert.Equal(t, 1, d.Counts.ActiveRayClusters)
 	assert.Equal(t, wantCPU, d.Allocated.CPU)
@@ -147,6 +153,15 @@ func TestOverview(t *testing.T) {
 	assert.Equal(t, map[string]float64{"CPU": 4, "GPU": 2, "memory": float64(2<<30 + 2*(4<<30))}, d.Allocated.Ray)
 	assert.NotEmpty(t, d.Warnings, "the stack's Prometheus has no cAdvisor or kube-state-metrics data")
 	assert.Nil(t, d.Used.CPU)
+
+	// A caller allowed in this namespace only (carol is bound nowhere else) sees the same figures in
+	// its cluster-wide overview.
+	bind(t, ns, "carol", "ray-viewer")
+	r = call(t, "GET", "/rest/ray/v1/overview", env.tokens["carol"], "", nil)
+	require.Equal(t, 200, r.Status, "%s", r.Raw)
+	bd := decode[overviewData](t, r)
+	assert.Equal(t, *d.Counts, *bd.Counts)
+	assert.Equal(t, d.Allocated.CPU, bd.Allocated.CPU)
 
 	// A Prometheus of our own, backfilled with exporter data for these pods.
 	end := time.Now().Add(-2 * time.Hour).Truncate(time.Minute)
