@@ -145,7 +145,7 @@ func (s *Server) logs(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	pod, container, err := k.LogTarget(pods, c.Query("pod"), c.Query("container"))
+	pod, container, err := k.LogTarget(cur.Instance, pods, c.Query("pod"), c.Query("container"))
 	if err != nil && c.Query("pod") != "" && apierrors.IsBadRequest(err) {
 		// Not among the object's pods: say so, unless the pod no longer exists at all.
 		if _, gerr := cl.Core.CoreV1().Pods(cur.Instance.GetNamespace()).Get(ctx, c.Query("pod"), metav1.GetOptions{}); apierrors.IsNotFound(gerr) {

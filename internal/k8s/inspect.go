@@ -136,11 +136,12 @@ func Info(p *corev1.Pod) PodInfo {
 	return info
 }
 
-// LogTarget picks the pod and container whose logs are asked for, among the object's pods. pod and
+// LogTarget picks the pod and container whose logs are asked for, among the pods of object o. pod and
 // container may be empty: the defaults are a RayJob's submitter (container ray-job-submitter), else the
-// head pod and its first container. A pod or container that is not the object's is BadRequest; a
-// container that has not started is Conflict, naming why.
-func (k *Kind) LogTarget(pods []corev1.Pod, pod, container string) (*corev1.Pod, string, error) {
+// head pod of the cluster o runs on now (a RayService's active one) and its first container. A pod or
+// container that is not the object's is BadRequest; a container that has not started is Conflict,
+// naming why.
+func (k *Kind) LogTarget(o *unstructured.Unstructured, pods []corev1.Pod, pod, container string) (*corev1.Pod, string, error) {
 	var target *corev1.Pod
 	switch {
 	case pod != "":
@@ -158,8 +159,12 @@ func (k *Kind) LogTarget(pods []corev1.Pod, pod, container string) (*corev1.Pod,
 				target = &pods[i]
 			}
 		}
+		current := ""
+		if clusters := k.Clusters(o); len(clusters) > 0 {
+			current = clusters[0]
+		}
 		for i := range pods {
-			if nodeType(&pods[i]) == NodeTypeHead && target == nil {
+			if nodeType(&pods[i]) == NodeTypeHead && pods[i].Labels[RayClusterLabel] == current && target == nil {
 				target = &pods[i]
 			}
 		}
