@@ -14,7 +14,6 @@ import (
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"ray-service/internal/auth"
 	"ray-service/internal/k8s"
@@ -140,23 +139,6 @@ func (s *Server) logs(c *gin.Context) {
 		return
 	}
 	ctx := c.Request.Context()
-	pods, err := k.Pods(ctx, cl.Core, cur.Instance)
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	pod, container, err := k.LogTarget(cur.Instance, pods, c.Query("pod"), c.Query("container"))
-	if err != nil && c.Query("pod") != "" && apierrors.IsBadRequest(err) {
-		// Not among the object's pods: say so, unless the pod no longer exists at all.
-		if _, gerr := cl.Core.CoreV1().Pods(cur.Instance.GetNamespace()).Get(ctx, c.Query("pod"), metav1.GetOptions{}); apierrors.IsNotFound(gerr) {
-			err = statusError(http.StatusNotFound, "NotFound", sprintf("pod %q does not exist (any more)", c.Query("pod")))
-		}
-	}
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	opts.Container = container
 	if opts.Follow {
 		// A follow ends when the client leaves or the service shuts down.
 		var cancel context.CancelFunc
@@ -167,18 +149,15 @@ func (s *Server) logs(c *gin.Context) {
 			defer stop()
 		}
 	}
-	stream, err := cl.Core.CoreV1().Pods(pod.Namespace).GetLogs(pod.Name, opts).Stream(ctx)
+	stream, pod, container, err := k.OpenLogs(ctx, cl.Core, cur.Instance, c.Query("pod"), c.Query("container"), opts)
 	if err != nil {
-		if apierrors.IsNotFound(err) {
-			err = statusError(http.StatusNotFound, "NotFound", sprintf("pod %q is gone", pod.Name))
-		}
 		s.fail(c, err)
 		return
 	}
 	defer stream.Close()
 	c.Header("Content-Type", "text/plain; charset=utf-8")
 	c.Header("X-Content-Type-Options", "nosniff")
-	c.Header("X-Ray-Pod", pod.Name)
+	c.Header("X-Ray-Pod", pod)
 	c.Header("X-Ray-Container", container)
 	c.Status(http.StatusOK)
 	c.Writer.WriteHeaderNow()

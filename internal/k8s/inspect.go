@@ -3,6 +3,7 @@ package k8s
 import (
 	"context"
 	"fmt"
+	"io"
 	"sort"
 	"strings"
 	"time"
@@ -198,6 +199,40 @@ func (k *Kind) LogTarget(o *unstructured.Unstructured, pods []corev1.Pod, pod, c
 			fmt.Errorf("the pod has not started yet (Pending)"))
 	}
 	return target, container, nil
+}
+
+// OpenLogs opens, as the caller, the log stream of one of o's pods (see LogTarget for the defaults and
+// refusals) and names the pod and container it reads. A named pod that does not exist at all is
+// NotFound, as is one that goes before its stream opens.
+func (k *Kind) OpenLogs(ctx context.Context, core kubernetes.Interface, o *unstructured.Unstructured, pod, container string,
+	opts *corev1.PodLogOptions) (io.ReadCloser, string, string, error) {
+	pods, err := k.Pods(ctx, core, o)
+	if err != nil {
+		return nil, "", "", err
+	}
+	target, container, err := k.LogTarget(o, pods, pod, container)
+	if err != nil && pod != "" && apierrors.IsBadRequest(err) {
+		if _, gerr := core.CoreV1().Pods(o.GetNamespace()).Get(ctx, pod, metav1.GetOptions{}); apierrors.IsNotFound(gerr) {
+			gone := apierrors.NewNotFound(corev1.Resource("pods"), pod)
+			gone.ErrStatus.Message = fmt.Sprintf("pod %q does not exist (any more)", pod)
+			err = gone
+		}
+	}
+	if err != nil {
+		return nil, "", "", err
+	}
+	o2 := *opts
+	o2.Container = container
+	stream, err := core.CoreV1().Pods(target.Namespace).GetLogs(target.Name, &o2).Stream(ctx)
+	if apierrors.IsNotFound(err) {
+		gone := apierrors.NewNotFound(corev1.Resource("pods"), target.Name)
+		gone.ErrStatus.Message = fmt.Sprintf("pod %q is gone", target.Name)
+		err = gone
+	}
+	if err != nil {
+		return nil, "", "", err
+	}
+	return stream, target.Name, container, nil
 }
 
 // EventInfo is one Kubernetes event.
