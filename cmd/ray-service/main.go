@@ -99,7 +99,7 @@ func run() error {
 		Kinds:     kinds,
 		Store:     store,
 		Clients:   clients,
-		Lifecycle: k8s.NewLifecycle(cfg.ClusterDomain),
+		Lifecycle: k8s.NewLifecycle(cfg.ClusterDomain, store),
 		Authz:     reviewer,
 		Log:       log,
 		Registry:  registry,

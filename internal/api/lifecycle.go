@@ -147,7 +147,7 @@ func (s *Server) batchDelete(c *gin.Context) {
 			defer func() { <-sem }()
 			once.Do(func() {
 				r := outcome[it]
-				if err := s.deleteOne(ctx, cl, k, it.Namespace, it.Name, req.Force); err != nil {
+				if err := s.Lifecycle.Delete(ctx, cl, k, it.Namespace, it.Name, req.Force); err != nil {
 					env, internal := errorEnvelope(err)
 					if internal {
 						logger(c).Error("batch delete item failed", zap.Error(err))

@@ -584,35 +584,11 @@ func (s *Server) delete(c *gin.Context) {
 		return
 	}
 	ns, name := c.Param("namespace"), c.Param("name")
-	if err := s.deleteOne(c.Request.Context(), cl, k, ns, name, force); err != nil {
+	if err := s.Lifecycle.Delete(c.Request.Context(), cl, k, ns, name, force); err != nil {
 		s.fail(c, err)
 		return
 	}
 	s.ok(c, http.StatusOK, DeleteData{Namespace: ns, Name: name})
-}
-
-// deleteOne deletes an instance (refused while Running unless force) and any template of the name.
-func (s *Server) deleteOne(ctx context.Context, cl *k8s.Clients, k *k8s.Kind, ns, name string, force bool) error {
-	cur, err := k.Resolve(ctx, cl, ns, name)
-	if err != nil {
-		return err
-	}
-	if cur.Instance != nil {
-		sum := k.Summarize(cur.Instance)
-		s.Store.CompleteSummary(&sum)
-		if sum.Status == k8s.StatusRunning && !force {
-			return apierrors.NewConflict(schema.GroupResource{Group: k8s.RayGroupVersion.Group, Resource: k.Resource}, name,
-				errorf("it is Running: stop it first, or delete with force=true"))
-		}
-		if err := k.Delete(ctx, cl.Dynamic, ns, name); err != nil {
-			return err
-		}
-	}
-	if err := k.DeleteTemplate(ctx, cl.Core, ns, name); err != nil && !apierrors.IsNotFound(err) &&
-		(cur.Template != nil || !apierrors.IsForbidden(err)) {
-		return err
-	}
-	return nil
 }
 
 // exportYAML returns the object as YAML, read from the apiserver as the caller.

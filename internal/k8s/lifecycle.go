@@ -37,11 +37,14 @@ type Lifecycle struct {
 	ClusterDomain string
 	// DeleteWait bounds how long a re-run waits for the finished object to go.
 	DeleteWait time.Duration
+	// Store completes statuses with what the pods say (a RayCluster whose head cannot start is Failed).
+	Store *Store
 }
 
 // NewLifecycle returns a Lifecycle whose dashboard client honours HTTP_PROXY and NO_PROXY.
-func NewLifecycle(clusterDomain string) *Lifecycle {
+func NewLifecycle(clusterDomain string, store *Store) *Lifecycle {
 	return &Lifecycle{
+		Store:         store,
 		Dashboard:     &http.Client{Transport: &http.Transport{Proxy: http.ProxyFromEnvironment}, Timeout: 15 * time.Second},
 		ClusterDomain: clusterDomain,
 		DeleteWait:    30 * time.Second,
@@ -165,6 +168,33 @@ func (l *Lifecycle) Stop(ctx context.Context, c *Clients, k *Kind, ns, name stri
 		return l.toTemplate(ctx, c, k, obj)
 	}
 	return nil, apierrors.NewConflict(k.GVR().GroupResource(), name, fmt.Errorf("this kind cannot be stopped"))
+}
+
+// Delete deletes ns/name, as the caller: the instance, refused while it is Running unless force, and
+// any template of the name.
+func (l *Lifecycle) Delete(ctx context.Context, c *Clients, k *Kind, ns, name string, force bool) error {
+	cur, err := k.Resolve(ctx, c, ns, name)
+	if err != nil {
+		return err
+	}
+	if cur.Instance != nil {
+		sum := k.Summarize(cur.Instance)
+		if l.Store != nil {
+			l.Store.CompleteSummary(&sum)
+		}
+		if sum.Status == StatusRunning && !force {
+			return apierrors.NewConflict(k.GVR().GroupResource(), name, fmt.Errorf("it is Running: stop it first, or delete with force=true"))
+		}
+		if err := k.Delete(ctx, c.Dynamic, ns, name); err != nil {
+			return err
+		}
+	}
+	// A caller who may not delete ConfigMaps deletes instances all the same, where there is no template.
+	if err := k.DeleteTemplate(ctx, c.Core, ns, name); err != nil && !apierrors.IsNotFound(err) &&
+		(cur.Template != nil || !apierrors.IsForbidden(err)) {
+		return err
+	}
+	return nil
 }
 
 func (k *Kind) patchSuspend(ctx context.Context, c *Clients, ns, name string, suspend bool) (*unstructured.Unstructured, error) {
