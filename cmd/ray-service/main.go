@@ -83,6 +83,7 @@ func run() error {
 		}
 		return cl.Core, nil
 	}, cfg.AuthCacheTTL)
+	dashboards := k8s.NewDashboards(cfg.ClusterDomain)
 	registry, httpMetrics := metrics.NewRegistry()
 	var querier *metrics.Querier
 	if cfg.PrometheusURL != "" {
@@ -96,18 +97,19 @@ func run() error {
 	store.Start(ctx)
 
 	router := api.NewRouter(api.Deps{
-		Kinds:     kinds,
-		Store:     store,
-		Clients:   clients,
-		Lifecycle: k8s.NewLifecycle(cfg.ClusterDomain, store),
-		Authz:     reviewer,
-		Log:       log,
-		Registry:  registry,
-		HTTP:      httpMetrics,
-		Metrics:   querier,
-		Grafana:   api.Grafana{URL: cfg.GrafanaURL, DashboardUID: cfg.GrafanaDashboardUID},
-		Shutdown:  ctx,
-		Ready:     readiness(store, core.Discovery(), kinds),
+		Kinds:      kinds,
+		Store:      store,
+		Clients:    clients,
+		Lifecycle:  k8s.NewLifecycle(dashboards, store),
+		Dashboards: dashboards,
+		Authz:      reviewer,
+		Log:        log,
+		Registry:   registry,
+		HTTP:       httpMetrics,
+		Metrics:    querier,
+		Grafana:    api.Grafana{URL: cfg.GrafanaURL, DashboardUID: cfg.GrafanaDashboardUID},
+		Shutdown:   ctx,
+		Ready:      readiness(store, core.Discovery(), kinds),
 	})
 	srv := &http.Server{Addr: cfg.Listen, Handler: router, ReadHeaderTimeout: 10 * time.Second}
 

@@ -79,58 +79,40 @@ func unreachable(err error) bool {
 		(errors.As(err, &urlErr) && !errors.Is(err, context.Canceled))
 }
 
+// reasonCodes pairs the Kubernetes-style reasons API.md names with their statuses.
+var reasonCodes = []struct {
+	reason metav1.StatusReason
+	code   int
+}{
+	{metav1.StatusReasonBadRequest, http.StatusBadRequest},
+	{metav1.StatusReasonUnauthorized, http.StatusUnauthorized},
+	{metav1.StatusReasonForbidden, http.StatusForbidden},
+	{metav1.StatusReasonNotFound, http.StatusNotFound},
+	{metav1.StatusReasonConflict, http.StatusConflict},
+	{metav1.StatusReasonAlreadyExists, http.StatusConflict},
+	{metav1.StatusReasonRequestEntityTooLarge, http.StatusRequestEntityTooLarge},
+	{metav1.StatusReasonUnsupportedMediaType, http.StatusUnsupportedMediaType},
+	{metav1.StatusReasonInvalid, http.StatusUnprocessableEntity},
+	{metav1.StatusReasonTooManyRequests, http.StatusTooManyRequests},
+	{metav1.StatusReasonServiceUnavailable, http.StatusServiceUnavailable},
+	{metav1.StatusReasonTimeout, http.StatusGatewayTimeout},
+}
+
 func codeForReason(r metav1.StatusReason) int {
-	switch r {
-	case metav1.StatusReasonNotFound:
-		return http.StatusNotFound
-	case metav1.StatusReasonAlreadyExists, metav1.StatusReasonConflict:
-		return http.StatusConflict
-	case metav1.StatusReasonInvalid:
-		return http.StatusUnprocessableEntity
-	case metav1.StatusReasonBadRequest:
-		return http.StatusBadRequest
-	case metav1.StatusReasonForbidden:
-		return http.StatusForbidden
-	case metav1.StatusReasonUnauthorized:
-		return http.StatusUnauthorized
-	case metav1.StatusReasonTooManyRequests:
-		return http.StatusTooManyRequests
-	case metav1.StatusReasonRequestEntityTooLarge:
-		return http.StatusRequestEntityTooLarge
-	case metav1.StatusReasonUnsupportedMediaType:
-		return http.StatusUnsupportedMediaType
-	case metav1.StatusReasonServiceUnavailable:
-		return http.StatusServiceUnavailable
-	case metav1.StatusReasonTimeout:
-		return http.StatusGatewayTimeout
+	for _, rc := range reasonCodes {
+		if rc.reason == r {
+			return rc.code
+		}
 	}
 	return http.StatusInternalServerError
 }
 
+// reasonForCode is the first reason of the table with that status (Conflict before AlreadyExists).
 func reasonForCode(code int) string {
-	switch code {
-	case http.StatusBadRequest:
-		return string(metav1.StatusReasonBadRequest)
-	case http.StatusUnauthorized:
-		return string(metav1.StatusReasonUnauthorized)
-	case http.StatusForbidden:
-		return string(metav1.StatusReasonForbidden)
-	case http.StatusNotFound:
-		return string(metav1.StatusReasonNotFound)
-	case http.StatusConflict:
-		return string(metav1.StatusReasonConflict)
-	case http.StatusRequestEntityTooLarge:
-		return string(metav1.StatusReasonRequestEntityTooLarge)
-	case http.StatusUnsupportedMediaType:
-		return string(metav1.StatusReasonUnsupportedMediaType)
-	case http.StatusUnprocessableEntity:
-		return string(metav1.StatusReasonInvalid)
-	case http.StatusTooManyRequests:
-		return string(metav1.StatusReasonTooManyRequests)
-	case http.StatusServiceUnavailable:
-		return string(metav1.StatusReasonServiceUnavailable)
-	case http.StatusGatewayTimeout:
-		return string(metav1.StatusReasonTimeout)
+	for _, rc := range reasonCodes {
+		if rc.code == code {
+			return string(rc.reason)
+		}
 	}
 	return string(metav1.StatusReasonInternalError)
 }

@@ -257,7 +257,7 @@ func (s *Server) dashboard(c *gin.Context) {
 	}
 	addr := ""
 	if cur.Instance != nil {
-		addr = k.DashboardAddress(cur.Instance, s.Lifecycle.ClusterDomain)
+		addr = s.Dashboards.Address(k, cur.Instance)
 	}
 	if addr == "" {
 		s.fail(c, statusError(http.StatusConflict, "Conflict", "it has no Ray cluster running: start it first"))
@@ -265,7 +265,7 @@ func (s *Server) dashboard(c *gin.Context) {
 	}
 	path := c.Param("path")
 	rp := &httputil.ReverseProxy{
-		Transport:     s.Lifecycle.Dashboard.Transport,
+		Transport:     s.Dashboards.Client.Transport,
 		FlushInterval: -1,
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.Out.URL.Scheme, pr.Out.URL.Host, pr.Out.Host = "http", addr, addr

@@ -6,9 +6,9 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	"ray-service/internal/auth"
 	"ray-service/internal/k8s"
 	"ray-service/internal/metrics"
 )
@@ -67,17 +67,14 @@ func (s *Server) overview(c *gin.Context) {
 	counts := &Counts{}
 	var clusterNamespaces []string
 	for _, k := range s.Kinds.All() {
-		candidates := append(s.Store.Namespaces(k), s.Store.TemplateNamespaces(k)...)
-		allowed, err := s.listableNamespaces(ctx, tok, auth.Attributes{Verb: "list", Group: k8s.RayGroupVersion.Group, Resource: k.Resource, Namespace: ns}, candidates)
-		if err != nil {
+		items, allowed, err := s.visibleItems(ctx, tok, k, ns, true)
+		if err != nil && !(apierrors.IsForbidden(err) && k.Resource != "rayclusters") {
 			s.fail(c, err)
 			return
 		}
-		if allowed != nil && ns != "" && k.Resource == "rayclusters" {
-			s.fail(c, forbidden(k, "list", ns))
-			return
-		}
-		count := s.Store.Count(k, namespacesOf(allowed, ns))
+		// The overview of a namespace is refused only where RayClusters may not be listed; other
+		// kinds the caller may not list there count nothing.
+		count := k8s.CountItems(items)
 		switch k.Resource {
 		case "rayclusters":
 			counts.RayClusters = count

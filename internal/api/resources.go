@@ -131,45 +131,38 @@ func (s *Server) list(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	ns := c.Param("namespace")
-	ctx, tok := c.Request.Context(), token(c)
-	kindAttrs := auth.Attributes{Verb: "list", Group: k8s.RayGroupVersion.Group, Resource: k.Resource, Namespace: ns}
-	allowed, err := s.listableNamespaces(ctx, tok, kindAttrs, s.Store.Namespaces(k))
+	items, _, err := s.visibleItems(c.Request.Context(), token(c), k, c.Param("namespace"), q.Type != k8s.TypeInstance)
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
+	page, total := q.Apply(items)
+	s.ok(c, http.StatusOK, ListData{Items: page, Total: total, Page: q.Page, PageSize: q.PageSize})
+}
+
+// visibleItems returns the instances of k, and with templates its templates, that the caller may see in
+// ns ("" for all namespaces): where the caller may list the kind, and for templates, which are ConfigMaps,
+// also list ConfigMaps. It also returns the namespaces where the caller may list the kind (nil: ns
+// itself, or all). Asking for one namespace where the caller may not list the kind is Forbidden.
+func (s *Server) visibleItems(ctx context.Context, tok string, k *k8s.Kind, ns string, templates bool) ([]k8s.Item, []string, error) {
+	kindAttrs := auth.Attributes{Verb: "list", Group: k8s.RayGroupVersion.Group, Resource: k.Resource, Namespace: ns}
+	allowed, err := s.listableNamespaces(ctx, tok, kindAttrs, append(s.Store.Namespaces(k), s.Store.TemplateNamespaces(k)...))
+	if err != nil {
+		return nil, nil, err
+	}
 	if allowed != nil && ns != "" {
-		s.fail(c, forbidden(k, "list", ns))
-		return
+		return nil, nil, forbidden(k, "list", ns)
 	}
-	items := []k8s.Item{}
-	instances := map[string]bool{}
-	for _, n := range namespacesOf(allowed, ns) {
-		for _, e := range s.Store.List(k, n) {
-			items = append(items, e.Item())
-			instances[e.Namespace+"/"+e.Name] = true
-		}
-	}
-	if q.Type != k8s.TypeInstance {
-		// Templates are ConfigMaps: the caller must also be allowed to list those.
+	var templateNS []string
+	if templates {
 		cmAttrs := auth.Attributes{Verb: "list", Resource: "configmaps", Namespace: ns}
 		cmAllowed, err := s.listableNamespaces(ctx, tok, cmAttrs, s.Store.TemplateNamespaces(k))
 		if err != nil {
-			s.fail(c, err)
-			return
+			return nil, nil, err
 		}
-		for _, n := range intersect(namespacesOf(allowed, ns), namespacesOf(cmAllowed, ns)) {
-			for _, e := range s.Store.Templates(k, n) {
-				// An instance of the same name is what runs; its template is a step of a start or stop.
-				if !instances[e.Namespace+"/"+e.Summary.Name] {
-					items = append(items, e.Item())
-				}
-			}
-		}
+		templateNS = intersect(namespacesOf(allowed, ns), namespacesOf(cmAllowed, ns))
 	}
-	page, total := q.Apply(items)
-	s.ok(c, http.StatusOK, ListData{Items: page, Total: total, Page: q.Page, PageSize: q.PageSize})
+	return s.Store.Items(k, namespacesOf(allowed, ns), templateNS), allowed, nil
 }
 
 // listableNamespaces returns nil when the caller may do attrs (in all namespaces when attrs.Namespace is
@@ -333,6 +326,23 @@ func boolParam(c *gin.Context, name string) (bool, error) {
 	return b, nil
 }
 
+// manifestRequest reads what create and replace share: the kind, dryRun and the manifest of the body.
+func (s *Server) manifestRequest(c *gin.Context) (*k8s.Kind, *unstructured.Unstructured, bool, bool) {
+	k, ok := s.kind(c)
+	if !ok {
+		return nil, nil, false, false
+	}
+	dryRun, err := boolParam(c, "dryRun")
+	if err == nil {
+		var obj *unstructured.Unstructured
+		if obj, err = readManifest(c.Writer, c.Request); err == nil {
+			return k, obj, dryRun, true
+		}
+	}
+	s.fail(c, err)
+	return nil, nil, false, false
+}
+
 // create creates an object from a JSON, YAML or uploaded manifest, as the caller.
 //
 //	@Summary		Create
@@ -359,26 +369,17 @@ func boolParam(c *gin.Context, name string) (bool, error) {
 //	@Failure		503,504						{object}	Envelope
 //	@Router			/rest/ray/v1/namespaces/{namespace}/{kind} [post]
 func (s *Server) create(c *gin.Context) {
-	k, ok := s.kind(c)
+	k, obj, dryRun, ok := s.manifestRequest(c)
 	if !ok {
-		return
-	}
-	dryRun, err := boolParam(c, "dryRun")
-	if err != nil {
-		s.fail(c, err)
 		return
 	}
 	start := true
 	if c.Query("start") != "" {
+		var err error
 		if start, err = boolParam(c, "start"); err != nil {
 			s.fail(c, err)
 			return
 		}
-	}
-	obj, err := readManifest(c.Writer, c.Request)
-	if err != nil {
-		s.fail(c, err)
-		return
 	}
 	if err := k.PrepareCreate(obj, c.Param("namespace")); err != nil {
 		s.fail(c, err)
@@ -507,18 +508,8 @@ func (s *Server) detail(k *k8s.Kind, cur *k8s.Current) Detail {
 //	@Failure		503,504						{object}	Envelope
 //	@Router			/rest/ray/v1/namespaces/{namespace}/{kind}/{name} [put]
 func (s *Server) replace(c *gin.Context) {
-	k, ok := s.kind(c)
+	k, obj, dryRun, ok := s.manifestRequest(c)
 	if !ok {
-		return
-	}
-	dryRun, err := boolParam(c, "dryRun")
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	obj, err := readManifest(c.Writer, c.Request)
-	if err != nil {
-		s.fail(c, err)
 		return
 	}
 	ns, name := c.Param("namespace"), c.Param("name")

@@ -35,8 +35,10 @@ type Deps struct {
 	Clients *k8s.ClientFactory
 	// Lifecycle starts and stops objects.
 	Lifecycle *k8s.Lifecycle
-	Authz     Authorizer
-	Log       *zap.Logger
+	// Dashboards reaches the Ray dashboards the proxy route serves.
+	Dashboards *k8s.Dashboards
+	Authz      Authorizer
+	Log        *zap.Logger
 	// Registry gathers the service's own metrics for /metrics; HTTP records requests into it.
 	Registry *prometheus.Registry
 	HTTP     *metrics.HTTP

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/http"
 	"sort"
 	"strings"
 	"time"
@@ -300,11 +301,25 @@ func (k *Kind) Events(ctx context.Context, core kubernetes.Interface, o *unstruc
 // DefaultDashboardPort is the Ray dashboard's port when the head container names none "dashboard".
 const DefaultDashboardPort = 8265
 
-// DashboardAddress is host:port of the Ray dashboard of the cluster an object runs on, by the head
-// service's in-cluster name, as the KubeRay operator reaches it: what the operator recorded for a RayJob,
-// else <head service>.<namespace>.svc.<cluster domain>:<the head's dashboard port>. "" when the object
-// has no cluster yet.
-func (k *Kind) DashboardAddress(o *unstructured.Unstructured, clusterDomain string) string {
+// Dashboards reaches Ray dashboards the way the KubeRay operator does: by the head service's in-cluster
+// name, through a client that honours HTTP_PROXY and NO_PROXY.
+type Dashboards struct {
+	Client        *http.Client
+	ClusterDomain string
+}
+
+// NewDashboards returns Dashboards for a cluster DNS domain.
+func NewDashboards(clusterDomain string) *Dashboards {
+	return &Dashboards{
+		Client:        &http.Client{Transport: &http.Transport{Proxy: http.ProxyFromEnvironment}, Timeout: 15 * time.Second},
+		ClusterDomain: clusterDomain,
+	}
+}
+
+// Address is host:port of the Ray dashboard of the cluster object o of kind k runs on: what the operator
+// recorded for a RayJob, else <head service>.<namespace>.svc.<cluster domain>:<the head's dashboard
+// port>. "" when the object has no cluster yet.
+func (d *Dashboards) Address(k *Kind, o *unstructured.Unstructured) string {
 	if v, _, _ := unstructured.NestedString(o.Object, "status", "dashboardURL"); v != "" {
 		return strings.TrimPrefix(strings.TrimPrefix(v, "http://"), "https://")
 	}
@@ -335,5 +350,5 @@ func (k *Kind) DashboardAddress(o *unstructured.Unstructured, clusterDomain stri
 			}
 		}
 	}
-	return fmt.Sprintf("%s.%s.svc.%s:%d", svc, o.GetNamespace(), clusterDomain, port)
+	return fmt.Sprintf("%s.%s.svc.%s:%d", svc, o.GetNamespace(), d.ClusterDomain, port)
 }

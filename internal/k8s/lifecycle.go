@@ -30,25 +30,17 @@ const (
 
 // Lifecycle starts and stops Ray objects as the caller (see API.md, "Start, stop, and templates").
 type Lifecycle struct {
-	// Dashboard reaches Ray dashboards by their in-cluster names; its transport honours the HTTP proxy
-	// environment variables, as the KubeRay operator's does.
-	Dashboard *http.Client
-	// ClusterDomain completes in-cluster service names.
-	ClusterDomain string
+	// Dashboards reaches Ray dashboards, to stop a RayJob's Ray job.
+	Dashboards *Dashboards
 	// DeleteWait bounds how long a re-run waits for the finished object to go.
 	DeleteWait time.Duration
 	// Store completes statuses with what the pods say (a RayCluster whose head cannot start is Failed).
 	Store *Store
 }
 
-// NewLifecycle returns a Lifecycle whose dashboard client honours HTTP_PROXY and NO_PROXY.
-func NewLifecycle(clusterDomain string, store *Store) *Lifecycle {
-	return &Lifecycle{
-		Store:         store,
-		Dashboard:     &http.Client{Transport: &http.Transport{Proxy: http.ProxyFromEnvironment}, Timeout: 15 * time.Second},
-		ClusterDomain: clusterDomain,
-		DeleteWait:    30 * time.Second,
-	}
+// NewLifecycle returns a Lifecycle.
+func NewLifecycle(dashboards *Dashboards, store *Store) *Lifecycle {
+	return &Lifecycle{Dashboards: dashboards, Store: store, DeleteWait: 30 * time.Second}
 }
 
 // Current is an object as it is now: an instance, or a template.
@@ -308,7 +300,7 @@ func (l *Lifecycle) stopRayJob(ctx context.Context, c *Clients, k *Kind, obj *un
 		return apierrors.NewForbidden(k.GVR().GroupResource(), name, fmt.Errorf("the caller may not update it"))
 	}
 	jobID, _, _ := unstructured.NestedString(obj.Object, "status", "jobId")
-	dashboard := k.DashboardAddress(obj, l.ClusterDomain)
+	dashboard := l.Dashboards.Address(k, obj)
 	if jobID == "" || dashboard == "" {
 		return apierrors.NewConflict(k.GVR().GroupResource(), name,
 			fmt.Errorf("its Ray job has not been submitted yet; stop it again once it runs, or delete it"))
@@ -318,7 +310,7 @@ func (l *Lifecycle) stopRayJob(ctx context.Context, c *Clients, k *Kind, obj *un
 	if err != nil {
 		return err
 	}
-	res, err := l.Dashboard.Do(req)
+	res, err := l.Dashboards.Client.Do(req)
 	if err != nil {
 		return apierrors.NewServiceUnavailable(fmt.Sprintf("the Ray dashboard of %s/%s is unreachable: %v", ns, name, err))
 	}

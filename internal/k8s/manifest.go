@@ -22,12 +22,20 @@ func (k *Kind) PrepareCreate(o *unstructured.Unstructured, ns string) error {
 	if err := k.checkName(o.GetName()); err != nil {
 		return err
 	}
+	clearServerFields(o)
+	return nil
+}
+
+// serverFields are the metadata fields the apiserver sets; a manifest sent for creation drops them.
+var serverFields = []string{"managedFields", "uid", "resourceVersion", "creationTimestamp", "generation",
+	"deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"}
+
+// clearServerFields drops status and the server-set metadata of a manifest.
+func clearServerFields(o *unstructured.Unstructured) {
 	unstructured.RemoveNestedField(o.Object, "status")
-	for _, f := range []string{"managedFields", "uid", "resourceVersion", "creationTimestamp", "generation",
-		"deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"} {
+	for _, f := range serverFields {
 		unstructured.RemoveNestedField(o.Object, "metadata", f)
 	}
-	return nil
 }
 
 // PrepareUpdate checks a full manifest sent to replace ns/name. metadata.resourceVersion is kept: a stale

@@ -12,19 +12,15 @@ type KindCount struct {
 	Active int `json:"active"`
 }
 
-// Count counts the cached objects and templates of a kind in the given namespaces ([""]: all).
-func (s *Store) Count(k *Kind, namespaces []string) KindCount {
-	var c KindCount
-	for _, ns := range namespaces {
-		for _, e := range s.List(k, ns) {
-			c.Total++
-			switch e.Summary.Status {
-			case StatusStopped, StatusSucceeded, StatusFailed:
-			default:
-				c.Active++
-			}
+// CountItems counts items: all of them, and those active (not Stopped, Succeeded or Failed).
+func CountItems(items []Item) KindCount {
+	c := KindCount{Total: len(items)}
+	for _, it := range items {
+		switch it.Summary.Status {
+		case StatusStopped, StatusSucceeded, StatusFailed:
+		default:
+			c.Active++
 		}
-		c.Total += len(s.Templates(k, ns))
 	}
 	return c
 }

@@ -257,6 +257,28 @@ func (s *Store) CompleteSummary(sum *Summary) {
 	}
 }
 
+// Items returns the cached instances of k in instanceNS and its templates in templateNS (each a list of
+// namespaces, "" for all), leaving out a template whose instance exists: that template is a step of a
+// start or stop, and the instance is what runs.
+func (s *Store) Items(k *Kind, instanceNS, templateNS []string) []Item {
+	items := []Item{}
+	instances := map[string]bool{}
+	for _, ns := range instanceNS {
+		for _, e := range s.List(k, ns) {
+			items = append(items, e.Item())
+			instances[e.Namespace+"/"+e.Name] = true
+		}
+	}
+	for _, ns := range templateNS {
+		for _, e := range s.Templates(k, ns) {
+			if !instances[e.Namespace+"/"+e.Summary.Name] {
+				items = append(items, e.Item())
+			}
+		}
+	}
+	return items
+}
+
 // Item is the entry as a list filters it.
 func (e *Entry) Item() Item { return Item{Summary: e.Summary, Labels: e.Labels} }
 

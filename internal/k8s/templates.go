@@ -100,11 +100,10 @@ func (k *Kind) GetTemplate(ctx context.Context, core kubernetes.Interface, ns, n
 // templateConfigMap builds the ConfigMap that stores a prepared manifest.
 func (k *Kind) templateConfigMap(o *unstructured.Unstructured) (*corev1.ConfigMap, error) {
 	m := o.DeepCopy()
-	unstructured.RemoveNestedField(m.Object, "status")
-	for _, f := range []string{"managedFields", "uid", "resourceVersion", "creationTimestamp", "generation",
-		"deletionTimestamp", "deletionGracePeriodSeconds", "selfLink", "finalizers", "ownerReferences"} {
-		unstructured.RemoveNestedField(m.Object, "metadata", f)
-	}
+	clearServerFields(m)
+	// Owners and finalizers belong to the instance, not to a manifest that may be created again.
+	unstructured.RemoveNestedField(m.Object, "metadata", "finalizers")
+	unstructured.RemoveNestedField(m.Object, "metadata", "ownerReferences")
 	data, err := yaml.Marshal(m.Object)
 	if err != nil {
 		return nil, err
