@@ -160,8 +160,7 @@ func TestRayJobSuspendableLifecycle(t *testing.T) {
 	waitStatus(t, ns, "rayjobs", "sj", "Stopped")
 
 	require.Equal(t, 200, post(t, itemPath(ns, "rayjobs", "sj")+"/start").Status)
-	running := waitStatus(t, ns, "rayjobs", "sj", "Running")
-	_ = running
+	waitStatus(t, ns, "rayjobs", "sj", "Running")
 	require.Equal(t, 200, post(t, itemPath(ns, "rayjobs", "sj")+"/stop").Status)
 	waitStatus(t, ns, "rayjobs", "sj", "Stopped")
 	o, _ := getRay(t, rayJobs, ns, "sj")
