@@ -10,28 +10,62 @@ if [ -n "${RAY_SERVICE_KUBECONFIG:-}" ] || [ -n "${KUBERNETES_SERVICE_HOST:-}" ]
   exec "$BIN" "$@"
 fi
 
-STATE=$(pwd)/.run/stack
+STATE=${RAY_STACK_STATE:-$(pwd)/.run/stack}
+RUN_ENV=$(dirname "$STATE")/env
 LISTEN=${RAY_SERVICE_LISTEN:-127.0.0.1:8080}
-stack/down.sh "$STATE" # a stack left by an earlier run that was killed
-stack/up.sh "$STATE"
 pid=""
+up=""
+watcher=""
+# Every way out stops the service and the stack: a signal to the process group (a terminal's Ctrl-C,
+# systemd, `timeout`), a signal to make alone, a failed up.sh, or the service exiting by itself.
 cleanup() {
-  trap - INT TERM EXIT
+  # A signal to the group has often ended the service (or the watcher) already, so a kill below may
+  # fail: under `set -e` that failure would end the script before down.sh. GNU make also forwards
+  # SIGTERM to its children, so a second signal may come: it must not cut the clean-up short either.
+  set +e
+  trap '' INT TERM HUP
+  trap - EXIT
+  [ -n "$watcher" ] && kill "$watcher" 2>/dev/null
+  [ -n "$up" ] && kill -TERM "$up" 2>/dev/null && wait "$up" 2>/dev/null
   [ -n "$pid" ] && kill -TERM "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
   echo "stopping the local stack" >&2
   stack/down.sh "$STATE"
 }
-trap cleanup INT TERM EXIT
+trap 'cleanup; exit 130' INT
+trap 'cleanup; exit 143' TERM
+trap 'cleanup; exit 129' HUP
+trap cleanup EXIT
+# GNU make passes SIGINT and SIGHUP on to nobody (it expects the whole group to get them) and then
+# waits for its children. When make alone is signalled, its handler restores the signal's default
+# action, so the signal leaves make's caught set (SigCgt): that, or make going away, stops us.
+if [ "$(cat /proc/$PPID/comm 2>/dev/null)" = make ]; then
+  parent=$PPID
+  caught() { awk '/^SigCgt:/ {print $2}' "/proc/$parent/status" 2>/dev/null; }
+  want=$(caught)
+  (
+    trap - INT TERM HUP EXIT
+    while [ "$(caught)" = "$want" ]; do sleep 0.5; done
+    kill -TERM $$ 2>/dev/null
+  ) &
+  watcher=$!
+fi
+stack/down.sh "$STATE" # a stack left by an earlier run that was killed
+# In the background, so that a signal is handled at once, not when up.sh is done (bash runs a trap
+# only between commands).
+stack/up.sh "$STATE" &
+up=$!
+wait "$up"
+up=""
 source "$STATE/env"
 
-cat >.run/env <<ENV
+cat >"$RUN_ENV" <<ENV
 export RAY_SERVICE_URL=http://$LISTEN
 export KUBECONFIG=$KUBECONFIG
 export ADMIN_TOKEN=$ADMIN_TOKEN
 export VIEWER_TOKEN=$VIEWER_TOKEN
 export NOBODY_TOKEN=$NOBODY_TOKEN
 ENV
-chmod 600 .run/env
+chmod 600 "$RUN_ENV"
 cat >&2 <<MSG
 
 ray-service on the local stack. In another shell:

@@ -24,6 +24,12 @@ for f in "$STATE"/pids/*.pid; do
   if kill -0 "$(cat "$f")" 2>/dev/null; then echo "up.sh: a stack already runs in $STATE (stack/down.sh $STATE)" >&2; exit 1; fi
   rm -f "$f"
 done
+# A start that fails or is interrupted stops what it had started, by the PIDs recorded so far.
+ok=""
+trap '[ -n "$ok" ] || "$STACK_DIR/down.sh" "$STATE"' EXIT
+trap 'exit 143' TERM
+trap 'exit 130' INT
+trap 'exit 129' HUP
 t0=$(date +%s%N)
 say() { local ms=$(( ($(date +%s%N) - t0) / 1000000 )); printf "stack: %d.%03ds %s\n" $((ms / 1000)) $((ms % 1000)) "$*" >&2; }
 start() { # name command...: own process group, PID recorded
@@ -186,4 +192,5 @@ export OPERATOR_HTTP_PROXY=$OPERATOR_HTTP_PROXY
 export KWOK_LOGS_DIR="$STATE/pod-logs"
 ENV
 mkdir -p "$STATE/pod-logs"
+ok=1
 say "stack ready: source $STATE/env"
