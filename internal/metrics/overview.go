@@ -411,7 +411,7 @@ func (q *Querier) rangeQuery(ctx context.Context, expr string, w Window) (model.
 		return c.matrix, nil
 	}
 	q.mu.Unlock()
-	v, err, _ := q.flight.Do(key, func() (interface{}, error) {
+	v, err, _ := q.flight.Do(key, func() (any, error) {
 		qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), q.timeout)
 		defer cancel()
 		val, _, _, err := q.api.QueryRange(qctx, expr, promv1.Range{Start: w.Start, End: w.End, Step: w.Step})

@@ -65,11 +65,11 @@ func TestPromQLEdgeCases(t *testing.T) {
 		Labels string  `json:"labels"`
 		Value  float64 `json:"value"`
 	}
-	check := func(expr string, want ...sample) map[string]interface{} {
-		return map[string]interface{}{"expr": expr, "eval_time": "8m", "exp_samples": want}
+	check := func(expr string, want ...sample) map[string]any {
+		return map[string]any{"expr": expr, "eval_time": "8m", "exp_samples": want}
 	}
 	total := func(v float64) sample { return sample{Labels: "{}", Value: v} }
-	tests := []map[string]interface{}{
+	tests := []map[string]any{
 		check(exprs["used.cpu"], total(1.75)),
 		check(cluster["used.cpu"], total(0.75)),
 		check(exprs["used.memoryBytes"], total(1000)),
@@ -81,10 +81,10 @@ func TestPromQLEdgeCases(t *testing.T) {
 		check(exprs["allocated.gpu"], total(0)),
 		check(exprs["used.ray"], sample{Labels: `{Name="CPU"}`, Value: 3}),
 	}
-	file := map[string]interface{}{
+	file := map[string]any{
 		"rule_files":          []string{},
 		"evaluation_interval": "15s",
-		"tests":               []interface{}{map[string]interface{}{"interval": "15s", "input_series": series, "promql_expr_test": tests}},
+		"tests":               []any{map[string]any{"interval": "15s", "input_series": series, "promql_expr_test": tests}},
 	}
 	b, err := yaml.Marshal(file)
 	require.NoError(t, err)

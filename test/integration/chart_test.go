@@ -34,16 +34,16 @@ func runTool(t *testing.T, name string, args ...string) string {
 	return out.String()
 }
 
-func docs(t *testing.T, manifest string) []map[string]interface{} {
+func docs(t *testing.T, manifest string) []map[string]any {
 	t.Helper()
-	var out []map[string]interface{}
+	var out []map[string]any
 	r := utilyaml.NewYAMLReader(bufio.NewReader(strings.NewReader(manifest)))
 	for {
 		doc, err := r.Read()
 		if err != nil {
 			break
 		}
-		var m map[string]interface{}
+		var m map[string]any
 		require.NoError(t, yaml.Unmarshal(doc, &m))
 		if m != nil {
 			out = append(out, m)

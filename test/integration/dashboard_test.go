@@ -66,7 +66,7 @@ func (s *standIn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.jobs[host] = table
 	}
 	now := time.Now().UnixMilli()
-	reply := func(code int, v interface{}) {
+	reply := func(code int, v any) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(code)
 		_ = json.NewEncoder(w).Encode(v)
@@ -85,9 +85,9 @@ func (s *standIn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			reply(200, map[string]string{})
 			return
 		}
-		reply(200, map[string]interface{}{"applications": map[string]interface{}{
-			"hello": map[string]interface{}{"name": "hello", "route_prefix": "/", "status": "RUNNING", "message": "",
-				"deployments": map[string]interface{}{"Hello": map[string]string{"name": "Hello", "status": "HEALTHY", "message": ""}}},
+		reply(200, map[string]any{"applications": map[string]any{
+			"hello": map[string]any{"name": "hello", "route_prefix": "/", "status": "RUNNING", "message": "",
+				"deployments": map[string]any{"Hello": map[string]string{"name": "Hello", "status": "HEALTHY", "message": ""}}},
 		}})
 	case jobPath.MatchString(p):
 		m := jobPath.FindStringSubmatch(p)
@@ -103,7 +103,7 @@ func (s *standIn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			table[body.SubmissionID] = &fakeJob{ID: body.SubmissionID, Entrypoint: body.Entrypoint, Status: "RUNNING", Start: now}
 			reply(200, map[string]string{"job_id": body.SubmissionID, "submission_id": body.SubmissionID})
 		case id == "":
-			list := []interface{}{}
+			list := []any{}
 			for _, j := range table {
 				list = append(list, j.info())
 			}
@@ -137,8 +137,8 @@ func (s *standIn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (j *fakeJob) info() map[string]interface{} {
-	info := map[string]interface{}{"job_id": j.ID, "submission_id": j.ID, "status": j.Status, "entrypoint": j.Entrypoint,
+func (j *fakeJob) info() map[string]any {
+	info := map[string]any{"job_id": j.ID, "submission_id": j.ID, "status": j.Status, "entrypoint": j.Entrypoint,
 		"message": "stand-in job " + strings.ToLower(j.Status), "type": "SUBMISSION", "start_time": j.Start}
 	if j.End != 0 {
 		info["end_time"] = j.End

@@ -46,11 +46,11 @@ func podLog(t *testing.T, ns, pod, container string, lines ...string) string {
 	require.NoError(t, os.MkdirAll(dir, 0o755))
 	file := filepath.Join(dir, pod+"-"+container+".log")
 	appendLog(t, file, lines...)
-	logs := &unstructured.Unstructured{Object: map[string]interface{}{
+	logs := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "Logs",
-		"metadata": map[string]interface{}{"name": pod, "namespace": ns},
-		"spec": map[string]interface{}{"logs": []interface{}{map[string]interface{}{
-			"containers": []interface{}{container}, "logsFile": file, "follow": true}}},
+		"metadata": map[string]any{"name": pod, "namespace": ns},
+		"spec": map[string]any{"logs": []any{map[string]any{
+			"containers": []any{container}, "logsFile": file, "follow": true}}},
 	}}
 	_, err := env.adminDyn.Resource(kwokLogs).Namespace(ns).Create(context.Background(), logs, metav1.CreateOptions{})
 	require.NoError(t, err)
@@ -238,10 +238,10 @@ func TestRayJobPodsAndLogsDefaultToSubmitter(t *testing.T) {
 func TestEventsOfUnschedulableCluster(t *testing.T) {
 	ns := namespace(t, "events")
 	admin := env.tokens["admin"]
-	r := createCluster(t, admin, ns, "huge", func(o map[string]interface{}) {
-		head := o["spec"].(map[string]interface{})["headGroupSpec"].(map[string]interface{})
-		c := head["template"].(map[string]interface{})["spec"].(map[string]interface{})["containers"].([]interface{})[0].(map[string]interface{})
-		c["resources"] = map[string]interface{}{"requests": map[string]interface{}{"cpu": "1000", "memory": "1Gi"}}
+	r := createCluster(t, admin, ns, "huge", func(o map[string]any) {
+		head := o["spec"].(map[string]any)["headGroupSpec"].(map[string]any)
+		c := head["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)
+		c["resources"] = map[string]any{"requests": map[string]any{"cpu": "1000", "memory": "1Gi"}}
 	})
 	require.Equal(t, 201, r.Status, "%s", r.Raw)
 	type event struct {

@@ -58,9 +58,9 @@ func captureStatus(t *testing.T, ns, kind, name, want string) {
 	gvr := rayClusters.GroupVersion().WithResource(kind)
 	o, err := getRay(t, gvr, ns, name)
 	require.NoError(t, err)
-	fixture := map[string]interface{}{"kind": o.GetKind(), "want": want, "object": map[string]interface{}{"status": o.Object["status"]}}
+	fixture := map[string]any{"kind": o.GetKind(), "want": want, "object": map[string]any{"status": o.Object["status"]}}
 	if suspend, ok, _ := unstructured.NestedBool(o.Object, "spec", "suspend"); ok {
-		fixture["object"].(map[string]interface{})["spec"] = map[string]interface{}{"suspend": suspend}
+		fixture["object"].(map[string]any)["spec"] = map[string]any{"suspend": suspend}
 	}
 	b, err := json.MarshalIndent(fixture, "", "  ")
 	require.NoError(t, err)
@@ -140,10 +140,10 @@ func TestRayClusterLifecycle(t *testing.T) {
 // rayJob builds a RayJob manifest running in HTTPMode (the operator submits through the dashboard).
 func rayJob(t *testing.T, name string, suspendable bool) []byte {
 	t.Helper()
-	var obj map[string]interface{}
+	var obj map[string]any
 	require.NoError(t, yaml.Unmarshal(testdata(t, "rayjob-minimal.yaml"), &obj))
-	obj["metadata"].(map[string]interface{})["name"] = name
-	spec := obj["spec"].(map[string]interface{})
+	obj["metadata"].(map[string]any)["name"] = name
+	spec := obj["spec"].(map[string]any)
 	spec["submissionMode"] = "HTTPMode"
 	spec["shutdownAfterJobFinishes"] = suspendable
 	b, err := json.Marshal(obj)
@@ -324,7 +324,7 @@ func TestBatchDelete(t *testing.T) {
 	waitStatus(t, ns, "rayclusters", "running", "Running")
 	waitStatus(t, ns, "rayclusters", "stopped", "Stopped")
 
-	batch := func(kind string, body interface{}) *response {
+	batch := func(kind string, body any) *response {
 		b, _ := json.Marshal(body)
 		return call(t, "POST", "/rest/ray/v1/"+kind+"/batch-delete", admin, "application/json", b)
 	}
@@ -334,7 +334,7 @@ func TestBatchDelete(t *testing.T) {
 	}
 	items := []map[string]string{{"namespace": ns, "name": "running"}, {"namespace": ns, "name": "stopped"},
 		{"namespace": ns, "name": "absent"}, {"namespace": ns, "name": "stopped"}}
-	r = batch("rayclusters", map[string]interface{}{"items": items})
+	r = batch("rayclusters", map[string]any{"items": items})
 	require.Equal(t, 200, r.Status, "%s", r.Raw)
 	res := decode[[]result](t, r)
 	require.Len(t, res, 4)
@@ -343,10 +343,10 @@ func TestBatchDelete(t *testing.T) {
 	_, err := getRay(t, rayClusters, ns, "running")
 	assert.NoError(t, err, "the Running one stays")
 
-	r = batch("rayclusters", map[string]interface{}{"items": items[:1], "force": true})
+	r = batch("rayclusters", map[string]any{"items": items[:1], "force": true})
 	require.Equal(t, 200, r.Status)
 	assert.Equal(t, 200, decode[[]result](t, r)[0].Code)
-	r = batch("rayjobs", map[string]interface{}{"items": []map[string]string{{"namespace": ns, "name": "tpl"}}})
+	r = batch("rayjobs", map[string]any{"items": []map[string]string{{"namespace": ns, "name": "tpl"}}})
 	require.Equal(t, 200, r.Status)
 	assert.Equal(t, 200, decode[[]result](t, r)[0].Code)
 	assert.False(t, templateExists(t, ns, "rayjob", "tpl"))
@@ -355,8 +355,8 @@ func TestBatchDelete(t *testing.T) {
 	for i := 0; i <= 100; i++ {
 		many = append(many, map[string]string{"namespace": ns, "name": fmt.Sprint("x", i)})
 	}
-	for _, bad := range []interface{}{map[string]interface{}{"items": many}, map[string]interface{}{"items": []string{}},
-		map[string]interface{}{"items": []map[string]string{{"name": "x"}}}, map[string]interface{}{"itemz": items}} {
+	for _, bad := range []any{map[string]any{"items": many}, map[string]any{"items": []string{}},
+		map[string]any{"items": []map[string]string{{"name": "x"}}}, map[string]any{"itemz": items}} {
 		r = batch("rayclusters", bad)
 		assert.Equal(t, 400, r.Status, "%s", r.Raw)
 	}

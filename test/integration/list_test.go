@@ -36,12 +36,12 @@ func TestListQueries(t *testing.T) {
 		ns := namespaces[i%3]
 		name := fmt.Sprintf("%s-%02d", []string{"alpha", "beta", "gamma", "delta"}[i%4], i)
 		token := env.tokens[[]string{"admin", "alice"}[i%2]]
-		r := createCluster(t, token, ns, name, func(o map[string]interface{}) {
-			meta := o["metadata"].(map[string]interface{})
-			meta["labels"] = map[string]interface{}{"suite": "list", "tier": []string{"gold", "silver", "bronze"}[i%3]}
-			spec := o["spec"].(map[string]interface{})
+		r := createCluster(t, token, ns, name, func(o map[string]any) {
+			meta := o["metadata"].(map[string]any)
+			meta["labels"] = map[string]any{"suite": "list", "tier": []string{"gold", "silver", "bronze"}[i%3]}
+			spec := o["spec"].(map[string]any)
 			spec["rayVersion"] = versions[i%5]
-			spec["workerGroupSpecs"].([]interface{})[0].(map[string]interface{})["replicas"] = int64(0)
+			spec["workerGroupSpecs"].([]any)[0].(map[string]any)["replicas"] = int64(0)
 			if i%4 == 0 {
 				spec["suspend"] = true
 			}

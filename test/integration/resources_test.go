@@ -44,7 +44,7 @@ type summary struct {
 		MemoryBytes int64   `json:"memoryBytes"`
 		GPU         int64   `json:"gpu"`
 	} `json:"requested"`
-	Object map[string]interface{} `json:"object"`
+	Object map[string]any `json:"object"`
 }
 
 type listData struct {
@@ -71,9 +71,9 @@ func testdata(t *testing.T, name string) []byte {
 // renamed returns a manifest with another name, as YAML and as JSON.
 func renamed(t *testing.T, manifest []byte, name string) (yamlDoc, jsonDoc []byte) {
 	t.Helper()
-	var obj map[string]interface{}
+	var obj map[string]any
 	require.NoError(t, yaml.Unmarshal(manifest, &obj))
-	obj["metadata"].(map[string]interface{})["name"] = name
+	obj["metadata"].(map[string]any)["name"] = name
 	y, err := yaml.Marshal(obj)
 	require.NoError(t, err)
 	j, err := json.Marshal(obj)
@@ -177,11 +177,11 @@ func waitAllowed(t *testing.T, user, ns, verb, group, resource string) {
 	})
 }
 
-func createCluster(t *testing.T, token, ns, name string, mutate func(map[string]interface{})) *response {
+func createCluster(t *testing.T, token, ns, name string, mutate func(map[string]any)) *response {
 	t.Helper()
-	var obj map[string]interface{}
+	var obj map[string]any
 	require.NoError(t, yaml.Unmarshal([]byte(minimalCluster), &obj))
-	obj["metadata"].(map[string]interface{})["name"] = name
+	obj["metadata"].(map[string]any)["name"] = name
 	if mutate != nil {
 		mutate(obj)
 	}
@@ -203,7 +203,7 @@ func TestAuthorization(t *testing.T) {
 		return decode[listData](t, r).Total >= 1 && decode[listData](t, r2).Total >= 1
 	})
 	item := nsPath(ns, "rayclusters") + "/owned"
-	manifest, _ := json.Marshal(map[string]interface{}{"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": map[string]string{"name": "x"}})
+	manifest, _ := json.Marshal(map[string]any{"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": map[string]string{"name": "x"}})
 
 	t.Run("no token is 401 on every route", func(t *testing.T) {
 		for _, rt := range []struct{ method, path string }{
@@ -279,7 +279,7 @@ func TestAuthorization(t *testing.T) {
 
 // stored returns the object's spec and generation as the admin sees them: what a request may change.
 // (The operator's status writes change the resourceVersion, not these.)
-func stored(t *testing.T, gvr schema.GroupVersionResource, ns, name string) (map[string]interface{}, int64) {
+func stored(t *testing.T, gvr schema.GroupVersionResource, ns, name string) (map[string]any, int64) {
 	t.Helper()
 	o, err := getRay(t, gvr, ns, name)
 	require.NoError(t, err)

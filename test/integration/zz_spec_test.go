@@ -87,7 +87,7 @@ func (s *spec) route(path string) string {
 }
 
 // check reports where v does not fit the jsonSchema.
-func (s *spec) check(sc jsonSchema, v interface{}, at string) []string {
+func (s *spec) check(sc jsonSchema, v any, at string) []string {
 	if sc.Ref != "" {
 		return s.check(s.Definitions[strings.TrimPrefix(sc.Ref, "#/definitions/")], v, at)
 	}
@@ -100,7 +100,7 @@ func (s *spec) check(sc jsonSchema, v interface{}, at string) []string {
 	}
 	switch sc.Type {
 	case "object":
-		m, ok := v.(map[string]interface{})
+		m, ok := v.(map[string]any)
 		if !ok {
 			return append(errs, fmt.Sprintf("%s: want an object, got %T", at, v))
 		}
@@ -114,7 +114,7 @@ func (s *spec) check(sc jsonSchema, v interface{}, at string) []string {
 			}
 		}
 	case "array":
-		a, ok := v.([]interface{})
+		a, ok := v.([]any)
 		if !ok {
 			return append(errs, fmt.Sprintf("%s: want an array, got %T", at, v))
 		}
@@ -179,7 +179,7 @@ func TestResponsesMatchSpec(t *testing.T) {
 		if !strings.HasPrefix(a.contentType, "application/json") || res.Schema == nil || strings.HasSuffix(route, "/dashboard/{path}") {
 			continue
 		}
-		var body interface{}
+		var body any
 		if err := json.Unmarshal(a.body, &body); err != nil {
 			problems[key+": not JSON"]++
 			continue
