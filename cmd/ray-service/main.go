@@ -67,7 +67,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	kinds := k8s.NewRegistry()
+	kinds := k8s.NewKinds()
 	store, err := k8s.NewStore(dyn, core, kinds, cfg.ResyncPeriod)
 	if err != nil {
 		return err
@@ -85,28 +85,30 @@ func run() error {
 	}, cfg.AuthCacheTTL)
 	dashboards := k8s.NewDashboards(cfg.ClusterDomain)
 	registry, httpMetrics := metrics.NewRegistry()
-	var querier *metrics.Querier
+	var usage api.Usage // none without Prometheus
 	if cfg.PrometheusURL != "" {
-		if querier, err = metrics.NewQuerier(cfg.PrometheusURL, cfg.PrometheusTimeout); err != nil {
+		if usage, err = metrics.NewQuerier(cfg.PrometheusURL, cfg.PrometheusTimeout); err != nil {
 			return err
 		}
 	}
+	manager := &k8s.Manager{Clients: clients, Dashboards: dashboards, Store: store, Authz: reviewer, DeleteWait: 30 * time.Second}
 
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 	store.Start(ctx)
 
 	router := api.NewRouter(api.Deps{
-		Kinds:      kinds,
-		Store:      store,
-		Clients:    clients,
-		Lifecycle:  k8s.NewLifecycle(dashboards, store),
+		Kinds: kinds,
+		Store: store,
+		Objects: func(k *k8s.Kind, token string) (api.Objects, error) {
+			return manager.For(k, token)
+		},
 		Dashboards: dashboards,
 		Authz:      reviewer,
 		Log:        log,
-		Registry:   registry,
+		Gatherer:   registry,
 		HTTP:       httpMetrics,
-		Metrics:    querier,
+		Usage:      usage,
 		Grafana:    api.Grafana{URL: cfg.GrafanaURL, DashboardUID: cfg.GrafanaDashboardUID},
 		Shutdown:   ctx,
 		Ready:      readiness(store, core.Discovery(), kinds),
@@ -132,8 +134,8 @@ func run() error {
 }
 
 // readiness: ready once the caches have synced and the apiserver serves the three KubeRay resources.
-func readiness(store *k8s.Store, disc discovery.DiscoveryInterface, kinds *k8s.Registry) func(context.Context) error {
-	return func(ctx context.Context) error {
+func readiness(store *k8s.Store, disc discovery.DiscoveryInterface, kinds *k8s.Kinds) func(context.Context) error {
+	return func(context.Context) error {
 		if !store.HasSynced() {
 			return errors.New("watch caches not synced yet")
 		}

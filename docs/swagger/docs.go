@@ -2152,7 +2152,7 @@ const docTemplate = `{
                 },
                 "object": {
                     "type": "object",
-                    "additionalProperties": true
+                    "additionalProperties": {}
                 },
                 "pendingRayClusterName": {
                     "type": "string"

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"mime"
 	"mime/multipart"
@@ -52,11 +53,10 @@ func readManifest(w http.ResponseWriter, r *http.Request) (*unstructured.Unstruc
 		data, err = readFormFile(body, params["boundary"])
 	default:
 		return nil, statusError(http.StatusUnsupportedMediaType, metav1.StatusReasonUnsupportedMediaType,
-			sprintf("content type %q is not supported: send application/json, application/yaml, text/yaml or multipart/form-data with the manifest in field %q", r.Header.Get("Content-Type"), FileField))
+			fmt.Sprintf("content type %q is not supported: send application/json, application/yaml, text/yaml or multipart/form-data with the manifest in field %q", r.Header.Get("Content-Type"), FileField))
 	}
 	if err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
+		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
 			return nil, errTooLarge
 		}
 		var status apierrors.APIStatus
@@ -74,7 +74,7 @@ func readManifest(w http.ResponseWriter, r *http.Request) (*unstructured.Unstruc
 			format = "json"
 		}
 	}
-	var obj map[string]interface{}
+	var obj map[string]any
 	if format == "json" {
 		obj, err = decodeJSON(data)
 	} else {
@@ -94,7 +94,7 @@ func readFormFile(body io.Reader, boundary string) ([]byte, error) {
 	mr := multipart.NewReader(body, boundary)
 	for {
 		part, err := mr.NextPart()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			return nil, badRequest("the multipart body has no field %q holding the manifest", FileField)
 		}
 		if err != nil {
@@ -106,7 +106,7 @@ func readFormFile(body io.Reader, boundary string) ([]byte, error) {
 	}
 }
 
-func decodeJSON(data []byte) (map[string]interface{}, error) {
+func decodeJSON(data []byte) (map[string]any, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	var first json.RawMessage
 	if err := dec.Decode(&first); err != nil {
@@ -119,7 +119,7 @@ func decodeJSON(data []byte) (map[string]interface{}, error) {
 	if !bytes.HasPrefix(bytes.TrimSpace(first), []byte("{")) {
 		return nil, badRequest("the body must be one JSON object (a Kubernetes manifest)")
 	}
-	var obj map[string]interface{}
+	var obj map[string]any
 	if err := utiljson.Unmarshal(first, &obj); err != nil {
 		return nil, jsonSyntaxError(data, err)
 	}
@@ -127,13 +127,11 @@ func decodeJSON(data []byte) (map[string]interface{}, error) {
 }
 
 func jsonSyntaxError(data []byte, err error) error {
-	var syn *json.SyntaxError
-	if errors.As(err, &syn) {
+	if syn, ok := errors.AsType[*json.SyntaxError](err); ok {
 		line, col := position(data, syn.Offset)
 		return badRequest("invalid JSON at line %d, column %d: %v", line, col, syn)
 	}
-	var typ *json.UnmarshalTypeError
-	if errors.As(err, &typ) {
+	if typ, ok := errors.AsType[*json.UnmarshalTypeError](err); ok {
 		line, col := position(data, typ.Offset)
 		return badRequest("invalid JSON at line %d, column %d: %v", line, col, typ)
 	}
@@ -155,12 +153,12 @@ func position(data []byte, offset int64) (line, col int) {
 	return line, col
 }
 
-func decodeYAML(data []byte) (map[string]interface{}, error) {
+func decodeYAML(data []byte) (map[string]any, error) {
 	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
 	var docs [][]byte
 	for {
 		doc, err := reader.Read()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
@@ -184,7 +182,7 @@ func decodeYAML(data []byte) (map[string]interface{}, error) {
 	if !bytes.HasPrefix(bytes.TrimSpace(js), []byte("{")) {
 		return nil, badRequest("the YAML document must be a mapping (a Kubernetes manifest)")
 	}
-	var obj map[string]interface{}
+	var obj map[string]any
 	if err := utiljson.Unmarshal(js, &obj); err != nil {
 		return nil, badRequest("invalid YAML: %v", err)
 	}
@@ -193,7 +191,7 @@ func decodeYAML(data []byte) (map[string]interface{}, error) {
 
 // emptyYAML tells whether a YAML document holds only blank lines and comments.
 func emptyYAML(doc []byte) bool {
-	for _, line := range strings.Split(string(doc), "\n") {
+	for line := range strings.SplitSeq(string(doc), "\n") {
 		t := strings.TrimSpace(line)
 		if t != "" && !strings.HasPrefix(t, "#") && t != "---" {
 			return false

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func request(t *testing.T, contentType string, body []byte) *http.Request {
+func bodyRequest(t *testing.T, contentType string, body []byte) *http.Request {
 	t.Helper()
 	r := httptest.NewRequest(http.MethodPost, "/", bytes.NewReader(body))
 	if contentType != "" {
@@ -32,18 +32,18 @@ func TestReadManifestFormats(t *testing.T) {
 	require.NoError(t, mw.Close())
 
 	for name, r := range map[string]*http.Request{
-		"json":      request(t, "application/json", []byte(jsonDoc)),
-		"json+utf8": request(t, "application/json; charset=utf-8", []byte(jsonDoc)),
-		"yaml":      request(t, "application/yaml", []byte(yamlDoc)),
-		"text/yaml": request(t, "text/yaml", []byte("---\n# leading comment\n"+yamlDoc)),
-		"multipart": request(t, mw.FormDataContentType(), form.Bytes()),
+		"json":      bodyRequest(t, "application/json", []byte(jsonDoc)),
+		"json+utf8": bodyRequest(t, "application/json; charset=utf-8", []byte(jsonDoc)),
+		"yaml":      bodyRequest(t, "application/yaml", []byte(yamlDoc)),
+		"text/yaml": bodyRequest(t, "text/yaml", []byte("---\n# leading comment\n"+yamlDoc)),
+		"multipart": bodyRequest(t, mw.FormDataContentType(), form.Bytes()),
 	} {
 		t.Run(name, func(t *testing.T) {
 			obj, err := readManifest(httptest.NewRecorder(), r)
 			require.NoError(t, err)
 			assert.Equal(t, "a", obj.GetName())
 			assert.Equal(t, "RayCluster", obj.GetKind())
-			assert.Equal(t, int64(3), obj.Object["spec"].(map[string]interface{})["replicas"], "integers stay integers")
+			assert.Equal(t, int64(3), obj.Object["spec"].(map[string]any)["replicas"], "integers stay integers")
 		})
 	}
 }
@@ -76,7 +76,7 @@ func TestReadManifestRefusals(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := readManifest(httptest.NewRecorder(), request(t, c.contentType, []byte(c.body)))
+			_, err := readManifest(httptest.NewRecorder(), bodyRequest(t, c.contentType, []byte(c.body)))
 			require.Error(t, err)
 			env, internal := errorEnvelope(err)
 			assert.False(t, internal)

@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/url"
@@ -17,7 +18,7 @@ import (
 type Envelope struct {
 	Code    int           `json:"code" example:"200"`
 	Msg     string        `json:"msg" example:"OK"`
-	Data    interface{}   `json:"data"`
+	Data    any           `json:"data"`
 	Reason  string        `json:"reason,omitempty" example:"NotFound"`
 	Details []FieldDetail `json:"details,omitempty"`
 }
@@ -61,7 +62,7 @@ func errorEnvelope(err error) (env Envelope, internal bool) {
 	default:
 		env = Envelope{Code: http.StatusInternalServerError}
 	}
-	if env.Code >= 500 && env.Code != http.StatusServiceUnavailable && env.Code != http.StatusGatewayTimeout {
+	if env.Code >= 500 && env.Code != http.StatusBadGateway && env.Code != http.StatusServiceUnavailable && env.Code != http.StatusGatewayTimeout {
 		env.Code, env.Msg, env.Reason, env.Details = http.StatusInternalServerError, "internal error", string(metav1.StatusReasonInternalError), nil
 		return env, true
 	}
@@ -79,6 +80,10 @@ func unreachable(err error) bool {
 		(errors.As(err, &urlErr) && !errors.Is(err, context.Canceled))
 }
 
+// ReasonBadGateway is the reason of a 502: a Ray dashboard behind the proxy did not answer. Kubernetes
+// has no reason for it; every other reason this service answers is one of metav1's.
+const ReasonBadGateway metav1.StatusReason = "BadGateway"
+
 // reasonCodes pairs the Kubernetes-style reasons API.md names with their statuses.
 var reasonCodes = []struct {
 	reason metav1.StatusReason
@@ -88,12 +93,14 @@ var reasonCodes = []struct {
 	{metav1.StatusReasonUnauthorized, http.StatusUnauthorized},
 	{metav1.StatusReasonForbidden, http.StatusForbidden},
 	{metav1.StatusReasonNotFound, http.StatusNotFound},
+	{metav1.StatusReasonMethodNotAllowed, http.StatusMethodNotAllowed},
 	{metav1.StatusReasonConflict, http.StatusConflict},
 	{metav1.StatusReasonAlreadyExists, http.StatusConflict},
 	{metav1.StatusReasonRequestEntityTooLarge, http.StatusRequestEntityTooLarge},
 	{metav1.StatusReasonUnsupportedMediaType, http.StatusUnsupportedMediaType},
 	{metav1.StatusReasonInvalid, http.StatusUnprocessableEntity},
 	{metav1.StatusReasonTooManyRequests, http.StatusTooManyRequests},
+	{ReasonBadGateway, http.StatusBadGateway},
 	{metav1.StatusReasonServiceUnavailable, http.StatusServiceUnavailable},
 	{metav1.StatusReasonTimeout, http.StatusGatewayTimeout},
 }
@@ -119,8 +126,8 @@ func reasonForCode(code int) string {
 
 // Errors this service raises itself, as Kubernetes status errors so that errorEnvelope maps them too.
 
-func badRequest(format string, args ...interface{}) error {
-	return apierrors.NewBadRequest(sprintf(format, args...))
+func badRequest(format string, args ...any) error {
+	return apierrors.NewBadRequest(fmt.Sprintf(format, args...))
 }
 
 func statusError(code int, reason metav1.StatusReason, msg string) error {

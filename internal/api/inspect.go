@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httputil"
@@ -13,7 +14,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"ray-service/internal/auth"
 	"ray-service/internal/k8s"
@@ -42,13 +43,13 @@ const (
 //	@Failure		401,403,404,503,504	{object}	Envelope
 //	@Router			/rest/ray/v1/namespaces/{namespace}/{kind}/{name}/pods [get]
 func (s *Server) pods(c *gin.Context) {
-	k, cl, cur, ok := s.resolve(c)
+	r, cur, ok := s.resolve(c)
 	if !ok {
 		return
 	}
 	out := []k8s.PodInfo{}
 	if cur.Instance != nil {
-		pods, err := k.Pods(c.Request.Context(), cl.Core, cur.Instance)
+		pods, err := r.objects.Pods(c.Request.Context(), cur.Instance)
 		if err != nil {
 			s.fail(c, err)
 			return
@@ -75,27 +76,16 @@ func (s *Server) pods(c *gin.Context) {
 //	@Failure		401,403,404,503,504	{object}	Envelope
 //	@Router			/rest/ray/v1/namespaces/{namespace}/{kind}/{name}/events [get]
 func (s *Server) events(c *gin.Context) {
-	k, cl, cur, ok := s.resolve(c)
+	r, cur, ok := s.resolve(c)
 	if !ok {
 		return
 	}
-	events, err := s.eventsOf(c.Request.Context(), k, cl, cur)
+	events, err := r.objects.Events(c.Request.Context(), cur)
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
 	s.ok(c, http.StatusOK, events)
-}
-
-func (s *Server) eventsOf(ctx context.Context, k *k8s.Kind, cl *k8s.Clients, cur *k8s.Current) ([]k8s.EventInfo, error) {
-	if cur.Instance == nil {
-		return []k8s.EventInfo{}, nil
-	}
-	pods, err := k.Pods(ctx, cl.Core, cur.Instance)
-	if err != nil && !apierrors.IsForbidden(err) {
-		return nil, err
-	}
-	return k.Events(ctx, cl.Core, cur.Instance, pods)
 }
 
 // logs streams the logs of one of the object's pods.
@@ -130,12 +120,12 @@ func (s *Server) logs(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	k, cl, cur, ok := s.resolve(c)
+	r, cur, ok := s.resolve(c)
 	if !ok {
 		return
 	}
 	if cur.Instance == nil {
-		s.fail(c, statusError(http.StatusConflict, "Conflict", "a template has no pods and no logs: start it first"))
+		s.fail(c, statusError(http.StatusConflict, metav1.StatusReasonConflict, "a template has no pods and no logs: start it first"))
 		return
 	}
 	ctx := c.Request.Context()
@@ -149,7 +139,7 @@ func (s *Server) logs(c *gin.Context) {
 			defer stop()
 		}
 	}
-	stream, pod, container, err := k.OpenLogs(ctx, cl.Core, cur.Instance, c.Query("pod"), c.Query("container"), opts)
+	stream, err := r.objects.OpenLogs(ctx, cur.Instance, c.Query("pod"), c.Query("container"), opts)
 	if err != nil {
 		s.fail(c, err)
 		return
@@ -157,19 +147,19 @@ func (s *Server) logs(c *gin.Context) {
 	defer stream.Close()
 	c.Header("Content-Type", "text/plain; charset=utf-8")
 	c.Header("X-Content-Type-Options", "nosniff")
-	c.Header("X-Ray-Pod", pod)
-	c.Header("X-Ray-Container", container)
+	c.Header("X-Ray-Pod", stream.Pod)
+	c.Header("X-Ray-Container", stream.Container)
 	c.Status(http.StatusOK)
 	c.Writer.WriteHeaderNow()
 	c.Writer.Flush()
-	r := bufio.NewReaderSize(stream, 32<<10)
+	lines := bufio.NewReaderSize(stream, 32<<10)
 	for {
-		line, err := r.ReadSlice('\n')
+		line, err := lines.ReadSlice('\n')
 		if len(line) > 0 {
 			if _, werr := c.Writer.Write(line); werr != nil {
 				return
 			}
-			if r.Buffered() == 0 || opts.Follow {
+			if lines.Buffered() == 0 || opts.Follow {
 				c.Writer.Flush()
 			}
 		}
@@ -237,10 +227,6 @@ func logOptions(c *gin.Context) (*corev1.PodLogOptions, error) {
 //	@Router			/rest/ray/v1/namespaces/{namespace}/{kind}/{name}/dashboard/{path} [get]
 //	@Router			/rest/ray/v1/namespaces/{namespace}/{kind}/{name}/dashboard/{path} [post]
 func (s *Server) dashboard(c *gin.Context) {
-	k, ok := s.kind(c)
-	if !ok {
-		return
-	}
 	ns := c.Param("namespace")
 	allowed, err := s.Authz.Allowed(c.Request.Context(), token(c), auth.Attributes{Verb: "get", Resource: "services", Subresource: "proxy", Namespace: ns})
 	if err != nil {
@@ -248,24 +234,24 @@ func (s *Server) dashboard(c *gin.Context) {
 		return
 	}
 	if !allowed {
-		s.fail(c, statusError(http.StatusForbidden, "Forbidden", sprintf("the caller may not get services/proxy in namespace %q", ns)))
+		s.fail(c, statusError(http.StatusForbidden, metav1.StatusReasonForbidden, fmt.Sprintf("the caller may not get services/proxy in namespace %q", ns)))
 		return
 	}
-	_, _, cur, ok := s.resolve(c)
+	r, cur, ok := s.resolve(c)
 	if !ok {
 		return
 	}
 	addr := ""
 	if cur.Instance != nil {
-		addr = s.Dashboards.Address(k, cur.Instance)
+		addr = s.Dashboards.Address(r.kind, cur.Instance)
 	}
 	if addr == "" {
-		s.fail(c, statusError(http.StatusConflict, "Conflict", "it has no Ray cluster running: start it first"))
+		s.fail(c, statusError(http.StatusConflict, metav1.StatusReasonConflict, "it has no Ray cluster running: start it first"))
 		return
 	}
 	path := c.Param("path")
 	rp := &httputil.ReverseProxy{
-		Transport:     s.Dashboards.Client.Transport,
+		Transport:     s.Dashboards.Transport(),
 		FlushInterval: -1,
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.Out.URL.Scheme, pr.Out.URL.Host, pr.Out.Host = "http", addr, addr
@@ -274,9 +260,9 @@ func (s *Server) dashboard(c *gin.Context) {
 				pr.Out.Header.Del(h)
 			}
 		},
-		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+		ErrorHandler: func(_ http.ResponseWriter, _ *http.Request, err error) {
 			logger(c).Warn("Ray dashboard unreachable", zap.String("address", addr), zap.Error(err))
-			s.respond(c, Envelope{Code: http.StatusBadGateway, Msg: sprintf("the Ray dashboard at %s did not answer", addr), Reason: "BadGateway"})
+			s.fail(c, statusError(http.StatusBadGateway, ReasonBadGateway, fmt.Sprintf("the Ray dashboard at %s did not answer", addr)))
 		},
 	}
 	rp.ServeHTTP(c.Writer, c.Request)

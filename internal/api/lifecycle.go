@@ -7,16 +7,20 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"sync"
 
 	"github.com/gin-gonic/gin"
 	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"ray-service/internal/k8s"
 )
 
 // MaxBatchItems is the most items one batch delete takes.
 const MaxBatchItems = 100
+
+// batchInParallel bounds the deletes of one batch that run at once.
+const batchInParallel = 8
 
 // start starts an object.
 //
@@ -36,7 +40,7 @@ const MaxBatchItems = 100
 //	@Failure		401,403,404,409,422		{object}	Envelope
 //	@Failure		503,504					{object}	Envelope
 //	@Router			/rest/ray/v1/namespaces/{namespace}/{kind}/{name}/start [post]
-func (s *Server) start(c *gin.Context) { s.lifecycle(c, s.Lifecycle.Start) }
+func (s *Server) start(c *gin.Context) { s.lifecycle(c, Objects.Start) }
 
 // stop stops an object.
 //
@@ -56,24 +60,16 @@ func (s *Server) start(c *gin.Context) { s.lifecycle(c, s.Lifecycle.Start) }
 //	@Failure		401,403,404,409			{object}	Envelope
 //	@Failure		503,504					{object}	Envelope	"503: the Ray dashboard is unreachable"
 //	@Router			/rest/ray/v1/namespaces/{namespace}/{kind}/{name}/stop [post]
-func (s *Server) stop(c *gin.Context) { s.lifecycle(c, s.Lifecycle.Stop) }
+func (s *Server) stop(c *gin.Context) { s.lifecycle(c, Objects.Stop) }
 
-func (s *Server) lifecycle(c *gin.Context, op func(context.Context, *k8s.Clients, *k8s.Kind, string, string) (*k8s.Current, error)) {
-	k, ok := s.kind(c)
-	if !ok {
-		return
-	}
-	cl, err := s.clients(c)
+func (s *Server) lifecycle(c *gin.Context, op func(Objects, context.Context, string, string) (*k8s.Current, error)) {
+	r := req(c)
+	cur, err := op(r.objects, c.Request.Context(), c.Param("namespace"), c.Param("name"))
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	cur, err := op(c.Request.Context(), cl, k, c.Param("namespace"), c.Param("name"))
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	s.ok(c, http.StatusOK, s.detail(k, cur))
+	s.ok(c, http.StatusOK, detail(r, cur))
 }
 
 // BatchDeleteRequest names the objects to delete.
@@ -114,53 +110,36 @@ type BatchResult struct {
 //	@Failure		400,401,404,413,415	{object}	Envelope
 //	@Router			/rest/ray/v1/{kind}/batch-delete [post]
 func (s *Server) batchDelete(c *gin.Context) {
-	k, ok := s.kind(c)
-	if !ok {
-		return
-	}
-	req, err := readBatch(c)
+	batch, err := readBatch(c)
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	cl, err := s.clients(c)
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	ctx := c.Request.Context()
-	results := make([]BatchResult, len(req.Items))
-	done := map[BatchItem]*sync.Once{}
+	objs, ctx := req(c).objects, c.Request.Context()
+	// Duplicate items are deleted once and answered for each.
 	outcome := map[BatchItem]*BatchResult{}
-	for _, it := range req.Items {
-		if done[it] == nil {
-			done[it], outcome[it] = &sync.Once{}, &BatchResult{Namespace: it.Namespace, Name: it.Name}
+	var g errgroup.Group
+	g.SetLimit(batchInParallel)
+	for _, it := range batch.Items {
+		if outcome[it] != nil {
+			continue
 		}
-	}
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 8)
-	for it, once := range done {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			once.Do(func() {
-				r := outcome[it]
-				if err := s.Lifecycle.Delete(ctx, cl, k, it.Namespace, it.Name, req.Force); err != nil {
-					env, internal := errorEnvelope(err)
-					if internal {
-						logger(c).Error("batch delete item failed", zap.Error(err))
-					}
-					r.Code, r.Msg, r.Reason = env.Code, env.Msg, env.Reason
-					return
+		r := &BatchResult{Namespace: it.Namespace, Name: it.Name, Code: http.StatusOK, Msg: http.StatusText(http.StatusOK)}
+		outcome[it] = r
+		g.Go(func() error {
+			if err := objs.Delete(ctx, it.Namespace, it.Name, batch.Force); err != nil {
+				env, internal := errorEnvelope(err)
+				if internal {
+					logger(c).Error("batch delete item failed", zap.Error(err))
 				}
-				r.Code, r.Msg = http.StatusOK, http.StatusText(http.StatusOK)
-			})
-		}()
+				r.Code, r.Msg, r.Reason = env.Code, env.Msg, env.Reason
+			}
+			return nil
+		})
 	}
-	wg.Wait()
-	for i, it := range req.Items {
+	_ = g.Wait() // every item answers for itself
+	results := make([]BatchResult, len(batch.Items))
+	for i, it := range batch.Items {
 		results[i] = *outcome[it]
 	}
 	s.ok(c, http.StatusOK, results)
@@ -168,12 +147,11 @@ func (s *Server) batchDelete(c *gin.Context) {
 
 func readBatch(c *gin.Context) (*BatchDeleteRequest, error) {
 	if c.ContentType() != "application/json" {
-		return nil, statusError(http.StatusUnsupportedMediaType, "UnsupportedMediaType", "send the batch as application/json")
+		return nil, statusError(http.StatusUnsupportedMediaType, metav1.StatusReasonUnsupportedMediaType, "send the batch as application/json")
 	}
 	body := http.MaxBytesReader(c.Writer, c.Request.Body, MaxBodyBytes)
 	data, err := io.ReadAll(body)
-	var tooLarge *http.MaxBytesError
-	if errors.As(err, &tooLarge) {
+	if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
 		return nil, errTooLarge
 	}
 	if err != nil {

@@ -7,8 +7,10 @@ import (
 
 	"github.com/gin-gonic/gin"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"ray-service/internal/auth"
 	"ray-service/internal/k8s"
 	"ray-service/internal/metrics"
 )
@@ -30,6 +32,11 @@ type OverviewData struct {
 	Series     metrics.Series `json:"series"`
 	GrafanaURL string         `json:"grafanaURL,omitempty"`
 	Warnings   []string       `json:"warnings"`
+}
+
+// of returns the count of kind k: the contract names one field per kind.
+func (c *Counts) of(k *k8s.Kind) *k8s.KindCount {
+	return map[string]*k8s.KindCount{"rayclusters": &c.RayClusters, "rayjobs": &c.RayJobs, "rayservices": &c.RayServices}[k.Resource]
 }
 
 // Grafana is where the overview links to.
@@ -65,33 +72,23 @@ func (s *Server) overview(c *gin.Context) {
 	}
 	ctx, tok := c.Request.Context(), token(c)
 	counts := &Counts{}
-	var clusterNamespaces []string
+	clusterScope := auth.Scope{}
 	for _, k := range s.Kinds.All() {
-		items, allowed, err := s.visibleItems(ctx, tok, k, ns, true)
-		if err != nil && !(apierrors.IsForbidden(err) && k.Resource != "rayclusters") {
+		items, scope, err := s.visibleItems(ctx, tok, k, ns, true)
+		// The overview of a namespace is refused only where Ray clusters may not be listed; other kinds
+		// the caller may not list there count nothing.
+		if err != nil && (k.IsCluster || !apierrors.IsForbidden(err)) {
 			s.fail(c, err)
 			return
 		}
-		// The overview of a namespace is refused only where RayClusters may not be listed; other
-		// kinds the caller may not list there count nothing.
-		count := k8s.CountItems(items)
-		switch k.Resource {
-		case "rayclusters":
-			counts.RayClusters = count
-			clusterNamespaces = allowed
-		case "rayjobs":
-			counts.RayJobs = count
-		case "rayservices":
-			counts.RayServices = count
+		*counts.of(k) = k.Count(items)
+		if k.IsCluster {
+			clusterScope = scope
 		}
 	}
-	alloc := s.Store.Allocated(namespacesOf(clusterNamespaces, ns), "")
+	alloc := s.Store.Allocated(clusterScope, "")
 	counts.ActiveRayClusters = alloc.ActiveRayClusters
-	scope := metrics.Scope{Namespaces: clusterNamespaces}
-	if ns != "" {
-		scope.Namespaces = []string{ns}
-	}
-	s.answerFigures(c, w, scope, alloc, counts)
+	s.answerFigures(c, w, metrics.Scope{Namespaces: clusterScope.List()}, alloc, counts)
 }
 
 // clusterMetrics reports one Ray cluster's requested and used resources.
@@ -112,20 +109,20 @@ func (s *Server) overview(c *gin.Context) {
 //	@Failure		400,401,403,404,503	{object}	Envelope
 //	@Router			/rest/ray/v1/namespaces/{namespace}/rayclusters/{name}/metrics [get]
 func (s *Server) clusterMetrics(c *gin.Context) {
-	if c.Param("kind") != "rayclusters" {
-		s.fail(c, statusError(http.StatusNotFound, "NotFound", "metrics are per RayCluster: use rayclusters"))
+	if !req(c).kind.IsCluster {
+		s.fail(c, statusError(http.StatusNotFound, metav1.StatusReasonNotFound, "metrics are per RayCluster: use rayclusters"))
 		return
 	}
 	w, _, ok := s.windowAndNamespace(c)
 	if !ok {
 		return
 	}
-	_, _, cur, ok := s.resolve(c)
+	_, cur, ok := s.resolve(c)
 	if !ok {
 		return
 	}
 	ns, name := c.Param("namespace"), c.Param("name")
-	alloc := s.Store.Allocated([]string{ns}, name)
+	alloc := s.Store.Allocated(auth.Namespaces(ns), name)
 	if cur.Template != nil {
 		alloc = k8s.Allocation{Ray: map[string]float64{}}
 	}
@@ -149,12 +146,12 @@ func (s *Server) windowAndNamespace(c *gin.Context) (metrics.Window, string, boo
 func (s *Server) answerFigures(c *gin.Context, w metrics.Window, scope metrics.Scope, alloc k8s.Allocation, counts *Counts) {
 	data := OverviewData{Window: w, Counts: counts, Allocated: alloc, Warnings: []string{},
 		GrafanaURL: metrics.GrafanaURL(s.Grafana.URL, s.Grafana.DashboardUID, w, scope.Cluster)}
-	if s.Metrics == nil {
+	if s.Usage == nil {
 		data.Used = metrics.Used{Ray: map[string]float64{}}
 		data.Series = metrics.Series{Used: map[string][]metrics.Point{}, Allocated: map[string][]metrics.Point{}, RayUsed: map[string][]metrics.Point{}}
 		data.Warnings = append(data.Warnings, "no Prometheus is configured: used figures and series are not measured")
 	} else {
-		used, series, warnings := s.Metrics.Usage(context.WithoutCancel(c.Request.Context()), w, scope)
+		used, series, warnings := s.Usage.Usage(context.WithoutCancel(c.Request.Context()), w, scope)
 		data.Used, data.Series = used, series
 		data.Warnings = append(data.Warnings, warnings...)
 	}

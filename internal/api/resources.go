@@ -2,17 +2,15 @@ package api
 
 import (
 	"context"
+	"fmt"
 	"net/http"
-	"sort"
 	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/gin-gonic/gin"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
 
 	"ray-service/internal/auth"
@@ -31,10 +29,10 @@ type ListData struct {
 // proxy, the recent events and the whole object.
 type Detail struct {
 	k8s.Summary
-	Conditions   []interface{}          `json:"conditions"`
-	DashboardURL string                 `json:"dashboardURL,omitempty" example:"/rest/ray/v1/namespaces/default/rayclusters/demo/dashboard/"`
-	Events       []k8s.EventInfo        `json:"events"`
-	Object       map[string]interface{} `json:"object"`
+	Conditions   []any           `json:"conditions"`
+	DashboardURL string          `json:"dashboardURL,omitempty" example:"/rest/ray/v1/namespaces/default/rayclusters/demo/dashboard/"`
+	Events       []k8s.EventInfo `json:"events"`
+	Object       map[string]any  `json:"object"`
 }
 
 // RecentEvents is how many events a detail shows.
@@ -46,30 +44,12 @@ type DeleteData struct {
 	Name      string `json:"name"`
 }
 
-// kind resolves the {kind} path parameter; anything but the three Ray kinds is 404.
-func (s *Server) kind(c *gin.Context) (*k8s.Kind, bool) {
-	k, ok := s.Kinds.Lookup(c.Param("kind"))
-	if !ok {
-		s.fail(c, statusError(http.StatusNotFound, "NotFound",
-			sprintf("unknown kind %q: use rayclusters, rayjobs or rayservices", c.Param("kind"))))
-	}
-	return k, ok
-}
-
-func token(c *gin.Context) string { return c.GetString(ctxToken) }
-
-// clients returns the caller's Kubernetes clients.
-func (s *Server) clients(c *gin.Context) (*k8s.Clients, error) {
-	return s.Clients.ForToken(token(c))
-}
-
 func forbidden(k *k8s.Kind, verb, ns string) error {
 	where := "in all namespaces"
 	if ns != "" {
 		where = "in namespace " + strconv.Quote(ns)
 	}
-	return apierrors.NewForbidden(schema.GroupResource{Group: k8s.RayGroupVersion.Group, Resource: k.Resource}, "",
-		errorf("the caller may not %s %s %s", verb, k.Resource, where))
+	return apierrors.NewForbidden(k.GVR().GroupResource(), "", fmt.Errorf("the caller may not %s %s %s", verb, k.Resource, where))
 }
 
 // listAll lists a kind across every namespace the caller may list it in.
@@ -122,10 +102,7 @@ func (s *Server) listAll(c *gin.Context) { s.list(c) }
 //	@Failure		400,401,403,404,503	{object}	Envelope
 //	@Router			/rest/ray/v1/namespaces/{namespace}/{kind} [get]
 func (s *Server) list(c *gin.Context) {
-	k, ok := s.kind(c)
-	if !ok {
-		return
-	}
+	k := req(c).kind
 	q, err := parseListQuery(c)
 	if err != nil {
 		s.fail(c, err)
@@ -142,113 +119,26 @@ func (s *Server) list(c *gin.Context) {
 
 // visibleItems returns the instances of k, and with templates its templates, that the caller may see in
 // ns ("" for all namespaces): where the caller may list the kind, and for templates, which are ConfigMaps,
-// also list ConfigMaps. It also returns the namespaces where the caller may list the kind (nil: ns
-// itself, or all). Asking for one namespace where the caller may not list the kind is Forbidden.
-func (s *Server) visibleItems(ctx context.Context, tok string, k *k8s.Kind, ns string, templates bool) ([]k8s.Item, []string, error) {
-	kindAttrs := auth.Attributes{Verb: "list", Group: k8s.RayGroupVersion.Group, Resource: k.Resource, Namespace: ns}
-	allowed, err := s.listableNamespaces(ctx, tok, kindAttrs, append(s.Store.Namespaces(k), s.Store.TemplateNamespaces(k)...))
+// also list ConfigMaps. It also returns where the caller may list the kind. Asking for one namespace
+// where the caller may not list the kind is Forbidden.
+func (s *Server) visibleItems(ctx context.Context, tok string, k *k8s.Kind, ns string, templates bool) ([]*k8s.Item, auth.Scope, error) {
+	candidates := s.Store.Namespaces(k)
+	kindScope, err := s.Authz.Scope(ctx, tok, auth.Attributes{Verb: "list", Group: k8s.RayGroupVersion.Group, Resource: k.Resource, Namespace: ns}, candidates)
 	if err != nil {
-		return nil, nil, err
+		return nil, auth.Scope{}, err
 	}
-	if allowed != nil && ns != "" {
-		return nil, nil, forbidden(k, "list", ns)
+	if ns != "" && kindScope.IsEmpty() {
+		return nil, kindScope, forbidden(k, "list", ns)
 	}
-	var templateNS []string
+	var templateScope auth.Scope
 	if templates {
-		cmAttrs := auth.Attributes{Verb: "list", Resource: "configmaps", Namespace: ns}
-		cmAllowed, err := s.listableNamespaces(ctx, tok, cmAttrs, s.Store.TemplateNamespaces(k))
+		cmScope, err := s.Authz.Scope(ctx, tok, auth.Attributes{Verb: "list", Resource: "configmaps", Namespace: ns}, candidates)
 		if err != nil {
-			return nil, nil, err
+			return nil, auth.Scope{}, err
 		}
-		templateNS = intersect(namespacesOf(allowed, ns), namespacesOf(cmAllowed, ns))
+		templateScope = kindScope.Intersect(cmScope)
 	}
-	return s.Store.Items(k, namespacesOf(allowed, ns), templateNS), allowed, nil
-}
-
-// listableNamespaces returns nil when the caller may do attrs (in all namespaces when attrs.Namespace is
-// ""). Otherwise it returns, for a single namespace, an empty list, and for all namespaces, those among
-// candidates where the caller may do attrs.
-func (s *Server) listableNamespaces(ctx context.Context, tok string, attrs auth.Attributes, candidates []string) ([]string, error) {
-	allowed, err := s.Authz.Allowed(ctx, tok, attrs)
-	if err != nil {
-		return nil, err
-	}
-	if allowed {
-		return nil, nil
-	}
-	if attrs.Namespace != "" {
-		return []string{}, nil
-	}
-	candidates = unique(candidates)
-	verdicts := make([]bool, len(candidates))
-	errs := make([]error, len(candidates))
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 8)
-	for i, n := range candidates {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			a := attrs
-			a.Namespace = n
-			verdicts[i], errs[i] = s.Authz.Allowed(ctx, tok, a)
-		}()
-	}
-	wg.Wait()
-	out := []string{}
-	for i, n := range candidates {
-		if errs[i] != nil {
-			return nil, errs[i]
-		}
-		if verdicts[i] {
-			out = append(out, n)
-		}
-	}
-	return out, nil
-}
-
-// unique returns the sorted distinct names.
-func unique(names []string) []string {
-	seen := map[string]bool{}
-	out := []string{}
-	for _, n := range names {
-		if !seen[n] {
-			seen[n] = true
-			out = append(out, n)
-		}
-	}
-	sort.Strings(out)
-	return out
-}
-
-// namespacesOf turns listableNamespaces' answer into namespaces to read: nil means ns itself ("": all).
-func namespacesOf(allowed []string, ns string) []string {
-	if allowed == nil {
-		return []string{ns}
-	}
-	return allowed
-}
-
-// intersect keeps the namespaces in both lists; "" stands for every namespace.
-func intersect(a, b []string) []string {
-	if len(a) == 1 && a[0] == "" {
-		return b
-	}
-	if len(b) == 1 && b[0] == "" {
-		return a
-	}
-	in := map[string]bool{}
-	for _, n := range b {
-		in[n] = true
-	}
-	out := []string{}
-	for _, n := range a {
-		if in[n] {
-			out = append(out, n)
-		}
-	}
-	return out
+	return s.Store.Items(k, kindScope, templateScope), kindScope, nil
 }
 
 // parseListQuery reads and checks the list parameters.
@@ -294,7 +184,7 @@ func parseListQuery(c *gin.Context) (*k8s.Query, error) {
 
 func splitList(v string) []string {
 	var out []string
-	for _, p := range strings.Split(v, ",") {
+	for p := range strings.SplitSeq(v, ",") {
 		if p = strings.TrimSpace(p); p != "" {
 			out = append(out, p)
 		}
@@ -302,14 +192,14 @@ func splitList(v string) []string {
 	return out
 }
 
-func intParam(c *gin.Context, name string, def, min, max int) (int, error) {
+func intParam(c *gin.Context, name string, def, lo, hi int) (int, error) {
 	v := c.Query(name)
 	if v == "" {
 		return def, nil
 	}
 	n, err := strconv.Atoi(v)
-	if err != nil || n < min || n > max {
-		return 0, badRequest("%s %q: want a whole number from %d to %d", name, v, min, max)
+	if err != nil || n < lo || n > hi {
+		return 0, badRequest("%s %q: want a whole number from %d to %d", name, v, lo, hi)
 	}
 	return n, nil
 }
@@ -326,21 +216,14 @@ func boolParam(c *gin.Context, name string) (bool, error) {
 	return b, nil
 }
 
-// manifestRequest reads what create and replace share: the kind, dryRun and the manifest of the body.
-func (s *Server) manifestRequest(c *gin.Context) (*k8s.Kind, *unstructured.Unstructured, bool, bool) {
-	k, ok := s.kind(c)
-	if !ok {
-		return nil, nil, false, false
-	}
+// manifestRequest reads what create and replace share: dryRun and the manifest of the body.
+func manifestRequest(c *gin.Context) (*unstructured.Unstructured, bool, error) {
 	dryRun, err := boolParam(c, "dryRun")
-	if err == nil {
-		var obj *unstructured.Unstructured
-		if obj, err = readManifest(c.Writer, c.Request); err == nil {
-			return k, obj, dryRun, true
-		}
+	if err != nil {
+		return nil, false, err
 	}
-	s.fail(c, err)
-	return nil, nil, false, false
+	obj, err := readManifest(c.Writer, c.Request)
+	return obj, dryRun, err
 }
 
 // create creates an object from a JSON, YAML or uploaded manifest, as the caller.
@@ -369,19 +252,20 @@ func (s *Server) manifestRequest(c *gin.Context) (*k8s.Kind, *unstructured.Unstr
 //	@Failure		503,504						{object}	Envelope
 //	@Router			/rest/ray/v1/namespaces/{namespace}/{kind} [post]
 func (s *Server) create(c *gin.Context) {
-	k, obj, dryRun, ok := s.manifestRequest(c)
-	if !ok {
+	r := req(c)
+	obj, dryRun, err := manifestRequest(c)
+	if err != nil {
+		s.fail(c, err)
 		return
 	}
 	start := true
 	if c.Query("start") != "" {
-		var err error
 		if start, err = boolParam(c, "start"); err != nil {
 			s.fail(c, err)
 			return
 		}
 	}
-	if err := k.PrepareCreate(obj, c.Param("namespace")); err != nil {
+	if err := r.kind.PrepareCreate(obj, c.Param("namespace")); err != nil {
 		s.fail(c, err)
 		return
 	}
@@ -392,19 +276,7 @@ func (s *Server) create(c *gin.Context) {
 		return
 	}
 	k8s.SetCreator(obj, user)
-	cl, err := s.clients(c)
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	var cur *k8s.Current
-	if start {
-		var created *unstructured.Unstructured
-		created, err = k.Create(ctx, cl.Dynamic, obj, dryRun)
-		cur = &k8s.Current{Instance: created}
-	} else {
-		cur, err = s.Lifecycle.CreateStopped(ctx, cl, k, obj, dryRun)
-	}
+	cur, err := r.objects.Create(ctx, obj, start, dryRun)
 	if err != nil {
 		s.fail(c, err)
 		return
@@ -413,7 +285,7 @@ func (s *Server) create(c *gin.Context) {
 	if dryRun {
 		code = http.StatusOK
 	}
-	s.ok(c, code, s.detail(k, cur))
+	s.ok(c, code, detail(r, cur))
 }
 
 // get shows one object, read from the apiserver as the caller.
@@ -430,17 +302,14 @@ func (s *Server) create(c *gin.Context) {
 //	@Failure		401,403,404,503,504	{object}	Envelope
 //	@Router			/rest/ray/v1/namespaces/{namespace}/{kind}/{name} [get]
 func (s *Server) get(c *gin.Context) {
-	k, cl, cur, ok := s.resolve(c)
+	r, cur, ok := s.resolve(c)
 	if !ok {
 		return
 	}
-	d := s.detail(k, cur)
+	d := detail(r, cur)
 	// Events the caller may not list are left out of the detail, not refused.
-	if events, err := s.eventsOf(c.Request.Context(), k, cl, cur); err == nil {
-		if len(events) > RecentEvents {
-			events = events[:RecentEvents]
-		}
-		d.Events = events
+	if events, err := r.objects.Events(c.Request.Context(), cur); err == nil {
+		d.Events = events[:min(len(events), RecentEvents)]
 	} else if !apierrors.IsForbidden(err) {
 		s.fail(c, err)
 		return
@@ -449,35 +318,27 @@ func (s *Server) get(c *gin.Context) {
 }
 
 // resolve reads the object of the path as the caller: the instance, else its template.
-func (s *Server) resolve(c *gin.Context) (*k8s.Kind, *k8s.Clients, *k8s.Current, bool) {
-	k, ok := s.kind(c)
-	if !ok {
-		return nil, nil, nil, false
-	}
-	cl, err := s.clients(c)
+func (s *Server) resolve(c *gin.Context) (*request, *k8s.Current, bool) {
+	r := req(c)
+	cur, err := r.objects.Resolve(c.Request.Context(), c.Param("namespace"), c.Param("name"))
 	if err != nil {
 		s.fail(c, err)
-		return nil, nil, nil, false
+		return nil, nil, false
 	}
-	cur, err := k.Resolve(c.Request.Context(), cl, c.Param("namespace"), c.Param("name"))
-	if err != nil {
-		s.fail(c, err)
-		return nil, nil, nil, false
-	}
-	return k, cl, cur, true
+	return r, cur, true
 }
 
 // detail shows an instance or a template.
-func (s *Server) detail(k *k8s.Kind, cur *k8s.Current) Detail {
+func detail(r *request, cur *k8s.Current) Detail {
+	d := Detail{Summary: r.objects.Summarize(cur), Conditions: []any{}, Events: []k8s.EventInfo{}}
 	if cur.Template != nil {
-		obj := cur.Template.DetailObject()
-		return Detail{Summary: k.TemplateSummary(cur.Template), Object: obj.Object, Conditions: []interface{}{}, Events: []k8s.EventInfo{}}
+		d.Object = cur.Template.DetailObject().Object
+		return d
 	}
 	obj := cur.Instance.DeepCopy()
 	unstructured.RemoveNestedField(obj.Object, "metadata", "managedFields")
-	d := Detail{Summary: k.Summarize(obj), Object: obj.Object, Conditions: []interface{}{}, Events: []k8s.EventInfo{},
-		DashboardURL: BasePath + "/namespaces/" + obj.GetNamespace() + "/" + k.Resource + "/" + obj.GetName() + "/dashboard/"}
-	s.Store.CompleteSummary(&d.Summary)
+	d.Object = obj.Object
+	d.DashboardURL = BasePath + "/namespaces/" + obj.GetNamespace() + "/" + r.kind.Resource + "/" + obj.GetName() + "/dashboard/"
 	if conds, ok, _ := unstructured.NestedSlice(obj.Object, "status", "conditions"); ok {
 		d.Conditions = conds
 	}
@@ -508,43 +369,22 @@ func (s *Server) detail(k *k8s.Kind, cur *k8s.Current) Detail {
 //	@Failure		503,504						{object}	Envelope
 //	@Router			/rest/ray/v1/namespaces/{namespace}/{kind}/{name} [put]
 func (s *Server) replace(c *gin.Context) {
-	k, obj, dryRun, ok := s.manifestRequest(c)
-	if !ok {
-		return
-	}
-	ns, name := c.Param("namespace"), c.Param("name")
-	if err := k.PrepareUpdate(obj, ns, name); err != nil {
-		s.fail(c, err)
-		return
-	}
-	cl, err := s.clients(c)
+	r := req(c)
+	obj, dryRun, err := manifestRequest(c)
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	ctx := c.Request.Context()
-	current, err := k.Resolve(ctx, cl, ns, name)
+	if err := r.kind.PrepareUpdate(obj, c.Param("namespace"), c.Param("name")); err != nil {
+		s.fail(c, err)
+		return
+	}
+	cur, err := r.objects.Replace(c.Request.Context(), obj, dryRun)
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	var after *k8s.Current
-	if current.Template != nil {
-		k8s.KeepCreator(obj, current.Template.Manifest)
-		var tpl *k8s.Template
-		tpl, err = k.UpdateTemplate(ctx, cl, current.Template, obj, dryRun)
-		after = &k8s.Current{Template: tpl}
-	} else {
-		k8s.KeepCreator(obj, current.Instance)
-		var updated *unstructured.Unstructured
-		updated, err = k.Update(ctx, cl.Dynamic, obj, dryRun)
-		after = &k8s.Current{Instance: updated}
-	}
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	s.ok(c, http.StatusOK, s.detail(k, after))
+	s.ok(c, http.StatusOK, detail(r, cur))
 }
 
 // delete deletes an object as the caller.
@@ -560,22 +400,13 @@ func (s *Server) replace(c *gin.Context) {
 //	@Failure		401,403,404,409,503,504	{object}	Envelope
 //	@Router			/rest/ray/v1/namespaces/{namespace}/{kind}/{name} [delete]
 func (s *Server) delete(c *gin.Context) {
-	k, ok := s.kind(c)
-	if !ok {
-		return
-	}
 	force, err := boolParam(c, "force")
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	cl, err := s.clients(c)
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
 	ns, name := c.Param("namespace"), c.Param("name")
-	if err := s.Lifecycle.Delete(c.Request.Context(), cl, k, ns, name, force); err != nil {
+	if err := req(c).objects.Delete(c.Request.Context(), ns, name, force); err != nil {
 		s.fail(c, err)
 		return
 	}
@@ -603,7 +434,7 @@ func (s *Server) exportYAML(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	_, _, cur, ok := s.resolve(c)
+	_, cur, ok := s.resolve(c)
 	if !ok {
 		return
 	}
@@ -620,7 +451,7 @@ func (s *Server) exportYAML(c *gin.Context) {
 		return
 	}
 	if download {
-		c.Header("Content-Disposition", sprintf(`attachment; filename="%s.yaml"`, obj.GetName()))
+		c.Header("Content-Disposition", fmt.Sprintf(`attachment; filename="%s.yaml"`, obj.GetName()))
 	}
 	c.Data(http.StatusOK, "application/yaml; charset=utf-8", out)
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http/httptest"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -21,7 +20,7 @@ import (
 func TestRouterWithoutKubernetes(t *testing.T) {
 	reg, httpMetrics := metrics.NewRegistry()
 	ready := errors.New("watch caches not synced yet")
-	h := NewRouter(Deps{Kinds: k8s.NewRegistry(), Log: zap.NewNop(), Registry: reg, HTTP: httpMetrics,
+	h := NewRouter(Deps{Kinds: k8s.NewKinds(), Log: zap.NewNop(), Gatherer: reg, HTTP: httpMetrics,
 		Ready: func(context.Context) error { return ready }})
 	do := func(method, path, token string) *httptest.ResponseRecorder {
 		r := httptest.NewRequest(method, path, nil)
@@ -62,7 +61,7 @@ func TestRouterWithoutKubernetes(t *testing.T) {
 	w = do("GET", "/rest/ray/v1/swagger/doc.json", "")
 	require.Equal(t, 200, w.Code)
 	var spec struct {
-		Paths map[string]interface{} `json:"paths"`
+		Paths map[string]any `json:"paths"`
 	}
 	require.NoError(t, json.Unmarshal(w.Body.Bytes(), &spec))
 	assert.Contains(t, spec.Paths, "/rest/ray/v1/namespaces/{namespace}/{kind}")
@@ -72,5 +71,5 @@ func TestRouterWithoutKubernetes(t *testing.T) {
 
 	w = do("GET", "/metrics", "")
 	require.Equal(t, 200, w.Code)
-	assert.True(t, strings.Contains(w.Body.String(), `ray_service_http_requests_total{code="401",method="GET",route="/rest/ray/v1/:kind"} 1`), w.Body.String())
+	assert.Contains(t, w.Body.String(), `ray_service_http_requests_total{code="401",method="GET",route="/rest/ray/v1/:kind"} 1`, w.Body.String())
 }

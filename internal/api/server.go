@@ -4,6 +4,8 @@ package api
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -13,6 +15,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"ray-service/internal/auth"
 	"ray-service/internal/k8s"
@@ -22,28 +27,73 @@ import (
 // BasePath is the prefix of every API route.
 const BasePath = "/rest/ray/v1"
 
-// Authorizer answers who a caller is and what the caller may do, asking with the caller's token.
+// The handlers' dependencies are the small interfaces below, implemented by internal/k8s, internal/auth
+// and internal/metrics and wired in cmd/ray-service; a handler test builds Deps from fakes.
+
+// Authorizer answers who a caller is and what the caller may do, asking with the caller's token
+// (auth.Reviewer).
 type Authorizer interface {
 	Allowed(ctx context.Context, token string, a auth.Attributes) (bool, error)
+	// Scope returns where the caller may do a: everywhere, or those of candidates where it may.
+	Scope(ctx context.Context, token string, a auth.Attributes, candidates []string) (auth.Scope, error)
 	UserName(ctx context.Context, token string) (string, error)
+}
+
+// Store is the watch cache as the handlers read it (k8s.Store).
+type Store interface {
+	// Items returns the published instances and templates of a kind in two scopes; not to be changed.
+	Items(k *k8s.Kind, instances, templates auth.Scope) []*k8s.Item
+	// Namespaces returns the namespaces that hold instances or templates of a kind.
+	Namespaces(k *k8s.Kind) []string
+	// Allocated sums the requests of the Ray pods in the scope, of one Ray cluster when cluster is set.
+	Allocated(scope auth.Scope, cluster string) k8s.Allocation
+}
+
+// Objects are the objects of one kind as one caller reads and writes them (k8s.Objects).
+type Objects interface {
+	Resolve(ctx context.Context, ns, name string) (*k8s.Current, error)
+	Create(ctx context.Context, obj *unstructured.Unstructured, start, dryRun bool) (*k8s.Current, error)
+	Replace(ctx context.Context, obj *unstructured.Unstructured, dryRun bool) (*k8s.Current, error)
+	Start(ctx context.Context, ns, name string) (*k8s.Current, error)
+	Stop(ctx context.Context, ns, name string) (*k8s.Current, error)
+	Delete(ctx context.Context, ns, name string, force bool) error
+	// Summarize is the whole summary of what Resolve returned.
+	Summarize(cur *k8s.Current) k8s.Summary
+	Pods(ctx context.Context, obj *unstructured.Unstructured) ([]corev1.Pod, error)
+	Events(ctx context.Context, cur *k8s.Current) ([]k8s.EventInfo, error)
+	OpenLogs(ctx context.Context, obj *unstructured.Unstructured, pod, container string, opts *corev1.PodLogOptions) (*k8s.LogStream, error)
+}
+
+// ObjectsFor returns the objects of kind k as the holder of token reads and writes them.
+type ObjectsFor func(k *k8s.Kind, token string) (Objects, error)
+
+// Dashboards reaches Ray dashboards (k8s.Dashboards).
+type Dashboards interface {
+	// Address is host:port of the Ray dashboard of the cluster an instance runs on, "" without one.
+	Address(k *k8s.Kind, o *unstructured.Unstructured) string
+	// Transport is how the proxy reaches them.
+	Transport() http.RoundTripper
+}
+
+// Usage answers the overview's Prometheus questions (metrics.Querier).
+type Usage interface {
+	Usage(ctx context.Context, w metrics.Window, sc metrics.Scope) (metrics.Used, metrics.Series, []string)
 }
 
 // Deps are what the handlers need; cmd/ray-service wires them.
 type Deps struct {
-	Kinds   *k8s.Registry
-	Store   *k8s.Store
-	Clients *k8s.ClientFactory
-	// Lifecycle starts and stops objects.
-	Lifecycle *k8s.Lifecycle
+	Kinds   *k8s.Kinds
+	Store   Store
+	Objects ObjectsFor
 	// Dashboards reaches the Ray dashboards the proxy route serves.
-	Dashboards *k8s.Dashboards
+	Dashboards Dashboards
 	Authz      Authorizer
 	Log        *zap.Logger
-	// Registry gathers the service's own metrics for /metrics; HTTP records requests into it.
-	Registry *prometheus.Registry
+	// Gatherer holds the service's own metrics for /metrics; HTTP records requests into it.
+	Gatherer prometheus.Gatherer
 	HTTP     *metrics.HTTP
-	// Metrics answers the overview's Prometheus questions; nil without Prometheus.
-	Metrics *metrics.Querier
+	// Usage answers the overview's Prometheus questions; nil without Prometheus.
+	Usage Usage
 	// Grafana is the target of the overview's deep links.
 	Grafana Grafana
 	// Shutdown is done when the service shuts down; it ends log streams.
@@ -57,10 +107,12 @@ type Server struct {
 	Deps
 }
 
-const (
-	ctxToken     = "ray-service/token"
-	ctxRequestID = "ray-service/request-id"
-	ctxLogger    = "ray-service/logger"
+// Keys of what the middlewares put into a request's context.
+type (
+	tokenKey   struct{}
+	callerKey  struct{}
+	loggerKey  struct{}
+	requestKey struct{}
 )
 
 // NewRouter returns the HTTP handler of the service.
@@ -72,23 +124,25 @@ func NewRouter(d Deps) *gin.Engine {
 	r.HandleMethodNotAllowed = true
 	r.Use(s.observe, s.recover)
 	r.NoRoute(func(c *gin.Context) {
-		s.fail(c, statusError(http.StatusNotFound, "NotFound", sprintf("no route %s %s", c.Request.Method, c.Request.URL.Path)))
+		s.fail(c, statusError(http.StatusNotFound, metav1.StatusReasonNotFound, fmt.Sprintf("no route %s %s", c.Request.Method, c.Request.URL.Path)))
 	})
 	r.NoMethod(func(c *gin.Context) {
-		s.respond(c, Envelope{Code: http.StatusMethodNotAllowed, Msg: sprintf("method %s is not allowed on %s", c.Request.Method, c.Request.URL.Path), Reason: "MethodNotAllowed"})
+		s.fail(c, statusError(http.StatusMethodNotAllowed, metav1.StatusReasonMethodNotAllowed,
+			fmt.Sprintf("method %s is not allowed on %s", c.Request.Method, c.Request.URL.Path)))
 	})
 
 	r.GET("/healthz", s.healthz)
 	r.GET("/readyz", s.readyz)
-	r.GET("/metrics", s.metrics(promhttp.HandlerFor(d.Registry, promhttp.HandlerOpts{})))
+	r.GET("/metrics", s.metrics(promhttp.HandlerFor(d.Gatherer, promhttp.HandlerOpts{})))
 
 	v1 := r.Group(BasePath)
 	s.swaggerRoutes(v1)
 	a := v1.Group("", s.authenticate)
 	a.GET("/overview", s.overview)
-	a.GET("/:kind", s.listAll)
-	a.POST("/:kind/batch-delete", s.batchDelete)
-	ns := a.Group("/namespaces/:namespace/:kind")
+	all := a.Group("/:kind", s.withKind)
+	all.GET("", s.listAll)
+	all.POST("/batch-delete", s.batchDelete)
+	ns := a.Group("/namespaces/:namespace/:kind", s.withKind)
 	ns.GET("", s.list)
 	ns.POST("", s.create)
 	ns.GET("/:name", s.get)
@@ -115,8 +169,7 @@ func (s *Server) observe(c *gin.Context) {
 	}
 	c.Header("X-Request-ID", id)
 	log := s.Log.With(zap.String("requestID", id))
-	c.Set(ctxRequestID, id)
-	c.Set(ctxLogger, log)
+	c.Set(loggerKey{}, log)
 	s.HTTP.InFlight.Inc()
 	defer s.HTTP.InFlight.Dec()
 
@@ -135,18 +188,18 @@ func (s *Server) observe(c *gin.Context) {
 	}
 	log.Info("request", zap.String("method", c.Request.Method), zap.String("path", c.Request.URL.Path),
 		zap.String("route", route), zap.Int("status", code), zap.Duration("elapsed", elapsed),
-		zap.String("caller", c.GetString("ray-service/caller")))
+		zap.String("caller", c.GetString(callerKey{})))
 }
 
 func (s *Server) recover(c *gin.Context) {
 	defer func() {
 		if v := recover(); v != nil {
-			if v == http.ErrAbortHandler {
+			if err, ok := v.(error); ok && errors.Is(err, http.ErrAbortHandler) {
 				panic(v)
 			}
 			logger(c).Error("panic while serving", zap.Any("panic", v), zap.Stack("stack"))
 			if !c.Writer.Written() {
-				s.respond(c, Envelope{Code: http.StatusInternalServerError, Msg: "internal error", Reason: "InternalError"})
+				s.fail(c, errors.New("panic while serving"))
 			}
 			c.Abort()
 		}
@@ -158,15 +211,47 @@ func (s *Server) recover(c *gin.Context) {
 func (s *Server) authenticate(c *gin.Context) {
 	token := auth.TokenFromRequest(c.Request)
 	if token == "" {
-		s.fail(c, statusError(http.StatusUnauthorized, "Unauthorized",
+		s.fail(c, statusError(http.StatusUnauthorized, metav1.StatusReasonUnauthorized,
 			"no bearer token: send X-OpenFuyao-Authorization or Authorization: Bearer <token>"))
 		c.Abort()
 		return
 	}
-	c.Set(ctxToken, token)
-	c.Set("ray-service/caller", auth.TokenHash(token))
+	c.Set(tokenKey{}, token)
+	c.Set(callerKey{}, auth.TokenHash(token))
 	c.Next()
 }
+
+// request is what withKind resolves once for a handler of the kind routes: the kind of the path and
+// its objects as the caller reads and writes them.
+type request struct {
+	kind    *k8s.Kind
+	objects Objects
+}
+
+// withKind resolves the {kind} path parameter (anything but the three Ray kinds is 404) and the
+// caller's objects of that kind.
+func (s *Server) withKind(c *gin.Context) {
+	k, ok := s.Kinds.Lookup(c.Param("kind"))
+	if !ok {
+		s.fail(c, statusError(http.StatusNotFound, metav1.StatusReasonNotFound,
+			fmt.Sprintf("unknown kind %q: use rayclusters, rayjobs or rayservices", c.Param("kind"))))
+		c.Abort()
+		return
+	}
+	objs, err := s.Objects(k, token(c))
+	if err != nil {
+		s.fail(c, err)
+		c.Abort()
+		return
+	}
+	c.Set(requestKey{}, &request{kind: k, objects: objs})
+	c.Next()
+}
+
+// req returns what withKind resolved.
+func req(c *gin.Context) *request { return c.MustGet(requestKey{}).(*request) }
+
+func token(c *gin.Context) string { return c.GetString(tokenKey{}) }
 
 // healthz answers 200 while the process serves.
 //
@@ -205,7 +290,7 @@ func (s *Server) readyz(c *gin.Context) {
 }
 
 func logger(c *gin.Context) *zap.Logger {
-	if l, ok := c.Get(ctxLogger); ok {
+	if l, ok := c.Get(loggerKey{}); ok {
 		return l.(*zap.Logger)
 	}
 	return zap.NewNop()
@@ -217,7 +302,7 @@ func (s *Server) respond(c *gin.Context, env Envelope) {
 }
 
 // ok writes data with the given success status.
-func (s *Server) ok(c *gin.Context, code int, data interface{}) {
+func (s *Server) ok(c *gin.Context, code int, data any) {
 	s.respond(c, Envelope{Code: code, Msg: http.StatusText(code), Data: data})
 }
 

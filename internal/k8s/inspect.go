@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -13,7 +14,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/kubernetes"
 )
 
 // Node types of the pods an object shows.
@@ -51,33 +51,26 @@ type PodInfo struct {
 	Containers []ContainerInfo `json:"containers"`
 }
 
-// Clusters returns the Ray clusters an object runs on: a RayCluster itself, a RayJob's cluster, a
-// RayService's active and pending clusters.
-func (k *Kind) Clusters(o *unstructured.Unstructured) []string {
+// clustersOf returns the Ray clusters an instance runs on, the current one first.
+func (k *Kind) clustersOf(o *unstructured.Unstructured) []string {
 	s := k.Summarize(o)
-	var out []string
-	for _, c := range []string{ClusterName(&s), s.PendingRayClusterName} {
-		if c != "" {
-			out = append(out, c)
-		}
-	}
-	return out
+	return k.Clusters(&s)
 }
 
-// Pods lists, as the caller, the pods of an object: those of its Ray clusters and, for a RayJob, of its
-// submitter Job. Head pods come first, then workers, then submitters, each by name.
-func (k *Kind) Pods(ctx context.Context, core kubernetes.Interface, o *unstructured.Unstructured) ([]corev1.Pod, error) {
-	ns := o.GetNamespace()
+// Pods lists the pods of an instance: those of its Ray clusters and of a submitter Job. Head pods come
+// first, then workers, then submitters, each by name.
+func (o *Objects) Pods(ctx context.Context, obj *unstructured.Unstructured) ([]corev1.Pod, error) {
+	ns := obj.GetNamespace()
 	var selectors []string
-	if clusters := k.Clusters(o); len(clusters) > 0 {
+	if clusters := o.Kind.clustersOf(obj); len(clusters) > 0 {
 		selectors = append(selectors, RayClusterLabel+" in ("+strings.Join(clusters, ",")+")")
 	}
-	if k.Kind == "RayJob" {
-		selectors = append(selectors, jobNameLabel+"="+o.GetName())
+	if o.Kind.hasSubmitter {
+		selectors = append(selectors, jobNameLabel+"="+obj.GetName())
 	}
 	var pods []corev1.Pod
 	for _, sel := range selectors {
-		list, err := core.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
+		list, err := o.Clients.Core.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
 		if err != nil {
 			return nil, err
 		}
@@ -162,7 +155,7 @@ func (k *Kind) LogTarget(o *unstructured.Unstructured, pods []corev1.Pod, pod, c
 			}
 		}
 		current := ""
-		if clusters := k.Clusters(o); len(clusters) > 0 {
+		if clusters := k.clustersOf(o); len(clusters) > 0 {
 			current = clusters[0]
 		}
 		for i := range pods {
@@ -202,25 +195,32 @@ func (k *Kind) LogTarget(o *unstructured.Unstructured, pods []corev1.Pod, pod, c
 	return target, container, nil
 }
 
-// OpenLogs opens, as the caller, the log stream of one of o's pods (see LogTarget for the defaults and
-// refusals) and names the pod and container it reads. A named pod that does not exist at all is
-// NotFound, as is one that goes before its stream opens.
-func (k *Kind) OpenLogs(ctx context.Context, core kubernetes.Interface, o *unstructured.Unstructured, pod, container string,
-	opts *corev1.PodLogOptions) (io.ReadCloser, string, string, error) {
-	pods, err := k.Pods(ctx, core, o)
+// LogStream is an open log stream and the pod and container it reads.
+type LogStream struct {
+	io.ReadCloser
+	Pod, Container string
+}
+
+// OpenLogs opens the log stream of one of the instance's pods (see LogTarget for the defaults and
+// refusals). A named pod that does not exist at all is NotFound, as is one that goes before its stream
+// opens.
+func (o *Objects) OpenLogs(ctx context.Context, obj *unstructured.Unstructured, pod, container string,
+	opts *corev1.PodLogOptions) (*LogStream, error) {
+	core := o.Clients.Core
+	pods, err := o.Pods(ctx, obj)
 	if err != nil {
-		return nil, "", "", err
+		return nil, err
 	}
-	target, container, err := k.LogTarget(o, pods, pod, container)
+	target, container, err := o.Kind.LogTarget(obj, pods, pod, container)
 	if err != nil && pod != "" && apierrors.IsBadRequest(err) {
-		if _, gerr := core.CoreV1().Pods(o.GetNamespace()).Get(ctx, pod, metav1.GetOptions{}); apierrors.IsNotFound(gerr) {
+		if _, gerr := core.CoreV1().Pods(obj.GetNamespace()).Get(ctx, pod, metav1.GetOptions{}); apierrors.IsNotFound(gerr) {
 			gone := apierrors.NewNotFound(corev1.Resource("pods"), pod)
 			gone.ErrStatus.Message = fmt.Sprintf("pod %q does not exist (any more)", pod)
 			err = gone
 		}
 	}
 	if err != nil {
-		return nil, "", "", err
+		return nil, err
 	}
 	o2 := *opts
 	o2.Container = container
@@ -231,9 +231,9 @@ func (k *Kind) OpenLogs(ctx context.Context, core kubernetes.Interface, o *unstr
 		err = gone
 	}
 	if err != nil {
-		return nil, "", "", err
+		return nil, err
 	}
-	return stream, target.Name, container, nil
+	return &LogStream{ReadCloser: stream, Pod: target.Name, Container: container}, nil
 }
 
 // EventInfo is one Kubernetes event.
@@ -253,20 +253,28 @@ type InvolvedObjectRef struct {
 	Name string `json:"name"`
 }
 
-// Events lists, as the caller, the events of an object, of its Ray clusters, of their pods and of a
-// RayJob's submitter Job, newest first.
-func (k *Kind) Events(ctx context.Context, core kubernetes.Interface, o *unstructured.Unstructured, pods []corev1.Pod) ([]EventInfo, error) {
-	want := map[InvolvedObjectRef]bool{{Kind: k.Kind, Name: o.GetName()}: true}
-	for _, c := range k.Clusters(o) {
-		want[InvolvedObjectRef{Kind: "RayCluster", Name: c}] = true
+// Events lists the events of what Resolve returned: of the instance, its Ray clusters, their pods and its
+// submitter Job, newest first. A template has none. Pods the caller may not list are left out.
+func (o *Objects) Events(ctx context.Context, cur *Current) ([]EventInfo, error) {
+	if cur.Instance == nil {
+		return []EventInfo{}, nil
+	}
+	obj := cur.Instance
+	pods, err := o.Pods(ctx, obj)
+	if err != nil && !apierrors.IsForbidden(err) {
+		return nil, err
+	}
+	want := map[InvolvedObjectRef]bool{{Kind: o.Kind.Kind, Name: obj.GetName()}: true}
+	for _, c := range o.Kind.clustersOf(obj) {
+		want[InvolvedObjectRef{Kind: rayCluster, Name: c}] = true
 	}
 	for _, p := range pods {
 		want[InvolvedObjectRef{Kind: "Pod", Name: p.Name}] = true
 	}
-	if k.Kind == "RayJob" {
-		want[InvolvedObjectRef{Kind: "Job", Name: o.GetName()}] = true
+	if o.Kind.hasSubmitter {
+		want[InvolvedObjectRef{Kind: "Job", Name: obj.GetName()}] = true
 	}
-	list, err := core.CoreV1().Events(o.GetNamespace()).List(ctx, metav1.ListOptions{})
+	list, err := o.Clients.Core.CoreV1().Events(obj.GetNamespace()).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, err
 	}
@@ -316,6 +324,9 @@ func NewDashboards(clusterDomain string) *Dashboards {
 	}
 }
 
+// Transport is how the dashboards are reached: through the HTTP proxy the environment names, if any.
+func (d *Dashboards) Transport() http.RoundTripper { return d.Client.Transport }
+
 // Address is host:port of the Ray dashboard of the cluster object o of kind k runs on: what the operator
 // recorded for a RayJob, else <head service>.<namespace>.svc.<cluster domain>:<the head's dashboard
 // port>. "" when the object has no cluster yet.
@@ -323,26 +334,18 @@ func (d *Dashboards) Address(k *Kind, o *unstructured.Unstructured) string {
 	if v, _, _ := unstructured.NestedString(o.Object, "status", "dashboardURL"); v != "" {
 		return strings.TrimPrefix(strings.TrimPrefix(v, "http://"), "https://")
 	}
-	var svc string
-	switch k.Kind {
-	case "RayCluster":
-		svc, _, _ = unstructured.NestedString(o.Object, "status", "head", "serviceName")
-	case "RayService":
-		svc, _, _ = unstructured.NestedString(o.Object, "status", "activeServiceStatus", "rayClusterStatus", "head", "serviceName")
-	}
+	s := k.Summarize(o)
+	svc := k.HeadService(o, &s)
 	if svc == "" {
-		clusters := k.Clusters(o)
-		if len(clusters) == 0 {
-			return ""
-		}
-		svc = clusters[0] + "-head-svc"
+		return ""
 	}
 	port := int64(DefaultDashboardPort)
-	containers, _, _ := unstructured.NestedSlice(o.Object, append(append([]string{}, k.clusterSpecPath...), "headGroupSpec", "template", "spec", "containers")...)
+	containers, _, _ := unstructured.NestedSlice(o.Object, append(slices.Clone(k.clusterSpecPath), "headGroupSpec", "template", "spec", "containers")...)
 	for _, c := range containers {
-		ports, _, _ := unstructured.NestedSlice(c.(map[string]interface{}), "ports")
+		cm, _ := c.(map[string]any)
+		ports, _, _ := unstructured.NestedSlice(cm, "ports")
 		for _, p := range ports {
-			pm, _ := p.(map[string]interface{})
+			pm, _ := p.(map[string]any)
 			if pm["name"] == "dashboard" {
 				if n, ok := nestedInt(pm, "containerPort"); ok {
 					port = n

@@ -23,11 +23,11 @@ func rayPod(name, cluster, nodeType string, containers ...string) corev1.Pod {
 }
 
 func TestLogTargetDefaults(t *testing.T) {
-	reg := NewRegistry()
+	reg := NewKinds()
 	service, _ := reg.Lookup("rayservices")
-	svc := &unstructured.Unstructured{Object: map[string]interface{}{"status": map[string]interface{}{
-		"activeServiceStatus":  map[string]interface{}{"rayClusterName": "svc-b"},
-		"pendingServiceStatus": map[string]interface{}{"rayClusterName": "svc-a"},
+	svc := &unstructured.Unstructured{Object: map[string]any{"status": map[string]any{
+		"activeServiceStatus":  map[string]any{"rayClusterName": "svc-b"},
+		"pendingServiceStatus": map[string]any{"rayClusterName": "svc-a"},
 	}}}
 	pods := []corev1.Pod{rayPod("svc-a-head", "svc-a", "head", "ray-head"), rayPod("svc-b-head", "svc-b", "head", "ray-head", "sidecar"),
 		rayPod("svc-b-worker", "svc-b", "worker", "ray-worker")}
@@ -44,8 +44,8 @@ func TestLogTargetDefaults(t *testing.T) {
 	assert.True(t, apierrors.IsBadRequest(err), "a container the pod does not have")
 
 	job, _ := reg.Lookup("rayjobs")
-	j := &unstructured.Unstructured{Object: map[string]interface{}{"metadata": map[string]interface{}{"name": "j"},
-		"status": map[string]interface{}{"rayClusterName": "j-x"}}}
+	j := &unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{"name": "j"},
+		"status": map[string]any{"rayClusterName": "j-x"}}}
 	submitter := rayPod("j-abcde", "", "", "ray-job-submitter")
 	submitter.Labels = map[string]string{jobNameLabel: "j"}
 	p, c, err = job.LogTarget(j, []corev1.Pod{rayPod("j-x-head", "j-x", "head", "ray-head"), submitter}, "", "")

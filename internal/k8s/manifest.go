@@ -126,7 +126,7 @@ func CreatorLabelValue(user string) string {
 		v = v[:validation.LabelValueMaxLength]
 	}
 	return strings.TrimFunc(v, func(r rune) bool {
-		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9')
+		return (r < 'a' || r > 'z') && (r < 'A' || r > 'Z') && (r < '0' || r > '9')
 	})
 }
 

@@ -6,45 +6,174 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
+
+	"ray-service/internal/auth"
 )
 
-// The object operations below act as the caller: dyn must be the caller's client, so that Kubernetes
-// RBAC and admission decide.
-
-// Get reads one object from the apiserver.
-func (k *Kind) Get(ctx context.Context, dyn dynamic.Interface, ns, name string) (*unstructured.Unstructured, error) {
-	return dyn.Resource(k.GVR()).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+// Authorizer answers what a caller may do, with the caller's token (auth.Reviewer).
+type Authorizer interface {
+	Allowed(ctx context.Context, token string, a auth.Attributes) (bool, error)
 }
 
-// Create creates a prepared manifest. Unknown fields are refused (strict field validation).
-func (k *Kind) Create(ctx context.Context, dyn dynamic.Interface, o *unstructured.Unstructured, dryRun bool) (*unstructured.Unstructured, error) {
+// Manager hands out the objects of a kind as one caller sees them, and holds what they all share.
+type Manager struct {
+	Clients *ClientFactory
+	// Dashboards reaches Ray dashboards, to stop a RayJob's Ray job.
+	Dashboards *Dashboards
+	// Store completes statuses with what the pods say (a RayCluster whose head cannot start is Failed).
+	Store *Store
+	// Authz checks what the dashboard itself cannot: that the caller may update a RayJob it stops.
+	Authz Authorizer
+	// DeleteWait bounds how long a re-run waits for the finished object to go.
+	DeleteWait time.Duration
+}
+
+// For returns the objects of kind k as the holder of token reads and writes them.
+func (m *Manager) For(k *Kind, token string) (*Objects, error) {
+	c, err := m.Clients.ForToken(token)
+	if err != nil {
+		return nil, err
+	}
+	return &Objects{Kind: k, Clients: c, token: token, m: m}, nil
+}
+
+// Objects are the objects of one kind as one caller reads and writes them: every call is made with the
+// caller's own token, so that Kubernetes RBAC and admission decide.
+type Objects struct {
+	Kind    *Kind
+	Clients *Clients
+	token   string
+	m       *Manager
+}
+
+// NewObjects returns the objects of kind k for clients that act as a caller, without a Manager's shared
+// parts: for tests of the steps that need none.
+func NewObjects(k *Kind, c *Clients, m *Manager) *Objects {
+	if m == nil {
+		m = &Manager{}
+	}
+	return &Objects{Kind: k, Clients: c, m: m}
+}
+
+func (o *Objects) resource(ns string) dynamic.ResourceInterface {
+	return o.Clients.Dynamic.Resource(o.Kind.GVR()).Namespace(ns)
+}
+
+// Get reads one instance from the apiserver.
+func (o *Objects) Get(ctx context.Context, ns, name string) (*unstructured.Unstructured, error) {
+	return o.resource(ns).Get(ctx, name, metav1.GetOptions{})
+}
+
+// create creates a prepared manifest. Unknown fields are refused (strict field validation).
+func (o *Objects) create(ctx context.Context, obj *unstructured.Unstructured, dryRun bool) (*unstructured.Unstructured, error) {
 	opts := metav1.CreateOptions{FieldValidation: metav1.FieldValidationStrict}
 	if dryRun {
 		opts.DryRun = []string{metav1.DryRunAll}
 	}
-	out, err := dyn.Resource(k.GVR()).Namespace(o.GetNamespace()).Create(ctx, o, opts)
-	return out, k.strictError(err, o.GetName())
+	out, err := o.resource(obj.GetNamespace()).Create(ctx, obj, opts)
+	return out, o.Kind.strictError(err, obj.GetName())
 }
 
-// Update replaces an object with a prepared manifest.
-func (k *Kind) Update(ctx context.Context, dyn dynamic.Interface, o *unstructured.Unstructured, dryRun bool) (*unstructured.Unstructured, error) {
+// update replaces an instance with a prepared manifest.
+func (o *Objects) update(ctx context.Context, obj *unstructured.Unstructured, dryRun bool) (*unstructured.Unstructured, error) {
 	opts := metav1.UpdateOptions{FieldValidation: metav1.FieldValidationStrict}
 	if dryRun {
 		opts.DryRun = []string{metav1.DryRunAll}
 	}
-	out, err := dyn.Resource(k.GVR()).Namespace(o.GetNamespace()).Update(ctx, o, opts)
-	return out, k.strictError(err, o.GetName())
+	out, err := o.resource(obj.GetNamespace()).Update(ctx, obj, opts)
+	return out, o.Kind.strictError(err, obj.GetName())
 }
 
-// Delete deletes an object; its Ray cluster and pods go with it through garbage collection.
-func (k *Kind) Delete(ctx context.Context, dyn dynamic.Interface, ns, name string) error {
+// deleteInstance deletes an instance; its Ray cluster and pods go with it through garbage collection.
+func (o *Objects) deleteInstance(ctx context.Context, ns, name string) error {
 	policy := metav1.DeletePropagationBackground
-	return dyn.Resource(k.GVR()).Namespace(ns).Delete(ctx, name, metav1.DeleteOptions{PropagationPolicy: &policy})
+	return o.resource(ns).Delete(ctx, name, metav1.DeleteOptions{PropagationPolicy: &policy})
+}
+
+// Current is an object as it is now: an instance, or a template.
+type Current struct {
+	Instance *unstructured.Unstructured
+	Template *Template
+}
+
+// Resolve reads ns/name: the instance when there is one, else the template. Neither is NotFound.
+func (o *Objects) Resolve(ctx context.Context, ns, name string) (*Current, error) {
+	obj, err := o.Get(ctx, ns, name)
+	if err == nil {
+		return &Current{Instance: obj}, nil
+	}
+	if !apierrors.IsNotFound(err) {
+		return nil, err
+	}
+	tpl, terr := o.GetTemplate(ctx, ns, name)
+	if terr != nil {
+		if apierrors.IsNotFound(terr) || apierrors.IsForbidden(terr) {
+			return nil, err // the instance's NotFound
+		}
+		return nil, terr
+	}
+	return &Current{Template: tpl}, nil
+}
+
+// Create creates a prepared manifest (see Kind.PrepareCreate): started, or stopped where start is false.
+func (o *Objects) Create(ctx context.Context, obj *unstructured.Unstructured, start, dryRun bool) (*Current, error) {
+	if !start {
+		return o.createStopped(ctx, obj, dryRun)
+	}
+	created, err := o.create(ctx, obj, dryRun)
+	if err != nil {
+		return nil, err
+	}
+	return &Current{Instance: created}, nil
+}
+
+// Replace replaces ns/name, instance or template, with a prepared manifest (see Kind.PrepareUpdate),
+// keeping the creator recorded at creation.
+func (o *Objects) Replace(ctx context.Context, obj *unstructured.Unstructured, dryRun bool) (*Current, error) {
+	current, err := o.Resolve(ctx, obj.GetNamespace(), obj.GetName())
+	if err != nil {
+		return nil, err
+	}
+	if current.Template != nil {
+		KeepCreator(obj, current.Template.Manifest)
+		tpl, err := o.updateTemplate(ctx, current.Template, obj, dryRun)
+		if err != nil {
+			return nil, err
+		}
+		return &Current{Template: tpl}, nil
+	}
+	KeepCreator(obj, current.Instance)
+	updated, err := o.update(ctx, obj, dryRun)
+	if err != nil {
+		return nil, err
+	}
+	return &Current{Instance: updated}, nil
+}
+
+// Summarize is the whole summary of what Resolve returned: an instance's status completed with what
+// its pods say, or a template's.
+func (o *Objects) Summarize(cur *Current) Summary {
+	if cur.Template != nil {
+		return o.Kind.TemplateSummary(cur.Template)
+	}
+	if o.m.Store == nil {
+		return o.Kind.Summarize(cur.Instance)
+	}
+	return o.m.Store.Summarize(o.Kind, cur.Instance)
+}
+
+// may asks whether the caller may do a, through the shared, cached reviewer.
+func (o *Objects) may(ctx context.Context, a auth.Attributes) (bool, error) {
+	if o.m.Authz == nil {
+		return false, errors.New("no authorizer configured")
+	}
+	return o.m.Authz.Allowed(ctx, o.token, a)
 }
 
 var unknownFieldRE = regexp.MustCompile(`unknown field "([^"]+)"`)

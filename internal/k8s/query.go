@@ -1,7 +1,8 @@
 package k8s
 
 import (
-	"sort"
+	"cmp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -35,63 +36,46 @@ type Query struct {
 	Page, PageSize int
 }
 
-// Item is a summary with its labels, as a list filters it.
-type Item struct {
-	Summary Summary
-	Labels  map[string]string
+// Matches tells whether an item passes the query's filters.
+func (q *Query) Matches(it *Item) bool { return q.matches(it, strings.ToLower(q.Search)) }
+
+func (q *Query) matches(it *Item, search string) bool {
+	s := &it.Summary
+	return (search == "" || strings.Contains(strings.ToLower(s.Name), search)) &&
+		anyOf(q.Statuses, s.Status) && anyOf(q.RayVersions, s.RayVersion) &&
+		(anyOf(q.Creators, s.Creator) || anyOf(q.Creators, it.Labels[CreatorKey])) &&
+		(q.Type == "" || s.Type == q.Type) &&
+		(q.Labels == nil || q.Labels.Matches(labels.Set(it.Labels)))
 }
 
-// Apply returns the items of the page Query asks for, and how many items match in all.
-func (q *Query) Apply(items []Item) (page []Summary, total int) {
+// Apply returns the summaries of the page Query asks for, and how many items match in all. The items
+// are not changed; only the page is copied.
+func (q *Query) Apply(items []*Item) (page []Summary, total int) {
 	search := strings.ToLower(q.Search)
-	matched := make([]Summary, 0, len(items))
-	for i := range items {
-		s := &items[i].Summary
-		if search != "" && !strings.Contains(strings.ToLower(s.Name), search) ||
-			!anyOf(q.Statuses, s.Status) || !anyOf(q.RayVersions, s.RayVersion) ||
-			!anyOf(q.Creators, s.Creator) && !anyOf(q.Creators, items[i].Labels[CreatorKey]) ||
-			q.Type != "" && s.Type != q.Type ||
-			q.Labels != nil && !q.Labels.Matches(labels.Set(items[i].Labels)) {
-			continue
-		}
-		matched = append(matched, *s)
-	}
+	matched := slices.DeleteFunc(slices.Clone(items), func(it *Item) bool { return !q.matches(it, search) })
 	less := lessFunc(q.SortBy)
-	sort.SliceStable(matched, func(i, j int) bool {
-		a, b := &matched[i], &matched[j]
+	slices.SortFunc(matched, func(x, y *Item) int {
+		a, b := &x.Summary, &y.Summary
 		if c := less(a, b); c != 0 {
-			return c < 0 != q.Desc
+			if q.Desc {
+				return -c
+			}
+			return c
 		}
-		if a.Namespace != b.Namespace {
-			return a.Namespace < b.Namespace
-		}
-		if a.Name != b.Name {
-			return a.Name < b.Name
-		}
-		return a.Type < b.Type
+		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name), strings.Compare(a.Type, b.Type))
 	})
 	total = len(matched)
-	start := (q.Page - 1) * q.PageSize
-	if start >= total {
-		return []Summary{}, total
+	start := min((q.Page-1)*q.PageSize, total)
+	end := min(start+q.PageSize, total)
+	page = make([]Summary, 0, end-start)
+	for _, it := range matched[start:end] {
+		page = append(page, it.Summary)
 	}
-	end := start + q.PageSize
-	if end > total {
-		end = total
-	}
-	return matched[start:end], total
+	return page, total
 }
 
 func anyOf(values []string, v string) bool {
-	if len(values) == 0 {
-		return true
-	}
-	for _, x := range values {
-		if x == v {
-			return true
-		}
-	}
-	return false
+	return len(values) == 0 || slices.Contains(values, v)
 }
 
 // lessFunc returns a three-way comparison for a sort key.

@@ -19,9 +19,9 @@ func TestCompareVersions(t *testing.T) {
 
 func TestQueryApply(t *testing.T) {
 	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	var items []Item
-	for i := 0; i < 25; i++ {
-		items = append(items, Item{
+	var items []*Item
+	for i := range 25 {
+		items = append(items, &Item{
 			Summary: Summary{Name: fmt.Sprintf("job-%02d", i), Namespace: []string{"a", "b"}[i%2],
 				Status: []string{StatusRunning, StatusStopped, StatusFailed}[i%3], CreatedAt: base.Add(time.Duration(i%5) * time.Minute),
 				Creator: []string{"alice", "bob"}[i%2], Type: TypeInstance},

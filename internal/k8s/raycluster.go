@@ -2,15 +2,26 @@ package k8s
 
 import "k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-// rayClusterKind: KubeRay derives pod and service names from the cluster's name, hence the shorter limit.
+// rayCluster is the object kind of a Ray cluster, as events name it.
+const rayCluster = "RayCluster"
+
+// rayClusterKind: a RayCluster is a Ray cluster itself. KubeRay derives pod and service names from its
+// name, hence the shorter limit. It suspends in place, and a head pod that cannot start makes it Failed.
 func rayClusterKind() *Kind {
 	return &Kind{
 		Resource:        "rayclusters",
-		Kind:            "RayCluster",
+		Kind:            rayCluster,
 		MaxNameLength:   53,
+		IsCluster:       true,
 		clusterSpecPath: []string{"spec"},
 		status:          rayClusterStatus,
-		suspendable:     func(*unstructured.Unstructured) bool { return true },
+		clusters:        func(s *Summary) []string { return []string{s.Name} },
+		headService: func(o *unstructured.Unstructured) string {
+			svc, _, _ := unstructured.NestedString(o.Object, "status", "head", "serviceName")
+			return svc
+		},
+		failsWithHead: true,
+		suspendable:   func(*unstructured.Unstructured) bool { return true },
 	}
 }
 

@@ -2,7 +2,10 @@ package k8s
 
 import "k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-// rayJobKind: KubeRay names the RayCluster and the submitter Job after the RayJob, hence the shorter limit.
+// rayJobKind: a RayJob runs on a Ray cluster it creates (or one its clusterSelector names) and submits
+// its job from a Job of its own name. KubeRay names the RayCluster and the Job after the RayJob, hence
+// the shorter limit. It suspends in place only when KubeRay allows; otherwise its Ray job is stopped
+// through the dashboard. A finished RayJob runs again when started.
 func rayJobKind() *Kind {
 	return &Kind{
 		Resource:        "rayjobs",
@@ -11,9 +14,11 @@ func rayJobKind() *Kind {
 		clusterSpecPath: []string{"spec", "rayClusterSpec"},
 		status:          rayJobStatus,
 		summarize:       summarizeRayJob,
+		clusters:        func(s *Summary) []string { return []string{s.RayClusterName} },
+		hasSubmitter:    true,
 		suspendable:     rayJobSuspendable,
 		stopMode:        stopViaDashboard,
-		rerunnable: func(o *unstructured.Unstructured, status string) bool {
+		rerunnable: func(status string) bool {
 			return status == StatusSucceeded || status == StatusFailed || status == StatusStopped
 		},
 	}

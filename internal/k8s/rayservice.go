@@ -2,7 +2,9 @@ package k8s
 
 import "k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-// rayServiceKind: KubeRay names clusters and services after the RayService, hence the shorter limit.
+// rayServiceKind: a RayService runs on an active Ray cluster, and on a pending one while it upgrades.
+// KubeRay names clusters and services after the RayService, hence the shorter limit. It is stopped by
+// storing it as a template and deleting the instance.
 func rayServiceKind() *Kind {
 	return &Kind{
 		Resource:        "rayservices",
@@ -11,7 +13,12 @@ func rayServiceKind() *Kind {
 		clusterSpecPath: []string{"spec", "rayClusterConfig"},
 		status:          rayServiceStatus,
 		summarize:       summarizeRayService,
-		stopMode:        stopToTemplate,
+		clusters:        func(s *Summary) []string { return []string{s.ActiveRayClusterName, s.PendingRayClusterName} },
+		headService: func(o *unstructured.Unstructured) string {
+			svc, _, _ := unstructured.NestedString(o.Object, "status", "activeServiceStatus", "rayClusterStatus", "head", "serviceName")
+			return svc
+		},
+		stopMode: stopToTemplate,
 	}
 }
 

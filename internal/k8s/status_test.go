@@ -19,7 +19,7 @@ func TestStatusOfCapturedObjects(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEmpty(t, files)
 	byKind := map[string]*Kind{}
-	for _, k := range NewRegistry().All() {
+	for _, k := range NewKinds().All() {
 		byKind[k.Kind] = k
 	}
 	for _, f := range files {
@@ -27,9 +27,9 @@ func TestStatusOfCapturedObjects(t *testing.T) {
 			b, err := os.ReadFile(f)
 			require.NoError(t, err)
 			var fx struct {
-				Kind   string                 `json:"kind"`
-				Want   string                 `json:"want"`
-				Object map[string]interface{} `json:"object"`
+				Kind   string         `json:"kind"`
+				Want   string         `json:"want"`
+				Object map[string]any `json:"object"`
 			}
 			require.NoError(t, json.Unmarshal(b, &fx))
 			k := byKind[fx.Kind]
@@ -39,12 +39,12 @@ func TestStatusOfCapturedObjects(t *testing.T) {
 	}
 }
 
-func cond(typ, status, reason string) map[string]interface{} {
-	return map[string]interface{}{"type": typ, "status": status, "reason": reason}
+func cond(typ, status, reason string) map[string]any {
+	return map[string]any{"type": typ, "status": status, "reason": reason}
 }
 
-func obj(spec, status map[string]interface{}) *unstructured.Unstructured {
-	o := map[string]interface{}{}
+func obj(spec, status map[string]any) *unstructured.Unstructured {
+	o := map[string]any{}
 	if spec != nil {
 		o["spec"] = spec
 	}
@@ -54,12 +54,12 @@ func obj(spec, status map[string]interface{}) *unstructured.Unstructured {
 	return &unstructured.Unstructured{Object: o}
 }
 
-type m = map[string]interface{}
-type l = []interface{}
+type m = map[string]any
+type l = []any
 
 // Values the local stack does not reach (failures, retries, upgrades), built from KubeRay v1.5's fields.
 func TestStatusTable(t *testing.T) {
-	reg := NewRegistry()
+	reg := NewKinds()
 	cluster, _ := reg.Lookup("rayclusters")
 	job, _ := reg.Lookup("rayjobs")
 	service, _ := reg.Lookup("rayservices")

@@ -3,7 +3,8 @@ package k8s
 import (
 	"context"
 	"fmt"
-	"sort"
+	"slices"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -16,46 +17,146 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+
+	"ray-service/internal/auth"
 )
 
-// Entry is what the watch cache keeps of one Ray object: a little metadata and its summary, computed once
-// when the object arrives. The manifest itself is not kept: details are read from the apiserver.
+// Entry is what the informer of a Ray kind (or of templates) keeps of one object: a little metadata
+// and the summary computed from the object alone. The manifest itself is not kept: details are read
+// from the apiserver. What depends on pods is added when the entry is published as an Item.
 type Entry struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata"`
 	Summary           Summary `json:"summary"`
 }
 
-// DeepCopyObject implements runtime.Object.
+// DeepCopyObject implements runtime.Object. It copies the metadata and the worker groups; the maps
+// inside the summary (Ray resources) are shared, as nothing changes them once an entry is made.
 func (e *Entry) DeepCopyObject() runtime.Object {
 	c := *e
-	e.ObjectMeta.DeepCopyInto(&c.ObjectMeta)
-	c.Summary.WorkerGroups = append([]WorkerGroup(nil), e.Summary.WorkerGroups...)
+	e.DeepCopyInto(&c.ObjectMeta)
+	c.Summary.WorkerGroups = slices.Clone(e.Summary.WorkerGroups)
 	return &c
 }
 
-const podsByClusterIndex = "rayCluster"
+// String helps in logs.
+func (e *Entry) String() string { return fmt.Sprintf("%s %s/%s", e.Kind, e.Namespace, e.Name) }
 
-// Store is the watch cache behind lists and the overview: one informer per Ray kind and one for Ray pods.
+// Item is what a list filters, sorts and shows of one object: its whole summary and its labels. An item
+// is never changed once published (a change publishes a new one), so readers share it without locks.
+type Item struct {
+	Summary Summary
+	Labels  map[string]string
+}
+
+const (
+	podsByClusterIndex    = "rayCluster"
+	entriesByClusterIndex = "rayCluster"
+)
+
+// Store is the watch cache behind lists and the overview: one informer per Ray kind, one for Ray pods
+// and one for template ConfigMaps. Their event handlers publish each object's whole summary whenever
+// the object or a pod of its Ray cluster changes, so that reads only select what is published.
 type Store struct {
-	kinds *Registry
-	byRes map[string]cache.SharedIndexInformer
-	pods  cache.SharedIndexInformer
-	// templates holds the template ConfigMaps of every kind, as entries.
+	kinds     *Kinds
+	informers map[*Kind]cache.SharedIndexInformer
+	pods      cache.SharedIndexInformer
 	templates cache.SharedIndexInformer
 	start     []func(stop <-chan struct{})
+	handled   []cache.ResourceEventHandlerRegistration
+
+	// mu serializes publishing (so that the last published item of an object is derived from the newest
+	// object and pods) and guards the published items.
+	mu        sync.RWMutex
+	instances map[*Kind]namespaced[*Item]
+	templated map[*Kind]namespaced[*Item]
+}
+
+// namespaced holds values by namespace, then name.
+type namespaced[T any] map[string]map[string]T
+
+func (m namespaced[T]) put(ns, name string, v T) {
+	if m[ns] == nil {
+		m[ns] = map[string]T{}
+	}
+	m[ns][name] = v
+}
+
+func (m namespaced[T]) remove(ns, name string) {
+	delete(m[ns], name)
+	if len(m[ns]) == 0 {
+		delete(m, ns)
+	}
+}
+
+func (m namespaced[T]) get(ns, name string) (T, bool) {
+	v, ok := m[ns][name]
+	return v, ok
+}
+
+// in returns the values in the namespaces of scope.
+func (m namespaced[T]) in(scope auth.Scope) []T {
+	var out []T
+	each := func(byName map[string]T) {
+		for _, v := range byName {
+			out = append(out, v)
+		}
+	}
+	if scope.IsAll() {
+		for _, byName := range m {
+			each(byName)
+		}
+		return out
+	}
+	for _, ns := range scope.List() {
+		each(m[ns])
+	}
+	return out
+}
+
+// fromIndex lists what an informer holds in one namespace ("" for all), as T.
+func fromIndex[T any](inf cache.SharedIndexInformer, namespace string) []T {
+	var objs []any
+	if namespace == "" {
+		objs = inf.GetStore().List()
+	} else {
+		objs, _ = inf.GetIndexer().ByIndex(cache.NamespaceIndex, namespace)
+	}
+	out := make([]T, 0, len(objs))
+	for _, o := range objs {
+		if v, ok := o.(T); ok {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 // NewStore prepares the informers; nothing is listed until Start. The clients are the service's own.
-func NewStore(dyn dynamic.Interface, core kubernetes.Interface, kinds *Registry, resync time.Duration) (*Store, error) {
-	s := &Store{kinds: kinds, byRes: map[string]cache.SharedIndexInformer{}}
+func NewStore(dyn dynamic.Interface, core kubernetes.Interface, kinds *Kinds, resync time.Duration) (*Store, error) {
+	s := &Store{kinds: kinds, informers: map[*Kind]cache.SharedIndexInformer{},
+		instances: map[*Kind]namespaced[*Item]{}, templated: map[*Kind]namespaced[*Item]{}}
 	df := dynamicinformer.NewDynamicSharedInformerFactory(dyn, resync)
 	for _, k := range kinds.All() {
+		s.instances[k], s.templated[k] = namespaced[*Item]{}, namespaced[*Item]{}
 		inf := df.ForResource(k.GVR()).Informer()
 		if err := inf.SetTransform(entryTransform(k)); err != nil {
 			return nil, err
 		}
-		s.byRes[k.Resource] = inf
+		// Which entries a pod change concerns: those running on the pod's Ray cluster.
+		if err := inf.AddIndexers(cache.Indexers{entriesByClusterIndex: func(obj any) ([]string, error) {
+			e, ok := obj.(*Entry)
+			if !ok {
+				return nil, nil
+			}
+			keys := []string{}
+			for _, c := range k.Clusters(&e.Summary) {
+				keys = append(keys, e.Namespace+"/"+c)
+			}
+			return keys, nil
+		}}); err != nil {
+			return nil, err
+		}
+		s.informers[k] = inf
 	}
 	pf := informers.NewSharedInformerFactoryWithOptions(core, resync,
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = RayNodeLabel + "=yes" }))
@@ -63,7 +164,7 @@ func NewStore(dyn dynamic.Interface, core kubernetes.Interface, kinds *Registry,
 	if err := s.pods.SetTransform(trimPod); err != nil {
 		return nil, err
 	}
-	if err := s.pods.AddIndexers(cache.Indexers{podsByClusterIndex: func(obj interface{}) ([]string, error) {
+	if err := s.pods.AddIndexers(cache.Indexers{podsByClusterIndex: func(obj any) ([]string, error) {
 		p, ok := obj.(*corev1.Pod)
 		if !ok || p.Labels[RayClusterLabel] == "" {
 			return nil, nil
@@ -78,6 +179,9 @@ func NewStore(dyn dynamic.Interface, core kubernetes.Interface, kinds *Registry,
 	if err := s.templates.SetTransform(templateTransform(kinds)); err != nil {
 		return nil, err
 	}
+	if err := s.addHandlers(); err != nil {
+		return nil, err
+	}
 	s.start = []func(<-chan struct{}){df.Start, pf.Start, tf.Start}
 	return s, nil
 }
@@ -89,110 +193,180 @@ func (s *Store) Start(ctx context.Context) {
 	}
 }
 
-// HasSynced tells whether every informer has listed once.
+// HasSynced tells whether every informer has listed once and its handlers have published what it listed.
 func (s *Store) HasSynced() bool {
-	if !s.pods.HasSynced() || !s.templates.HasSynced() {
-		return false
-	}
-	for _, inf := range s.byRes {
-		if !inf.HasSynced() {
+	for _, h := range s.handled {
+		if !h.HasSynced() {
 			return false
 		}
 	}
 	return true
 }
 
-// WaitForSync blocks until every informer has synced or ctx ends.
+// WaitForSync blocks until the store has synced or ctx ends.
 func (s *Store) WaitForSync(ctx context.Context) bool {
-	syncs := []cache.InformerSynced{s.pods.HasSynced, s.templates.HasSynced}
-	for _, inf := range s.byRes {
-		syncs = append(syncs, inf.HasSynced)
+	syncs := make([]cache.InformerSynced, 0, len(s.handled))
+	for _, h := range s.handled {
+		syncs = append(syncs, h.HasSynced)
 	}
 	return cache.WaitForCacheSync(ctx.Done(), syncs...)
 }
 
-// List returns the cached objects of a kind in a namespace ("" for all), with their summaries completed
-// from the pod cache.
-func (s *Store) List(k *Kind, namespace string) []*Entry {
-	inf := s.byRes[k.Resource]
-	var objs []interface{}
-	if namespace == "" {
-		objs = inf.GetStore().List()
-	} else {
-		objs, _ = inf.GetIndexer().ByIndex(cache.NamespaceIndex, namespace)
+// addHandlers publishes items as objects, pods and templates change.
+func (s *Store) addHandlers() error {
+	for k, inf := range s.informers {
+		h, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { s.publishInstance(k, obj) },
+			UpdateFunc: func(_, obj any) { s.publishInstance(k, obj) },
+			DeleteFunc: func(obj any) { s.unpublish(s.instances[k], obj) },
+		})
+		if err != nil {
+			return err
+		}
+		s.handled = append(s.handled, h)
 	}
-	out := make([]*Entry, 0, len(objs))
-	for _, o := range objs {
-		if e, ok := o.(*Entry); ok {
-			out = append(out, s.complete(e))
+	h, err := s.pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    s.podChanged,
+		UpdateFunc: func(_, obj any) { s.podChanged(obj) },
+		DeleteFunc: s.podChanged,
+	})
+	if err != nil {
+		return err
+	}
+	s.handled = append(s.handled, h)
+	h, err = s.templates.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { s.templateChanged(nil, obj) },
+		UpdateFunc: s.templateChanged,
+		DeleteFunc: func(obj any) { s.templateChanged(obj, nil) },
+	})
+	if err != nil {
+		return err
+	}
+	s.handled = append(s.handled, h)
+	return nil
+}
+
+func (s *Store) publishInstance(k *Kind, obj any) {
+	e, ok := obj.(*Entry)
+	if !ok {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.instances[k].put(e.Namespace, e.Name, s.itemLocked(k, e))
+}
+
+// itemLocked completes an entry's summary with its Ray cluster's pods, as of now.
+func (s *Store) itemLocked(k *Kind, e *Entry) *Item {
+	return &Item{Summary: s.withPods(k, &e.Summary), Labels: e.Labels}
+}
+
+func (s *Store) unpublish(m namespaced[*Item], obj any) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	e, ok := obj.(*Entry)
+	if !ok {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m.remove(e.Namespace, e.Name)
+}
+
+// podChanged publishes again every object that runs on the pod's Ray cluster.
+func (s *Store) podChanged(obj any) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	p, ok := obj.(*corev1.Pod)
+	if !ok || p.Labels[RayClusterLabel] == "" {
+		return
+	}
+	key := p.Namespace + "/" + p.Labels[RayClusterLabel]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k, inf := range s.informers {
+		objs, _ := inf.GetIndexer().ByIndex(entriesByClusterIndex, key)
+		for _, o := range objs {
+			if e, ok := o.(*Entry); ok {
+				s.instances[k].put(e.Namespace, e.Name, s.itemLocked(k, e))
+			}
+		}
+	}
+}
+
+// templateChanged publishes a template under its object's name, in place of what old published. A
+// ConfigMap that is no readable template of a known kind publishes nothing.
+func (s *Store) templateChanged(old, obj any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if k, e := s.templateEntry(old); k != nil {
+		s.templated[k].remove(e.Namespace, e.Summary.Name)
+	}
+	if k, e := s.templateEntry(obj); k != nil {
+		s.templated[k].put(e.Namespace, e.Summary.Name, &Item{Summary: e.Summary, Labels: e.Labels})
+	}
+}
+
+func (s *Store) templateEntry(obj any) (*Kind, *Entry) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	e, ok := obj.(*Entry)
+	if !ok {
+		return nil, nil
+	}
+	return s.kinds.byKind(e.Kind), e
+}
+
+// Items returns the published instances of k in the instance scope and its templates in the template
+// scope, leaving out a template whose instance exists: that template is a step of a start or stop, and
+// the instance is what runs. The items are shared: callers must not change them.
+func (s *Store) Items(k *Kind, instances, templates auth.Scope) []*Item {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := s.instances[k].in(instances)
+	if templates.IsEmpty() {
+		return out
+	}
+	for _, t := range s.templated[k].in(templates) {
+		if _, running := s.instances[k].get(t.Summary.Namespace, t.Summary.Name); !running {
+			out = append(out, t)
 		}
 	}
 	return out
 }
 
-// Templates returns the cached templates of a kind in a namespace ("" for all).
-func (s *Store) Templates(k *Kind, namespace string) []*Entry {
-	var objs []interface{}
-	if namespace == "" {
-		objs = s.templates.GetStore().List()
-	} else {
-		objs, _ = s.templates.GetIndexer().ByIndex(cache.NamespaceIndex, namespace)
-	}
-	out := make([]*Entry, 0, len(objs))
-	for _, o := range objs {
-		if e, ok := o.(*Entry); ok && e.Summary.Kind == k.Kind {
-			out = append(out, e)
-		}
-	}
-	return out
-}
-
-// TemplateNamespaces returns the namespaces that hold cached templates of a kind, sorted.
-func (s *Store) TemplateNamespaces(k *Kind) []string {
-	seen := map[string]bool{}
-	for _, e := range s.Templates(k, "") {
-		seen[e.Namespace] = true
-	}
-	out := make([]string, 0, len(seen))
-	for ns := range seen {
-		out = append(out, ns)
-	}
-	sort.Strings(out)
-	return out
-}
-
-// Get returns one cached object.
-func (s *Store) Get(k *Kind, namespace, name string) (*Entry, bool) {
-	e, ok := s.entry(k, namespace, name)
-	if !ok {
-		return nil, false
-	}
-	return s.complete(e), true
-}
-
-// entry returns the cached entry itself: not to be changed.
-func (s *Store) entry(k *Kind, namespace, name string) (*Entry, bool) {
-	o, ok, _ := s.byRes[k.Resource].GetStore().GetByKey(namespace + "/" + name)
-	if !ok {
-		return nil, false
-	}
-	e, ok := o.(*Entry)
-	return e, ok
-}
-
-// Namespaces returns the namespaces that hold cached objects of a kind, sorted.
+// Namespaces returns the namespaces that hold published instances or templates of k, sorted: where a
+// caller without cluster-wide rights may have something to see.
 func (s *Store) Namespaces(k *Kind) []string {
-	seen := map[string]bool{}
-	for _, key := range s.byRes[k.Resource].GetStore().ListKeys() {
-		ns, _, _ := cache.SplitMetaNamespaceKey(key)
-		seen[ns] = true
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out []string
+	for _, m := range []namespaced[*Item]{s.instances[k], s.templated[k]} {
+		for ns := range m {
+			out = append(out, ns)
+		}
 	}
-	out := make([]string, 0, len(seen))
-	for ns := range seen {
-		out = append(out, ns)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// Summarize computes the whole summary of an object read from the apiserver, as the store would publish
+// it: from the object, and from the cached pods of its Ray cluster.
+func (s *Store) Summarize(k *Kind, o *unstructured.Unstructured) Summary {
+	base := k.Summarize(o)
+	return s.withPods(k, &base)
+}
+
+// withPods returns the summary completed by what the pods of the object's current Ray cluster say.
+func (s *Store) withPods(k *Kind, base *Summary) Summary {
+	cluster := k.CurrentCluster(base)
+	if cluster == "" {
+		return *base
 	}
-	sort.Strings(out)
-	return out
+	return k.withPods(base, s.ClusterPods(base.Namespace, cluster))
 }
 
 // ClusterPods returns the cached pods of one Ray cluster.
@@ -207,128 +381,32 @@ func (s *Store) ClusterPods(namespace, cluster string) []*corev1.Pod {
 	return out
 }
 
-// Pods returns every cached Ray pod matching the selector in a namespace ("" for all).
-func (s *Store) Pods(namespace string, sel labels.Selector) []*corev1.Pod {
-	var objs []interface{}
-	if namespace == "" {
-		objs = s.pods.GetStore().List()
+// podsIn returns every cached Ray pod in the scope matching the selector (nil: all).
+func (s *Store) podsIn(scope auth.Scope, sel labels.Selector) []*corev1.Pod {
+	var all []*corev1.Pod
+	if scope.IsAll() {
+		all = fromIndex[*corev1.Pod](s.pods, "")
 	} else {
-		objs, _ = s.pods.GetIndexer().ByIndex(cache.NamespaceIndex, namespace)
-	}
-	out := make([]*corev1.Pod, 0, len(objs))
-	for _, o := range objs {
-		if p, ok := o.(*corev1.Pod); ok && (sel == nil || sel.Matches(labels.Set(p.Labels))) {
-			out = append(out, p)
+		for _, ns := range scope.List() {
+			all = append(all, fromIndex[*corev1.Pod](s.pods, ns)...)
 		}
 	}
-	return out
+	if sel == nil {
+		return all
+	}
+	return slices.DeleteFunc(all, func(p *corev1.Pod) bool { return !sel.Matches(labels.Set(p.Labels)) })
 }
 
-// complete returns a copy of the entry with what depends on pods filled in.
-func (s *Store) complete(e *Entry) *Entry {
-	c := e.DeepCopyObject().(*Entry)
-	s.CompleteSummary(&c.Summary)
-	return c
-}
-
-// CompleteSummary fills in what depends on the Ray cluster's pods: ready replicas per worker group, and
-// Failed for a RayCluster whose head pod cannot start.
-func (s *Store) CompleteSummary(sum *Summary) {
-	cluster := ClusterName(sum)
-	if cluster == "" {
-		return
-	}
-	ready := map[string]int64{}
-	headFailing := false
-	for _, p := range s.ClusterPods(sum.Namespace, cluster) {
-		if p.Labels[RayNodeTypeLabel] == "head" {
-			headFailing = headFailing || podFailing(p)
-			continue
-		}
-		if podReady(p) {
-			ready[p.Labels[RayGroupLabel]]++
-		}
-	}
-	for i := range sum.WorkerGroups {
-		sum.WorkerGroups[i].ReadyReplicas = ready[sum.WorkerGroups[i].Name]
-	}
-	if headFailing && sum.Kind == "RayCluster" && (sum.Status == StatusPending || sum.Status == StatusRunning) {
-		sum.Status = StatusFailed
-	}
-}
-
-// Items returns the cached instances of k in instanceNS and its templates in templateNS (each a list of
-// namespaces, "" for all), leaving out a template whose instance exists: that template is a step of a
-// start or stop, and the instance is what runs.
-func (s *Store) Items(k *Kind, instanceNS, templateNS []string) []Item {
-	items := []Item{}
-	instances := map[string]bool{}
-	for _, ns := range instanceNS {
-		for _, e := range s.List(k, ns) {
-			items = append(items, e.Item())
-			instances[e.Namespace+"/"+e.Name] = true
-		}
-	}
-	for _, ns := range templateNS {
-		for _, e := range s.Templates(k, ns) {
-			if !instances[e.Namespace+"/"+e.Summary.Name] {
-				items = append(items, e.Item())
-			}
-		}
-	}
-	return items
-}
-
-// Item is the entry as a list filters it.
-func (e *Entry) Item() Item { return Item{Summary: e.Summary, Labels: e.Labels} }
-
-// ClusterName is the Ray cluster an object runs on now: itself, a RayJob's cluster, or a RayService's
-// active cluster.
-func ClusterName(s *Summary) string {
-	switch s.Kind {
-	case "RayCluster":
-		return s.Name
-	case "RayJob":
-		return s.RayClusterName
-	case "RayService":
-		return s.ActiveRayClusterName
-	}
-	return ""
-}
-
-func podReady(p *corev1.Pod) bool {
-	if p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning {
-		return false
-	}
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
-// failingWaitReasons are waiting reasons from which a container does not recover by itself.
-var failingWaitReasons = map[string]bool{
-	"CrashLoopBackOff": true, "ImagePullBackOff": true, "ErrImagePull": true, "InvalidImageName": true,
-	"CreateContainerConfigError": true, "CreateContainerError": true, "RunContainerError": true,
-}
-
-func podFailing(p *corev1.Pod) bool {
-	if p.Status.Phase == corev1.PodFailed {
-		return true
-	}
-	for _, cs := range p.Status.ContainerStatuses {
-		if cs.State.Waiting != nil && failingWaitReasons[cs.State.Waiting.Reason] {
-			return true
-		}
-	}
-	return false
+// clusterItem returns the published RayCluster of that name.
+func (s *Store) clusterItem(ns, name string) (*Item, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.instances[s.kinds.Cluster()].get(ns, name)
 }
 
 // entryTransform turns an object from the watch into its cache entry.
 func entryTransform(k *Kind) cache.TransformFunc {
-	return func(obj interface{}) (interface{}, error) {
+	return func(obj any) (any, error) {
 		u, ok := obj.(*unstructured.Unstructured)
 		if !ok {
 			return obj, nil // already an entry, or a tombstone
@@ -351,20 +429,16 @@ func entryTransform(k *Kind) cache.TransformFunc {
 }
 
 // templateTransform turns a template ConfigMap into an entry of its kind. A ConfigMap that is not a
-// readable template of a known kind is kept as an entry without a kind, which lists never show.
-func templateTransform(kinds *Registry) cache.TransformFunc {
-	byKind := map[string]*Kind{}
-	for _, k := range kinds.All() {
-		byKind[k.Kind] = k
-	}
-	return func(obj interface{}) (interface{}, error) {
+// readable template of a known kind is kept as an entry without a kind, which is never published.
+func templateTransform(kinds *Kinds) cache.TransformFunc {
+	return func(obj any) (any, error) {
 		cm, ok := obj.(*corev1.ConfigMap)
 		if !ok {
 			return obj, nil
 		}
 		e := &Entry{ObjectMeta: metav1.ObjectMeta{Name: cm.Name, Namespace: cm.Namespace, UID: cm.UID,
 			ResourceVersion: cm.ResourceVersion, CreationTimestamp: cm.CreationTimestamp}}
-		k := byKind[cm.Labels[TemplateKindLabel]]
+		k := kinds.byKind(cm.Labels[TemplateKindLabel])
 		if k == nil || k.templateObjectName(cm.Name) == "" {
 			return e, nil
 		}
@@ -380,7 +454,7 @@ func templateTransform(kinds *Registry) cache.TransformFunc {
 }
 
 // trimPod keeps of a Ray pod what summaries, pod lists and the overview read.
-func trimPod(obj interface{}) (interface{}, error) {
+func trimPod(obj any) (any, error) {
 	p, ok := obj.(*corev1.Pod)
 	if !ok {
 		return obj, nil
@@ -411,6 +485,3 @@ func trimContainers(cs []corev1.Container) []corev1.Container {
 	}
 	return out
 }
-
-// String helps in logs.
-func (e *Entry) String() string { return fmt.Sprintf("%s %s/%s", e.Kind, e.Namespace, e.Name) }

@@ -27,9 +27,9 @@ func benchCluster(b *testing.B, i int) *unstructured.Unstructured {
 	u.SetLabels(map[string]string{CreatorKey: "alice", "team": "ml"})
 	u.SetManagedFields([]metav1.ManagedFieldsEntry{
 		{Manager: "ray-service", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "ray.io/v1",
-			FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:headGroupSpec":{},"f:rayVersion":{},"f:workerGroupSpecs":{}}}`)}},
+			FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(`{"f:spec":{"f:headGroupSpec":{},"f:rayVersion":{},"f:workerGroupSpecs":{}}}`)},
 		{Manager: "ray-operator", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "ray.io/v1", Subresource: "status",
-			FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:status":{"f:state":{},"f:conditions":{},"f:head":{}}}`)}},
+			FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(`{"f:status":{"f:state":{},"f:conditions":{},"f:head":{}}}`)},
 	})
 	return u
 }
@@ -59,7 +59,7 @@ func BenchmarkCacheMemory(b *testing.B) {
 				before := heapInUse()
 				store := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 				for _, o := range objs {
-					var v interface{} = o.DeepCopy()
+					var v any = o.DeepCopy()
 					if mode == "entries" {
 						v, _ = transform(v)
 					}
@@ -81,10 +81,11 @@ func BenchmarkCacheMemory(b *testing.B) {
 func BenchmarkListQuery(b *testing.B) {
 	const n = 10000
 	transform := entryTransform(rayClusterKind())
-	items := make([]Item, n)
+	items := make([]*Item, n)
 	for i := range items {
 		v, _ := transform(benchCluster(b, i))
-		items[i] = v.(*Entry).Item()
+		e := v.(*Entry)
+		items[i] = &Item{Summary: e.Summary, Labels: e.Labels}
 	}
 	q := &Query{Search: "cluster-0", Statuses: []string{StatusRunning}, SortBy: SortByName, Desc: true, Page: 3, PageSize: 20}
 	b.ResetTimer()

@@ -2,6 +2,8 @@ package k8s
 
 import (
 	"encoding/json"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -118,8 +120,64 @@ func (k *Kind) Summarize(o *unstructured.Unstructured) Summary {
 	return s
 }
 
+// withPods returns a copy of the summary completed by what the pods of its current Ray cluster say:
+// ready replicas per worker group and, for a kind that fails with its head, Failed when the head pod
+// cannot start.
+func (k *Kind) withPods(base *Summary, pods []*corev1.Pod) Summary {
+	s := *base
+	s.WorkerGroups = slices.Clone(base.WorkerGroups)
+	ready := map[string]int64{}
+	headFailing := false
+	for _, p := range pods {
+		if p.Labels[RayNodeTypeLabel] == NodeTypeHead {
+			headFailing = headFailing || podFailing(p)
+			continue
+		}
+		if podReady(p) {
+			ready[p.Labels[RayGroupLabel]]++
+		}
+	}
+	for i := range s.WorkerGroups {
+		s.WorkerGroups[i].ReadyReplicas = ready[s.WorkerGroups[i].Name]
+	}
+	if k.failsWithHead && headFailing && (s.Status == StatusPending || s.Status == StatusRunning) {
+		s.Status = StatusFailed
+	}
+	return s
+}
+
+func podReady(p *corev1.Pod) bool {
+	if p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning {
+		return false
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// failingWaitReasons are waiting reasons from which a container does not recover by itself.
+var failingWaitReasons = map[string]bool{
+	"CrashLoopBackOff": true, "ImagePullBackOff": true, "ErrImagePull": true, "InvalidImageName": true,
+	"CreateContainerConfigError": true, "CreateContainerError": true, "RunContainerError": true,
+}
+
+func podFailing(p *corev1.Pod) bool {
+	if p.Status.Phase == corev1.PodFailed {
+		return true
+	}
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.State.Waiting != nil && failingWaitReasons[cs.State.Waiting.Reason] {
+			return true
+		}
+	}
+	return false
+}
+
 // summarizeClusterSpec fills the fields every kind takes from its Ray cluster spec.
-func summarizeClusterSpec(spec map[string]interface{}, s *Summary) {
+func summarizeClusterSpec(spec map[string]any, s *Summary) {
 	s.RayVersion, _, _ = unstructured.NestedString(spec, "rayVersion")
 	if head, ok, _ := unstructured.NestedMap(spec, "headGroupSpec", "template"); ok {
 		pod := podSpecOf(head)
@@ -133,7 +191,7 @@ func summarizeClusterSpec(spec map[string]interface{}, s *Summary) {
 	}
 	groups, _, _ := unstructured.NestedSlice(spec, "workerGroupSpecs")
 	for _, g := range groups {
-		gm, ok := g.(map[string]interface{})
+		gm, ok := g.(map[string]any)
 		if !ok {
 			continue
 		}
@@ -168,18 +226,14 @@ func summarizeClusterSpec(spec map[string]interface{}, s *Summary) {
 // memory and resources where rayStartParams set them, else what KubeRay derives from the Ray container's
 // limits (or requests): CPUs rounded up, GPUs from nvidia.com/gpu, NPUs from huawei.com/Ascend*, memory
 // in bytes.
-func RayResources(params map[string]interface{}, pod corev1.PodSpec) map[string]float64 {
+func RayResources(params map[string]any, pod corev1.PodSpec) map[string]float64 {
 	out := map[string]float64{}
 	var limits corev1.ResourceList
 	if len(pod.Containers) > 0 {
 		limits = corev1.ResourceList{}
 		c := pod.Containers[0]
-		for n, q := range c.Resources.Requests {
-			limits[n] = q
-		}
-		for n, q := range c.Resources.Limits {
-			limits[n] = q
-		}
+		maps.Copy(limits, c.Resources.Requests)
+		maps.Copy(limits, c.Resources.Limits)
 	}
 	if v, ok := paramFloat(params, "num-cpus"); ok {
 		out["CPU"] = v
@@ -205,9 +259,7 @@ func RayResources(params map[string]interface{}, pod corev1.PodSpec) map[string]
 		// rayStartParams carries custom resources as a JSON object in a string, often with quotes escaped.
 		var custom map[string]float64
 		if json.Unmarshal([]byte(strings.Trim(strings.ReplaceAll(raw, `\"`, `"`), `'" `)), &custom) == nil {
-			for n, v := range custom {
-				out[n] = v
-			}
+			maps.Copy(out, custom)
 		}
 	}
 	for n, v := range out {
@@ -218,7 +270,7 @@ func RayResources(params map[string]interface{}, pod corev1.PodSpec) map[string]
 	return out
 }
 
-func paramFloat(params map[string]interface{}, key string) (float64, bool) {
+func paramFloat(params map[string]any, key string) (float64, bool) {
 	switch v := params[key].(type) {
 	case string:
 		f, err := strconv.ParseFloat(strings.Trim(v, `'" `), 64)
@@ -232,7 +284,7 @@ func paramFloat(params map[string]interface{}, key string) (float64, bool) {
 }
 
 // podSpecOf decodes the spec of a pod template given as unstructured content.
-func podSpecOf(template map[string]interface{}) corev1.PodSpec {
+func podSpecOf(template map[string]any) corev1.PodSpec {
 	var pod corev1.PodSpec
 	if spec, ok, _ := unstructured.NestedMap(template, "spec"); ok {
 		// A spec the apiserver accepted decodes; a broken one leaves zero requests, which is what it asks.
@@ -265,12 +317,8 @@ func PodRequests(pod corev1.PodSpec) Resources {
 
 func containerRequests(c corev1.Container) Resources {
 	list := corev1.ResourceList{}
-	for name, q := range c.Resources.Limits {
-		list[name] = q
-	}
-	for name, q := range c.Resources.Requests {
-		list[name] = q
-	}
+	maps.Copy(list, c.Resources.Limits)
+	maps.Copy(list, c.Resources.Requests)
 	return fromList(list)
 }
 
@@ -312,7 +360,7 @@ func maxResources(a, b Resources) Resources {
 func condition(o *unstructured.Unstructured, typ string) (status, reason string, found bool) {
 	conds, _, _ := unstructured.NestedSlice(o.Object, "status", "conditions")
 	for _, c := range conds {
-		cm, ok := c.(map[string]interface{})
+		cm, ok := c.(map[string]any)
 		if !ok || cm["type"] != typ {
 			continue
 		}
@@ -338,7 +386,7 @@ func nestedTime(o *unstructured.Unstructured, fields ...string) *time.Time {
 
 // nestedInt reads an integer field whether it was decoded as int64 (from the apiserver) or as float64
 // (from a plain JSON or YAML decoder).
-func nestedInt(obj map[string]interface{}, fields ...string) (int64, bool) {
+func nestedInt(obj map[string]any, fields ...string) (int64, bool) {
 	v, ok, _ := unstructured.NestedFieldNoCopy(obj, fields...)
 	if !ok {
 		return 0, false

@@ -91,7 +91,7 @@ status:
 func TestSummarizeRayCluster(t *testing.T) {
 	u := &unstructured.Unstructured{}
 	require.NoError(t, yaml.Unmarshal([]byte(clusterYAML), &u.Object))
-	k, _ := NewRegistry().Lookup("rayclusters")
+	k, _ := NewKinds().Lookup("rayclusters")
 	s := k.Summarize(u)
 	assert.Equal(t, "Running", s.Status)
 	assert.Equal(t, "2.41.0", s.RayVersion)
@@ -134,7 +134,7 @@ func TestRayResources(t *testing.T) {
 	}}
 	assert.Equal(t, map[string]float64{"CPU": 3, "GPU": 2, "NPU": 1, "memory": 2 << 30}, RayResources(nil, pod),
 		"from the Ray container's limits, CPUs rounded up")
-	params := map[string]interface{}{"num-cpus": "0", "num-gpus": int64(1), "memory": "1000",
+	params := map[string]any{"num-cpus": "0", "num-gpus": int64(1), "memory": "1000",
 		"resources": `'{\"TPU\": 4, \"special\": 1}'`}
 	assert.Equal(t, map[string]float64{"GPU": 1, "NPU": 1, "memory": 1000, "TPU": 4, "special": 1}, RayResources(params, pod),
 		"rayStartParams win; num-cpus 0 offers no CPU")

@@ -9,14 +9,15 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"sigs.k8s.io/yaml"
 )
 
-// A template is a manifest stored, not handed to KubeRay: a ConfigMap in the object's namespace,
-// labelled ray.openfuyao.com/template=true and ray.openfuyao.com/kind=<Kind>, holding the manifest
-// under TemplateDataKey. Its ConfigMap is named after the kind and the object, so that each name has at
-// most one template per kind and the name cannot clash with the user's own ConfigMaps.
+// TemplateDataKey is the key under which a template's ConfigMap holds the manifest. A template is a
+// manifest stored, not handed to KubeRay: a ConfigMap in the object's namespace, labelled
+// ray.openfuyao.com/template=true and ray.openfuyao.com/kind=<Kind>. Its ConfigMap is named after the
+// kind and the object, so that each name has at most one template per kind and the name cannot clash
+// with the user's own ConfigMaps.
 const TemplateDataKey = "manifest"
 
 // TemplateName is the name of the ConfigMap that holds the template of the named object.
@@ -73,14 +74,19 @@ func (t *Template) DetailObject() *unstructured.Unstructured {
 	return o
 }
 
-// Summary of the template.
+// TemplateSummary is the template's list item.
 func (k *Kind) TemplateSummary(t *Template) Summary {
 	return k.templateSummary(t.ConfigMap, t.Manifest)
 }
 
-// GetTemplate reads the template of ns/name as the caller.
-func (k *Kind) GetTemplate(ctx context.Context, core kubernetes.Interface, ns, name string) (*Template, error) {
-	cm, err := core.CoreV1().ConfigMaps(ns).Get(ctx, k.TemplateName(name), metav1.GetOptions{})
+func (o *Objects) configMaps(ns string) corev1client.ConfigMapInterface {
+	return o.Clients.Core.CoreV1().ConfigMaps(ns)
+}
+
+// GetTemplate reads the template of ns/name.
+func (o *Objects) GetTemplate(ctx context.Context, ns, name string) (*Template, error) {
+	k := o.Kind
+	cm, err := o.configMaps(ns).Get(ctx, k.TemplateName(name), metav1.GetOptions{})
 	if err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, apierrors.NewNotFound(k.GVR().GroupResource(), name)
@@ -119,18 +125,19 @@ func (k *Kind) templateConfigMap(o *unstructured.Unstructured) (*corev1.ConfigMa
 	}, nil
 }
 
-// CreateTemplate validates the manifest with a server-side dry run of the real object and stores it as
-// a template, both as the caller. An object or a template of that name already there is AlreadyExists.
-func (k *Kind) CreateTemplate(ctx context.Context, c *Clients, o *unstructured.Unstructured, dryRun bool) (*Template, error) {
-	if _, err := k.Get(ctx, c.Dynamic, o.GetNamespace(), o.GetName()); err == nil {
-		return nil, apierrors.NewAlreadyExists(k.GVR().GroupResource(), o.GetName())
+// createTemplate validates the manifest with a server-side dry run of the real object and stores it as
+// a template. An object or a template of that name already there is AlreadyExists.
+func (o *Objects) createTemplate(ctx context.Context, obj *unstructured.Unstructured, dryRun bool) (*Template, error) {
+	gr := o.Kind.GVR().GroupResource()
+	if _, err := o.Get(ctx, obj.GetNamespace(), obj.GetName()); err == nil {
+		return nil, apierrors.NewAlreadyExists(gr, obj.GetName())
 	} else if !apierrors.IsNotFound(err) {
 		return nil, err
 	}
-	if _, err := k.Create(ctx, c.Dynamic, o, true); err != nil {
+	if _, err := o.create(ctx, obj, true); err != nil {
 		return nil, err
 	}
-	cm, err := k.templateConfigMap(o)
+	cm, err := o.Kind.templateConfigMap(obj)
 	if err != nil {
 		return nil, err
 	}
@@ -138,30 +145,30 @@ func (k *Kind) CreateTemplate(ctx context.Context, c *Clients, o *unstructured.U
 	if dryRun {
 		opts.DryRun = []string{metav1.DryRunAll}
 	}
-	created, err := c.Core.CoreV1().ConfigMaps(o.GetNamespace()).Create(ctx, cm, opts)
+	created, err := o.configMaps(obj.GetNamespace()).Create(ctx, cm, opts)
 	if apierrors.IsAlreadyExists(err) {
-		return nil, apierrors.NewAlreadyExists(k.GVR().GroupResource(), o.GetName())
+		return nil, apierrors.NewAlreadyExists(gr, obj.GetName())
 	}
 	if err != nil {
 		return nil, err
 	}
-	return &Template{ConfigMap: created, Manifest: o}, nil
+	return &Template{ConfigMap: created, Manifest: obj}, nil
 }
 
-// UpdateTemplate validates a replacement manifest like CreateTemplate and replaces the template. The
+// updateTemplate validates a replacement manifest like createTemplate and replaces the template. The
 // manifest's resourceVersion, when set, must be the ConfigMap's (Conflict otherwise).
-func (k *Kind) UpdateTemplate(ctx context.Context, c *Clients, current *Template, o *unstructured.Unstructured, dryRun bool) (*Template, error) {
-	rv := o.GetResourceVersion()
+func (o *Objects) updateTemplate(ctx context.Context, current *Template, obj *unstructured.Unstructured, dryRun bool) (*Template, error) {
+	rv := obj.GetResourceVersion()
 	if rv != "" && rv != current.ConfigMap.ResourceVersion {
-		return nil, apierrors.NewConflict(k.GVR().GroupResource(), o.GetName(),
+		return nil, apierrors.NewConflict(o.Kind.GVR().GroupResource(), obj.GetName(),
 			fmt.Errorf("the template has changed since resourceVersion %s; read it again", rv))
 	}
-	probe := o.DeepCopy()
+	probe := obj.DeepCopy()
 	probe.SetResourceVersion("")
-	if _, err := k.Create(ctx, c.Dynamic, probe, true); err != nil {
+	if _, err := o.create(ctx, probe, true); err != nil {
 		return nil, err
 	}
-	cm, err := k.templateConfigMap(o)
+	cm, err := o.Kind.templateConfigMap(obj)
 	if err != nil {
 		return nil, err
 	}
@@ -170,7 +177,7 @@ func (k *Kind) UpdateTemplate(ctx context.Context, c *Clients, current *Template
 	if dryRun {
 		opts.DryRun = []string{metav1.DryRunAll}
 	}
-	updated, err := c.Core.CoreV1().ConfigMaps(o.GetNamespace()).Update(ctx, cm, opts)
+	updated, err := o.configMaps(obj.GetNamespace()).Update(ctx, cm, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -178,11 +185,11 @@ func (k *Kind) UpdateTemplate(ctx context.Context, c *Clients, current *Template
 	return &Template{ConfigMap: updated, Manifest: probe}, nil
 }
 
-// DeleteTemplate deletes the template of ns/name as the caller.
-func (k *Kind) DeleteTemplate(ctx context.Context, core kubernetes.Interface, ns, name string) error {
-	err := core.CoreV1().ConfigMaps(ns).Delete(ctx, k.TemplateName(name), metav1.DeleteOptions{})
+// deleteTemplate deletes the template of ns/name.
+func (o *Objects) deleteTemplate(ctx context.Context, ns, name string) error {
+	err := o.configMaps(ns).Delete(ctx, o.Kind.TemplateName(name), metav1.DeleteOptions{})
 	if apierrors.IsNotFound(err) {
-		return apierrors.NewNotFound(k.GVR().GroupResource(), name)
+		return apierrors.NewNotFound(o.Kind.GVR().GroupResource(), name)
 	}
 	return err
 }
