@@ -1,0 +1,295 @@
+package k8s
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	"sigs.k8s.io/yaml"
+
+	"ray-service/internal/auth"
+)
+
+// lifecycleEnv is a kind's objects on client-go's fake clients, with failures that can be injected
+// into single steps.
+type lifecycleEnv struct {
+	t    *testing.T
+	kind *Kind
+	dyn  *dynamicfake.FakeDynamicClient
+	core *fake.Clientset
+	objs *Objects
+	// failures maps "verb resource" (e.g. "delete configmaps") to how many more times it fails.
+	failures map[string]int
+}
+
+var errInjected = apierrors.NewServiceUnavailable("injected failure")
+
+func newLifecycleEnv(t *testing.T, resource string) *lifecycleEnv {
+	t.Helper()
+	k, ok := NewKinds().Lookup(resource)
+	require.True(t, ok)
+	listKinds := map[schema.GroupVersionResource]string{}
+	for _, kk := range NewKinds().All() {
+		listKinds[kk.GVR()] = kk.Kind + "List"
+	}
+	e := &lifecycleEnv{t: t, kind: k, dyn: dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), listKinds),
+		core: fake.NewSimpleClientset(), failures: map[string]int{}}
+	for _, f := range []*k8stesting.Fake{&e.dyn.Fake, &e.core.Fake} {
+		f.PrependReactor("*", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
+			key := a.GetVerb() + " " + a.GetResource().Resource
+			if e.failures[key] > 0 {
+				e.failures[key]--
+				return true, nil, errInjected
+			}
+			// The fake tracker would store a dry run: answer it without storing, as the apiserver does.
+			if c, ok := a.(k8stesting.CreateActionImpl); ok && len(c.CreateOptions.DryRun) > 0 {
+				return true, c.GetObject(), nil
+			}
+			return false, nil, nil
+		})
+	}
+	e.objs = NewObjects(k, &Clients{Dynamic: e.dyn, Core: e.core}, &Manager{})
+	return e
+}
+
+func (e *lifecycleEnv) manifest(name string) *unstructured.Unstructured {
+	e.t.Helper()
+	u := &unstructured.Unstructured{}
+	require.NoError(e.t, yaml.Unmarshal([]byte(clusterYAML), &u.Object))
+	spec := u.Object["spec"]
+	u.Object = map[string]any{"apiVersion": "ray.io/v1", "kind": e.kind.Kind,
+		"metadata": map[string]any{"name": name, "namespace": "team"}}
+	if len(e.kind.clusterSpecPath) == 1 {
+		u.Object["spec"] = spec
+	} else {
+		u.Object["spec"] = map[string]any{e.kind.clusterSpecPath[1]: spec}
+	}
+	return u
+}
+
+// seed stores an instance with the given status, as the operator would have left it.
+func (e *lifecycleEnv) seed(name string, status map[string]any) {
+	e.t.Helper()
+	u := e.manifest(name)
+	u.Object["status"] = status
+	_, err := e.dyn.Resource(e.kind.GVR()).Namespace("team").Create(context.Background(), u, metav1.CreateOptions{})
+	require.NoError(e.t, err)
+}
+
+// state says what exists of team/name now: "instance", "template", both or neither.
+func (e *lifecycleEnv) state(name string) (instance, template bool) {
+	e.t.Helper()
+	ctx := context.Background()
+	_, err := e.dyn.Resource(e.kind.GVR()).Namespace("team").Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		require.True(e.t, apierrors.IsNotFound(err), "%v", err)
+	}
+	instance = err == nil
+	_, err = e.core.CoreV1().ConfigMaps("team").Get(ctx, e.kind.TemplateName(name), metav1.GetOptions{})
+	if err != nil {
+		require.True(e.t, apierrors.IsNotFound(err), "%v", err)
+	}
+	return instance, err == nil
+}
+
+// spec returns the spec of team/name, instance or template, as JSON without spec.suspend (which start
+// and stop set by design).
+func (e *lifecycleEnv) spec(name string) string {
+	e.t.Helper()
+	ctx := context.Background()
+	var spec map[string]any
+	if u, err := e.dyn.Resource(e.kind.GVR()).Namespace("team").Get(ctx, name, metav1.GetOptions{}); err == nil {
+		spec = u.Object["spec"].(map[string]any)
+	} else {
+		tpl, err := e.objs.GetTemplate(ctx, "team", name)
+		require.NoError(e.t, err)
+		spec = tpl.Manifest.Object["spec"].(map[string]any)
+	}
+	spec = runtime.DeepCopyJSON(spec)
+	delete(spec, "suspend")
+	data, err := json.Marshal(spec)
+	require.NoError(e.t, err)
+	return string(data)
+}
+
+var (
+	rayServiceReady = map[string]any{"conditions": []any{map[string]any{"type": "Ready", "status": "True"}}}
+	rayJobSucceeded = map[string]any{"jobDeploymentStatus": "Complete", "jobStatus": "SUCCEEDED"}
+	rayClusterReady = map[string]any{"state": "ready"}
+)
+
+// Each step of start and stop can fail; repeating the action then completes it, and neither the spec
+// nor the object is lost on the way: after every attempt an instance or a template exists.
+func TestLifecycleStepsCanBeRepeated(t *testing.T) {
+	cases := []struct {
+		name     string
+		resource string
+		status   map[string]any
+		action   string // start or stop
+		fail     string // the step that fails once
+		// what exists once the action has completed
+		wantInstance, wantTemplate bool
+	}{
+		{"RayService stop: deleting the instance fails after the template is stored", "rayservices", rayServiceReady, "stop", "delete rayservices", false, true},
+		{"RayService stop: storing the template fails", "rayservices", rayServiceReady, "stop", "create configmaps", false, true},
+		{"RayJob re-run: deleting the finished job fails", "rayjobs", rayJobSucceeded, "start", "delete rayjobs", true, false},
+		{"RayJob re-run: creating it again fails after the delete", "rayjobs", rayJobSucceeded, "start", "create rayjobs", true, false},
+		{"RayJob re-run: removing the template fails after the create", "rayjobs", rayJobSucceeded, "start", "delete configmaps", true, false},
+		{"RayCluster stop: the suspend patch fails", "rayclusters", rayClusterReady, "stop", "patch rayclusters", true, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newLifecycleEnv(t, tc.resource)
+			e.seed("demo", tc.status)
+			want := e.spec("demo")
+			act := e.objs.Stop
+			if tc.action == "start" {
+				act = e.objs.Start
+			}
+			e.failures[tc.fail] = 1
+			_, err := act(context.Background(), "team", "demo")
+			require.ErrorIs(t, err, errInjected, "the injected failure is reported")
+			inst, tpl := e.state("demo")
+			assert.True(t, inst || tpl, "after the failed step an instance or a template remains")
+			assert.Equal(t, want, e.spec("demo"), "the spec is kept through the failure")
+
+			_, err = act(context.Background(), "team", "demo")
+			require.NoError(t, err, "repeating the action completes it")
+			inst, tpl = e.state("demo")
+			assert.Equal(t, tc.wantInstance, inst, "instance")
+			assert.Equal(t, tc.wantTemplate, tpl, "template")
+			assert.Equal(t, want, e.spec("demo"))
+
+			_, err = act(context.Background(), "team", "demo")
+			require.NoError(t, err, "and once more changes nothing")
+			inst2, tpl2 := e.state("demo")
+			assert.Equal(t, []bool{inst, tpl}, []bool{inst2, tpl2})
+		})
+	}
+}
+
+// A stopped RayService starts from its template; an interrupted start (the template not yet removed)
+// completes when repeated, and a template never shadows a running instance.
+func TestStartFromTemplate(t *testing.T) {
+	e := newLifecycleEnv(t, "rayservices")
+	ctx := context.Background()
+	cur, err := e.objs.Create(ctx, e.manifest("svc"), false, false)
+	require.NoError(t, err)
+	require.NotNil(t, cur.Template, "a RayService created stopped is a template")
+	assert.Equal(t, StatusStopped, e.objs.Summarize(cur).Status)
+	inst, tpl := e.state("svc")
+	require.Equal(t, []bool{false, true}, []bool{inst, tpl})
+
+	e.failures["delete configmaps"] = 1
+	_, err = e.objs.Start(ctx, "team", "svc")
+	require.ErrorIs(t, err, errInjected)
+	inst, tpl = e.state("svc")
+	assert.Equal(t, []bool{true, true}, []bool{inst, tpl}, "created, template not yet removed")
+	cur, err = e.objs.Resolve(ctx, "team", "svc")
+	require.NoError(t, err)
+	assert.NotNil(t, cur.Instance, "the instance is what resolves while both exist")
+
+	cur, err = e.objs.Start(ctx, "team", "svc")
+	require.NoError(t, err)
+	assert.NotNil(t, cur.Instance)
+	inst, tpl = e.state("svc")
+	assert.Equal(t, []bool{true, false}, []bool{inst, tpl})
+}
+
+// Creating stopped: a RayCluster is created suspended; a RayJob that KubeRay cannot suspend becomes a
+// template, validated by a dry run of the real object; a dry run stores nothing.
+func TestCreateStopped(t *testing.T) {
+	e := newLifecycleEnv(t, "rayclusters")
+	cur, err := e.objs.Create(context.Background(), e.manifest("rc"), false, false)
+	require.NoError(t, err)
+	suspended, _, _ := unstructured.NestedBool(cur.Instance.Object, "spec", "suspend")
+	assert.True(t, suspended)
+
+	e = newLifecycleEnv(t, "rayjobs")
+	cur, err = e.objs.Create(context.Background(), e.manifest("job"), false, true)
+	require.NoError(t, err)
+	assert.NotNil(t, cur.Template)
+	inst, tpl := e.state("job")
+	assert.Equal(t, []bool{false, false}, []bool{inst, tpl}, "a dry run stores nothing")
+
+	e.failures["create rayjobs"] = 1 // the dry run of the real object refuses it
+	_, err = e.objs.Create(context.Background(), e.manifest("job"), false, false)
+	require.ErrorIs(t, err, errInjected)
+	inst, tpl = e.state("job")
+	assert.Equal(t, []bool{false, false}, []bool{inst, tpl}, "nothing stored when validation fails")
+
+	_, err = e.objs.Create(context.Background(), e.manifest("job"), false, false)
+	require.NoError(t, err)
+	_, err = e.objs.Create(context.Background(), e.manifest("job"), false, false)
+	assert.True(t, apierrors.IsAlreadyExists(err), "a second template of the name: %v", err)
+}
+
+// Delete refuses a Running object unless forced, deletes a template, and answers NotFound for neither.
+func TestDelete(t *testing.T) {
+	e := newLifecycleEnv(t, "rayclusters")
+	ctx := context.Background()
+	e.seed("busy", rayClusterReady)
+	err := e.objs.Delete(ctx, "team", "busy", false)
+	assert.True(t, apierrors.IsConflict(err), "Running without force: %v", err)
+	inst, _ := e.state("busy")
+	assert.True(t, inst, "nothing deleted")
+	require.NoError(t, e.objs.Delete(ctx, "team", "busy", true))
+	inst, _ = e.state("busy")
+	assert.False(t, inst)
+
+	_, err = e.objs.Create(ctx, e.manifest("idle"), false, false)
+	require.NoError(t, err)
+	require.NoError(t, e.objs.Delete(ctx, "team", "idle", false), "a suspended cluster is not Running")
+
+	e = newLifecycleEnv(t, "rayservices")
+	_, err = e.objs.Create(ctx, e.manifest("tpl"), false, false)
+	require.NoError(t, err)
+	require.NoError(t, e.objs.Delete(ctx, "team", "tpl", false))
+	inst, tpl := e.state("tpl")
+	assert.Equal(t, []bool{false, false}, []bool{inst, tpl})
+	err = e.objs.Delete(ctx, "team", "tpl", false)
+	assert.True(t, apierrors.IsNotFound(err), "%v", err)
+}
+
+// A finished RayJob cannot be stopped; a RayJob that cannot be suspended is stopped through its
+// dashboard only when the caller may update it, asked through the shared reviewer.
+func TestStopRayJob(t *testing.T) {
+	e := newLifecycleEnv(t, "rayjobs")
+	ctx := context.Background()
+	e.seed("done", rayJobSucceeded)
+	_, err := e.objs.Stop(ctx, "team", "done")
+	assert.True(t, apierrors.IsConflict(err), "%v", err)
+
+	e.seed("running", map[string]any{"jobDeploymentStatus": "Running", "jobStatus": "RUNNING"})
+	authz := &fakeAuthorizer{allowed: false}
+	e.objs.m.Authz = authz
+	_, err = e.objs.Stop(ctx, "team", "running")
+	assert.True(t, apierrors.IsForbidden(err), "%v", err)
+	require.Len(t, authz.asked, 1)
+	assert.Equal(t, "update rayjobs team/running", authz.asked[0])
+
+	authz.allowed = true
+	_, err = e.objs.Stop(ctx, "team", "running")
+	assert.True(t, apierrors.IsConflict(err), "no job submitted yet, so nothing to stop: %v", err)
+}
+
+type fakeAuthorizer struct {
+	allowed bool
+	asked   []string
+}
+
+func (f *fakeAuthorizer) Allowed(_ context.Context, _ string, a auth.Attributes) (bool, error) {
+	f.asked = append(f.asked, fmt.Sprintf("%s %s %s/%s", a.Verb, a.Resource, a.Namespace, a.Name))
+	return f.allowed, nil
+}
