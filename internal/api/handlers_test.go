@@ -1,0 +1,368 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"ray-service/internal/auth"
+	"ray-service/internal/k8s"
+	"ray-service/internal/metrics"
+)
+
+// fakeObjects answers as configured and records what the handlers asked.
+type fakeObjects struct {
+	mu       sync.Mutex
+	calls    []string
+	current  *k8s.Current
+	err      error // returned by every call
+	created  *unstructured.Unstructured
+	start    bool
+	deleteOf map[string]error
+}
+
+func (f *fakeObjects) record(call string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, call)
+}
+
+func (f *fakeObjects) Resolve(_ context.Context, ns, name string) (*k8s.Current, error) {
+	f.record("resolve " + ns + "/" + name)
+	return f.current, f.err
+}
+
+func (f *fakeObjects) Create(_ context.Context, obj *unstructured.Unstructured, start, _ bool) (*k8s.Current, error) {
+	f.record("create " + obj.GetNamespace() + "/" + obj.GetName())
+	f.created, f.start = obj, start
+	if f.err != nil {
+		return nil, f.err
+	}
+	return &k8s.Current{Instance: obj}, nil
+}
+
+func (f *fakeObjects) Replace(_ context.Context, obj *unstructured.Unstructured, _ bool) (*k8s.Current, error) {
+	f.record("replace " + obj.GetNamespace() + "/" + obj.GetName())
+	return &k8s.Current{Instance: obj}, f.err
+}
+
+func (f *fakeObjects) Start(_ context.Context, ns, name string) (*k8s.Current, error) {
+	f.record("start " + ns + "/" + name)
+	return f.current, f.err
+}
+
+func (f *fakeObjects) Stop(_ context.Context, ns, name string) (*k8s.Current, error) {
+	f.record("stop " + ns + "/" + name)
+	return f.current, f.err
+}
+
+func (f *fakeObjects) Delete(_ context.Context, ns, name string, force bool) error {
+	call := "delete " + ns + "/" + name
+	if force {
+		call += " force"
+	}
+	f.record(call)
+	if err, ok := f.deleteOf[ns+"/"+name]; ok {
+		return err
+	}
+	return f.err
+}
+
+func (f *fakeObjects) Summarize(cur *k8s.Current) k8s.Summary {
+	if cur.Template != nil {
+		return k8s.Summary{Name: cur.Template.Manifest.GetName(), Type: k8s.TypeTemplate, Status: k8s.StatusStopped}
+	}
+	return k8s.Summary{Name: cur.Instance.GetName(), Namespace: cur.Instance.GetNamespace(), Type: k8s.TypeInstance}
+}
+
+func (f *fakeObjects) Pods(context.Context, *unstructured.Unstructured) ([]corev1.Pod, error) {
+	f.record("pods")
+	return nil, f.err
+}
+
+func (f *fakeObjects) Events(context.Context, *k8s.Current) ([]k8s.EventInfo, error) {
+	f.record("events")
+	return []k8s.EventInfo{}, f.err
+}
+
+func (f *fakeObjects) OpenLogs(context.Context, *unstructured.Unstructured, string, string, *corev1.PodLogOptions) (*k8s.LogStream, error) {
+	f.record("logs")
+	return &k8s.LogStream{ReadCloser: io.NopCloser(strings.NewReader("line 1\n")), Pod: "p", Container: "c"}, f.err
+}
+
+// fakeAuthz allows what its scopes say: per resource, where the caller may list it.
+type fakeAuthz struct {
+	scopes  map[string]auth.Scope // by resource
+	allowed bool
+}
+
+func (f *fakeAuthz) Allowed(context.Context, string, auth.Attributes) (bool, error) {
+	return f.allowed, nil
+}
+
+func (f *fakeAuthz) Scope(_ context.Context, _ string, a auth.Attributes, _ []string) (auth.Scope, error) {
+	s, ok := f.scopes[a.Resource]
+	if !ok {
+		s = auth.AllNamespaces()
+	}
+	return s.Narrow(a.Namespace), nil
+}
+
+func (f *fakeAuthz) UserName(context.Context, string) (string, error) { return "alice@example", nil }
+
+// fakeStore holds items per kind and namespace.
+type fakeStore struct{ items map[string][]*k8s.Item }
+
+func (f *fakeStore) Items(k *k8s.Kind, instances, _ auth.Scope) []*k8s.Item {
+	var out []*k8s.Item
+	for _, it := range f.items[k.Resource] {
+		if instances.Contains(it.Summary.Namespace) {
+			out = append(out, it)
+		}
+	}
+	return out
+}
+
+func (f *fakeStore) Namespaces(*k8s.Kind) []string { return []string{"a", "b"} }
+
+func (f *fakeStore) Allocated(scope auth.Scope, _ string) k8s.Allocation {
+	a := k8s.Allocation{Ray: map[string]float64{}}
+	if scope.Contains("a") {
+		a.CPU = 3
+	}
+	return a
+}
+
+func item(ns, name, status string) *k8s.Item {
+	return &k8s.Item{Summary: k8s.Summary{Namespace: ns, Name: name, Status: status, Type: k8s.TypeInstance}}
+}
+
+type handlerEnv struct {
+	objects    *fakeObjects
+	objectsErr error
+	authz      *fakeAuthz
+	store      *fakeStore
+}
+
+func (e *handlerEnv) router() http.Handler {
+	reg, httpMetrics := metrics.NewRegistry()
+	return NewRouter(Deps{
+		Kinds: k8s.NewKinds(), Store: e.store, Authz: e.authz, Log: zap.NewNop(), Gatherer: reg, HTTP: httpMetrics,
+		Objects: func(*k8s.Kind, string) (Objects, error) {
+			if e.objectsErr != nil {
+				return nil, e.objectsErr
+			}
+			return e.objects, nil
+		},
+	})
+}
+
+func instance(ns, name string) *k8s.Current {
+	u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "ray.io/v1", "kind": "RayCluster"}}
+	u.SetNamespace(ns)
+	u.SetName(name)
+	return &k8s.Current{Instance: u}
+}
+
+func template(name string) *k8s.Current {
+	u := &unstructured.Unstructured{Object: map[string]any{}}
+	u.SetName(name)
+	return &k8s.Current{Template: &k8s.Template{ConfigMap: &corev1.ConfigMap{}, Manifest: u}}
+}
+
+var conflict = apierrors.NewConflict(schema.GroupResource{Group: "ray.io", Resource: "rayclusters"}, "x", io.EOF)
+
+// The handlers past authentication, in process, with fakes: what each answers, and what it asked of
+// the objects.
+func TestHandlers(t *testing.T) {
+	cases := []struct {
+		name         string
+		env          handlerEnv
+		method, path string
+		contentType  string
+		body         string
+		wantCode     int
+		wantReason   string
+		wantCalls    []string
+		check        func(t *testing.T, e *handlerEnv, data json.RawMessage)
+	}{
+		{
+			name:   "list in a namespace the caller may not list is 403",
+			env:    handlerEnv{authz: &fakeAuthz{scopes: map[string]auth.Scope{"rayclusters": auth.Namespaces("b")}}},
+			method: "GET", path: "/rest/ray/v1/namespaces/a/rayclusters", wantCode: 403, wantReason: "Forbidden",
+		},
+		{
+			name: "list across namespaces shows only the allowed ones",
+			env: handlerEnv{authz: &fakeAuthz{scopes: map[string]auth.Scope{"rayclusters": auth.Namespaces("b")}},
+				store: &fakeStore{items: map[string][]*k8s.Item{"rayclusters": {item("a", "x", "Running"), item("b", "y", "Running"), item("b", "z", "Stopped")}}}},
+			method: "GET", path: "/rest/ray/v1/rayclusters?sortBy=name&order=asc", wantCode: 200,
+			check: func(t *testing.T, _ *handlerEnv, data json.RawMessage) {
+				var d ListData
+				require.NoError(t, json.Unmarshal(data, &d))
+				assert.Equal(t, 2, d.Total)
+				require.Len(t, d.Items, 2)
+				assert.Equal(t, []string{"y", "z"}, []string{d.Items[0].Name, d.Items[1].Name})
+			},
+		},
+		{
+			name:   "the caller's objects cannot be made: the error's status",
+			env:    handlerEnv{objectsErr: apierrors.NewUnauthorized("token expired")},
+			method: "GET", path: "/rest/ray/v1/namespaces/a/rayclusters/x", wantCode: 401, wantReason: "Unauthorized",
+		},
+		{
+			name:   "create without starting records the creator and asks for a stopped create",
+			method: "POST", path: "/rest/ray/v1/namespaces/a/rayclusters?start=false", contentType: "application/yaml",
+			body: "metadata: {name: demo}\nspec: {}\n", wantCode: 201, wantCalls: []string{"create a/demo"},
+			check: func(t *testing.T, e *handlerEnv, _ json.RawMessage) {
+				assert.False(t, e.objects.start)
+				assert.Equal(t, "alice@example", e.objects.created.GetAnnotations()[k8s.CreatorKey])
+				assert.Equal(t, "alice_example", e.objects.created.GetLabels()[k8s.CreatorKey])
+				assert.Equal(t, "RayCluster", e.objects.created.GetKind(), "the kind follows from the path")
+			},
+		},
+		{
+			name:   "create with a name KubeRay cannot use is 422 before any Kubernetes call",
+			method: "POST", path: "/rest/ray/v1/namespaces/a/rayclusters", contentType: "application/json",
+			body: `{"metadata":{"name":"Not_A_Name"}}`, wantCode: 422, wantReason: "Invalid",
+		},
+		{
+			name:   "a dry run answers 200",
+			method: "POST", path: "/rest/ray/v1/namespaces/a/rayclusters?dryRun=true", contentType: "application/json",
+			body: `{"metadata":{"name":"demo"}}`, wantCode: 200, wantCalls: []string{"create a/demo"},
+		},
+		{
+			name:   "detail of a template has no dashboard and no events call",
+			env:    handlerEnv{objects: &fakeObjects{current: template("demo")}},
+			method: "GET", path: "/rest/ray/v1/namespaces/a/rayservices/demo", wantCode: 200,
+			wantCalls: []string{"resolve a/demo", "events"},
+			check: func(t *testing.T, _ *handlerEnv, data json.RawMessage) {
+				var d Detail
+				require.NoError(t, json.Unmarshal(data, &d))
+				assert.Equal(t, k8s.TypeTemplate, d.Type)
+				assert.Empty(t, d.DashboardURL)
+			},
+		},
+		{
+			name:   "detail of an instance links its dashboard proxy",
+			env:    handlerEnv{objects: &fakeObjects{current: instance("a", "demo")}},
+			method: "GET", path: "/rest/ray/v1/namespaces/a/rayclusters/demo", wantCode: 200,
+			check: func(t *testing.T, _ *handlerEnv, data json.RawMessage) {
+				var d Detail
+				require.NoError(t, json.Unmarshal(data, &d))
+				assert.Equal(t, "/rest/ray/v1/namespaces/a/rayclusters/demo/dashboard/", d.DashboardURL)
+			},
+		},
+		{
+			name:   "delete refused by the lifecycle keeps its status",
+			env:    handlerEnv{objects: &fakeObjects{err: conflict}},
+			method: "DELETE", path: "/rest/ray/v1/namespaces/a/rayclusters/x?force=false", wantCode: 409, wantReason: "Conflict",
+			wantCalls: []string{"delete a/x"},
+		},
+		{
+			name:   "a bad force flag is 400 before the delete",
+			method: "DELETE", path: "/rest/ray/v1/namespaces/a/rayclusters/x?force=maybe", wantCode: 400, wantReason: "BadRequest",
+		},
+		{
+			name:   "start answers the object as it is afterwards",
+			env:    handlerEnv{objects: &fakeObjects{current: instance("a", "x")}},
+			method: "POST", path: "/rest/ray/v1/namespaces/a/rayclusters/x/start", wantCode: 200, wantCalls: []string{"start a/x"},
+		},
+		{
+			name:   "logs of a template are 409 without opening a stream",
+			env:    handlerEnv{objects: &fakeObjects{current: template("x")}},
+			method: "GET", path: "/rest/ray/v1/namespaces/a/rayservices/x/logs", wantCode: 409, wantReason: "Conflict",
+			wantCalls: []string{"resolve a/x"},
+		},
+		{
+			name:   "batch delete answers each item in order, deleting duplicates once",
+			env:    handlerEnv{objects: &fakeObjects{deleteOf: map[string]error{"a/busy": conflict}}},
+			method: "POST", path: "/rest/ray/v1/rayclusters/batch-delete", contentType: "application/json",
+			body:     `{"items":[{"namespace":"a","name":"x"},{"namespace":"a","name":"busy"},{"namespace":"a","name":"x"}]}`,
+			wantCode: 200,
+			check: func(t *testing.T, e *handlerEnv, data json.RawMessage) {
+				var res []BatchResult
+				require.NoError(t, json.Unmarshal(data, &res))
+				require.Len(t, res, 3)
+				assert.Equal(t, []int{200, 409, 200}, []int{res[0].Code, res[1].Code, res[2].Code})
+				assert.ElementsMatch(t, []string{"delete a/x", "delete a/busy"}, e.objects.calls)
+			},
+		},
+		{
+			name:   "the dashboard proxy refuses a caller without services/proxy before reading anything",
+			env:    handlerEnv{authz: &fakeAuthz{allowed: false}},
+			method: "GET", path: "/rest/ray/v1/namespaces/a/rayclusters/x/dashboard/api/version", wantCode: 403, wantReason: "Forbidden",
+		},
+		{
+			name:   "metrics are per RayCluster",
+			method: "GET", path: "/rest/ray/v1/namespaces/a/rayjobs/x/metrics", wantCode: 404, wantReason: "NotFound",
+		},
+		{
+			name: "the overview of a namespace counts what the caller may list there",
+			env: handlerEnv{authz: &fakeAuthz{scopes: map[string]auth.Scope{"rayjobs": auth.Namespaces()}},
+				store: &fakeStore{items: map[string][]*k8s.Item{
+					"rayclusters": {item("a", "x", "Running"), item("a", "y", "Stopped")},
+					"rayjobs":     {item("a", "j", "Running")}}}},
+			method: "GET", path: "/rest/ray/v1/overview?namespace=a", wantCode: 200,
+			check: func(t *testing.T, _ *handlerEnv, data json.RawMessage) {
+				var d OverviewData
+				require.NoError(t, json.Unmarshal(data, &d))
+				assert.Equal(t, k8s.KindCount{Total: 2, Active: 1}, d.Counts.RayClusters)
+				assert.Equal(t, k8s.KindCount{}, d.Counts.RayJobs, "RayJobs the caller may not list count nothing")
+				assert.InDelta(t, 3.0, d.Allocated.CPU, 1e-9)
+			},
+		},
+		{
+			name:   "the overview of a namespace where Ray clusters may not be listed is 403",
+			env:    handlerEnv{authz: &fakeAuthz{scopes: map[string]auth.Scope{"rayclusters": auth.Namespaces()}}},
+			method: "GET", path: "/rest/ray/v1/overview?namespace=a", wantCode: 403, wantReason: "Forbidden",
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			e := tc.env
+			if e.objects == nil {
+				e.objects = &fakeObjects{}
+			}
+			if e.authz == nil {
+				e.authz = &fakeAuthz{allowed: true}
+			}
+			if e.store == nil {
+				e.store = &fakeStore{}
+			}
+			r := httptest.NewRequest(tc.method, tc.path, strings.NewReader(tc.body))
+			r.Header.Set("Authorization", "Bearer t")
+			if tc.contentType != "" {
+				r.Header.Set("Content-Type", tc.contentType)
+			}
+			w := httptest.NewRecorder()
+			e.router().ServeHTTP(w, r)
+			require.Equal(t, tc.wantCode, w.Code, w.Body.String())
+			var env struct {
+				Envelope
+				Data json.RawMessage `json:"data"`
+			}
+			require.NoError(t, json.Unmarshal(w.Body.Bytes(), &env), w.Body.String())
+			assert.Equal(t, w.Code, env.Code)
+			assert.Equal(t, tc.wantReason, env.Reason)
+			if tc.wantCalls != nil {
+				assert.Equal(t, tc.wantCalls, e.objects.calls)
+			}
+			if tc.check != nil {
+				tc.check(t, &e, env.Data)
+			}
+		})
+	}
+}
