@@ -2,7 +2,6 @@ package auth
 
 import (
 	"context"
-	"errors"
 	"net/http/httptest"
 	"testing"
 	"time"
@@ -20,15 +19,16 @@ import (
 
 func TestTokenFromRequest(t *testing.T) {
 	r := httptest.NewRequest("GET", "/", nil)
-	assert.Equal(t, "", TokenFromRequest(r))
+	assert.Empty(t, TokenFromRequest(r))
 	r.Header.Set("Authorization", "Basic abc")
-	assert.Equal(t, "", TokenFromRequest(r), "only bearer tokens")
+	assert.Empty(t, TokenFromRequest(r), "only bearer tokens")
 	r.Header.Set("Authorization", "Bearer  std ")
 	assert.Equal(t, "std", TokenFromRequest(r))
 	r.Header.Set("X-OpenFuyao-Authorization", "bearer fuyao")
 	assert.Equal(t, "fuyao", TokenFromRequest(r), "the openFuyao header first")
 	assert.NotContains(t, TokenHash("secret-token"), "secret")
-	assert.Equal(t, TokenHash("a"), TokenHash("a"))
+	first, again := TokenHash("a"), TokenHash("a")
+	assert.Equal(t, first, again, "the same token, the same name")
 	assert.NotEqual(t, TokenHash("a"), TokenHash("b"))
 }
 
@@ -36,11 +36,11 @@ func TestTokenFromRequest(t *testing.T) {
 func TestReviewerCachesPerToken(t *testing.T) {
 	reviews := 0
 	cs := fake.NewSimpleClientset()
-	cs.PrependReactor("create", "selfsubjectaccessreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
+	cs.PrependReactor("create", "selfsubjectaccessreviews", func(k8stesting.Action) (bool, runtime.Object, error) {
 		reviews++
 		return true, &authorizationv1.SelfSubjectAccessReview{Status: authorizationv1.SubjectAccessReviewStatus{Allowed: true}}, nil
 	})
-	cs.PrependReactor("create", "selfsubjectreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
+	cs.PrependReactor("create", "selfsubjectreviews", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, &authenticationv1.SelfSubjectReview{Status: authenticationv1.SelfSubjectReviewStatus{
 			UserInfo: authenticationv1.UserInfo{Username: "alice"}}}, nil
 	})
@@ -60,7 +60,7 @@ func TestReviewerCachesPerToken(t *testing.T) {
 	r.now = func() time.Time { return now }
 	ctx := context.Background()
 	a := Attributes{Verb: "list", Group: "ray.io", Resource: "rayclusters", Namespace: "ns"}
-	for i := 0; i < 3; i++ {
+	for range 3 {
 		ok, err := r.Allowed(ctx, "t1", a)
 		require.NoError(t, err)
 		assert.True(t, ok)
@@ -83,5 +83,5 @@ func TestReviewerCachesPerToken(t *testing.T) {
 	assert.True(t, apierrors.IsUnauthorized(err), "%v", err)
 	_, err = r.UserName(ctx, "bad")
 	assert.True(t, apierrors.IsUnauthorized(err))
-	assert.False(t, errors.Is(err, context.Canceled))
+	assert.NotErrorIs(t, err, context.Canceled)
 }

@@ -27,9 +27,9 @@ func TestLoadPrecedence(t *testing.T) {
 
 func TestLoadRefusals(t *testing.T) {
 	_, err := Load([]string{"--log-level", "loud"})
-	assert.ErrorContains(t, err, "log-level")
+	require.ErrorContains(t, err, "log-level")
 	_, err = Load([]string{"--config", filepath.Join(t.TempDir(), "missing.yaml")})
-	assert.ErrorContains(t, err, "missing.yaml")
+	require.ErrorContains(t, err, "missing.yaml")
 	_, err = Load([]string{"--no-such-flag"})
 	assert.Error(t, err)
 }

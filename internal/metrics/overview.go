@@ -271,10 +271,9 @@ func scopeParts(sc Scope, step time.Duration) (parts, error) {
 		podMatchers += `,created_by_name="` + sc.Cluster + `"`
 	}
 	p.rayPods = `max by (namespace, pod) (kube_pod_info{` + podMatchers + `})`
-	rate := step
-	if rate < time.Minute {
-		rate = time.Minute // at least a few scrapes
-	}
+	rate := max(step,
+		// at least a few scrapes
+		time.Minute)
 	p.rate = model.Duration(rate).String()
 	return p, nil
 }
@@ -321,11 +320,9 @@ func (q *Querier) Usage(ctx context.Context, w Window, sc Scope) (Used, Series, 
 	errs := make([]error, len(queries))
 	var wg sync.WaitGroup
 	for i, qu := range queries {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			results[i], errs[i] = q.rangeQuery(ctx, qu.promql(p), w)
-		}()
+		})
 	}
 	wg.Wait()
 	var warnings []string

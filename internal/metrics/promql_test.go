@@ -4,7 +4,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -92,7 +91,7 @@ func TestPromQLEdgeCases(t *testing.T) {
 	require.NoError(t, os.WriteFile(path, b, 0o644))
 	out, err := exec.Command(promtool, "test", "rules", path).CombinedOutput()
 	require.NoError(t, err, "promtool test rules:\n%s", out)
-	require.True(t, strings.Contains(string(out), "SUCCESS"), "%s", out)
+	require.Contains(t, string(out), "SUCCESS", "%s", out)
 }
 
 func TestScopeRefusesWhatIsNotAName(t *testing.T) {

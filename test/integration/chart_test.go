@@ -125,7 +125,7 @@ func TestHelmChart(t *testing.T) {
 		assert.Equal(t, 1, decode[listData](t, get(nsPath(work, "rayservices")+"?type=template")).Total, "templates")
 		o := decode[overviewData](t, get("/rest/ray/v1/overview?namespace="+work))
 		assert.Equal(t, 1, o.Counts.ActiveRayClusters)
-		assert.Equal(t, 5.0, o.Allocated.CPU)
+		assert.InDelta(t, 5.0, o.Allocated.CPU, 1e-9)
 	})
 	t.Run("every permission of the ClusterRole is needed", func(t *testing.T) {
 		// Without each single permission the service must either never become ready, or lag behind a
@@ -142,15 +142,13 @@ func TestHelmChart(t *testing.T) {
 		var wg sync.WaitGroup
 		launch := func(what, sa string, rules []rbacv1.PolicyRule) {
 			kubeconfig := grant(t, ns, sa, rules)
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
+			wg.Go(func() {
 				svc, _ := launchServiceEnv(env.root, env.state, env.vars, "ray-service-"+sa+".log", 8*time.Second,
 					[]string{"KUBE_FEATURE_WatchListClient=false"}, "--kubeconfig", kubeconfig)
 				mu.Lock()
 				variants = append(variants, variant{what: what, svc: svc})
 				mu.Unlock()
-			}()
+			})
 		}
 		launch("", "reference", role.Rules)
 		for ri, rule := range role.Rules {
@@ -209,9 +207,7 @@ func TestHelmChart(t *testing.T) {
 				if v.svc == nil || v.what == "" || lagging[v.what] {
 					continue
 				}
-				check.Add(1)
-				go func() {
-					defer check.Done()
+				check.Go(func() {
 					for !sees(v.svc, step) {
 						if time.Now().After(deadline) {
 							mu.Lock()
@@ -221,7 +217,7 @@ func TestHelmChart(t *testing.T) {
 						}
 						time.Sleep(100 * time.Millisecond)
 					}
-				}()
+				})
 			}
 			check.Wait()
 			time.Sleep(2 * time.Second)

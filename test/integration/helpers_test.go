@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"mime/multipart"
 	"net/http"
@@ -44,10 +45,20 @@ type response struct {
 // call sends a request to the service. body may be nil; token "" sends none.
 func call(t *testing.T, method, path, token, contentType string, body []byte) *response {
 	t.Helper()
+	r, err := send(method, path, token, contentType, body)
+	require.NoError(t, err)
+	return r
+}
+
+// send is call for goroutines other than the test's own: it returns what went wrong instead of
+// failing the test.
+func send(method, path, token, contentType string, body []byte) (*response, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, method, env.serviceURL+path, bytes.NewReader(body))
-	require.NoError(t, err)
+	if err != nil {
+		return nil, err
+	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
@@ -55,17 +66,25 @@ func call(t *testing.T, method, path, token, contentType string, body []byte) *r
 		req.Header.Set("Content-Type", contentType)
 	}
 	res, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
+	if err != nil {
+		return nil, err
+	}
 	defer res.Body.Close()
 	raw, err := io.ReadAll(res.Body)
-	require.NoError(t, err)
+	if err != nil {
+		return nil, err
+	}
 	r := &response{Status: res.StatusCode, Header: res.Header, Raw: raw}
 	record(method, path, r)
 	if res.Header.Get("Content-Type") == "application/json; charset=utf-8" {
-		require.NoError(t, json.Unmarshal(raw, r), "body: %s", raw)
-		require.Equal(t, r.Status, r.Code, "envelope code must equal the HTTP status: %s", raw)
+		if err := json.Unmarshal(raw, r); err != nil {
+			return nil, fmt.Errorf("body %s: %w", raw, err)
+		}
+		if r.Status != r.Code {
+			return nil, fmt.Errorf("envelope code %d must equal the HTTP status %d: %s", r.Code, r.Status, raw)
+		}
 	}
-	return r
+	return r, nil
 }
 
 // multipartFile builds a multipart body with data in field "file".

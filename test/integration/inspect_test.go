@@ -268,11 +268,7 @@ func TestEventsOfUnschedulableCluster(t *testing.T) {
 		assert.False(t, events[i].LastTime.After(events[i-1].LastTime), "newest first")
 	}
 	d := call(t, "GET", itemPath(ns, "rayclusters", "huge"), admin, "", nil)
-	var detail struct {
-		DashboardURL string  `json:"dashboardURL"`
-		Events       []event `json:"events"`
-	}
-	detail = decode[struct {
+	detail := decode[struct {
 		DashboardURL string  `json:"dashboardURL"`
 		Events       []event `json:"events"`
 	}](t, d)

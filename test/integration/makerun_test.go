@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -138,10 +139,13 @@ func (m *makeRun) waitExit(t *testing.T, within time.Duration) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	require.NotEmpty(t, m.pids, "the stack recorded no PIDs")
+	var alive []string
 	for name, pid := range m.pids {
-		err := syscall.Kill(pid, 0)
-		assert.True(t, errors.Is(err, syscall.ESRCH), "%s (PID %d) is still alive after make run ended", name, pid)
+		if !errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) {
+			alive = append(alive, fmt.Sprintf("%s (PID %d)", name, pid))
+		}
 	}
+	assert.Empty(t, alive, "still alive after make run ended")
 	left, _ := filepath.Glob(filepath.Join(m.state, "pids", "*.pid"))
 	assert.Empty(t, left, "PID files left behind")
 	_, _, err := httpGet(context.Background(), "http://"+m.listen+"/healthz")

@@ -129,7 +129,7 @@ func TestOverview(t *testing.T) {
 		g := req[corev1.ResourceName("nvidia.com/gpu")]
 		wantGPU += g.Value()
 	}
-	assert.Equal(t, 7.0, wantCPU, "head: the init container's 3 CPUs; workers: 2 each")
+	assert.InDelta(t, 7.0, wantCPU, 1e-9, "head: the init container's 3 CPUs; workers: 2 each")
 
 	overview := func(base, query string) overviewData {
 		t.Helper()
@@ -149,7 +149,7 @@ func TestOverview(t *testing.T) {
 	assert.Equal(t, 0, d.Counts.RayJobs.Active)
 	assert.Equal(t, 0, d.Counts.RayServices.Active)
 	assert.Equal(t, 1, d.Counts.ActiveRayClusters)
-	assert.Equal(t, wantCPU, d.Allocated.CPU)
+	assert.InDelta(t, wantCPU, d.Allocated.CPU, 1e-9)
 	assert.Equal(t, wantMem, d.Allocated.MemoryBytes)
 	assert.Equal(t, wantGPU, d.Allocated.GPU)
 	assert.Equal(t, map[string]float64{"CPU": 4, "GPU": 2, "memory": float64(2<<30 + 2*(4<<30))}, d.Allocated.Ray)
@@ -171,7 +171,7 @@ func TestOverview(t *testing.T) {
 	require.Equal(t, 200, r.Status, "%s", r.Raw)
 	bd := decode[overviewData](t, r)
 	assert.Equal(t, *d.Counts, *bd.Counts)
-	assert.Equal(t, d.Allocated.CPU, bd.Allocated.CPU)
+	assert.InDelta(t, d.Allocated.CPU, bd.Allocated.CPU, 1e-9)
 
 	// A Prometheus of our own, backfilled with exporter data for these pods.
 	end := time.Now().Add(-2 * time.Hour).Truncate(time.Minute)
@@ -222,9 +222,8 @@ func TestOverview(t *testing.T) {
 	before := rangeQueries()
 	other := fmt.Sprintf("start=%d&end=%d&step=60s", start.Unix(), end.Unix())
 	var wg sync.WaitGroup
-	for i := 0; i < 10; i++ {
-		wg.Add(1)
-		go func() { defer wg.Done(); overview(svc.url, "namespace="+ns+"&"+other) }()
+	for range 10 {
+		wg.Go(func() { ; overview(svc.url, "namespace="+ns+"&"+other) })
 	}
 	wg.Wait()
 	assert.Equal(t, 11, rangeQueries()-before, "10 identical overviews: one evaluation of each of the 11 queries")
@@ -240,14 +239,14 @@ func TestOverview(t *testing.T) {
 	cd := decode[overviewData](t, &response{Data: dataOf(t, body)})
 	assert.Nil(t, cd.Counts)
 	assert.InDelta(t, 1.75, *cd.Used.CPU, 1e-9)
-	assert.Equal(t, wantCPU, cd.Allocated.CPU)
+	assert.InDelta(t, wantCPU, cd.Allocated.CPU, 1e-9)
 	assert.Contains(t, cd.GrafanaURL, "&var-Cluster=ova")
 
 	// Prometheus goes away: counts and allocated still exact, a warning for each figure.
 	stopProm()
 	d = overview(svc.url, "namespace="+ns+"&range=1h")
 	assert.Equal(t, 1, d.Counts.ActiveRayClusters)
-	assert.Equal(t, wantCPU, d.Allocated.CPU)
+	assert.InDelta(t, wantCPU, d.Allocated.CPU, 1e-9)
 	assert.Nil(t, d.Used.CPU)
 	assert.Len(t, d.Warnings, 11)
 	for _, w := range d.Warnings {
@@ -361,7 +360,7 @@ func prometheusFixture(ns string, pods []corev1.Pod, from, to time.Time) string 
 		// An OpenMetrics counter family is named without the _total its samples carry.
 		fmt.Fprintf(&b, "# TYPE %s %s\n", strings.TrimSuffix(name, "_total"), byName[name][0].kind)
 		for _, s := range byName[name] {
-			for i := 0; i < n; i++ {
+			for i := range n {
 				ts := float64(from.Unix()) + 15*float64(i)
 				fmt.Fprintf(&b, "%s{%s} %s %s\n", name, s.labels, strconv.FormatFloat(s.value(i, ts), 'f', -1, 64), strconv.FormatFloat(ts, 'f', -1, 64))
 			}

@@ -143,7 +143,7 @@ func TestCreateFromSamples(t *testing.T) {
 	require.Len(t, l.Items, 1)
 	require.Len(t, l.Items[0].WorkerGroups, 1)
 	assert.Equal(t, int64(2), l.Items[0].WorkerGroups[0].ReadyReplicas)
-	assert.Equal(t, 3.0, l.Items[0].Requested.CPU) // head 1 + 2 workers x 1
+	assert.InDelta(t, 3.0, l.Items[0].Requested.CPU, 1e-9) // head 1 + 2 workers x 1
 
 	eventually(t, 30*time.Second, "all RayJobs in the cache", func() bool {
 		r := call(t, "GET", nsPath(ns, "rayjobs")+"?pageSize=500", admin, "", nil)
