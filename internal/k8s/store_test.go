@@ -1,0 +1,98 @@
+package k8s
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"ray-service/internal/auth"
+)
+
+func storePod(name, cluster, nodeType, group string, ready bool) *corev1.Pod {
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "team", Labels: map[string]string{
+			RayNodeLabel: "yes", RayClusterLabel: cluster, RayNodeTypeLabel: nodeType, RayGroupLabel: group}},
+		Status: corev1.PodStatus{Phase: corev1.PodPending},
+	}
+	if ready {
+		p.Status.Phase = corev1.PodRunning
+		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+	}
+	return p
+}
+
+// The store publishes each object's whole summary when the object or a pod of its Ray cluster
+// changes: a read needs no second step.
+func TestStorePublishesWholeSummaries(t *testing.T) {
+	kinds := NewKinds()
+	listKinds := map[schema.GroupVersionResource]string{}
+	for _, k := range kinds.All() {
+		listKinds[k.GVR()] = k.Kind + "List"
+	}
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), listKinds)
+	core := fake.NewSimpleClientset()
+	store, err := NewStore(dyn, core, kinds, 0)
+	require.NoError(t, err)
+	ctx := t.Context()
+	store.Start(ctx)
+	require.True(t, store.WaitForSync(ctx))
+
+	e := &lifecycleEnv{t: t, kind: kinds.Cluster(), dyn: dyn, core: core}
+	e.seed("demo", rayClusterReady)
+	cluster := kinds.Cluster()
+	published := func() *Item {
+		items := store.Items(cluster, auth.AllNamespaces(), auth.Scope{})
+		if len(items) != 1 {
+			return nil
+		}
+		return items[0]
+	}
+	eventually := func(what string, cond func(it *Item) bool) {
+		t.Helper()
+		require.Eventually(t, func() bool { it := published(); return it != nil && cond(it) }, 5*time.Second, 10*time.Millisecond, what)
+	}
+	eventually("the object is published, Running", func(it *Item) bool { return it.Summary.Status == StatusRunning })
+	before := published()
+
+	pods := core.CoreV1().Pods("team")
+	_, err = pods.Create(ctx, storePod("demo-head", "demo", NodeTypeHead, "headgroup", true), metav1.CreateOptions{})
+	require.NoError(t, err)
+	for _, name := range []string{"demo-small-a", "demo-small-b"} {
+		_, err = pods.Create(ctx, storePod(name, "demo", NodeTypeWorker, "small", true), metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	_, err = pods.Create(ctx, storePod("other-worker", "other", NodeTypeWorker, "small", true), metav1.CreateOptions{})
+	require.NoError(t, err)
+	eventually("two ready workers in group small", func(it *Item) bool { return it.Summary.WorkerGroups[0].ReadyReplicas == 2 })
+	assert.Zero(t, before.Summary.WorkerGroups[0].ReadyReplicas, "a published item is never changed")
+
+	head := storePod("demo-head", "demo", NodeTypeHead, "headgroup", false)
+	head.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "ray-head",
+		State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}}}}
+	_, err = pods.Update(ctx, head, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	eventually("a head that cannot start makes it Failed", func(it *Item) bool { return it.Summary.Status == StatusFailed })
+
+	require.NoError(t, pods.Delete(ctx, "demo-head", metav1.DeleteOptions{}))
+	require.NoError(t, pods.Delete(ctx, "demo-small-a", metav1.DeleteOptions{}))
+	eventually("back to Running with one ready worker", func(it *Item) bool {
+		return it.Summary.Status == StatusRunning && it.Summary.WorkerGroups[0].ReadyReplicas == 1
+	})
+
+	a := store.Allocated(auth.Namespaces("team"), "")
+	assert.Equal(t, 2, a.ActiveRayClusters, "demo and other have running pods")
+	assert.Equal(t, 0, store.Allocated(auth.Namespaces("elsewhere"), "").ActiveRayClusters)
+
+	require.NoError(t, dyn.Resource(cluster.GVR()).Namespace("team").Delete(ctx, "demo", metav1.DeleteOptions{}))
+	require.Eventually(t, func() bool { return len(store.Items(cluster, auth.AllNamespaces(), auth.Scope{})) == 0 },
+		5*time.Second, 10*time.Millisecond, "a deleted object is unpublished")
+	assert.Empty(t, store.Namespaces(cluster))
+}
