@@ -82,6 +82,7 @@ Ctrl-C stops the service and the stack.
 MSG
 # The service reaches Ray dashboards through the same loopback proxy setting as the operator.
 HTTP_PROXY=$OPERATOR_HTTP_PROXY NO_PROXY=127.0.0.1,localhost \
-  "$BIN" --listen "$LISTEN" --kubeconfig "$SERVICE_KUBECONFIG" --prometheus-url "$PROMETHEUS_URL" "$@" &
+  "$BIN" --listen "$LISTEN" --kubeconfig "$SERVICE_KUBECONFIG" --prometheus-url "$PROMETHEUS_URL" \
+  --template-key-file "$TEMPLATE_KEY_FILE" "$@" &
 pid=$!
 wait "$pid"

@@ -76,6 +76,8 @@ if [ ! -f "$P/sa.key" ]; then
   done
   chmod 600 "$STATE/tokens.csv"
 fi
+# The key ray-service signs its templates with, once per state directory.
+[ -f "$STATE/template.key" ] || (umask 077 && openssl rand -hex 32 >"$STATE/template.key")
 token() { awk -F, -v u="$1" '$2 == u {print $1}' "$STATE/tokens.csv"; }
 kubeconfig() { # file user
   cat >"$1" <<KC
@@ -190,6 +192,7 @@ export CAROL_TOKEN=$(token carol)
 export PROMETHEUS_URL=http://127.0.0.1:$PROM_PORT
 export OPERATOR_HTTP_PROXY=$OPERATOR_HTTP_PROXY
 export KWOK_LOGS_DIR="$STATE/pod-logs"
+export TEMPLATE_KEY_FILE="$STATE/template.key"
 ENV
 mkdir -p "$STATE/pod-logs"
 ok=1

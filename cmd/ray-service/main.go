@@ -67,8 +67,16 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	key, err := os.ReadFile(cfg.TemplateKeyFile)
+	if err != nil {
+		return fmt.Errorf("reading the template key: %w", err)
+	}
+	templates, err := k8s.NewTemplateSigner(key)
+	if err != nil {
+		return err
+	}
 	kinds := k8s.NewKinds()
-	store, err := k8s.NewStore(dyn, core, kinds, cfg.ResyncPeriod)
+	store, err := k8s.NewStore(dyn, core, kinds, templates, cfg.ResyncPeriod)
 	if err != nil {
 		return err
 	}
@@ -91,7 +99,8 @@ func run() error {
 			return err
 		}
 	}
-	manager := &k8s.Manager{Clients: clients, Dashboards: dashboards, Store: store, Authz: reviewer, DeleteWait: 30 * time.Second}
+	manager := &k8s.Manager{Clients: clients, Dashboards: dashboards, Store: store, Templates: templates, Authz: reviewer,
+		DeleteWait: 30 * time.Second}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
@@ -103,17 +112,20 @@ func run() error {
 		Objects: func(k *k8s.Kind, token string) (api.Objects, error) {
 			return manager.For(k, token)
 		},
-		Dashboards: dashboards,
-		Authz:      reviewer,
-		Log:        log,
-		Gatherer:   registry,
-		HTTP:       httpMetrics,
-		Usage:      usage,
-		Grafana:    api.Grafana{URL: cfg.GrafanaURL, DashboardUID: cfg.GrafanaDashboardUID},
-		Shutdown:   ctx,
-		Ready:      readiness(store, core.Discovery(), kinds),
+		Dashboards:      dashboards,
+		DashboardOrigin: cfg.DashboardOrigin,
+		Authz:           reviewer,
+		Log:             log,
+		Gatherer:        registry,
+		HTTP:            httpMetrics,
+		Usage:           usage,
+		Grafana:         api.Grafana{URL: cfg.GrafanaURL, DashboardUID: cfg.GrafanaDashboardUID},
+		Shutdown:        ctx,
+		Ready:           readiness(store, core.Discovery(), kinds),
 	})
-	srv := &http.Server{Addr: cfg.Listen, Handler: router, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Addr: cfg.Listen, Handler: router, ReadHeaderTimeout: 10 * time.Second,
+		// The request line and headers together; past it the server answers 431.
+		MaxHeaderBytes: api.MaxHeaderBytes}
 
 	errc := make(chan error, 1)
 	go func() {

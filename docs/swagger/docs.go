@@ -870,7 +870,7 @@ const docTemplate = `{
                         "Bearer": []
                     }
                 ],
-                "description": "Reverse proxy to the Ray dashboard of the cluster (a RayJob's or RayService's current\ncluster), reached by the head service's in-cluster name and dashboard port, honouring the\nHTTP proxy environment variables. For callers allowed get on services/proxy in the namespace.\nThe caller's credentials are not passed on. Responses are streamed unchanged.",
+                "description": "Reverse proxy to the Ray dashboard of the cluster (a RayJob's or RayService's current\ncluster), reached by the head service's in-cluster name and dashboard port, honouring the\nHTTP proxy environment variables. Each method needs the verb the apiserver would ask on\nservices/proxy in the namespace: get (GET, HEAD, OPTIONS), create (POST), update (PUT, PATCH),\ndelete (DELETE). The caller's credentials and cookies are not passed on. What the dashboard\nanswers is kept to its own box on the console's origin: Set-Cookie and headers that act on\nthe whole origin are dropped, redirects stay under the proxy path, and a Content-Security-Policy\nlets its pages load and connect only under the proxy path (the origin is the request's, or\nX-Forwarded-Proto and X-Forwarded-Host of a gateway). With the dashboard-origin setting the\nproxy is served only on that separate origin, and requests for it elsewhere are redirected.",
                 "tags": [
                     "inspect"
                 ],
@@ -928,6 +928,12 @@ const docTemplate = `{
                     },
                     "404": {
                         "description": "Not Found",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    },
+                    "405": {
+                        "description": "Method Not Allowed",
                         "schema": {
                             "$ref": "#/definitions/api.Envelope"
                         }
@@ -952,7 +958,7 @@ const docTemplate = `{
                         "Bearer": []
                     }
                 ],
-                "description": "Reverse proxy to the Ray dashboard of the cluster (a RayJob's or RayService's current\ncluster), reached by the head service's in-cluster name and dashboard port, honouring the\nHTTP proxy environment variables. For callers allowed get on services/proxy in the namespace.\nThe caller's credentials are not passed on. Responses are streamed unchanged.",
+                "description": "Reverse proxy to the Ray dashboard of the cluster (a RayJob's or RayService's current\ncluster), reached by the head service's in-cluster name and dashboard port, honouring the\nHTTP proxy environment variables. Each method needs the verb the apiserver would ask on\nservices/proxy in the namespace: get (GET, HEAD, OPTIONS), create (POST), update (PUT, PATCH),\ndelete (DELETE). The caller's credentials and cookies are not passed on. What the dashboard\nanswers is kept to its own box on the console's origin: Set-Cookie and headers that act on\nthe whole origin are dropped, redirects stay under the proxy path, and a Content-Security-Policy\nlets its pages load and connect only under the proxy path (the origin is the request's, or\nX-Forwarded-Proto and X-Forwarded-Host of a gateway). With the dashboard-origin setting the\nproxy is served only on that separate origin, and requests for it elsewhere are redirected.",
                 "tags": [
                     "inspect"
                 ],
@@ -1010,6 +1016,12 @@ const docTemplate = `{
                     },
                     "404": {
                         "description": "Not Found",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    },
+                    "405": {
+                        "description": "Method Not Allowed",
                         "schema": {
                             "$ref": "#/definitions/api.Envelope"
                         }
@@ -1367,7 +1379,7 @@ const docTemplate = `{
                         "Bearer": []
                     }
                 ],
-                "description": "Starts the object; starting what already runs returns 200 and changes nothing.\nRayCluster: spec.suspend=false. RayJob: a suspended job resumes, a template is created, a finished\njob (Succeeded, Failed, Stopped) runs again: it is re-created from its spec under the same name.\nRayService: the template is created. A template is removed once its object exists; if a start is\ninterrupted, starting again completes it. Answers the object as it is afterwards.",
+                "description": "Starts the object; starting what already runs returns 200 and changes nothing.\nRayCluster: spec.suspend=false. RayJob: a suspended job resumes, a template is created, a finished\njob (Succeeded, Failed, Stopped) runs again: it is re-created from its spec under the same name.\nRayService: the template is created. A template is removed once its object exists; if a start is\ninterrupted, starting again completes it. Answers the object as it is afterwards. Templates are\ntrusted only as the service signed them: a ConfigMap of a template's name that the service did\nnot write, or that was changed since, is 409 and is never followed; what a template creates is\nalways the kind, namespace and name of the path.",
                 "produces": [
                     "application/json"
                 ],
@@ -1474,7 +1486,7 @@ const docTemplate = `{
                         "Bearer": []
                     }
                 ],
-                "description": "Stops the object; stopping what is stopped (or stopping) returns 200 and changes nothing.\nRayCluster: spec.suspend=true. RayJob: spec.suspend=true where KubeRay allows it\n(shutdownAfterJobFinishes true, no clusterSelector); otherwise its Ray job is stopped through the\ncluster's Ray dashboard, for callers allowed to update the RayJob. RayService: the manifest is stored\nas a template, then the instance is deleted. A finished RayJob is 409, as is a job not yet submitted.",
+                "description": "Stops the object; stopping what is stopped (or stopping) returns 200 and changes nothing.\nRayCluster: spec.suspend=true. RayJob: spec.suspend=true where KubeRay allows it\n(shutdownAfterJobFinishes true, no clusterSelector); otherwise its Ray job is stopped through the\ncluster's Ray dashboard, for callers allowed to update the RayJob. RayService: the manifest is stored\nas a template, then the instance is deleted. A finished RayJob is 409, as is a job not yet submitted,\nand a ConfigMap of the template's name that the service did not write (it is never adopted).",
                 "produces": [
                     "application/json"
                 ],

@@ -157,9 +157,12 @@ type handlerEnv struct {
 	store      *fakeStore
 }
 
-func (e *handlerEnv) router() http.Handler {
+func (e *handlerEnv) router() http.Handler { return e.routerWith(nil) }
+
+// routerWith builds the router of the environment, with change applied to its dependencies.
+func (e *handlerEnv) routerWith(change func(d *Deps)) http.Handler {
 	reg, httpMetrics := metrics.NewRegistry()
-	return NewRouter(Deps{
+	d := Deps{
 		Kinds: k8s.NewKinds(), Store: e.store, Authz: e.authz, Log: zap.NewNop(), Gatherer: reg, HTTP: httpMetrics,
 		Objects: func(*k8s.Kind, string) (Objects, error) {
 			if e.objectsErr != nil {
@@ -167,7 +170,22 @@ func (e *handlerEnv) router() http.Handler {
 			}
 			return e.objects, nil
 		},
-	})
+	}
+	if change != nil {
+		change(&d)
+	}
+	return NewRouter(d)
+}
+
+// recordingAuthz allows nothing and records what it was asked.
+type recordingAuthz struct {
+	fakeAuthz
+	asked []string
+}
+
+func (r *recordingAuthz) Allowed(_ context.Context, _ string, a auth.Attributes) (bool, error) {
+	r.asked = append(r.asked, a.Verb+" "+a.Resource+"/"+a.Subresource+" "+a.Namespace)
+	return false, nil
 }
 
 func instance(ns, name string) *k8s.Current {

@@ -4,19 +4,15 @@ import (
 	"bufio"
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
-	"net/http/httputil"
 	"strconv"
-	"strings"
 
 	"github.com/gin-gonic/gin"
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"ray-service/internal/auth"
 	"ray-service/internal/k8s"
 )
 
@@ -207,68 +203,4 @@ func logOptions(c *gin.Context) (*corev1.PodLogOptions, error) {
 		opts.LimitBytes = &limit
 	}
 	return opts, nil
-}
-
-// dashboard proxies to the Ray dashboard of the object's cluster.
-//
-//	@Summary		Ray dashboard
-//	@Description	Reverse proxy to the Ray dashboard of the cluster (a RayJob's or RayService's current
-//	@Description	cluster), reached by the head service's in-cluster name and dashboard port, honouring the
-//	@Description	HTTP proxy environment variables. For callers allowed get on services/proxy in the namespace.
-//	@Description	The caller's credentials are not passed on. Responses are streamed unchanged.
-//	@Tags			inspect
-//	@Security		Bearer
-//	@Param			namespace			path	string	true	"namespace"
-//	@Param			kind				path	string	true	"kind"	Enums(rayclusters, rayjobs, rayservices)
-//	@Param			name				path	string	true	"name"
-//	@Param			path				path	string	true	"path on the dashboard"
-//	@Success		200					"what the dashboard answers"
-//	@Failure		401,403,404,409,502	{object}	Envelope
-//	@Router			/rest/ray/v1/namespaces/{namespace}/{kind}/{name}/dashboard/{path} [get]
-//	@Router			/rest/ray/v1/namespaces/{namespace}/{kind}/{name}/dashboard/{path} [post]
-func (s *Server) dashboard(c *gin.Context) {
-	ns := c.Param("namespace")
-	allowed, err := s.Authz.Allowed(c.Request.Context(), token(c), auth.Attributes{Verb: "get", Resource: "services", Subresource: "proxy", Namespace: ns})
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	if !allowed {
-		s.fail(c, statusError(http.StatusForbidden, metav1.StatusReasonForbidden, fmt.Sprintf("the caller may not get services/proxy in namespace %q", ns)))
-		return
-	}
-	r, cur, ok := s.resolve(c)
-	if !ok {
-		return
-	}
-	addr := ""
-	if cur.Instance != nil {
-		addr = s.Dashboards.Address(r.kind, cur.Instance)
-	}
-	if addr == "" {
-		s.fail(c, statusError(http.StatusConflict, metav1.StatusReasonConflict, "it has no Ray cluster running: start it first"))
-		return
-	}
-	path := c.Param("path")
-	rp := &httputil.ReverseProxy{
-		Transport:     s.Dashboards.Transport(),
-		FlushInterval: -1,
-		Rewrite: func(pr *httputil.ProxyRequest) {
-			pr.Out.URL.Scheme, pr.Out.URL.Host, pr.Out.Host = "http", addr, addr
-			pr.Out.URL.Path, pr.Out.URL.RawPath = path, ""
-			for _, h := range []string{auth.OpenFuyaoHeader, auth.StandardHeader, "Cookie"} {
-				pr.Out.Header.Del(h)
-			}
-		},
-		ErrorHandler: func(_ http.ResponseWriter, _ *http.Request, err error) {
-			logger(c).Warn("Ray dashboard unreachable", zap.String("address", addr), zap.Error(err))
-			s.fail(c, statusError(http.StatusBadGateway, ReasonBadGateway, fmt.Sprintf("the Ray dashboard at %s did not answer", addr)))
-		},
-	}
-	rp.ServeHTTP(c.Writer, c.Request)
-}
-
-// dashboardRoot sends .../dashboard to .../dashboard/, so that the dashboard's relative links resolve.
-func (s *Server) dashboardRoot(c *gin.Context) {
-	c.Redirect(http.StatusMovedPermanently, strings.TrimSuffix(c.Request.URL.Path, "/")+"/")
 }

@@ -29,7 +29,10 @@ const batchInParallel = 8
 //	@Description	RayCluster: spec.suspend=false. RayJob: a suspended job resumes, a template is created, a finished
 //	@Description	job (Succeeded, Failed, Stopped) runs again: it is re-created from its spec under the same name.
 //	@Description	RayService: the template is created. A template is removed once its object exists; if a start is
-//	@Description	interrupted, starting again completes it. Answers the object as it is afterwards.
+//	@Description	interrupted, starting again completes it. Answers the object as it is afterwards. Templates are
+//	@Description	trusted only as the service signed them: a ConfigMap of a template's name that the service did
+//	@Description	not write, or that was changed since, is 409 and is never followed; what a template creates is
+//	@Description	always the kind, namespace and name of the path.
 //	@Tags			lifecycle
 //	@Produce		json
 //	@Security		Bearer
@@ -49,7 +52,8 @@ func (s *Server) start(c *gin.Context) { s.lifecycle(c, Objects.Start) }
 //	@Description	RayCluster: spec.suspend=true. RayJob: spec.suspend=true where KubeRay allows it
 //	@Description	(shutdownAfterJobFinishes true, no clusterSelector); otherwise its Ray job is stopped through the
 //	@Description	cluster's Ray dashboard, for callers allowed to update the RayJob. RayService: the manifest is stored
-//	@Description	as a template, then the instance is deleted. A finished RayJob is 409, as is a job not yet submitted.
+//	@Description	as a template, then the instance is deleted. A finished RayJob is 409, as is a job not yet submitted,
+//	@Description	and a ConfigMap of the template's name that the service did not write (it is never adopted).
 //	@Tags			lifecycle
 //	@Produce		json
 //	@Security		Bearer
@@ -69,7 +73,7 @@ func (s *Server) lifecycle(c *gin.Context, op func(Objects, context.Context, str
 		s.fail(c, err)
 		return
 	}
-	s.ok(c, http.StatusOK, detail(r, cur))
+	s.ok(c, http.StatusOK, s.detail(r, cur))
 }
 
 // BatchDeleteRequest names the objects to delete.

@@ -285,7 +285,7 @@ func (s *Server) create(c *gin.Context) {
 	if dryRun {
 		code = http.StatusOK
 	}
-	s.ok(c, code, detail(r, cur))
+	s.ok(c, code, s.detail(r, cur))
 }
 
 // get shows one object, read from the apiserver as the caller.
@@ -306,7 +306,7 @@ func (s *Server) get(c *gin.Context) {
 	if !ok {
 		return
 	}
-	d := detail(r, cur)
+	d := s.detail(r, cur)
 	// Events the caller may not list are left out of the detail, not refused.
 	if events, err := r.objects.Events(c.Request.Context(), cur); err == nil {
 		d.Events = events[:min(len(events), RecentEvents)]
@@ -329,7 +329,7 @@ func (s *Server) resolve(c *gin.Context) (*request, *k8s.Current, bool) {
 }
 
 // detail shows an instance or a template.
-func detail(r *request, cur *k8s.Current) Detail {
+func (s *Server) detail(r *request, cur *k8s.Current) Detail {
 	d := Detail{Summary: r.objects.Summarize(cur), Conditions: []any{}, Events: []k8s.EventInfo{}}
 	if cur.Template != nil {
 		d.Object = cur.Template.DetailObject().Object
@@ -338,7 +338,7 @@ func detail(r *request, cur *k8s.Current) Detail {
 	obj := cur.Instance.DeepCopy()
 	unstructured.RemoveNestedField(obj.Object, "metadata", "managedFields")
 	d.Object = obj.Object
-	d.DashboardURL = BasePath + "/namespaces/" + obj.GetNamespace() + "/" + r.kind.Resource + "/" + obj.GetName() + "/dashboard/"
+	d.DashboardURL = s.DashboardOrigin + dashboardPath(obj.GetNamespace(), r.kind.Resource, obj.GetName()) + "/"
 	if conds, ok, _ := unstructured.NestedSlice(obj.Object, "status", "conditions"); ok {
 		d.Conditions = conds
 	}
@@ -384,7 +384,7 @@ func (s *Server) replace(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	s.ok(c, http.StatusOK, detail(r, cur))
+	s.ok(c, http.StatusOK, s.detail(r, cur))
 }
 
 // delete deletes an object as the caller.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -26,6 +27,9 @@ import (
 
 // BasePath is the prefix of every API route.
 const BasePath = "/rest/ray/v1"
+
+// MaxHeaderBytes bounds what the server reads of a request line and its headers.
+const MaxHeaderBytes = 64 << 10
 
 // The handlers' dependencies are the small interfaces below, implemented by internal/k8s, internal/auth
 // and internal/metrics and wired in cmd/ray-service; a handler test builds Deps from fakes.
@@ -87,8 +91,11 @@ type Deps struct {
 	Objects ObjectsFor
 	// Dashboards reaches the Ray dashboards the proxy route serves.
 	Dashboards Dashboards
-	Authz      Authorizer
-	Log        *zap.Logger
+	// DashboardOrigin, when set (scheme://host[:port]), is a separate origin that alone serves the Ray
+	// dashboard proxy, so that what a dashboard answers never runs on the console's origin.
+	DashboardOrigin string
+	Authz           Authorizer
+	Log             *zap.Logger
 	// Gatherer holds the service's own metrics for /metrics; HTTP records requests into it.
 	Gatherer prometheus.Gatherer
 	HTTP     *metrics.HTTP
@@ -122,7 +129,7 @@ func NewRouter(d Deps) *gin.Engine {
 	r := gin.New()
 	r.ContextWithFallback = true
 	r.HandleMethodNotAllowed = true
-	r.Use(s.observe, s.recover)
+	r.Use(s.observe, s.recover, s.dashboardsOnlyThere)
 	r.NoRoute(func(c *gin.Context) {
 		s.fail(c, statusError(http.StatusNotFound, metav1.StatusReasonNotFound, fmt.Sprintf("no route %s %s", c.Request.Method, c.Request.URL.Path)))
 	})
@@ -181,8 +188,9 @@ func (s *Server) observe(c *gin.Context) {
 	}
 	elapsed := time.Since(start)
 	code := c.Writer.Status()
-	s.HTTP.Requests.WithLabelValues(c.Request.Method, route, strconv.Itoa(code)).Inc()
-	s.HTTP.Duration.WithLabelValues(c.Request.Method, route).Observe(elapsed.Seconds())
+	method := metrics.MethodLabel(c.Request.Method)
+	s.HTTP.Requests.WithLabelValues(method, route, strconv.Itoa(code)).Inc()
+	s.HTTP.Duration.WithLabelValues(method, route).Observe(elapsed.Seconds())
 	if route == "/healthz" || route == "/readyz" || route == "/metrics" {
 		return
 	}
@@ -205,6 +213,17 @@ func (s *Server) recover(c *gin.Context) {
 		}
 	}()
 	c.Next()
+}
+
+// dashboardsOnlyThere serves nothing but the dashboard proxy on the separate dashboard origin.
+func (s *Server) dashboardsOnlyThere(c *gin.Context) {
+	if s.DashboardOrigin == "" || requestOrigin(c.Request) != s.DashboardOrigin ||
+		strings.HasPrefix(c.FullPath(), BasePath+"/namespaces/:namespace/:kind/:name/dashboard") {
+		c.Next()
+		return
+	}
+	s.fail(c, statusError(http.StatusNotFound, metav1.StatusReasonNotFound, "this origin serves Ray dashboards only"))
+	c.Abort()
 }
 
 // authenticate requires a bearer token. The token is checked by the apiserver at its first use.

@@ -4,6 +4,7 @@ package config
 
 import (
 	"fmt"
+	"net/url"
 	"strings"
 	"time"
 
@@ -35,6 +36,12 @@ type Config struct {
 	AuthCacheTTL time.Duration `mapstructure:"auth-cache-ttl"`
 	// ResyncPeriod is the informers' resync period (0 disables resync).
 	ResyncPeriod time.Duration `mapstructure:"resync-period"`
+	// DashboardOrigin, when set (scheme://host[:port]), is a separate origin that alone serves the Ray
+	// dashboard proxy.
+	DashboardOrigin string `mapstructure:"dashboard-origin"`
+	// TemplateKeyFile holds the key the service signs its templates with (at least 32 bytes; every
+	// replica the same): a ConfigMap without its signature is no template.
+	TemplateKeyFile string `mapstructure:"template-key-file"`
 }
 
 // Load reads the configuration. args are the command-line arguments without the program name.
@@ -53,6 +60,8 @@ func Load(args []string) (*Config, error) {
 	fs.Duration("shutdown-timeout", 15*time.Second, "how long a graceful shutdown may take")
 	fs.Duration("auth-cache-ttl", 30*time.Second, "how long an access review verdict is cached")
 	fs.Duration("resync-period", 0, "informer resync period (0: none)")
+	fs.String("dashboard-origin", "", "a separate origin (scheme://host[:port]) that alone serves the Ray dashboard proxy")
+	fs.String("template-key-file", "", "file holding the key templates are signed with (at least 32 bytes; required)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -71,6 +80,16 @@ func Load(args []string) (*Config, error) {
 	var c Config
 	if err := v.Unmarshal(&c); err != nil {
 		return nil, fmt.Errorf("decoding configuration: %w", err)
+	}
+	if c.TemplateKeyFile == "" {
+		return nil, fmt.Errorf("template-key-file is required: the service signs the templates it stores with that key " +
+			"and trusts no other (see the chart's templateKey)")
+	}
+	if c.DashboardOrigin != "" {
+		u, err := url.Parse(c.DashboardOrigin)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Path != "" || u.RawQuery != "" {
+			return nil, fmt.Errorf("dashboard-origin %q: want scheme://host[:port], nothing after", c.DashboardOrigin)
+		}
 	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":

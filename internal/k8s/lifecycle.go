@@ -82,7 +82,7 @@ func (o *Objects) Start(ctx context.Context, ns, name string) (*Current, error) 
 		return nil, apierrors.NewConflict(o.Kind.GVR().GroupResource(), name, errors.New("it is being deleted"))
 	}
 	// An instance exists: a template left beside it by an interrupted start or stop is stale.
-	if err := o.deleteTemplate(ctx, ns, name); err != nil && !apierrors.IsNotFound(err) {
+	if err := o.deleteTemplateOf(ctx, ns, name); err != nil {
 		return nil, err
 	}
 	if suspended, _, _ := unstructured.NestedBool(obj.Object, "spec", "suspend"); suspended {
@@ -137,9 +137,12 @@ func (o *Objects) Delete(ctx context.Context, ns, name string, force bool) error
 			return err
 		}
 	}
-	// A caller who may not delete ConfigMaps deletes instances all the same, where there is no template.
-	if err := o.deleteTemplate(ctx, ns, name); err != nil && !apierrors.IsNotFound(err) &&
-		(cur.Template != nil || !apierrors.IsForbidden(err)) {
+	if cur.Template != nil {
+		return o.deleteTemplate(ctx, cur.Template)
+	}
+	// A caller who may not read or delete ConfigMaps deletes instances all the same, where there is
+	// no template.
+	if err := o.deleteTemplateOf(ctx, ns, name); err != nil && !apierrors.IsForbidden(err) {
 		return err
 	}
 	return nil
@@ -162,30 +165,39 @@ func (o *Objects) fromTemplate(ctx context.Context, tpl *Template) (*Current, er
 	if err != nil {
 		return nil, err
 	}
-	if err := o.deleteTemplate(ctx, m.GetNamespace(), m.GetName()); err != nil && !apierrors.IsNotFound(err) {
+	if err := o.deleteTemplate(ctx, tpl); err != nil {
 		return nil, err
 	}
 	return &Current{Instance: obj}, nil
 }
 
-// saveTemplate stores obj's manifest as its template (keeping one an interrupted step left).
+// saveTemplate stores obj's manifest as its template.
+//
+// A template already there is adopted only where this service stored it for this very instance (an
+// earlier attempt that was cut short); an older template of its own is replaced by the instance,
+// which is what runs; and a ConfigMap it did not write is refused (Conflict), never adopted.
 func (o *Objects) saveTemplate(ctx context.Context, obj *unstructured.Unstructured) (*Template, error) {
-	cm, err := o.Kind.templateConfigMap(obj)
+	cm, err := o.m.Templates.configMap(o.Kind, obj, string(obj.GetUID()))
 	if err != nil {
 		return nil, err
 	}
-	created, err := o.Clients.Core.CoreV1().ConfigMaps(obj.GetNamespace()).Create(ctx, cm, metav1.CreateOptions{})
+	cms := o.configMaps(obj.GetNamespace())
+	saved, err := cms.Create(ctx, cm, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
-		return o.GetTemplate(ctx, obj.GetNamespace(), obj.GetName())
+		existing, gerr := o.GetTemplate(ctx, obj.GetNamespace(), obj.GetName())
+		if gerr != nil {
+			return nil, gerr
+		}
+		if existing.ConfigMap.Annotations[TemplateParkedUIDKey] == string(obj.GetUID()) {
+			return existing, nil
+		}
+		cm.ResourceVersion = existing.ConfigMap.ResourceVersion
+		saved, err = cms.Update(ctx, cm, metav1.UpdateOptions{})
 	}
 	if err != nil {
 		return nil, err
 	}
-	m, err := templateManifest(created)
-	if err != nil {
-		return nil, err
-	}
-	return &Template{ConfigMap: created, Manifest: m}, nil
+	return o.m.Templates.read(o.Kind, saved)
 }
 
 // toTemplate stops an object that cannot be suspended: its manifest is stored first, then the instance

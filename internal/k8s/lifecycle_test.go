@@ -4,15 +4,18 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
@@ -59,8 +62,15 @@ func newLifecycleEnv(t *testing.T, resource string) *lifecycleEnv {
 			return false, nil, nil
 		})
 	}
-	e.objs = NewObjects(k, &Clients{Dynamic: e.dyn, Core: e.core}, &Manager{})
+	e.objs = NewObjects(k, &Clients{Dynamic: e.dyn, Core: e.core}, &Manager{Templates: testSigner(t)})
 	return e
+}
+
+func testSigner(t *testing.T) *TemplateSigner {
+	t.Helper()
+	s, err := NewTemplateSigner([]byte("a key of the tests, 32 bytes at least"))
+	require.NoError(t, err)
+	return s
 }
 
 func (e *lifecycleEnv) manifest(name string) *unstructured.Unstructured {
@@ -292,4 +302,117 @@ type fakeAuthorizer struct {
 func (f *fakeAuthorizer) Allowed(_ context.Context, _ string, a auth.Attributes) (bool, error) {
 	f.asked = append(f.asked, fmt.Sprintf("%s %s %s/%s", a.Verb, a.Resource, a.Namespace, a.Name))
 	return f.allowed, nil
+}
+
+// Only a ConfigMap the service signed, unchanged since, is a template: changing any signed part, or
+// signing with another key, makes it a Conflict; a ConfigMap not labelled as one is not there.
+func TestTemplatesAreTrustedOnlyAsSigned(t *testing.T) {
+	ctx := context.Background()
+	tamper := map[string]func(cm *corev1.ConfigMap){
+		"manifest": func(cm *corev1.ConfigMap) {
+			cm.Data[TemplateDataKey] = strings.ReplaceAll(cm.Data[TemplateDataKey], "rayproject/ray", "attacker/ray")
+		},
+		"creator":    func(cm *corev1.ConfigMap) { cm.Annotations[CreatorKey] = "mallory" },
+		"parked UID": func(cm *corev1.ConfigMap) { cm.Annotations[TemplateParkedUIDKey] = "another" },
+		"kind": func(cm *corev1.ConfigMap) {
+			cm.Labels[TemplateKindLabel] = "RayJob"
+			cm.Name = "ray-template.rayjob.svc"
+		},
+		"other key": func(cm *corev1.ConfigMap) {
+			other, err := NewTemplateSigner([]byte("another key, also of 32 bytes or more"))
+			require.NoError(t, err)
+			other.sign(cm)
+		},
+	}
+	for what, change := range tamper {
+		t.Run(what, func(t *testing.T) {
+			e := newLifecycleEnv(t, "rayservices")
+			_, err := e.objs.Create(ctx, e.manifest("svc"), false, false)
+			require.NoError(t, err)
+			cm, err := e.core.CoreV1().ConfigMaps("team").Get(ctx, e.kind.TemplateName("svc"), metav1.GetOptions{})
+			require.NoError(t, err)
+			_, err = e.objs.m.Templates.read(e.kind, cm)
+			require.NoError(t, err, "as written, it is trusted")
+			change(cm)
+			k := e.kind
+			if cm.Labels[TemplateKindLabel] == "RayJob" {
+				k, _ = NewKinds().Lookup("rayjobs")
+			}
+			_, err = e.objs.m.Templates.read(k, cm)
+			assert.True(t, apierrors.IsConflict(err), "changed %s: %v", what, err)
+		})
+	}
+
+	e := newLifecycleEnv(t, "rayservices")
+	cm, err := e.objs.m.Templates.configMap(e.kind, e.manifest("svc"), "")
+	require.NoError(t, err)
+	delete(cm.Labels, TemplateLabel)
+	_, err = e.core.CoreV1().ConfigMaps("team").Create(ctx, cm, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = e.objs.Resolve(ctx, "team", "svc")
+	assert.True(t, apierrors.IsNotFound(err), "an unlabelled ConfigMap is no template: %v", err)
+
+	other := e.manifest("elsewhere")
+	other.SetNamespace("prod")
+	cm, err = e.objs.m.Templates.configMap(e.kind, other, "")
+	require.NoError(t, err)
+	cm.Namespace, cm.Name = "team", e.kind.TemplateName("svc2")
+	e.objs.m.Templates.sign(cm) // even signed, a manifest of another object is refused
+	_, err = e.objs.m.Templates.read(e.kind, cm)
+	assert.True(t, apierrors.IsConflict(err), "%v", err)
+}
+
+// A stop stores the instance's spec: it adopts a template only where the service stored it for this
+// very instance, replaces an older one of its own, and refuses a ConfigMap it did not write.
+func TestStopAdoptsOnlyItsOwnTemplate(t *testing.T) {
+	ctx := context.Background()
+	seedRunning := func(e *lifecycleEnv, uid string) {
+		u := e.manifest("svc")
+		u.SetUID(types.UID(uid))
+		u.Object["status"] = rayServiceReady
+		_, err := e.dyn.Resource(e.kind.GVR()).Namespace("team").Create(ctx, u, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	put := func(e *lifecycleEnv, image, parkedUID string, signed bool) {
+		m := e.manifest("svc")
+		data, err := yaml.Marshal(m.Object)
+		require.NoError(t, err)
+		m2 := &unstructured.Unstructured{}
+		require.NoError(t, yaml.Unmarshal([]byte(strings.ReplaceAll(string(data), "rayproject/ray", image)), &m2.Object))
+		cm, err := e.objs.m.Templates.configMap(e.kind, m2, parkedUID)
+		require.NoError(t, err)
+		if !signed {
+			delete(cm.Annotations, TemplateSignatureKey)
+		}
+		_, err = e.core.CoreV1().ConfigMaps("team").Create(ctx, cm, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	image := func(e *lifecycleEnv) string {
+		tpl, err := e.objs.GetTemplate(ctx, "team", "svc")
+		require.NoError(t, err)
+		return tpl.Manifest.Object["spec"].(map[string]any)["rayClusterConfig"].(map[string]any)["headGroupSpec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)["image"].(string)
+	}
+
+	e := newLifecycleEnv(t, "rayservices")
+	seedRunning(e, "uid-1")
+	put(e, "attacker/ray", "uid-1", false)
+	_, err := e.objs.Stop(ctx, "team", "svc")
+	assert.True(t, apierrors.IsConflict(err), "a ConfigMap the service did not write is in the way: %v", err)
+	inst, _ := e.state("svc")
+	assert.True(t, inst, "the instance stays")
+
+	e = newLifecycleEnv(t, "rayservices")
+	seedRunning(e, "uid-2")
+	put(e, "old/ray", "uid-1", true) // left by an earlier life of the same name
+	_, err = e.objs.Stop(ctx, "team", "svc")
+	require.NoError(t, err)
+	assert.Contains(t, image(e), "rayproject/ray", "the instance's spec replaced the older template")
+
+	e = newLifecycleEnv(t, "rayservices")
+	seedRunning(e, "uid-3")
+	put(e, "rayproject/ray", "uid-3", true) // this very stop, cut short before the delete
+	_, err = e.objs.Stop(ctx, "team", "svc")
+	require.NoError(t, err)
+	inst, tpl := e.state("svc")
+	assert.Equal(t, []bool{false, true}, []bool{inst, tpl})
 }

@@ -28,6 +28,8 @@ type Manager struct {
 	Dashboards *Dashboards
 	// Store completes statuses with what the pods say (a RayCluster whose head cannot start is Failed).
 	Store *Store
+	// Templates signs the templates the service writes and tells them from other ConfigMaps.
+	Templates *TemplateSigner
 	// Authz checks what the dashboard itself cannot: that the caller may update a RayJob it stops.
 	Authz Authorizer
 	// DeleteWait bounds how long a re-run waits for the finished object to go.

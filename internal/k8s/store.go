@@ -132,7 +132,8 @@ func fromIndex[T any](inf cache.SharedIndexInformer, namespace string) []T {
 }
 
 // NewStore prepares the informers; nothing is listed until Start. The clients are the service's own.
-func NewStore(dyn dynamic.Interface, core kubernetes.Interface, kinds *Kinds, resync time.Duration) (*Store, error) {
+// Only template ConfigMaps that templates signed are published.
+func NewStore(dyn dynamic.Interface, core kubernetes.Interface, kinds *Kinds, templates *TemplateSigner, resync time.Duration) (*Store, error) {
 	s := &Store{kinds: kinds, informers: map[*Kind]cache.SharedIndexInformer{},
 		instances: map[*Kind]namespaced[*Item]{}, templated: map[*Kind]namespaced[*Item]{}}
 	df := dynamicinformer.NewDynamicSharedInformerFactory(dyn, resync)
@@ -176,7 +177,7 @@ func NewStore(dyn dynamic.Interface, core kubernetes.Interface, kinds *Kinds, re
 	tf := informers.NewSharedInformerFactoryWithOptions(core, resync,
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = TemplateLabel + "=true" }))
 	s.templates = tf.Core().V1().ConfigMaps().Informer()
-	if err := s.templates.SetTransform(templateTransform(kinds)); err != nil {
+	if err := s.templates.SetTransform(templateTransform(kinds, templates)); err != nil {
 		return nil, err
 	}
 	if err := s.addHandlers(); err != nil {
@@ -429,8 +430,9 @@ func entryTransform(k *Kind) cache.TransformFunc {
 }
 
 // templateTransform turns a template ConfigMap into an entry of its kind. A ConfigMap that is not a
-// readable template of a known kind is kept as an entry without a kind, which is never published.
-func templateTransform(kinds *Kinds) cache.TransformFunc {
+// template of a known kind that the service wrote is kept as an entry without a kind, which is never
+// published.
+func templateTransform(kinds *Kinds, signer *TemplateSigner) cache.TransformFunc {
 	return func(obj any) (any, error) {
 		cm, ok := obj.(*corev1.ConfigMap)
 		if !ok {
@@ -439,16 +441,16 @@ func templateTransform(kinds *Kinds) cache.TransformFunc {
 		e := &Entry{ObjectMeta: metav1.ObjectMeta{Name: cm.Name, Namespace: cm.Namespace, UID: cm.UID,
 			ResourceVersion: cm.ResourceVersion, CreationTimestamp: cm.CreationTimestamp}}
 		k := kinds.byKind(cm.Labels[TemplateKindLabel])
-		if k == nil || k.templateObjectName(cm.Name) == "" {
+		if k == nil {
 			return e, nil
 		}
-		m, err := templateManifest(cm)
+		tpl, err := signer.read(k, cm)
 		if err != nil {
 			return e, nil
 		}
 		e.TypeMeta = metav1.TypeMeta{APIVersion: k.APIVersion(), Kind: k.Kind}
-		e.Labels = m.GetLabels()
-		e.Summary = k.templateSummary(cm, m)
+		e.Labels = tpl.Manifest.GetLabels()
+		e.Summary = k.templateSummary(cm, tpl.Manifest)
 		return e, nil
 	}
 }

@@ -39,7 +39,7 @@ func TestStorePublishesWholeSummaries(t *testing.T) {
 	}
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), listKinds)
 	core := fake.NewSimpleClientset()
-	store, err := NewStore(dyn, core, kinds, 0)
+	store, err := NewStore(dyn, core, kinds, testSigner(t), 0)
 	require.NoError(t, err)
 	ctx := t.Context()
 	store.Start(ctx)

@@ -2,7 +2,12 @@ package k8s
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -13,12 +18,115 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// TemplateDataKey is the key under which a template's ConfigMap holds the manifest. A template is a
-// manifest stored, not handed to KubeRay: a ConfigMap in the object's namespace, labelled
-// ray.openfuyao.com/template=true and ray.openfuyao.com/kind=<Kind>. Its ConfigMap is named after the
-// kind and the object, so that each name has at most one template per kind and the name cannot clash
-// with the user's own ConfigMaps.
-const TemplateDataKey = "manifest"
+// A template is a manifest stored, not handed to KubeRay: a ConfigMap in the object's namespace,
+// labelled ray.openfuyao.com/template=true and ray.openfuyao.com/kind=<Kind>, named after the kind and
+// the object (so that each name has at most one template per kind and cannot clash with the user's own
+// ConfigMaps), and signed by the service. Anyone who may create ConfigMaps can write one that looks
+// the same, so only what carries the service's signature is a template: anything else is never listed,
+// started, adopted or deleted.
+const (
+	// TemplateDataKey is the key under which a template's ConfigMap holds the manifest.
+	TemplateDataKey = "manifest"
+	// TemplateSignatureKey is the annotation that holds the service's signature of a template.
+	TemplateSignatureKey = "ray.openfuyao.com/template-signature"
+	// TemplateParkedUIDKey is the annotation that names the UID of the instance a stop or a re-run
+	// stored in the template ("" for a template created as one).
+	TemplateParkedUIDKey = "ray.openfuyao.com/parked-uid"
+)
+
+// MinTemplateKeyBytes is the shortest key a TemplateSigner takes.
+const MinTemplateKeyBytes = 32
+
+// TemplateSigner signs the template ConfigMaps the service writes, with a key only the service holds
+// (every replica the same), and tells them from any other ConfigMap.
+type TemplateSigner struct{ key []byte }
+
+// NewTemplateSigner returns a signer with the given key, at least MinTemplateKeyBytes long.
+func NewTemplateSigner(key []byte) (*TemplateSigner, error) {
+	if len(key) < MinTemplateKeyBytes {
+		return nil, fmt.Errorf("the template signing key has %d bytes: want at least %d", len(key), MinTemplateKeyBytes)
+	}
+	return &TemplateSigner{key: key}, nil
+}
+
+// signature covers everything a template is trusted for: its kind, namespace, name, creator, the
+// instance it parks and the manifest. Each part is length-prefixed, so no two templates share one.
+func (s *TemplateSigner) signature(cm *corev1.ConfigMap) string {
+	mac := hmac.New(sha256.New, s.key)
+	for _, part := range []string{"ray-template/v1", cm.Labels[TemplateKindLabel], cm.Namespace, cm.Name,
+		cm.Annotations[CreatorKey], cm.Annotations[TemplateParkedUIDKey], cm.Data[TemplateDataKey]} {
+		mac.Write([]byte(strconv.Itoa(len(part)) + ":" + part))
+	}
+	return base64.RawStdEncoding.EncodeToString(mac.Sum(nil))
+}
+
+func (s *TemplateSigner) sign(cm *corev1.ConfigMap) {
+	if cm.Annotations == nil {
+		cm.Annotations = map[string]string{}
+	}
+	cm.Annotations[TemplateSignatureKey] = s.signature(cm)
+}
+
+// trusted tells whether the service wrote cm as it is.
+func (s *TemplateSigner) trusted(cm *corev1.ConfigMap) bool {
+	return hmac.Equal([]byte(cm.Annotations[TemplateSignatureKey]), []byte(s.signature(cm)))
+}
+
+// errNotATemplate: the ConfigMap is not labelled as a template of the kind.
+var errNotATemplate = errors.New("not a template")
+
+// read returns the template a ConfigMap holds: errNotATemplate when it is not labelled and named as a
+// template of kind k, a Conflict when the service did not write it as it is, or when its manifest names
+// another object than the ConfigMap's namespace and name say.
+func (s *TemplateSigner) read(k *Kind, cm *corev1.ConfigMap) (*Template, error) {
+	name := k.templateObjectName(cm.Name)
+	if cm.Labels[TemplateLabel] != "true" || cm.Labels[TemplateKindLabel] != k.Kind || name == "" {
+		return nil, errNotATemplate
+	}
+	gr := k.GVR().GroupResource()
+	if !s.trusted(cm) {
+		return nil, apierrors.NewConflict(gr, name, fmt.Errorf("ConfigMap %s/%s is named as its template, but ray-service did not "+
+			"write it as it is now: it is not used; delete the ConfigMap, or create the object anew", cm.Namespace, cm.Name))
+	}
+	m := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal([]byte(cm.Data[TemplateDataKey]), &m.Object); err != nil || m.Object == nil {
+		return nil, apierrors.NewConflict(gr, name, fmt.Errorf("template %s/%s holds no readable manifest", cm.Namespace, cm.Name))
+	}
+	// The path decides what a template creates; a signed manifest agrees, and one that does not is
+	// refused rather than followed.
+	if m.GetAPIVersion() != k.APIVersion() || m.GetKind() != k.Kind || m.GetName() != name ||
+		m.GetNamespace() != "" && m.GetNamespace() != cm.Namespace {
+		return nil, apierrors.NewConflict(gr, name, fmt.Errorf("template %s/%s holds a manifest of %s %s %s/%s, not of %s %s/%s",
+			cm.Namespace, cm.Name, m.GetAPIVersion(), m.GetKind(), m.GetNamespace(), m.GetName(), k.Kind, cm.Namespace, name))
+	}
+	m.SetNamespace(cm.Namespace)
+	return &Template{ConfigMap: cm, Manifest: m}, nil
+}
+
+// configMap builds the signed ConfigMap that stores a prepared manifest; parkedUID names the instance
+// it parks, if any.
+func (s *TemplateSigner) configMap(k *Kind, o *unstructured.Unstructured, parkedUID string) (*corev1.ConfigMap, error) {
+	m := o.DeepCopy()
+	clearServerFields(m)
+	// Owners and finalizers belong to the instance, not to a manifest that may be created again.
+	unstructured.RemoveNestedField(m.Object, "metadata", "finalizers")
+	unstructured.RemoveNestedField(m.Object, "metadata", "ownerReferences")
+	data, err := yaml.Marshal(m.Object)
+	if err != nil {
+		return nil, err
+	}
+	labels := map[string]string{TemplateLabel: "true", TemplateKindLabel: k.Kind}
+	if v := o.GetLabels()[CreatorKey]; v != "" {
+		labels[CreatorKey] = v
+	}
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: k.TemplateName(o.GetName()), Namespace: o.GetNamespace(), Labels: labels,
+			Annotations: map[string]string{CreatorKey: o.GetAnnotations()[CreatorKey], TemplateParkedUIDKey: parkedUID}},
+		Data: map[string]string{TemplateDataKey: string(data)},
+	}
+	s.sign(cm)
+	return cm, nil
+}
 
 // TemplateName is the name of the ConfigMap that holds the template of the named object.
 func (k *Kind) TemplateName(name string) string {
@@ -32,18 +140,6 @@ func (k *Kind) templateObjectName(cmName string) string {
 		return ""
 	}
 	return strings.TrimPrefix(cmName, prefix)
-}
-
-// templateManifest returns the manifest a template ConfigMap holds.
-func templateManifest(cm *corev1.ConfigMap) (*unstructured.Unstructured, error) {
-	o := &unstructured.Unstructured{}
-	if err := yaml.Unmarshal([]byte(cm.Data[TemplateDataKey]), &o.Object); err != nil {
-		return nil, fmt.Errorf("template %s/%s holds no readable manifest: %w", cm.Namespace, cm.Name, err)
-	}
-	if o.Object == nil {
-		return nil, fmt.Errorf("template %s/%s is empty", cm.Namespace, cm.Name)
-	}
-	return o, nil
 }
 
 // Template is a stored manifest and the ConfigMap that holds it.
@@ -83,46 +179,21 @@ func (o *Objects) configMaps(ns string) corev1client.ConfigMapInterface {
 	return o.Clients.Core.CoreV1().ConfigMaps(ns)
 }
 
-// GetTemplate reads the template of ns/name.
+// GetTemplate reads the template of ns/name: NotFound where there is none, Conflict where a ConfigMap
+// of its name is no template the service wrote.
 func (o *Objects) GetTemplate(ctx context.Context, ns, name string) (*Template, error) {
-	k := o.Kind
-	cm, err := o.configMaps(ns).Get(ctx, k.TemplateName(name), metav1.GetOptions{})
+	cm, err := o.configMaps(ns).Get(ctx, o.Kind.TemplateName(name), metav1.GetOptions{})
 	if err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, apierrors.NewNotFound(k.GVR().GroupResource(), name)
+			return nil, apierrors.NewNotFound(o.Kind.GVR().GroupResource(), name)
 		}
 		return nil, err
 	}
-	if cm.Labels[TemplateLabel] != "true" || cm.Labels[TemplateKindLabel] != k.Kind {
-		return nil, apierrors.NewNotFound(k.GVR().GroupResource(), name)
+	tpl, err := o.m.Templates.read(o.Kind, cm)
+	if errors.Is(err, errNotATemplate) {
+		return nil, apierrors.NewNotFound(o.Kind.GVR().GroupResource(), name)
 	}
-	m, err := templateManifest(cm)
-	if err != nil {
-		return nil, err
-	}
-	return &Template{ConfigMap: cm, Manifest: m}, nil
-}
-
-// templateConfigMap builds the ConfigMap that stores a prepared manifest.
-func (k *Kind) templateConfigMap(o *unstructured.Unstructured) (*corev1.ConfigMap, error) {
-	m := o.DeepCopy()
-	clearServerFields(m)
-	// Owners and finalizers belong to the instance, not to a manifest that may be created again.
-	unstructured.RemoveNestedField(m.Object, "metadata", "finalizers")
-	unstructured.RemoveNestedField(m.Object, "metadata", "ownerReferences")
-	data, err := yaml.Marshal(m.Object)
-	if err != nil {
-		return nil, err
-	}
-	labels := map[string]string{TemplateLabel: "true", TemplateKindLabel: k.Kind}
-	if v := o.GetLabels()[CreatorKey]; v != "" {
-		labels[CreatorKey] = v
-	}
-	return &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: k.TemplateName(o.GetName()), Namespace: o.GetNamespace(), Labels: labels,
-			Annotations: map[string]string{CreatorKey: o.GetAnnotations()[CreatorKey]}},
-		Data: map[string]string{TemplateDataKey: string(data)},
-	}, nil
+	return tpl, err
 }
 
 // createTemplate validates the manifest with a server-side dry run of the real object and stores it as
@@ -137,7 +208,7 @@ func (o *Objects) createTemplate(ctx context.Context, obj *unstructured.Unstruct
 	if _, err := o.create(ctx, obj, true); err != nil {
 		return nil, err
 	}
-	cm, err := o.Kind.templateConfigMap(obj)
+	cm, err := o.m.Templates.configMap(o.Kind, obj, "")
 	if err != nil {
 		return nil, err
 	}
@@ -168,7 +239,7 @@ func (o *Objects) updateTemplate(ctx context.Context, current *Template, obj *un
 	if _, err := o.create(ctx, probe, true); err != nil {
 		return nil, err
 	}
-	cm, err := o.Kind.templateConfigMap(obj)
+	cm, err := o.m.Templates.configMap(o.Kind, probe, current.ConfigMap.Annotations[TemplateParkedUIDKey])
 	if err != nil {
 		return nil, err
 	}
@@ -181,15 +252,30 @@ func (o *Objects) updateTemplate(ctx context.Context, current *Template, obj *un
 	if err != nil {
 		return nil, err
 	}
-	probe.SetResourceVersion("")
 	return &Template{ConfigMap: updated, Manifest: probe}, nil
 }
 
-// deleteTemplate deletes the template of ns/name.
-func (o *Objects) deleteTemplate(ctx context.Context, ns, name string) error {
-	err := o.configMaps(ns).Delete(ctx, o.Kind.TemplateName(name), metav1.DeleteOptions{})
+// deleteTemplate deletes the template of ns/name, exactly the one read (a ConfigMap changed since is
+// Conflict), and nothing when the ConfigMap of that name is no template the service wrote.
+func (o *Objects) deleteTemplate(ctx context.Context, tpl *Template) error {
+	uid, rv := tpl.ConfigMap.UID, tpl.ConfigMap.ResourceVersion
+	err := o.configMaps(tpl.ConfigMap.Namespace).Delete(ctx, tpl.ConfigMap.Name,
+		metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv}})
 	if apierrors.IsNotFound(err) {
-		return apierrors.NewNotFound(o.Kind.GVR().GroupResource(), name)
+		return nil
 	}
 	return err
+}
+
+// deleteTemplateOf deletes the template of ns/name if there is one the service wrote. A ConfigMap of
+// that name that the service did not write (GetTemplate's Conflict) is left alone.
+func (o *Objects) deleteTemplateOf(ctx context.Context, ns, name string) error {
+	tpl, err := o.GetTemplate(ctx, ns, name)
+	switch {
+	case apierrors.IsNotFound(err), apierrors.IsConflict(err):
+		return nil
+	case err != nil:
+		return err
+	}
+	return o.deleteTemplate(ctx, tpl)
 }

@@ -13,6 +13,20 @@ type HTTP struct {
 	InFlight prometheus.Gauge
 }
 
+// methods are the request methods that are label values; any other is "other", so that no client can
+// add series at will (Go's server accepts any token as a method).
+var methods = map[string]bool{
+	"GET": true, "HEAD": true, "POST": true, "PUT": true, "PATCH": true, "DELETE": true, "OPTIONS": true,
+}
+
+// MethodLabel is the label value of a request method.
+func MethodLabel(method string) string {
+	if methods[method] {
+		return method
+	}
+	return "other"
+}
+
 // NewRegistry returns a registry with the Go runtime and process collectors and the HTTP metrics.
 func NewRegistry() (*prometheus.Registry, *HTTP) {
 	reg := prometheus.NewRegistry()

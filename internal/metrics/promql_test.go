@@ -120,3 +120,10 @@ func TestParseWindow(t *testing.T) {
 		require.Error(t, err, "%v", bad)
 	}
 }
+
+func TestMethodLabel(t *testing.T) {
+	require.Equal(t, "GET", MethodLabel("GET"))
+	require.Equal(t, "DELETE", MethodLabel("DELETE"))
+	require.Equal(t, "other", MethodLabel("get"), "methods are case-sensitive")
+	require.Equal(t, "other", MethodLabel("MMMMMMMMMMMM"))
+}

@@ -81,6 +81,11 @@ func TestHelmChart(t *testing.T) {
 	for _, want := range []string{"domain = 192.0.2.10", "nodePort: 30300", "nodePort: 30080", `MONITORING_URL: "http://prometheus-server.monitoring.svc:9090"`, "type: NodePort"} {
 		assert.Contains(t, alone, want, "the user guide's standalone values take effect")
 	}
+	for name, manifest := range map[string]string{"marketplace": market, "standalone": alone} {
+		assert.Contains(t, manifest, "template-key-file: /etc/ray-service-template-key/key", "%s: the service is told its template key", name)
+		assert.Contains(t, manifest, "secretName: ray-service-template-key", "%s: and the key is mounted", name)
+		assert.Contains(t, manifest, "helm.sh/resource-policy: keep", "%s: the key outlives the release", name)
+	}
 	chartYAML, err := os.ReadFile(filepath.Join(chart, "Chart.yaml"))
 	require.NoError(t, err)
 	assert.Contains(t, string(chartYAML), "openfuyao-extension")

@@ -78,6 +78,16 @@ func (s *standIn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case p == "/api/echo" && r.Method == http.MethodPost:
 		b, _ := io.ReadAll(r.Body)
 		reply(200, map[string]string{"echo": string(b), "query": r.URL.RawQuery})
+	case p == "/hostile":
+		// What whoever controls a head pod could answer: a cookie for the console's origin, and a page
+		// whose script reads through its own dashboard (allowed) and calls the console's API (refused).
+		http.SetCookie(w, &http.Cookie{Name: "console-session", Value: "planted", Path: "/"})
+		w.Header().Set("Content-Type", "text/html")
+		_, _ = w.Write([]byte(hostilePage))
+	case p == "/redirect-away":
+		http.Redirect(w, r, "http://attacker.example/phish", http.StatusFound)
+	case p == "/redirect-root":
+		http.Redirect(w, r, "/api/version", http.StatusFound)
 	case strings.HasPrefix(p, "/api/version"):
 		reply(200, map[string]string{"version": "standin", "ray_version": "2.46.0", "ray_commit": "standin"})
 	case strings.HasPrefix(p, "/api/serve/applications"):
@@ -136,6 +146,16 @@ func (s *standIn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		reply(404, map[string]string{"error": "not found: " + p})
 	}
 }
+
+// hostilePage reports in its own DOM what its script could reach: its dashboard's API through the proxy
+// (relative), and the console's API on the same origin.
+const hostilePage = `<html><head><title>hostile</title></head><body><div id="dash">pending</div><div id="console">pending</div>
+<script>
+fetch("./api/version").then(r => r.json()).then(j => { document.getElementById("dash").textContent = "dashboard:" + j.version })
+  .catch(e => { document.getElementById("dash").textContent = "dashboard:blocked" });
+fetch("/rest/ray/v1/rayclusters").then(r => { document.getElementById("console").textContent = "console:" + r.status })
+  .catch(e => { document.getElementById("console").textContent = "console:blocked" });
+</script></body></html>`
 
 func (j *fakeJob) info() map[string]any {
 	info := map[string]any{"job_id": j.ID, "submission_id": j.ID, "status": j.Status, "entrypoint": j.Entrypoint,

@@ -1,0 +1,295 @@
+//go:build integration
+
+package integration
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+)
+
+// clientAs returns a Kubernetes client that acts as a stack user, straight to the apiserver.
+func clientAs(t *testing.T, user string) kubernetes.Interface {
+	t.Helper()
+	cs, err := kubernetes.NewForConfig(&rest.Config{Host: env.vars["KUBE_APISERVER_URL"], BearerToken: env.tokens[user],
+		TLSClientConfig: rest.TLSClientConfig{CAFile: env.vars["KUBE_CA_FILE"]}})
+	require.NoError(t, err)
+	return cs
+}
+
+// allowConfigMaps lets user create, update and read ConfigMaps in ns, and nothing of Ray.
+func allowConfigMaps(t *testing.T, ns, user string) {
+	t.Helper()
+	ctx := context.Background()
+	_, err := env.admin.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "cm-" + user},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"},
+			Verbs: []string{"get", "list", "create", "update", "patch"}}}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = env.admin.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "cm-" + user},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "cm-" + user},
+		Subjects: []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: user}}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	waitAllowed(t, user, ns, "create", "", "configmaps")
+}
+
+// plantedTemplate is a ConfigMap that looks like a template of the service's, written by someone else.
+func plantedTemplate(ns, cmName, kind, manifest string) *corev1.ConfigMap {
+	return &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: cmName, Namespace: ns,
+			Labels:      map[string]string{"ray.openfuyao.com/template": "true", "ray.openfuyao.com/kind": kind, "ray.openfuyao.com/creator": "alice"},
+			Annotations: map[string]string{"ray.openfuyao.com/creator": "alice"}},
+		Data: map[string]string{"manifest": manifest},
+	}
+}
+
+const plantedCluster = `apiVersion: ray.io/v1
+kind: RayCluster
+metadata:
+  name: evil
+  namespace: PROD
+  annotations: {ray.openfuyao.com/creator: alice}
+spec:
+  rayVersion: "2.46.0"
+  headGroupSpec:
+    rayStartParams: {}
+    template:
+      spec:
+        serviceAccountName: privileged
+        containers:
+        - name: ray-head
+          image: attacker.example/planted:1
+`
+
+// Attack: a user who may only create ConfigMaps plants one that looks like a template. It must not list
+// as a template "by" whoever it claims, and an admin's start must not follow it anywhere.
+func TestAttackPlantedTemplateIsNotFollowed(t *testing.T) {
+	team, prod := namespace(t, "planted"), namespace(t, "prod")
+	allowConfigMaps(t, team, "bob")
+	ctx := context.Background()
+	bob := clientAs(t, "bob")
+	manifest := strings.ReplaceAll(plantedCluster, "PROD", prod)
+	_, err := bob.CoreV1().ConfigMaps(team).Create(ctx, plantedTemplate(team, "ray-template.raycluster.demo", "RayCluster", manifest), metav1.CreateOptions{})
+	require.NoError(t, err, "bob may create ConfigMaps")
+
+	admin := env.tokens["admin"]
+	time.Sleep(time.Second) // the watch cache has seen the ConfigMap by now
+	l := decode[listData](t, call(t, "GET", nsPath(team, "rayclusters")+"?type=template", admin, "", nil))
+	assert.Zero(t, l.Total, "a ConfigMap the service did not write is no template: %+v", l.Items)
+
+	r := call(t, "POST", itemPath(team, "rayclusters", "demo")+"/start", admin, "", nil)
+	assert.GreaterOrEqual(t, r.Status, 400, "the admin's start of the planted template must be refused: %s", r.Raw)
+	assert.Less(t, r.Status, 500, "%s", r.Raw)
+	_, err = getRay(t, rayClusters, prod, "evil")
+	assert.True(t, apierrors.IsNotFound(err), "nothing may be created where the planted manifest says: %v", err)
+	_, err = getRay(t, rayClusters, team, "demo")
+	assert.True(t, apierrors.IsNotFound(err), "nor under the path's name: %v", err)
+}
+
+// Attack: a template the service wrote, changed afterwards by someone who may update ConfigMaps, is no
+// longer trusted: starting it is refused and creates nothing.
+func TestAttackTamperedTemplateIsRefused(t *testing.T) {
+	ns := namespace(t, "tampered")
+	allowConfigMaps(t, ns, "bob")
+	ctx := context.Background()
+	admin := env.tokens["admin"]
+	r := call(t, "POST", nsPath(ns, "rayservices")+"?start=false", admin, "application/yaml", testdata(t, "rayservice-minimal.yaml"))
+	require.Equal(t, 201, r.Status, "%s", r.Raw)
+	bob := clientAs(t, "bob")
+	cm, err := bob.CoreV1().ConfigMaps(ns).Get(ctx, "ray-template.rayservice.minimal-service", metav1.GetOptions{})
+	require.NoError(t, err)
+	cm.Data["manifest"] = strings.ReplaceAll(cm.Data["manifest"], "rayproject/ray:", "attacker.example/ray:")
+	_, err = bob.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{})
+	require.NoError(t, err)
+
+	r = call(t, "POST", itemPath(ns, "rayservices", "minimal-service")+"/start", admin, "", nil)
+	assert.Equal(t, 409, r.Status, "a changed template is refused: %s", r.Raw)
+	_, err = getRay(t, rayServices, ns, "minimal-service")
+	assert.True(t, apierrors.IsNotFound(err), "nothing created from it: %v", err)
+}
+
+// Attack: a ConfigMap pre-created under the name of a running RayService's template must not be adopted
+// by the owner's stop, which would delete the real spec and keep the attacker's.
+func TestAttackStopDoesNotAdoptAPlantedTemplate(t *testing.T) {
+	ns := namespace(t, "adopt")
+	allowConfigMaps(t, ns, "bob")
+	ctx := context.Background()
+	admin := env.tokens["admin"]
+	r := call(t, "POST", nsPath(ns, "rayservices"), admin, "application/yaml", testdata(t, "rayservice-minimal.yaml"))
+	require.Equal(t, 201, r.Status, "%s", r.Raw)
+	original, err := getRay(t, rayServices, ns, "minimal-service")
+	require.NoError(t, err)
+
+	planted := strings.ReplaceAll(string(testdata(t, "rayservice-minimal.yaml")), "rayproject/ray:", "attacker.example/ray:")
+	_, err = clientAs(t, "bob").CoreV1().ConfigMaps(ns).Create(ctx,
+		plantedTemplate(ns, "ray-template.rayservice.minimal-service", "RayService", planted), metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	r = call(t, "POST", itemPath(ns, "rayservices", "minimal-service")+"/stop", admin, "", nil)
+	assert.Equal(t, 409, r.Status, "the stop must refuse the ConfigMap in its way: %s", r.Raw)
+	still, err := getRay(t, rayServices, ns, "minimal-service")
+	require.NoError(t, err, "the instance, with the real spec, is not deleted")
+	assert.Equal(t, original.GetUID(), still.GetUID())
+}
+
+// metricsSize reads the service's /metrics.
+func metricsBody(t *testing.T) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	status, body, err := httpGet(ctx, env.serviceURL+"/metrics")
+	require.NoError(t, err)
+	require.Equal(t, 200, status)
+	return string(body)
+}
+
+// Attack: every new request method was a new label value of the request metrics, kept forever, and a
+// request line of any length was read. Unknown methods now count as "other", and a request line or
+// headers past 64 KiB are refused with 431.
+func TestAttackMethodsDoNotGrowMetrics(t *testing.T) {
+	before := len(metricsBody(t))
+	for i := range 50 {
+		method := strings.Repeat("M", 2000) + fmt.Sprint(i)
+		req, err := http.NewRequest(method, env.serviceURL+"/rest/ray/v1/rayclusters", nil)
+		require.NoError(t, err)
+		res, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		_, _ = io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		assert.Less(t, res.StatusCode, 500)
+	}
+	after := metricsBody(t)
+	t.Logf("/metrics: %d bytes before, %d after 50 requests with 2 KB methods", before, len(after))
+	assert.NotContains(t, after, strings.Repeat("M", 100), "no method of the attack is a label value")
+	assert.Less(t, len(after)-before, 8<<10, "the metrics grew by at most a few series")
+	assert.Contains(t, after, `method="other"`)
+
+	req, err := http.NewRequest("GET", env.serviceURL+"/rest/ray/v1/rayclusters?q="+strings.Repeat("a", 1<<20), nil)
+	require.NoError(t, err)
+	res, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	res.Body.Close()
+	assert.Equal(t, http.StatusRequestHeaderFieldsTooLarge, res.StatusCode, "a 1 MiB request line is refused")
+}
+
+// dashboardAs calls the dashboard proxy of ns/name without following redirects.
+func dashboardAs(t *testing.T, method, path, token string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequest(method, env.serviceURL+path, strings.NewReader(`{}`))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+token)
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	res, err := noRedirect.Do(req)
+	require.NoError(t, err)
+	_, _ = io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	return res
+}
+
+// Attack: whoever controls a head pod answers through the proxy on the console's own origin. Its
+// cookies must not be set there, its redirects must stay under the proxy path, its content must not be
+// sniffed, and a Content-Security-Policy must keep its scripts to its own dashboard.
+func TestAttackDashboardContentStaysInItsBox(t *testing.T) {
+	ns := namespace(t, "hostile")
+	admin := env.tokens["admin"]
+	require.Equal(t, 201, createCluster(t, admin, ns, "hc", nil).Status)
+	waitStatus(t, ns, "rayclusters", "hc", "Running")
+	base := itemPath(ns, "rayclusters", "hc") + "/dashboard"
+
+	res := dashboardAs(t, "GET", base+"/hostile", admin)
+	require.Equal(t, 200, res.StatusCode)
+	assert.Empty(t, res.Header.Values("Set-Cookie"), "no cookie for the console's origin")
+	assert.Equal(t, "nosniff", res.Header.Get("X-Content-Type-Options"))
+	csp := res.Header.Get("Content-Security-Policy")
+	assert.Contains(t, csp, "connect-src "+env.serviceURL+base+"/;", "scripts reach their own dashboard only: %s", csp)
+	assert.Contains(t, csp, "frame-ancestors 'self'")
+
+	res = dashboardAs(t, "GET", base+"/redirect-away", admin)
+	assert.Equal(t, 302, res.StatusCode)
+	assert.True(t, strings.HasPrefix(res.Header.Get("Location"), base+"/"), "a redirect off-site stays under the proxy: %q", res.Header.Get("Location"))
+	res = dashboardAs(t, "GET", base+"/redirect-root", admin)
+	assert.Equal(t, base+"/api/version", res.Header.Get("Location"), "a dashboard-absolute redirect is mapped under the proxy")
+
+	// In a browser, behind a gateway that adds the caller's token as the console does: the page still
+	// reads its own dashboard, and cannot call the console's API with the caller's credentials.
+	gw := consoleGateway(t, admin)
+	dom := renderPage(t, gw+base+"/hostile")
+	reported := regexp.MustCompile(`<div id="[a-z]+">([a-z]+:[a-z0-9]+)</div>`).FindAllStringSubmatch(dom, -1)
+	t.Logf("the hostile page reported: %v", reported)
+	assert.Contains(t, dom, `<div id="dash">dashboard:standin</div>`, "the dashboard works through the proxy")
+	assert.Contains(t, dom, `<div id="console">console:blocked</div>`, "the console's API is out of the page's reach")
+}
+
+// consoleGateway stands in for the openFuyao console in front of the service: it adds the caller's
+// token to every request, with the X-Forwarded headers of a gateway. It returns its base URL.
+func consoleGateway(t *testing.T, token string) string {
+	t.Helper()
+	target, err := url.Parse(env.serviceURL)
+	require.NoError(t, err)
+	rp := &httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) {
+		pr.SetURL(target)
+		pr.SetXForwarded()
+		pr.Out.Header.Set("X-OpenFuyao-Authorization", "Bearer "+token)
+	}}
+	srv := httptest.NewServer(rp)
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// renderPage loads a page in headless Chromium, lets its scripts run, and returns the DOM.
+func renderPage(t *testing.T, pageURL string) string {
+	t.Helper()
+	chromium, err := exec.LookPath("chromium")
+	require.NoError(t, err, "Debian's chromium is needed: .ci/run installs it")
+	out, err := exec.Command(chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+		"--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync",
+		"--user-data-dir="+t.TempDir(), "--virtual-time-budget=10000", "--dump-dom", pageURL).Output()
+	require.NoError(t, err)
+	return string(out)
+}
+
+// Attack: the proxy authorized every method as get on services/proxy, so a caller allowed to read
+// through it could also POST, PUT and DELETE. Each method now needs the verb the apiserver would ask.
+func TestAttackDashboardProxyVerbs(t *testing.T) {
+	ns := namespace(t, "proxyverbs")
+	admin := env.tokens["admin"]
+	require.Equal(t, 201, createCluster(t, admin, ns, "pv", nil).Status)
+	waitStatus(t, ns, "rayclusters", "pv", "Running")
+	ctx := context.Background()
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "proxy-read"}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{"ray.io"}, Resources: []string{"rayclusters"}, Verbs: []string{"get"}},
+		{APIGroups: []string{""}, Resources: []string{"services/proxy"}, Verbs: []string{"get"}}}}
+	_, err := env.admin.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = env.admin.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "carol-proxy"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "proxy-read"},
+		Subjects: []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: "carol"}}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	waitAllowed(t, "carol", ns, "get", "", "services/proxy")
+	carol := env.tokens["carol"]
+	base := itemPath(ns, "rayclusters", "pv") + "/dashboard"
+	assert.Equal(t, 200, dashboardAs(t, "GET", base+"/api/version", carol).StatusCode, "reading is allowed")
+	for method, verb := range map[string]string{"POST": "create", "PUT": "update", "PATCH": "update", "DELETE": "delete"} {
+		res := dashboardAs(t, method, base+"/api/echo", carol)
+		assert.Equal(t, 403, res.StatusCode, "%s needs %s on services/proxy", method, verb)
+	}
+	before := env.dashboards.seen("POST", "pv-head-svc."+ns, "/api/echo")
+	assert.Zero(t, before, "nothing refused reached the dashboard")
+}
