@@ -90,9 +90,10 @@ func run() error {
 			return nil, err
 		}
 		return cl.Core, nil
-	}, cfg.AuthCacheTTL)
+	}, cfg.AuthCacheTTL, cfg.AuthCacheSize)
 	dashboards := k8s.NewDashboards(cfg.ClusterDomain)
 	registry, httpMetrics := metrics.NewRegistry()
+	metrics.RegisterCacheSize(registry, reviewer.Len)
 	var usage api.Usage // none without Prometheus
 	if cfg.PrometheusURL != "" {
 		if usage, err = metrics.NewQuerier(cfg.PrometheusURL, cfg.PrometheusTimeout); err != nil {

@@ -177,6 +177,12 @@ func readBatch(c *gin.Context) (*BatchDeleteRequest, error) {
 		if it.Namespace == "" || it.Name == "" {
 			return nil, badRequest("items[%d]: namespace and name are required", i)
 		}
+		if p := namespaceProblem(it.Namespace); p != "" {
+			return nil, badRequest("items[%d].namespace %q is not a namespace name: %s", i, it.Namespace, p)
+		}
+		if p := nameProblem(it.Name); p != "" {
+			return nil, badRequest("items[%d].name %q is not a Kubernetes object name: %s", i, it.Name, p)
+		}
 	}
 	return &req, nil
 }

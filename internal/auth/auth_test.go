@@ -2,6 +2,7 @@ package auth
 
 import (
 	"context"
+	"fmt"
 	"net/http/httptest"
 	"testing"
 	"time"
@@ -55,7 +56,7 @@ func TestReviewerCachesPerToken(t *testing.T) {
 			return bad, nil
 		}
 		return cs, nil
-	}, 30*time.Second)
+	}, 30*time.Second, 0)
 	now := time.Unix(1000, 0)
 	r.now = func() time.Time { return now }
 	ctx := context.Background()
@@ -84,4 +85,20 @@ func TestReviewerCachesPerToken(t *testing.T) {
 	_, err = r.UserName(ctx, "bad")
 	assert.True(t, apierrors.IsUnauthorized(err))
 	assert.NotErrorIs(t, err, context.Canceled)
+}
+
+// The cache holds at most its bound, however many namespaces callers name.
+func TestReviewerCacheIsBounded(t *testing.T) {
+	cs := fake.NewSimpleClientset()
+	cs.PrependReactor("create", "selfsubjectaccessreviews", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, &authorizationv1.SelfSubjectAccessReview{Status: authorizationv1.SubjectAccessReviewStatus{Allowed: true}}, nil
+	})
+	r := NewReviewer(func(string) (kubernetes.Interface, error) { return cs, nil }, time.Hour, 100)
+	for i := range 1000 {
+		ok, err := r.Allowed(context.Background(), "t", Attributes{Verb: "list", Resource: "rayclusters", Namespace: fmt.Sprint("ns-", i)})
+		require.NoError(t, err)
+		require.True(t, ok)
+		require.LessOrEqual(t, r.Len(), 100)
+	}
+	assert.GreaterOrEqual(t, r.Len(), 90, "a full cache drops a tenth, not everything")
 }

@@ -26,11 +26,13 @@ type Attributes struct {
 type ClientsFor func(token string) (kubernetes.Interface, error)
 
 // Reviewer asks the apiserver, with the caller's own token, who the caller is and what the caller may do.
-// Verdicts are cached briefly under a hash of the token.
+// Verdicts are cached briefly under a hash of the token, at most maxEntries of them, so that no caller
+// can grow the cache at will by naming ever new namespaces or tokens.
 type Reviewer struct {
-	clients ClientsFor
-	ttl     time.Duration
-	now     func() time.Time
+	clients    ClientsFor
+	ttl        time.Duration
+	maxEntries int
+	now        func() time.Time
 
 	mu      sync.Mutex
 	allowed map[string]verdict
@@ -48,9 +50,23 @@ type userEntry struct {
 	expires time.Time
 }
 
-// NewReviewer returns a reviewer that caches verdicts for ttl.
-func NewReviewer(clients ClientsFor, ttl time.Duration) *Reviewer {
-	return &Reviewer{clients: clients, ttl: ttl, now: time.Now, allowed: map[string]verdict{}, users: map[string]userEntry{}}
+// DefaultMaxEntries bounds the verdicts and user names a Reviewer caches, where NewReviewer is given 0.
+const DefaultMaxEntries = 10000
+
+// NewReviewer returns a reviewer that caches verdicts for ttl, at most maxEntries (0: DefaultMaxEntries).
+func NewReviewer(clients ClientsFor, ttl time.Duration, maxEntries int) *Reviewer {
+	if maxEntries <= 0 {
+		maxEntries = DefaultMaxEntries
+	}
+	return &Reviewer{clients: clients, ttl: ttl, maxEntries: maxEntries, now: time.Now,
+		allowed: map[string]verdict{}, users: map[string]userEntry{}}
+}
+
+// Len is how many verdicts and user names are cached.
+func (r *Reviewer) Len() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.allowed) + len(r.users)
 }
 
 // Allowed tells whether the holder of token may do a. An invalid token is an Unauthorized error.
@@ -79,7 +95,7 @@ func (r *Reviewer) Allowed(ctx context.Context, token string, a Attributes) (boo
 		return false, err
 	}
 	r.mu.Lock()
-	r.expireLocked(now)
+	r.makeRoomLocked(now)
 	r.allowed[key] = verdict{allowed: res.Status.Allowed, expires: now.Add(r.ttl)}
 	r.mu.Unlock()
 	return res.Status.Allowed, nil
@@ -105,16 +121,41 @@ func (r *Reviewer) UserName(ctx context.Context, token string) (string, error) {
 	}
 	name := res.Status.UserInfo.Username
 	r.mu.Lock()
-	r.expireLocked(now)
+	r.makeRoomLocked(now)
 	r.users[key] = userEntry{name: name, expires: now.Add(r.ttl)}
 	r.mu.Unlock()
 	return name, nil
 }
 
-// expireLocked drops stale verdicts, at most once a ttl, so that the cache holds only the verdicts of
-// the last two ttls.
-func (r *Reviewer) expireLocked(now time.Time) {
-	if now.Sub(r.swept) < r.ttl {
+// makeRoomLocked keeps room for one more entry: it drops stale entries at most once a ttl, and when the
+// cache is full all the same, a tenth of it (map order, so no caller can choose what goes).
+func (r *Reviewer) makeRoomLocked(now time.Time) {
+	r.expireLocked(now, false)
+	if len(r.allowed)+len(r.users) < r.maxEntries {
+		return
+	}
+	r.expireLocked(now, true)
+	drop := len(r.allowed) + len(r.users) - r.maxEntries*9/10
+	for k := range r.allowed {
+		if drop <= 0 {
+			return
+		}
+		delete(r.allowed, k)
+		drop--
+	}
+	for k := range r.users {
+		if drop <= 0 {
+			return
+		}
+		delete(r.users, k)
+		drop--
+	}
+}
+
+// expireLocked drops stale entries, at most once a ttl unless forced, so that the cache holds only the
+// entries of the last two ttls.
+func (r *Reviewer) expireLocked(now time.Time, force bool) {
+	if !force && now.Sub(r.swept) < r.ttl {
 		return
 	}
 	r.swept = now

@@ -34,6 +34,8 @@ type Config struct {
 	ShutdownTimeout time.Duration `mapstructure:"shutdown-timeout"`
 	// AuthCacheTTL is how long an access review verdict is reused for the same token.
 	AuthCacheTTL time.Duration `mapstructure:"auth-cache-ttl"`
+	// AuthCacheSize bounds the access review verdicts and user names cached.
+	AuthCacheSize int `mapstructure:"auth-cache-size"`
 	// ResyncPeriod is the informers' resync period (0 disables resync).
 	ResyncPeriod time.Duration `mapstructure:"resync-period"`
 	// DashboardOrigin, when set (scheme://host[:port]), is a separate origin that alone serves the Ray
@@ -59,6 +61,7 @@ func Load(args []string) (*Config, error) {
 	fs.String("cluster-domain", "cluster.local", "cluster DNS domain")
 	fs.Duration("shutdown-timeout", 15*time.Second, "how long a graceful shutdown may take")
 	fs.Duration("auth-cache-ttl", 30*time.Second, "how long an access review verdict is cached")
+	fs.Int("auth-cache-size", 10000, "the most access review verdicts and user names cached")
 	fs.Duration("resync-period", 0, "informer resync period (0: none)")
 	fs.String("dashboard-origin", "", "a separate origin (scheme://host[:port]) that alone serves the Ray dashboard proxy")
 	fs.String("template-key-file", "", "file holding the key templates are signed with (at least 32 bytes; required)")

@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os/exec"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -292,4 +293,58 @@ func TestAttackDashboardProxyVerbs(t *testing.T) {
 	}
 	before := env.dashboards.seen("POST", "pv-head-svc."+ns, "/api/echo")
 	assert.Zero(t, before, "nothing refused reached the dashboard")
+}
+
+// Attack: names that are no Kubernetes names reached client-go's validation and came back as 500 with
+// an error in the log; random namespaces reached access reviews and grew the verdict cache. Both are
+// now refused in the request layer with 400, naming the field.
+func TestAttackMalformedNamesAreRefused(t *testing.T) {
+	admin := env.tokens["admin"]
+	long := strings.Repeat("a", 300)
+	for _, path := range []string{
+		"/rest/ray/v1/namespaces/default/rayclusters/..",
+		"/rest/ray/v1/namespaces/default/rayclusters/.",
+		"/rest/ray/v1/namespaces/default/rayclusters/a..b/yaml",
+		"/rest/ray/v1/namespaces/default/rayclusters/UPPER/pods",
+		"/rest/ray/v1/namespaces/default/rayclusters/" + long,
+		"/rest/ray/v1/namespaces/../rayclusters",
+		"/rest/ray/v1/namespaces/Not_A_Namespace/rayclusters/x",
+		"/rest/ray/v1/namespaces/" + long + "/rayjobs",
+	} {
+		r := call(t, "GET", path, admin, "", nil)
+		assert.Equal(t, 400, r.Status, "%s: %s", path, r.Raw)
+		assert.Equal(t, "BadRequest", r.Reason, path)
+	}
+	r := call(t, "POST", "/rest/ray/v1/rayclusters/batch-delete", admin, "application/json",
+		[]byte(`{"items":[{"namespace":"default","name":".."}]}`))
+	assert.Equal(t, 400, r.Status, "%s", r.Raw)
+	assert.Contains(t, r.Msg, "items[0].name")
+}
+
+// Attack: each distinct namespace a caller names is an access review whose verdict is cached; random
+// namespaces grew the cache without bound. It now holds at most auth-cache-size verdicts.
+func TestAttackVerdictCacheIsBounded(t *testing.T) {
+	svc, err := launchService(env.root, env.state, env.vars, "ray-service-cache.log", 60*time.Second, "--auth-cache-size=50")
+	require.NoError(t, err)
+	defer svc.stop()
+	viewer := env.tokens["viewer"]
+	for i := range 200 {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		status, _, err := httpGetHeaders(ctx, svc.url+fmt.Sprintf("/rest/ray/v1/namespaces/random-%d/rayclusters", i),
+			map[string]string{"Authorization": "Bearer " + viewer})
+		cancel()
+		require.NoError(t, err)
+		require.Equal(t, 200, status)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, body, err := httpGet(ctx, svc.url+"/metrics")
+	require.NoError(t, err)
+	m := regexp.MustCompile(`(?m)^ray_service_auth_cache_entries ([0-9]+)$`).FindStringSubmatch(string(body))
+	require.NotNil(t, m, "the cache's size is a metric")
+	n, err := strconv.Atoi(m[1])
+	require.NoError(t, err)
+	t.Logf("verdicts cached after 200 namespaces: %d", n)
+	assert.LessOrEqual(t, n, 50)
+	assert.Positive(t, n)
 }
