@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"slices"
+	"strconv"
 	"sort"
 	"strings"
 	"time"
@@ -14,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // Node types of the pods an object shows.
@@ -324,15 +327,36 @@ func NewDashboards(clusterDomain string) *Dashboards {
 	}
 }
 
+// inNamespaceZone returns host:port of a dashboard URL that names a service of namespace ns
+// (<service>.<ns>.svc.<cluster domain>:<port>), and whether it does.
+func (d *Dashboards) inNamespaceZone(dashboardURL, ns string) (string, bool) {
+	addr := strings.TrimPrefix(strings.TrimPrefix(dashboardURL, "http://"), "https://")
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", false
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return "", false
+	}
+	svc, ok := strings.CutSuffix(host, "."+ns+".svc."+d.ClusterDomain)
+	if !ok || len(validation.IsDNS1123Label(svc)) > 0 {
+		return "", false
+	}
+	return addr, true
+}
+
 // Transport is how the dashboards are reached: through the HTTP proxy the environment names, if any.
 func (d *Dashboards) Transport() http.RoundTripper { return d.Client.Transport }
 
 // Address is host:port of the Ray dashboard of the cluster object o of kind k runs on: what the operator
-// recorded for a RayJob, else <head service>.<namespace>.svc.<cluster domain>:<the head's dashboard
-// port>. "" when the object has no cluster yet.
+// recorded for a RayJob where it names a service of the object's own namespace, else <head
+// service>.<namespace>.svc.<cluster domain>:<the head's dashboard port>. "" when the object has no
+// cluster yet. Whoever may write an object's status cannot send the proxy anywhere else.
 func (d *Dashboards) Address(k *Kind, o *unstructured.Unstructured) string {
 	if v, _, _ := unstructured.NestedString(o.Object, "status", "dashboardURL"); v != "" {
-		return strings.TrimPrefix(strings.TrimPrefix(v, "http://"), "https://")
+		if addr, ok := d.inNamespaceZone(v, o.GetNamespace()); ok {
+			return addr
+		}
 	}
 	s := k.Summarize(o)
 	svc := k.HeadService(o, &s)

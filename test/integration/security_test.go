@@ -23,6 +23,8 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 )
@@ -347,4 +349,34 @@ func TestAttackVerdictCacheIsBounded(t *testing.T) {
 	t.Logf("verdicts cached after 200 namespaces: %d", n)
 	assert.LessOrEqual(t, n, 50)
 	assert.Positive(t, n)
+}
+
+// Attack: status.dashboardURL was the proxy's and the RayJob stop's target, whatever it named. Whoever
+// may write a RayJob's status could send the caller's proxy requests to another namespace's service,
+// anywhere outside, or to the apiserver on loopback. Only an address in the object's own namespace's
+// service zone is taken now; anything else is replaced by the head service's.
+func TestAttackDashboardURLIsNotFollowedOutOfItsNamespace(t *testing.T) {
+	ns := namespace(t, "dashurl")
+	admin := env.tokens["admin"]
+	r := call(t, "POST", nsPath(ns, "rayjobs"), admin, "application/json", rayJob(t, "dj", false))
+	require.Equal(t, 201, r.Status, "%s", r.Raw)
+	eventually(t, 60*time.Second, "the operator recorded the dashboard", func() bool {
+		o, err := getRay(t, rayJobs, ns, "dj")
+		require.NoError(t, err)
+		u, _, _ := unstructured.NestedString(o.Object, "status", "dashboardURL")
+		return u != ""
+	})
+	base := itemPath(ns, "rayjobs", "dj") + "/dashboard/api/version"
+	for _, target := range []string{"ray-evil.elsewhere.svc.cluster.local:8265", "attacker.example:8265",
+		"http://127.0.0.1:" + strings.TrimPrefix(env.vars["KUBE_APISERVER_URL"], "https://127.0.0.1:")} {
+		patch := fmt.Sprintf(`{"status":{"dashboardURL":%q}}`, target)
+		_, err := env.adminDyn.Resource(rayJobs).Namespace(ns).Patch(context.Background(), "dj", types.MergePatchType,
+			[]byte(patch), metav1.PatchOptions{}, "status")
+		require.NoError(t, err)
+		r := call(t, "GET", base, admin, "", nil)
+		assert.Equal(t, 200, r.Status, "%s: %s", target, r.Raw)
+		assert.Contains(t, string(r.Raw), `"version":"standin"`, "%s: the derived head service answered", target)
+		host := strings.Split(strings.TrimPrefix(target, "http://"), ":")[0]
+		assert.Zero(t, env.dashboards.seen("GET", host, "/api/version"), "%s was never asked", target)
+	}
 }
