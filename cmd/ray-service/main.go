@@ -91,7 +91,7 @@ func run() error {
 		}
 		return cl.Core, nil
 	}, cfg.AuthCacheTTL, cfg.AuthCacheSize)
-	dashboards := k8s.NewDashboards(cfg.ClusterDomain)
+	dashboards := k8s.NewDashboards(cfg.ClusterDomain, cfg.DashboardTimeout)
 	registry, httpMetrics := metrics.NewRegistry()
 	metrics.RegisterCacheSize(registry, reviewer.Len)
 	var usage api.Usage // none without Prometheus
@@ -122,9 +122,11 @@ func run() error {
 		Usage:           usage,
 		Grafana:         api.Grafana{URL: cfg.GrafanaURL, DashboardUID: cfg.GrafanaDashboardUID},
 		Shutdown:        ctx,
+		Follows:         api.NewFollowLimit(cfg.MaxLogFollows, cfg.MaxLogFollowsPerCaller, cfg.MaxLogFollowDuration),
 		Ready:           readiness(store, core.Discovery(), kinds),
 	})
 	srv := &http.Server{Addr: cfg.Listen, Handler: router, ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout: cfg.ReadTimeout, WriteTimeout: cfg.WriteTimeout, IdleTimeout: cfg.IdleTimeout,
 		// The request line and headers together; past it the server answers 431.
 		MaxHeaderBytes: api.MaxHeaderBytes}
 

@@ -949,6 +949,12 @@ const docTemplate = `{
                         "schema": {
                             "$ref": "#/definitions/api.Envelope"
                         }
+                    },
+                    "504": {
+                        "description": "Gateway Timeout",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
                     }
                 }
             },
@@ -1034,6 +1040,12 @@ const docTemplate = `{
                     },
                     "502": {
                         "description": "Bad Gateway",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    },
+                    "504": {
+                        "description": "Gateway Timeout",
                         "schema": {
                             "$ref": "#/definitions/api.Envelope"
                         }
@@ -1146,7 +1158,7 @@ const docTemplate = `{
                         "Bearer": []
                     }
                 ],
-                "description": "Container logs through the Kubernetes API, as the caller, streamed as they are read. pod and\ncontainer must belong to the object (400 otherwise). Defaults: a RayJob's submitter pod\n(container ray-job-submitter), else the head pod of the (active) cluster and its first\ncontainer. tailLines is at most 10000; limitBytes at most 10 MiB (also the default without\nfollow). follow=true streams until the client leaves or the service shuts down. A pod that is\ngone is 404; a container that has not started is 409 with its waiting reason.",
+                "description": "Container logs through the Kubernetes API, as the caller, streamed as they are read. pod and\ncontainer must belong to the object (400 otherwise). Defaults: a RayJob's submitter pod\n(container ray-job-submitter), else the head pod of the (active) cluster and its first\ncontainer. tailLines is at most 10000; limitBytes at most 10 MiB (also the default without\nfollow). follow=true streams until the client leaves, the service shuts down or max-log-follow-duration\n(1 h) has passed; at most max-log-follows-per-caller (8) follows of one caller and max-log-follows\n(256) in all are open at once, 429 beyond. A pod that is\ngone is 404; a container that has not started is 409 with its waiting reason.",
                 "produces": [
                     "text/plain",
                     "application/json"
@@ -1261,6 +1273,12 @@ const docTemplate = `{
                     },
                     "409": {
                         "description": "Conflict",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    },
+                    "429": {
+                        "description": "Too Many Requests",
                         "schema": {
                             "$ref": "#/definitions/api.Envelope"
                         }

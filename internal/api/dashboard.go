@@ -1,12 +1,16 @@
 package api
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/gin-gonic/gin"
 	"go.uber.org/zap"
@@ -41,7 +45,7 @@ var proxyVerbs = map[string]string{
 //	@Param			name				path	string	true	"name"
 //	@Param			path				path	string	true	"path on the dashboard"
 //	@Success		200					"what the dashboard answers"
-//	@Failure		401,403,404,405,409,502	{object}	Envelope
+//	@Failure		401,403,404,405,409,502,504	{object}	Envelope
 //	@Router			/rest/ray/v1/namespaces/{namespace}/{kind}/{name}/dashboard/{path} [get]
 //	@Router			/rest/ray/v1/namespaces/{namespace}/{kind}/{name}/dashboard/{path} [post]
 func (s *Server) dashboard(c *gin.Context) {
@@ -96,10 +100,25 @@ func (s *Server) dashboard(c *gin.Context) {
 		},
 		ErrorHandler: func(_ http.ResponseWriter, _ *http.Request, err error) {
 			logger(c).Warn("Ray dashboard unreachable", zap.String("address", addr), zap.Error(err))
+			var ne net.Error
+			if errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout() {
+				s.fail(c, statusError(http.StatusGatewayTimeout, metav1.StatusReasonTimeout, fmt.Sprintf("the Ray dashboard at %s did not answer in time", addr)))
+				return
+			}
 			s.fail(c, statusError(http.StatusBadGateway, ReasonBadGateway, fmt.Sprintf("the Ray dashboard at %s did not answer", addr)))
 		},
 	}
+	// A dashboard may stream (job logs, events): the server's deadlines for ordinary requests are lifted,
+	// the transport bounds the wait for the dashboard's answer.
+	liftDeadlines(c.Writer)
 	rp.ServeHTTP(c.Writer, c.Request)
+}
+
+// liftDeadlines clears the server's read and write deadlines of a streaming answer's connection.
+func liftDeadlines(w http.ResponseWriter) {
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Time{})
+	_ = rc.SetWriteDeadline(time.Time{})
 }
 
 // dashboardRoot sends .../dashboard to .../dashboard/, so that the dashboard's relative links resolve.

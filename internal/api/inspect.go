@@ -91,7 +91,9 @@ func (s *Server) events(c *gin.Context) {
 //	@Description	container must belong to the object (400 otherwise). Defaults: a RayJob's submitter pod
 //	@Description	(container ray-job-submitter), else the head pod of the (active) cluster and its first
 //	@Description	container. tailLines is at most 10000; limitBytes at most 10 MiB (also the default without
-//	@Description	follow). follow=true streams until the client leaves or the service shuts down. A pod that is
+//	@Description	follow). follow=true streams until the client leaves, the service shuts down or max-log-follow-duration
+//	@Description	(1 h) has passed; at most max-log-follows-per-caller (8) follows of one caller and max-log-follows
+//	@Description	(256) in all are open at once, 429 beyond. A pod that is
 //	@Description	gone is 404; a container that has not started is 409 with its waiting reason.
 //	@Tags			inspect
 //	@Produce		plain
@@ -108,7 +110,7 @@ func (s *Server) events(c *gin.Context) {
 //	@Param			limitBytes				query		int		false	"stop after this many bytes"	maximum(10485760)
 //	@Param			follow					query		bool	false	"stream new lines"
 //	@Success		200						{string}	string	"the log text"
-//	@Failure		400,401,403,404,409,503	{object}	Envelope
+//	@Failure		400,401,403,404,409,429,503	{object}	Envelope
 //	@Router			/rest/ray/v1/namespaces/{namespace}/{kind}/{name}/logs [get]
 func (s *Server) logs(c *gin.Context) {
 	opts, err := logOptions(c)
@@ -126,14 +128,27 @@ func (s *Server) logs(c *gin.Context) {
 	}
 	ctx := c.Request.Context()
 	if opts.Follow {
-		// A follow ends when the client leaves or the service shuts down.
+		// A follow holds a place of its own, and ends when the client leaves, the service shuts down
+		// or its time is up; the server's read and write deadlines, made for ordinary requests, are
+		// lifted for it.
+		release, err := s.Follows.acquire(c.GetString(callerKey{}))
+		if err != nil {
+			s.fail(c, err)
+			return
+		}
+		defer release()
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithCancel(ctx)
+		if d := s.Follows.maxDuration(); d > 0 {
+			ctx, cancel = context.WithTimeout(ctx, d)
+		} else {
+			ctx, cancel = context.WithCancel(ctx)
+		}
 		defer cancel()
 		if s.Shutdown != nil {
 			stop := context.AfterFunc(s.Shutdown, cancel)
 			defer stop()
 		}
+		liftDeadlines(c.Writer)
 	}
 	stream, err := r.objects.OpenLogs(ctx, cur.Instance, c.Query("pod"), c.Query("container"), opts)
 	if err != nil {

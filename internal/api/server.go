@@ -106,6 +106,8 @@ type Deps struct {
 	Grafana Grafana
 	// Shutdown is done when the service shuts down; it ends log streams.
 	Shutdown context.Context
+	// Follows bounds the log follows open at once and how long each lasts; nil: no bound.
+	Follows *FollowLimit
 	// Ready reports why the service cannot serve yet, or nil.
 	Ready func(ctx context.Context) error
 }

@@ -32,6 +32,18 @@ type Config struct {
 	ClusterDomain string `mapstructure:"cluster-domain"`
 	// ShutdownTimeout bounds the graceful shutdown.
 	ShutdownTimeout time.Duration `mapstructure:"shutdown-timeout"`
+	// ReadTimeout bounds reading a whole request, body included; IdleTimeout how long a keep-alive
+	// connection may wait for its next request; WriteTimeout writing an answer (streams lift it).
+	ReadTimeout  time.Duration `mapstructure:"read-timeout"`
+	WriteTimeout time.Duration `mapstructure:"write-timeout"`
+	IdleTimeout  time.Duration `mapstructure:"idle-timeout"`
+	// DashboardTimeout bounds connecting to a Ray dashboard and waiting for its answer's headers.
+	DashboardTimeout time.Duration `mapstructure:"dashboard-timeout"`
+	// MaxLogFollows and MaxLogFollowsPerCaller bound the log follows open at once, in all and per
+	// caller; MaxLogFollowDuration how long one may last.
+	MaxLogFollows          int           `mapstructure:"max-log-follows"`
+	MaxLogFollowsPerCaller int           `mapstructure:"max-log-follows-per-caller"`
+	MaxLogFollowDuration   time.Duration `mapstructure:"max-log-follow-duration"`
 	// AuthCacheTTL is how long an access review verdict is reused for the same token.
 	AuthCacheTTL time.Duration `mapstructure:"auth-cache-ttl"`
 	// AuthCacheSize bounds the access review verdicts and user names cached.
@@ -60,6 +72,13 @@ func Load(args []string) (*Config, error) {
 	fs.String("log-level", "info", "log level: debug, info, warn or error")
 	fs.String("cluster-domain", "cluster.local", "cluster DNS domain")
 	fs.Duration("shutdown-timeout", 15*time.Second, "how long a graceful shutdown may take")
+	fs.Duration("read-timeout", time.Minute, "how long reading a whole request may take")
+	fs.Duration("write-timeout", time.Minute, "how long writing an answer may take (log follows and the dashboard proxy lift it)")
+	fs.Duration("idle-timeout", 2*time.Minute, "how long a keep-alive connection may wait for its next request")
+	fs.Duration("dashboard-timeout", 30*time.Second, "how long connecting to a Ray dashboard and waiting for its answer may take")
+	fs.Int("max-log-follows", 256, "the most log follows open at once")
+	fs.Int("max-log-follows-per-caller", 8, "the most log follows one caller may have open at once")
+	fs.Duration("max-log-follow-duration", time.Hour, "how long one log follow may last")
 	fs.Duration("auth-cache-ttl", 30*time.Second, "how long an access review verdict is cached")
 	fs.Int("auth-cache-size", 10000, "the most access review verdicts and user names cached")
 	fs.Duration("resync-period", 0, "informer resync period (0: none)")

@@ -7,8 +7,8 @@ import (
 	"net"
 	"net/http"
 	"slices"
-	"strconv"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -319,12 +319,22 @@ type Dashboards struct {
 	ClusterDomain string
 }
 
-// NewDashboards returns Dashboards for a cluster DNS domain.
-func NewDashboards(clusterDomain string) *Dashboards {
-	return &Dashboards{
-		Client:        &http.Client{Transport: &http.Transport{Proxy: http.ProxyFromEnvironment}, Timeout: 15 * time.Second},
-		ClusterDomain: clusterDomain,
+// NewDashboards returns Dashboards for a cluster DNS domain. timeout bounds connecting to a dashboard
+// and waiting for its answer's headers (0: 30 s); a whole call of the service's own, such as a job's
+// stop, is bounded by it too.
+func NewDashboards(clusterDomain string, timeout time.Duration) *Dashboards {
+	if timeout <= 0 {
+		timeout = 30 * time.Second
 	}
+	transport := &http.Transport{
+		Proxy:                 http.ProxyFromEnvironment,
+		DialContext:           (&net.Dialer{Timeout: min(timeout, 10*time.Second)}).DialContext,
+		TLSHandshakeTimeout:   min(timeout, 10*time.Second),
+		ResponseHeaderTimeout: timeout,
+		IdleConnTimeout:       90 * time.Second,
+		MaxIdleConnsPerHost:   8,
+	}
+	return &Dashboards{Client: &http.Client{Transport: transport, Timeout: timeout}, ClusterDomain: clusterDomain}
 }
 
 // inNamespaceZone returns host:port of a dashboard URL that names a service of namespace ns

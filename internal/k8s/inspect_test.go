@@ -63,7 +63,7 @@ func TestLogTargetDefaults(t *testing.T) {
 // A recorded dashboard URL is taken only where it names a service of the object's own namespace.
 func TestDashboardAddressStaysInItsNamespace(t *testing.T) {
 	job, _ := NewKinds().Lookup("rayjobs")
-	d := NewDashboards("cluster.local")
+	d := NewDashboards("cluster.local", 0)
 	o := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "ray.io/v1", "kind": "RayJob",
 		"metadata": map[string]any{"name": "j", "namespace": "team"}, "status": map[string]any{"rayClusterName": "j-abc"}}}
 	for recorded, want := range map[string]string{

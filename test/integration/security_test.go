@@ -4,12 +4,15 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"os"
 	"os/exec"
 	"regexp"
 	"strconv"
@@ -379,4 +382,149 @@ func TestAttackDashboardURLIsNotFollowedOutOfItsNamespace(t *testing.T) {
 		host := strings.Split(strings.TrimPrefix(target, "http://"), ":")[0]
 		assert.Zero(t, env.dashboards.seen("GET", host, "/api/version"), "%s was never asked", target)
 	}
+}
+
+// openFollow starts a log follow on svc as token; it returns the status and, on 200, the open response.
+// The request gives up after 15 s, so that a follow that never ends cannot hold the test.
+func openFollow(t *testing.T, svcURL, path, token string) (int, *http.Response) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	t.Cleanup(cancel)
+	req, err := http.NewRequestWithContext(ctx, "GET", svcURL+path+"/logs?follow=true", nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+token)
+	res, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	if res.StatusCode != 200 {
+		res.Body.Close()
+		return res.StatusCode, nil
+	}
+	return 200, res
+}
+
+// closedWithin reports whether the server closes conn within d (reading until EOF or an error).
+func closedWithin(conn net.Conn, d time.Duration) (bool, time.Duration) {
+	start := time.Now()
+	_ = conn.SetReadDeadline(start.Add(d))
+	buf := make([]byte, 4096)
+	for {
+		if _, err := conn.Read(buf); err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				return false, time.Since(start)
+			}
+			return true, time.Since(start)
+		}
+	}
+}
+
+// Attack: the server had no read, write or idle timeout beyond the header's, log follows had no cap or
+// end, and the proxy waited on a dashboard for ever. A client could hold connections, goroutines and
+// apiserver streams as long and as many as it liked.
+func TestAttackSlowAndLongRequestsAreBounded(t *testing.T) {
+	limits := []string{"--read-timeout=2s", "--idle-timeout=2s", "--dashboard-timeout=2s",
+		"--max-log-follows-per-caller=2", "--max-log-follow-duration=3s"}
+	if os.Getenv("RAY_TEST_NO_LIMITS") == "1" { // to show what a service without these settings does
+		limits = nil
+	}
+	svc, err := launchService(env.root, env.state, env.vars, "ray-service-timeouts.log", 60*time.Second, limits...)
+	require.NoError(t, err)
+	defer svc.stop()
+	addr := strings.TrimPrefix(svc.url, "http://")
+	admin := env.tokens["admin"]
+
+	t.Run("a body sent a byte a second is cut off", func(t *testing.T) {
+		conn, err := net.Dial("tcp", addr)
+		require.NoError(t, err)
+		defer conn.Close()
+		_, err = fmt.Fprintf(conn, "POST /rest/ray/v1/namespaces/default/rayclusters HTTP/1.1\r\nHost: x\r\n"+
+			"Authorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n", admin)
+		require.NoError(t, err)
+		go func() {
+			for range 20 {
+				if _, err := conn.Write([]byte(" ")); err != nil {
+					return
+				}
+				time.Sleep(time.Second)
+			}
+		}()
+		closed, after := closedWithin(conn, 8*time.Second)
+		assert.True(t, closed, "the connection is closed by the read timeout")
+		t.Logf("closed after %s", after.Round(100*time.Millisecond))
+	})
+	t.Run("an idle keep-alive connection is closed", func(t *testing.T) {
+		conn, err := net.Dial("tcp", addr)
+		require.NoError(t, err)
+		defer conn.Close()
+		_, err = fmt.Fprintf(conn, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+		require.NoError(t, err)
+		closed, after := closedWithin(conn, 8*time.Second)
+		assert.True(t, closed, "closed once idle")
+		t.Logf("closed after %s", after.Round(100*time.Millisecond))
+	})
+
+	ns := namespace(t, "bounded")
+	require.Equal(t, 201, createCluster(t, admin, ns, "bc", nil).Status)
+	waitStatus(t, ns, "rayclusters", "bc", "Running")
+	path := itemPath(ns, "rayclusters", "bc")
+
+	t.Run("a dashboard that does not answer is 504 in time", func(t *testing.T) {
+		start := time.Now()
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		status, body, err := httpGetHeaders(ctx, svc.url+path+"/dashboard/slow", map[string]string{"Authorization": "Bearer " + admin})
+		require.NoError(t, err)
+		assert.Equal(t, 504, status, "%s", body)
+		assert.Less(t, time.Since(start), 6*time.Second)
+	})
+	t.Run("log follows are capped per caller and end by themselves", func(t *testing.T) {
+		var head string
+		for _, p := range clusterPods(t, ns, "bc") {
+			if p.Labels["ray.io/node-type"] == "head" {
+				head = p.Name
+			}
+		}
+		podLog(t, ns, head, "ray-head", "a line")
+		var open []*http.Response
+		for range 2 {
+			status, res := openFollow(t, svc.url, path, admin)
+			require.Equal(t, 200, status)
+			open = append(open, res)
+		}
+		status, _ := openFollow(t, svc.url, path, admin)
+		assert.Equal(t, 429, status, "a third follow of the same caller")
+		bind(t, ns, "alice", "ray-editor")
+		waitAllowed(t, "alice", ns, "get", "ray.io", "rayclusters")
+		aliceRole(t, ns)
+		status, res := openFollow(t, svc.url, path, env.tokens["alice"])
+		assert.Equal(t, 200, status, "another caller is not held up")
+		if res != nil {
+			open = append(open, res)
+		}
+		start := time.Now()
+		for _, res := range open {
+			_, _ = io.Copy(io.Discard, res.Body)
+			res.Body.Close()
+		}
+		assert.Less(t, time.Since(start), 8*time.Second, "every follow ended at the maximum duration")
+		status, res = openFollow(t, svc.url, path, admin)
+		assert.Equal(t, 200, status, "an ended follow frees its place")
+		if res != nil {
+			res.Body.Close()
+		}
+	})
+}
+
+// aliceRole lets alice read pods and their logs in ns.
+func aliceRole(t *testing.T, ns string) {
+	t.Helper()
+	ctx := context.Background()
+	_, err := env.admin.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "alice-logs"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods", "pods/log"}, Verbs: []string{"get", "list"}}}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = env.admin.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "alice-logs"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "alice-logs"},
+		Subjects: []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: "alice"}}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	waitAllowed(t, "alice", ns, "get", "", "pods/log")
 }

@@ -1,0 +1,65 @@
+package api
+
+import (
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// FollowLimit bounds the log follows open at once, in all and per caller, and how long one lasts: each
+// holds a connection, a goroutine and an apiserver stream.
+type FollowLimit struct {
+	max, perCaller int
+	duration       time.Duration
+
+	mu       sync.Mutex
+	total    int
+	byCaller map[string]int
+}
+
+// NewFollowLimit returns a limit of max follows in all and perCaller for each caller, each lasting at
+// most duration. Zero or less means no bound for that figure.
+func NewFollowLimit(maxFollows, perCaller int, duration time.Duration) *FollowLimit {
+	return &FollowLimit{max: maxFollows, perCaller: perCaller, duration: duration, byCaller: map[string]int{}}
+}
+
+// acquire takes a place for caller (a token hash), or says why there is none (429).
+func (l *FollowLimit) acquire(caller string) (release func(), err error) {
+	if l == nil {
+		return func() {}, nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case l.max > 0 && l.total >= l.max:
+		return nil, statusError(http.StatusTooManyRequests, metav1.StatusReasonTooManyRequests,
+			fmt.Sprintf("%d log follows are open, the most the service holds at once: try again later", l.total))
+	case l.perCaller > 0 && l.byCaller[caller] >= l.perCaller:
+		return nil, statusError(http.StatusTooManyRequests, metav1.StatusReasonTooManyRequests,
+			fmt.Sprintf("this caller has %d log follows open, the most it may: close one first", l.byCaller[caller]))
+	}
+	l.total++
+	l.byCaller[caller]++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			l.total--
+			if l.byCaller[caller]--; l.byCaller[caller] <= 0 {
+				delete(l.byCaller, caller)
+			}
+		})
+	}, nil
+}
+
+// maxDuration is how long one follow may last, 0 for no bound.
+func (l *FollowLimit) maxDuration() time.Duration {
+	if l == nil {
+		return 0
+	}
+	return l.duration
+}
