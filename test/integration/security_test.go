@@ -379,7 +379,7 @@ func TestAttackDashboardURLIsNotFollowedOutOfItsNamespace(t *testing.T) {
 		r := call(t, "GET", base, admin, "", nil)
 		assert.Equal(t, 200, r.Status, "%s: %s", target, r.Raw)
 		assert.Contains(t, string(r.Raw), `"version":"standin"`, "%s: the derived head service answered", target)
-		host := strings.Split(strings.TrimPrefix(target, "http://"), ":")[0]
+		host, _, _ := strings.Cut(strings.TrimPrefix(target, "http://"), ":")
 		assert.Zero(t, env.dashboards.seen("GET", host, "/api/version"), "%s was never asked", target)
 	}
 }
