@@ -93,12 +93,15 @@ func run() error {
 	}, cfg.AuthCacheTTL, cfg.AuthCacheSize)
 	dashboards := k8s.NewDashboards(cfg.ClusterDomain, cfg.DashboardTimeout)
 	registry, httpMetrics := metrics.NewRegistry()
-	metrics.RegisterCacheSize(registry, reviewer.Len)
+	metrics.RegisterSize(registry, "ray_service_auth_cache_entries", "Access review verdicts and user names cached.", reviewer.Len)
 	var usage api.Usage // none without Prometheus
 	if cfg.PrometheusURL != "" {
-		if usage, err = metrics.NewQuerier(cfg.PrometheusURL, cfg.PrometheusTimeout); err != nil {
+		querier, err := metrics.NewQuerier(cfg.PrometheusURL, cfg.PrometheusTimeout, cfg.PrometheusCacheSize)
+		if err != nil {
 			return err
 		}
+		metrics.RegisterSize(registry, "ray_service_prometheus_cache_entries", "Answers of Prometheus cached for the overview.", querier.CacheLen)
+		usage = querier
 	}
 	manager := &k8s.Manager{Clients: clients, Dashboards: dashboards, Store: store, Templates: templates, Authz: reviewer,
 		DeleteWait: 30 * time.Second}

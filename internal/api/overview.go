@@ -1,7 +1,6 @@
 package api
 
 import (
-	"context"
 	"net/http"
 	"time"
 
@@ -151,7 +150,8 @@ func (s *Server) answerFigures(c *gin.Context, w metrics.Window, scope metrics.S
 		data.Series = metrics.Series{Used: map[string][]metrics.Point{}, Allocated: map[string][]metrics.Point{}, RayUsed: map[string][]metrics.Point{}}
 		data.Warnings = append(data.Warnings, "no Prometheus is configured: used figures and series are not measured")
 	} else {
-		used, series, warnings := s.Usage.Usage(context.WithoutCancel(c.Request.Context()), w, scope)
+		// A caller that goes away stops waiting; queries that no other caller waits for are cancelled.
+		used, series, warnings := s.Usage.Usage(c.Request.Context(), w, scope)
 		data.Used, data.Series = used, series
 		data.Warnings = append(data.Warnings, warnings...)
 	}

@@ -22,6 +22,8 @@ type Config struct {
 	PrometheusURL string `mapstructure:"prometheus-url"`
 	// PrometheusTimeout bounds each Prometheus query of the overview.
 	PrometheusTimeout time.Duration `mapstructure:"prometheus-timeout"`
+	// PrometheusCacheSize bounds the Prometheus answers cached for the overview.
+	PrometheusCacheSize int `mapstructure:"prometheus-cache-size"`
 	// GrafanaURL is the base URL of Grafana for the overview's deep links.
 	GrafanaURL string `mapstructure:"grafana-url"`
 	// GrafanaDashboardUID is the uid of the Ray dashboard in Grafana.
@@ -67,6 +69,7 @@ func Load(args []string) (*Config, error) {
 	fs.String("kubeconfig", "", "path of a kubeconfig file; empty uses the in-cluster configuration")
 	fs.String("prometheus-url", "http://prometheus-k8s.monitoring.svc:9090", "Prometheus base URL")
 	fs.Duration("prometheus-timeout", 10*time.Second, "timeout of each Prometheus query")
+	fs.Int("prometheus-cache-size", 1024, "the most Prometheus answers cached for the overview")
 	fs.String("grafana-url", "", "Grafana base URL for deep links (empty: no link)")
 	fs.String("grafana-dashboard-uid", "rayDefaultDashboard", "uid of the Ray dashboard in Grafana")
 	fs.String("log-level", "info", "log level: debug, info, warn or error")

@@ -27,12 +27,10 @@ func MethodLabel(method string) string {
 	return "other"
 }
 
-// RegisterCacheSize adds a gauge of how many access review verdicts are cached.
-func RegisterCacheSize(reg prometheus.Registerer, size func() int) {
-	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "ray_service_auth_cache_entries",
-		Help: "Access review verdicts and user names cached.",
-	}, func() float64 { return float64(size()) }))
+// RegisterSize adds a gauge read from size, for the size of a cache.
+func RegisterSize(reg prometheus.Registerer, name, help string, size func() int) {
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help},
+		func() float64 { return float64(size()) }))
 }
 
 // NewRegistry returns a registry with the Go runtime and process collectors and the HTTP metrics.

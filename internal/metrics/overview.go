@@ -13,7 +13,6 @@ import (
 	promapi "github.com/prometheus/client_golang/api"
 	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
-	"golang.org/x/sync/singleflight"
 	"k8s.io/apimachinery/pkg/util/validation"
 )
 
@@ -38,8 +37,11 @@ var Ranges = map[string]struct{ Length, Step time.Duration }{
 	"7d":  {7 * 24 * time.Hour, 2 * time.Hour},
 }
 
-// MaxPoints bounds the points of one series, as Prometheus does.
-const MaxPoints = 11000
+// MaxPoints bounds the points of one series, as Prometheus does; MaxWindow the length of a window.
+const (
+	MaxPoints = 11000
+	MaxWindow = 30 * 24 * time.Hour
+)
 
 // ParseWindow reads a window: a named range ending now, or explicit start, end and step (RFC 3339 or
 // Unix seconds; step as a Go duration or seconds). A named window's ends are aligned to its step, so
@@ -60,11 +62,17 @@ func ParseWindow(rng, start, end, step string, now time.Time) (Window, error) {
 		if !e.After(s) {
 			return Window{}, errors.New("end must be after start")
 		}
+		if e.Sub(s) > MaxWindow {
+			return Window{}, fmt.Errorf("the window from start to end is %s long: at most %s (30 days)", e.Sub(s), MaxWindow)
+		}
 		st := defaultStep(e.Sub(s))
 		if step != "" {
 			if st, err = parseStep(step); err != nil {
 				return Window{}, err
 			}
+		}
+		if st > e.Sub(s) {
+			return Window{}, fmt.Errorf("step %s is longer than the window (%s)", st, e.Sub(s))
 		}
 		if e.Sub(s)/st > MaxPoints {
 			return Window{}, fmt.Errorf("step %s gives more than %d points over the window: use a larger step", st, MaxPoints)
@@ -278,14 +286,32 @@ func scopeParts(sc Scope, step time.Duration) (parts, error) {
 	return p, nil
 }
 
-// Querier asks Prometheus for the overview's used and requested figures.
+// Querier asks Prometheus for the overview's used and requested figures. Identical questions asked at
+// once share one evaluation, which is cancelled once every caller waiting for it has gone; answers are
+// cached for a step, at most MaxCacheTTL, and at most maxCached of them.
 type Querier struct {
-	api     promv1.API
-	timeout time.Duration
+	api       promv1.API
+	timeout   time.Duration
+	maxCached int
 
-	flight singleflight.Group
-	mu     sync.Mutex
-	cache  map[string]cached
+	mu    sync.Mutex
+	calls map[string]*evaluation
+	cache map[string]cached
+}
+
+// MaxCacheTTL bounds how long an answer of Prometheus is reused.
+const MaxCacheTTL = time.Minute
+
+// DefaultCacheSize bounds the answers cached where NewQuerier is given 0.
+const DefaultCacheSize = 1024
+
+// evaluation is one query under way, shared by the callers asking it.
+type evaluation struct {
+	done    chan struct{}
+	matrix  model.Matrix
+	err     error
+	waiters int
+	cancel  context.CancelFunc
 }
 
 type cached struct {
@@ -293,13 +319,25 @@ type cached struct {
 	expires time.Time
 }
 
-// NewQuerier returns a Querier for the Prometheus at url; each query may take at most timeout.
-func NewQuerier(url string, timeout time.Duration) (*Querier, error) {
+// NewQuerier returns a Querier for the Prometheus at url; each query may take at most timeout, and at
+// most cacheSize answers are cached (0: DefaultCacheSize).
+func NewQuerier(url string, timeout time.Duration, cacheSize int) (*Querier, error) {
 	c, err := promapi.NewClient(promapi.Config{Address: url})
 	if err != nil {
 		return nil, err
 	}
-	return &Querier{api: promv1.NewAPI(c), timeout: timeout, cache: map[string]cached{}}, nil
+	if cacheSize <= 0 {
+		cacheSize = DefaultCacheSize
+	}
+	return &Querier{api: promv1.NewAPI(c), timeout: timeout, maxCached: cacheSize,
+		calls: map[string]*evaluation{}, cache: map[string]cached{}}, nil
+}
+
+// CacheLen is how many answers are cached.
+func (q *Querier) CacheLen() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.cache)
 }
 
 // Usage returns the used figures at the end of the window, the series over it, and a warning for each
@@ -397,42 +435,84 @@ func lastAt(pts []Point, end time.Time) (float64, bool) {
 	return pts[len(pts)-1].V, true
 }
 
-// rangeQuery evaluates one query over the window. Identical concurrent questions share one evaluation,
-// and an answer is kept for one step, so that callers refreshing the same window hit the cache.
+// rangeQuery evaluates one query over the window, or takes the cached answer, or waits for the same
+// question already under way. A caller that goes away stops waiting; the evaluation goes on only while
+// some caller still waits for it.
 func (q *Querier) rangeQuery(ctx context.Context, expr string, w Window) (model.Matrix, error) {
 	key := fmt.Sprintf("%s|%d|%d|%d", expr, w.Start.Unix(), w.End.Unix(), w.Step/time.Second)
-	now := time.Now()
 	q.mu.Lock()
-	if c, ok := q.cache[key]; ok && now.Before(c.expires) {
+	if c, ok := q.cache[key]; ok && time.Now().Before(c.expires) {
 		q.mu.Unlock()
 		return c.matrix, nil
 	}
+	ev, ok := q.calls[key]
+	if !ok {
+		qctx, cancel := context.WithTimeout(context.Background(), q.timeout)
+		ev = &evaluation{done: make(chan struct{}), cancel: cancel}
+		q.calls[key] = ev
+		go q.evaluate(qctx, key, expr, w, ev)
+	}
+	ev.waiters++
 	q.mu.Unlock()
-	v, err, _ := q.flight.Do(key, func() (any, error) {
-		qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), q.timeout)
-		defer cancel()
-		val, _, _, err := q.api.QueryRange(qctx, expr, promv1.Range{Start: w.Start, End: w.End, Step: w.Step})
-		if err != nil {
-			return nil, err
-		}
-		m, ok := val.(model.Matrix)
-		if !ok {
-			return nil, fmt.Errorf("unexpected answer type %s", val.Type())
-		}
+	select {
+	case <-ev.done:
+		return ev.matrix, ev.err
+	case <-ctx.Done():
 		q.mu.Lock()
-		for k, c := range q.cache {
-			if !now.Before(c.expires) {
-				delete(q.cache, k)
+		if ev.waiters--; ev.waiters == 0 {
+			ev.cancel()
+			if q.calls[key] == ev {
+				delete(q.calls, key)
 			}
 		}
-		q.cache[key] = cached{matrix: m, expires: now.Add(w.Step)}
 		q.mu.Unlock()
-		return m, nil
-	})
-	if err != nil {
-		return nil, err
+		return nil, ctx.Err()
 	}
-	return v.(model.Matrix), nil
+}
+
+// evaluate asks Prometheus, caches a good answer and hands it to the waiters.
+func (q *Querier) evaluate(ctx context.Context, key, expr string, w Window, ev *evaluation) {
+	defer ev.cancel()
+	val, _, _, err := q.api.QueryRange(ctx, expr, promv1.Range{Start: w.Start, End: w.End, Step: w.Step})
+	var m model.Matrix
+	if err == nil {
+		var ok bool
+		if m, ok = val.(model.Matrix); !ok {
+			err = fmt.Errorf("unexpected answer type %s", val.Type())
+		}
+	}
+	q.mu.Lock()
+	if q.calls[key] == ev {
+		delete(q.calls, key)
+	}
+	if err == nil {
+		q.putLocked(key, m, time.Now().Add(min(w.Step, MaxCacheTTL)))
+	}
+	q.mu.Unlock()
+	ev.matrix, ev.err = m, err
+	close(ev.done)
+}
+
+// putLocked caches an answer, making room first: stale answers go, and when the cache is full all the
+// same, a tenth of it.
+func (q *Querier) putLocked(key string, m model.Matrix, expires time.Time) {
+	now := time.Now()
+	for k, c := range q.cache {
+		if !now.Before(c.expires) {
+			delete(q.cache, k)
+		}
+	}
+	if len(q.cache) >= q.maxCached {
+		drop := len(q.cache) - q.maxCached*9/10
+		for k := range q.cache {
+			if drop <= 0 {
+				break
+			}
+			delete(q.cache, k)
+			drop--
+		}
+	}
+	q.cache[key] = cached{matrix: m, expires: expires}
 }
 
 // GrafanaURL links to the Ray dashboard in Grafana for the window (and one cluster when given); "" when

@@ -115,10 +115,13 @@ func TestParseWindow(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 90*time.Second, w.Step)
 	for _, bad := range [][4]string{{"2h", "", "", ""}, {"", "10", "5", ""}, {"", "x", "5", ""}, {"1h", "1", "2", ""},
-		{"", "", "", "30s"}, {"", "0", "100000", "1s"}, {"", "0", "10", "0.5"}} {
+		{"", "", "", "30s"}, {"", "0", "100000", "1s"}, {"", "0", "10", "0.5"},
+		{"", "0", "4102444800", ""}, {"", "0", "2592001", "1h"}, {"", "0", "100000", "100001"}} {
 		_, err := ParseWindow(bad[0], bad[1], bad[2], bad[3], now)
 		require.Error(t, err, "%v", bad)
 	}
+	_, err = ParseWindow("", "0", "2592000", "1h", now)
+	require.NoError(t, err, "30 days is the longest window")
 }
 
 func TestMethodLabel(t *testing.T) {

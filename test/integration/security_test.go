@@ -3,6 +3,7 @@
 package integration
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -17,6 +18,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -527,4 +529,103 @@ func aliceRole(t *testing.T, ns string) {
 		Subjects: []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: "alice"}}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	waitAllowed(t, "alice", ns, "get", "", "pods/log")
+}
+
+// slowPrometheus forwards to the stack's Prometheus after a delay, and counts the queries whose client
+// went away before the answer.
+type slowPrometheus struct {
+	delay             time.Duration
+	mu                sync.Mutex
+	started, canceled int
+}
+
+func (p *slowPrometheus) start(t *testing.T) string {
+	t.Helper()
+	target, err := url.Parse(env.vars["PROMETHEUS_URL"])
+	require.NoError(t, err)
+	rp := httputil.NewSingleHostReverseProxy(target)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Read the query first: only then can the server see the client go away.
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		p.mu.Lock()
+		p.started++
+		p.mu.Unlock()
+		select {
+		case <-r.Context().Done():
+			p.mu.Lock()
+			p.canceled++
+			p.mu.Unlock()
+			return
+		case <-time.After(p.delay):
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+func (p *slowPrometheus) counts() (started, canceled int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.started, p.canceled
+}
+
+// Attack: overview windows had no bound on their length, each distinct window's answers were cached for
+// a whole step with no bound on entries, and a caller that went away left its Prometheus queries running
+// until they timed out.
+func TestAttackOverviewWindowsAreBounded(t *testing.T) {
+	admin := env.tokens["admin"]
+	for _, q := range []string{"start=0&end=4102444800", "start=2000-01-01T00:00:00Z&end=2030-01-01T00:00:00Z&step=1d",
+		"start=0&end=100000&step=200000"} {
+		r := call(t, "GET", "/rest/ray/v1/overview?"+q, admin, "", nil)
+		assert.Equal(t, 400, r.Status, "%s: %s", q, r.Raw)
+	}
+
+	slow := &slowPrometheus{delay: 20 * time.Second}
+	args := []string{"--prometheus-url=" + slow.start(t), "--prometheus-timeout=30s", "--prometheus-cache-size=40"}
+	before := os.Getenv("RAY_TEST_NO_LIMITS") == "1" // to show what a service without the bounds does
+	if before {
+		args = args[:2]
+	}
+	svc, err := launchService(env.root, env.state, env.vars, "ray-service-slowprom.log", 60*time.Second, args...)
+	require.NoError(t, err)
+	defer svc.stop()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	_, _, err = httpGetHeaders(ctx, svc.url+"/rest/ray/v1/overview?range=10m", map[string]string{"Authorization": "Bearer " + admin})
+	cancel()
+	require.Error(t, err, "the client gives up after a second")
+	time.Sleep(3 * time.Second)
+	started, canceled := slow.counts()
+	t.Logf("Prometheus queries started %d, cancelled within 3 s of the caller leaving %d", started, canceled)
+	assert.Positive(t, started)
+	assert.Equal(t, started, canceled, "the queries of a caller who left are cancelled")
+	if before {
+		return
+	}
+
+	slow.delay = 0
+	for i := range 20 {
+		q := fmt.Sprintf("start=%d&end=%d&step=60", 1700000000+i*60, 1700003600+i*60)
+		r := call(t, "GET", "/rest/ray/v1/overview?"+q, admin, "", nil)
+		require.Equal(t, 200, r.Status, "%s", r.Raw)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		status, _, err := httpGetHeaders(ctx, svc.url+"/rest/ray/v1/overview?"+q, map[string]string{"Authorization": "Bearer " + admin})
+		cancel()
+		require.NoError(t, err)
+		require.Equal(t, 200, status)
+	}
+	ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, body, err := httpGet(ctx, svc.url+"/metrics")
+	require.NoError(t, err)
+	m := regexp.MustCompile(`(?m)^ray_service_prometheus_cache_entries ([0-9]+)$`).FindStringSubmatch(string(body))
+	require.NotNil(t, m, "the query cache's size is a metric")
+	n, err := strconv.Atoi(m[1])
+	require.NoError(t, err)
+	t.Logf("answers cached after 20 distinct windows of 11 queries: %d", n)
+	assert.LessOrEqual(t, n, 40)
 }
