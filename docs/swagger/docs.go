@@ -70,7 +70,7 @@ const docTemplate = `{
                         }
                     },
                     "503": {
-                        "description": "why the service is not ready",
+                        "description": "not ready (the reason is in the service's log)",
                         "schema": {
                             "type": "string"
                         }

@@ -40,7 +40,7 @@ func TestRouterWithoutKubernetes(t *testing.T) {
 	assert.Equal(t, 200, do("GET", "/healthz", "").Code)
 	w := do("GET", "/readyz", "")
 	assert.Equal(t, 503, w.Code)
-	assert.Contains(t, w.Body.String(), "not synced")
+	assert.Equal(t, "not ready\n", w.Body.String(), "no detail for anyone who asks")
 	ready = nil
 	assert.Equal(t, 200, do("GET", "/readyz", "").Code)
 

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -115,6 +116,9 @@ type Deps struct {
 // Server holds the handlers.
 type Server struct {
 	Deps
+
+	readyMu     sync.Mutex
+	readyReason string
 }
 
 // Keys of what the middlewares put into a request's context.
@@ -327,21 +331,43 @@ func (s *Server) healthz(c *gin.Context) { c.String(http.StatusOK, "ok") }
 func (s *Server) metrics(h http.Handler) gin.HandlerFunc { return gin.WrapH(h) }
 
 // readyz answers 200 once the caches have synced and the apiserver and the KubeRay CRDs are there.
+// Anyone may ask, so the answer says no more than "not ready"; the reason goes to the log, once each
+// time it changes.
 //
 //	@Summary	Readiness
 //	@Tags		health
 //	@Produce	plain
 //	@Success	200	{string}	string	"ok"
-//	@Failure	503	{string}	string	"why the service is not ready"
+//	@Failure	503	{string}	string	"not ready (the reason is in the service's log)"
 //	@Router		/readyz [get]
 func (s *Server) readyz(c *gin.Context) {
 	ctx, cancel := context.WithTimeout(c.Request.Context(), 5*time.Second)
 	defer cancel()
-	if err := s.Ready(ctx); err != nil {
-		c.String(http.StatusServiceUnavailable, "not ready: %v", err)
+	err := s.Ready(ctx)
+	s.noteReadiness(err)
+	if err != nil {
+		c.String(http.StatusServiceUnavailable, "not ready\n")
 		return
 	}
 	c.String(http.StatusOK, "ok")
+}
+
+// noteReadiness logs the readiness reason when it changes.
+func (s *Server) noteReadiness(err error) {
+	reason := ""
+	if err != nil {
+		reason = err.Error()
+	}
+	s.readyMu.Lock()
+	changed := reason != s.readyReason
+	s.readyReason = reason
+	s.readyMu.Unlock()
+	switch {
+	case changed && err != nil:
+		s.Log.Warn("not ready", zap.Error(err))
+	case changed:
+		s.Log.Info("ready")
+	}
 }
 
 func logger(c *gin.Context) *zap.Logger {

@@ -86,6 +86,19 @@ func TestHelmChart(t *testing.T) {
 		assert.Contains(t, manifest, "secretName: ray-service-template-key", "%s: and the key is mounted", name)
 		assert.Contains(t, manifest, "helm.sh/resource-policy: keep", "%s: the key outlives the release", name)
 	}
+	// Grafana: no anonymous viewers anywhere; behind the console, only the oauth-proxy's user, and only
+	// the website's pods may reach it. Both run hardened, and NetworkPolicies are on unless opted out.
+	assert.NotContains(t, market, "[auth.anonymous]\n    enabled = true")
+	assert.NotContains(t, alone, "[auth.anonymous]\n    enabled = true")
+	assert.Contains(t, market, "[auth.proxy]\n    enabled = true\n    header_name = X-Forwarded-User")
+	assert.NotContains(t, alone, "[auth.proxy]")
+	for name, manifest := range map[string]string{"marketplace": market, "standalone": alone} {
+		assert.Equal(t, 2, kinds(manifest)["NetworkPolicy"], "%s: for ray-service and Grafana", name)
+		assert.Equal(t, 2, strings.Count(manifest, "readOnlyRootFilesystem: true"), "%s: both containers of the service chart", name)
+	}
+	assert.Contains(t, market, "matchLabels: {app.kubernetes.io/name: ray-website, app.kubernetes.io/instance: openfuyao-ray}")
+	optedOut := runTool(t, helm, "template", "openfuyao-ray", chart, "-n", ns, "--set", "ray-service.networkPolicy.enabled=false")
+	assert.Zero(t, kinds(optedOut)["NetworkPolicy"])
 	chartYAML, err := os.ReadFile(filepath.Join(chart, "Chart.yaml"))
 	require.NoError(t, err)
 	assert.Contains(t, string(chartYAML), "openfuyao-extension")

@@ -15,6 +15,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -628,4 +629,83 @@ func TestAttackOverviewWindowsAreBounded(t *testing.T) {
 	require.NoError(t, err)
 	t.Logf("answers cached after 20 distinct windows of 11 queries: %d", n)
 	assert.LessOrEqual(t, n, 40)
+}
+
+// tcpForwarder relays connections to target until cut: then it refuses new ones and closes the open
+// ones, as an apiserver that went away.
+type tcpForwarder struct {
+	ln    net.Listener
+	mu    sync.Mutex
+	conns []net.Conn
+	cut   bool
+}
+
+func forward(t *testing.T, target string) *tcpForwarder {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	f := &tcpForwarder{ln: ln}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("tcp", target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			f.mu.Lock()
+			f.conns = append(f.conns, c, up)
+			f.mu.Unlock()
+			go func() { _, _ = io.Copy(up, c); up.Close() }()
+			go func() { _, _ = io.Copy(c, up); c.Close() }()
+		}
+	}()
+	t.Cleanup(f.stop)
+	return f
+}
+
+func (f *tcpForwarder) stop() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.cut = true
+	f.ln.Close()
+	for _, c := range f.conns {
+		c.Close()
+	}
+}
+
+// kubeconfigVia writes a copy of the service's kubeconfig whose server is reached through addr.
+func kubeconfigVia(t *testing.T, addr string) string {
+	t.Helper()
+	data, err := os.ReadFile(env.vars["SERVICE_KUBECONFIG"])
+	require.NoError(t, err)
+	kc := filepath.Join(t.TempDir(), "kubeconfig")
+	require.NoError(t, os.WriteFile(kc, []byte(strings.ReplaceAll(string(data), env.vars["KUBE_APISERVER_URL"], "https://"+addr)), 0o600))
+	return kc
+}
+
+// Attack: /readyz answers anyone, and told them why the service was not ready in the apiserver's own
+// words (addresses and ports included). It now says "not ready"; the reason goes to the log.
+func TestAttackReadyzTellsAnonymousCallersNothing(t *testing.T) {
+	f := forward(t, strings.TrimPrefix(env.vars["KUBE_APISERVER_URL"], "https://"))
+	svc, err := launchService(env.root, env.state, env.vars, "ray-service-readyz.log", 60*time.Second,
+		"--kubeconfig", kubeconfigVia(t, f.ln.Addr().String()))
+	require.NoError(t, err)
+	defer svc.stop()
+	f.stop()
+	var body []byte
+	eventually(t, 30*time.Second, "not ready once the apiserver is gone", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		var status int
+		status, body, err = httpGet(ctx, svc.url+"/readyz")
+		return err == nil && status == 503
+	})
+	assert.Equal(t, "not ready\n", string(body), "no detail for an anonymous caller")
+	logged, err := os.ReadFile(svc.log.Name())
+	require.NoError(t, err)
+	assert.Contains(t, string(logged), "not ready", "the reason is logged")
 }
