@@ -584,6 +584,12 @@ const docTemplate = `{
                             ]
                         }
                     },
+                    "400": {
+                        "description": "Bad Request",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    },
                     "401": {
                         "description": "Unauthorized",
                         "schema": {
@@ -824,6 +830,12 @@ const docTemplate = `{
                             ]
                         }
                     },
+                    "400": {
+                        "description": "Bad Request",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    },
                     "401": {
                         "description": "Unauthorized",
                         "schema": {
@@ -856,6 +868,80 @@ const docTemplate = `{
                     },
                     "504": {
                         "description": "Gateway Timeout",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    }
+                }
+            }
+        },
+        "/rest/ray/v1/namespaces/{namespace}/{kind}/{name}/dashboard": {
+            "get": {
+                "security": [
+                    {
+                        "Bearer": []
+                    }
+                ],
+                "description": "Redirects to the same path with a trailing slash, where the proxy serves the dashboard.",
+                "tags": [
+                    "inspect"
+                ],
+                "summary": "Ray dashboard (root)",
+                "parameters": [
+                    {
+                        "type": "string",
+                        "description": "namespace",
+                        "name": "namespace",
+                        "in": "path",
+                        "required": true
+                    },
+                    {
+                        "enum": [
+                            "rayclusters",
+                            "rayjobs",
+                            "rayservices"
+                        ],
+                        "type": "string",
+                        "description": "kind",
+                        "name": "kind",
+                        "in": "path",
+                        "required": true
+                    },
+                    {
+                        "type": "string",
+                        "description": "name",
+                        "name": "name",
+                        "in": "path",
+                        "required": true
+                    }
+                ],
+                "responses": {
+                    "301": {
+                        "description": "to .../dashboard/"
+                    },
+                    "307": {
+                        "description": "to the separate dashboard origin, where one is configured"
+                    },
+                    "400": {
+                        "description": "Bad Request",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    },
+                    "401": {
+                        "description": "Unauthorized",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    },
+                    "403": {
+                        "description": "once the redirect is followed, for a caller without services/proxy",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    },
+                    "404": {
+                        "description": "Not Found",
                         "schema": {
                             "$ref": "#/definitions/api.Envelope"
                         }
@@ -914,6 +1000,12 @@ const docTemplate = `{
                     "200": {
                         "description": "what the dashboard answers"
                     },
+                    "400": {
+                        "description": "Bad Request",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    },
                     "401": {
                         "description": "Unauthorized",
                         "schema": {
@@ -932,14 +1024,114 @@ const docTemplate = `{
                             "$ref": "#/definitions/api.Envelope"
                         }
                     },
-                    "405": {
-                        "description": "Method Not Allowed",
+                    "409": {
+                        "description": "Conflict",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    },
+                    "429": {
+                        "description": "Too Many Requests",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    },
+                    "502": {
+                        "description": "Bad Gateway",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    },
+                    "504": {
+                        "description": "Gateway Timeout",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    }
+                }
+            },
+            "put": {
+                "security": [
+                    {
+                        "Bearer": []
+                    }
+                ],
+                "description": "Reverse proxy to the Ray dashboard of the cluster (a RayJob's or RayService's current\ncluster), reached by the head service's in-cluster name and dashboard port, honouring the\nHTTP proxy environment variables. Each method needs the verb the apiserver would ask on\nservices/proxy in the namespace: get (GET, HEAD, OPTIONS), create (POST), update (PUT, PATCH),\ndelete (DELETE). The caller's credentials and cookies are not passed on. What the dashboard\nanswers is kept to its own box on the console's origin: Set-Cookie and headers that act on\nthe whole origin are dropped, redirects stay under the proxy path, and a Content-Security-Policy\nlets its pages load and connect only under the proxy path (the origin is the request's, or\nX-Forwarded-Proto and X-Forwarded-Host of a gateway). With the dashboard-origin setting the\nproxy is served only on that separate origin, and requests for it elsewhere are redirected.",
+                "tags": [
+                    "inspect"
+                ],
+                "summary": "Ray dashboard",
+                "parameters": [
+                    {
+                        "type": "string",
+                        "description": "namespace",
+                        "name": "namespace",
+                        "in": "path",
+                        "required": true
+                    },
+                    {
+                        "enum": [
+                            "rayclusters",
+                            "rayjobs",
+                            "rayservices"
+                        ],
+                        "type": "string",
+                        "description": "kind",
+                        "name": "kind",
+                        "in": "path",
+                        "required": true
+                    },
+                    {
+                        "type": "string",
+                        "description": "name",
+                        "name": "name",
+                        "in": "path",
+                        "required": true
+                    },
+                    {
+                        "type": "string",
+                        "description": "path on the dashboard",
+                        "name": "path",
+                        "in": "path",
+                        "required": true
+                    }
+                ],
+                "responses": {
+                    "200": {
+                        "description": "what the dashboard answers"
+                    },
+                    "400": {
+                        "description": "Bad Request",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    },
+                    "401": {
+                        "description": "Unauthorized",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    },
+                    "403": {
+                        "description": "Forbidden",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    },
+                    "404": {
+                        "description": "Not Found",
                         "schema": {
                             "$ref": "#/definitions/api.Envelope"
                         }
                     },
                     "409": {
                         "description": "Conflict",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    },
+                    "429": {
+                        "description": "Too Many Requests",
                         "schema": {
                             "$ref": "#/definitions/api.Envelope"
                         }
@@ -1008,6 +1200,12 @@ const docTemplate = `{
                     "200": {
                         "description": "what the dashboard answers"
                     },
+                    "400": {
+                        "description": "Bad Request",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    },
                     "401": {
                         "description": "Unauthorized",
                         "schema": {
@@ -1026,14 +1224,414 @@ const docTemplate = `{
                             "$ref": "#/definitions/api.Envelope"
                         }
                     },
-                    "405": {
-                        "description": "Method Not Allowed",
+                    "409": {
+                        "description": "Conflict",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    },
+                    "429": {
+                        "description": "Too Many Requests",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    },
+                    "502": {
+                        "description": "Bad Gateway",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    },
+                    "504": {
+                        "description": "Gateway Timeout",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    }
+                }
+            },
+            "delete": {
+                "security": [
+                    {
+                        "Bearer": []
+                    }
+                ],
+                "description": "Reverse proxy to the Ray dashboard of the cluster (a RayJob's or RayService's current\ncluster), reached by the head service's in-cluster name and dashboard port, honouring the\nHTTP proxy environment variables. Each method needs the verb the apiserver would ask on\nservices/proxy in the namespace: get (GET, HEAD, OPTIONS), create (POST), update (PUT, PATCH),\ndelete (DELETE). The caller's credentials and cookies are not passed on. What the dashboard\nanswers is kept to its own box on the console's origin: Set-Cookie and headers that act on\nthe whole origin are dropped, redirects stay under the proxy path, and a Content-Security-Policy\nlets its pages load and connect only under the proxy path (the origin is the request's, or\nX-Forwarded-Proto and X-Forwarded-Host of a gateway). With the dashboard-origin setting the\nproxy is served only on that separate origin, and requests for it elsewhere are redirected.",
+                "tags": [
+                    "inspect"
+                ],
+                "summary": "Ray dashboard",
+                "parameters": [
+                    {
+                        "type": "string",
+                        "description": "namespace",
+                        "name": "namespace",
+                        "in": "path",
+                        "required": true
+                    },
+                    {
+                        "enum": [
+                            "rayclusters",
+                            "rayjobs",
+                            "rayservices"
+                        ],
+                        "type": "string",
+                        "description": "kind",
+                        "name": "kind",
+                        "in": "path",
+                        "required": true
+                    },
+                    {
+                        "type": "string",
+                        "description": "name",
+                        "name": "name",
+                        "in": "path",
+                        "required": true
+                    },
+                    {
+                        "type": "string",
+                        "description": "path on the dashboard",
+                        "name": "path",
+                        "in": "path",
+                        "required": true
+                    }
+                ],
+                "responses": {
+                    "200": {
+                        "description": "what the dashboard answers"
+                    },
+                    "400": {
+                        "description": "Bad Request",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    },
+                    "401": {
+                        "description": "Unauthorized",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    },
+                    "403": {
+                        "description": "Forbidden",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    },
+                    "404": {
+                        "description": "Not Found",
                         "schema": {
                             "$ref": "#/definitions/api.Envelope"
                         }
                     },
                     "409": {
                         "description": "Conflict",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    },
+                    "429": {
+                        "description": "Too Many Requests",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    },
+                    "502": {
+                        "description": "Bad Gateway",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    },
+                    "504": {
+                        "description": "Gateway Timeout",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    }
+                }
+            },
+            "options": {
+                "security": [
+                    {
+                        "Bearer": []
+                    }
+                ],
+                "description": "Reverse proxy to the Ray dashboard of the cluster (a RayJob's or RayService's current\ncluster), reached by the head service's in-cluster name and dashboard port, honouring the\nHTTP proxy environment variables. Each method needs the verb the apiserver would ask on\nservices/proxy in the namespace: get (GET, HEAD, OPTIONS), create (POST), update (PUT, PATCH),\ndelete (DELETE). The caller's credentials and cookies are not passed on. What the dashboard\nanswers is kept to its own box on the console's origin: Set-Cookie and headers that act on\nthe whole origin are dropped, redirects stay under the proxy path, and a Content-Security-Policy\nlets its pages load and connect only under the proxy path (the origin is the request's, or\nX-Forwarded-Proto and X-Forwarded-Host of a gateway). With the dashboard-origin setting the\nproxy is served only on that separate origin, and requests for it elsewhere are redirected.",
+                "tags": [
+                    "inspect"
+                ],
+                "summary": "Ray dashboard",
+                "parameters": [
+                    {
+                        "type": "string",
+                        "description": "namespace",
+                        "name": "namespace",
+                        "in": "path",
+                        "required": true
+                    },
+                    {
+                        "enum": [
+                            "rayclusters",
+                            "rayjobs",
+                            "rayservices"
+                        ],
+                        "type": "string",
+                        "description": "kind",
+                        "name": "kind",
+                        "in": "path",
+                        "required": true
+                    },
+                    {
+                        "type": "string",
+                        "description": "name",
+                        "name": "name",
+                        "in": "path",
+                        "required": true
+                    },
+                    {
+                        "type": "string",
+                        "description": "path on the dashboard",
+                        "name": "path",
+                        "in": "path",
+                        "required": true
+                    }
+                ],
+                "responses": {
+                    "200": {
+                        "description": "what the dashboard answers"
+                    },
+                    "400": {
+                        "description": "Bad Request",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    },
+                    "401": {
+                        "description": "Unauthorized",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    },
+                    "403": {
+                        "description": "Forbidden",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    },
+                    "404": {
+                        "description": "Not Found",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    },
+                    "409": {
+                        "description": "Conflict",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    },
+                    "429": {
+                        "description": "Too Many Requests",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    },
+                    "502": {
+                        "description": "Bad Gateway",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    },
+                    "504": {
+                        "description": "Gateway Timeout",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    }
+                }
+            },
+            "head": {
+                "security": [
+                    {
+                        "Bearer": []
+                    }
+                ],
+                "description": "Reverse proxy to the Ray dashboard of the cluster (a RayJob's or RayService's current\ncluster), reached by the head service's in-cluster name and dashboard port, honouring the\nHTTP proxy environment variables. Each method needs the verb the apiserver would ask on\nservices/proxy in the namespace: get (GET, HEAD, OPTIONS), create (POST), update (PUT, PATCH),\ndelete (DELETE). The caller's credentials and cookies are not passed on. What the dashboard\nanswers is kept to its own box on the console's origin: Set-Cookie and headers that act on\nthe whole origin are dropped, redirects stay under the proxy path, and a Content-Security-Policy\nlets its pages load and connect only under the proxy path (the origin is the request's, or\nX-Forwarded-Proto and X-Forwarded-Host of a gateway). With the dashboard-origin setting the\nproxy is served only on that separate origin, and requests for it elsewhere are redirected.",
+                "tags": [
+                    "inspect"
+                ],
+                "summary": "Ray dashboard",
+                "parameters": [
+                    {
+                        "type": "string",
+                        "description": "namespace",
+                        "name": "namespace",
+                        "in": "path",
+                        "required": true
+                    },
+                    {
+                        "enum": [
+                            "rayclusters",
+                            "rayjobs",
+                            "rayservices"
+                        ],
+                        "type": "string",
+                        "description": "kind",
+                        "name": "kind",
+                        "in": "path",
+                        "required": true
+                    },
+                    {
+                        "type": "string",
+                        "description": "name",
+                        "name": "name",
+                        "in": "path",
+                        "required": true
+                    },
+                    {
+                        "type": "string",
+                        "description": "path on the dashboard",
+                        "name": "path",
+                        "in": "path",
+                        "required": true
+                    }
+                ],
+                "responses": {
+                    "200": {
+                        "description": "what the dashboard answers"
+                    },
+                    "400": {
+                        "description": "Bad Request",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    },
+                    "401": {
+                        "description": "Unauthorized",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    },
+                    "403": {
+                        "description": "Forbidden",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    },
+                    "404": {
+                        "description": "Not Found",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    },
+                    "409": {
+                        "description": "Conflict",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    },
+                    "429": {
+                        "description": "Too Many Requests",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    },
+                    "502": {
+                        "description": "Bad Gateway",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    },
+                    "504": {
+                        "description": "Gateway Timeout",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    }
+                }
+            },
+            "patch": {
+                "security": [
+                    {
+                        "Bearer": []
+                    }
+                ],
+                "description": "Reverse proxy to the Ray dashboard of the cluster (a RayJob's or RayService's current\ncluster), reached by the head service's in-cluster name and dashboard port, honouring the\nHTTP proxy environment variables. Each method needs the verb the apiserver would ask on\nservices/proxy in the namespace: get (GET, HEAD, OPTIONS), create (POST), update (PUT, PATCH),\ndelete (DELETE). The caller's credentials and cookies are not passed on. What the dashboard\nanswers is kept to its own box on the console's origin: Set-Cookie and headers that act on\nthe whole origin are dropped, redirects stay under the proxy path, and a Content-Security-Policy\nlets its pages load and connect only under the proxy path (the origin is the request's, or\nX-Forwarded-Proto and X-Forwarded-Host of a gateway). With the dashboard-origin setting the\nproxy is served only on that separate origin, and requests for it elsewhere are redirected.",
+                "tags": [
+                    "inspect"
+                ],
+                "summary": "Ray dashboard",
+                "parameters": [
+                    {
+                        "type": "string",
+                        "description": "namespace",
+                        "name": "namespace",
+                        "in": "path",
+                        "required": true
+                    },
+                    {
+                        "enum": [
+                            "rayclusters",
+                            "rayjobs",
+                            "rayservices"
+                        ],
+                        "type": "string",
+                        "description": "kind",
+                        "name": "kind",
+                        "in": "path",
+                        "required": true
+                    },
+                    {
+                        "type": "string",
+                        "description": "name",
+                        "name": "name",
+                        "in": "path",
+                        "required": true
+                    },
+                    {
+                        "type": "string",
+                        "description": "path on the dashboard",
+                        "name": "path",
+                        "in": "path",
+                        "required": true
+                    }
+                ],
+                "responses": {
+                    "200": {
+                        "description": "what the dashboard answers"
+                    },
+                    "400": {
+                        "description": "Bad Request",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    },
+                    "401": {
+                        "description": "Unauthorized",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    },
+                    "403": {
+                        "description": "Forbidden",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    },
+                    "404": {
+                        "description": "Not Found",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    },
+                    "409": {
+                        "description": "Conflict",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    },
+                    "429": {
+                        "description": "Too Many Requests",
                         "schema": {
                             "$ref": "#/definitions/api.Envelope"
                         }
@@ -1116,6 +1714,12 @@ const docTemplate = `{
                                     }
                                 }
                             ]
+                        }
+                    },
+                    "400": {
+                        "description": "Bad Request",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
                         }
                     },
                     "401": {
@@ -1357,6 +1961,12 @@ const docTemplate = `{
                             ]
                         }
                     },
+                    "400": {
+                        "description": "Bad Request",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    },
                     "401": {
                         "description": "Unauthorized",
                         "schema": {
@@ -1450,6 +2060,12 @@ const docTemplate = `{
                                     }
                                 }
                             ]
+                        }
+                    },
+                    "400": {
+                        "description": "Bad Request",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
                         }
                     },
                     "401": {
@@ -1557,6 +2173,12 @@ const docTemplate = `{
                                     }
                                 }
                             ]
+                        }
+                    },
+                    "400": {
+                        "description": "Bad Request",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
                         }
                     },
                     "401": {

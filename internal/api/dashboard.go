@@ -45,9 +45,14 @@ var proxyVerbs = map[string]string{
 //	@Param			name				path	string	true	"name"
 //	@Param			path				path	string	true	"path on the dashboard"
 //	@Success		200					"what the dashboard answers"
-//	@Failure		401,403,404,405,409,502,504	{object}	Envelope
+//	@Failure		400,401,403,404,409,429,502,504	{object}	Envelope
 //	@Router			/rest/ray/v1/namespaces/{namespace}/{kind}/{name}/dashboard/{path} [get]
+//	@Router			/rest/ray/v1/namespaces/{namespace}/{kind}/{name}/dashboard/{path} [head]
+//	@Router			/rest/ray/v1/namespaces/{namespace}/{kind}/{name}/dashboard/{path} [options]
 //	@Router			/rest/ray/v1/namespaces/{namespace}/{kind}/{name}/dashboard/{path} [post]
+//	@Router			/rest/ray/v1/namespaces/{namespace}/{kind}/{name}/dashboard/{path} [put]
+//	@Router			/rest/ray/v1/namespaces/{namespace}/{kind}/{name}/dashboard/{path} [patch]
+//	@Router			/rest/ray/v1/namespaces/{namespace}/{kind}/{name}/dashboard/{path} [delete]
 func (s *Server) dashboard(c *gin.Context) {
 	if s.redirectToDashboardOrigin(c) {
 		return
@@ -122,6 +127,19 @@ func liftDeadlines(w http.ResponseWriter) {
 }
 
 // dashboardRoot sends .../dashboard to .../dashboard/, so that the dashboard's relative links resolve.
+//
+//	@Summary		Ray dashboard (root)
+//	@Description	Redirects to the same path with a trailing slash, where the proxy serves the dashboard.
+//	@Tags			inspect
+//	@Security		Bearer
+//	@Param			namespace		path	string	true	"namespace"
+//	@Param			kind			path	string	true	"kind"	Enums(rayclusters, rayjobs, rayservices)
+//	@Param			name			path	string	true	"name"
+//	@Success		301				"to .../dashboard/"
+//	@Success		307				"to the separate dashboard origin, where one is configured"
+//	@Failure		400,401,404		{object}	Envelope
+//	@Failure		403				{object}	Envelope	"once the redirect is followed, for a caller without services/proxy"
+//	@Router			/rest/ray/v1/namespaces/{namespace}/{kind}/{name}/dashboard [get]
 func (s *Server) dashboardRoot(c *gin.Context) {
 	if s.redirectToDashboardOrigin(c) {
 		return

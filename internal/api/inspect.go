@@ -36,7 +36,7 @@ const (
 //	@Param			kind				path		string	true	"kind"	Enums(rayclusters, rayjobs, rayservices)
 //	@Param			name				path		string	true	"name"
 //	@Success		200					{object}	Envelope{data=[]k8s.PodInfo}
-//	@Failure		401,403,404,503,504	{object}	Envelope
+//	@Failure		400,401,403,404,503,504	{object}	Envelope
 //	@Router			/rest/ray/v1/namespaces/{namespace}/{kind}/{name}/pods [get]
 func (s *Server) pods(c *gin.Context) {
 	r, cur, ok := s.resolve(c)
@@ -69,7 +69,7 @@ func (s *Server) pods(c *gin.Context) {
 //	@Param			kind				path		string	true	"kind"	Enums(rayclusters, rayjobs, rayservices)
 //	@Param			name				path		string	true	"name"
 //	@Success		200					{object}	Envelope{data=[]k8s.EventInfo}
-//	@Failure		401,403,404,503,504	{object}	Envelope
+//	@Failure		400,401,403,404,503,504	{object}	Envelope
 //	@Router			/rest/ray/v1/namespaces/{namespace}/{kind}/{name}/events [get]
 func (s *Server) events(c *gin.Context) {
 	r, cur, ok := s.resolve(c)

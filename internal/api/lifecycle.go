@@ -40,7 +40,7 @@ const batchInParallel = 8
 //	@Param			kind					path		string	true	"kind"	Enums(rayclusters, rayjobs, rayservices)
 //	@Param			name					path		string	true	"name"
 //	@Success		200						{object}	Envelope{data=Detail}
-//	@Failure		401,403,404,409,422		{object}	Envelope
+//	@Failure		400,401,403,404,409,422	{object}	Envelope
 //	@Failure		503,504					{object}	Envelope
 //	@Router			/rest/ray/v1/namespaces/{namespace}/{kind}/{name}/start [post]
 func (s *Server) start(c *gin.Context) { s.lifecycle(c, Objects.Start) }
@@ -61,7 +61,7 @@ func (s *Server) start(c *gin.Context) { s.lifecycle(c, Objects.Start) }
 //	@Param			kind					path		string	true	"kind"	Enums(rayclusters, rayjobs, rayservices)
 //	@Param			name					path		string	true	"name"
 //	@Success		200						{object}	Envelope{data=Detail}
-//	@Failure		401,403,404,409			{object}	Envelope
+//	@Failure		400,401,403,404,409		{object}	Envelope
 //	@Failure		503,504					{object}	Envelope	"503: the Ray dashboard is unreachable"
 //	@Router			/rest/ray/v1/namespaces/{namespace}/{kind}/{name}/stop [post]
 func (s *Server) stop(c *gin.Context) { s.lifecycle(c, Objects.Stop) }

@@ -299,7 +299,7 @@ func (s *Server) create(c *gin.Context) {
 //	@Param			kind				path		string	true	"kind"	Enums(rayclusters, rayjobs, rayservices)
 //	@Param			name				path		string	true	"name"
 //	@Success		200					{object}	Envelope{data=Detail}
-//	@Failure		401,403,404,503,504	{object}	Envelope
+//	@Failure		400,401,403,404,503,504	{object}	Envelope
 //	@Router			/rest/ray/v1/namespaces/{namespace}/{kind}/{name} [get]
 func (s *Server) get(c *gin.Context) {
 	r, cur, ok := s.resolve(c)
@@ -397,7 +397,7 @@ func (s *Server) replace(c *gin.Context) {
 //	@Param			kind					path		string	true	"kind"	Enums(rayclusters, rayjobs, rayservices)
 //	@Param			name					path		string	true	"name"
 //	@Success		200						{object}	Envelope{data=DeleteData}
-//	@Failure		401,403,404,409,503,504	{object}	Envelope
+//	@Failure		400,401,403,404,409,503,504	{object}	Envelope
 //	@Router			/rest/ray/v1/namespaces/{namespace}/{kind}/{name} [delete]
 func (s *Server) delete(c *gin.Context) {
 	force, err := boolParam(c, "force")

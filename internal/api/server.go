@@ -169,7 +169,9 @@ func NewRouter(d Deps) *gin.Engine {
 	ns.GET("/:name/events", s.events)
 	ns.GET("/:name/logs", s.logs)
 	ns.GET("/:name/dashboard", s.dashboardRoot)
-	ns.Any("/:name/dashboard/*path", s.dashboard)
+	for method := range proxyVerbs {
+		ns.Handle(method, "/:name/dashboard/*path", s.dashboard)
+	}
 	ns.GET("/:name/metrics", s.clusterMetrics)
 	return r
 }

@@ -76,7 +76,7 @@ func send(method, path, token, contentType string, body []byte) (*response, erro
 	}
 	r := &response{Status: res.StatusCode, Header: res.Header, Raw: raw}
 	record(method, path, r)
-	if res.Header.Get("Content-Type") == "application/json; charset=utf-8" {
+	if res.Header.Get("Content-Type") == "application/json; charset=utf-8" && method != http.MethodHead {
 		if err := json.Unmarshal(raw, r); err != nil {
 			return nil, fmt.Errorf("body %s: %w", raw, err)
 		}

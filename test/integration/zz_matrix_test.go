@@ -1,0 +1,99 @@
+//go:build integration
+
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+
+	"ray-service/internal/api"
+	"ray-service/internal/k8s"
+	"ray-service/internal/metrics"
+)
+
+// publicRoutes answer without a token: they hold no cluster data.
+var publicRoutes = map[string]bool{"/healthz": true, "/readyz": true, "/metrics": true,
+	api.BasePath + "/swagger": true, api.BasePath + "/swagger/*any": true}
+
+// routeList is every route the service's router serves, from the router itself: a new route is in the
+// matrix below without anyone adding it.
+func routeList(t *testing.T) []struct{ Method, Path string } {
+	t.Helper()
+	reg, httpMetrics := metrics.NewRegistry()
+	r := api.NewRouter(api.Deps{Kinds: k8s.NewKinds(), Log: zap.NewNop(), Gatherer: reg, HTTP: httpMetrics,
+		Ready: func(context.Context) error { return nil }})
+	var out []struct{ Method, Path string }
+	for _, ri := range r.Routes() {
+		out = append(out, struct{ Method, Path string }{ri.Method, ri.Path})
+	}
+	require.Greater(t, len(out), 20)
+	return out
+}
+
+// concrete fills a route's parameters with values that exist or could.
+func concrete(path string) string {
+	r := strings.NewReplacer(":kind", "rayclusters", ":namespace", "default", ":name", "matrix", "*path", "/api/version")
+	return r.Replace(path)
+}
+
+// Every route but the public ones: without a token 401; with the token of a user who may do nothing,
+// 403, or an answer that shows nothing (an empty list, zero counts, a batch whose every item is refused).
+func TestAuthorizationMatrix(t *testing.T) {
+	body := clusterManifest(t, "matrix")
+	manifest, err := json.Marshal(body.Object)
+	require.NoError(t, err)
+	for _, rt := range routeList(t) {
+		if publicRoutes[rt.Path] {
+			continue
+		}
+		path := concrete(rt.Path)
+		var payload []byte
+		contentType := ""
+		if rt.Method == http.MethodPost || rt.Method == http.MethodPut || rt.Method == http.MethodPatch {
+			payload, contentType = manifest, "application/json"
+			if strings.HasSuffix(rt.Path, "/batch-delete") {
+				payload = []byte(`{"items":[{"namespace":"default","name":"matrix"}]}`)
+			}
+		}
+		t.Run(rt.Method+" "+rt.Path, func(t *testing.T) {
+			r := call(t, rt.Method, path, "", contentType, payload)
+			assert.Equal(t, 401, r.Status, "without a token: %s", r.Raw)
+			r = call(t, rt.Method, path, env.tokens["nobody"], contentType, payload)
+			if r.Status == 403 {
+				return
+			}
+			require.Equal(t, 200, r.Status, "with a token of no rights: 403 or nothing shown, got %s", r.Raw)
+			if rt.Method == http.MethodHead {
+				return // no body to show anything in
+			}
+			switch {
+			case strings.HasSuffix(rt.Path, "/batch-delete"):
+				var items []struct{ Code int }
+				require.NoError(t, json.Unmarshal(r.Data, &items))
+				for _, it := range items {
+					assert.Equal(t, 403, it.Code)
+				}
+			case strings.HasSuffix(rt.Path, "/overview"):
+				var o struct {
+					Counts    map[string]any `json:"counts"`
+					Allocated struct{ CPU float64 }
+				}
+				require.NoError(t, json.Unmarshal(r.Data, &o))
+				assert.Equal(t, map[string]any{"activeRayClusters": 0.0, "rayclusters": map[string]any{"total": 0.0, "active": 0.0},
+					"rayjobs": map[string]any{"total": 0.0, "active": 0.0}, "rayservices": map[string]any{"total": 0.0, "active": 0.0}}, o.Counts)
+				assert.Zero(t, o.Allocated.CPU)
+			default:
+				var l struct{ Total int }
+				require.NoError(t, json.Unmarshal(r.Data, &l), "only a list may answer 200: %s", r.Raw)
+				assert.Zero(t, l.Total, "an empty list")
+			}
+		})
+	}
+}
