@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"syscall"
@@ -133,6 +134,9 @@ func run() error {
 		// The request line and headers together; past it the server answers 431.
 		MaxHeaderBytes: api.MaxHeaderBytes}
 
+	if cfg.PprofListen != "" {
+		go servePprof(cfg.PprofListen, log)
+	}
 	errc := make(chan error, 1)
 	go func() {
 		log.Info("listening", zap.String("address", cfg.Listen), zap.String("apiserver", restCfg.Host))
@@ -149,6 +153,21 @@ func run() error {
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	defer cancel()
 	return srv.Shutdown(sctx)
+}
+
+// servePprof serves the Go profiler on a loopback address, apart from the API.
+func servePprof(addr string, log *zap.Logger) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	log.Info("profiler listening", zap.String("address", addr))
+	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	if err := srv.ListenAndServe(); err != nil {
+		log.Error("profiler stopped", zap.Error(err))
+	}
 }
 
 // readiness: ready once the caches have synced and the apiserver serves the three KubeRay resources.

@@ -136,6 +136,10 @@ func (f *fakeStore) Items(k *k8s.Kind, instances, _ auth.Scope) []*k8s.Item {
 	return out
 }
 
+func (f *fakeStore) List(k *k8s.Kind, instances, templates auth.Scope, q *k8s.Query) ([]k8s.Summary, int) {
+	return q.Apply(f.Items(k, instances, templates))
+}
+
 func (f *fakeStore) Namespaces(*k8s.Kind) []string { return []string{"a", "b"} }
 
 func (f *fakeStore) Allocated(scope auth.Scope, _ string) k8s.Allocation {

@@ -73,14 +73,14 @@ func (s *Server) overview(c *gin.Context) {
 	counts := &Counts{}
 	clusterScope := auth.Scope{}
 	for _, k := range s.Kinds.All() {
-		items, scope, err := s.visibleItems(ctx, tok, k, ns, true)
+		scope, tpls, err := s.visibleScopes(ctx, tok, k, ns, true)
 		// The overview of a namespace is refused only where Ray clusters may not be listed; other kinds
 		// the caller may not list there count nothing.
 		if err != nil && (k.IsCluster || !apierrors.IsForbidden(err)) {
 			s.fail(c, err)
 			return
 		}
-		*counts.of(k) = k.Count(items)
+		*counts.of(k) = k.Count(s.Store.Items(k, scope, tpls))
 		if k.IsCluster {
 			clusterScope = scope
 		}

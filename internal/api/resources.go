@@ -108,37 +108,36 @@ func (s *Server) list(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	items, _, err := s.visibleItems(c.Request.Context(), token(c), k, c.Param("namespace"), q.Type != k8s.TypeInstance)
+	kindScope, templateScope, err := s.visibleScopes(c.Request.Context(), token(c), k, c.Param("namespace"), q.Type != k8s.TypeInstance)
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	page, total := q.Apply(items)
+	page, total := s.Store.List(k, kindScope, templateScope, q)
 	s.ok(c, http.StatusOK, ListData{Items: page, Total: total, Page: q.Page, PageSize: q.PageSize})
 }
 
-// visibleItems returns the instances of k, and with templates its templates, that the caller may see in
-// ns ("" for all namespaces): where the caller may list the kind, and for templates, which are ConfigMaps,
-// also list ConfigMaps. It also returns where the caller may list the kind. Asking for one namespace
-// where the caller may not list the kind is Forbidden.
-func (s *Server) visibleItems(ctx context.Context, tok string, k *k8s.Kind, ns string, templates bool) ([]*k8s.Item, auth.Scope, error) {
+// visibleScopes returns where the caller may see the instances of k in ns ("" for all namespaces):
+// where it may list the kind; and, with templates, where it may see its templates, which are
+// ConfigMaps: where it may also list ConfigMaps. Asking for one namespace where the caller may not
+// list the kind is Forbidden.
+func (s *Server) visibleScopes(ctx context.Context, tok string, k *k8s.Kind, ns string, templates bool) (instances, tpls auth.Scope, err error) {
 	candidates := s.Store.Namespaces(k)
-	kindScope, err := s.Authz.Scope(ctx, tok, auth.Attributes{Verb: "list", Group: k8s.RayGroupVersion.Group, Resource: k.Resource, Namespace: ns}, candidates)
+	instances, err = s.Authz.Scope(ctx, tok, auth.Attributes{Verb: "list", Group: k8s.RayGroupVersion.Group, Resource: k.Resource, Namespace: ns}, candidates)
 	if err != nil {
-		return nil, auth.Scope{}, err
+		return auth.Scope{}, auth.Scope{}, err
 	}
-	if ns != "" && kindScope.IsEmpty() {
-		return nil, kindScope, forbidden(k, "list", ns)
+	if ns != "" && instances.IsEmpty() {
+		return instances, auth.Scope{}, forbidden(k, "list", ns)
 	}
-	var templateScope auth.Scope
 	if templates {
 		cmScope, err := s.Authz.Scope(ctx, tok, auth.Attributes{Verb: "list", Resource: "configmaps", Namespace: ns}, candidates)
 		if err != nil {
-			return nil, auth.Scope{}, err
+			return auth.Scope{}, auth.Scope{}, err
 		}
-		templateScope = kindScope.Intersect(cmScope)
+		tpls = instances.Intersect(cmScope)
 	}
-	return s.Store.Items(k, kindScope, templateScope), kindScope, nil
+	return instances, tpls, nil
 }
 
 // parseListQuery reads and checks the list parameters.

@@ -49,6 +49,8 @@ type Authorizer interface {
 type Store interface {
 	// Items returns the published instances and templates of a kind in two scopes; not to be changed.
 	Items(k *k8s.Kind, instances, templates auth.Scope) []*k8s.Item
+	// List returns the page a query asks for of the same, and how many match in all.
+	List(k *k8s.Kind, instances, templates auth.Scope, q *k8s.Query) ([]k8s.Summary, int)
 	// Namespaces returns the namespaces that hold instances or templates of a kind.
 	Namespaces(k *k8s.Kind) []string
 	// Allocated sums the requests of the Ray pods in the scope, of one Ray cluster when cluster is set.

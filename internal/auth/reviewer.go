@@ -34,7 +34,7 @@ type Reviewer struct {
 	maxEntries int
 	now        func() time.Time
 
-	mu      sync.Mutex
+	mu      sync.RWMutex // lookups share it; only a new verdict takes it alone
 	allowed map[string]verdict
 	users   map[string]userEntry
 	swept   time.Time
@@ -64,8 +64,8 @@ func NewReviewer(clients ClientsFor, ttl time.Duration, maxEntries int) *Reviewe
 
 // Len is how many verdicts and user names are cached.
 func (r *Reviewer) Len() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	r.mu.RLock()
+	defer r.mu.RUnlock()
 	return len(r.allowed) + len(r.users)
 }
 
@@ -74,9 +74,9 @@ func (r *Reviewer) Allowed(ctx context.Context, token string, a Attributes) (boo
 	key := TokenHash(token) + "\x00" + a.Verb + "\x00" + a.Group + "\x00" + a.Resource + "\x00" + a.Subresource +
 		"\x00" + a.Namespace + "\x00" + a.Name
 	now := r.now()
-	r.mu.Lock()
+	r.mu.RLock()
 	v, ok := r.allowed[key]
-	r.mu.Unlock()
+	r.mu.RUnlock()
 	if ok && now.Before(v.expires) {
 		return v.allowed, nil
 	}
@@ -105,9 +105,9 @@ func (r *Reviewer) Allowed(ctx context.Context, token string, a Attributes) (boo
 func (r *Reviewer) UserName(ctx context.Context, token string) (string, error) {
 	key := TokenHash(token)
 	now := r.now()
-	r.mu.Lock()
+	r.mu.RLock()
 	u, ok := r.users[key]
-	r.mu.Unlock()
+	r.mu.RUnlock()
 	if ok && now.Before(u.expires) {
 		return u.name, nil
 	}

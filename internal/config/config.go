@@ -4,6 +4,7 @@ package config
 
 import (
 	"fmt"
+	"net"
 	"net/url"
 	"strings"
 	"time"
@@ -55,6 +56,8 @@ type Config struct {
 	// DashboardOrigin, when set (scheme://host[:port]), is a separate origin that alone serves the Ray
 	// dashboard proxy.
 	DashboardOrigin string `mapstructure:"dashboard-origin"`
+	// PprofListen, when set, is a loopback address where the Go profiler is served (off by default).
+	PprofListen string `mapstructure:"pprof-listen"`
 	// TemplateKeyFile holds the key the service signs its templates with (at least 32 bytes; every
 	// replica the same): a ConfigMap without its signature is no template.
 	TemplateKeyFile string `mapstructure:"template-key-file"`
@@ -86,6 +89,7 @@ func Load(args []string) (*Config, error) {
 	fs.Int("auth-cache-size", 10000, "the most access review verdicts and user names cached")
 	fs.Duration("resync-period", 0, "informer resync period (0: none)")
 	fs.String("dashboard-origin", "", "a separate origin (scheme://host[:port]) that alone serves the Ray dashboard proxy")
+	fs.String("pprof-listen", "", "a loopback address (e.g. 127.0.0.1:6060) to serve the Go profiler on; empty: off")
 	fs.String("template-key-file", "", "file holding the key templates are signed with (at least 32 bytes; required)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -109,6 +113,12 @@ func Load(args []string) (*Config, error) {
 	if c.TemplateKeyFile == "" {
 		return nil, fmt.Errorf("template-key-file is required: the service signs the templates it stores with that key " +
 			"and trusts no other (see the chart's templateKey)")
+	}
+	if c.PprofListen != "" {
+		host, _, err := net.SplitHostPort(c.PprofListen)
+		if ip := net.ParseIP(host); err != nil || (host != "localhost" && (ip == nil || !ip.IsLoopback())) {
+			return nil, fmt.Errorf("pprof-listen %q: want a loopback address such as 127.0.0.1:6060", c.PprofListen)
+		}
 	}
 	if c.DashboardOrigin != "" {
 		u, err := url.Parse(c.DashboardOrigin)

@@ -41,7 +41,11 @@ func (q *Query) Matches(it *Item) bool { return q.matches(it, strings.ToLower(q.
 
 func (q *Query) matches(it *Item, search string) bool {
 	s := &it.Summary
-	return (search == "" || strings.Contains(strings.ToLower(s.Name), search)) &&
+	name := it.lowerName
+	if name == "" {
+		name = strings.ToLower(s.Name)
+	}
+	return (search == "" || strings.Contains(name, search)) &&
 		anyOf(q.Statuses, s.Status) && anyOf(q.RayVersions, s.RayVersion) &&
 		(anyOf(q.Creators, s.Creator) || anyOf(q.Creators, it.Labels[CreatorKey])) &&
 		(q.Type == "" || s.Type == q.Type) &&

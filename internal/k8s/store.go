@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -47,6 +48,12 @@ func (e *Entry) String() string { return fmt.Sprintf("%s %s/%s", e.Kind, e.Names
 type Item struct {
 	Summary Summary
 	Labels  map[string]string
+	// lowerName is the name lower-cased, for a search.
+	lowerName string
+}
+
+func newItem(s Summary, labels map[string]string) *Item {
+	return &Item{Summary: s, Labels: labels, lowerName: strings.ToLower(s.Name)}
 }
 
 const (
@@ -70,6 +77,8 @@ type Store struct {
 	mu        sync.RWMutex
 	instances map[*Kind]namespaced[*Item]
 	templated map[*Kind]namespaced[*Item]
+	// ordered holds each kind's instances in every order a list asks for.
+	ordered map[*Kind]*views
 }
 
 // namespaced holds values by namespace, then name.
@@ -135,10 +144,10 @@ func fromIndex[T any](inf cache.SharedIndexInformer, namespace string) []T {
 // Only template ConfigMaps that templates signed are published.
 func NewStore(dyn dynamic.Interface, core kubernetes.Interface, kinds *Kinds, templates *TemplateSigner, resync time.Duration) (*Store, error) {
 	s := &Store{kinds: kinds, informers: map[*Kind]cache.SharedIndexInformer{},
-		instances: map[*Kind]namespaced[*Item]{}, templated: map[*Kind]namespaced[*Item]{}}
+		instances: map[*Kind]namespaced[*Item]{}, templated: map[*Kind]namespaced[*Item]{}, ordered: map[*Kind]*views{}}
 	df := dynamicinformer.NewDynamicSharedInformerFactory(dyn, resync)
 	for _, k := range kinds.All() {
-		s.instances[k], s.templated[k] = namespaced[*Item]{}, namespaced[*Item]{}
+		s.instances[k], s.templated[k], s.ordered[k] = namespaced[*Item]{}, namespaced[*Item]{}, newViews()
 		inf := df.ForResource(k.GVR()).Informer()
 		if err := inf.SetTransform(entryTransform(k)); err != nil {
 			return nil, err
@@ -219,7 +228,7 @@ func (s *Store) addHandlers() error {
 		h, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(obj any) { s.publishInstance(k, obj) },
 			UpdateFunc: func(_, obj any) { s.publishInstance(k, obj) },
-			DeleteFunc: func(obj any) { s.unpublish(s.instances[k], obj) },
+			DeleteFunc: func(obj any) { s.unpublishInstance(k, obj) },
 		})
 		if err != nil {
 			return err
@@ -254,15 +263,18 @@ func (s *Store) publishInstance(k *Kind, obj any) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.instances[k].put(e.Namespace, e.Name, s.itemLocked(k, e))
+	s.putInstanceLocked(k, e)
 }
 
-// itemLocked completes an entry's summary with its Ray cluster's pods, as of now.
-func (s *Store) itemLocked(k *Kind, e *Entry) *Item {
-	return &Item{Summary: s.withPods(k, &e.Summary), Labels: e.Labels}
+// putInstanceLocked publishes an entry's summary, completed with its Ray cluster's pods as of now.
+func (s *Store) putInstanceLocked(k *Kind, e *Entry) {
+	item := newItem(s.withPods(k, &e.Summary), e.Labels)
+	old, _ := s.instances[k].get(e.Namespace, e.Name)
+	s.instances[k].put(e.Namespace, e.Name, item)
+	s.ordered[k].replace(old, item)
 }
 
-func (s *Store) unpublish(m namespaced[*Item], obj any) {
+func (s *Store) unpublishInstance(k *Kind, obj any) {
 	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = t.Obj
 	}
@@ -272,7 +284,10 @@ func (s *Store) unpublish(m namespaced[*Item], obj any) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	m.remove(e.Namespace, e.Name)
+	if old, ok := s.instances[k].get(e.Namespace, e.Name); ok {
+		s.instances[k].remove(e.Namespace, e.Name)
+		s.ordered[k].replace(old, nil)
+	}
 }
 
 // podChanged publishes again every object that runs on the pod's Ray cluster.
@@ -291,7 +306,7 @@ func (s *Store) podChanged(obj any) {
 		objs, _ := inf.GetIndexer().ByIndex(entriesByClusterIndex, key)
 		for _, o := range objs {
 			if e, ok := o.(*Entry); ok {
-				s.instances[k].put(e.Namespace, e.Name, s.itemLocked(k, e))
+				s.putInstanceLocked(k, e)
 			}
 		}
 	}
@@ -306,7 +321,7 @@ func (s *Store) templateChanged(old, obj any) {
 		s.templated[k].remove(e.Namespace, e.Summary.Name)
 	}
 	if k, e := s.templateEntry(obj); k != nil {
-		s.templated[k].put(e.Namespace, e.Summary.Name, &Item{Summary: e.Summary, Labels: e.Labels})
+		s.templated[k].put(e.Namespace, e.Summary.Name, newItem(e.Summary, e.Labels))
 	}
 }
 
@@ -337,6 +352,19 @@ func (s *Store) Items(k *Kind, instances, templates auth.Scope) []*Item {
 		}
 	}
 	return out
+}
+
+// List returns the page q asks for of the published instances of k in the instance scope and its
+// templates in the template scope (see Items), and how many match in all. Without templates to merge
+// it walks a kept order and copies only the page.
+func (s *Store) List(k *Kind, instances, templates auth.Scope, q *Query) ([]Summary, int) {
+	s.mu.RLock()
+	if templates.IsEmpty() || len(s.templated[k]) == 0 {
+		defer s.mu.RUnlock()
+		return s.ordered[k].page(instances, q)
+	}
+	s.mu.RUnlock()
+	return q.Apply(s.Items(k, instances, templates))
 }
 
 // Namespaces returns the namespaces that hold published instances or templates of k, sorted: where a

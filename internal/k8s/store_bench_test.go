@@ -6,6 +6,13 @@ import (
 	"testing"
 	"time"
 
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"ray-service/internal/auth"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -77,22 +84,97 @@ func BenchmarkCacheMemory(b *testing.B) {
 	}
 }
 
-// BenchmarkListQuery measures one filtered, sorted page over 10,000 cached RayClusters.
-func BenchmarkListQuery(b *testing.B) {
-	const n = 10000
-	transform := entryTransform(rayClusterKind())
-	items := make([]*Item, n)
-	for i := range items {
-		v, _ := transform(benchCluster(b, i))
-		e := v.(*Entry)
-		items[i] = &Item{Summary: e.Summary, Labels: e.Labels}
+// benchStore returns a store with n RayClusters published in 20 namespaces, as its handlers publish
+// them (the informers are not started).
+func benchStore(b *testing.B, n int) (*Store, *Kind) {
+	b.Helper()
+	kinds := NewKinds()
+	listKinds := map[schema.GroupVersionResource]string{}
+	for _, k := range kinds.All() {
+		listKinds[k.GVR()] = k.Kind + "List"
 	}
-	q := &Query{Search: "cluster-0", Statuses: []string{StatusRunning}, SortBy: SortByName, Desc: true, Page: 3, PageSize: 20}
-	b.ResetTimer()
-	for it := 0; it < b.N; it++ {
-		page, total := q.Apply(items)
-		if len(page) != 20 || total != n {
-			b.Fatalf("page %d total %d", len(page), total)
-		}
+	signer, err := NewTemplateSigner([]byte("a key of the benchmarks, 32 bytes at least"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	s, err := NewStore(dynamicfake.NewSimpleDynamicClientWithCustomListKinds(k8sruntime.NewScheme(), listKinds),
+		fake.NewSimpleClientset(), kinds, signer, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	k := kinds.Cluster()
+	transform := entryTransform(k)
+	for i := range n {
+		u := benchCluster(b, i)
+		u.SetNamespace(fmt.Sprintf("ns-%02d", i%20))
+		v, _ := transform(u)
+		s.publishInstance(k, v)
+	}
+	return s, k
+}
+
+// listPage is the store's part of one list request (before the kept orders, it was
+// q.Apply(s.Items(k, scope, auth.Scope{})): clone, filter and sort every item).
+func listPage(s *Store, k *Kind, scope auth.Scope, q *Query) ([]Summary, int) {
+	return s.List(k, scope, auth.Scope{}, q)
+}
+
+// BenchmarkListQuery measures the store's part of one list request over 1,000 to 100,000 cached
+// RayClusters: a filtered page sorted by name, and the default page (sorted by creation). The time and
+// the memory a page takes should not grow with the objects cached.
+func BenchmarkListQuery(b *testing.B) {
+	for _, n := range []int{1000, 10000, 100000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			s, k := benchStore(b, n)
+			for _, c := range []struct {
+				name string
+				q    *Query
+			}{
+				// 1,000 matching names at every size, Running ones, the second page by name.
+				{"filtered", &Query{Search: "cluster-00", Statuses: []string{StatusRunning}, SortBy: SortByName, Page: 2, PageSize: 20}},
+				{"default", &Query{SortBy: SortByCreatedAt, Desc: true, Page: 1, PageSize: 20}},
+			} {
+				b.Run(c.name, func(b *testing.B) {
+					b.ReportAllocs()
+					for b.Loop() {
+						page, total := listPage(s, k, auth.AllNamespaces(), c.q)
+						if len(page) != 20 || total == 0 {
+							b.Fatalf("page %d total %d", len(page), total)
+						}
+					}
+				})
+			}
+		})
+	}
+}
+
+// BenchmarkInitialSync measures publishing n RayClusters in random order, as an informer's first list
+// delivers them, and one list after it: the time to a first answer after start.
+func BenchmarkInitialSync(b *testing.B) {
+	for _, n := range []int{10000, 100000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			s, k := benchStore(b, 0)
+			transform := entryTransform(k)
+			entries := make([]any, n)
+			for i := range entries {
+				u := benchCluster(b, (i*7919)%n) // a fixed shuffle
+				u.SetNamespace(fmt.Sprintf("ns-%02d", i%20))
+				entries[i], _ = transform(u)
+			}
+			q := &Query{SortBy: SortByCreatedAt, Desc: true, Page: 1, PageSize: 20}
+			for b.Loop() {
+				b.StopTimer()
+				s.mu.Lock()
+				s.instances[k], s.ordered[k] = namespaced[*Item]{}, newViews()
+				s.mu.Unlock()
+				b.StartTimer()
+				for _, e := range entries {
+					s.publishInstance(k, e)
+				}
+				if page, _ := s.List(k, auth.AllNamespaces(), auth.Scope{}, q); len(page) != 20 {
+					b.Fatal("no page")
+				}
+			}
+		})
 	}
 }
