@@ -54,8 +54,11 @@ integration: build stack
 	cd test/integration && RAY_SERVICE_BIN=$(CURDIR)/$(BIN)/ray-service \
 		../../stack/netns.sh ../../$(BIN)/integration.test -test.v -test.count=1 -test.timeout=40m
 
-bench:
+# The micro-benchmarks, then the list benchmark against a local stack of its own (bench/stack.sh:
+# 10,000 RayClusters; BENCH_ARGS='-objects 100000' for more). It writes docs/benchmarks.md.
+bench: build stack
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/...
+	bench/stack.sh $(BENCH_ARGS)
 
 clean:
 	rm -rf $(BIN) .run

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The list benchmark against the local stack: a stack of its own (its own state directory and ports), a
+# service against it, then bench/stack (seed, wait, measure, write docs/benchmarks.md), then everything
+# stopped. Loopback only. Extra arguments go to bench/stack (e.g. -objects 100000).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+state=$(mktemp -d)
+export ETCD_PORT=32379 APISERVER_PORT=36443 KCM_PORT=36257 SCHED_PORT=36259 KWOK_PORT=37250
+export OPERATOR_METRICS_PORT=38080 OPERATOR_PROBE_PORT=38081 PROM_PORT=39090 NUM_NODES=1
+svc=""
+cleanup() {
+  set +e
+  [ -n "$svc" ] && kill "$svc" 2>/dev/null && wait "$svc" 2>/dev/null
+  stack/down.sh "$state"
+  rm -rf "$state"
+}
+trap cleanup EXIT
+stack/up.sh "$state"
+source "$state/env"
+bin/ray-service --listen 127.0.0.1:18088 --kubeconfig "$SERVICE_KUBECONFIG" --prometheus-url "$PROMETHEUS_URL" \
+  --template-key-file "$TEMPLATE_KEY_FILE" --pprof-listen 127.0.0.1:18090 --log-level warn 2>"$state/logs/ray-service.log" &
+svc=$!
+for _ in $(seq 1 120); do curl -sf http://127.0.0.1:18088/readyz >/dev/null && break; sleep 0.5; done
+go run ./bench/stack -env "$state/env" -service http://127.0.0.1:18088 -pprof http://127.0.0.1:18090 "$@"

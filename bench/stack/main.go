@@ -1,0 +1,400 @@
+// Command stack measures ray-service's lists against the local stack, side by side with the apiserver
+// they cache: it seeds RayClusters (suspended, in 20 namespaces), waits until the stack is quiet, then
+// prints latencies, throughput under a bounded load, heap per object and the time to ready, and writes
+// them to a Markdown file. Everything it talks to is on loopback. Run through bench/stack.sh.
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"regexp"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+var rayClusters = schema.GroupVersionResource{Group: "ray.io", Version: "v1", Resource: "rayclusters"}
+
+type config struct {
+	objects, namespaces, workers int
+	loadDuration                 time.Duration
+	serviceURL, apiserverURL     string
+	pprofURL                     string
+	serviceBin, out              string
+	env                          map[string]string
+}
+
+func main() {
+	c := config{}
+	flag.IntVar(&c.objects, "objects", 10000, "RayClusters to seed")
+	flag.IntVar(&c.namespaces, "namespaces", 20, "namespaces to spread them over")
+	flag.IntVar(&c.workers, "workers", 32, "concurrent clients of the load test")
+	flag.DurationVar(&c.loadDuration, "load", 10*time.Second, "how long the load test runs")
+	flag.StringVar(&c.serviceURL, "service", "", "the service's base URL")
+	flag.StringVar(&c.pprofURL, "pprof", "", "the service's profiler (pprof-listen), for its heap")
+	flag.StringVar(&c.serviceBin, "service-bin", "bin/ray-service", "the service binary, to measure the time to ready")
+	flag.StringVar(&c.out, "out", "docs/benchmarks.md", "where to write the table")
+	envFile := flag.String("env", "", "the stack's env file")
+	flag.Parse()
+	var err error
+	if c.env, err = readEnv(*envFile); err != nil {
+		fail(err)
+	}
+	c.apiserverURL = c.env["KUBE_APISERVER_URL"]
+	if err := run(c); err != nil {
+		fail(err)
+	}
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "bench:", err)
+	os.Exit(1)
+}
+
+func readEnv(path string) (map[string]string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for line := range strings.SplitSeq(string(data), "\n") {
+		k, v, ok := strings.Cut(strings.TrimPrefix(line, "export "), "=")
+		if ok {
+			out[k] = strings.Trim(v, `"`)
+		}
+	}
+	return out, nil
+}
+
+// row is one line of the result table.
+type row struct{ what, p50, p99, note string }
+
+func run(c config) error {
+	ctx := context.Background()
+	cfg, err := clientcmd.BuildConfigFromFlags("", c.env["KUBECONFIG"])
+	if err != nil {
+		return err
+	}
+	cfg.QPS, cfg.Burst = 2000, 4000
+	core, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	heapBefore, err := heap(c.pprofURL)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	if err := seed(ctx, c, core, dyn); err != nil {
+		return err
+	}
+	fmt.Printf("seeded %d RayClusters in %d namespaces in %s\n", c.objects, c.namespaces, time.Since(start).Round(time.Second))
+	if err := waitListed(c); err != nil {
+		return err
+	}
+	quiet := waitQuiet(ctx, core, c)
+	fmt.Printf("stack quiet after %s\n", quiet.Round(time.Second))
+	heapAfter, err := heap(c.pprofURL)
+	if err != nil {
+		return err
+	}
+
+	admin, alice := "Bearer "+c.env["ADMIN_TOKEN"], "Bearer "+c.env["ALICE_TOKEN"]
+	client, err := httpClient(c.env["KUBE_CA_FILE"])
+	if err != nil {
+		return err
+	}
+	filtered := "/rest/ray/v1/rayclusters?search=perf-01&status=Stopped&sortBy=name&order=asc&page=2&pageSize=20"
+	var rows []row
+	add := func(what, url, auth, note string, n int) error {
+		p50, p99, err := latency(client, url, auth, n)
+		if err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		rows = append(rows, row{what, ms(p50), ms(p99), note})
+		fmt.Printf("%-70s p50 %8s  p99 %8s\n", what, ms(p50), ms(p99))
+		return nil
+	}
+	for _, m := range []struct{ what, url, auth, note string }{
+		{"service: filtered, sorted page (admin)", c.serviceURL + filtered, admin, ""},
+		{"service: default page (pageSize=20, by creation)", c.serviceURL + "/rest/ray/v1/rayclusters", admin, ""},
+		{"service: the filtered page as a user allowed in 5 of 20 namespaces", c.serviceURL + filtered, alice, "verdicts cached"},
+		{"kube-apiserver: GET rayclusters?limit=20 (no search, no sort)", c.apiserverURL + "/apis/ray.io/v1/rayclusters?limit=20", admin, ""},
+		{"service: /healthz (the HTTP floor)", c.serviceURL + "/healthz", "", ""},
+	} {
+		if err := add(m.what, m.url, m.auth, m.note, 300); err != nil {
+			return err
+		}
+	}
+	if err := add("kube-apiserver: full list (what a client must do to search and sort)", c.apiserverURL+"/apis/ray.io/v1/rayclusters", admin, "", 10); err != nil {
+		return err
+	}
+	rps, p99, errs := load(client, c.serviceURL+filtered, admin, c.workers, c.loadDuration)
+	rows = append(rows, row{fmt.Sprintf("service: the filtered page, %d concurrent clients for %s", c.workers, c.loadDuration),
+		fmt.Sprintf("%.0f req/s", rps), ms(p99), fmt.Sprintf("%d errors", errs)})
+	fmt.Printf("load: %.0f req/s, p99 %s, %d errors\n", rps, ms(p99), errs)
+	perObject := float64(heapAfter-heapBefore) / float64(c.objects)
+	fmt.Printf("heap: %.0f bytes per cached RayCluster\n", perObject)
+	ready, err := timeToReady(c)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("a second service instance ready (caches synced) %s after start\n", ready.Round(100*time.Millisecond))
+	return write(c, rows, perObject, ready, quiet)
+}
+
+// seed creates the namespaces, binds alice as a viewer in 5 of them, and creates the RayClusters
+// suspended, in parallel.
+func seed(ctx context.Context, c config, core kubernetes.Interface, dyn dynamic.Interface) error {
+	for i := range c.namespaces {
+		ns := fmt.Sprintf("perf-ns-%02d", i)
+		if _, err := core.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+			return err
+		}
+		if i < 5 {
+			if _, err := core.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "alice-viewer"},
+				RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "ray-viewer"},
+				Subjects: []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: "alice"}}}, metav1.CreateOptions{}); err != nil {
+				return err
+			}
+		}
+	}
+	next := atomic.Int64{}
+	var wg sync.WaitGroup
+	errc := make(chan error, 32)
+	for range 32 {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= c.objects {
+					return
+				}
+				if _, err := dyn.Resource(rayClusters).Namespace(fmt.Sprintf("perf-ns-%02d", i%c.namespaces)).Create(ctx, cluster(i), metav1.CreateOptions{}); err != nil {
+					errc <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errc)
+	return <-errc
+}
+
+func cluster(i int) *unstructured.Unstructured {
+	container := func(name string) map[string]any {
+		return map[string]any{"name": name, "image": "rayproject/ray:2.46.0",
+			"resources": map[string]any{"requests": map[string]any{"cpu": "1", "memory": "2Gi"}}}
+	}
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "ray.io/v1", "kind": "RayCluster",
+		"metadata": map[string]any{"name": fmt.Sprintf("perf-%05d", i), "labels": map[string]any{"ray.openfuyao.com/creator": "bench"}},
+		"spec": map[string]any{"rayVersion": "2.46.0", "suspend": true,
+			"headGroupSpec": map[string]any{"rayStartParams": map[string]any{}, "template": map[string]any{
+				"spec": map[string]any{"containers": []any{container("ray-head")}}}},
+			"workerGroupSpecs": []any{map[string]any{"groupName": "workers", "replicas": int64(2), "minReplicas": int64(0),
+				"maxReplicas": int64(4), "rayStartParams": map[string]any{}, "template": map[string]any{
+					"spec": map[string]any{"containers": []any{container("ray-worker")}}}}}},
+	}}
+}
+
+// waitListed waits until the service lists every seeded object.
+func waitListed(c config) error {
+	deadline := time.Now().Add(5 * time.Minute)
+	for time.Now().Before(deadline) {
+		body, err := get(http.DefaultClient, c.serviceURL+"/rest/ray/v1/rayclusters?pageSize=1", "Bearer "+c.env["ADMIN_TOKEN"])
+		if err == nil {
+			if m := regexp.MustCompile(`"total":([0-9]+)`).FindSubmatch(body); m != nil {
+				if n, _ := strconv.Atoi(string(m[1])); n >= c.objects {
+					return nil
+				}
+			}
+		}
+		time.Sleep(time.Second)
+	}
+	return errors.New("the service did not list every object in 5 minutes")
+}
+
+// waitQuiet waits until the operator has stopped creating head Services (it makes one even for a
+// suspended RayCluster): their count unchanged for 15 s, at most 10 minutes.
+func waitQuiet(ctx context.Context, core kubernetes.Interface, c config) time.Duration {
+	start := time.Now()
+	last, stable := -1, time.Now()
+	for time.Since(start) < 10*time.Minute {
+		n := 0
+		for i := range c.namespaces {
+			l, err := core.CoreV1().Services(fmt.Sprintf("perf-ns-%02d", i)).List(ctx, metav1.ListOptions{})
+			if err == nil {
+				n += len(l.Items)
+			}
+		}
+		if n != last {
+			last, stable = n, time.Now()
+		} else if time.Since(stable) > 15*time.Second {
+			break
+		}
+		time.Sleep(3 * time.Second)
+	}
+	return time.Since(start)
+}
+
+func httpClient(caFile string) (*http.Client, error) {
+	pem, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(pem)
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, MaxIdleConnsPerHost: 64},
+		Timeout: 60 * time.Second}, nil
+}
+
+func get(client *http.Client, url, auth string) ([]byte, error) {
+	req, err := http.NewRequest("GET", url, nil)
+	if err != nil {
+		return nil, err
+	}
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
+	res, err := client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer res.Body.Close()
+	body, err := io.ReadAll(res.Body)
+	if err == nil && res.StatusCode != 200 {
+		err = fmt.Errorf("%s: %s", res.Status, body)
+	}
+	return body, err
+}
+
+// latency sends n requests one after another on a keep-alive connection (after a few to warm up).
+func latency(client *http.Client, url, auth string, n int) (p50, p99 time.Duration, err error) {
+	for range 3 {
+		if _, err := get(client, url, auth); err != nil {
+			return 0, 0, err
+		}
+	}
+	d := make([]time.Duration, 0, n)
+	for range n {
+		t := time.Now()
+		if _, err := get(client, url, auth); err != nil {
+			return 0, 0, err
+		}
+		d = append(d, time.Since(t))
+	}
+	slices.Sort(d)
+	return d[len(d)/2], d[min(len(d)-1, len(d)*99/100)], nil
+}
+
+// load runs workers clients against url for a fixed duration.
+func load(client *http.Client, url, auth string, workers int, dur time.Duration) (rps float64, p99 time.Duration, errs int) {
+	var mu sync.Mutex
+	var all []time.Duration
+	end := time.Now().Add(dur)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			var mine []time.Duration
+			bad := 0
+			for time.Now().Before(end) {
+				t := time.Now()
+				if _, err := get(client, url, auth); err != nil {
+					bad++
+					continue
+				}
+				mine = append(mine, time.Since(t))
+			}
+			mu.Lock()
+			all = append(all, mine...)
+			errs += bad
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	slices.Sort(all)
+	if len(all) == 0 {
+		return 0, 0, errs
+	}
+	return float64(len(all)) / dur.Seconds(), all[len(all)*99/100], errs
+}
+
+// heap reads the service's heap in use right after a garbage collection, from its profiler.
+func heap(pprofURL string) (uint64, error) {
+	body, err := get(http.DefaultClient, pprofURL+"/debug/pprof/heap?gc=1&debug=1", "")
+	if err != nil {
+		return 0, err
+	}
+	m := regexp.MustCompile(`(?m)^# HeapInuse = ([0-9]+)$`).FindSubmatch(body)
+	if m == nil {
+		return 0, errors.New("no HeapInuse in the heap profile")
+	}
+	return strconv.ParseUint(string(m[1]), 10, 64)
+}
+
+// timeToReady starts a second service instance and times its first ready answer.
+func timeToReady(c config) (time.Duration, error) {
+	cmd := exec.Command(c.serviceBin, "--listen", "127.0.0.1:18089", "--kubeconfig", c.env["SERVICE_KUBECONFIG"],
+		"--prometheus-url", c.env["PROMETHEUS_URL"], "--template-key-file", c.env["TEMPLATE_KEY_FILE"], "--log-level", "warn")
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return 0, err
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	for time.Since(start) < 3*time.Minute {
+		if res, err := http.Get("http://127.0.0.1:18089/readyz"); err == nil {
+			res.Body.Close()
+			if res.StatusCode == 200 {
+				return time.Since(start), nil
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return 0, errors.New("the second instance was not ready in 3 minutes")
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000) }
+
+func write(c config, rows []row, perObject float64, ready, quiet time.Duration) error {
+	host, _ := os.Hostname()
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Benchmarks\n\nWritten by `make bench` (bench/stack.sh) on %s, %d cores, Go %s; host %q.\n\n",
+		time.Now().UTC().Format("2006-01-02"), runtime.NumCPU(), runtime.Version(), host)
+	fmt.Fprintf(&b, "%d suspended RayClusters in %d namespaces on the local stack; the stack was quiet %s after seeding. "+
+		"One keep-alive client, 300 requests each (10 for the apiserver's full list), unless the row says otherwise.\n\n",
+		c.objects, c.namespaces, quiet.Round(time.Second))
+	b.WriteString("| request | p50 | p99 | |\n|---|---|---|---|\n")
+	for _, r := range rows {
+		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", r.what, r.p50, r.p99, r.note)
+	}
+	fmt.Fprintf(&b, "\nHeap per cached RayCluster: %.0f bytes. A second service instance was ready (caches synced) %s after start.\n",
+		perObject, ready.Round(100*time.Millisecond))
+	b.WriteString("\nThe store's own part of a list, from `go test -bench` (internal/k8s), is printed by `make bench` before this run.\n")
+	return os.WriteFile(c.out, []byte(b.String()), 0o644)
+}
