@@ -382,10 +382,9 @@ func timeToReady(c config) (time.Duration, error) {
 func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000) }
 
 func write(c config, rows []row, perObject float64, ready, quiet time.Duration) error {
-	host, _ := os.Hostname()
 	var b strings.Builder
-	fmt.Fprintf(&b, "# Benchmarks\n\nWritten by `make bench` (bench/stack.sh) on %s, %d cores, Go %s; host %q.\n\n",
-		time.Now().UTC().Format("2006-01-02"), runtime.NumCPU(), runtime.Version(), host)
+	fmt.Fprintf(&b, "# Benchmarks\n\nWritten by `make bench` (bench/stack.sh) on %s, %d cores, Go %s.\n\n",
+		time.Now().UTC().Format("2006-01-02"), runtime.NumCPU(), runtime.Version())
 	fmt.Fprintf(&b, "%d suspended RayClusters in %d namespaces on the local stack; the stack was quiet %s after seeding. "+
 		"One keep-alive client, 300 requests each (10 for the apiserver's full list), unless the row says otherwise.\n\n",
 		c.objects, c.namespaces, quiet.Round(time.Second))
