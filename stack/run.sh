@@ -7,6 +7,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=bin/ray-service
 if [ -n "${RAY_SERVICE_KUBECONFIG:-}" ] || [ -n "${KUBERNETES_SERVICE_HOST:-}" ]; then
+  # Templates are signed with a key of this service's own: without one given, a key kept under .run/.
+  # Templates another service wrote with its own key are not trusted by this one, nor the reverse.
+  if [ -z "${RAY_SERVICE_TEMPLATE_KEY_FILE:-}" ]; then
+    mkdir -p .run
+    [ -f .run/template.key ] || (umask 077 && openssl rand -hex 32 >.run/template.key)
+    export RAY_SERVICE_TEMPLATE_KEY_FILE=$PWD/.run/template.key
+  fi
   exec "$BIN" "$@"
 fi
 
