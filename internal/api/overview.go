@@ -7,7 +7,6 @@ import (
 	"github.com/gin-gonic/gin"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/validation"
 
 	"ray-service/internal/auth"
 	"ray-service/internal/k8s"
@@ -135,8 +134,8 @@ func (s *Server) windowAndNamespace(c *gin.Context) (metrics.Window, string, boo
 		return w, "", false
 	}
 	ns := c.Query("namespace")
-	if ns != "" && len(validation.IsDNS1123Label(ns)) > 0 {
-		s.fail(c, badRequest("namespace %q is not a namespace name", ns))
+	if p := namespaceProblem(ns); p != "" {
+		s.fail(c, badRequest("namespace %q is not a namespace name: %s", ns, p))
 		return w, "", false
 	}
 	return w, ns, true

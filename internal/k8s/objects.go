@@ -54,15 +54,6 @@ type Objects struct {
 	m       *Manager
 }
 
-// NewObjects returns the objects of kind k for clients that act as a caller, without a Manager's shared
-// parts: for tests of the steps that need none.
-func NewObjects(k *Kind, c *Clients, m *Manager) *Objects {
-	if m == nil {
-		m = &Manager{}
-	}
-	return &Objects{Kind: k, Clients: c, m: m}
-}
-
 func (o *Objects) resource(ns string) dynamic.ResourceInterface {
 	return o.Clients.Dynamic.Resource(o.Kind.GVR()).Namespace(ns)
 }

@@ -160,14 +160,7 @@ func TestPodsAndLogs(t *testing.T) {
 
 	// A caller who may list pods but not read their logs.
 	bind(t, ns, "bob", "ray-viewer")
-	_, err := env.admin.RbacV1().Roles(ns).Create(context.Background(), &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "pods"},
-		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list"}}}}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	_, err = env.admin.RbacV1().RoleBindings(ns).Create(context.Background(), &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "bob-pods"},
-		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "pods"},
-		Subjects: []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: "bob"}}}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	waitAllowed(t, "bob", ns, "list", "", "pods")
+	grantRole(t, ns, "bob", "pods", rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list", "get"}})
 	assert.Equal(t, 200, call(t, "GET", itemPath(ns, "rayclusters", "lg")+"/pods", env.tokens["bob"], "", nil).Status)
 	r = logs("", env.tokens["bob"])
 	assert.Equal(t, 403, r.Status, "%s", r.Raw)
@@ -279,8 +272,7 @@ func TestEventsOfUnschedulableCluster(t *testing.T) {
 func TestDashboardProxy(t *testing.T) {
 	ns := namespace(t, "dash")
 	admin := env.tokens["admin"]
-	require.Equal(t, 201, createCluster(t, admin, ns, "dc", nil).Status)
-	waitStatus(t, ns, "rayclusters", "dc", "Running")
+	runningCluster(t, ns, "dc")
 	base := itemPath(ns, "rayclusters", "dc") + "/dashboard"
 
 	r := call(t, "GET", base+"/", admin, "", nil)
@@ -310,8 +302,7 @@ func TestDashboardProxy(t *testing.T) {
 func TestFollowEndsOnShutdown(t *testing.T) {
 	ns := namespace(t, "follow-stop")
 	admin := env.tokens["admin"]
-	require.Equal(t, 201, createCluster(t, admin, ns, "fs", nil).Status)
-	waitStatus(t, ns, "rayclusters", "fs", "Running")
+	runningCluster(t, ns, "fs")
 	head := clusterPods(t, ns, "fs")[0]
 	for _, p := range clusterPods(t, ns, "fs") {
 		if p.Labels["ray.io/node-type"] == "head" {

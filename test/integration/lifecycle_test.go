@@ -36,6 +36,13 @@ func statusOf(t *testing.T, ns, kind, name string) (summary, int) {
 	return decode[summary](t, r), 200
 }
 
+// runningCluster creates the minimal RayCluster ns/name as the admin and waits until it is Running.
+func runningCluster(t *testing.T, ns, name string) {
+	t.Helper()
+	require.Equal(t, 201, createCluster(t, env.tokens["admin"], ns, name, nil).Status)
+	waitStatus(t, ns, "rayclusters", name, "Running")
+}
+
 func waitStatus(t *testing.T, ns, kind, name, want string) summary {
 	t.Helper()
 	var last summary
@@ -369,8 +376,7 @@ func TestBatchDelete(t *testing.T) {
 func TestConcurrentLifecycle(t *testing.T) {
 	ns := namespace(t, "race")
 	admin := env.tokens["admin"]
-	require.Equal(t, 201, createCluster(t, admin, ns, "contended", nil).Status)
-	waitStatus(t, ns, "rayclusters", "contended", "Running")
+	runningCluster(t, ns, "contended")
 	ops := []string{"start", "stop"}
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -431,24 +437,15 @@ func TestInterruptedStartCompletes(t *testing.T) {
 	ns := namespace(t, "interrupt")
 	bind(t, ns, "alice", "ray-editor")
 	ctx := context.Background()
-	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "templates"}, Rules: []rbacv1.PolicyRule{{
-		APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "create", "update"}}}}
-	_, err := env.admin.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{})
-	require.NoError(t, err)
-	_, err = env.admin.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "alice-templates"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "templates"},
-		Subjects:   []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: "alice"}},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	waitAllowed(t, "alice", ns, "create", "", "configmaps")
+	rule := rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create", "get", "list", "update"}}
+	grantRole(t, ns, "alice", "templates", rule)
 	alice := env.tokens["alice"]
 
 	r := call(t, "POST", nsPath(ns, "rayservices")+"?start=false", alice, "application/yaml", testdata(t, "rayservice-minimal.yaml"))
 	require.Equal(t, 201, r.Status, "%s", r.Raw)
 	r = call(t, "POST", itemPath(ns, "rayservices", "minimal-service")+"/start", alice, "", nil)
 	assert.Equal(t, 403, r.Status, "the template cannot be removed: %s", r.Raw)
-	_, err = getRay(t, rayServices, ns, "minimal-service")
+	_, err := getRay(t, rayServices, ns, "minimal-service")
 	require.NoError(t, err, "the object exists")
 	assert.True(t, templateExists(t, ns, "rayservice", "minimal-service"), "the template is still there")
 	eventually(t, 20*time.Second, "one list item, the instance", func() bool {
@@ -456,8 +453,9 @@ func TestInterruptedStartCompletes(t *testing.T) {
 		return l.Total == 1 && l.Items[0].Type == "instance"
 	})
 
-	role.Rules[0].Verbs = append(role.Rules[0].Verbs, "delete")
-	_, err = env.admin.RbacV1().Roles(ns).Update(ctx, role, metav1.UpdateOptions{})
+	rule.Verbs = append(rule.Verbs, "delete")
+	_, err = env.admin.RbacV1().Roles(ns).Update(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "templates"},
+		Rules: []rbacv1.PolicyRule{rule}}, metav1.UpdateOptions{})
 	require.NoError(t, err)
 	eventually(t, 10*time.Second, "the start completes", func() bool {
 		r := call(t, "POST", itemPath(ns, "rayservices", "minimal-service")+"/start", alice, "", nil)

@@ -20,7 +20,6 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	resourcehelper "k8s.io/component-helpers/resource"
 )
 
@@ -159,14 +158,7 @@ func TestOverview(t *testing.T) {
 	// A caller allowed in this namespace only (carol is bound nowhere else) sees the same figures in
 	// its cluster-wide overview.
 	bind(t, ns, "carol", "ray-viewer")
-	_, err := env.admin.RbacV1().Roles(ns).Create(context.Background(), &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "templates"},
-		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"list"}}}}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	_, err = env.admin.RbacV1().RoleBindings(ns).Create(context.Background(), &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "carol-templates"},
-		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "templates"},
-		Subjects: []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: "carol"}}}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	waitAllowed(t, "carol", ns, "list", "", "configmaps")
+	grantRole(t, ns, "carol", "templates", rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"list"}})
 	r = call(t, "GET", "/rest/ray/v1/overview", env.tokens["carol"], "", nil)
 	require.Equal(t, 200, r.Status, "%s", r.Raw)
 	bd := decode[overviewData](t, r)

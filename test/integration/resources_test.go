@@ -163,6 +163,21 @@ func bind(t *testing.T, ns, user, role string) {
 	waitAllowed(t, user, ns, "get", "ray.io", "rayclusters")
 }
 
+// grantRole gives user a Role of the given name and rules in ns, and waits until the apiserver allows
+// the first rule's first verb on its first resource.
+func grantRole(t *testing.T, ns, user, name string, rules ...rbacv1.PolicyRule) {
+	t.Helper()
+	ctx := context.Background()
+	_, err := env.admin.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: rules}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = env.admin.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: user + "-" + name},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: name},
+		Subjects: []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: user}}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	first := rules[0]
+	waitAllowed(t, user, ns, first.Verbs[0], first.APIGroups[0], first.Resources[0])
+}
+
 // waitAllowed waits until the apiserver's RBAC cache, which learns of bindings a moment after they are
 // made, allows user the verb.
 func waitAllowed(t *testing.T, user, ns, verb, group, resource string) {

@@ -47,16 +47,8 @@ func clientAs(t *testing.T, user string) kubernetes.Interface {
 // allowConfigMaps lets user create, update and read ConfigMaps in ns, and nothing of Ray.
 func allowConfigMaps(t *testing.T, ns, user string) {
 	t.Helper()
-	ctx := context.Background()
-	_, err := env.admin.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "cm-" + user},
-		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"},
-			Verbs: []string{"get", "list", "create", "update", "patch"}}}}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	_, err = env.admin.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "cm-" + user},
-		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "cm-" + user},
-		Subjects: []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: user}}}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	waitAllowed(t, user, ns, "create", "", "configmaps")
+	grantRole(t, ns, user, "configmaps", rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"},
+		Verbs: []string{"create", "get", "list", "update", "patch"}})
 }
 
 // plantedTemplate is a ConfigMap that looks like a template of the service's, written by someone else.
@@ -218,8 +210,7 @@ func dashboardAs(t *testing.T, method, path, token string) *http.Response {
 func TestAttackDashboardContentStaysInItsBox(t *testing.T) {
 	ns := namespace(t, "hostile")
 	admin := env.tokens["admin"]
-	require.Equal(t, 201, createCluster(t, admin, ns, "hc", nil).Status)
-	waitStatus(t, ns, "rayclusters", "hc", "Running")
+	runningCluster(t, ns, "hc")
 	base := itemPath(ns, "rayclusters", "hc") + "/dashboard"
 
 	res := dashboardAs(t, "GET", base+"/hostile", admin)
@@ -262,14 +253,15 @@ func consoleGateway(t *testing.T, token string) string {
 	return srv.URL
 }
 
-// renderPage loads a page in headless Chromium, lets its scripts run, and returns the DOM.
+// renderPage loads a page in headless Chromium, lets its scripts run (20 s of virtual time, which
+// passes as fast as the page lets it), and returns the DOM.
 func renderPage(t *testing.T, pageURL string) string {
 	t.Helper()
 	chromium, err := exec.LookPath("chromium")
 	require.NoError(t, err, "Debian's chromium is needed: .ci/run installs it")
 	out, err := exec.Command(chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
 		"--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync",
-		"--user-data-dir="+t.TempDir(), "--virtual-time-budget=10000", "--dump-dom", pageURL).Output()
+		"--user-data-dir="+t.TempDir(), "--virtual-time-budget=20000", "--dump-dom", pageURL).Output()
 	require.NoError(t, err)
 	return string(out)
 }
@@ -278,20 +270,10 @@ func renderPage(t *testing.T, pageURL string) string {
 // through it could also POST, PUT and DELETE. Each method now needs the verb the apiserver would ask.
 func TestAttackDashboardProxyVerbs(t *testing.T) {
 	ns := namespace(t, "proxyverbs")
-	admin := env.tokens["admin"]
-	require.Equal(t, 201, createCluster(t, admin, ns, "pv", nil).Status)
-	waitStatus(t, ns, "rayclusters", "pv", "Running")
-	ctx := context.Background()
-	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "proxy-read"}, Rules: []rbacv1.PolicyRule{
-		{APIGroups: []string{"ray.io"}, Resources: []string{"rayclusters"}, Verbs: []string{"get"}},
-		{APIGroups: []string{""}, Resources: []string{"services/proxy"}, Verbs: []string{"get"}}}}
-	_, err := env.admin.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{})
-	require.NoError(t, err)
-	_, err = env.admin.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "carol-proxy"},
-		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "proxy-read"},
-		Subjects: []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: "carol"}}}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	waitAllowed(t, "carol", ns, "get", "", "services/proxy")
+	runningCluster(t, ns, "pv")
+	grantRole(t, ns, "carol", "proxy-read",
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"services/proxy"}, Verbs: []string{"get"}},
+		rbacv1.PolicyRule{APIGroups: []string{"ray.io"}, Resources: []string{"rayclusters"}, Verbs: []string{"get"}})
 	carol := env.tokens["carol"]
 	base := itemPath(ns, "rayclusters", "pv") + "/dashboard"
 	assert.Equal(t, 200, dashboardAs(t, "GET", base+"/api/version", carol).StatusCode, "reading is allowed")
@@ -467,8 +449,7 @@ func TestAttackSlowAndLongRequestsAreBounded(t *testing.T) {
 	})
 
 	ns := namespace(t, "bounded")
-	require.Equal(t, 201, createCluster(t, admin, ns, "bc", nil).Status)
-	waitStatus(t, ns, "rayclusters", "bc", "Running")
+	runningCluster(t, ns, "bc")
 	path := itemPath(ns, "rayclusters", "bc")
 
 	t.Run("a dashboard that does not answer is 504 in time", func(t *testing.T) {
@@ -498,7 +479,7 @@ func TestAttackSlowAndLongRequestsAreBounded(t *testing.T) {
 		assert.Equal(t, 429, status, "a third follow of the same caller")
 		bind(t, ns, "alice", "ray-editor")
 		waitAllowed(t, "alice", ns, "get", "ray.io", "rayclusters")
-		aliceRole(t, ns)
+		grantRole(t, ns, "alice", "logs", rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods/log", "pods"}, Verbs: []string{"get", "list"}})
 		status, res := openFollow(t, svc.url, path, env.tokens["alice"])
 		assert.Equal(t, 200, status, "another caller is not held up")
 		if res != nil {
@@ -516,20 +497,6 @@ func TestAttackSlowAndLongRequestsAreBounded(t *testing.T) {
 			res.Body.Close()
 		}
 	})
-}
-
-// aliceRole lets alice read pods and their logs in ns.
-func aliceRole(t *testing.T, ns string) {
-	t.Helper()
-	ctx := context.Background()
-	_, err := env.admin.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "alice-logs"},
-		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods", "pods/log"}, Verbs: []string{"get", "list"}}}}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	_, err = env.admin.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "alice-logs"},
-		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "alice-logs"},
-		Subjects: []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: "alice"}}}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	waitAllowed(t, "alice", ns, "get", "", "pods/log")
 }
 
 // slowPrometheus forwards to the stack's Prometheus after a delay, and counts the queries whose client
