@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The list benchmark against the local stack: a stack of its own (its own state directory and ports), a
 # service against it, then bench/stack (seed, wait, measure, write docs/benchmarks.md), then everything
-# stopped. Loopback only. Extra arguments go to bench/stack (e.g. -objects 100000).
+# stopped. Loopback only. Extra arguments go to bench/stack (e.g. -objects 100000 -profile DIR).
+# RAY_SERVICE_BIN names another service binary to measure (e.g. one built from an earlier commit).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 state=$(mktemp -d)
@@ -17,8 +18,9 @@ cleanup() {
 trap cleanup EXIT
 stack/up.sh "$state"
 source "$state/env"
-bin/ray-service --listen 127.0.0.1:18088 --kubeconfig "$SERVICE_KUBECONFIG" --prometheus-url "$PROMETHEUS_URL" \
+bin=${RAY_SERVICE_BIN:-bin/ray-service}
+"$bin" --listen 127.0.0.1:18088 --kubeconfig "$SERVICE_KUBECONFIG" --prometheus-url "$PROMETHEUS_URL" \
   --template-key-file "$TEMPLATE_KEY_FILE" --pprof-listen 127.0.0.1:18090 --log-level warn 2>"$state/logs/ray-service.log" &
 svc=$!
 for _ in $(seq 1 120); do curl -sf http://127.0.0.1:18088/readyz >/dev/null && break; sleep 0.5; done
-go run ./bench/stack -env "$state/env" -service http://127.0.0.1:18088 -pprof http://127.0.0.1:18090 "$@"
+go run ./bench/stack -env "$state/env" -service http://127.0.0.1:18088 -pprof http://127.0.0.1:18090 -service-bin "$bin" "$@"

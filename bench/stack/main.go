@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"runtime"
 	"slices"
@@ -42,6 +43,7 @@ type config struct {
 	serviceURL, apiserverURL     string
 	pprofURL                     string
 	serviceBin, out              string
+	profileDir                   string
 	env                          map[string]string
 }
 
@@ -55,6 +57,7 @@ func main() {
 	flag.StringVar(&c.pprofURL, "pprof", "", "the service's profiler (pprof-listen), for its heap")
 	flag.StringVar(&c.serviceBin, "service-bin", "bin/ray-service", "the service binary, to measure the time to ready")
 	flag.StringVar(&c.out, "out", "docs/benchmarks.md", "where to write the table")
+	flag.StringVar(&c.profileDir, "profile", "", "a directory to write the service's CPU profile during the load test and its heap profile into")
 	envFile := flag.String("env", "", "the stack's env file")
 	flag.Parse()
 	var err error
@@ -154,7 +157,11 @@ func run(c config) error {
 	if err := add("kube-apiserver: full list (what a client must do to search and sort)", c.apiserverURL+"/apis/ray.io/v1/rayclusters", admin, "", 10); err != nil {
 		return err
 	}
+	profiled := profile(c)
 	rps, p99, errs := load(client, c.serviceURL+filtered, admin, c.workers, c.loadDuration)
+	if err := <-profiled; err != nil {
+		return err
+	}
 	rows = append(rows, row{fmt.Sprintf("service: the filtered page, %d concurrent clients for %s", c.workers, c.loadDuration),
 		fmt.Sprintf("%.0f req/s", rps), ms(p99), fmt.Sprintf("%d errors", errs)})
 	fmt.Printf("load: %.0f req/s, p99 %s, %d errors\n", rps, ms(p99), errs)
@@ -345,17 +352,44 @@ func load(client *http.Client, url, auth string, workers int, dur time.Duration)
 	return float64(len(all)) / dur.Seconds(), all[len(all)*99/100], errs
 }
 
-// heap reads the service's heap in use right after a garbage collection, from its profiler.
+// heap reads the service's live heap (HeapAlloc: bytes of reachable objects) right after a garbage
+// collection, from its profiler.
 func heap(pprofURL string) (uint64, error) {
 	body, err := get(http.DefaultClient, pprofURL+"/debug/pprof/heap?gc=1&debug=1", "")
 	if err != nil {
 		return 0, err
 	}
-	m := regexp.MustCompile(`(?m)^# HeapInuse = ([0-9]+)$`).FindSubmatch(body)
+	m := regexp.MustCompile(`(?m)^# HeapAlloc = ([0-9]+)$`).FindSubmatch(body)
 	if m == nil {
-		return 0, errors.New("no HeapInuse in the heap profile")
+		return 0, errors.New("no HeapAlloc in the heap profile")
 	}
 	return strconv.ParseUint(string(m[1]), 10, 64)
+}
+
+// profile writes, when asked to, the service's CPU profile over the load test and its heap profile
+// into the profile directory; the channel says when both are written.
+func profile(c config) <-chan error {
+	done := make(chan error, 1)
+	if c.profileDir == "" {
+		done <- nil
+		return done
+	}
+	go func() {
+		save := func(name, path string) error {
+			body, err := get(&http.Client{Timeout: c.loadDuration + time.Minute}, c.pprofURL+path, "")
+			if err != nil {
+				return fmt.Errorf("%s profile: %w", name, err)
+			}
+			return os.WriteFile(filepath.Join(c.profileDir, name+".pprof"), body, 0o644)
+		}
+		seconds := max(1, int(c.loadDuration.Seconds())-1)
+		err := save("cpu", fmt.Sprintf("/debug/pprof/profile?seconds=%d", seconds))
+		if err == nil {
+			err = save("heap", "/debug/pprof/heap?gc=1")
+		}
+		done <- err
+	}()
+	return done
 }
 
 // timeToReady starts a second service instance and times its first ready answer.
@@ -392,7 +426,7 @@ func write(c config, rows []row, perObject float64, ready, quiet time.Duration) 
 	for _, r := range rows {
 		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", r.what, r.p50, r.p99, r.note)
 	}
-	fmt.Fprintf(&b, "\nHeap per cached RayCluster: %.0f bytes. A second service instance was ready (caches synced) %s after start.\n",
+	fmt.Fprintf(&b, "\nLive heap per cached RayCluster (after a collection): %.0f bytes. A second service instance was ready (caches synced) %s after start.\n",
 		perObject, ready.Round(100*time.Millisecond))
 	b.WriteString("\nThe store's own part of a list, from `go test -bench` (internal/k8s), is printed by `make bench` before this run.\n")
 	return os.WriteFile(c.out, []byte(b.String()), 0o644)

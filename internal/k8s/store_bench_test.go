@@ -178,3 +178,38 @@ func BenchmarkInitialSync(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkStoreMemory reports the heap the store takes per cached RayCluster once its informer entry
+// and its published item are kept, with every index and kept order: what the service holds at rest.
+func BenchmarkStoreMemory(b *testing.B) {
+	const n = 10000
+	var perObject float64
+	for b.Loop() {
+		before := heapInUse()
+		s, k := benchStoreIndexed(b, n)
+		after := heapInUse()
+		perObject = float64(after-before) / n
+		runtime.KeepAlive(s)
+		runtime.KeepAlive(k)
+	}
+	b.ReportMetric(perObject, "bytes/object")
+}
+
+// benchStoreIndexed is benchStore with the entries also kept in the informer's indexer, as a running
+// informer keeps them.
+func benchStoreIndexed(b *testing.B, n int) (*Store, *Kind) {
+	b.Helper()
+	s, k := benchStore(b, 0)
+	transform := entryTransform(k)
+	indexer := s.informers[k].GetIndexer()
+	for i := range n {
+		u := benchCluster(b, i)
+		u.SetNamespace(fmt.Sprintf("ns-%02d", i%20))
+		v, _ := transform(u)
+		if err := indexer.Add(v); err != nil {
+			b.Fatal(err)
+		}
+		s.publishInstance(k, v)
+	}
+	return s, k
+}
