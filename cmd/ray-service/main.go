@@ -85,13 +85,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	reviewer := auth.NewReviewer(func(token string) (kubernetes.Interface, error) {
-		cl, err := clients.ForToken(token)
-		if err != nil {
-			return nil, err
-		}
-		return cl.Core, nil
-	}, cfg.AuthCacheTTL, cfg.AuthCacheSize)
+	reviewer := auth.NewReviewer(clients.ReviewerFor, cfg.AuthCacheTTL, cfg.AuthCacheSize)
 	dashboards := k8s.NewDashboards(cfg.ClusterDomain, cfg.DashboardTimeout)
 	registry, httpMetrics := metrics.NewRegistry()
 	metrics.RegisterSize(registry, "ray_service_auth_cache_entries", "Access review verdicts and user names cached.", reviewer.Len)

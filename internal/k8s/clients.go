@@ -6,14 +6,18 @@ import (
 
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/transport"
 )
 
 // Clients are the Kubernetes clients of one caller, authenticated with the caller's bearer token only.
+// They are made for every request, so they are only what the service calls: the Ray kinds through the
+// dynamic client, and core/v1 (pods, logs, events, template ConfigMaps). A whole clientset would build
+// some fifty REST clients per request.
 type Clients struct {
 	Dynamic dynamic.Interface
-	Core    kubernetes.Interface
+	Core    corev1client.CoreV1Interface
 }
 
 // ClientFactory makes clients that act as a caller. All of them share one connection pool to the
@@ -35,6 +39,8 @@ func NewClientFactory(cfg *rest.Config) (*ClientFactory, error) {
 	// The TLS settings live in the shared transport now; a config may not carry both.
 	base.TLSClientConfig = rest.TLSClientConfig{}
 	base.QPS, base.Burst = 100, 200
+	// Set once here: client-go otherwise derives it for every client made.
+	base.UserAgent = rest.DefaultKubernetesUserAgent()
 	return &ClientFactory{base: base, transport: rt}, nil
 }
 
@@ -53,9 +59,16 @@ func (f *ClientFactory) ForToken(token string) (*Clients, error) {
 	if err != nil {
 		return nil, err
 	}
-	core, err := kubernetes.NewForConfigAndClient(c, hc)
+	core, err := corev1client.NewForConfigAndClient(c, hc)
 	if err != nil {
 		return nil, err
 	}
 	return &Clients{Dynamic: dyn, Core: core}, nil
+}
+
+// ReviewerFor returns the clientset the caller's access reviews are made with (authentication and
+// authorization APIs).
+func (f *ClientFactory) ReviewerFor(token string) (kubernetes.Interface, error) {
+	c := f.Config(token)
+	return kubernetes.NewForConfigAndClient(c, &http.Client{Transport: c.Transport})
 }

@@ -73,7 +73,7 @@ func (o *Objects) Pods(ctx context.Context, obj *unstructured.Unstructured) ([]c
 	}
 	var pods []corev1.Pod
 	for _, sel := range selectors {
-		list, err := o.Clients.Core.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
+		list, err := o.Clients.Core.Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
 		if err != nil {
 			return nil, err
 		}
@@ -216,7 +216,7 @@ func (o *Objects) OpenLogs(ctx context.Context, obj *unstructured.Unstructured, 
 	}
 	target, container, err := o.Kind.LogTarget(obj, pods, pod, container)
 	if err != nil && pod != "" && apierrors.IsBadRequest(err) {
-		if _, gerr := core.CoreV1().Pods(obj.GetNamespace()).Get(ctx, pod, metav1.GetOptions{}); apierrors.IsNotFound(gerr) {
+		if _, gerr := core.Pods(obj.GetNamespace()).Get(ctx, pod, metav1.GetOptions{}); apierrors.IsNotFound(gerr) {
 			gone := apierrors.NewNotFound(corev1.Resource("pods"), pod)
 			gone.ErrStatus.Message = fmt.Sprintf("pod %q does not exist (any more)", pod)
 			err = gone
@@ -227,7 +227,7 @@ func (o *Objects) OpenLogs(ctx context.Context, obj *unstructured.Unstructured, 
 	}
 	o2 := *opts
 	o2.Container = container
-	stream, err := core.CoreV1().Pods(target.Namespace).GetLogs(target.Name, &o2).Stream(ctx)
+	stream, err := core.Pods(target.Namespace).GetLogs(target.Name, &o2).Stream(ctx)
 	if apierrors.IsNotFound(err) {
 		gone := apierrors.NewNotFound(corev1.Resource("pods"), target.Name)
 		gone.ErrStatus.Message = fmt.Sprintf("pod %q is gone", target.Name)
@@ -277,7 +277,7 @@ func (o *Objects) Events(ctx context.Context, cur *Current) ([]EventInfo, error)
 	if o.Kind.hasSubmitter {
 		want[InvolvedObjectRef{Kind: "Job", Name: obj.GetName()}] = true
 	}
-	list, err := o.Clients.Core.CoreV1().Events(obj.GetNamespace()).List(ctx, metav1.ListOptions{})
+	list, err := o.Clients.Core.Events(obj.GetNamespace()).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, err
 	}

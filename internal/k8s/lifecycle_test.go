@@ -62,7 +62,7 @@ func newLifecycleEnv(t *testing.T, resource string) *lifecycleEnv {
 			return false, nil, nil
 		})
 	}
-	e.objs = &Objects{Kind: k, Clients: &Clients{Dynamic: e.dyn, Core: e.core}, m: &Manager{Templates: testSigner(t)}}
+	e.objs = &Objects{Kind: k, Clients: &Clients{Dynamic: e.dyn, Core: e.core.CoreV1()}, m: &Manager{Templates: testSigner(t)}}
 	return e
 }
 

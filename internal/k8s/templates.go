@@ -176,7 +176,7 @@ func (k *Kind) TemplateSummary(t *Template) Summary {
 }
 
 func (o *Objects) configMaps(ns string) corev1client.ConfigMapInterface {
-	return o.Clients.Core.CoreV1().ConfigMaps(ns)
+	return o.Clients.Core.ConfigMaps(ns)
 }
 
 // GetTemplate reads the template of ns/name: NotFound where there is none, Conflict where a ConfigMap
