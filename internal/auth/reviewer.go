@@ -71,14 +71,28 @@ func (r *Reviewer) Len() int {
 
 // Allowed tells whether the holder of token may do a. An invalid token is an Unauthorized error.
 func (r *Reviewer) Allowed(ctx context.Context, token string, a Attributes) (bool, error) {
-	key := TokenHash(token) + "\x00" + a.Verb + "\x00" + a.Group + "\x00" + a.Resource + "\x00" + a.Subresource +
+	return r.allowedAs(ctx, token, TokenHash(token), a)
+}
+
+// verdictKey is the cache key of a verdict on a for the token of that hash.
+func verdictKey(hash string, a Attributes) string {
+	return hash + "\x00" + a.Verb + "\x00" + a.Group + "\x00" + a.Resource + "\x00" + a.Subresource +
 		"\x00" + a.Namespace + "\x00" + a.Name
-	now := r.now()
+}
+
+// cached returns the cached verdict under key, if there is one still fresh.
+func (r *Reviewer) cached(key string, now time.Time) (allowed, ok bool) {
 	r.mu.RLock()
-	v, ok := r.allowed[key]
+	v, found := r.allowed[key]
 	r.mu.RUnlock()
-	if ok && now.Before(v.expires) {
-		return v.allowed, nil
+	return v.allowed, found && now.Before(v.expires)
+}
+
+func (r *Reviewer) allowedAs(ctx context.Context, token, hash string, a Attributes) (bool, error) {
+	key := verdictKey(hash, a)
+	now := r.now()
+	if allowed, ok := r.cached(key, now); ok {
+		return allowed, nil
 	}
 	cs, err := r.clients(token)
 	if err != nil {

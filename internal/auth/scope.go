@@ -64,7 +64,8 @@ const reviewsInParallel = 8
 // caller may do it cluster-wide; otherwise those of candidates (for a.Namespace "") or a.Namespace
 // itself where it is allowed. Reviews of several namespaces run in parallel, bounded.
 func (r *Reviewer) Scope(ctx context.Context, token string, a Attributes, candidates []string) (Scope, error) {
-	allowed, err := r.Allowed(ctx, token, a)
+	hash := TokenHash(token)
+	allowed, err := r.allowedAs(ctx, token, hash, a)
 	if err != nil {
 		return Scope{}, err
 	}
@@ -78,14 +79,25 @@ func (r *Reviewer) Scope(ctx context.Context, token string, a Attributes, candid
 	}
 	candidates = slices.Compact(slices.Sorted(slices.Values(candidates)))
 	verdicts := make([]bool, len(candidates))
+	// Cached verdicts first, without a goroutine each; only the others are asked for, in parallel.
+	now := r.now()
+	var missing []int
+	for i, ns := range candidates {
+		na := a
+		na.Namespace = ns
+		var ok bool
+		if verdicts[i], ok = r.cached(verdictKey(hash, na), now); !ok {
+			missing = append(missing, i)
+		}
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(reviewsInParallel)
-	for i, ns := range candidates {
+	for _, i := range missing {
 		g.Go(func() error {
 			na := a
-			na.Namespace = ns
+			na.Namespace = candidates[i]
 			var err error
-			verdicts[i], err = r.Allowed(gctx, token, na)
+			verdicts[i], err = r.allowedAs(gctx, token, hash, na)
 			return err
 		})
 	}
