@@ -4,6 +4,7 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -381,9 +382,14 @@ func logger(c *gin.Context) *zap.Logger {
 	return zap.NewNop()
 }
 
-// respond writes an envelope with its code as the HTTP status.
+// respond writes an envelope with its code as the HTTP status. The encoder marshals into a pooled
+// buffer and writes it at once, so a list costs no body-sized allocation.
 func (s *Server) respond(c *gin.Context, env Envelope) {
-	c.JSON(env.Code, env)
+	c.Header("Content-Type", "application/json; charset=utf-8")
+	c.Status(env.Code)
+	if err := json.NewEncoder(c.Writer).Encode(env); err != nil {
+		logger(c).Error("encoding the answer", zap.Error(err))
+	}
 }
 
 // ok writes data with the given success status.
