@@ -3021,8 +3021,7 @@ const docTemplate = `{
                     "description": "RayResources are the Ray logical resources one head pod offers (CPU, GPU, memory, custom).",
                     "type": "object",
                     "additionalProperties": {
-                        "type": "number",
-                        "format": "float64"
+                        "type": "number"
                     }
                 },
                 "resources": {
@@ -3213,8 +3212,7 @@ const docTemplate = `{
                     "description": "RayResources are the Ray logical resources one pod of the group offers.",
                     "type": "object",
                     "additionalProperties": {
-                        "type": "number",
-                        "format": "float64"
+                        "type": "number"
                     }
                 },
                 "readyReplicas": {

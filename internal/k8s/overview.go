@@ -64,8 +64,8 @@ func (s *Store) Allocated(scope auth.Scope, cluster string) Allocation {
 				}
 			}
 		}
-		for n, v := range ray {
-			a.Ray[n] += v
+		for _, r := range ray {
+			a.Ray[r.Name] += r.Value
 		}
 	}
 	a.ActiveRayClusters = len(active)

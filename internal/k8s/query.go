@@ -36,6 +36,12 @@ type Query struct {
 	Page, PageSize int
 }
 
+// filters tells whether the query leaves out any instance.
+func (q *Query) filters() bool {
+	return q.Search != "" || len(q.Statuses) > 0 || len(q.RayVersions) > 0 || len(q.Creators) > 0 ||
+		(q.Type != "" && q.Type != TypeInstance) || (q.Labels != nil && !q.Labels.Empty())
+}
+
 // Matches tells whether an item passes the query's filters.
 func (q *Query) Matches(it *Item) bool { return q.matches(it, strings.ToLower(q.Search)) }
 
@@ -45,11 +51,10 @@ func (q *Query) matches(it *Item, search string) bool {
 	if name == "" {
 		name = strings.ToLower(s.Name)
 	}
-	return (search == "" || strings.Contains(name, search)) &&
-		anyOf(q.Statuses, s.Status) && anyOf(q.RayVersions, s.RayVersion) &&
-		(anyOf(q.Creators, s.Creator) || anyOf(q.Creators, it.Labels[CreatorKey])) &&
-		(q.Type == "" || s.Type == q.Type) &&
-		(q.Labels == nil || q.Labels.Matches(labels.Set(it.Labels)))
+	return anyOf(q.Statuses, s.Status) && anyOf(q.RayVersions, s.RayVersion) && (q.Type == "" || s.Type == q.Type) &&
+		(search == "" || strings.Contains(name, search)) &&
+		(anyOf(q.Creators, s.Creator) || anyOf(q.Creators, it.Labels.Get(CreatorKey))) &&
+		(q.Labels == nil || q.Labels.Matches(it.Labels))
 }
 
 // Apply returns the summaries of the page Query asks for, and how many items match in all. The items

@@ -25,7 +25,7 @@ func TestQueryApply(t *testing.T) {
 			Summary: Summary{Name: fmt.Sprintf("job-%02d", i), Namespace: []string{"a", "b"}[i%2],
 				Status: []string{StatusRunning, StatusStopped, StatusFailed}[i%3], CreatedAt: base.Add(time.Duration(i%5) * time.Minute),
 				Creator: []string{"alice", "bob"}[i%2], Type: TypeInstance},
-			Labels: map[string]string{"team": []string{"x", "y"}[i%2]},
+			Labels: NewLabelSet(map[string]string{"team": []string{"x", "y"}[i%2]}),
 		})
 	}
 	q := &Query{SortBy: SortByCreatedAt, Desc: true, Page: 1, PageSize: 10}

@@ -23,20 +23,28 @@ import (
 )
 
 // Entry is what the informer of a Ray kind (or of templates) keeps of one object: a little metadata
-// and the summary computed from the object alone. The manifest itself is not kept: details are read
-// from the apiserver. What depends on pods is added when the entry is published as an Item.
+// and the item of the object alone (its summary and labels; ObjectMeta.Labels stays empty, one copy is
+// enough). The manifest itself is not kept: details are read from the apiserver. What depends on pods
+// is added when the entry is published: the entry's own item when the pods add nothing, else a new one.
 type Entry struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata"`
-	Summary           Summary `json:"summary"`
+	item              *Item
 }
 
-// DeepCopyObject implements runtime.Object. It copies the metadata and the worker groups; the maps
-// inside the summary (Ray resources) are shared, as nothing changes them once an entry is made.
+// Summary is the summary of the object alone (nil for a ConfigMap that is no template).
+func (e *Entry) Summary() *Summary {
+	if e.item == nil {
+		return nil
+	}
+	return &e.item.Summary
+}
+
+// DeepCopyObject implements runtime.Object. It copies the metadata; the item is shared, as nothing
+// changes it once an entry is made.
 func (e *Entry) DeepCopyObject() runtime.Object {
 	c := *e
 	e.DeepCopyInto(&c.ObjectMeta)
-	c.Summary.WorkerGroups = slices.Clone(e.Summary.WorkerGroups)
 	return &c
 }
 
@@ -45,14 +53,15 @@ func (e *Entry) String() string { return fmt.Sprintf("%s %s/%s", e.Kind, e.Names
 
 // Item is what a list filters, sorts and shows of one object: its whole summary and its labels. An item
 // is never changed once published (a change publishes a new one), so readers share it without locks.
+// The summary is held in the item, so that a list walking thousands of items reads each from one place.
 type Item struct {
 	Summary Summary
-	Labels  map[string]string
+	Labels  LabelSet
 	// lowerName is the name lower-cased, for a search.
 	lowerName string
 }
 
-func newItem(s Summary, labels map[string]string) *Item {
+func newItem(s Summary, labels LabelSet) *Item {
 	return &Item{Summary: s, Labels: labels, lowerName: strings.ToLower(s.Name)}
 }
 
@@ -96,6 +105,17 @@ func (m namespaced[T]) remove(ns, name string) {
 	if len(m[ns]) == 0 {
 		delete(m, ns)
 	}
+}
+
+// count returns how many values are in the namespaces of scope.
+func (m namespaced[T]) count(scope auth.Scope) int {
+	n := 0
+	for ns, byName := range m {
+		if scope.Contains(ns) {
+			n += len(byName)
+		}
+	}
+	return n
 }
 
 func (m namespaced[T]) get(ns, name string) (T, bool) {
@@ -152,14 +172,19 @@ func NewStore(dyn dynamic.Interface, core kubernetes.Interface, kinds *Kinds, te
 		if err := inf.SetTransform(entryTransform(k)); err != nil {
 			return nil, err
 		}
-		// Which entries a pod change concerns: those running on the pod's Ray cluster.
+		// Which entries a pod change concerns: those running on the pod's Ray cluster. A Ray cluster
+		// is found by its own key, without an index.
+		if k.IsCluster {
+			s.informers[k] = inf
+			continue
+		}
 		if err := inf.AddIndexers(cache.Indexers{entriesByClusterIndex: func(obj any) ([]string, error) {
 			e, ok := obj.(*Entry)
 			if !ok {
 				return nil, nil
 			}
 			keys := []string{}
-			for _, c := range k.Clusters(&e.Summary) {
+			for _, c := range k.Clusters(e.Summary()) {
 				keys = append(keys, e.Namespace+"/"+c)
 			}
 			return keys, nil
@@ -268,7 +293,10 @@ func (s *Store) publishInstance(k *Kind, obj any) {
 
 // putInstanceLocked publishes an entry's summary, completed with its Ray cluster's pods as of now.
 func (s *Store) putInstanceLocked(k *Kind, e *Entry) {
-	item := newItem(s.withPods(k, &e.Summary), e.Labels)
+	item := e.item
+	if sum := s.withPods(k, &e.item.Summary); sum != &e.item.Summary {
+		item = newItem(*sum, e.item.Labels)
+	}
 	old, _ := s.instances[k].get(e.Namespace, e.Name)
 	s.instances[k].put(e.Namespace, e.Name, item)
 	s.ordered[k].replace(old, item)
@@ -303,7 +331,14 @@ func (s *Store) podChanged(obj any) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for k, inf := range s.informers {
-		objs, _ := inf.GetIndexer().ByIndex(entriesByClusterIndex, key)
+		var objs []any
+		if k.IsCluster {
+			if o, ok, _ := inf.GetIndexer().GetByKey(key); ok {
+				objs = []any{o}
+			}
+		} else {
+			objs, _ = inf.GetIndexer().ByIndex(entriesByClusterIndex, key)
+		}
 		for _, o := range objs {
 			if e, ok := o.(*Entry); ok {
 				s.putInstanceLocked(k, e)
@@ -318,10 +353,10 @@ func (s *Store) templateChanged(old, obj any) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if k, e := s.templateEntry(old); k != nil {
-		s.templated[k].remove(e.Namespace, e.Summary.Name)
+		s.templated[k].remove(e.Namespace, e.item.Summary.Name)
 	}
 	if k, e := s.templateEntry(obj); k != nil {
-		s.templated[k].put(e.Namespace, e.Summary.Name, newItem(e.Summary, e.Labels))
+		s.templated[k].put(e.Namespace, e.item.Summary.Name, e.item)
 	}
 }
 
@@ -361,7 +396,7 @@ func (s *Store) List(k *Kind, instances, templates auth.Scope, q *Query) ([]Summ
 	s.mu.RLock()
 	if templates.IsEmpty() || len(s.templated[k]) == 0 {
 		defer s.mu.RUnlock()
-		return s.ordered[k].page(instances, q)
+		return s.ordered[k].page(instances, q, s.instances[k].count)
 	}
 	s.mu.RUnlock()
 	return q.Apply(s.Items(k, instances, templates))
@@ -386,14 +421,15 @@ func (s *Store) Namespaces(k *Kind) []string {
 // it: from the object, and from the cached pods of its Ray cluster.
 func (s *Store) Summarize(k *Kind, o *unstructured.Unstructured) Summary {
 	base := k.Summarize(o)
-	return s.withPods(k, &base)
+	return *s.withPods(k, &base)
 }
 
-// withPods returns the summary completed by what the pods of the object's current Ray cluster say.
-func (s *Store) withPods(k *Kind, base *Summary) Summary {
+// withPods returns the summary completed by what the pods of the object's current Ray cluster say:
+// base itself when they add nothing.
+func (s *Store) withPods(k *Kind, base *Summary) *Summary {
 	cluster := k.CurrentCluster(base)
 	if cluster == "" {
-		return *base
+		return base
 	}
 	return k.withPods(base, s.ClusterPods(base.Namespace, cluster))
 }
@@ -449,9 +485,8 @@ func entryTransform(k *Kind) cache.TransformFunc {
 				ResourceVersion:   u.GetResourceVersion(),
 				CreationTimestamp: u.GetCreationTimestamp(),
 				DeletionTimestamp: u.GetDeletionTimestamp(),
-				Labels:            u.GetLabels(),
 			},
-			Summary: k.Summarize(u),
+			item: newItem(k.Summarize(u), NewLabelSet(u.GetLabels())),
 		}
 		return e, nil
 	}
@@ -477,8 +512,7 @@ func templateTransform(kinds *Kinds, signer *TemplateSigner) cache.TransformFunc
 			return e, nil
 		}
 		e.TypeMeta = metav1.TypeMeta{APIVersion: k.APIVersion(), Kind: k.Kind}
-		e.Labels = tpl.Manifest.GetLabels()
-		e.Summary = k.templateSummary(cm, tpl.Manifest)
+		e.item = newItem(k.templateSummary(cm, tpl.Manifest), NewLabelSet(tpl.Manifest.GetLabels()))
 		return e, nil
 	}
 }

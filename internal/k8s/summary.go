@@ -51,7 +51,7 @@ func (r *Resources) Add(r2 Resources, n int64) {
 type HeadSummary struct {
 	Resources Resources `json:"resources"`
 	// RayResources are the Ray logical resources one head pod offers (CPU, GPU, memory, custom).
-	RayResources map[string]float64 `json:"rayResources,omitempty"`
+	RayResources RaySet `json:"rayResources,omitempty" swaggertype:"object,number"`
 }
 
 // WorkerGroup is what a list shows of a worker group.
@@ -64,7 +64,7 @@ type WorkerGroup struct {
 	// Resources are the requests of one pod of the group.
 	Resources Resources `json:"resources"`
 	// RayResources are the Ray logical resources one pod of the group offers.
-	RayResources map[string]float64 `json:"rayResources,omitempty"`
+	RayResources RaySet `json:"rayResources,omitempty" swaggertype:"object,number"`
 }
 
 // Summary is a list item: the same fields for every kind, plus a few per kind.
@@ -120,13 +120,11 @@ func (k *Kind) Summarize(o *unstructured.Unstructured) Summary {
 	return s
 }
 
-// withPods returns a copy of the summary completed by what the pods of its current Ray cluster say:
-// ready replicas per worker group and, for a kind that fails with its head, Failed when the head pod
-// cannot start.
-func (k *Kind) withPods(base *Summary, pods []*corev1.Pod) Summary {
-	s := *base
-	s.WorkerGroups = slices.Clone(base.WorkerGroups)
-	ready := map[string]int64{}
+// withPods returns the summary completed by what the pods of its current Ray cluster say: ready
+// replicas per worker group and, for a kind that fails with its head, Failed when the head pod cannot
+// start. When the pods change nothing (none ready, no failing head), it returns base itself.
+func (k *Kind) withPods(base *Summary, pods []*corev1.Pod) *Summary {
+	var ready map[string]int64
 	headFailing := false
 	for _, p := range pods {
 		if p.Labels[RayNodeTypeLabel] == NodeTypeHead {
@@ -134,16 +132,25 @@ func (k *Kind) withPods(base *Summary, pods []*corev1.Pod) Summary {
 			continue
 		}
 		if podReady(p) {
+			if ready == nil {
+				ready = map[string]int64{}
+			}
 			ready[p.Labels[RayGroupLabel]]++
 		}
 	}
+	failed := k.failsWithHead && headFailing && (base.Status == StatusPending || base.Status == StatusRunning)
+	if ready == nil && !failed && !slices.ContainsFunc(base.WorkerGroups, func(g WorkerGroup) bool { return g.ReadyReplicas != 0 }) {
+		return base
+	}
+	s := *base
+	s.WorkerGroups = slices.Clone(base.WorkerGroups)
 	for i := range s.WorkerGroups {
 		s.WorkerGroups[i].ReadyReplicas = ready[s.WorkerGroups[i].Name]
 	}
-	if k.failsWithHead && headFailing && (s.Status == StatusPending || s.Status == StatusRunning) {
+	if failed {
 		s.Status = StatusFailed
 	}
-	return s
+	return &s
 }
 
 func podReady(p *corev1.Pod) bool {
@@ -226,7 +233,7 @@ func summarizeClusterSpec(spec map[string]any, s *Summary) {
 // memory and resources where rayStartParams set them, else what KubeRay derives from the Ray container's
 // limits (or requests): CPUs rounded up, GPUs from nvidia.com/gpu, NPUs from huawei.com/Ascend*, memory
 // in bytes.
-func RayResources(params map[string]any, pod corev1.PodSpec) map[string]float64 {
+func RayResources(params map[string]any, pod corev1.PodSpec) RaySet {
 	out := map[string]float64{}
 	var limits corev1.ResourceList
 	if len(pod.Containers) > 0 {
@@ -262,12 +269,7 @@ func RayResources(params map[string]any, pod corev1.PodSpec) map[string]float64 
 			maps.Copy(out, custom)
 		}
 	}
-	for n, v := range out {
-		if v == 0 {
-			delete(out, n)
-		}
-	}
-	return out
+	return NewRaySet(out)
 }
 
 func paramFloat(params map[string]any, key string) (float64, bool) {

@@ -47,8 +47,9 @@ func (v *views) replace(old, item *Item) {
 }
 
 // page walks the order q asks for and returns the summaries of its page, and how many items in scope
-// match in all.
-func (v *views) page(scope auth.Scope, q *Query) (page []Summary, total int) {
+// match in all. inScope counts the items in a scope: a query that filters nothing takes its total from
+// it and stops walking at the end of its page.
+func (v *views) page(scope auth.Scope, q *Query, inScope func(auth.Scope) int) (page []Summary, total int) {
 	key := q.SortBy
 	if _, ok := v.orders[key]; !ok {
 		key = SortByCreatedAt
@@ -57,14 +58,20 @@ func (v *views) page(scope auth.Scope, q *Query) (page []Summary, total int) {
 	search := strings.ToLower(q.Search)
 	start := (q.Page - 1) * q.PageSize
 	page = make([]Summary, 0, q.PageSize)
-	visit := func(it *Item) {
+	counted := !q.filters()
+	if counted {
+		total = inScope(scope)
+	}
+	seen := 0
+	visit := func(it *Item) bool {
 		if !scope.Contains(it.Summary.Namespace) || !q.matches(it, search) {
-			return
+			return true
 		}
-		if total >= start && len(page) < q.PageSize {
+		if seen >= start && len(page) < q.PageSize {
 			page = append(page, it.Summary)
 		}
-		total++
+		seen++
+		return !counted || len(page) < q.PageSize
 	}
 	if q.Desc {
 		// Descending by the key, but ties stay ascending by namespace and name: each run of equal
@@ -76,14 +83,21 @@ func (v *views) page(scope auth.Scope, q *Query) (page []Summary, total int) {
 				start--
 			}
 			for _, it := range order[start:end] {
-				visit(it)
+				if !visit(it) {
+					return page, total
+				}
 			}
 			end = start
 		}
 	} else {
 		for _, it := range order {
-			visit(it)
+			if !visit(it) {
+				break
+			}
 		}
+	}
+	if !counted {
+		total = seen
 	}
 	return page, total
 }
