@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/labels"
+
+	"ray-service/internal/auth"
 )
 
 // Sort keys of a list.
@@ -40,6 +42,21 @@ type Query struct {
 func (q *Query) filters() bool {
 	return q.Search != "" || len(q.Statuses) > 0 || len(q.RayVersions) > 0 || len(q.Creators) > 0 ||
 		(q.Type != "" && q.Type != TypeInstance) || (q.Labels != nil && !q.Labels.Empty())
+}
+
+// matchKey identifies what a filtering query matches in a scope, in the order of sortKey: every field
+// but the page.
+func (q *Query) matchKey(sortKey string, scope auth.Scope) string {
+	where := "*"
+	if !scope.IsAll() {
+		where = strings.Join(scope.List(), ",")
+	}
+	sel := ""
+	if q.Labels != nil {
+		sel = q.Labels.String()
+	}
+	return strings.Join([]string{sortKey, strconv.FormatBool(q.Desc), strings.ToLower(q.Search), strings.Join(q.Statuses, ","),
+		strings.Join(q.RayVersions, ","), strings.Join(q.Creators, ","), q.Type, sel, where}, "\x00")
 }
 
 // Matches tells whether an item passes the query's filters.

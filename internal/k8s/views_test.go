@@ -3,11 +3,13 @@ package k8s
 import (
 	"fmt"
 	"math/rand"
+	"strings"
 	"testing"
 	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"ray-service/internal/auth"
@@ -81,4 +83,32 @@ func TestViewsAgreeWithApply(t *testing.T) {
 		}
 	}
 	t.Logf("%d items, %d queries agree", len(all), queries)
+
+	// A kept match list goes with the next change: the same query sees a new item and not a removed one.
+	q := &Query{Search: "job-1", SortBy: SortByName, Page: 1, PageSize: 500}
+	before, total := v.page(auth.AllNamespaces(), q, count)
+	require.Len(t, before, total)
+	added := mk("ns-0", "job-1zz")
+	v.replace(nil, added)
+	removed := before[0]
+	v.replace(current[removed.Namespace+"/"+removed.Name], nil)
+	after, total2 := v.page(auth.AllNamespaces(), q, count)
+	assert.Equal(t, total, total2, "one added, one removed")
+	assert.Equal(t, "job-1zz", strings.ToLower(after[len(after)-1].Name), "the added item is listed")
+	assert.NotEqual(t, removed.Namespace+"/"+removed.Name, after[0].Namespace+"/"+after[0].Name, "the removed item is not")
+}
+
+// TestKeptMatchesStayBounded: however many distinct queries run, the kept matches stay within their
+// bounds.
+func TestKeptMatchesStayBounded(t *testing.T) {
+	v := newViews()
+	for i := range 50 {
+		v.replace(nil, newItem(Summary{Namespace: "ns", Name: fmt.Sprintf("item-%02d", i), Type: TypeInstance}, nil))
+	}
+	for i := range 200 {
+		v.page(auth.AllNamespaces(), &Query{Search: fmt.Sprint(i % 100), SortBy: SortByName, Page: 1, PageSize: 10},
+			func(auth.Scope) int { return 50 })
+		assert.LessOrEqual(t, len(v.matches), maxMatchedQueries)
+		assert.LessOrEqual(t, v.matchedSize, maxMatchedFactor*50)
+	}
 }
