@@ -45,6 +45,15 @@ func (f *fakeObjects) Resolve(_ context.Context, ns, name string) (*k8s.Current,
 	return f.current, f.err
 }
 
+func (f *fakeObjects) ResolveWithEvents(_ context.Context, ns, name string) (*k8s.Current, []k8s.EventInfo, error) {
+	f.record("resolve " + ns + "/" + name)
+	if f.err != nil {
+		return nil, nil, f.err
+	}
+	f.record("events")
+	return f.current, []k8s.EventInfo{}, nil
+}
+
 func (f *fakeObjects) Create(_ context.Context, obj *unstructured.Unstructured, start, _ bool) (*k8s.Current, error) {
 	f.record("create " + obj.GetNamespace() + "/" + obj.GetName())
 	f.created, f.start = obj, start

@@ -301,17 +301,16 @@ func (s *Server) create(c *gin.Context) {
 //	@Failure		400,401,403,404,503,504	{object}	Envelope
 //	@Router			/rest/ray/v1/namespaces/{namespace}/{kind}/{name} [get]
 func (s *Server) get(c *gin.Context) {
-	r, cur, ok := s.resolve(c)
-	if !ok {
+	r := req(c)
+	// Events the caller may not list are left out of the detail, not refused.
+	cur, events, err := r.objects.ResolveWithEvents(c.Request.Context(), c.Param("namespace"), c.Param("name"))
+	if err != nil {
+		s.fail(c, err)
 		return
 	}
 	d := s.detail(r, cur)
-	// Events the caller may not list are left out of the detail, not refused.
-	if events, err := r.objects.Events(c.Request.Context(), cur); err == nil {
+	if events != nil {
 		d.Events = events[:min(len(events), RecentEvents)]
-	} else if !apierrors.IsForbidden(err) {
-		s.fail(c, err)
-		return
 	}
 	s.ok(c, http.StatusOK, d)
 }

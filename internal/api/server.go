@@ -61,6 +61,8 @@ type Store interface {
 // Objects are the objects of one kind as one caller reads and writes them (k8s.Objects).
 type Objects interface {
 	Resolve(ctx context.Context, ns, name string) (*k8s.Current, error)
+	// ResolveWithEvents is Resolve and Events at once; events the caller may not list are nil.
+	ResolveWithEvents(ctx context.Context, ns, name string) (*k8s.Current, []k8s.EventInfo, error)
 	Create(ctx context.Context, obj *unstructured.Unstructured, start, dryRun bool) (*k8s.Current, error)
 	Replace(ctx context.Context, obj *unstructured.Unstructured, dryRun bool) (*k8s.Current, error)
 	Start(ctx context.Context, ns, name string) (*k8s.Current, error)

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -257,32 +258,90 @@ type InvolvedObjectRef struct {
 }
 
 // Events lists the events of what Resolve returned: of the instance, its Ray clusters, their pods and its
-// submitter Job, newest first. A template has none. Pods the caller may not list are left out.
+// submitter Job, newest first. A template has none. Pods the caller may not list are left out. The pods
+// and the events are listed at once.
 func (o *Objects) Events(ctx context.Context, cur *Current) ([]EventInfo, error) {
 	if cur.Instance == nil {
 		return []EventInfo{}, nil
 	}
 	obj := cur.Instance
-	pods, err := o.Pods(ctx, obj)
-	if err != nil && !apierrors.IsForbidden(err) {
+	var pods []corev1.Pod
+	var podsErr error
+	var wg sync.WaitGroup
+	wg.Go(func() { pods, podsErr = o.Pods(ctx, obj) })
+	list, err := o.Clients.Core.Events(obj.GetNamespace()).List(ctx, metav1.ListOptions{})
+	wg.Wait()
+	if podsErr != nil && !apierrors.IsForbidden(podsErr) {
+		return nil, podsErr
+	}
+	if err != nil {
 		return nil, err
 	}
+	names := make([]string, 0, len(pods))
+	for _, p := range pods {
+		names = append(names, p.Name)
+	}
+	return o.eventsOf(obj, names, list.Items), nil
+}
+
+// ResolveWithEvents is Resolve and Events for a detail, with the apiserver reads made at once: the
+// object, its namespace's events and (for a kind with a submitter) the submitter's pods. The Ray pods
+// whose events are shown are the cached ones. Events the caller may not list are left out (nil), not
+// refused.
+func (o *Objects) ResolveWithEvents(ctx context.Context, ns, name string) (*Current, []EventInfo, error) {
+	var list *corev1.EventList
+	var listErr error
+	var submitters []corev1.Pod
+	var wg sync.WaitGroup
+	wg.Go(func() { list, listErr = o.Clients.Core.Events(ns).List(ctx, metav1.ListOptions{}) })
+	if o.Kind.hasSubmitter {
+		wg.Go(func() {
+			if l, err := o.Clients.Core.Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: jobNameLabel + "=" + name}); err == nil {
+				submitters = l.Items
+			}
+		})
+	}
+	cur, err := o.Resolve(ctx, ns, name)
+	wg.Wait()
+	switch {
+	case err != nil:
+		return nil, nil, err
+	case cur.Instance == nil:
+		return cur, []EventInfo{}, nil
+	case apierrors.IsForbidden(listErr):
+		return cur, nil, nil
+	case listErr != nil:
+		return nil, nil, listErr
+	}
+	var names []string
+	for _, p := range submitters {
+		names = append(names, p.Name)
+	}
+	if o.m != nil && o.m.Store != nil {
+		for _, c := range o.Kind.clustersOf(cur.Instance) {
+			for _, p := range o.m.Store.ClusterPods(ns, c) {
+				names = append(names, p.Name)
+			}
+		}
+	}
+	return cur, o.eventsOf(cur.Instance, names, list.Items), nil
+}
+
+// eventsOf returns those of events that concern obj, its Ray clusters, the named pods and its
+// submitter Job, newest first.
+func (o *Objects) eventsOf(obj *unstructured.Unstructured, pods []string, events []corev1.Event) []EventInfo {
 	want := map[InvolvedObjectRef]bool{{Kind: o.Kind.Kind, Name: obj.GetName()}: true}
 	for _, c := range o.Kind.clustersOf(obj) {
 		want[InvolvedObjectRef{Kind: rayCluster, Name: c}] = true
 	}
 	for _, p := range pods {
-		want[InvolvedObjectRef{Kind: "Pod", Name: p.Name}] = true
+		want[InvolvedObjectRef{Kind: "Pod", Name: p}] = true
 	}
 	if o.Kind.hasSubmitter {
 		want[InvolvedObjectRef{Kind: "Job", Name: obj.GetName()}] = true
 	}
-	list, err := o.Clients.Core.Events(obj.GetNamespace()).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, err
-	}
 	out := []EventInfo{}
-	for _, e := range list.Items {
+	for _, e := range events {
 		ref := InvolvedObjectRef{Kind: e.InvolvedObject.Kind, Name: e.InvolvedObject.Name}
 		if !want[ref] {
 			continue
@@ -306,7 +365,7 @@ func (o *Objects) Events(ctx context.Context, cur *Current) ([]EventInfo, error)
 		out = append(out, info)
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].LastTime.After(*out[j].LastTime) })
-	return out, nil
+	return out
 }
 
 // DefaultDashboardPort is the Ray dashboard's port when the head container names none "dashboard".
