@@ -7,7 +7,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 state=$(mktemp -d)
 export ETCD_PORT=32379 APISERVER_PORT=36443 KCM_PORT=36257 SCHED_PORT=36259 KWOK_PORT=37250
-export OPERATOR_METRICS_PORT=38080 OPERATOR_PROBE_PORT=38081 PROM_PORT=39090 NUM_NODES=1
+export OPERATOR_METRICS_PORT=38080 OPERATOR_PROBE_PORT=38081 PROM_PORT=39090
+# One fake node large enough for the thousand Ray pods of the running RayClusters.
+export NUM_NODES=1 NODE_CPU=2000 NODE_MEMORY=4000Gi NODE_PODS=2000
 svc=""
 cleanup() {
   set +e

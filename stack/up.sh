@@ -16,6 +16,8 @@ BIN=$("$STACK_DIR/build.sh")
 : "${ETCD_PORT:=12379}" "${APISERVER_PORT:=16443}" "${KCM_PORT:=16257}" "${SCHED_PORT:=16259}"
 : "${KWOK_PORT:=17250}" "${OPERATOR_METRICS_PORT:=18080}" "${OPERATOR_PROBE_PORT:=18081}" "${PROM_PORT:=19090}"
 : "${OPERATOR_HTTP_PROXY:=http://127.0.0.1:18265}" "${NUM_NODES:=2}" "${WITH_PROMETHEUS:=1}"
+# The size of each fake node (the benchmark runs a thousand Ray pods on one).
+: "${NODE_CPU:=32}" "${NODE_MEMORY:=128Gi}" "${NODE_PODS:=110}"
 SERVICE_CIDR=127.2.0.0/16
 
 mkdir -p "$STATE"/{pki,logs,pids}
@@ -168,8 +170,8 @@ metadata:
   annotations: {node.alpha.kubernetes.io/ttl: "0", kwok.x-k8s.io/node: fake}
   labels: {kubernetes.io/arch: amd64, kubernetes.io/os: linux, kubernetes.io/hostname: kwok-node-$i, type: kwok}
 status:
-  allocatable: {cpu: "32", memory: 128Gi, pods: "110", nvidia.com/gpu: "4"}
-  capacity: {cpu: "32", memory: 128Gi, pods: "110", nvidia.com/gpu: "4"}
+  allocatable: {cpu: "$NODE_CPU", memory: $NODE_MEMORY, pods: "$NODE_PODS", nvidia.com/gpu: "4"}
+  capacity: {cpu: "$NODE_CPU", memory: $NODE_MEMORY, pods: "$NODE_PODS", nvidia.com/gpu: "4"}
 NODE
 done | kubectl apply -f - >>"$STATE/logs/apply.log"
 wait_for kwok 60 kubectl wait --for=condition=Ready --timeout=1s node --all

@@ -39,6 +39,7 @@ var rayClusters = schema.GroupVersionResource{Group: "ray.io", Version: "v1", Re
 
 type config struct {
 	objects, namespaces, workers int
+	running                      int
 	loadDuration                 time.Duration
 	serviceURL, apiserverURL     string
 	pprofURL                     string
@@ -51,6 +52,7 @@ func main() {
 	c := config{}
 	flag.IntVar(&c.objects, "objects", 10000, "RayClusters to seed")
 	flag.IntVar(&c.namespaces, "namespaces", 20, "namespaces to spread them over")
+	flag.IntVar(&c.running, "running", 500, "of them, RayClusters left running, each with a head and one worker pod")
 	flag.IntVar(&c.workers, "workers", 32, "concurrent clients of the load test")
 	flag.DurationVar(&c.loadDuration, "load", 10*time.Second, "how long the load test runs")
 	flag.StringVar(&c.serviceURL, "service", "", "the service's base URL")
@@ -112,20 +114,32 @@ func run(c config) error {
 	if err != nil {
 		return err
 	}
+	// The suspended RayClusters first, for the heap they take; then the running ones and their pods.
 	start := time.Now()
-	if err := seed(ctx, c, core, dyn); err != nil {
+	if err := makeNamespaces(ctx, c, core); err != nil {
 		return err
 	}
-	fmt.Printf("seeded %d RayClusters in %d namespaces in %s\n", c.objects, c.namespaces, time.Since(start).Round(time.Second))
-	if err := waitListed(c); err != nil {
+	if err := seed(ctx, c, dyn, c.running, c.objects); err != nil {
 		return err
 	}
-	quiet := waitQuiet(ctx, core, c)
+	fmt.Printf("seeded %d suspended RayClusters in %d namespaces in %s\n", c.objects-c.running, c.namespaces, time.Since(start).Round(time.Second))
+	if err := waitListed(c, c.objects-c.running); err != nil {
+		return err
+	}
+	quiet := waitQuiet(ctx, core, c, 0)
 	fmt.Printf("stack quiet after %s\n", quiet.Round(time.Second))
 	heapAfter, err := heap(c.pprofURL)
 	if err != nil {
 		return err
 	}
+	if err := seed(ctx, c, dyn, 0, c.running); err != nil {
+		return err
+	}
+	if err := waitListed(c, c.objects); err != nil {
+		return err
+	}
+	podsQuiet := waitQuiet(ctx, core, c, 2*c.running)
+	fmt.Printf("%d running RayClusters and their pods settled after %s\n", c.running, podsQuiet.Round(time.Second))
 
 	admin, alice := "Bearer "+c.env["ADMIN_TOKEN"], "Bearer "+c.env["ALICE_TOKEN"]
 	client, err := httpClient(c.env["KUBE_CA_FILE"])
@@ -157,6 +171,25 @@ func run(c config) error {
 	if err := add("kube-apiserver: full list (what a client must do to search and sort)", c.apiserverURL+"/apis/ray.io/v1/rayclusters", admin, "", 10); err != nil {
 		return err
 	}
+	if err := add(fmt.Sprintf("service: overview (%d running RayClusters, %d Ray pods)", c.running, 2*c.running),
+		c.serviceURL+"/rest/ray/v1/overview", admin, "Prometheus answers cached", 300); err != nil {
+		return err
+	}
+	// The detail of a running RayCluster, against the two reads it makes of the apiserver.
+	if c.running > 0 {
+		if err := add("service: detail of a running RayCluster", c.serviceURL+"/rest/ray/v1/namespaces/perf-ns-00/rayclusters/perf-00000",
+			admin, "", 300); err != nil {
+			return err
+		}
+		p50, p99, err := pairLatency(client, c.apiserverURL+"/apis/ray.io/v1/namespaces/perf-ns-00/rayclusters/perf-00000",
+			c.apiserverURL+"/api/v1/namespaces/perf-ns-00/events", admin, 300)
+		if err != nil {
+			return fmt.Errorf("apiserver reads of a detail: %w", err)
+		}
+		what := "kube-apiserver: GET the RayCluster and LIST its namespace's events, in parallel"
+		rows = append(rows, row{what, ms(p50), ms(p99), ""})
+		fmt.Printf("%-70s p50 %8s  p99 %8s\n", what, ms(p50), ms(p99))
+	}
 	profiled := profile(c)
 	rps, p99, errs := load(client, c.serviceURL+filtered, admin, c.workers, c.loadDuration)
 	if err := <-profiled; err != nil {
@@ -165,7 +198,7 @@ func run(c config) error {
 	rows = append(rows, row{fmt.Sprintf("service: the filtered page, %d concurrent clients for %s", c.workers, c.loadDuration),
 		fmt.Sprintf("%.0f req/s", rps), ms(p99), fmt.Sprintf("%d errors", errs)})
 	fmt.Printf("load: %.0f req/s, p99 %s, %d errors\n", rps, ms(p99), errs)
-	perObject := float64(heapAfter-heapBefore) / float64(c.objects)
+	perObject := float64(heapAfter-heapBefore) / float64(c.objects-c.running)
 	fmt.Printf("heap: %.0f bytes per cached RayCluster\n", perObject)
 	ready, err := timeToReady(c)
 	if err != nil {
@@ -177,7 +210,8 @@ func run(c config) error {
 
 // seed creates the namespaces, binds alice as a viewer in 5 of them, and creates the RayClusters
 // suspended, in parallel.
-func seed(ctx context.Context, c config, core kubernetes.Interface, dyn dynamic.Interface) error {
+// makeNamespaces makes the namespaces the RayClusters go to, alice allowed to view the first five.
+func makeNamespaces(ctx context.Context, c config, core kubernetes.Interface) error {
 	for i := range c.namespaces {
 		ns := fmt.Sprintf("perf-ns-%02d", i)
 		if _, err := core.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
@@ -191,17 +225,23 @@ func seed(ctx context.Context, c config, core kubernetes.Interface, dyn dynamic.
 			}
 		}
 	}
+	return nil
+}
+
+// seed makes the RayClusters of indices from..to-1, in parallel; those below c.running are left running.
+func seed(ctx context.Context, c config, dyn dynamic.Interface, from, to int) error {
 	next := atomic.Int64{}
+	next.Store(int64(from))
 	var wg sync.WaitGroup
 	errc := make(chan error, 32)
 	for range 32 {
 		wg.Go(func() {
 			for {
 				i := int(next.Add(1)) - 1
-				if i >= c.objects {
+				if i >= to {
 					return
 				}
-				if _, err := dyn.Resource(rayClusters).Namespace(fmt.Sprintf("perf-ns-%02d", i%c.namespaces)).Create(ctx, cluster(i), metav1.CreateOptions{}); err != nil {
+				if _, err := dyn.Resource(rayClusters).Namespace(fmt.Sprintf("perf-ns-%02d", i%c.namespaces)).Create(ctx, cluster(i, i < c.running), metav1.CreateOptions{}); err != nil {
 					errc <- err
 					return
 				}
@@ -213,7 +253,11 @@ func seed(ctx context.Context, c config, core kubernetes.Interface, dyn dynamic.
 	return <-errc
 }
 
-func cluster(i int) *unstructured.Unstructured {
+func cluster(i int, running bool) *unstructured.Unstructured {
+	replicas := int64(2)
+	if running {
+		replicas = 1
+	}
 	container := func(name string) map[string]any {
 		return map[string]any{"name": name, "image": "rayproject/ray:2.46.0",
 			"resources": map[string]any{"requests": map[string]any{"cpu": "1", "memory": "2Gi"}}}
@@ -221,23 +265,23 @@ func cluster(i int) *unstructured.Unstructured {
 	return &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "ray.io/v1", "kind": "RayCluster",
 		"metadata": map[string]any{"name": fmt.Sprintf("perf-%05d", i), "labels": map[string]any{"ray.openfuyao.com/creator": "bench"}},
-		"spec": map[string]any{"rayVersion": "2.46.0", "suspend": true,
+		"spec": map[string]any{"rayVersion": "2.46.0", "suspend": !running,
 			"headGroupSpec": map[string]any{"rayStartParams": map[string]any{}, "template": map[string]any{
 				"spec": map[string]any{"containers": []any{container("ray-head")}}}},
-			"workerGroupSpecs": []any{map[string]any{"groupName": "workers", "replicas": int64(2), "minReplicas": int64(0),
+			"workerGroupSpecs": []any{map[string]any{"groupName": "workers", "replicas": replicas, "minReplicas": int64(0),
 				"maxReplicas": int64(4), "rayStartParams": map[string]any{}, "template": map[string]any{
 					"spec": map[string]any{"containers": []any{container("ray-worker")}}}}}},
 	}}
 }
 
-// waitListed waits until the service lists every seeded object.
-func waitListed(c config) error {
+// waitListed waits until the service lists want objects.
+func waitListed(c config, want int) error {
 	deadline := time.Now().Add(5 * time.Minute)
 	for time.Now().Before(deadline) {
 		body, err := get(http.DefaultClient, c.serviceURL+"/rest/ray/v1/rayclusters?pageSize=1", "Bearer "+c.env["ADMIN_TOKEN"])
 		if err == nil {
 			if m := regexp.MustCompile(`"total":([0-9]+)`).FindSubmatch(body); m != nil {
-				if n, _ := strconv.Atoi(string(m[1])); n >= c.objects {
+				if n, _ := strconv.Atoi(string(m[1])); n >= want {
 					return nil
 				}
 			}
@@ -248,26 +292,62 @@ func waitListed(c config) error {
 }
 
 // waitQuiet waits until the operator has stopped creating head Services (it makes one even for a
-// suspended RayCluster): their count unchanged for 15 s, at most 10 minutes.
-func waitQuiet(ctx context.Context, core kubernetes.Interface, c config) time.Duration {
+// suspended RayCluster) and the given number of Ray pods run: the counts unchanged for 15 s, at most
+// 10 minutes.
+func waitQuiet(ctx context.Context, core kubernetes.Interface, c config, pods int) time.Duration {
 	start := time.Now()
-	last, stable := -1, time.Now()
+	last, stable := "", time.Now()
 	for time.Since(start) < 10*time.Minute {
-		n := 0
+		services, running := 0, 0
 		for i := range c.namespaces {
-			l, err := core.CoreV1().Services(fmt.Sprintf("perf-ns-%02d", i)).List(ctx, metav1.ListOptions{})
-			if err == nil {
-				n += len(l.Items)
+			ns := fmt.Sprintf("perf-ns-%02d", i)
+			if l, err := core.CoreV1().Services(ns).List(ctx, metav1.ListOptions{}); err == nil {
+				services += len(l.Items)
+			}
+			if l, err := core.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "ray.io/is-ray-node=yes"}); err == nil {
+				for _, p := range l.Items {
+					if p.Status.Phase == corev1.PodRunning {
+						running++
+					}
+				}
 			}
 		}
-		if n != last {
-			last, stable = n, time.Now()
-		} else if time.Since(stable) > 15*time.Second {
+		now := fmt.Sprint(services, running)
+		if now != last {
+			last, stable = now, time.Now()
+			fmt.Printf("  %d services, %d Ray pods running\n", services, running)
+		} else if time.Since(stable) > 15*time.Second && running >= pods {
 			break
 		}
 		time.Sleep(3 * time.Second)
 	}
 	return time.Since(start)
+}
+
+// pairLatency times n rounds of two requests sent together, each round until both are answered: what
+// a client reading an object and its namespace's events from the apiserver waits at best.
+func pairLatency(client *http.Client, url1, url2, auth string, n int) (p50, p99 time.Duration, err error) {
+	d := make([]time.Duration, 0, n)
+	for i := range n + 3 {
+		t := time.Now()
+		errs := make(chan error, 2)
+		for _, u := range []string{url1, url2} {
+			go func() {
+				_, err := get(client, u, auth)
+				errs <- err
+			}()
+		}
+		for range 2 {
+			if e := <-errs; e != nil {
+				return 0, 0, e
+			}
+		}
+		if i >= 3 { // the first rounds warm up
+			d = append(d, time.Since(t))
+		}
+	}
+	slices.Sort(d)
+	return d[len(d)/2], d[min(len(d)-1, len(d)*99/100)], nil
 }
 
 func httpClient(caFile string) (*http.Client, error) {
@@ -419,9 +499,10 @@ func write(c config, rows []row, perObject float64, ready, quiet time.Duration) 
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Benchmarks\n\nWritten by `make bench` (bench/stack.sh) on %s, %d cores, Go %s.\n\n",
 		time.Now().UTC().Format("2006-01-02"), runtime.NumCPU(), runtime.Version())
-	fmt.Fprintf(&b, "%d suspended RayClusters in %d namespaces on the local stack; the stack was quiet %s after seeding. "+
+	fmt.Fprintf(&b, "%d RayClusters in %d namespaces on the local stack, %d of them running (a head and a worker pod each on "+
+		"fake nodes), the others suspended; the stack was quiet %s after seeding. "+
 		"One keep-alive client, 300 requests each (10 for the apiserver's full list), unless the row says otherwise.\n\n",
-		c.objects, c.namespaces, quiet.Round(time.Second))
+		c.objects, c.namespaces, c.running, quiet.Round(time.Second))
 	b.WriteString("| request | p50 | p99 | |\n|---|---|---|---|\n")
 	for _, r := range rows {
 		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", r.what, r.p50, r.p99, r.note)
