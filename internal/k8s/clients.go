@@ -59,7 +59,12 @@ func (f *ClientFactory) ForToken(token string) (*Clients, error) {
 	if err != nil {
 		return nil, err
 	}
-	core, err := corev1client.NewForConfigAndClient(c, hc)
+	// core/v1 answers in protobuf, which decodes several times faster than JSON: an event list of a
+	// busy namespace is the largest read of a detail.
+	pc := rest.CopyConfig(c)
+	pc.ContentType = "application/vnd.kubernetes.protobuf"
+	pc.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	core, err := corev1client.NewForConfigAndClient(pc, hc)
 	if err != nil {
 		return nil, err
 	}

@@ -293,7 +293,9 @@ func (o *Objects) ResolveWithEvents(ctx context.Context, ns, name string) (*Curr
 	var listErr error
 	var submitters []corev1.Pod
 	var wg sync.WaitGroup
-	wg.Go(func() { list, listErr = o.Clients.Core.Events(ns).List(ctx, metav1.ListOptions{}) })
+	// Events are informational: served from the apiserver's watch cache (resourceVersion 0), not read
+	// through to etcd.
+	wg.Go(func() { list, listErr = o.Clients.Core.Events(ns).List(ctx, metav1.ListOptions{ResourceVersion: "0"}) })
 	if o.Kind.hasSubmitter {
 		wg.Go(func() {
 			if l, err := o.Clients.Core.Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: jobNameLabel + "=" + name}); err == nil {
