@@ -4,7 +4,7 @@ BIN     := bin
 STATE   ?= .run/stack
 PKGS    := ./...
 
-.PHONY: all build run test unit integration stack stack-down vet swagger swagger-check bench clean
+.PHONY: all build run test unit fuzz integration stack stack-down vet swagger swagger-check bench clean
 
 SWAG := $(GO) tool swag init -g cmd/ray-service/main.go -d ./ --parseInternal --packageName swagger --outputTypes go,json,yaml
 
@@ -42,10 +42,21 @@ stack-down:
 run: build
 	stack/run.sh
 
-test: vet swagger-check unit integration
+test: vet swagger-check unit fuzz integration
 
 unit:
 	$(GO) test -race -count=1 $(PKGS)
+
+# Each fuzz target (package:target) for a bounded time; `unit` already ran their seeds. A crasher fails
+# the run and is kept under the package's testdata/fuzz as a regression seed.
+FUZZTIME    ?= 15s
+FUZZTARGETS := internal/api:FuzzQueryParameters internal/api:FuzzRequestBodies \
+	internal/k8s:FuzzSummarize internal/k8s:FuzzTemplateRead
+fuzz:
+	@for t in $(FUZZTARGETS); do \
+		echo "fuzz $$t for $(FUZZTIME)"; \
+		$(GO) test -run '^$$' -fuzz "^$${t#*:}\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 2s ./$${t%%:*} || exit 1; \
+	done
 
 # Integration tests run inside a network namespace that has only `lo`: everything they need is built
 # and downloaded before entering it.
