@@ -16,6 +16,8 @@ if [ -n "${RAY_SERVICE_KUBECONFIG:-}" ] || [ -n "${KUBERNETES_SERVICE_HOST:-}" ]
   fi
   exec "$BIN" "$@"
 fi
+# No load balancer sends to the service on the local stack: Ctrl-C need not wait out a shutdown delay.
+export RAY_SERVICE_SHUTDOWN_DELAY=${RAY_SERVICE_SHUTDOWN_DELAY:-0s}
 
 STATE=${RAY_STACK_STATE:-$(pwd)/.run/stack}
 RUN_ENV=$(dirname "$STATE")/env

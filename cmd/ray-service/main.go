@@ -20,6 +20,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"os/signal"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -105,6 +106,7 @@ func run() error {
 	defer stop()
 	store.Start(ctx)
 
+	draining := &drain{}
 	router := api.NewRouter(api.Deps{
 		Kinds: kinds,
 		Store: store,
@@ -121,7 +123,7 @@ func run() error {
 		Grafana:         api.Grafana{URL: cfg.GrafanaURL, DashboardUID: cfg.GrafanaDashboardUID},
 		Shutdown:        ctx,
 		Follows:         api.NewFollowLimit(cfg.MaxLogFollows, cfg.MaxLogFollowsPerCaller, cfg.MaxLogFollowDuration),
-		Ready:           readiness(store, core.Discovery(), kinds),
+		Ready:           draining.ready(readiness(store, core.Discovery(), kinds)),
 	})
 	srv := &http.Server{Addr: cfg.Listen, Handler: router, ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout: cfg.ReadTimeout, WriteTimeout: cfg.WriteTimeout, IdleTimeout: cfg.IdleTimeout,
@@ -143,10 +145,33 @@ func run() error {
 		}
 	case <-ctx.Done():
 	}
-	log.Info("shutting down", zap.Duration("timeout", cfg.ShutdownTimeout))
+	// Not ready first, still serving, so that load balancers stop sending; then stop accepting and let
+	// what is in flight finish.
+	draining.start()
+	log.Info("shutting down", zap.Duration("delay", cfg.ShutdownDelay), zap.Duration("timeout", cfg.ShutdownTimeout))
+	select {
+	case <-time.After(cfg.ShutdownDelay):
+	case err := <-errc:
+		return err
+	}
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	defer cancel()
 	return srv.Shutdown(sctx)
+}
+
+// drain turns readiness off once the service is told to stop.
+type drain struct{ on atomic.Bool }
+
+func (d *drain) start() { d.on.Store(true) }
+
+// ready is check, unless the service is stopping.
+func (d *drain) ready(check func(context.Context) error) func(context.Context) error {
+	return func(ctx context.Context) error {
+		if d.on.Load() {
+			return errors.New("shutting down")
+		}
+		return check(ctx)
+	}
 }
 
 // servePprof serves the Go profiler on a loopback address, apart from the API.

@@ -33,8 +33,11 @@ type Config struct {
 	LogLevel string `mapstructure:"log-level"`
 	// ClusterDomain is the cluster's DNS domain, used to reach Ray dashboards by service name.
 	ClusterDomain string `mapstructure:"cluster-domain"`
-	// ShutdownTimeout bounds the graceful shutdown.
+	// ShutdownTimeout bounds the graceful shutdown, after the delay.
 	ShutdownTimeout time.Duration `mapstructure:"shutdown-timeout"`
+	// ShutdownDelay is how long the service, told to stop, still serves while /readyz says not ready,
+	// so that load balancers stop sending before it stops accepting.
+	ShutdownDelay time.Duration `mapstructure:"shutdown-delay"`
 	// ReadTimeout bounds reading a whole request, body included; IdleTimeout how long a keep-alive
 	// connection may wait for its next request; WriteTimeout writing an answer (streams lift it).
 	ReadTimeout  time.Duration `mapstructure:"read-timeout"`
@@ -77,7 +80,8 @@ func Load(args []string) (*Config, error) {
 	fs.String("grafana-dashboard-uid", "rayDefaultDashboard", "uid of the Ray dashboard in Grafana")
 	fs.String("log-level", "info", "log level: debug, info, warn or error")
 	fs.String("cluster-domain", "cluster.local", "cluster DNS domain")
-	fs.Duration("shutdown-timeout", 15*time.Second, "how long a graceful shutdown may take")
+	fs.Duration("shutdown-timeout", 15*time.Second, "how long a graceful shutdown may take, after the delay")
+	fs.Duration("shutdown-delay", 5*time.Second, "how long to keep serving, not ready, once told to stop")
 	fs.Duration("read-timeout", time.Minute, "how long reading a whole request may take")
 	fs.Duration("write-timeout", time.Minute, "how long writing an answer may take (log follows and the dashboard proxy lift it)")
 	fs.Duration("idle-timeout", 2*time.Minute, "how long a keep-alive connection may wait for its next request")

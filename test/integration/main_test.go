@@ -190,7 +190,8 @@ func launchServiceEnv(root, state string, vars map[string]string, logName string
 		return nil, err
 	}
 	all := append([]string{"--listen", addr, "--kubeconfig", vars["SERVICE_KUBECONFIG"],
-		"--prometheus-url", vars["PROMETHEUS_URL"], "--template-key-file", vars["TEMPLATE_KEY_FILE"], "--log-level", "debug"}, args...)
+		"--prometheus-url", vars["PROMETHEUS_URL"], "--template-key-file", vars["TEMPLATE_KEY_FILE"], "--log-level", "debug",
+		"--shutdown-delay", "0s"}, args...) // a test that needs a delay passes one; the last flag wins
 	cmd := exec.Command(bin, all...)
 	cmd.Env = append(append(os.Environ(), "HTTP_PROXY="+vars["OPERATOR_HTTP_PROXY"], "NO_PROXY=127.0.0.1,localhost"), environ...)
 	cmd.Stdout, cmd.Stderr = logf, logf
