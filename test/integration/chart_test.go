@@ -96,6 +96,21 @@ func TestHelmChart(t *testing.T) {
 		assert.Equal(t, 2, kinds(manifest)["NetworkPolicy"], "%s: for ray-service and Grafana", name)
 		assert.Equal(t, 2, strings.Count(manifest, "readOnlyRootFilesystem: true"), "%s: both containers of the service chart", name)
 	}
+	// Two replicas by default, spread, one kept through voluntary disruptions, and a grace period that
+	// covers the shutdown delay and timeout.
+	for name, manifest := range map[string]string{"marketplace": market, "standalone": alone} {
+		assert.Equal(t, 1, kinds(manifest)["PodDisruptionBudget"], name)
+		for _, d := range docs(t, manifest) {
+			if d["kind"] == "Deployment" && nested(d, "metadata", "name") == "ray-service" {
+				assert.EqualValues(t, 2, nested(d, "spec", "replicas"), name)
+				assert.EqualValues(t, 30, nested(d, "spec", "template", "spec", "terminationGracePeriodSeconds"), name)
+				assert.NotEmpty(t, nested(d, "spec", "template", "spec", "topologySpreadConstraints"), name)
+			}
+		}
+		assert.Contains(t, manifest, "shutdown-delay: 5s", name)
+	}
+	single := runTool(t, helm, "template", "openfuyao-ray", chart, "-n", ns, "--set", "ray-service.replicas=1")
+	assert.Zero(t, kinds(single)["PodDisruptionBudget"], "no budget for a single replica: it would block every drain")
 	assert.Contains(t, market, "matchLabels: {app.kubernetes.io/name: ray-website, app.kubernetes.io/instance: openfuyao-ray}")
 	optedOut := runTool(t, helm, "template", "openfuyao-ray", chart, "-n", ns, "--set", "ray-service.networkPolicy.enabled=false")
 	assert.Zero(t, kinds(optedOut)["NetworkPolicy"])
