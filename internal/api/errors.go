@@ -52,6 +52,12 @@ func errorEnvelope(err error) (env Envelope, internal bool) {
 		case metav1.StatusReasonTimeout, metav1.StatusReasonServerTimeout:
 			env.Code, env.Reason = http.StatusGatewayTimeout, string(metav1.StatusReasonTimeout)
 		}
+		if env.Code >= 500 && env.Code != http.StatusBadGateway && env.Code != http.StatusServiceUnavailable && env.Code != http.StatusGatewayTimeout {
+			// The apiserver failed (its storage unavailable, most often): for the client a transient
+			// 503, without the apiserver's detail, which is logged.
+			return Envelope{Code: http.StatusServiceUnavailable, Msg: "the Kubernetes API could not serve the request",
+				Reason: string(metav1.StatusReasonServiceUnavailable)}, true
+		}
 		if env.Reason == "" || env.Reason == string(metav1.StatusReasonUnknown) {
 			env.Reason = reasonForCode(env.Code)
 		}
