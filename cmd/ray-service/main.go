@@ -65,7 +65,15 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	dyn, err := dynamic.NewForConfig(restCfg)
+	// The watch caches' clients wait out an apiserver that refuses connections (a restart) instead of
+	// failing into their reflectors' growing backoff: the lists catch up as soon as it is back.
+	watchCfg := rest.CopyConfig(restCfg)
+	watchCfg.Dial = k8s.PatientDial(30*time.Second, 250*time.Millisecond)
+	watchCore, err := kubernetes.NewForConfig(watchCfg)
+	if err != nil {
+		return err
+	}
+	dyn, err := dynamic.NewForConfig(watchCfg)
 	if err != nil {
 		return err
 	}
@@ -78,7 +86,7 @@ func run() error {
 		return err
 	}
 	kinds := k8s.NewKinds()
-	store, err := k8s.NewStore(dyn, core, kinds, templates, cfg.ResyncPeriod)
+	store, err := k8s.NewStore(dyn, watchCore, kinds, templates, cfg.ResyncPeriod)
 	if err != nil {
 		return err
 	}
@@ -189,11 +197,15 @@ func servePprof(addr string, log *zap.Logger) {
 	}
 }
 
-// readiness: ready once the caches have synced and the apiserver serves the three KubeRay resources.
+// readiness: ready once the caches have synced, the apiserver is ready itself (its storage answers)
+// and it serves the three KubeRay resources.
 func readiness(store *k8s.Store, disc discovery.DiscoveryInterface, kinds *k8s.Kinds) func(context.Context) error {
-	return func(context.Context) error {
+	return func(ctx context.Context) error {
 		if !store.HasSynced() {
 			return errors.New("watch caches not synced yet")
+		}
+		if err := disc.RESTClient().Get().AbsPath("/readyz").Do(ctx).Error(); err != nil {
+			return fmt.Errorf("the apiserver is not ready: %w", err)
 		}
 		list, err := disc.ServerResourcesForGroupVersion(k8s.RayGroupVersion.String())
 		if err != nil {

@@ -1,8 +1,13 @@
 package k8s
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"net"
 	"net/http"
+	"syscall"
+	"time"
 
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -76,4 +81,26 @@ func (f *ClientFactory) ForToken(token string) (*Clients, error) {
 func (f *ClientFactory) ReviewerFor(token string) (kubernetes.Interface, error) {
 	c := f.Config(token)
 	return kubernetes.NewForConfigAndClient(c, &http.Client{Transport: c.Transport})
+}
+
+// PatientDial dials as net.Dialer does, but while the address refuses connections it tries again
+// every interval, for up to wait in all. A watch cache's list then waits out an apiserver restart and
+// succeeds as soon as it is back, instead of failing into its reflector's backoff, which grows to
+// 30 s (and is not configurable through an informer).
+func PatientDial(wait, interval time.Duration) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		deadline := time.Now().Add(wait)
+		for {
+			c, err := d.DialContext(ctx, network, addr)
+			if err == nil || !errors.Is(err, syscall.ECONNREFUSED) || time.Now().After(deadline) {
+				return c, err
+			}
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(interval):
+			}
+		}
+	}
 }
