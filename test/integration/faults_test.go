@@ -5,11 +5,17 @@ package integration
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,6 +25,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
 )
 
 // sendTo is send against another instance of the service.
@@ -292,4 +301,344 @@ func nested(m map[string]any, path ...string) any {
 		v = mm[p]
 	}
 	return v
+}
+
+// component is a process of the local stack, as its PID file names it.
+type component struct {
+	name    string
+	argv    []string
+	environ []string
+	dir     string
+}
+
+// killComponent kills a stack component (its whole process group) with SIGKILL and returns how to
+// start it again: the same command line, environment and directory.
+func killComponent(t *testing.T, name string) *component {
+	t.Helper()
+	pidFile := filepath.Join(env.state, "pids", name+".pid")
+	raw, err := os.ReadFile(pidFile)
+	require.NoError(t, err)
+	pid, err := strconv.Atoi(strings.TrimSpace(string(raw)))
+	require.NoError(t, err)
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	require.NoError(t, err)
+	environ, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+	require.NoError(t, err)
+	dir, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid))
+	require.NoError(t, err)
+	c := &component{name: name, argv: strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00"),
+		environ: strings.Split(strings.TrimRight(string(environ), "\x00"), "\x00"), dir: dir}
+	require.NoError(t, syscall.Kill(-pid, syscall.SIGKILL))
+	for syscall.Kill(pid, 0) == nil {
+		time.Sleep(10 * time.Millisecond)
+	}
+	return c
+}
+
+// start starts the component again in its own process group, its output appended to its log, and
+// records its PID for down.sh.
+func (c *component) start(t *testing.T) {
+	t.Helper()
+	logf, err := os.OpenFile(filepath.Join(env.state, "logs", c.name+".log"), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	require.NoError(t, err)
+	defer logf.Close()
+	cmd := exec.Command(c.argv[0], c.argv[1:]...)
+	cmd.Env, cmd.Dir, cmd.Stdout, cmd.Stderr = c.environ, c.dir, logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	require.NoError(t, cmd.Start())
+	go func() { _ = cmd.Wait() }()
+	require.NoError(t, os.WriteFile(filepath.Join(env.state, "pids", c.name+".pid"), []byte(strconv.Itoa(cmd.Process.Pid)+"\n"), 0o644))
+}
+
+// apiserverReady tells whether the apiserver answers its readiness check.
+func apiserverReady() bool {
+	client := &http.Client{Timeout: time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // a loopback health check
+	res, err := client.Get(env.vars["KUBE_APISERVER_URL"] + "/readyz")
+	if err != nil {
+		return false
+	}
+	res.Body.Close()
+	return res.StatusCode == 200
+}
+
+// objectState is what the fault load's writes leave of an object.
+type objectState struct {
+	exists    bool
+	gen       string
+	suspended bool
+}
+
+// stateAfter is the state the writes leave when each is applied, in order; a write answered other
+// than 2xx ends the sequence and counts as applied (the caller allows for either).
+func stateAfter(ops []opRecord) objectState {
+	s := objectState{}
+	for _, op := range ops {
+		if op.status == 409 || op.status == 422 {
+			break
+		}
+		switch op.op {
+		case "create":
+			s = objectState{exists: true, gen: "1"}
+		case "replace":
+			s.gen = "2"
+		case "stop":
+			s.suspended = true
+		case "start":
+			s.suspended = false
+		case "delete":
+			s = objectState{}
+		}
+	}
+	return s
+}
+
+// opRecord is one write of the fault load and its answer.
+type opRecord struct {
+	op, object string
+	status     int // 0: no answer
+	took       time.Duration
+	reason     string
+}
+
+// faultLoad runs workers that each create RayClusters and replace, stop, start and delete them through
+// the service, with lists in between, until stop closes. Each object has one worker; a worker moves to
+// a new object when a write is not answered 2xx, so every object's writes up to its first failure are
+// known.
+func faultLoad(ns string, workers int, stop <-chan struct{}) []opRecord {
+	admin := env.tokens["admin"]
+	var mu sync.Mutex
+	var out []opRecord
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for n := 0; ; n++ {
+				name := fmt.Sprintf("f%d-%d", w, n)
+				body := func(gen int) []byte {
+					y := strings.Replace(strings.Replace(minimalCluster, "NAME", name, 1), "metadata:\n",
+						fmt.Sprintf("metadata:\n  labels: {gen: \"%d\"}\n", gen), 1)
+					j, _ := yaml.YAMLToJSON([]byte(y))
+					return j
+				}
+				steps := []struct{ op, method, path string }{
+					{"create", "POST", nsPath(ns, "rayclusters")},
+					{"replace", "PUT", itemPath(ns, "rayclusters", name)},
+					{"stop", "POST", itemPath(ns, "rayclusters", name) + "/stop"},
+					{"start", "POST", itemPath(ns, "rayclusters", name) + "/start"},
+					{"delete", "DELETE", itemPath(ns, "rayclusters", name)},
+				}
+				if n%2 == 0 {
+					steps = steps[:4] // every other object is kept
+				}
+				for _, s := range steps {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					start := time.Now()
+					var b []byte
+					var r *response
+					var err error
+					switch s.op {
+					case "create":
+						b = body(1)
+					case "replace": // as a client does: the object as read, changed
+						if r, err = send("GET", s.path, admin, "", nil); err == nil && r.Status == 200 {
+							var d struct {
+								Data struct {
+									Object map[string]any `json:"object"`
+								} `json:"data"`
+							}
+							if err = json.Unmarshal(r.Raw, &d); err == nil {
+								_ = unstructured.SetNestedField(d.Data.Object, "2", "metadata", "labels", "gen")
+								b, err = json.Marshal(d.Data.Object)
+							}
+						}
+					}
+					if err == nil && (r == nil || r.Status == 200) {
+						r, err = send(s.method, s.path, admin, "application/json", b)
+					}
+					rec := opRecord{op: s.op, object: name, took: time.Since(start)}
+					if err == nil {
+						rec.status, rec.reason = r.Status, r.Reason
+					}
+					mu.Lock()
+					out = append(out, rec)
+					mu.Unlock()
+					_, _ = send("GET", nsPath(ns, "rayclusters")+"?search=f", admin, "", nil)
+					time.Sleep(100 * time.Millisecond) // a bounded load: at most ten writes a second per worker
+					if rec.status < 200 || rec.status > 299 {
+						break
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+// The apiserver, then etcd, is killed (SIGKILL) under a mixed load of writes and lists, and started
+// again 10 s later. Every write the service acknowledged holds in the apiserver as acknowledged; every
+// other write was answered 503 or 504 with a reason, none later than the request timeout; /readyz
+// says not ready while the cluster cannot serve and ready within 5 s of its return; the list agrees
+// with the apiserver within 5 s; the service's goroutines go back to their baseline.
+func TestKilledControlPlane(t *testing.T) {
+	for _, name := range []string{"kube-apiserver", "etcd"} {
+		t.Run(name, func(t *testing.T) { killedUnderLoad(t, name) })
+	}
+}
+
+func killedUnderLoad(t *testing.T, name string) {
+	ns := namespace(t, "fault")
+	baseline := goroutines(t)
+
+	var readyMu sync.Mutex
+	type sample struct {
+		at    time.Time
+		ready bool
+	}
+	var samples []sample
+	watchDone := make(chan struct{})
+	stopWatch := make(chan struct{})
+	go func() {
+		defer close(watchDone)
+		for {
+			select {
+			case <-stopWatch:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 6*time.Second)
+			status, _, err := httpGet(ctx, env.serviceURL+"/readyz")
+			cancel()
+			readyMu.Lock()
+			samples = append(samples, sample{time.Now(), err == nil && status == 200})
+			readyMu.Unlock()
+		}
+	}()
+
+	stop := make(chan struct{})
+	var recs []opRecord
+	loadDone := make(chan struct{})
+	go func() { recs = faultLoad(ns, 4, stop); close(loadDone) }()
+	time.Sleep(3 * time.Second)
+
+	killed := time.Now()
+	c := killComponent(t, name)
+	time.Sleep(10 * time.Second)
+	c.start(t)
+	eventually(t, 90*time.Second, name+" back and the apiserver ready", apiserverReady)
+	back := time.Now()
+	eventually(t, 30*time.Second, "the service ready again", func() bool {
+		status, _, err := httpGet(context.Background(), env.serviceURL+"/readyz")
+		return err == nil && status == 200
+	})
+	readyAfter := time.Since(back)
+	time.Sleep(5 * time.Second) // the load goes on against the recovered cluster
+	close(stop)
+	<-loadDone
+	close(stopWatch)
+	<-watchDone
+
+	// Answers.
+	codes := map[int]int{}
+	var slowest time.Duration
+	for _, r := range recs {
+		codes[r.status]++
+		slowest = max(slowest, r.took)
+		switch {
+		case r.status >= 200 && r.status < 300:
+		case r.status == 503 || r.status == 504:
+			assert.NotEmpty(t, r.reason, "%s %s: %d without a reason", r.op, r.object, r.status)
+		case r.status == 409 && (r.op == "replace" || r.op == "delete"):
+			// the operator changed the object between the client's read and its write: refused, as
+			// optimistic concurrency has it
+		default:
+			t.Errorf("%s %s: answered %d (%s), not 2xx, 503 or 504", r.op, r.object, r.status, r.reason)
+		}
+	}
+
+	// Readiness: not ready while the cluster could not serve.
+	downSeen := false
+	for _, s := range samples {
+		if s.at.After(killed.Add(2*time.Second)) && s.at.Before(back) && !s.ready {
+			downSeen = true
+		}
+	}
+	assert.True(t, downSeen, "/readyz said not ready while %s was down", name)
+	assert.Less(t, readyAfter, 5*time.Second, "ready again within 5 s of the cluster's return")
+
+	// Nothing acknowledged is lost: each object's writes up to its first failure hold.
+	byObject := map[string][]opRecord{}
+	var order []string
+	for _, r := range recs {
+		if byObject[r.object] == nil {
+			order = append(order, r.object)
+		}
+		byObject[r.object] = append(byObject[r.object], r)
+	}
+	held, err := env.adminDyn.Resource(rayClusters).Namespace(ns).List(context.Background(), metav1.ListOptions{})
+	require.NoError(t, err)
+	holds := map[string]objectState{}
+	for _, o := range held.Items {
+		if o.GetDeletionTimestamp() == nil {
+			suspended, _, _ := unstructured.NestedBool(o.Object, "spec", "suspend")
+			holds[o.GetName()] = objectState{exists: true, gen: o.GetLabels()["gen"], suspended: suspended}
+		}
+	}
+	checked, uncertain, lost := 0, 0, 0
+	for _, obj := range order {
+		ops := byObject[obj]
+		allowed := []objectState{stateAfter(ops)}
+		if last := ops[len(ops)-1]; last.status < 200 || last.status > 299 {
+			// A failed write may or may not have been applied (an answer lost with the apiserver):
+			// the object is as before it, or as after it.
+			uncertain++
+			allowed = []objectState{stateAfter(ops[:len(ops)-1]), stateAfter(ops)}
+			if last.status == 409 || last.status == 422 {
+				allowed = allowed[:1] // refused: not applied
+			}
+		}
+		checked++
+		if got := holds[obj]; !slices.Contains(allowed, got) {
+			lost++
+			t.Errorf("%s: after %v the apiserver holds %+v, not one of %+v", obj, ops, holds[obj], allowed)
+		}
+	}
+
+	// The list agrees with the apiserver within 5 s.
+	listStart := time.Now()
+	eventually(t, 60*time.Second, "the service lists what the apiserver holds", func() bool {
+		list, err := env.adminDyn.Resource(rayClusters).Namespace(ns).List(context.Background(), metav1.ListOptions{})
+		require.NoError(t, err)
+		var want []string
+		for _, o := range list.Items {
+			if o.GetDeletionTimestamp() == nil {
+				want = append(want, o.GetName())
+			}
+		}
+		r := call(t, "GET", nsPath(ns, "rayclusters")+"?pageSize=500&sortBy=name&order=asc", env.tokens["admin"], "", nil)
+		var got []string
+		for _, s := range decode[listData](t, r).Items {
+			got = append(got, s.Name)
+		}
+		sort.Strings(want)
+		return strings.Join(want, ",") == strings.Join(got, ",")
+	})
+
+	listAgreed := time.Since(listStart)
+	assert.Less(t, listAgreed, 5*time.Second, "the list agrees with the apiserver within 5 s")
+	var after int
+	goStart := time.Now()
+	eventually(t, 90*time.Second, "goroutines back to the baseline", func() bool {
+		after = goroutines(t)
+		return after <= baseline+5
+	})
+	goBack := time.Since(goStart)
+	assert.Less(t, goBack, 15*time.Second, "goroutines back to the baseline within 15 s")
+	t.Logf("%s killed for 10 s under load: %d writes sent, answered %s; %d objects checked, %d with a failed last write, %d lost; "+
+		"slowest answer %s; ready %s after the cluster's return; list agreed after %s; goroutines %d before, %d after %s",
+		name, len(recs), statusCounts(codes), checked, uncertain, lost, slowest.Round(time.Millisecond), readyAfter.Round(time.Millisecond),
+		listAgreed.Round(time.Millisecond), baseline, after, goBack.Round(time.Second))
 }
