@@ -642,3 +642,111 @@ func killedUnderLoad(t *testing.T, name string) {
 		name, len(recs), statusCounts(codes), checked, uncertain, lost, slowest.Round(time.Millisecond), readyAfter.Round(time.Millisecond),
 		listAgreed.Round(time.Millisecond), baseline, after, goBack.Round(time.Second))
 }
+
+// Prometheus slowed past the service's query timeout, then stopped, then started again: the overview
+// answers 200 within the timeout and a small margin throughout, its counts and allocated totals exact
+// and a warning for each figure it could not get; the figures return when Prometheus does.
+func TestPrometheusFaults(t *testing.T) {
+	ns := namespace(t, "promfault")
+	admin := env.tokens["admin"]
+	require.Equal(t, 201, createCluster(t, admin, ns, "pf", nil).Status)
+	const timeout = 2 * time.Second
+	prom := &slowPrometheus{}
+	svc, err := launchService(env.root, env.state, env.vars, "ray-service-promfault.log", 60*time.Second,
+		"--prometheus-url", prom.start(t), "--prometheus-timeout", timeout.String())
+	require.NoError(t, err)
+	defer svc.stop()
+
+	// overview answers one overview of ns (a new window each time, so that no answer is cached) and
+	// how long it took.
+	round := 0
+	overview := func() (overviewData, time.Duration, int) {
+		t.Helper()
+		round++
+		end := time.Now().Add(-time.Duration(round) * time.Minute).Truncate(time.Second)
+		q := fmt.Sprintf("namespace=%s&start=%d&end=%d&step=60s", ns, end.Add(-10*time.Minute).Unix(), end.Unix())
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		start := time.Now()
+		status, body, err := httpGetHeaders(ctx, svc.url+"/rest/ray/v1/overview?"+q, map[string]string{"Authorization": "Bearer " + admin})
+		took := time.Since(start)
+		require.NoError(t, err)
+		require.Equal(t, 200, status, "%s", body)
+		d := decode[overviewData](t, &response{Data: dataOf(t, body)})
+		failed := 0
+		for _, w := range d.Warnings {
+			if strings.Contains(w, "Prometheus query failed") {
+				failed++
+			}
+		}
+		return d, took, failed
+	}
+	healthy, _, failed := overview()
+	require.Zero(t, failed, "Prometheus answers: %v", healthy.Warnings)
+	require.NotNil(t, healthy.Counts)
+	margin := timeout + 1500*time.Millisecond
+
+	prom.setDelay(2 * timeout)
+	slow, took, failed := overview()
+	assert.Less(t, took, margin, "slowed: answered within the timeout and a margin")
+	assert.Equal(t, 11, failed, "slowed: a warning for each figure: %v", slow.Warnings)
+	assert.Equal(t, *healthy.Counts, *slow.Counts, "slowed: counts exact")
+	assert.InDelta(t, healthy.Allocated.CPU, slow.Allocated.CPU, 1e-9, "slowed: allocated exact")
+	prom.setDelay(0)
+
+	c := killComponent(t, "prometheus")
+	down, tookDown, failed := overview()
+	assert.Less(t, tookDown, margin, "stopped: answered within the timeout and a margin")
+	assert.Equal(t, 11, failed, "stopped: a warning for each figure: %v", down.Warnings)
+	assert.Equal(t, *healthy.Counts, *down.Counts, "stopped: counts exact")
+	assert.InDelta(t, healthy.Allocated.CPU, down.Allocated.CPU, 1e-9, "stopped: allocated exact")
+
+	c.start(t)
+	restarted := time.Now()
+	eventually(t, 60*time.Second, "the figures back with Prometheus", func() bool {
+		_, _, failed := overview()
+		return failed == 0
+	})
+	t.Logf("overview with Prometheus slowed past the %s timeout: %s; stopped: %s; figures back %s after its restart",
+		timeout, took.Round(time.Millisecond), tookDown.Round(time.Millisecond), time.Since(restarted).Round(time.Second))
+}
+
+// The KubeRay operator stopped: writes are still accepted and shown, each as its object says (nothing
+// reconciles them), and nothing the service does waits on the operator. Started again, it reconciles.
+func TestOperatorStopped(t *testing.T) {
+	ns := namespace(t, "nooperator")
+	admin := env.tokens["admin"]
+	c := killComponent(t, "ray-operator")
+	restarted := false
+	defer func() {
+		if !restarted {
+			c.start(t)
+		}
+	}()
+
+	start := time.Now()
+	require.Equal(t, 201, createCluster(t, admin, ns, "idle", nil).Status)
+	r := call(t, "POST", nsPath(ns, "rayservices")+"?start=false", admin, "application/yaml", mustRename(t, "rayservice-minimal.yaml", "parked"))
+	require.Equal(t, 201, r.Status, "%s", r.Raw)
+	require.Equal(t, 200, call(t, "POST", itemPath(ns, "rayclusters", "idle")+"/stop", admin, "", nil).Status)
+	require.Equal(t, 200, call(t, "POST", itemPath(ns, "rayclusters", "idle")+"/start", admin, "", nil).Status)
+	writes := time.Since(start)
+	assert.Less(t, writes, 5*time.Second, "no write waits on the operator")
+
+	eventually(t, 5*time.Second, "both listed", func() bool {
+		return len(listEntries(t, env.serviceURL, ns, "rayclusters", "idle")) == 1 &&
+			len(listEntries(t, env.serviceURL, ns, "rayservices", "parked")) == 1
+	})
+	s, code := statusOf(t, ns, "rayclusters", "idle")
+	require.Equal(t, 200, code)
+	assert.Equal(t, "Pending", s.Status, "nothing reconciled it: the object says no more than Pending")
+	assert.Empty(t, clusterPods(t, ns, "idle"), "no pods without the operator")
+	tpl, code := statusOf(t, ns, "rayservices", "parked")
+	require.Equal(t, 200, code)
+	assert.Equal(t, "Stopped", tpl.Status)
+
+	c.start(t)
+	restarted = true
+	waitStatus(t, ns, "rayclusters", "idle", "Running")
+	t.Logf("writes without the operator took %s; it reconciled once started again", writes.Round(time.Millisecond))
+}

@@ -522,18 +522,28 @@ func (p *slowPrometheus) start(t *testing.T) string {
 		p.mu.Lock()
 		p.started++
 		p.mu.Unlock()
+		p.mu.Lock()
+		delay := p.delay
+		p.mu.Unlock()
 		select {
 		case <-r.Context().Done():
 			p.mu.Lock()
 			p.canceled++
 			p.mu.Unlock()
 			return
-		case <-time.After(p.delay):
+		case <-time.After(delay):
 		}
 		rp.ServeHTTP(w, r)
 	}))
 	t.Cleanup(srv.Close)
 	return srv.URL
+}
+
+// setDelay changes the delay of the queries that come next.
+func (p *slowPrometheus) setDelay(d time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.delay = d
 }
 
 func (p *slowPrometheus) counts() (started, canceled int) {
