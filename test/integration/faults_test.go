@@ -188,7 +188,7 @@ func TestGracefulShutdownUnderLoad(t *testing.T) {
 	}
 	select {
 	case err := <-followEnded:
-		assert.NoError(t, err, "the log follow ended cleanly")
+		require.NoError(t, err, "the log follow ended cleanly")
 	case <-time.After(5 * time.Second):
 		t.Fatal("the log follow did not end")
 	}
