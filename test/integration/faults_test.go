@@ -750,3 +750,78 @@ func TestOperatorStopped(t *testing.T) {
 	waitStatus(t, ns, "rayclusters", "idle", "Running")
 	t.Logf("writes without the operator took %s; it reconciled once started again", writes.Round(time.Millisecond))
 }
+
+// A RayService stop (its spec stored as a template, then the instance deleted) and start (the instance
+// created, then the template deleted) are interrupted half-way: the service that runs them is killed
+// (SIGKILL) after the first step, which a slow link to the apiserver leaves time to see. Throughout,
+// the list shows the object once; repeating the action through another instance completes it; the
+// spec is whole.
+func TestInterruptedStopAndStart(t *testing.T) {
+	ns := namespace(t, "interrupt")
+	admin := env.tokens["admin"]
+	r := call(t, "POST", nsPath(ns, "rayservices"), admin, "application/yaml", mustRename(t, "rayservice-minimal.yaml", "half"))
+	require.Equal(t, 201, r.Status, "%s", r.Raw)
+	want := specOf(t, env.serviceURL, ns, "half")
+	cmName := "ray-template.rayservice.half"
+
+	templateExists := func() bool {
+		_, err := env.admin.CoreV1().ConfigMaps(ns).Get(context.Background(), cmName, metav1.GetOptions{})
+		return err == nil
+	}
+	instanceExists := func() bool {
+		o, err := getRay(t, rayServices, ns, "half")
+		return err == nil && o.GetDeletionTimestamp() == nil
+	}
+	listedOnce := func(what string) {
+		entries := listEntries(t, env.serviceURL, ns, "rayservices", "half")
+		assert.Len(t, entries, 1, "%s: the list shows the object once", what)
+	}
+
+	// interrupt runs action through an instance behind a slow link and kills it once caught(), the
+	// first step done, holds; it says whether the kill came before the second step.
+	interrupt := func(action string, caught, secondDone func() bool) bool {
+		f := forwardSlow(t, strings.TrimPrefix(env.vars["KUBE_APISERVER_URL"], "https://"), 150*time.Millisecond)
+		svc, err := launchService(env.root, env.state, env.vars, "ray-service-interrupt-"+action+".log", 90*time.Second,
+			"--kubeconfig", kubeconfigVia(t, f.ln.Addr().String()))
+		require.NoError(t, err)
+		defer svc.log.Close()
+		go func() { _, _ = sendTo(svc.url, "POST", itemPath(ns, "rayservices", "half")+"/"+action, admin, "", nil) }()
+		deadline := time.Now().Add(60 * time.Second)
+		for !caught() {
+			require.True(t, time.Now().Before(deadline), "%s: the first step was not seen", action)
+			time.Sleep(5 * time.Millisecond)
+		}
+		require.NoError(t, svc.cmd.Process.Kill())
+		<-svc.done
+		f.stop()
+		return !secondDone()
+	}
+
+	// Stop, killed between storing the template and deleting the instance.
+	halfway := interrupt("stop", templateExists, func() bool { return !instanceExists() })
+	t.Logf("stop interrupted between its steps: %v (template and instance both there)", halfway)
+	assert.True(t, halfway, "the kill came between the steps")
+	listedOnce("stop interrupted")
+	r = call(t, "POST", itemPath(ns, "rayservices", "half")+"/stop", admin, "", nil)
+	require.Equal(t, 200, r.Status, "repeating the stop: %s", r.Raw)
+	eventually(t, 30*time.Second, "the stop completed", func() bool { return !instanceExists() && templateExists() })
+	eventually(t, 5*time.Second, "listed once, as a template", func() bool {
+		e := listEntries(t, env.serviceURL, ns, "rayservices", "half")
+		return len(e) == 1 && e[0].Type == "template"
+	})
+	assert.Equal(t, want, specOf(t, env.serviceURL, ns, "half"), "the spec is whole after the stop")
+
+	// Start, killed between creating the instance and deleting the template.
+	halfway = interrupt("start", instanceExists, func() bool { return !templateExists() })
+	t.Logf("start interrupted between its steps: %v (instance and template both there)", halfway)
+	assert.True(t, halfway, "the kill came between the steps")
+	listedOnce("start interrupted")
+	r = call(t, "POST", itemPath(ns, "rayservices", "half")+"/start", admin, "", nil)
+	require.Equal(t, 200, r.Status, "repeating the start: %s", r.Raw)
+	eventually(t, 30*time.Second, "the start completed", func() bool { return instanceExists() && !templateExists() })
+	eventually(t, 5*time.Second, "listed once, as an instance", func() bool {
+		e := listEntries(t, env.serviceURL, ns, "rayservices", "half")
+		return len(e) == 1 && e[0].Type == "instance"
+	})
+	assert.Equal(t, want, specOf(t, env.serviceURL, ns, "half"), "the spec is whole after the start")
+}

@@ -615,13 +615,19 @@ type tcpForwarder struct {
 	mu    sync.Mutex
 	conns []net.Conn
 	cut   bool
+	// delay holds back each chunk sent towards the target: a slow link, so that a test can act
+	// between the requests of one operation.
+	delay time.Duration
 }
 
-func forward(t *testing.T, target string) *tcpForwarder {
+func forward(t *testing.T, target string) *tcpForwarder { return forwardSlow(t, target, 0) }
+
+// forwardSlow is forward with each chunk towards the target held back by delay.
+func forwardSlow(t *testing.T, target string, delay time.Duration) *tcpForwarder {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	f := &tcpForwarder{ln: ln}
+	f := &tcpForwarder{ln: ln, delay: delay}
 	go func() {
 		for {
 			c, err := ln.Accept()
@@ -636,12 +642,26 @@ func forward(t *testing.T, target string) *tcpForwarder {
 			f.mu.Lock()
 			f.conns = append(f.conns, c, up)
 			f.mu.Unlock()
-			go func() { _, _ = io.Copy(up, c); up.Close() }()
+			go func() { _, _ = io.Copy(up, &slowReader{r: c, delay: f.delay}); up.Close() }()
 			go func() { _, _ = io.Copy(c, up); c.Close() }()
 		}
 	}()
 	t.Cleanup(f.stop)
 	return f
+}
+
+// slowReader holds back each read by delay.
+type slowReader struct {
+	r     io.Reader
+	delay time.Duration
+}
+
+func (s *slowReader) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p)
+	if n > 0 && s.delay > 0 {
+		time.Sleep(s.delay)
+	}
+	return n, err
 }
 
 func (f *tcpForwarder) stop() {
