@@ -128,8 +128,8 @@ func run(c config) error {
 	if err := waitListed(c, c.objects-c.running); err != nil {
 		return err
 	}
-	quiet := waitQuiet(ctx, core, c, 0)
-	fmt.Printf("stack quiet after %s\n", quiet.Round(time.Second))
+	quiet, settled := waitQuiet(ctx, core, c, 0)
+	fmt.Printf("waited %s for the stack to settle (settled: %v)\n", quiet.Round(time.Second), settled)
 	heapAfter, err := heap(c.pprofURL)
 	if err != nil {
 		return err
@@ -140,8 +140,9 @@ func run(c config) error {
 	if err := waitListed(c, c.objects); err != nil {
 		return err
 	}
-	podsQuiet := waitQuiet(ctx, core, c, 2*c.running)
-	fmt.Printf("%d running RayClusters and their pods settled after %s\n", c.running, podsQuiet.Round(time.Second))
+	podsQuiet, podsSettled := waitQuiet(ctx, core, c, 2*c.running)
+	fmt.Printf("waited %s for %d running RayClusters and their pods (settled: %v)\n", podsQuiet.Round(time.Second), c.running, podsSettled)
+	settled = settled && podsSettled
 
 	admin, alice := "Bearer "+c.env["ADMIN_TOKEN"], "Bearer "+c.env["ALICE_TOKEN"]
 	client, err := httpClient(c.env["KUBE_CA_FILE"])
@@ -221,7 +222,7 @@ func run(c config) error {
 	what := fmt.Sprintf("service: the filtered page as a user allowed in 5 of %d namespaces, verdicts not cached", c.namespaces)
 	rows = append(rows, row{what, ms(p50), ms(p99), "50 requests, each a first list"})
 	fmt.Printf("%-70s p50 %8s  p99 %8s\n", what, ms(p50), ms(p99))
-	return write(c, rows, perObject, ready, quiet)
+	return write(c, rows, perObject, ready, quiet, settled)
 }
 
 // seed creates the namespaces, binds alice as a viewer in 5 of them, and creates the RayClusters
@@ -310,7 +311,7 @@ func waitListed(c config, want int) error {
 // waitQuiet waits until the operator has stopped creating head Services (it makes one even for a
 // suspended RayCluster) and the given number of Ray pods run: the counts unchanged for 15 s, at most
 // a second per hundred objects and 10 minutes at least.
-func waitQuiet(ctx context.Context, core kubernetes.Interface, c config, pods int) time.Duration {
+func waitQuiet(ctx context.Context, core kubernetes.Interface, c config, pods int) (waited time.Duration, settled bool) {
 	start := time.Now()
 	last, stable := "", time.Now()
 	// The operator makes about a hundred head Services a second: give it that, and 10 minutes at least.
@@ -338,11 +339,11 @@ func waitQuiet(ctx context.Context, core kubernetes.Interface, c config, pods in
 			last, stable = now, time.Now()
 			fmt.Printf("  %d services, %d Ray pods running\n", services, running)
 		} else if time.Since(stable) > 15*time.Second && running >= pods {
-			break
+			return time.Since(start), true
 		}
 		time.Sleep(3 * time.Second)
 	}
-	return time.Since(start)
+	return time.Since(start), false
 }
 
 // pairLatency times n rounds of two requests sent together, each round until both are answered: what
@@ -523,14 +524,18 @@ func secondInstance(c config, client *http.Client, url, auth string) (ready, p50
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000) }
 
-func write(c config, rows []row, perObject float64, ready, quiet time.Duration) error {
+func write(c config, rows []row, perObject float64, ready, quiet time.Duration, settled bool) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Benchmarks\n\nWritten by `make bench` (bench/stack.sh) on %s, %d cores, Go %s.\n\n",
 		time.Now().UTC().Format("2006-01-02"), runtime.NumCPU(), runtime.Version())
+	state := fmt.Sprintf("the stack was quiet %s after seeding", quiet.Round(time.Second))
+	if !settled {
+		state = fmt.Sprintf("measured while the KubeRay operator was still reconciling (still making head Services "+
+			"after the %s wait)", quiet.Round(time.Second))
+	}
 	fmt.Fprintf(&b, "%d RayClusters in %d namespaces on the local stack, %d of them running (a head and a worker pod each on "+
-		"fake nodes), the others suspended; the stack was quiet %s after seeding. "+
-		"One keep-alive client, 300 requests each, unless the row says otherwise.\n\n",
-		c.objects, c.namespaces, c.running, quiet.Round(time.Second))
+		"fake nodes), the others suspended; %s. One keep-alive client, 300 requests each, unless the row says otherwise.\n\n",
+		c.objects, c.namespaces, c.running, state)
 	b.WriteString("| request | p50 | p99 | |\n|---|---|---|---|\n")
 	for _, r := range rows {
 		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", r.what, r.p50, r.p99, r.note)
