@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -32,8 +33,10 @@ type lifecycleEnv struct {
 	dyn  *dynamicfake.FakeDynamicClient
 	core *fake.Clientset
 	objs *Objects
-	// failures maps "verb resource" (e.g. "delete configmaps") to how many more times it fails.
+	// failures maps "verb resource" (e.g. "delete configmaps") to how many more times it fails. Set it
+	// between calls; mu guards it against the reads of calls made in parallel (a detail's).
 	failures map[string]int
+	mu       sync.Mutex
 }
 
 var errInjected = apierrors.NewServiceUnavailable("injected failure")
@@ -51,8 +54,13 @@ func newLifecycleEnv(t *testing.T, resource string) *lifecycleEnv {
 	for _, f := range []*k8stesting.Fake{&e.dyn.Fake, &e.core.Fake} {
 		f.PrependReactor("*", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
 			key := a.GetVerb() + " " + a.GetResource().Resource
-			if e.failures[key] > 0 {
+			e.mu.Lock()
+			fail := e.failures[key] > 0
+			if fail {
 				e.failures[key]--
+			}
+			e.mu.Unlock()
+			if fail {
 				return true, nil, errInjected
 			}
 			// The fake tracker would store a dry run: answer it without storing, as the apiserver does.
