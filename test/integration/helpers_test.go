@@ -53,9 +53,14 @@ func call(t *testing.T, method, path, token, contentType string, body []byte) *r
 // send is call for goroutines other than the test's own: it returns what went wrong instead of
 // failing the test.
 func send(method, path, token, contentType string, body []byte) (*response, error) {
+	return sendTo(env.serviceURL, method, path, token, contentType, body)
+}
+
+// sendTo is send against the service at base (another instance of it).
+func sendTo(base, method, path, token, contentType string, body []byte) (*response, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, method, env.serviceURL+path, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, method, base+path, bytes.NewReader(body))
 	if err != nil {
 		return nil, err
 	}
