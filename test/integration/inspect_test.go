@@ -298,36 +298,36 @@ func TestDashboardProxy(t *testing.T) {
 	assert.Equal(t, base+"/", res.Header.Get("Location"))
 }
 
+// followHeadLog writes line to the log of the head pod of the running RayCluster ns/cluster, opens a
+// log follow of it on the service at base as the admin (openFollow), and returns the stream past that
+// first line.
+func followHeadLog(t *testing.T, base, ns, cluster, line string) (*http.Response, *bufio.Scanner) {
+	t.Helper()
+	for _, p := range clusterPods(t, ns, cluster) {
+		if p.Labels["ray.io/node-type"] == "head" {
+			podLog(t, ns, p.Name, "ray-head", line)
+		}
+	}
+	var res *http.Response
+	eventually(t, 20*time.Second, "a follow stream open", func() bool {
+		var status int
+		status, res = openFollow(t, base, itemPath(ns, "rayclusters", cluster), env.tokens["admin"])
+		return status == 200
+	})
+	sc := bufio.NewScanner(res.Body)
+	require.True(t, sc.Scan(), "the follow shows the log")
+	require.Equal(t, line, sc.Text())
+	return res, sc
+}
+
 // A follow ends when the service shuts down, and the shutdown does not wait for the client.
 func TestFollowEndsOnShutdown(t *testing.T) {
 	ns := namespace(t, "follow-stop")
-	admin := env.tokens["admin"]
 	runningCluster(t, ns, "fs")
-	head := clusterPods(t, ns, "fs")[0]
-	for _, p := range clusterPods(t, ns, "fs") {
-		if p.Labels["ray.io/node-type"] == "head" {
-			head = p
-		}
-	}
-	podLog(t, ns, head.Name, "ray-head", "before shutdown")
 	svc, err := launchService(env.root, env.state, env.vars, "ray-service-follow.log", 60*time.Second)
 	require.NoError(t, err)
-	var res *http.Response
-	eventually(t, 20*time.Second, "a follow stream open", func() bool {
-		req, _ := http.NewRequest("GET", svc.url+itemPath(ns, "rayclusters", "fs")+"/logs?follow=true", nil)
-		req.Header.Set("Authorization", "Bearer "+admin)
-		res, err = http.DefaultClient.Do(req)
-		require.NoError(t, err)
-		if res.StatusCode != 200 {
-			res.Body.Close()
-			return false
-		}
-		return true
-	})
+	res, sc := followHeadLog(t, svc.url, ns, "fs", "before shutdown")
 	defer res.Body.Close()
-	sc := bufio.NewScanner(res.Body)
-	require.True(t, sc.Scan())
-	assert.Equal(t, "before shutdown", sc.Text())
 	ended := make(chan struct{})
 	go func() {
 		for sc.Scan() {
