@@ -114,6 +114,11 @@ func run() error {
 	defer stop()
 	store.Start(ctx)
 
+	// Streams (log follows, watches) end when the server stops serving, after the shutdown delay: a
+	// client that reconnects then reaches another replica.
+	serving, endStreams := context.WithCancel(context.Background())
+	defer endStreams()
+	events := k8s.NewEventWatches(watchCore)
 	draining := &drain{}
 	router := api.NewRouter(api.Deps{
 		Kinds: kinds,
@@ -129,8 +134,11 @@ func run() error {
 		HTTP:            httpMetrics,
 		Usage:           usage,
 		Grafana:         api.Grafana{URL: cfg.GrafanaURL, DashboardUID: cfg.GrafanaDashboardUID},
-		Shutdown:        ctx,
+		Shutdown:        serving,
 		Follows:         api.NewFollowLimit(cfg.MaxLogFollows, cfg.MaxLogFollowsPerCaller, cfg.MaxLogFollowDuration),
+		Watches:         api.NewWatchLimit(cfg.MaxWatches, cfg.MaxWatchesPerCaller, cfg.MaxWatchDuration),
+		Streams:         api.StreamOptions{Heartbeat: cfg.WatchHeartbeat, Reauthorize: cfg.AuthCacheTTL},
+		WatchEvents:     func(ns string) api.NamespaceEvents { return events.Acquire(ns) },
 		Ready:           draining.ready(readiness(store, core.Discovery(), kinds)),
 	})
 	srv := &http.Server{Addr: cfg.Listen, Handler: router, ReadHeaderTimeout: 10 * time.Second,
@@ -162,6 +170,7 @@ func run() error {
 	case err := <-errc:
 		return err
 	}
+	endStreams()
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	defer cancel()
 	return srv.Shutdown(sctx)

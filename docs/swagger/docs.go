@@ -522,6 +522,159 @@ const docTemplate = `{
                 }
             }
         },
+        "/rest/ray/v1/namespaces/{namespace}/{kind}/watch": {
+            "get": {
+                "security": [
+                    {
+                        "Bearer": []
+                    }
+                ],
+                "description": "As the stream across namespaces, for one namespace: 403 when the caller may not list the kind\nthere; a caller whose right is revoked while the stream lives gets ERROR and the stream ends. An\nobject named \"watch\" is read with the list of its namespace, not with this path.",
+                "produces": [
+                    "text/event-stream",
+                    "application/json"
+                ],
+                "tags": [
+                    "watch"
+                ],
+                "summary": "Watch a list in a namespace",
+                "parameters": [
+                    {
+                        "type": "string",
+                        "description": "namespace",
+                        "name": "namespace",
+                        "in": "path",
+                        "required": true
+                    },
+                    {
+                        "enum": [
+                            "rayclusters",
+                            "rayjobs",
+                            "rayservices"
+                        ],
+                        "type": "string",
+                        "description": "kind",
+                        "name": "kind",
+                        "in": "path",
+                        "required": true
+                    },
+                    {
+                        "type": "string",
+                        "description": "the id of the last event received, to resume",
+                        "name": "Last-Event-ID",
+                        "in": "header"
+                    },
+                    {
+                        "type": "string",
+                        "description": "case-insensitive substring of the name",
+                        "name": "search",
+                        "in": "query"
+                    },
+                    {
+                        "type": "string",
+                        "description": "normalized status, comma-separated",
+                        "name": "status",
+                        "in": "query"
+                    },
+                    {
+                        "type": "string",
+                        "description": "Ray version, comma-separated",
+                        "name": "rayVersion",
+                        "in": "query"
+                    },
+                    {
+                        "type": "string",
+                        "description": "creator user name, comma-separated",
+                        "name": "creator",
+                        "in": "query"
+                    },
+                    {
+                        "enum": [
+                            "instance",
+                            "template"
+                        ],
+                        "type": "string",
+                        "description": "instance or template",
+                        "name": "type",
+                        "in": "query"
+                    },
+                    {
+                        "enum": [
+                            "name",
+                            "createdAt",
+                            "status",
+                            "rayVersion"
+                        ],
+                        "type": "string",
+                        "default": "createdAt",
+                        "description": "order of the snapshot",
+                        "name": "sortBy",
+                        "in": "query"
+                    },
+                    {
+                        "enum": [
+                            "asc",
+                            "desc"
+                        ],
+                        "type": "string",
+                        "default": "desc",
+                        "description": "order of the snapshot",
+                        "name": "order",
+                        "in": "query"
+                    },
+                    {
+                        "type": "string",
+                        "description": "Kubernetes label selector",
+                        "name": "labelSelector",
+                        "in": "query"
+                    }
+                ],
+                "responses": {
+                    "200": {
+                        "description": "a stream of events; the schema shows each event's data under the event's name",
+                        "schema": {
+                            "$ref": "#/definitions/api.WatchEvent"
+                        }
+                    },
+                    "400": {
+                        "description": "Bad Request",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    },
+                    "401": {
+                        "description": "Unauthorized",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    },
+                    "403": {
+                        "description": "Forbidden",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    },
+                    "404": {
+                        "description": "Not Found",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    },
+                    "429": {
+                        "description": "Too Many Requests",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    },
+                    "503": {
+                        "description": "Service Unavailable",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    }
+                }
+            }
+        },
         "/rest/ray/v1/namespaces/{namespace}/{kind}/{name}": {
             "get": {
                 "security": [
@@ -2220,6 +2373,108 @@ const docTemplate = `{
                 }
             }
         },
+        "/rest/ray/v1/namespaces/{namespace}/{kind}/{name}/watch": {
+            "get": {
+                "security": [
+                    {
+                        "Bearer": []
+                    }
+                ],
+                "description": "Server-Sent Events of one object: first ADDED with its summary, PODS with the Ray pods of its\nclusters, its recent Kubernetes events as EVENT each (oldest first; when the caller may list\nevents in the namespace), and SYNCED; then MODIFIED when the summary changes, PODS when a pod\ndoes, EVENT for each new or repeated event, DELETED when the object is gone (ADDED if it comes\nback). Submitter pods are listed by the pods route only. The event id is the time of the newest\nKubernetes event sent (Unix nanoseconds): reconnecting with Last-Event-ID sends the state again and\nonly events from then on. Rights are checked again at the verdict cache's TTL: a caller who may no\nlonger get the object gets ERROR and the stream ends. Heartbeats, bounds and ends as for list\nstreams.",
+                "produces": [
+                    "text/event-stream",
+                    "application/json"
+                ],
+                "tags": [
+                    "watch"
+                ],
+                "summary": "Watch an object",
+                "parameters": [
+                    {
+                        "type": "string",
+                        "description": "namespace",
+                        "name": "namespace",
+                        "in": "path",
+                        "required": true
+                    },
+                    {
+                        "enum": [
+                            "rayclusters",
+                            "rayjobs",
+                            "rayservices"
+                        ],
+                        "type": "string",
+                        "description": "kind",
+                        "name": "kind",
+                        "in": "path",
+                        "required": true
+                    },
+                    {
+                        "type": "string",
+                        "description": "name",
+                        "name": "name",
+                        "in": "path",
+                        "required": true
+                    },
+                    {
+                        "type": "string",
+                        "description": "the id of the last event received",
+                        "name": "Last-Event-ID",
+                        "in": "header"
+                    }
+                ],
+                "responses": {
+                    "200": {
+                        "description": "a stream of events; the schema shows each event's data under the event's name",
+                        "schema": {
+                            "$ref": "#/definitions/api.ObjectWatchEvent"
+                        }
+                    },
+                    "400": {
+                        "description": "Bad Request",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    },
+                    "401": {
+                        "description": "Unauthorized",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    },
+                    "403": {
+                        "description": "Forbidden",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    },
+                    "404": {
+                        "description": "Not Found",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    },
+                    "429": {
+                        "description": "Too Many Requests",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    },
+                    "503": {
+                        "description": "Service Unavailable",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    },
+                    "504": {
+                        "description": "Gateway Timeout",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    }
+                }
+            }
+        },
         "/rest/ray/v1/namespaces/{namespace}/{kind}/{name}/yaml": {
             "get": {
                 "security": [
@@ -2401,6 +2656,70 @@ const docTemplate = `{
                     },
                     "403": {
                         "description": "Forbidden",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    },
+                    "503": {
+                        "description": "Service Unavailable",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    }
+                }
+            }
+        },
+        "/rest/ray/v1/overview/watch": {
+            "get": {
+                "security": [
+                    {
+                        "Bearer": []
+                    }
+                ],
+                "description": "Server-Sent Events: OVERVIEW with the overview's counts and allocated totals (as the overview\ncomputes them, from the watch cache) at once, then whenever they change, at most once a second.\nEach event is the whole state, so a reconnection needs no resumption. Rights are checked again\nat the verdict cache's TTL; a caller who may no longer list Ray clusters in the namespace gets\nERROR and the stream ends. Heartbeats, bounds and ends as for list streams.",
+                "produces": [
+                    "text/event-stream",
+                    "application/json"
+                ],
+                "tags": [
+                    "watch"
+                ],
+                "summary": "Watch the overview",
+                "parameters": [
+                    {
+                        "type": "string",
+                        "description": "only this namespace",
+                        "name": "namespace",
+                        "in": "query"
+                    }
+                ],
+                "responses": {
+                    "200": {
+                        "description": "a stream of OVERVIEW events, each with this data",
+                        "schema": {
+                            "$ref": "#/definitions/api.OverviewLive"
+                        }
+                    },
+                    "400": {
+                        "description": "Bad Request",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    },
+                    "401": {
+                        "description": "Unauthorized",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    },
+                    "403": {
+                        "description": "Forbidden",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    },
+                    "429": {
+                        "description": "Too Many Requests",
                         "schema": {
                             "$ref": "#/definitions/api.Envelope"
                         }
@@ -2663,6 +2982,146 @@ const docTemplate = `{
                     }
                 }
             }
+        },
+        "/rest/ray/v1/{kind}/watch": {
+            "get": {
+                "security": [
+                    {
+                        "Bearer": []
+                    }
+                ],
+                "description": "Server-Sent Events (text/event-stream) of the items a list with the same filters shows (sortBy\norders the first snapshot; page and pageSize do not apply). First every matching item as an\nADDED event (without id), then SYNCED ({\"total\": n}); then ADDED, MODIFIED and DELETED as items\nchange, start or stop matching the filters, or come into or leave the caller's view (DELETED\ncarries the item as last shown). Data is one line of JSON: a list item. Every event after the\nsnapshot has an id; reconnecting with the header Last-Event-ID resumes after it when the service\nstill holds the changes since (the last 4096 of the kind, on the same replica, for the same rights),\nelse RESYNC ({\"reason\"}) comes first, with an empty id, and a fresh snapshot follows: the client\ndrops what it holds. A client that falls that far behind gets the same. Fed from the watch cache.\nThe caller's rights are checked again at the verdict cache's TTL (auth-cache-ttl): items of a\nnamespace no longer allowed are DELETED; a caller allowed nowhere any more gets ERROR (an error\nenvelope) and the stream ends. A comment line is sent every 15 s when nothing happens. The stream\nends when the client leaves, at the service's shutdown and after max-watch-duration (30 min; an\nEventSource reconnects and resumes). At most max-watches-per-caller (16) streams per caller and\nmax-watches (2000) in all are open at once: 429 beyond.",
+                "produces": [
+                    "text/event-stream",
+                    "application/json"
+                ],
+                "tags": [
+                    "watch"
+                ],
+                "summary": "Watch a list across namespaces",
+                "parameters": [
+                    {
+                        "enum": [
+                            "rayclusters",
+                            "rayjobs",
+                            "rayservices"
+                        ],
+                        "type": "string",
+                        "description": "kind",
+                        "name": "kind",
+                        "in": "path",
+                        "required": true
+                    },
+                    {
+                        "type": "string",
+                        "description": "the id of the last event received, to resume",
+                        "name": "Last-Event-ID",
+                        "in": "header"
+                    },
+                    {
+                        "type": "string",
+                        "description": "case-insensitive substring of the name",
+                        "name": "search",
+                        "in": "query"
+                    },
+                    {
+                        "type": "string",
+                        "description": "normalized status, comma-separated",
+                        "name": "status",
+                        "in": "query"
+                    },
+                    {
+                        "type": "string",
+                        "description": "Ray version, comma-separated",
+                        "name": "rayVersion",
+                        "in": "query"
+                    },
+                    {
+                        "type": "string",
+                        "description": "creator user name, comma-separated",
+                        "name": "creator",
+                        "in": "query"
+                    },
+                    {
+                        "enum": [
+                            "instance",
+                            "template"
+                        ],
+                        "type": "string",
+                        "description": "instance or template",
+                        "name": "type",
+                        "in": "query"
+                    },
+                    {
+                        "enum": [
+                            "name",
+                            "createdAt",
+                            "status",
+                            "rayVersion"
+                        ],
+                        "type": "string",
+                        "default": "createdAt",
+                        "description": "order of the snapshot",
+                        "name": "sortBy",
+                        "in": "query"
+                    },
+                    {
+                        "enum": [
+                            "asc",
+                            "desc"
+                        ],
+                        "type": "string",
+                        "default": "desc",
+                        "description": "order of the snapshot",
+                        "name": "order",
+                        "in": "query"
+                    },
+                    {
+                        "type": "string",
+                        "description": "Kubernetes label selector",
+                        "name": "labelSelector",
+                        "in": "query"
+                    }
+                ],
+                "responses": {
+                    "200": {
+                        "description": "a stream of events; the schema shows each event's data under the event's name",
+                        "schema": {
+                            "$ref": "#/definitions/api.WatchEvent"
+                        }
+                    },
+                    "400": {
+                        "description": "Bad Request",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    },
+                    "401": {
+                        "description": "Unauthorized",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    },
+                    "404": {
+                        "description": "Not Found",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    },
+                    "429": {
+                        "description": "Too Many Requests",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    },
+                    "503": {
+                        "description": "Service Unavailable",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    }
+                }
+            }
         }
     },
     "definitions": {
@@ -2907,6 +3366,50 @@ const docTemplate = `{
                 }
             }
         },
+        "api.ObjectWatchEvent": {
+            "type": "object",
+            "properties": {
+                "error": {
+                    "description": "ERROR ends the stream.",
+                    "allOf": [
+                        {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    ]
+                },
+                "event": {
+                    "description": "EVENT carries one Kubernetes event of the object, its clusters or their pods.",
+                    "allOf": [
+                        {
+                            "$ref": "#/definitions/k8s.EventInfo"
+                        }
+                    ]
+                },
+                "item": {
+                    "description": "ADDED, MODIFIED and DELETED carry the object's summary.",
+                    "allOf": [
+                        {
+                            "$ref": "#/definitions/k8s.Summary"
+                        }
+                    ]
+                },
+                "pods": {
+                    "description": "PODS carries the Ray pods of the object's clusters, whenever one changes.",
+                    "type": "array",
+                    "items": {
+                        "$ref": "#/definitions/k8s.PodInfo"
+                    }
+                },
+                "synced": {
+                    "description": "SYNCED ends the first state sent.",
+                    "allOf": [
+                        {
+                            "$ref": "#/definitions/api.SyncedData"
+                        }
+                    ]
+                }
+            }
+        },
         "api.OverviewData": {
             "type": "object",
             "properties": {
@@ -2933,6 +3436,72 @@ const docTemplate = `{
                 },
                 "window": {
                     "$ref": "#/definitions/metrics.Window"
+                }
+            }
+        },
+        "api.OverviewLive": {
+            "type": "object",
+            "properties": {
+                "allocated": {
+                    "$ref": "#/definitions/k8s.Allocation"
+                },
+                "counts": {
+                    "$ref": "#/definitions/api.Counts"
+                }
+            }
+        },
+        "api.ResyncData": {
+            "type": "object",
+            "properties": {
+                "reason": {
+                    "type": "string",
+                    "example": "the stream fell behind the changes the service keeps"
+                }
+            }
+        },
+        "api.SyncedData": {
+            "type": "object",
+            "properties": {
+                "total": {
+                    "type": "integer",
+                    "example": 3
+                }
+            }
+        },
+        "api.WatchEvent": {
+            "type": "object",
+            "properties": {
+                "error": {
+                    "description": "ERROR ends the stream: an envelope as an error answer has.",
+                    "allOf": [
+                        {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    ]
+                },
+                "item": {
+                    "description": "ADDED, MODIFIED and DELETED carry a list item (DELETED: as it was last shown).",
+                    "allOf": [
+                        {
+                            "$ref": "#/definitions/k8s.Summary"
+                        }
+                    ]
+                },
+                "resync": {
+                    "description": "RESYNC says the client is to drop what it holds: a snapshot follows.",
+                    "allOf": [
+                        {
+                            "$ref": "#/definitions/api.ResyncData"
+                        }
+                    ]
+                },
+                "synced": {
+                    "description": "SYNCED ends a snapshot.",
+                    "allOf": [
+                        {
+                            "$ref": "#/definitions/api.SyncedData"
+                        }
+                    ]
                 }
             }
         },

@@ -9,9 +9,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// FollowLimit bounds the log follows open at once, in all and per caller, and how long one lasts: each
+// FollowLimit bounds the log follows (or the watch streams) open at once, in all and per caller, and how long one lasts: each
 // holds a connection, a goroutine and an apiserver stream.
 type FollowLimit struct {
+	// noun names what is bounded, in messages.
+	noun           string
 	max, perCaller int
 	duration       time.Duration
 
@@ -23,7 +25,12 @@ type FollowLimit struct {
 // NewFollowLimit returns a limit of max follows in all and perCaller for each caller, each lasting at
 // most duration. Zero or less means no bound for that figure.
 func NewFollowLimit(maxFollows, perCaller int, duration time.Duration) *FollowLimit {
-	return &FollowLimit{max: maxFollows, perCaller: perCaller, duration: duration, byCaller: map[string]int{}}
+	return &FollowLimit{noun: "log follows", max: maxFollows, perCaller: perCaller, duration: duration, byCaller: map[string]int{}}
+}
+
+// NewWatchLimit is the same bound for watch streams.
+func NewWatchLimit(maxStreams, perCaller int, duration time.Duration) *FollowLimit {
+	return &FollowLimit{noun: "watch streams", max: maxStreams, perCaller: perCaller, duration: duration, byCaller: map[string]int{}}
 }
 
 // acquire takes a place for caller (a token hash), or says why there is none (429).
@@ -36,10 +43,10 @@ func (l *FollowLimit) acquire(caller string) (release func(), err error) {
 	switch {
 	case l.max > 0 && l.total >= l.max:
 		return nil, statusError(http.StatusTooManyRequests, metav1.StatusReasonTooManyRequests,
-			fmt.Sprintf("%d log follows are open, the most the service holds at once: try again later", l.total))
+			fmt.Sprintf("%d %s are open, the most the service holds at once: try again later", l.total, l.noun))
 	case l.perCaller > 0 && l.byCaller[caller] >= l.perCaller:
 		return nil, statusError(http.StatusTooManyRequests, metav1.StatusReasonTooManyRequests,
-			fmt.Sprintf("this caller has %d log follows open, the most it may: close one first", l.byCaller[caller]))
+			fmt.Sprintf("this caller has %d %s open, the most it may: close one first", l.byCaller[caller], l.noun))
 	}
 	l.total++
 	l.byCaller[caller]++

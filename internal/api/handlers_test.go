@@ -151,6 +151,18 @@ func (f *fakeStore) List(k *k8s.Kind, instances, templates auth.Scope, q *k8s.Qu
 
 func (f *fakeStore) Namespaces(*k8s.Kind) []string { return []string{"a", "b"} }
 
+// The fake store never changes: its feed is empty.
+func (f *fakeStore) Epoch() string            { return "fake" }
+func (f *fakeStore) Changed() <-chan struct{} { return nil }
+func (f *fakeStore) Snapshot(k *k8s.Kind, sc k8s.Scopes) ([]*k8s.Item, uint64) {
+	return f.Items(k, sc.Instances, sc.Templates), 0
+}
+func (f *fakeStore) Since(*k8s.Kind, uint64, k8s.Scopes, k8s.Scopes) ([]k8s.Change, uint64, error) {
+	return nil, 0, nil
+}
+func (f *fakeStore) Published(*k8s.Kind, string, string) *k8s.Item    { return nil }
+func (f *fakeStore) CachedPods(*k8s.Kind, *k8s.Summary) []k8s.PodInfo { return nil }
+
 func (f *fakeStore) Allocated(scope auth.Scope, _ string) k8s.Allocation {
 	a := k8s.Allocation{Ray: map[string]float64{}}
 	if scope.Contains("a") {

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"net/http"
 	"time"
 
@@ -68,25 +69,40 @@ func (s *Server) overview(c *gin.Context) {
 	if !ok {
 		return
 	}
-	ctx, tok := c.Request.Context(), token(c)
-	counts := &Counts{}
-	clusterScope := auth.Scope{}
+	scopes, err := s.overviewScopes(c.Request.Context(), token(c), ns)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	counts, alloc := s.countsIn(scopes)
+	s.answerFigures(c, w, metrics.Scope{Namespaces: scopes[s.Kinds.Cluster()].Instances.List()}, alloc, counts)
+}
+
+// overviewScopes returns where the caller may see each kind, in ns or everywhere ("").
+func (s *Server) overviewScopes(ctx context.Context, tok, ns string) (map[*k8s.Kind]k8s.Scopes, error) {
+	out := map[*k8s.Kind]k8s.Scopes{}
 	for _, k := range s.Kinds.All() {
-		scope, tpls, err := s.visibleScopes(ctx, tok, k, ns, true)
+		sc, err := s.streamScopes(ctx, tok, k, ns, true)
 		// The overview of a namespace is refused only where Ray clusters may not be listed; other kinds
 		// the caller may not list there count nothing.
 		if err != nil && (k.IsCluster || !apierrors.IsForbidden(err)) {
-			s.fail(c, err)
-			return
+			return nil, err
 		}
-		*counts.of(k) = k.Count(s.Store.Items(k, scope, tpls))
-		if k.IsCluster {
-			clusterScope = scope
-		}
+		out[k] = sc
 	}
-	alloc := s.Store.Allocated(clusterScope, "")
+	return out, nil
+}
+
+// countsIn counts the objects of each kind in their scopes and sums what the Ray pods in the Ray
+// clusters' scope request.
+func (s *Server) countsIn(scopes map[*k8s.Kind]k8s.Scopes) (*Counts, k8s.Allocation) {
+	counts := &Counts{}
+	for _, k := range s.Kinds.All() {
+		*counts.of(k) = k.Count(s.Store.Items(k, scopes[k].Instances, scopes[k].Templates))
+	}
+	alloc := s.Store.Allocated(scopes[s.Kinds.Cluster()].Instances, "")
 	counts.ActiveRayClusters = alloc.ActiveRayClusters
-	s.answerFigures(c, w, metrics.Scope{Namespaces: clusterScope.List()}, alloc, counts)
+	return counts, alloc
 }
 
 // clusterMetrics reports one Ray cluster's requested and used resources.

@@ -56,6 +56,17 @@ type Store interface {
 	Namespaces(k *k8s.Kind) []string
 	// Allocated sums the requests of the Ray pods in the scope, of one Ray cluster when cluster is set.
 	Allocated(scope auth.Scope, cluster string) k8s.Allocation
+
+	// What watch streams read: the store's run, a channel closed at its next change, the visible items
+	// and the number of the last change, and what changed since a number.
+	Epoch() string
+	Changed() <-chan struct{}
+	Snapshot(k *k8s.Kind, sc k8s.Scopes) ([]*k8s.Item, uint64)
+	Since(k *k8s.Kind, seq uint64, before, now k8s.Scopes) ([]k8s.Change, uint64, error)
+	// Published is the item of one object (its instance, else its template), nil without one.
+	Published(k *k8s.Kind, ns, name string) *k8s.Item
+	// CachedPods describes the cached Ray pods of an object's clusters.
+	CachedPods(k *k8s.Kind, s *k8s.Summary) []k8s.PodInfo
 }
 
 // Objects are the objects of one kind as one caller reads and writes them (k8s.Objects).
@@ -114,6 +125,11 @@ type Deps struct {
 	Shutdown context.Context
 	// Follows bounds the log follows open at once and how long each lasts; nil: no bound.
 	Follows *FollowLimit
+	// Watches bounds the watch streams the same way; Streams shapes them.
+	Watches *FollowLimit
+	Streams StreamOptions
+	// WatchEvents holds the Kubernetes events of a namespace for object streams; nil: they send none.
+	WatchEvents func(ns string) NamespaceEvents
 	// Ready reports why the service cannot serve yet, or nil.
 	Ready func(ctx context.Context) error
 }
@@ -158,13 +174,17 @@ func NewRouter(d Deps) *gin.Engine {
 	s.swaggerRoutes(v1)
 	a := v1.Group("", s.authenticate)
 	a.GET("/overview", s.overview)
+	a.GET("/overview/watch", s.watchOverview)
 	all := a.Group("/:kind", s.withKind)
 	all.GET("", s.listAll)
+	all.GET("/watch", s.watchAll)
 	all.POST("/batch-delete", s.batchDelete)
 	ns := a.Group("/namespaces/:namespace/:kind", s.withKind)
 	ns.GET("", s.list)
 	ns.POST("", s.create)
+	ns.GET("/watch", s.watchList)
 	ns.GET("/:name", s.get)
+	ns.GET("/:name/watch", s.watchObject)
 	ns.PUT("/:name", s.replace)
 	ns.DELETE("/:name", s.delete)
 	ns.GET("/:name/yaml", s.exportYAML)

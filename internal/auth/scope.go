@@ -112,3 +112,11 @@ func (r *Reviewer) Scope(ctx context.Context, token string, a Attributes, candid
 	}
 	return out, nil
 }
+
+// Equal tells whether both scopes hold the same namespaces.
+func (s Scope) Equal(o Scope) bool {
+	if s.all || o.all {
+		return s.all == o.all
+	}
+	return s.namespaces.Equal(o.namespaces)
+}

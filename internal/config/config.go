@@ -50,6 +50,13 @@ type Config struct {
 	MaxLogFollows          int           `mapstructure:"max-log-follows"`
 	MaxLogFollowsPerCaller int           `mapstructure:"max-log-follows-per-caller"`
 	MaxLogFollowDuration   time.Duration `mapstructure:"max-log-follow-duration"`
+	// MaxWatches and MaxWatchesPerCaller bound the watch streams open at once; MaxWatchDuration how
+	// long one lasts (an EventSource then reconnects and resumes); WatchHeartbeat how often an idle
+	// stream sends a comment.
+	MaxWatches          int           `mapstructure:"max-watches"`
+	MaxWatchesPerCaller int           `mapstructure:"max-watches-per-caller"`
+	MaxWatchDuration    time.Duration `mapstructure:"max-watch-duration"`
+	WatchHeartbeat      time.Duration `mapstructure:"watch-heartbeat"`
 	// AuthCacheTTL is how long an access review verdict is reused for the same token.
 	AuthCacheTTL time.Duration `mapstructure:"auth-cache-ttl"`
 	// AuthCacheSize bounds the access review verdicts and user names cached.
@@ -89,7 +96,11 @@ func Load(args []string) (*Config, error) {
 	fs.Int("max-log-follows", 256, "the most log follows open at once")
 	fs.Int("max-log-follows-per-caller", 8, "the most log follows one caller may have open at once")
 	fs.Duration("max-log-follow-duration", time.Hour, "how long one log follow may last")
-	fs.Duration("auth-cache-ttl", 30*time.Second, "how long an access review verdict is cached")
+	fs.Int("max-watches", 2000, "the most watch streams open at once")
+	fs.Int("max-watches-per-caller", 16, "the most watch streams one caller may have open at once")
+	fs.Duration("max-watch-duration", 30*time.Minute, "how long one watch stream may last")
+	fs.Duration("watch-heartbeat", 15*time.Second, "how often an idle watch stream sends a heartbeat comment")
+	fs.Duration("auth-cache-ttl", 30*time.Second, "how long an access review verdict is cached (and how often watch streams check rights again)")
 	fs.Int("auth-cache-size", 10000, "the most access review verdicts and user names cached")
 	fs.Duration("resync-period", 0, "informer resync period (0: none)")
 	fs.String("dashboard-origin", "", "a separate origin (scheme://host[:port]) that alone serves the Ray dashboard proxy")

@@ -80,6 +80,12 @@ func (o *Objects) Pods(ctx context.Context, obj *unstructured.Unstructured) ([]c
 		}
 		pods = append(pods, list.Items...)
 	}
+	sortPods(pods)
+	return pods, nil
+}
+
+// sortPods puts head pods first, then workers, then submitters, each by name.
+func sortPods(pods []corev1.Pod) {
 	rank := map[string]int{NodeTypeHead: 0, NodeTypeWorker: 1, NodeTypeSubmitter: 2}
 	sort.SliceStable(pods, func(i, j int) bool {
 		a, b := nodeType(&pods[i]), nodeType(&pods[j])
@@ -88,7 +94,23 @@ func (o *Objects) Pods(ctx context.Context, obj *unstructured.Unstructured) ([]c
 		}
 		return pods[i].Name < pods[j].Name
 	})
-	return pods, nil
+}
+
+// CachedPods describes the cached Ray pods of the clusters the object s sums up runs on (of kind k),
+// ordered as Pods orders them: what an object stream shows. Submitter pods are not cached.
+func (s *Store) CachedPods(k *Kind, sum *Summary) []PodInfo {
+	var pods []corev1.Pod
+	for _, c := range k.Clusters(sum) {
+		for _, p := range s.ClusterPods(sum.Namespace, c) {
+			pods = append(pods, *p)
+		}
+	}
+	sortPods(pods)
+	out := make([]PodInfo, 0, len(pods))
+	for i := range pods {
+		out = append(out, Info(&pods[i]))
+	}
+	return out
 }
 
 func nodeType(p *corev1.Pod) string {
@@ -332,15 +354,21 @@ func (o *Objects) ResolveWithEvents(ctx context.Context, ns, name string) (*Curr
 // eventsOf returns those of events that concern obj, its Ray clusters, the named pods and its
 // submitter Job, newest first.
 func (o *Objects) eventsOf(obj *unstructured.Unstructured, pods []string, events []corev1.Event) []EventInfo {
-	want := map[InvolvedObjectRef]bool{{Kind: o.Kind.Kind, Name: obj.GetName()}: true}
-	for _, c := range o.Kind.clustersOf(obj) {
+	return o.Kind.eventsOf(obj.GetName(), o.Kind.clustersOf(obj), pods, events)
+}
+
+// eventsOf returns those of events that concern the object name of k, the Ray clusters it runs on,
+// the named pods and its submitter Job, newest first.
+func (k *Kind) eventsOf(name string, clusters, pods []string, events []corev1.Event) []EventInfo {
+	want := map[InvolvedObjectRef]bool{{Kind: k.Kind, Name: name}: true}
+	for _, c := range clusters {
 		want[InvolvedObjectRef{Kind: rayCluster, Name: c}] = true
 	}
 	for _, p := range pods {
 		want[InvolvedObjectRef{Kind: "Pod", Name: p}] = true
 	}
-	if o.Kind.hasSubmitter {
-		want[InvolvedObjectRef{Kind: "Job", Name: obj.GetName()}] = true
+	if k.hasSubmitter {
+		want[InvolvedObjectRef{Kind: "Job", Name: name}] = true
 	}
 	out := []EventInfo{}
 	for _, e := range events {

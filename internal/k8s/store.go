@@ -88,6 +88,10 @@ type Store struct {
 	templated map[*Kind]namespaced[*Item]
 	// ordered holds each kind's instances in every order a list asks for.
 	ordered map[*Kind]*views
+	// feeds keep each kind's last changes for live streams; notify wakes them at every change.
+	feeds  map[*Kind]*feed
+	notify *notifier
+	epoch  string
 }
 
 // namespaced holds values by namespace, then name.
@@ -164,10 +168,12 @@ func fromIndex[T any](inf cache.SharedIndexInformer, namespace string) []T {
 // Only template ConfigMaps that templates signed are published.
 func NewStore(dyn dynamic.Interface, core kubernetes.Interface, kinds *Kinds, templates *TemplateSigner, resync time.Duration) (*Store, error) {
 	s := &Store{kinds: kinds, informers: map[*Kind]cache.SharedIndexInformer{},
-		instances: map[*Kind]namespaced[*Item]{}, templated: map[*Kind]namespaced[*Item]{}, ordered: map[*Kind]*views{}}
+		instances: map[*Kind]namespaced[*Item]{}, templated: map[*Kind]namespaced[*Item]{}, ordered: map[*Kind]*views{},
+		feeds: map[*Kind]*feed{}, notify: newNotifier(), epoch: newEpoch()}
 	df := dynamicinformer.NewDynamicSharedInformerFactory(dyn, resync)
 	for _, k := range kinds.All() {
 		s.instances[k], s.templated[k], s.ordered[k] = namespaced[*Item]{}, namespaced[*Item]{}, newViews()
+		s.feeds[k] = newFeed(FeedWindow)
 		inf := df.ForResource(k.GVR()).Informer()
 		if err := inf.SetTransform(entryTransform(k)); err != nil {
 			return nil, err
@@ -288,18 +294,27 @@ func (s *Store) publishInstance(k *Kind, obj any) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.putInstanceLocked(k, e)
+	if s.putInstanceLocked(k, e) {
+		s.notify.Notify()
+	}
 }
 
-// putInstanceLocked publishes an entry's summary, completed with its Ray cluster's pods as of now.
-func (s *Store) putInstanceLocked(k *Kind, e *Entry) {
+// putInstanceLocked publishes an entry's summary, completed with its Ray cluster's pods as of now, and
+// tells whether that changed what is published.
+func (s *Store) putInstanceLocked(k *Kind, e *Entry) bool {
 	item := e.item
 	if sum := s.withPods(k, &e.item.Summary); sum != &e.item.Summary {
 		item = newItem(*sum, e.item.Labels)
 	}
 	old, _ := s.instances[k].get(e.Namespace, e.Name)
+	if sameItem(old, item) {
+		return false
+	}
+	tpl, _ := s.templated[k].get(e.Namespace, e.Name)
+	s.feeds[k].record(e.Namespace, e.Name, old, tpl)
 	s.instances[k].put(e.Namespace, e.Name, item)
 	s.ordered[k].replace(old, item)
+	return true
 }
 
 func (s *Store) unpublishInstance(k *Kind, obj any) {
@@ -313,8 +328,11 @@ func (s *Store) unpublishInstance(k *Kind, obj any) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if old, ok := s.instances[k].get(e.Namespace, e.Name); ok {
+		tpl, _ := s.templated[k].get(e.Namespace, e.Name)
+		s.feeds[k].record(e.Namespace, e.Name, old, tpl)
 		s.instances[k].remove(e.Namespace, e.Name)
 		s.ordered[k].replace(old, nil)
+		s.notify.Notify()
 	}
 }
 
@@ -345,6 +363,9 @@ func (s *Store) podChanged(obj any) {
 			}
 		}
 	}
+	// A pod change is a change of the overview's allocated figures and of pod lists, even when no
+	// summary changes.
+	s.notify.Notify()
 }
 
 // templateChanged publishes a template under its object's name, in place of what old published. A
@@ -353,11 +374,21 @@ func (s *Store) templateChanged(old, obj any) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if k, e := s.templateEntry(old); k != nil {
+		s.templateReplacedLocked(k, e.Namespace, e.item.Summary.Name)
 		s.templated[k].remove(e.Namespace, e.item.Summary.Name)
 	}
 	if k, e := s.templateEntry(obj); k != nil {
+		s.templateReplacedLocked(k, e.Namespace, e.item.Summary.Name)
 		s.templated[k].put(e.Namespace, e.item.Summary.Name, e.item)
 	}
+	s.notify.Notify()
+}
+
+// templateReplacedLocked records that the template of ns/name is about to change.
+func (s *Store) templateReplacedLocked(k *Kind, ns, name string) {
+	inst, _ := s.instances[k].get(ns, name)
+	tpl, _ := s.templated[k].get(ns, name)
+	s.feeds[k].record(ns, name, inst, tpl)
 }
 
 func (s *Store) templateEntry(obj any) (*Kind, *Entry) {
@@ -377,6 +408,10 @@ func (s *Store) templateEntry(obj any) (*Kind, *Entry) {
 func (s *Store) Items(k *Kind, instances, templates auth.Scope) []*Item {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
+	return s.itemsLocked(k, instances, templates)
+}
+
+func (s *Store) itemsLocked(k *Kind, instances, templates auth.Scope) []*Item {
 	out := s.instances[k].in(instances)
 	if templates.IsEmpty() {
 		return out

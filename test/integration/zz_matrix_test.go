@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -63,6 +64,10 @@ func TestAuthorizationMatrix(t *testing.T) {
 			}
 		}
 		t.Run(rt.Method+" "+rt.Path, func(t *testing.T) {
+			if strings.HasSuffix(rt.Path, "/watch") {
+				watchShowsNothing(t, path)
+				return
+			}
 			r := call(t, rt.Method, path, "", contentType, payload)
 			assert.Equal(t, 401, r.Status, "without a token: %s", r.Raw)
 			r = call(t, rt.Method, path, env.tokens["nobody"], contentType, payload)
@@ -96,4 +101,32 @@ func TestAuthorizationMatrix(t *testing.T) {
 			}
 		})
 	}
+}
+
+// watchShowsNothing holds a watch route to the matrix: without a token 401; with the token of a user
+// who may do nothing, 403, or a stream whose first state shows nothing.
+func watchShowsNothing(t *testing.T, path string) {
+	r := call(t, "GET", path, "", "", nil)
+	assert.Equal(t, 401, r.Status, "without a token: %s", r.Raw)
+	status, s := openWatch(t, env.serviceURL, path, env.tokens["nobody"], "")
+	if status == 403 {
+		return
+	}
+	require.Equal(t, 200, status, "with a token of no rights: 403 or nothing shown")
+	defer s.close()
+	if strings.HasSuffix(path, "/overview/watch") {
+		ev := s.next(t, 10*time.Second)
+		require.Equal(t, "OVERVIEW", ev.Name)
+		var o struct {
+			Counts    map[string]any `json:"counts"`
+			Allocated struct{ CPU float64 }
+		}
+		require.NoError(t, json.Unmarshal(ev.Data, &o))
+		assert.InDelta(t, 0.0, o.Counts["activeRayClusters"], 0)
+		assert.Equal(t, map[string]any{"total": 0.0, "active": 0.0}, o.Counts["rayclusters"])
+		assert.Zero(t, o.Allocated.CPU)
+		return
+	}
+	items, _ := s.snapshot(t)
+	assert.Empty(t, items, "an empty snapshot")
 }

@@ -1,0 +1,155 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/gin-gonic/gin"
+)
+
+// Server-Sent Events, as a browser's EventSource reads them: each event is "id:", "event:" and one
+// "data:" line of JSON, ended by an empty line; a line starting with ":" is a comment (the heartbeat).
+
+// Names of the events of a watch stream.
+const (
+	EventAdded    = "ADDED"
+	EventModified = "MODIFIED"
+	EventDeleted  = "DELETED"
+	// EventSynced ends a snapshot: every item matching was sent.
+	EventSynced = "SYNCED"
+	// EventResync says that what the client holds is to be replaced by the snapshot that follows.
+	EventResync = "RESYNC"
+	// EventPods carries an object's pods, EventEvent one of its Kubernetes events, EventOverview the
+	// overview's counts and allocated totals.
+	EventPods     = "PODS"
+	EventEvent    = "EVENT"
+	EventOverview = "OVERVIEW"
+	// EventError ends a stream: its data is the error's envelope.
+	EventError = "ERROR"
+)
+
+// noID leaves an event without an id; resetID sends an empty one, so that a client reconnecting after
+// it asks for a fresh snapshot.
+const (
+	noID    = "\x00"
+	resetID = ""
+)
+
+// sseWriter writes the events of one stream into a buffer and sends the buffer at flush. Each flush
+// must be done within writeTimeout: a client that does not read its stream loses it.
+type sseWriter struct {
+	w            gin.ResponseWriter
+	rc           *http.ResponseController
+	buf          bytes.Buffer
+	writeTimeout time.Duration
+}
+
+func newSSEWriter(c *gin.Context, writeTimeout time.Duration) *sseWriter {
+	h := c.Writer.Header()
+	h.Set("Content-Type", "text/event-stream; charset=utf-8")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	h.Set("X-Content-Type-Options", "nosniff")
+	c.Status(http.StatusOK)
+	return &sseWriter{w: c.Writer, rc: http.NewResponseController(c.Writer), writeTimeout: writeTimeout}
+}
+
+// event adds an event whose data is v as JSON.
+func (e *sseWriter) event(name, id string, v any) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		data = []byte(strconv.Quote(err.Error()))
+	}
+	e.raw(name, id, data)
+}
+
+// raw adds an event whose data is one line of JSON already encoded.
+func (e *sseWriter) raw(name, id string, data []byte) {
+	if id != noID {
+		e.buf.WriteString("id:")
+		if id != "" {
+			e.buf.WriteByte(' ')
+			e.buf.WriteString(id)
+		}
+		e.buf.WriteByte('\n')
+	}
+	e.buf.WriteString("event: ")
+	e.buf.WriteString(name)
+	e.buf.WriteString("\ndata: ")
+	e.buf.Write(data)
+	e.buf.WriteString("\n\n")
+}
+
+// comment adds a comment line, which clients ignore: a heartbeat, or the retry advice.
+func (e *sseWriter) line(s string) {
+	e.buf.WriteString(s)
+	e.buf.WriteString("\n\n")
+}
+
+// flush sends what was added.
+func (e *sseWriter) flush() error {
+	if e.writeTimeout > 0 {
+		_ = e.rc.SetWriteDeadline(time.Now().Add(e.writeTimeout))
+	}
+	if e.buf.Len() > 0 {
+		_, err := e.w.Write(e.buf.Bytes())
+		e.buf.Reset()
+		if err != nil {
+			return err
+		}
+	}
+	return e.rc.Flush()
+}
+
+// StreamOptions shape every watch stream.
+type StreamOptions struct {
+	// Heartbeat is how often an idle stream sends a comment, so that proxies keep it open.
+	Heartbeat time.Duration
+	// Reauthorize is how often a stream checks its caller's rights again (the verdict cache's TTL).
+	Reauthorize time.Duration
+	// WriteTimeout is how long sending one batch of events may take before the stream is dropped.
+	WriteTimeout time.Duration
+}
+
+func (o StreamOptions) withDefaults() StreamOptions {
+	if o.Heartbeat <= 0 {
+		o.Heartbeat = 15 * time.Second
+	}
+	if o.Reauthorize <= 0 {
+		o.Reauthorize = 30 * time.Second
+	}
+	if o.WriteTimeout <= 0 {
+		o.WriteTimeout = 10 * time.Second
+	}
+	return o
+}
+
+// openStream takes a place among the watch streams for the caller (429 when there is none), bounds the
+// stream's life (the limit's duration, the service's shutdown, the client leaving), lifts the server's
+// deadlines and starts the answer. ok is false when the request was answered with an error.
+func (s *Server) openStream(c *gin.Context) (ctx context.Context, w *sseWriter, done func(), ok bool) {
+	release, err := s.Watches.acquire(c.GetString(callerKey{}))
+	if err != nil {
+		s.fail(c, err)
+		return nil, nil, nil, false
+	}
+	var cancel context.CancelFunc
+	ctx = c.Request.Context()
+	if d := s.Watches.maxDuration(); d > 0 {
+		ctx, cancel = context.WithTimeout(ctx, d)
+	} else {
+		ctx, cancel = context.WithCancel(ctx)
+	}
+	stop := func() bool { return true }
+	if s.Shutdown != nil {
+		stop = context.AfterFunc(s.Shutdown, cancel)
+	}
+	liftDeadlines(c.Writer)
+	w = newSSEWriter(c, s.Streams.withDefaults().WriteTimeout)
+	w.line("retry: 3000")
+	return ctx, w, func() { stop(); cancel(); release() }, true
+}

@@ -1,0 +1,339 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"go.uber.org/zap"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"ray-service/internal/auth"
+	"ray-service/internal/k8s"
+)
+
+// NamespaceEvents is one stream's hold on the Kubernetes events of a namespace (k8s.NamespaceEvents).
+type NamespaceEvents interface {
+	// Changed returns a channel closed at the next event added or updated.
+	Changed() <-chan struct{}
+	// Synced tells whether the namespace's events have been read once.
+	Synced() bool
+	// Of returns the events of an object, its clusters, the named pods and its submitter, newest first.
+	Of(k *k8s.Kind, s *k8s.Summary, pods []string) []k8s.EventInfo
+	Release()
+}
+
+// SyncedData is the data of a SYNCED event: how many items the snapshot sent.
+type SyncedData struct {
+	Total int `json:"total" example:"3"`
+}
+
+// ResyncData is the data of a RESYNC event: why the stream starts again from a snapshot.
+type ResyncData struct {
+	Reason string `json:"reason" example:"the stream fell behind the changes the service keeps"`
+}
+
+// WatchEvent documents the events of a list stream (one line of data each, as JSON). It is not sent as
+// such: its fields are the events' names and their data.
+type WatchEvent struct {
+	// ADDED, MODIFIED and DELETED carry a list item (DELETED: as it was last shown).
+	Item k8s.Summary `json:"item"`
+	// SYNCED ends a snapshot.
+	Synced SyncedData `json:"synced"`
+	// RESYNC says the client is to drop what it holds: a snapshot follows.
+	Resync ResyncData `json:"resync"`
+	// ERROR ends the stream: an envelope as an error answer has.
+	Error Envelope `json:"error"`
+}
+
+// ObjectWatchEvent documents the events of an object stream.
+type ObjectWatchEvent struct {
+	// ADDED, MODIFIED and DELETED carry the object's summary.
+	Item k8s.Summary `json:"item"`
+	// PODS carries the Ray pods of the object's clusters, whenever one changes.
+	Pods []k8s.PodInfo `json:"pods"`
+	// EVENT carries one Kubernetes event of the object, its clusters or their pods.
+	Event k8s.EventInfo `json:"event"`
+	// SYNCED ends the first state sent.
+	Synced SyncedData `json:"synced"`
+	// ERROR ends the stream.
+	Error Envelope `json:"error"`
+}
+
+// OverviewLive is the data of an OVERVIEW event.
+type OverviewLive struct {
+	Counts    *Counts        `json:"counts"`
+	Allocated k8s.Allocation `json:"allocated"`
+}
+
+// streamScopes is visibleScopes as a stream holds them.
+func (s *Server) streamScopes(ctx context.Context, tok string, k *k8s.Kind, ns string, templates bool) (k8s.Scopes, error) {
+	in, tpl, err := s.visibleScopes(ctx, tok, k, ns, templates)
+	return k8s.Scopes{Instances: in, Templates: tpl}, err
+}
+
+// scopeHash names scopes in event ids, so that a stream resumed by a caller whose rights changed in
+// between starts again from a snapshot.
+func scopeHash(sc k8s.Scopes) string {
+	h := fnv.New32a()
+	for _, s := range []auth.Scope{sc.Instances, sc.Templates} {
+		switch {
+		case s.IsAll():
+			h.Write([]byte("*"))
+		default:
+			h.Write([]byte(strings.Join(s.List(), ",")))
+		}
+		h.Write([]byte{0})
+	}
+	return strconv.FormatUint(uint64(h.Sum32()), 36)
+}
+
+// watchAll streams the items of a kind across namespaces.
+//
+//	@Summary		Watch a list across namespaces
+//	@Description	Server-Sent Events (text/event-stream) of the items a list with the same filters shows (sortBy
+//	@Description	orders the first snapshot; page and pageSize do not apply). First every matching item as an
+//	@Description	ADDED event (without id), then SYNCED ({"total": n}); then ADDED, MODIFIED and DELETED as items
+//	@Description	change, start or stop matching the filters, or come into or leave the caller's view (DELETED
+//	@Description	carries the item as last shown). Data is one line of JSON: a list item. Every event after the
+//	@Description	snapshot has an id; reconnecting with the header Last-Event-ID resumes after it when the service
+//	@Description	still holds the changes since (the last 4096 of the kind, on the same replica, for the same rights),
+//	@Description	else RESYNC ({"reason"}) comes first, with an empty id, and a fresh snapshot follows: the client
+//	@Description	drops what it holds. A client that falls that far behind gets the same. Fed from the watch cache.
+//	@Description	The caller's rights are checked again at the verdict cache's TTL (auth-cache-ttl): items of a
+//	@Description	namespace no longer allowed are DELETED; a caller allowed nowhere any more gets ERROR (an error
+//	@Description	envelope) and the stream ends. A comment line is sent every 15 s when nothing happens. The stream
+//	@Description	ends when the client leaves, at the service's shutdown and after max-watch-duration (30 min; an
+//	@Description	EventSource reconnects and resumes). At most max-watches-per-caller (16) streams per caller and
+//	@Description	max-watches (2000) in all are open at once: 429 beyond.
+//	@Tags			watch
+//	@Produce		text/event-stream
+//	@Produce		json
+//	@Security		Bearer
+//	@Param			kind			path		string	true	"kind"	Enums(rayclusters, rayjobs, rayservices)
+//	@Param			Last-Event-ID	header		string	false	"the id of the last event received, to resume"
+//	@Param			search			query		string	false	"case-insensitive substring of the name"
+//	@Param			status			query		string	false	"normalized status, comma-separated"
+//	@Param			rayVersion		query		string	false	"Ray version, comma-separated"
+//	@Param			creator			query		string	false	"creator user name, comma-separated"
+//	@Param			type			query		string	false	"instance or template"	Enums(instance, template)
+//	@Param			sortBy			query		string	false	"order of the snapshot"	Enums(name, createdAt, status, rayVersion)	default(createdAt)
+//	@Param			order			query		string	false	"order of the snapshot"	Enums(asc, desc)							default(desc)
+//	@Param			labelSelector	query		string	false	"Kubernetes label selector"
+//	@Success		200				{object}	WatchEvent	"a stream of events; the schema shows each event's data under the event's name"
+//	@Failure		400,401,404,429,503	{object}	Envelope
+//	@Router			/rest/ray/v1/{kind}/watch [get]
+func (s *Server) watchAll(c *gin.Context) { s.watchList(c) }
+
+// watchList streams the items of a kind in one namespace.
+//
+//	@Summary		Watch a list in a namespace
+//	@Description	As the stream across namespaces, for one namespace: 403 when the caller may not list the kind
+//	@Description	there; a caller whose right is revoked while the stream lives gets ERROR and the stream ends. An
+//	@Description	object named "watch" is read with the list of its namespace, not with this path.
+//	@Tags			watch
+//	@Produce		text/event-stream
+//	@Produce		json
+//	@Security		Bearer
+//	@Param			namespace		path		string	true	"namespace"
+//	@Param			kind			path		string	true	"kind"	Enums(rayclusters, rayjobs, rayservices)
+//	@Param			Last-Event-ID	header		string	false	"the id of the last event received, to resume"
+//	@Param			search			query		string	false	"case-insensitive substring of the name"
+//	@Param			status			query		string	false	"normalized status, comma-separated"
+//	@Param			rayVersion		query		string	false	"Ray version, comma-separated"
+//	@Param			creator			query		string	false	"creator user name, comma-separated"
+//	@Param			type			query		string	false	"instance or template"	Enums(instance, template)
+//	@Param			sortBy			query		string	false	"order of the snapshot"	Enums(name, createdAt, status, rayVersion)	default(createdAt)
+//	@Param			order			query		string	false	"order of the snapshot"	Enums(asc, desc)							default(desc)
+//	@Param			labelSelector	query		string	false	"Kubernetes label selector"
+//	@Success		200				{object}	WatchEvent	"a stream of events; the schema shows each event's data under the event's name"
+//	@Failure		400,401,403,404,429,503	{object}	Envelope
+//	@Router			/rest/ray/v1/namespaces/{namespace}/{kind}/watch [get]
+func (s *Server) watchList(c *gin.Context) {
+	k := req(c).kind
+	q, err := parseListQuery(c)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	ns := c.Param("namespace")
+	templates := q.Type != k8s.TypeInstance
+	scopes, err := s.streamScopes(c.Request.Context(), token(c), k, ns, templates)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	ctx, w, done, ok := s.openStream(c)
+	if !ok {
+		return
+	}
+	defer done()
+	l := &listStream{s: s, k: k, q: q, w: w, scopes: scopes, epoch: s.Store.Epoch()}
+	if last := c.GetHeader("Last-Event-ID"); last == "" {
+		l.snapshot("")
+	} else if reason := l.resume(last); reason != "" {
+		l.snapshot(reason)
+	}
+	opts := s.Streams.withDefaults()
+	heartbeat, reauth := time.NewTicker(opts.Heartbeat), time.NewTicker(opts.Reauthorize)
+	defer heartbeat.Stop()
+	defer reauth.Stop()
+	for {
+		if err := w.flush(); err != nil {
+			return
+		}
+		changed := s.Store.Changed()
+		if l.catchUp() {
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-changed:
+		case <-heartbeat.C:
+			w.line(": heartbeat")
+		case <-reauth.C:
+			next, err := s.streamScopes(ctx, token(c), k, ns, templates)
+			if err == nil && ns == "" && next.Instances.IsEmpty() && !l.scopes.Instances.IsEmpty() {
+				err = forbidden(k, "list", "")
+			}
+			switch {
+			case revoked(err):
+				l.rescope(k8s.Scopes{})
+				s.endWith(w, err)
+				return
+			case err != nil:
+				// The rights could not be checked (the apiserver is away): the stream goes on as it was
+				// and tries again at the next tick.
+				logger(c).Warn("checking a watch stream's rights", zap.Error(err))
+			default:
+				l.rescope(next)
+			}
+		}
+	}
+}
+
+// listStream is the state of one list stream: where it is in the kind's change feed, with which rights.
+type listStream struct {
+	s      *Server
+	k      *k8s.Kind
+	q      *k8s.Query
+	w      *sseWriter
+	scopes k8s.Scopes
+	epoch  string
+	seq    uint64
+}
+
+// id is the id of the event of change seq: the store's run, the position and the rights.
+func (l *listStream) id(seq uint64) string {
+	return l.epoch + "." + strconv.FormatUint(seq, 10) + "." + scopeHash(l.scopes)
+}
+
+// resume takes up the stream after the event id last, and says why it cannot ("" when it can).
+func (l *listStream) resume(last string) string {
+	parts := strings.Split(last, ".")
+	seq, err := strconv.ParseUint(parts[min(1, len(parts)-1)], 10, 64)
+	switch {
+	case len(parts) != 3 || err != nil:
+		return fmt.Sprintf("Last-Event-ID %q is no id this service gave", last)
+	case parts[0] != l.epoch:
+		return fmt.Sprintf("Last-Event-ID %q is from another run of the service", last)
+	case parts[2] != scopeHash(l.scopes):
+		return fmt.Sprintf("Last-Event-ID %q was given for other rights of the caller", last)
+	}
+	if _, _, err := l.s.Store.Since(l.k, seq, l.scopes, l.scopes); err != nil {
+		return fmt.Sprintf("Last-Event-ID %q: %v", last, err)
+	}
+	l.seq = seq
+	return ""
+}
+
+// snapshot sends every item visible and matching, then SYNCED. With a reason, RESYNC comes first.
+func (l *listStream) snapshot(reason string) {
+	if reason != "" {
+		l.w.event(EventResync, resetID, ResyncData{Reason: reason})
+	}
+	items, seq := l.s.Store.Snapshot(l.k, l.scopes)
+	all := *l.q
+	all.Page, all.PageSize = 1, max(1, len(items))
+	page, total := all.Apply(items)
+	for i := range page {
+		l.w.event(EventAdded, noID, &page[i])
+	}
+	l.w.event(EventSynced, l.id(seq), SyncedData{Total: total})
+	l.seq = seq
+}
+
+// catchUp sends what changed since the stream's position, and tells whether it sent anything.
+func (l *listStream) catchUp() bool {
+	changes, seq, err := l.s.Store.Since(l.k, l.seq, l.scopes, l.scopes)
+	if errors.Is(err, k8s.ErrFeedGone) {
+		l.snapshot("the stream fell behind the changes the service keeps")
+		return true
+	}
+	l.seq = seq
+	return l.send(changes, true) > 0
+}
+
+// rescope moves the stream to new rights: what they show differently is sent without ids but the last
+// (a client that reconnects in between starts again from a snapshot).
+func (l *listStream) rescope(next k8s.Scopes) {
+	if next.Instances.Equal(l.scopes.Instances) && next.Templates.Equal(l.scopes.Templates) {
+		return
+	}
+	changes, seq, err := l.s.Store.Since(l.k, l.seq, l.scopes, next)
+	l.scopes = next
+	if err != nil {
+		l.snapshot("the caller's rights changed")
+		return
+	}
+	l.seq = seq
+	l.send(changes, false)
+}
+
+// send sends the events of changes, and how many it sent. Without ids, only the last event has one.
+func (l *listStream) send(changes []k8s.Change, ids bool) int {
+	type out struct {
+		name string
+		seq  uint64
+		sum  *k8s.Summary
+	}
+	var events []out
+	for _, c := range changes {
+		before := c.Before != nil && l.q.Matches(c.Before)
+		after := c.After != nil && l.q.Matches(c.After)
+		switch {
+		case before && after && c.Before != c.After:
+			events = append(events, out{EventModified, c.Seq, &c.After.Summary})
+		case before && !after:
+			events = append(events, out{EventDeleted, c.Seq, &c.Before.Summary})
+		case after && !before:
+			events = append(events, out{EventAdded, c.Seq, &c.After.Summary})
+		}
+	}
+	for i, e := range events {
+		id := noID
+		if ids {
+			id = l.id(e.seq)
+		} else if i == len(events)-1 {
+			id = l.id(l.seq)
+		}
+		l.w.event(e.name, id, e.sum)
+	}
+	return len(events)
+}
+
+// revoked tells whether err says the caller may no longer do what its stream shows.
+func revoked(err error) bool { return apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) }
+
+// endWith sends err as the stream's last event.
+func (s *Server) endWith(w *sseWriter, err error) {
+	env, _ := errorEnvelope(err)
+	w.event(EventError, noID, env)
+	_ = w.flush()
+}

@@ -1,0 +1,296 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"go.uber.org/zap"
+	"k8s.io/client-go/tools/cache"
+
+	"ray-service/internal/auth"
+	"ray-service/internal/k8s"
+)
+
+// overviewInterval is the least time between two OVERVIEW events of a stream.
+const overviewInterval = time.Second
+
+// watchOverview streams the overview's counts and allocated totals.
+//
+//	@Summary		Watch the overview
+//	@Description	Server-Sent Events: OVERVIEW with the overview's counts and allocated totals (as the overview
+//	@Description	computes them, from the watch cache) at once, then whenever they change, at most once a second.
+//	@Description	Each event is the whole state, so a reconnection needs no resumption. Rights are checked again
+//	@Description	at the verdict cache's TTL; a caller who may no longer list Ray clusters in the namespace gets
+//	@Description	ERROR and the stream ends. Heartbeats, bounds and ends as for list streams.
+//	@Tags			watch
+//	@Produce		text/event-stream
+//	@Produce		json
+//	@Security		Bearer
+//	@Param			namespace	query		string	false	"only this namespace"
+//	@Success		200			{object}	OverviewLive	"a stream of OVERVIEW events, each with this data"
+//	@Failure		400,401,403,429,503	{object}	Envelope
+//	@Router			/rest/ray/v1/overview/watch [get]
+func (s *Server) watchOverview(c *gin.Context) {
+	ns := c.Query("namespace")
+	if p := namespaceProblem(ns); p != "" {
+		s.fail(c, badRequest("namespace %q is not a namespace name: %s", ns, p))
+		return
+	}
+	scopes, err := s.overviewScopes(c.Request.Context(), token(c), ns)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	ctx, w, done, ok := s.openStream(c)
+	if !ok {
+		return
+	}
+	defer done()
+	opts := s.Streams.withDefaults()
+	heartbeat, reauth := time.NewTicker(opts.Heartbeat), time.NewTicker(opts.Reauthorize)
+	defer heartbeat.Stop()
+	defer reauth.Stop()
+	var last []byte
+	for {
+		changed := s.Store.Changed()
+		counts, alloc := s.countsIn(scopes)
+		data, err := json.Marshal(OverviewLive{Counts: counts, Allocated: alloc})
+		if err == nil && !bytes.Equal(data, last) {
+			w.raw(EventOverview, noID, data)
+			last = data
+			if err := w.flush(); err != nil {
+				return
+			}
+			// At most one event a second: what changes meanwhile is in the next.
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(overviewInterval):
+			}
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-changed:
+		case <-heartbeat.C:
+			w.line(": heartbeat")
+			if err := w.flush(); err != nil {
+				return
+			}
+		case <-reauth.C:
+			next, err := s.overviewScopes(ctx, token(c), ns)
+			switch {
+			case revoked(err):
+				s.endWith(w, err)
+				return
+			case err != nil:
+				logger(c).Warn("checking a watch stream's rights", zap.Error(err))
+			default:
+				scopes = next
+			}
+		}
+	}
+}
+
+// watchObject streams one object.
+//
+//	@Summary		Watch an object
+//	@Description	Server-Sent Events of one object: first ADDED with its summary, PODS with the Ray pods of its
+//	@Description	clusters, its recent Kubernetes events as EVENT each (oldest first; when the caller may list
+//	@Description	events in the namespace), and SYNCED; then MODIFIED when the summary changes, PODS when a pod
+//	@Description	does, EVENT for each new or repeated event, DELETED when the object is gone (ADDED if it comes
+//	@Description	back). Submitter pods are listed by the pods route only. The event id is the time of the newest
+//	@Description	Kubernetes event sent (Unix nanoseconds): reconnecting with Last-Event-ID sends the state again and
+//	@Description	only events from then on. Rights are checked again at the verdict cache's TTL: a caller who may no
+//	@Description	longer get the object gets ERROR and the stream ends. Heartbeats, bounds and ends as for list
+//	@Description	streams.
+//	@Tags			watch
+//	@Produce		text/event-stream
+//	@Produce		json
+//	@Security		Bearer
+//	@Param			namespace		path		string	true	"namespace"
+//	@Param			kind			path		string	true	"kind"	Enums(rayclusters, rayjobs, rayservices)
+//	@Param			name			path		string	true	"name"
+//	@Param			Last-Event-ID	header		string	false	"the id of the last event received"
+//	@Success		200				{object}	ObjectWatchEvent	"a stream of events; the schema shows each event's data under the event's name"
+//	@Failure		400,401,403,404,429,503,504	{object}	Envelope
+//	@Router			/rest/ray/v1/namespaces/{namespace}/{kind}/{name}/watch [get]
+func (s *Server) watchObject(c *gin.Context) {
+	r, cur, ok := s.resolve(c)
+	if !ok {
+		return
+	}
+	ns, name, tok := c.Param("namespace"), c.Param("name"), token(c)
+	o := &objectStream{s: s, k: r.kind, ns: ns, name: name, opened: r.objects.Summarize(cur), seen: map[string]bool{}}
+	if id, err := strconv.ParseInt(c.GetHeader("Last-Event-ID"), 10, 64); err == nil {
+		o.cursor = id
+	}
+	o.followEvents(c.Request.Context(), tok)
+	defer o.stopEvents()
+	ctx, w, done, ok := s.openStream(c)
+	if !ok {
+		return
+	}
+	defer done()
+	o.w = w
+	opts := s.Streams.withDefaults()
+	heartbeat, reauth := time.NewTicker(opts.Heartbeat), time.NewTicker(opts.Reauthorize)
+	defer heartbeat.Stop()
+	defer reauth.Stop()
+	for first := true; ; first = false {
+		changed := s.Store.Changed()
+		var eventsChanged <-chan struct{}
+		if o.events != nil {
+			eventsChanged = o.events.Changed()
+		}
+		o.update(first)
+		if first {
+			w.event(EventSynced, o.id(), SyncedData{Total: 1})
+		}
+		if err := w.flush(); err != nil {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-changed:
+		case <-eventsChanged:
+		case <-heartbeat.C:
+			w.line(": heartbeat")
+		case <-reauth.C:
+			allowed, err := s.Authz.Allowed(ctx, tok, auth.Attributes{Verb: "get", Group: k8s.RayGroupVersion.Group, Resource: r.kind.Resource, Namespace: ns, Name: name})
+			switch {
+			case err == nil && !allowed:
+				err = forbidden(r.kind, "get", ns)
+				fallthrough
+			case revoked(err):
+				s.endWith(w, err)
+				return
+			case err != nil:
+				logger(c).Warn("checking a watch stream's rights", zap.Error(err))
+			}
+			o.stopEvents()
+			o.followEvents(ctx, tok)
+		}
+	}
+}
+
+// objectStream is the state of one object stream: what it last sent.
+type objectStream struct {
+	s        *Server
+	k        *k8s.Kind
+	ns, name string
+	w        *sseWriter
+	// opened is the summary read at the stream's start, sent when the cache does not hold the object yet.
+	opened  k8s.Summary
+	item    *k8s.Item
+	present bool
+	last    k8s.Summary
+	pods    []byte
+	// events holds the namespace's events while the caller may list them; seen are those sent, cursor
+	// the time of the newest sent.
+	events NamespaceEvents
+	primed bool
+	seen   map[string]bool
+	cursor int64
+}
+
+func (o *objectStream) id() string { return strconv.FormatInt(o.cursor, 10) }
+
+// followEvents holds the namespace's events when the caller may list them.
+func (o *objectStream) followEvents(ctx context.Context, tok string) {
+	if o.s.WatchEvents == nil || o.events != nil {
+		return
+	}
+	if ok, err := o.s.Authz.Allowed(ctx, tok, auth.Attributes{Verb: "list", Resource: "events", Namespace: o.ns}); err != nil || !ok {
+		return
+	}
+	o.events = o.s.WatchEvents(o.ns)
+	// The first state shows the recent events: wait briefly for their first read.
+	wait, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	cache.WaitForCacheSync(wait.Done(), o.events.Synced)
+}
+
+func (o *objectStream) stopEvents() {
+	if o.events != nil {
+		o.events.Release()
+		o.events = nil
+	}
+}
+
+// update sends what changed of the object since the last update.
+func (o *objectStream) update(first bool) {
+	it := o.s.Store.Published(o.k, o.ns, o.name)
+	var sum *k8s.Summary
+	switch {
+	case it != nil:
+		sum = &it.Summary
+	case first:
+		sum = &o.opened
+	}
+	switch {
+	case sum == nil && o.present:
+		o.w.event(EventDeleted, o.id(), &o.last)
+		o.present, o.item = false, nil
+		return
+	case sum == nil:
+		return
+	case !o.present:
+		o.w.event(EventAdded, o.id(), sum)
+	case it != o.item:
+		o.w.event(EventModified, o.id(), sum)
+	}
+	o.present, o.item, o.last = true, it, *sum
+
+	pods := []k8s.PodInfo{}
+	if sum.Type == k8s.TypeInstance {
+		pods = o.s.Store.CachedPods(o.k, sum)
+	}
+	if data, err := json.Marshal(pods); err == nil && !bytes.Equal(data, o.pods) {
+		o.w.raw(EventPods, o.id(), data)
+		o.pods = data
+	}
+	if o.events != nil && o.events.Synced() && sum.Type == k8s.TypeInstance {
+		names := make([]string, len(pods))
+		for i, p := range pods {
+			names[i] = p.Name
+		}
+		o.sendEvents(o.events.Of(o.k, sum, names))
+	}
+}
+
+// sendEvents sends the events not sent yet, oldest first; the first time only the recent ones (and only
+// those from the cursor on, when the client resumes).
+func (o *objectStream) sendEvents(events []k8s.EventInfo) {
+	var fresh []k8s.EventInfo
+	current := make(map[string]bool, len(events))
+	for _, e := range events {
+		key := eventKey(&e)
+		current[key] = true
+		if !o.seen[key] && (o.primed || e.LastTime.UnixNano() >= o.cursor) {
+			fresh = append(fresh, e)
+		}
+	}
+	if !o.primed && len(fresh) > RecentEvents {
+		fresh = fresh[:RecentEvents]
+	}
+	o.primed, o.seen = true, current
+	slices.Reverse(fresh)
+	for i := range fresh {
+		o.cursor = max(o.cursor, fresh[i].LastTime.UnixNano())
+		o.w.event(EventEvent, o.id(), &fresh[i])
+	}
+}
+
+// eventKey tells one state of one event from another: a repeated event counts again.
+func eventKey(e *k8s.EventInfo) string {
+	return fmt.Sprintf("%s/%s\x00%s\x00%s\x00%d\x00%d", e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Reason, e.Message, e.Count, e.LastTime.UnixNano())
+}

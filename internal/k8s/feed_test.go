@@ -1,0 +1,161 @@
+package k8s
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"ray-service/internal/auth"
+)
+
+// feedEnv publishes into a store directly, as its informers' handlers do.
+type feedEnv struct {
+	t     *testing.T
+	store *Store
+	kind  *Kind
+	rv    int
+}
+
+func newFeedEnv(t *testing.T) *feedEnv {
+	kinds := NewKinds()
+	store, err := NewStore(nil, fake.NewSimpleClientset(), kinds, testSigner(t), 0)
+	require.NoError(t, err)
+	return &feedEnv{t: t, store: store, kind: kinds.Cluster()}
+}
+
+// put publishes a RayCluster ns/name with the given state and suspension.
+func (e *feedEnv) put(ns, name, state string, suspend bool) {
+	e.rv++
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "ray.io/v1", "kind": "RayCluster",
+		"metadata": map[string]any{"name": name, "namespace": ns, "resourceVersion": string(rune('0' + e.rv%10))},
+		"spec":     map[string]any{"suspend": suspend, "headGroupSpec": map[string]any{}},
+		"status":   map[string]any{"state": state},
+	}}
+	u.SetCreationTimestamp(metav1.Now())
+	entry, err := entryTransform(e.kind)(u)
+	require.NoError(e.t, err)
+	e.store.publishInstance(e.kind, entry)
+}
+
+func (e *feedEnv) remove(ns, name string) {
+	e.store.unpublishInstance(e.kind, &Entry{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}})
+}
+
+var everywhere = Scopes{Instances: auth.AllNamespaces(), Templates: auth.AllNamespaces()}
+
+// name returns the name of what a change is about.
+func changed(c Change) string {
+	if c.After != nil {
+		return c.After.Summary.Name
+	}
+	return c.Before.Summary.Name
+}
+
+// What changed since a position is each name once, with what was shown then and now, in the order of
+// their last changes; a change published again unchanged is none.
+func TestFeedSince(t *testing.T) {
+	e := newFeedEnv(t)
+	e.put("a", "kept", "ready", false)
+	e.put("a", "gone", "ready", false)
+	e.put("a", "changed", "ready", false)
+	items, seq := e.store.Snapshot(e.kind, everywhere)
+	require.Len(t, items, 3)
+	require.Equal(t, uint64(3), seq)
+
+	changedBefore := e.store.Published(e.kind, "a", "changed")
+	e.put("a", "changed", "suspended", true)
+	e.remove("a", "gone")
+	e.put("a", "new", "ready", false)
+	e.put("a", "changed", "suspended", true) // the same again: no change
+	changes, now, err := e.store.Since(e.kind, seq, everywhere, everywhere)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(6), now, "three changes recorded, the repeat not")
+	require.Len(t, changes, 3)
+	assert.Equal(t, []string{"changed", "gone", "new"}, []string{changed(changes[0]), changed(changes[1]), changed(changes[2])})
+	assert.Same(t, changedBefore, changes[0].Before)
+	assert.Equal(t, StatusStopped, changes[0].After.Summary.Status)
+	assert.NotNil(t, changes[1].Before)
+	assert.Nil(t, changes[1].After, "deleted")
+	assert.Nil(t, changes[2].Before, "added")
+	assert.Equal(t, []uint64{4, 5, 6}, []uint64{changes[0].Seq, changes[1].Seq, changes[2].Seq})
+
+	none, same, err := e.store.Since(e.kind, now, everywhere, everywhere)
+	require.NoError(t, err)
+	assert.Empty(t, none)
+	assert.Equal(t, now, same)
+	_, _, err = e.store.Since(e.kind, now+1, everywhere, everywhere)
+	require.ErrorIs(t, err, ErrFeedGone, "a position not given yet")
+}
+
+// Names the scopes show or hide differently come out with the namespaces whose rights changed; names
+// outside the scopes never do.
+func TestFeedScopes(t *testing.T) {
+	e := newFeedEnv(t)
+	e.put("a", "x", "ready", false)
+	e.put("b", "y", "ready", false)
+	e.put("c", "z", "ready", false)
+	onlyA := Scopes{Instances: auth.Namespaces("a")}
+	ab := Scopes{Instances: auth.Namespaces("a", "b")}
+	_, seq := e.store.Snapshot(e.kind, ab)
+	e.put("c", "z", "suspended", true)
+	changes, _, err := e.store.Since(e.kind, seq, ab, ab)
+	require.NoError(t, err)
+	assert.Empty(t, changes, "a change outside the scopes is not shown")
+
+	changes, _, err = e.store.Since(e.kind, seq, ab, onlyA)
+	require.NoError(t, err)
+	require.Len(t, changes, 1, "b left the scopes")
+	assert.Equal(t, "y", changes[0].Before.Summary.Name)
+	assert.Nil(t, changes[0].After)
+
+	changes, _, err = e.store.Since(e.kind, seq, onlyA, ab)
+	require.NoError(t, err)
+	require.Len(t, changes, 1, "b came into the scopes")
+	assert.Nil(t, changes[0].Before)
+	assert.Equal(t, "y", changes[0].After.Summary.Name)
+}
+
+// The feed keeps a bounded window: a reader further behind must start from a snapshot.
+func TestFeedWindow(t *testing.T) {
+	e := newFeedEnv(t)
+	e.store.feeds[e.kind] = newFeed(4)
+	e.put("a", "x", "ready", false)
+	_, seq := e.store.Snapshot(e.kind, everywhere)
+	for _, state := range []string{"suspended", "ready", "suspended"} {
+		e.put("a", "x", state, state == "suspended")
+	}
+	_, _, err := e.store.Since(e.kind, seq, everywhere, everywhere)
+	require.NoError(t, err, "three changes fit a window of four")
+	e.put("a", "y", "ready", false)
+	e.put("a", "z", "ready", false)
+	_, _, err = e.store.Since(e.kind, seq, everywhere, everywhere)
+	require.ErrorIs(t, err, ErrFeedGone, "five do not")
+	_, _, err = e.store.Since(e.kind, seq+2, everywhere, everywhere)
+	require.NoError(t, err, "the last three still do")
+}
+
+// Each change wakes every waiter once.
+func TestFeedNotifies(t *testing.T) {
+	e := newFeedEnv(t)
+	w1, w2 := e.store.Changed(), e.store.Changed()
+	select {
+	case <-w1:
+		t.Fatal("woken before any change")
+	default:
+	}
+	e.put("a", "x", "ready", false)
+	<-w1
+	<-w2
+	w3 := e.store.Changed()
+	e.put("a", "x", "ready", false) // no change
+	select {
+	case <-w3:
+		t.Fatal("woken by a change that changed nothing")
+	default:
+	}
+}
