@@ -1,0 +1,223 @@
+package api
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"ray-service/internal/auth"
+	"ray-service/internal/k8s"
+)
+
+// feedStore is a fake store whose feed the test drives: Since answers what next holds.
+type feedStore struct {
+	fakeStore
+	mu      sync.Mutex
+	changed chan struct{}
+	next    []error
+}
+
+func (f *feedStore) Changed() <-chan struct{} {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.changed
+}
+
+func (f *feedStore) Since(*k8s.Kind, uint64, k8s.Scopes, k8s.Scopes) ([]k8s.Change, uint64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.next) == 0 {
+		return nil, 7, nil
+	}
+	err := f.next[0]
+	f.next = f.next[1:]
+	return nil, 7, err
+}
+
+// wake makes the next Since answer err and wakes the streams.
+func (f *feedStore) wake(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.next = append(f.next, err)
+	close(f.changed)
+	f.changed = make(chan struct{})
+}
+
+// sseLines reads the lines of a stream, with a deadline for each.
+type sseLines struct {
+	t     *testing.T
+	lines chan string
+}
+
+func readSSE(t *testing.T, res *http.Response) *sseLines {
+	l := &sseLines{t: t, lines: make(chan string, 1024)}
+	go func() {
+		defer close(l.lines)
+		sc := bufio.NewScanner(res.Body)
+		for sc.Scan() {
+			l.lines <- sc.Text()
+		}
+	}()
+	return l
+}
+
+// event returns the next event's fields (id, event, data), skipping comments.
+func (l *sseLines) event() map[string]string {
+	l.t.Helper()
+	ev := map[string]string{}
+	for {
+		select {
+		case line, ok := <-l.lines:
+			require.True(l.t, ok, "the stream ended")
+			if line == "" {
+				if len(ev) > 0 {
+					return ev
+				}
+				continue
+			}
+			if strings.HasPrefix(line, ":") || strings.HasPrefix(line, "retry:") {
+				continue
+			}
+			k, v, _ := strings.Cut(line, ":")
+			ev[k] = strings.TrimPrefix(v, " ")
+		case <-time.After(5 * time.Second):
+			require.FailNow(l.t, "no event within 5 s", "got %v", ev)
+		}
+	}
+}
+
+func (l *sseLines) ended(d time.Duration) bool {
+	deadline := time.After(d)
+	for {
+		select {
+		case _, ok := <-l.lines:
+			if !ok {
+				return true
+			}
+		case <-deadline:
+			return false
+		}
+	}
+}
+
+func openSSE(t *testing.T, ctx context.Context, url string, header map[string]string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, "GET", url, nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer t")
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	res, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	t.Cleanup(func() { res.Body.Close() })
+	return res
+}
+
+// watchEnv serves the router with store until the test's end (after its streams are closed).
+func watchEnv(t *testing.T, store Store, change func(d *Deps)) *httptest.Server {
+	e := &handlerEnv{objects: &fakeObjects{current: instance("a", "x")}, authz: &fakeAuthz{allowed: true,
+		scopes: map[string]auth.Scope{"rayclusters": auth.Namespaces("a")}}}
+	srv := httptest.NewServer(e.routerWith(func(d *Deps) {
+		d.Store = store
+		if change != nil {
+			change(d)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// What is wrong with a watch request is answered like any request: an envelope with the status,
+// before any stream starts.
+func TestWatchRefusals(t *testing.T) {
+	store := &feedStore{fakeStore: fakeStore{items: map[string][]*k8s.Item{"rayclusters": {item("a", "x", "Running")}}}, changed: make(chan struct{})}
+	srv := watchEnv(t, store, func(d *Deps) { d.Watches = NewWatchLimit(10, 1, 0) })
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	for path, want := range map[string]int{
+		"/rest/ray/v1/rayclusters/watch?type=other":      400,
+		"/rest/ray/v1/raynodes/watch":                    404,
+		"/rest/ray/v1/namespaces/b/rayclusters/watch":    403,
+		"/rest/ray/v1/namespaces/a/rayclusters/x/watch2": 404,
+		"/rest/ray/v1/overview/watch?namespace=NO":       400,
+	} {
+		res := openSSE(t, ctx, srv.URL+path, nil)
+		assert.Equal(t, want, res.StatusCode, path)
+		var env Envelope
+		require.NoError(t, json.NewDecoder(res.Body).Decode(&env), path)
+		assert.Equal(t, want, env.Code, path)
+		assert.NotEmpty(t, env.Msg, path)
+	}
+	first := openSSE(t, ctx, srv.URL+"/rest/ray/v1/rayclusters/watch", nil)
+	require.Equal(t, 200, first.StatusCode)
+	second := openSSE(t, ctx, srv.URL+"/rest/ray/v1/namespaces/a/rayclusters/watch", nil)
+	require.Equal(t, 429, second.StatusCode, "one stream per caller")
+	var env Envelope
+	require.NoError(t, json.NewDecoder(second.Body).Decode(&env))
+	assert.Equal(t, "TooManyRequests", env.Reason)
+	assert.Contains(t, env.Msg, "watch streams")
+}
+
+// A stream whose position is no longer kept (it fell behind, or its id is unknown) is told RESYNC,
+// with an empty id, and receives a fresh snapshot; it then goes on.
+func TestWatchResyncs(t *testing.T) {
+	store := &feedStore{fakeStore: fakeStore{items: map[string][]*k8s.Item{"rayclusters": {item("a", "x", "Running")}}}, changed: make(chan struct{})}
+	srv := watchEnv(t, store, func(d *Deps) { d.Streams.Heartbeat = 50 * time.Millisecond })
+	res := openSSE(t, t.Context(), srv.URL+"/rest/ray/v1/rayclusters/watch", nil)
+	require.Equal(t, 200, res.StatusCode)
+	assert.Equal(t, "text/event-stream; charset=utf-8", res.Header.Get("Content-Type"))
+	assert.Equal(t, "no", res.Header.Get("X-Accel-Buffering"))
+	lines := readSSE(t, res)
+	added := lines.event()
+	assert.Equal(t, "ADDED", added["event"])
+	assert.NotContains(t, added, "id")
+	synced := lines.event()
+	assert.Equal(t, "SYNCED", synced["event"])
+	assert.Equal(t, `{"total":1}`, synced["data"])
+	assert.Regexp(t, `^fake\.0\.[0-9a-z]+$`, synced["id"])
+
+	store.wake(k8s.ErrFeedGone)
+	resync := lines.event()
+	assert.Equal(t, "RESYNC", resync["event"])
+	assert.Contains(t, resync, "id")
+	assert.Empty(t, resync["id"], "the client's last id is cleared")
+	assert.Contains(t, resync["data"], "fell behind")
+	assert.Equal(t, "ADDED", lines.event()["event"])
+	assert.Equal(t, "SYNCED", lines.event()["event"])
+
+	// An id of another run of the service: RESYNC at once.
+	res = openSSE(t, t.Context(), srv.URL+"/rest/ray/v1/rayclusters/watch", map[string]string{"Last-Event-ID": "other.3.x"})
+	lines = readSSE(t, res)
+	resync = lines.event()
+	assert.Equal(t, "RESYNC", resync["event"])
+	assert.Contains(t, resync["data"], "another run")
+}
+
+// Streams end, cleanly, when the service shuts down.
+func TestWatchEndsAtShutdown(t *testing.T) {
+	store := &feedStore{fakeStore: fakeStore{items: map[string][]*k8s.Item{}}, changed: make(chan struct{})}
+	shutdown, stop := context.WithCancel(context.Background())
+	srv := watchEnv(t, store, func(d *Deps) { d.Shutdown = shutdown })
+	var all []*sseLines
+	for _, path := range []string{"/rest/ray/v1/rayclusters/watch", "/rest/ray/v1/overview/watch", "/rest/ray/v1/namespaces/a/rayclusters/x/watch"} {
+		res := openSSE(t, t.Context(), srv.URL+path, nil)
+		require.Equal(t, 200, res.StatusCode, path)
+		lines := readSSE(t, res)
+		lines.event()
+		all = append(all, lines)
+	}
+	stop()
+	for _, lines := range all {
+		assert.True(t, lines.ended(5*time.Second))
+	}
+}
