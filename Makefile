@@ -70,6 +70,7 @@ integration: build stack
 bench: build stack
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/...
 	bench/stack.sh $(BENCH_ARGS)
+	bench/stack.sh -watch 1000
 
 clean:
 	rm -rf $(BIN) .run

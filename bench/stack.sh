@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The list benchmark against the local stack: a stack of its own (its own state directory and ports), a
 # service against it, then bench/stack (seed, wait, measure, write docs/benchmarks.md), then everything
-# stopped. Loopback only. Extra arguments go to bench/stack (e.g. -objects 100000 -profile DIR).
+# stopped. Loopback only. Extra arguments go to bench/stack (e.g. -objects 100000 -profile DIR; -watch 1000
+# for the watch stream benchmark, which writes docs/benchmarks-watch.md).
 # RAY_SERVICE_BIN names another service binary to measure (e.g. one built from an earlier commit).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,7 +23,8 @@ stack/up.sh "$state"
 source "$state/env"
 bin=${RAY_SERVICE_BIN:-bin/ray-service}
 "$bin" --listen 127.0.0.1:18088 --kubeconfig "$SERVICE_KUBECONFIG" --prometheus-url "$PROMETHEUS_URL" \
-  --template-key-file "$TEMPLATE_KEY_FILE" --pprof-listen 127.0.0.1:18090 --log-level warn 2>"$state/logs/ray-service.log" &
+  --template-key-file "$TEMPLATE_KEY_FILE" --pprof-listen 127.0.0.1:18090 --log-level warn \
+  --max-watches 5000 --max-watches-per-caller 0 2>"$state/logs/ray-service.log" &
 svc=$!
 for _ in $(seq 1 120); do curl -sf http://127.0.0.1:18088/readyz >/dev/null && break; sleep 0.5; done
-go run ./bench/stack -env "$state/env" -service http://127.0.0.1:18088 -pprof http://127.0.0.1:18090 -service-bin "$bin" "$@"
+go run ./bench/stack -env "$state/env" -service http://127.0.0.1:18088 -pprof http://127.0.0.1:18090 -service-bin "$bin" -service-pid "$svc" "$@"

@@ -47,6 +47,9 @@ type config struct {
 	serviceBin, out              string
 	profileDir                   string
 	env                          map[string]string
+	// streams, when set, runs the watch benchmark with that many streams instead of the list's.
+	streams    int
+	servicePID int
 }
 
 func main() {
@@ -62,14 +65,31 @@ func main() {
 	flag.StringVar(&c.serviceBin, "service-bin", "bin/ray-service", "the service binary, to measure the time to ready")
 	flag.StringVar(&c.out, "out", "docs/benchmarks.md", "where to write the table")
 	flag.StringVar(&c.profileDir, "profile", "", "a directory to write the service's CPU profile during the load test and its heap profile into")
+	flag.IntVar(&c.streams, "watch", 0, "run the watch benchmark with this many streams instead (its defaults: -objects 1000, -out docs/benchmarks-watch.md)")
+	flag.IntVar(&c.servicePID, "service-pid", 0, "the service's process id, for its CPU time")
 	envFile := flag.String("env", "", "the stack's env file")
 	flag.Parse()
+	if c.streams > 0 {
+		set := map[string]bool{}
+		flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		if !set["objects"] {
+			c.objects = 1000
+		}
+		if !set["out"] {
+			c.out = "docs/benchmarks-watch.md"
+		}
+		c.running = 0
+	}
 	var err error
 	if c.env, err = readEnv(*envFile); err != nil {
 		fail(err)
 	}
 	c.apiserverURL = c.env["KUBE_APISERVER_URL"]
-	if err := run(c); err != nil {
+	bench := run
+	if c.streams > 0 {
+		bench = watchBench
+	}
+	if err := bench(c); err != nil {
 		fail(err)
 	}
 }
@@ -92,6 +112,15 @@ func readEnv(path string) (map[string]string, error) {
 		}
 	}
 	return out, nil
+}
+
+func kubernetesFor(c config) (kubernetes.Interface, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", c.env["KUBECONFIG"])
+	if err != nil {
+		return nil, err
+	}
+	cfg.QPS, cfg.Burst = 2000, 4000
+	return kubernetes.NewForConfig(cfg)
 }
 
 // row is one line of the result table.

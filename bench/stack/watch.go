@@ -1,0 +1,231 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// watchBench measures watch streams: c.streams clients follow the list of every RayCluster (c.objects
+// of them) across namespaces; then one object after another is changed through the apiserver and the
+// time from the change to its event at each client is taken. It also reports the time to open the
+// streams with their snapshots, the live heap per stream and the service's CPU while they are idle.
+func watchBench(c config) error {
+	ctx := context.Background()
+	cfg, err := clientcmd.BuildConfigFromFlags("", c.env["KUBECONFIG"])
+	if err != nil {
+		return err
+	}
+	cfg.QPS, cfg.Burst = 2000, 4000
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	core, err := kubernetesFor(c)
+	if err != nil {
+		return err
+	}
+	if err := makeNamespaces(ctx, c, core); err != nil {
+		return err
+	}
+	if err := seed(ctx, c, dyn, 0, c.objects); err != nil {
+		return err
+	}
+	if err := waitListed(c, c.objects); err != nil {
+		return err
+	}
+	quiet, settled := waitQuiet(ctx, core, c, 0)
+	fmt.Printf("seeded %d suspended RayClusters; the stack settled after %s (settled: %v)\n", c.objects, quiet.Round(time.Second), settled)
+	heapBefore, err := heap(c.pprofURL)
+	if err != nil {
+		return err
+	}
+
+	// The streams, each on its own connection, as browsers hold them.
+	f := &followers{sent: map[string]time.Time{}}
+	transport := &http.Transport{MaxIdleConnsPerHost: -1, DisableCompression: true}
+	client := &http.Client{Transport: transport}
+	sctx, stop := context.WithCancel(ctx)
+	defer stop()
+	synced := make(chan time.Duration, c.streams)
+	opened := time.Now()
+	for range c.streams {
+		go f.follow(sctx, client, c.serviceURL+"/rest/ray/v1/rayclusters/watch", "Bearer "+c.env["ADMIN_TOKEN"], opened, synced)
+	}
+	var snapshots []time.Duration
+	deadline := time.After(10 * time.Minute)
+	for len(snapshots) < c.streams {
+		select {
+		case d := <-synced:
+			if d < 0 {
+				return fmt.Errorf("a stream failed to open")
+			}
+			snapshots = append(snapshots, d)
+		case <-deadline:
+			return fmt.Errorf("only %d of %d streams synced in 10 minutes", len(snapshots), c.streams)
+		}
+	}
+	allSynced := time.Since(opened)
+	fmt.Printf("%d streams opened, each with a snapshot of %d items, in %s\n", c.streams, c.objects, allSynced.Round(time.Millisecond))
+	heapAfter, err := heap(c.pprofURL)
+	if err != nil {
+		return err
+	}
+	if c.profileDir != "" {
+		body, err := get(http.DefaultClient, c.pprofURL+"/debug/pprof/heap?gc=1", "")
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(c.profileDir, "heap-streams.pprof"), body, 0o644); err != nil {
+			return err
+		}
+	}
+	perStream := (float64(heapAfter) - float64(heapBefore)) / float64(c.streams)
+	fmt.Printf("heap: %.0f bytes per open stream\n", perStream)
+
+	time.Sleep(2 * time.Second)
+	idle, err := cpuOver(c.servicePID, 10*time.Second)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("service CPU with %d idle streams: %.2f%% of one core\n", c.streams, idle*100)
+
+	// One change after another, each to its own object, spaced so that each is measured alone.
+	const changes = 40
+	for i := range changes {
+		name := fmt.Sprintf("perf-%05d", i)
+		patch := fmt.Sprintf(`{"metadata":{"labels":{"bench-change":"%d"}}}`, time.Now().UnixNano())
+		f.mark(name)
+		if _, err := dyn.Resource(rayClusters).Namespace(fmt.Sprintf("perf-ns-%02d", i%c.namespaces)).Patch(ctx, name,
+			types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			return err
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	time.Sleep(2 * time.Second)
+	lat, missing := f.results(changes * c.streams)
+	if len(lat) == 0 {
+		return fmt.Errorf("no change reached a stream")
+	}
+	slices.Sort(lat)
+	p := func(q float64) time.Duration { return lat[min(len(lat)-1, int(q*float64(len(lat))))] }
+	fmt.Printf("change to event at the client: p50 %s p99 %s max %s, %d events, %d missing\n", ms(p(0.5)), ms(p(0.99)), ms(lat[len(lat)-1]), len(lat), missing)
+	slices.Sort(snapshots)
+
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Watch stream benchmark\n\nWritten by `make bench` (bench/stack.sh -watch) on %s, %d cores, Go %s.\n\n",
+		time.Now().UTC().Format("2006-01-02"), runtime.NumCPU(), runtime.Version())
+	fmt.Fprintf(&b, "%d clients on their own connections each follow `GET /rest/ray/v1/rayclusters/watch` (every RayCluster, as the "+
+		"admin) while %d suspended RayClusters in %d namespaces are on the local stack (settled: %v). The clients run on the "+
+		"same machine as the stack and the service.\n\n", c.streams, c.objects, c.namespaces, settled)
+	b.WriteString("| figure | value |\n|---|---|\n")
+	fmt.Fprintf(&b, "| time from a change (a label patched through the apiserver) to its MODIFIED event at a client, %d changes × %d streams | p50 %s, p99 %s, max %s (%d events, %d missing) |\n",
+		changes, c.streams, ms(p(0.5)), ms(p(0.99)), ms(lat[len(lat)-1]), len(lat), missing)
+	fmt.Fprintf(&b, "| opening the %d streams at once, each with its snapshot of %d items | all synced after %s (a stream's p50 %s) |\n",
+		c.streams, c.objects, allSynced.Round(time.Millisecond), ms(snapshots[len(snapshots)/2]))
+	fmt.Fprintf(&b, "| live heap per open stream (after a collection) | %.0f bytes |\n", perStream)
+	fmt.Fprintf(&b, "| service CPU over 10 s with every stream idle | %.2f%% of one core |\n", idle*100)
+	return os.WriteFile(c.out, []byte(b.String()), 0o644)
+}
+
+// followers are the clients of the watch benchmark: when each change was made, and when it arrived.
+type followers struct {
+	mu       sync.Mutex
+	sent     map[string]time.Time
+	observed []time.Duration
+}
+
+func (f *followers) mark(name string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.sent[name] = time.Now()
+}
+
+func (f *followers) results(want int) ([]time.Duration, int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.observed), want - len(f.observed)
+}
+
+// follow reads one stream: it reports when its snapshot ended, then times each MODIFIED event of an
+// object changed by the benchmark.
+func (f *followers) follow(ctx context.Context, client *http.Client, url, auth string, opened time.Time, synced chan<- time.Duration) {
+	req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
+	req.Header.Set("Authorization", auth)
+	res, err := client.Do(req)
+	if err != nil || res.StatusCode != 200 {
+		synced <- -1
+		return
+	}
+	defer res.Body.Close()
+	lines := bufio.NewReaderSize(res.Body, 64<<10)
+	event := ""
+	for {
+		line, err := lines.ReadString('\n')
+		if err != nil {
+			return
+		}
+		switch {
+		case strings.HasPrefix(line, "event: "):
+			event = strings.TrimSpace(line[len("event: "):])
+			if event == "SYNCED" {
+				synced <- time.Since(opened)
+			}
+		case strings.HasPrefix(line, "data: ") && event == "MODIFIED":
+			at := time.Now()
+			i := strings.Index(line, `"name":"`)
+			if i < 0 {
+				continue
+			}
+			name := line[i+len(`"name":"`):]
+			name = name[:strings.IndexByte(name, '"')]
+			f.mu.Lock()
+			if t, ok := f.sent[name]; ok {
+				f.observed = append(f.observed, at.Sub(t))
+			}
+			f.mu.Unlock()
+		}
+	}
+}
+
+// cpuOver returns the share of one core the process pid used over d, from /proc.
+func cpuOver(pid int, d time.Duration) (float64, error) {
+	ticks := func() (float64, error) {
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return 0, err
+		}
+		fields := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+2:]))
+		u, err1 := strconv.ParseFloat(fields[11], 64)
+		s, err2 := strconv.ParseFloat(fields[12], 64)
+		if err1 != nil || err2 != nil {
+			return 0, fmt.Errorf("reading /proc/%d/stat", pid)
+		}
+		return u + s, nil
+	}
+	before, err := ticks()
+	if err != nil {
+		return 0, err
+	}
+	time.Sleep(d)
+	after, err := ticks()
+	if err != nil {
+		return 0, err
+	}
+	const hz = 100 // USER_HZ
+	return (after - before) / hz / d.Seconds(), nil
+}
