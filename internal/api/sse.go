@@ -39,14 +39,24 @@ const (
 	resetID = ""
 )
 
-// sseWriter writes the events of one stream into a buffer and sends the buffer at flush. Each flush
-// must be done within writeTimeout: a client that does not read its stream loses it.
+// sseWriter writes the events of one stream into a buffer, sent at flush and whenever it holds
+// sseChunk bytes, so that a snapshot of thousands of items never sits whole in memory. Each write must
+// be done within writeTimeout: a client that does not read its stream loses it. After a failed write
+// the writer drops what it is given, and flush says why.
 type sseWriter struct {
 	w            gin.ResponseWriter
 	rc           *http.ResponseController
 	buf          bytes.Buffer
 	writeTimeout time.Duration
+	err          error
 }
+
+// sseChunk is what an event stream's buffer holds at most before it is sent; a buffer grown past
+// sseKeep is dropped at the end of its batch, so that an idle stream keeps little.
+const (
+	sseChunk = 32 << 10
+	sseKeep  = 4 << 10
+)
 
 func newSSEWriter(c *gin.Context, writeTimeout time.Duration) *sseWriter {
 	h := c.Writer.Header()
@@ -82,6 +92,9 @@ func (e *sseWriter) raw(name, id string, data []byte) {
 	e.buf.WriteString("\ndata: ")
 	e.buf.Write(data)
 	e.buf.WriteString("\n\n")
+	if e.buf.Len() >= sseChunk {
+		e.send()
+	}
 }
 
 // comment adds a comment line, which clients ignore: a heartbeat, or the retry advice.
@@ -90,19 +103,27 @@ func (e *sseWriter) line(s string) {
 	e.buf.WriteString("\n\n")
 }
 
-// flush sends what was added.
-func (e *sseWriter) flush() error {
-	if e.writeTimeout > 0 {
-		_ = e.rc.SetWriteDeadline(time.Now().Add(e.writeTimeout))
-	}
-	if e.buf.Len() > 0 {
-		_, err := e.w.Write(e.buf.Bytes())
-		e.buf.Reset()
-		if err != nil {
-			return err
+// send writes what the buffer holds.
+func (e *sseWriter) send() {
+	if e.err == nil && e.buf.Len() > 0 {
+		if e.writeTimeout > 0 {
+			_ = e.rc.SetWriteDeadline(time.Now().Add(e.writeTimeout))
 		}
+		_, e.err = e.w.Write(e.buf.Bytes())
 	}
-	return e.rc.Flush()
+	e.buf.Reset()
+}
+
+// flush sends what was added, through every buffer on the way to the client.
+func (e *sseWriter) flush() error {
+	e.send()
+	if e.buf.Cap() > sseKeep {
+		e.buf = bytes.Buffer{}
+	}
+	if e.err == nil {
+		e.err = e.rc.Flush()
+	}
+	return e.err
 }
 
 // StreamOptions shape every watch stream.

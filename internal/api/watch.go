@@ -259,13 +259,11 @@ func (l *listStream) snapshot(reason string) {
 		l.w.event(EventResync, resetID, ResyncData{Reason: reason})
 	}
 	items, seq := l.s.Store.Snapshot(l.k, l.scopes)
-	all := *l.q
-	all.Page, all.PageSize = 1, max(1, len(items))
-	page, total := all.Apply(items)
-	for i := range page {
-		l.w.event(EventAdded, noID, &page[i])
+	matched := l.q.Select(items)
+	for _, it := range matched {
+		l.w.event(EventAdded, noID, &it.Summary)
 	}
-	l.w.event(EventSynced, l.id(seq), SyncedData{Total: total})
+	l.w.event(EventSynced, l.id(seq), SyncedData{Total: len(matched)})
 	l.seq = seq
 }
 

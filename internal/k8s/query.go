@@ -77,6 +77,19 @@ func (q *Query) matches(it *Item, search string) bool {
 // Apply returns the summaries of the page Query asks for, and how many items match in all. The items
 // are not changed; only the page is copied.
 func (q *Query) Apply(items []*Item) (page []Summary, total int) {
+	matched := q.Select(items)
+	total = len(matched)
+	start := min((q.Page-1)*q.PageSize, total)
+	end := min(start+q.PageSize, total)
+	page = make([]Summary, 0, end-start)
+	for _, it := range matched[start:end] {
+		page = append(page, it.Summary)
+	}
+	return page, total
+}
+
+// Select returns the items that pass the query's filters, in its order, without copying them.
+func (q *Query) Select(items []*Item) []*Item {
 	search := strings.ToLower(q.Search)
 	matched := slices.DeleteFunc(slices.Clone(items), func(it *Item) bool { return !q.matches(it, search) })
 	less := lessFunc(q.SortBy)
@@ -90,14 +103,7 @@ func (q *Query) Apply(items []*Item) (page []Summary, total int) {
 		}
 		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name), strings.Compare(a.Type, b.Type))
 	})
-	total = len(matched)
-	start := min((q.Page-1)*q.PageSize, total)
-	end := min(start+q.PageSize, total)
-	page = make([]Summary, 0, end-start)
-	for _, it := range matched[start:end] {
-		page = append(page, it.Summary)
-	}
-	return page, total
+	return matched
 }
 
 func anyOf(values []string, v string) bool {

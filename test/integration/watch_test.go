@@ -104,13 +104,13 @@ func TestWatchLifecycle(t *testing.T) {
 		return len(pods) == 3 && ready == 3
 	}
 	if !slices.ContainsFunc(first, threeReady) { // the pods may have been ready before the stream opened
-		object.until(t, 30*time.Second, "three ready pods", threeReady)
+		first = append(first, object.until(t, 30*time.Second, "three ready pods", threeReady)...)
 	}
 
 	require.Equal(t, 200, call(t, "POST", itemPath(ns, "rayclusters", name)+"/stop", admin, "", nil).Status)
 	seen = append(seen, list.until(t, 60*time.Second, "Stopped", isEvent(t, "MODIFIED", name, "Stopped"))...)
 	running.until(t, 30*time.Second, "DELETED once not Running", isEvent(t, "DELETED", name, ""))
-	object.until(t, 30*time.Second, "Stopped on the object stream", isEvent(t, "MODIFIED", name, "Stopped"))
+	first = append(first, object.until(t, 30*time.Second, "Stopped on the object stream", isEvent(t, "MODIFIED", name, "Stopped"))...)
 
 	require.Equal(t, 200, call(t, "POST", itemPath(ns, "rayclusters", name)+"/start", admin, "", nil).Status)
 	seen = append(seen, list.until(t, 90*time.Second, "Running again", isEvent(t, "MODIFIED", name, "Running"))...)
@@ -121,6 +121,17 @@ func TestWatchLifecycle(t *testing.T) {
 	running.until(t, 30*time.Second, "DELETED", isEvent(t, "DELETED", name, ""))
 	across.until(t, 30*time.Second, "DELETED across namespaces", isEvent(t, "DELETED", name, ""))
 	object.until(t, 30*time.Second, "DELETED on the object stream", isEvent(t, "DELETED", name, ""))
+	// The operator's events about the cluster and its pods came on the object stream.
+	reasons := map[string]bool{}
+	for _, ev := range first {
+		if ev.Name == "EVENT" {
+			var e struct{ Reason string }
+			require.NoError(t, json.Unmarshal(ev.Data, &e))
+			reasons[e.Reason] = true
+		}
+	}
+	assert.True(t, reasons["CreatedHeadPod"], "the head pod's creation: %v", reasons)
+	assert.True(t, reasons["Scheduled"], "a pod scheduled: %v", reasons)
 
 	steps := statusesOf(t, seen, name)
 	t.Logf("the list stream saw %v", steps)
