@@ -187,12 +187,11 @@ func (f *followers) follow(ctx context.Context, client *http.Client, url, auth s
 			}
 		case strings.HasPrefix(line, "data: ") && event == "MODIFIED":
 			at := time.Now()
-			i := strings.Index(line, `"name":"`)
-			if i < 0 {
+			_, rest, ok := strings.Cut(line, `"name":"`)
+			if !ok {
 				continue
 			}
-			name := line[i+len(`"name":"`):]
-			name = name[:strings.IndexByte(name, '"')]
+			name, _, _ := strings.Cut(rest, `"`)
 			f.mu.Lock()
 			if t, ok := f.sent[name]; ok {
 				f.observed = append(f.observed, at.Sub(t))

@@ -109,7 +109,7 @@ func (l *sseLines) ended(d time.Duration) bool {
 	}
 }
 
-func openSSE(t *testing.T, ctx context.Context, url string, header map[string]string) *http.Response {
+func openSSE(ctx context.Context, t *testing.T, url string, header map[string]string) *http.Response {
 	t.Helper()
 	req, err := http.NewRequestWithContext(ctx, "GET", url, nil)
 	require.NoError(t, err)
@@ -151,16 +151,16 @@ func TestWatchRefusals(t *testing.T) {
 		"/rest/ray/v1/namespaces/a/rayclusters/x/watch2": 404,
 		"/rest/ray/v1/overview/watch?namespace=NO":       400,
 	} {
-		res := openSSE(t, ctx, srv.URL+path, nil)
+		res := openSSE(ctx, t, srv.URL+path, nil)
 		assert.Equal(t, want, res.StatusCode, path)
 		var env Envelope
 		require.NoError(t, json.NewDecoder(res.Body).Decode(&env), path)
 		assert.Equal(t, want, env.Code, path)
 		assert.NotEmpty(t, env.Msg, path)
 	}
-	first := openSSE(t, ctx, srv.URL+"/rest/ray/v1/rayclusters/watch", nil)
+	first := openSSE(ctx, t, srv.URL+"/rest/ray/v1/rayclusters/watch", nil)
 	require.Equal(t, 200, first.StatusCode)
-	second := openSSE(t, ctx, srv.URL+"/rest/ray/v1/namespaces/a/rayclusters/watch", nil)
+	second := openSSE(ctx, t, srv.URL+"/rest/ray/v1/namespaces/a/rayclusters/watch", nil)
 	require.Equal(t, 429, second.StatusCode, "one stream per caller")
 	var env Envelope
 	require.NoError(t, json.NewDecoder(second.Body).Decode(&env))
@@ -173,7 +173,7 @@ func TestWatchRefusals(t *testing.T) {
 func TestWatchResyncs(t *testing.T) {
 	store := &feedStore{fakeStore: fakeStore{items: map[string][]*k8s.Item{"rayclusters": {item("a", "x", "Running")}}}, changed: make(chan struct{})}
 	srv := watchEnv(t, store, func(d *Deps) { d.Streams.Heartbeat = 50 * time.Millisecond })
-	res := openSSE(t, t.Context(), srv.URL+"/rest/ray/v1/rayclusters/watch", nil)
+	res := openSSE(t.Context(), t, srv.URL+"/rest/ray/v1/rayclusters/watch", nil)
 	require.Equal(t, 200, res.StatusCode)
 	assert.Equal(t, "text/event-stream; charset=utf-8", res.Header.Get("Content-Type"))
 	assert.Equal(t, "no", res.Header.Get("X-Accel-Buffering"))
@@ -196,7 +196,7 @@ func TestWatchResyncs(t *testing.T) {
 	assert.Equal(t, "SYNCED", lines.event()["event"])
 
 	// An id of another run of the service: RESYNC at once.
-	res = openSSE(t, t.Context(), srv.URL+"/rest/ray/v1/rayclusters/watch", map[string]string{"Last-Event-ID": "other.3.x"})
+	res = openSSE(t.Context(), t, srv.URL+"/rest/ray/v1/rayclusters/watch", map[string]string{"Last-Event-ID": "other.3.x"})
 	lines = readSSE(t, res)
 	resync = lines.event()
 	assert.Equal(t, "RESYNC", resync["event"])
@@ -210,7 +210,7 @@ func TestWatchEndsAtShutdown(t *testing.T) {
 	srv := watchEnv(t, store, func(d *Deps) { d.Shutdown = shutdown })
 	var all []*sseLines
 	for _, path := range []string{"/rest/ray/v1/rayclusters/watch", "/rest/ray/v1/overview/watch", "/rest/ray/v1/namespaces/a/rayclusters/x/watch"} {
-		res := openSSE(t, t.Context(), srv.URL+path, nil)
+		res := openSSE(t.Context(), t, srv.URL+path, nil)
 		require.Equal(t, 200, res.StatusCode, path)
 		lines := readSSE(t, res)
 		lines.event()

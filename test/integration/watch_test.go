@@ -344,7 +344,7 @@ func TestWatchRightsAndBounds(t *testing.T) {
 	stopAt := time.Now()
 	go own.stop()
 	require.True(t, last.ended(15*time.Second), "the stream ends at shutdown")
-	assert.NoError(t, last.err, "a clean end, not a broken connection")
+	require.NoError(t, last.err, "a clean end, not a broken connection")
 	assert.GreaterOrEqual(t, time.Since(stopAt), 1500*time.Millisecond, "streams are served through the shutdown delay")
 	<-own.done
 }
@@ -398,13 +398,13 @@ for (const type of ['ADDED', 'MODIFIED', 'DELETED', 'SYNCED', 'RESYNC', 'ERROR']
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		_, _ = io.WriteString(w, page)
 	})
-	mux.HandleFunc("POST /start", func(w http.ResponseWriter, _ *http.Request) {
+	mux.HandleFunc("POST /start", func(_ http.ResponseWriter, _ *http.Request) {
 		r, err := send("POST", itemPath(ns, "rayclusters", "shown")+"/start", admin, "", nil)
 		if err == nil {
 			started <- r.Status
 		}
 	})
-	mux.HandleFunc("POST /report", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("POST /report", func(_ http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		reports <- string(b)
 	})
