@@ -176,7 +176,6 @@ func (s *Server) watchObject(c *gin.Context) {
 			case err != nil:
 				logger(c).Warn("checking a watch stream's rights", zap.Error(err))
 			}
-			o.stopEvents()
 			o.followEvents(ctx, tok)
 		}
 	}
@@ -204,12 +203,20 @@ type objectStream struct {
 
 func (o *objectStream) id() string { return strconv.FormatInt(o.cursor, 10) }
 
-// followEvents holds the namespace's events when the caller may list them.
+// followEvents holds the namespace's events while the caller may list them, and lets them go when it
+// may no longer. Asked again when the rights cannot be checked, it keeps what it has.
 func (o *objectStream) followEvents(ctx context.Context, tok string) {
-	if o.s.WatchEvents == nil || o.events != nil {
+	if o.s.WatchEvents == nil {
 		return
 	}
-	if ok, err := o.s.Authz.Allowed(ctx, tok, auth.Attributes{Verb: "list", Resource: "events", Namespace: o.ns}); err != nil || !ok {
+	allowed, err := o.s.Authz.Allowed(ctx, tok, auth.Attributes{Verb: "list", Resource: "events", Namespace: o.ns})
+	switch {
+	case err != nil && !revoked(err):
+		return
+	case !allowed || err != nil:
+		o.stopEvents()
+		return
+	case o.events != nil:
 		return
 	}
 	o.events = o.s.WatchEvents(o.ns)

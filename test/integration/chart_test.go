@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -202,10 +203,19 @@ func TestHelmChart(t *testing.T) {
 			}
 		}
 		require.NotNil(t, reference, "the whole ClusterRole makes the service ready")
-		time.Sleep(time.Until(started.Add(25 * time.Second)))
-
 		admin := env.tokens["admin"]
 		probe := namespace(t, "chart-probe")
+		// Each service follows one object from the start: its stream must show an event made later.
+		require.Equal(t, 201, createClusterAt(t, admin, probe, "followed", "?start=false").Status)
+		streams := map[*serviceProc]*reasons{}
+		for _, v := range variants {
+			if v.svc != nil {
+				_, s := openWatch(t, v.svc.url, itemPath(probe, "rayclusters", "followed")+"/watch", admin, "")
+				streams[v.svc] = collectReasons(s)
+			}
+		}
+		time.Sleep(time.Until(started.Add(25 * time.Second)))
+
 		sees := func(svc *serviceProc, step int) bool {
 			get := func(path string) listData {
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -224,10 +234,20 @@ func TestHelmChart(t *testing.T) {
 			}
 			return clusters == step && ready == 2*step && get(nsPath(probe, "rayjobs")).Total == step &&
 				get(nsPath(probe, "rayservices")+"?type=instance").Total == step &&
-				get(nsPath(probe, "rayservices")+"?type=template").Total == step
+				get(nsPath(probe, "rayservices")+"?type=template").Total == step &&
+				(step == 1 || streams[svc].has("Probe"))
 		}
 		lagging := map[string]bool{}
 		for step := 1; step <= 2; step++ {
+			if step == 2 {
+				_, err := env.admin.CoreV1().Events(probe).Create(context.Background(), &corev1.Event{
+					ObjectMeta:     metav1.ObjectMeta{GenerateName: "probe-"},
+					InvolvedObject: corev1.ObjectReference{Kind: "RayCluster", Name: "followed", Namespace: probe, APIVersion: "ray.io/v1"},
+					Reason:         "Probe", Message: "made by the test", Type: "Normal", Count: 1,
+					FirstTimestamp: metav1.Now(), LastTimestamp: metav1.Now(),
+				}, metav1.CreateOptions{})
+				require.NoError(t, err)
+			}
 			suffix := fmt.Sprint("-", step)
 			require.Equal(t, 201, createCluster(t, admin, probe, "probe"+suffix, nil).Status)
 			require.Equal(t, 201, call(t, "POST", nsPath(probe, "rayjobs"), admin, "application/yaml", mustRename(t, "rayjob-minimal.yaml", "probe"+suffix)).Status)
@@ -255,7 +275,7 @@ func TestHelmChart(t *testing.T) {
 			check.Wait()
 			time.Sleep(2 * time.Second)
 		}
-		assert.Len(t, variants, 11)
+		assert.Len(t, variants, 13)
 		for _, v := range variants {
 			switch {
 			case v.what == "":
@@ -329,4 +349,34 @@ func serviceAs(t *testing.T, ns, sa string, rules []rbacv1.PolicyRule) *serviceP
 	svc, err := launchService(env.root, env.state, env.vars, "ray-service-"+sa+".log", 60*time.Second, "--kubeconfig", kubeconfig)
 	require.NoError(t, err)
 	return svc
+}
+
+// reasons are the reasons of the Kubernetes events an object stream sent so far.
+type reasons struct {
+	mu   sync.Mutex
+	seen map[string]bool
+}
+
+func collectReasons(s *sseStream) *reasons {
+	r := &reasons{seen: map[string]bool{}}
+	go func() {
+		for ev := range s.events {
+			var e struct{ Reason string }
+			if ev.Name == "EVENT" && json.Unmarshal(ev.Data, &e) == nil {
+				r.mu.Lock()
+				r.seen[e.Reason] = true
+				r.mu.Unlock()
+			}
+		}
+	}()
+	return r
+}
+
+func (r *reasons) has(reason string) bool {
+	if r == nil {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.seen[reason]
 }

@@ -305,6 +305,14 @@ func TestWatchRightsAndBounds(t *testing.T) {
 
 	time.Sleep(2500 * time.Millisecond)
 	assert.GreaterOrEqual(t, third.heartbeatCount(), 1, "an idle stream sends heartbeats")
+	third.close()
+
+	// carol may get the object but not list events: its object stream shows no event.
+	status, object := openWatch(t, own.url, itemPath(nsA, "rayclusters", "seen")+"/watch", carol, "")
+	require.Equal(t, 200, status)
+	for _, ev := range object.until(t, 30*time.Second, "the object's first state", func(ev sseEvent) bool { return ev.Name == "SYNCED" }) {
+		assert.NotEqual(t, "EVENT", ev.Name, "carol may not list events")
+	}
 
 	// Revoke namespace A.
 	revokedAt := time.Now()
@@ -322,6 +330,8 @@ func TestWatchRightsAndBounds(t *testing.T) {
 	assert.Equal(t, 403, envelope.Code)
 	assert.Equal(t, "Forbidden", envelope.Reason)
 	assert.True(t, inA.ended(10*time.Second), "the stream ends after ERROR")
+	object.until(t, time.Minute, "ERROR on the object stream", func(ev sseEvent) bool { return ev.Name == "ERROR" })
+	assert.True(t, object.ended(10*time.Second), "the object stream ends after ERROR")
 	require.NoError(t, inA.err)
 	// B is still seen: its object changes on the stream across namespaces.
 	require.Equal(t, 200, call(t, "POST", itemPath(nsB, "rayclusters", "seen")+"/start", admin, "", nil).Status)
@@ -331,7 +341,6 @@ func TestWatchRightsAndBounds(t *testing.T) {
 
 	// Streams the clients close leave no goroutine behind.
 	across.close()
-	third.close()
 	adminStream.close()
 	eventually(t, 10*time.Second, "goroutines back to their number before the streams", func() bool {
 		return goroutinesOf(t, own.url) <= baseline+2
