@@ -33,6 +33,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"ray-service/internal/api"
+	"ray-service/internal/audit"
 	"ray-service/internal/auth"
 	"ray-service/internal/config"
 	"ray-service/internal/k8s"
@@ -119,6 +120,8 @@ func run() error {
 	serving, endStreams := context.WithCancel(context.Background())
 	defer endStreams()
 	events := k8s.NewEventWatches(watchCore)
+	instance, _ := os.Hostname()
+	trail := &audit.Trail{Signer: audit.Signer{Key: key}, Events: core.CoreV1(), Log: log, Instance: instance}
 	draining := &drain{}
 	router := api.NewRouter(api.Deps{
 		Kinds: kinds,
@@ -139,6 +142,7 @@ func run() error {
 		Watches:         api.NewWatchLimit(cfg.MaxWatches, cfg.MaxWatchesPerCaller, cfg.MaxWatchDuration),
 		Streams:         api.StreamOptions{Heartbeat: cfg.WatchHeartbeat, Reauthorize: cfg.AuthCacheTTL},
 		WatchEvents:     func(ns string) api.NamespaceEvents { return events.Acquire(ns) },
+		Audit:           trail,
 		Ready:           draining.ready(readiness(store, core.Discovery(), kinds)),
 	})
 	srv := &http.Server{Addr: cfg.Listen, Handler: router, ReadHeaderTimeout: 10 * time.Second,

@@ -78,6 +78,90 @@ const docTemplate = `{
                 }
             }
         },
+        "/rest/ray/v1/audit": {
+            "get": {
+                "security": [
+                    {
+                        "Bearer": []
+                    }
+                ],
+                "description": "The writes made through the service (create, replace, delete, start, stop, scale, and each item of a\nbatch delete that succeeded), newest first: who (the caller's user name), what, when, and the\nrequest id. Each is a Kubernetes Event the service writes with its own identity and signs, on the\nobject (a deleted object's stays in its namespace), labelled ray.openfuyao.com/audit=true, with a reason\nRayService\u003cAction\u003e; events it did not sign are not shown. Only namespaces where the caller may list\nevents are shown (403 when it asks for one where it may not). Events live as long as the cluster\nkeeps events (one hour by default).",
+                "produces": [
+                    "application/json"
+                ],
+                "tags": [
+                    "audit"
+                ],
+                "summary": "Audit trail",
+                "parameters": [
+                    {
+                        "type": "string",
+                        "description": "only this namespace",
+                        "name": "namespace",
+                        "in": "query"
+                    },
+                    {
+                        "type": "integer",
+                        "default": 1,
+                        "description": "page, from 1",
+                        "name": "page",
+                        "in": "query"
+                    },
+                    {
+                        "maximum": 500,
+                        "type": "integer",
+                        "default": 20,
+                        "description": "entries per page",
+                        "name": "pageSize",
+                        "in": "query"
+                    }
+                ],
+                "responses": {
+                    "200": {
+                        "description": "OK",
+                        "schema": {
+                            "allOf": [
+                                {
+                                    "$ref": "#/definitions/api.Envelope"
+                                },
+                                {
+                                    "type": "object",
+                                    "properties": {
+                                        "data": {
+                                            "$ref": "#/definitions/api.AuditData"
+                                        }
+                                    }
+                                }
+                            ]
+                        }
+                    },
+                    "400": {
+                        "description": "Bad Request",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    },
+                    "401": {
+                        "description": "Unauthorized",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    },
+                    "403": {
+                        "description": "Forbidden",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    },
+                    "503": {
+                        "description": "Service Unavailable",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    }
+                }
+            }
+        },
         "/rest/ray/v1/namespaces/{namespace}/rayclusters/{name}/metrics": {
             "get": {
                 "security": [
@@ -2153,6 +2237,143 @@ const docTemplate = `{
                 }
             }
         },
+        "/rest/ray/v1/namespaces/{namespace}/{kind}/{name}/scale": {
+            "post": {
+                "security": [
+                    {
+                        "Bearer": []
+                    }
+                ],
+                "description": "Sets replicas, minReplicas and maxReplicas (each optional; at least one) of one worker group: of\nthe RayCluster, or of the cluster spec of a RayJob (spec.rayClusterSpec) or RayService\n(spec.rayClusterConfig); of the stored manifest for a template. Written as the caller, as an\nupdate of the object read (a change made in between is 409). 422 names the field: an unknown\ngroup, or bounds that do not hold afterwards (minReplicas ≤ replicas ≤ maxReplicas, each 0 to\n2147483647). When the Ray autoscaler owns the group (enableInTreeAutoscaling), the answer warns\nthat it may change the replicas given. Answers the object afterwards, as start does.",
+                "consumes": [
+                    "application/json"
+                ],
+                "produces": [
+                    "application/json"
+                ],
+                "tags": [
+                    "lifecycle"
+                ],
+                "summary": "Scale a worker group",
+                "parameters": [
+                    {
+                        "type": "string",
+                        "description": "namespace",
+                        "name": "namespace",
+                        "in": "path",
+                        "required": true
+                    },
+                    {
+                        "enum": [
+                            "rayclusters",
+                            "rayjobs",
+                            "rayservices"
+                        ],
+                        "type": "string",
+                        "description": "kind",
+                        "name": "kind",
+                        "in": "path",
+                        "required": true
+                    },
+                    {
+                        "type": "string",
+                        "description": "name",
+                        "name": "name",
+                        "in": "path",
+                        "required": true
+                    },
+                    {
+                        "description": "the group and its new figures",
+                        "name": "body",
+                        "in": "body",
+                        "required": true,
+                        "schema": {
+                            "$ref": "#/definitions/k8s.ScaleRequest"
+                        }
+                    }
+                ],
+                "responses": {
+                    "200": {
+                        "description": "OK",
+                        "schema": {
+                            "allOf": [
+                                {
+                                    "$ref": "#/definitions/api.Envelope"
+                                },
+                                {
+                                    "type": "object",
+                                    "properties": {
+                                        "data": {
+                                            "$ref": "#/definitions/api.ScaleResult"
+                                        }
+                                    }
+                                }
+                            ]
+                        }
+                    },
+                    "400": {
+                        "description": "Bad Request",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    },
+                    "401": {
+                        "description": "Unauthorized",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    },
+                    "403": {
+                        "description": "Forbidden",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    },
+                    "404": {
+                        "description": "Not Found",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    },
+                    "409": {
+                        "description": "Conflict",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    },
+                    "413": {
+                        "description": "Request Entity Too Large",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    },
+                    "415": {
+                        "description": "Unsupported Media Type",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    },
+                    "422": {
+                        "description": "Unprocessable Entity",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    },
+                    "503": {
+                        "description": "Service Unavailable",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    },
+                    "504": {
+                        "description": "Gateway Timeout",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    }
+                }
+            }
+        },
         "/rest/ray/v1/namespaces/{namespace}/{kind}/{name}/start": {
             "post": {
                 "security": [
@@ -3125,6 +3346,29 @@ const docTemplate = `{
         }
     },
     "definitions": {
+        "api.AuditData": {
+            "type": "object",
+            "properties": {
+                "items": {
+                    "type": "array",
+                    "items": {
+                        "$ref": "#/definitions/audit.Entry"
+                    }
+                },
+                "page": {
+                    "type": "integer",
+                    "example": 1
+                },
+                "pageSize": {
+                    "type": "integer",
+                    "example": 20
+                },
+                "total": {
+                    "type": "integer",
+                    "example": 42
+                }
+            }
+        },
         "api.BatchDeleteRequest": {
             "type": "object",
             "properties": {
@@ -3459,6 +3703,114 @@ const docTemplate = `{
                 }
             }
         },
+        "api.ScaleResult": {
+            "type": "object",
+            "properties": {
+                "activeRayClusterName": {
+                    "type": "string"
+                },
+                "conditions": {
+                    "type": "array",
+                    "items": {}
+                },
+                "createdAt": {
+                    "type": "string"
+                },
+                "creator": {
+                    "type": "string"
+                },
+                "dashboardURL": {
+                    "type": "string",
+                    "example": "/rest/ray/v1/namespaces/default/rayclusters/demo/dashboard/"
+                },
+                "endTime": {
+                    "type": "string"
+                },
+                "entrypoint": {
+                    "type": "string"
+                },
+                "events": {
+                    "type": "array",
+                    "items": {
+                        "$ref": "#/definitions/k8s.EventInfo"
+                    }
+                },
+                "head": {
+                    "$ref": "#/definitions/k8s.HeadSummary"
+                },
+                "image": {
+                    "type": "string"
+                },
+                "jobDeploymentStatus": {
+                    "type": "string"
+                },
+                "jobStatus": {
+                    "description": "RayJob only.",
+                    "type": "string"
+                },
+                "kind": {
+                    "type": "string"
+                },
+                "name": {
+                    "type": "string"
+                },
+                "namespace": {
+                    "type": "string"
+                },
+                "numServeEndpoints": {
+                    "type": "integer"
+                },
+                "object": {
+                    "type": "object",
+                    "additionalProperties": {}
+                },
+                "pendingRayClusterName": {
+                    "type": "string"
+                },
+                "rayClusterName": {
+                    "type": "string"
+                },
+                "rayVersion": {
+                    "type": "string"
+                },
+                "requested": {
+                    "description": "Requested totals the head and every worker replica.",
+                    "allOf": [
+                        {
+                            "$ref": "#/definitions/k8s.Resources"
+                        }
+                    ]
+                },
+                "serviceStatus": {
+                    "description": "RayService only.",
+                    "type": "string"
+                },
+                "startTime": {
+                    "type": "string"
+                },
+                "status": {
+                    "type": "string"
+                },
+                "submissionMode": {
+                    "type": "string"
+                },
+                "type": {
+                    "type": "string"
+                },
+                "warnings": {
+                    "type": "array",
+                    "items": {
+                        "type": "string"
+                    }
+                },
+                "workerGroups": {
+                    "type": "array",
+                    "items": {
+                        "$ref": "#/definitions/k8s.WorkerGroup"
+                    }
+                }
+            }
+        },
         "api.SyncedData": {
             "type": "object",
             "properties": {
@@ -3502,6 +3854,40 @@ const docTemplate = `{
                             "$ref": "#/definitions/api.SyncedData"
                         }
                     ]
+                }
+            }
+        },
+        "audit.Entry": {
+            "type": "object",
+            "properties": {
+                "action": {
+                    "type": "string",
+                    "example": "Stop"
+                },
+                "kind": {
+                    "type": "string",
+                    "example": "RayCluster"
+                },
+                "message": {
+                    "type": "string"
+                },
+                "name": {
+                    "type": "string",
+                    "example": "raycluster-demo"
+                },
+                "namespace": {
+                    "type": "string",
+                    "example": "default"
+                },
+                "requestID": {
+                    "type": "string"
+                },
+                "time": {
+                    "type": "string"
+                },
+                "user": {
+                    "type": "string",
+                    "example": "admin"
                 }
             }
         },
@@ -3678,6 +4064,28 @@ const docTemplate = `{
                 },
                 "npu": {
                     "type": "integer"
+                }
+            }
+        },
+        "k8s.ScaleRequest": {
+            "type": "object",
+            "properties": {
+                "group": {
+                    "description": "Group names the worker group (its groupName).",
+                    "type": "string",
+                    "example": "workers"
+                },
+                "maxReplicas": {
+                    "type": "integer",
+                    "example": 5
+                },
+                "minReplicas": {
+                    "type": "integer",
+                    "example": 1
+                },
+                "replicas": {
+                    "type": "integer",
+                    "example": 3
                 }
             }
         },

@@ -78,6 +78,11 @@ func (f *fakeObjects) Stop(_ context.Context, ns, name string) (*k8s.Current, er
 	return f.current, f.err
 }
 
+func (f *fakeObjects) Scale(_ context.Context, ns, name string, r k8s.ScaleRequest) (*k8s.Current, []string, error) {
+	f.record("scale " + ns + "/" + name + " " + r.Group)
+	return f.current, []string{}, f.err
+}
+
 func (f *fakeObjects) Delete(_ context.Context, ns, name string, force bool) error {
 	call := "delete " + ns + "/" + name
 	if force {

@@ -7,12 +7,14 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strings"
 
 	"github.com/gin-gonic/gin"
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"ray-service/internal/audit"
 	"ray-service/internal/k8s"
 )
 
@@ -43,7 +45,7 @@ const batchInParallel = 8
 //	@Failure		400,401,403,404,409,422	{object}	Envelope
 //	@Failure		503,504					{object}	Envelope
 //	@Router			/rest/ray/v1/namespaces/{namespace}/{kind}/{name}/start [post]
-func (s *Server) start(c *gin.Context) { s.lifecycle(c, Objects.Start) }
+func (s *Server) start(c *gin.Context) { s.lifecycle(c, audit.Start, Objects.Start) }
 
 // stop stops an object.
 //
@@ -64,15 +66,16 @@ func (s *Server) start(c *gin.Context) { s.lifecycle(c, Objects.Start) }
 //	@Failure		400,401,403,404,409		{object}	Envelope
 //	@Failure		503,504					{object}	Envelope	"503: the Ray dashboard is unreachable"
 //	@Router			/rest/ray/v1/namespaces/{namespace}/{kind}/{name}/stop [post]
-func (s *Server) stop(c *gin.Context) { s.lifecycle(c, Objects.Stop) }
+func (s *Server) stop(c *gin.Context) { s.lifecycle(c, audit.Stop, Objects.Stop) }
 
-func (s *Server) lifecycle(c *gin.Context, op func(Objects, context.Context, string, string) (*k8s.Current, error)) {
+func (s *Server) lifecycle(c *gin.Context, action string, op func(Objects, context.Context, string, string) (*k8s.Current, error)) {
 	r := req(c)
 	cur, err := op(r.objects, c.Request.Context(), c.Param("namespace"), c.Param("name"))
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
+	s.recordCurrent(c, action, r, cur, "")
 	s.ok(c, http.StatusOK, s.detail(r, cur))
 }
 
@@ -142,6 +145,11 @@ func (s *Server) batchDelete(c *gin.Context) {
 		})
 	}
 	_ = g.Wait() // every item answers for itself
+	for it, r := range outcome {
+		if r.Code == http.StatusOK {
+			s.recordWrite(c, audit.Delete, req(c).kind, it.Namespace, it.Name, "", strings.TrimSuffix("in a batch, "+forcedDetail(batch.Force), ", "))
+		}
+	}
 	results := make([]BatchResult, len(batch.Items))
 	for i, it := range batch.Items {
 		results[i] = *outcome[it]
@@ -149,23 +157,34 @@ func (s *Server) batchDelete(c *gin.Context) {
 	s.ok(c, http.StatusOK, results)
 }
 
-func readBatch(c *gin.Context) (*BatchDeleteRequest, error) {
+// readJSON decodes a JSON body (what names it in messages) into v, refusing unknown fields.
+func readJSON(c *gin.Context, what string, v any) error {
 	if c.ContentType() != "application/json" {
-		return nil, statusError(http.StatusUnsupportedMediaType, metav1.StatusReasonUnsupportedMediaType, "send the batch as application/json")
+		return statusError(http.StatusUnsupportedMediaType, metav1.StatusReasonUnsupportedMediaType, "send the "+what+" as application/json")
 	}
 	body := http.MaxBytesReader(c.Writer, c.Request.Body, MaxBodyBytes)
 	data, err := io.ReadAll(body)
 	if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
-		return nil, errTooLarge
+		return errTooLarge
 	}
 	if err != nil {
-		return nil, badRequest("reading the request body: %v", err)
+		return badRequest("reading the request body: %v", err)
 	}
-	var req BatchDeleteRequest
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		return nil, badRequest("invalid batch: %v", err)
+	if err := dec.Decode(v); err != nil {
+		return badRequest("invalid %s: %v", what, err)
+	}
+	if dec.More() {
+		return badRequest("invalid %s: one JSON object, nothing after it", what)
+	}
+	return nil
+}
+
+func readBatch(c *gin.Context) (*BatchDeleteRequest, error) {
+	var req BatchDeleteRequest
+	if err := readJSON(c, "batch", &req); err != nil {
+		return nil, err
 	}
 	switch {
 	case len(req.Items) == 0:
@@ -185,4 +204,48 @@ func readBatch(c *gin.Context) (*BatchDeleteRequest, error) {
 		}
 	}
 	return &req, nil
+}
+
+// ScaleResult is the object after a scale, and what the caller should know about the change.
+type ScaleResult struct {
+	Detail
+	Warnings []string `json:"warnings"`
+}
+
+// scale sets a worker group's replicas and bounds.
+//
+//	@Summary		Scale a worker group
+//	@Description	Sets replicas, minReplicas and maxReplicas (each optional; at least one) of one worker group: of
+//	@Description	the RayCluster, or of the cluster spec of a RayJob (spec.rayClusterSpec) or RayService
+//	@Description	(spec.rayClusterConfig); of the stored manifest for a template. Written as the caller, as an
+//	@Description	update of the object read (a change made in between is 409). 422 names the field: an unknown
+//	@Description	group, or bounds that do not hold afterwards (minReplicas ≤ replicas ≤ maxReplicas, each 0 to
+//	@Description	2147483647). When the Ray autoscaler owns the group (enableInTreeAutoscaling), the answer warns
+//	@Description	that it may change the replicas given. Answers the object afterwards, as start does.
+//	@Tags			lifecycle
+//	@Accept			json
+//	@Produce		json
+//	@Security		Bearer
+//	@Param			namespace				path		string				true	"namespace"
+//	@Param			kind					path		string				true	"kind"	Enums(rayclusters, rayjobs, rayservices)
+//	@Param			name					path		string				true	"name"
+//	@Param			body					body		k8s.ScaleRequest	true	"the group and its new figures"
+//	@Success		200						{object}	Envelope{data=ScaleResult}
+//	@Failure		400,401,403,404,409,413	{object}	Envelope
+//	@Failure		415,422,503,504			{object}	Envelope
+//	@Router			/rest/ray/v1/namespaces/{namespace}/{kind}/{name}/scale [post]
+func (s *Server) scale(c *gin.Context) {
+	var sr k8s.ScaleRequest
+	if err := readJSON(c, "scale request", &sr); err != nil {
+		s.fail(c, err)
+		return
+	}
+	r := req(c)
+	cur, warnings, err := r.objects.Scale(c.Request.Context(), c.Param("namespace"), c.Param("name"), sr)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	s.recordCurrent(c, audit.Scale, r, cur, scaleDetail(sr))
+	s.ok(c, http.StatusOK, ScaleResult{Detail: s.detail(r, cur), Warnings: warnings})
 }

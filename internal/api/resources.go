@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/yaml"
 
+	"ray-service/internal/audit"
 	"ray-service/internal/auth"
 	"ray-service/internal/k8s"
 )
@@ -283,6 +284,8 @@ func (s *Server) create(c *gin.Context) {
 	code := http.StatusCreated
 	if dryRun {
 		code = http.StatusOK
+	} else {
+		s.recordCurrent(c, audit.Create, r, cur, "")
 	}
 	s.ok(c, code, s.detail(r, cur))
 }
@@ -382,6 +385,9 @@ func (s *Server) replace(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
+	if !dryRun {
+		s.recordCurrent(c, audit.Replace, r, cur, "")
+	}
 	s.ok(c, http.StatusOK, s.detail(r, cur))
 }
 
@@ -408,6 +414,7 @@ func (s *Server) delete(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
+	s.recordWrite(c, audit.Delete, req(c).kind, ns, name, "", forcedDetail(force))
 	s.ok(c, http.StatusOK, DeleteData{Namespace: ns, Name: name})
 }
 
@@ -452,4 +459,11 @@ func (s *Server) exportYAML(c *gin.Context) {
 		c.Header("Content-Disposition", fmt.Sprintf(`attachment; filename="%s.yaml"`, obj.GetName()))
 	}
 	c.Data(http.StatusOK, "application/yaml; charset=utf-8", out)
+}
+
+func forcedDetail(force bool) string {
+	if force {
+		return "forced"
+	}
+	return ""
 }

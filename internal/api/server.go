@@ -78,6 +78,7 @@ type Objects interface {
 	Replace(ctx context.Context, obj *unstructured.Unstructured, dryRun bool) (*k8s.Current, error)
 	Start(ctx context.Context, ns, name string) (*k8s.Current, error)
 	Stop(ctx context.Context, ns, name string) (*k8s.Current, error)
+	Scale(ctx context.Context, ns, name string, r k8s.ScaleRequest) (*k8s.Current, []string, error)
 	Delete(ctx context.Context, ns, name string, force bool) error
 	// Summarize is the whole summary of what Resolve returned.
 	Summarize(cur *k8s.Current) k8s.Summary
@@ -130,6 +131,8 @@ type Deps struct {
 	Streams StreamOptions
 	// WatchEvents holds the Kubernetes events of a namespace for object streams; nil: they send none.
 	WatchEvents func(ns string) NamespaceEvents
+	// Audit records each write made through the service and lists them; nil: none is recorded.
+	Audit AuditTrail
 	// Ready reports why the service cannot serve yet, or nil.
 	Ready func(ctx context.Context) error
 }
@@ -140,6 +143,8 @@ type Server struct {
 
 	readyMu     sync.Mutex
 	readyReason string
+	// auditSlots bounds the audit events written at once.
+	auditSlots chan struct{}
 }
 
 // Keys of what the middlewares put into a request's context.
@@ -152,7 +157,7 @@ type (
 
 // NewRouter returns the HTTP handler of the service.
 func NewRouter(d Deps) *gin.Engine {
-	s := &Server{Deps: d}
+	s := &Server{Deps: d, auditSlots: make(chan struct{}, auditInFlight)}
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
 	r.ContextWithFallback = true
@@ -175,6 +180,7 @@ func NewRouter(d Deps) *gin.Engine {
 	a := v1.Group("", s.authenticate)
 	a.GET("/overview", s.overview)
 	a.GET("/overview/watch", s.watchOverview)
+	a.GET("/audit", s.auditList)
 	all := a.Group("/:kind", s.withKind)
 	all.GET("", s.listAll)
 	all.GET("/watch", s.watchAll)
@@ -190,6 +196,7 @@ func NewRouter(d Deps) *gin.Engine {
 	ns.GET("/:name/yaml", s.exportYAML)
 	ns.POST("/:name/start", s.start)
 	ns.POST("/:name/stop", s.stop)
+	ns.POST("/:name/scale", s.scale)
 	ns.GET("/:name/pods", s.pods)
 	ns.GET("/:name/events", s.events)
 	ns.GET("/:name/logs", s.logs)

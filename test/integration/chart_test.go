@@ -208,6 +208,18 @@ func TestHelmChart(t *testing.T) {
 		// Each service follows one object from the start: its stream must show an event made later.
 		require.Equal(t, 201, createClusterAt(t, admin, probe, "followed", "?start=false").Status)
 		streams := map[*serviceProc]*reasons{}
+		writes := map[*serviceProc]string{}
+		// audited tells whether the audit event of the request id was written.
+		audited := func(id string) bool {
+			list, err := env.admin.CoreV1().Events(probe).List(context.Background(), metav1.ListOptions{LabelSelector: "ray.openfuyao.com/audit=true"})
+			require.NoError(t, err)
+			for _, e := range list.Items {
+				if id != "" && e.Annotations["ray.openfuyao.com/request-id"] == id {
+					return true
+				}
+			}
+			return false
+		}
 		for _, v := range variants {
 			if v.svc != nil {
 				_, s := openWatch(t, v.svc.url, itemPath(probe, "rayclusters", "followed")+"/watch", admin, "")
@@ -235,11 +247,20 @@ func TestHelmChart(t *testing.T) {
 			return clusters == step && ready == 2*step && get(nsPath(probe, "rayjobs")).Total == step &&
 				get(nsPath(probe, "rayservices")+"?type=instance").Total == step &&
 				get(nsPath(probe, "rayservices")+"?type=template").Total == step &&
-				(step == 1 || streams[svc].has("Probe"))
+				(step == 1 || (streams[svc].has("Probe") && audited(writes[svc])))
 		}
 		lagging := map[string]bool{}
 		for step := 1; step <= 2; step++ {
 			if step == 2 {
+				// A write through each service must leave its audit event: the events it creates.
+				for _, v := range variants {
+					if v.svc != nil {
+						r, err := sendTo(v.svc.url, "POST", itemPath(probe, "rayclusters", "followed")+"/stop", admin, "", nil)
+						require.NoError(t, err)
+						require.Equal(t, 200, r.Status, string(r.Raw))
+						writes[v.svc] = r.Header.Get("X-Request-ID")
+					}
+				}
 				_, err := env.admin.CoreV1().Events(probe).Create(context.Background(), &corev1.Event{
 					ObjectMeta:     metav1.ObjectMeta{GenerateName: "probe-"},
 					InvolvedObject: corev1.ObjectReference{Kind: "RayCluster", Name: "followed", Namespace: probe, APIVersion: "ray.io/v1"},
@@ -275,7 +296,7 @@ func TestHelmChart(t *testing.T) {
 			check.Wait()
 			time.Sleep(2 * time.Second)
 		}
-		assert.Len(t, variants, 13)
+		assert.Len(t, variants, 14)
 		for _, v := range variants {
 			switch {
 			case v.what == "":

@@ -37,6 +37,8 @@ type summary struct {
 	WorkerGroups []struct {
 		Name          string `json:"name"`
 		Replicas      int64  `json:"replicas"`
+		MinReplicas   int64  `json:"minReplicas"`
+		MaxReplicas   int64  `json:"maxReplicas"`
 		ReadyReplicas int64  `json:"readyReplicas"`
 	} `json:"workerGroups"`
 	Requested struct {
