@@ -136,6 +136,7 @@ stages=(node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat-
   pod/fast/pod-ready.yaml pod/fast/pod-delete.yaml)
 start kwok "$BIN/kwok" --kubeconfig="$KC" --config="$STACK_DIR/kwok.yaml" \
   $(for s in "${stages[@]}"; do printf -- '--config=%s ' "$KWOK_DIR/kustomize/stage/$s"; done) \
+  --config="$STACK_DIR/kwok-stages.yaml" \
   --server-address="127.0.0.1:$KWOK_PORT" --node-port="$KWOK_PORT" --enable-crds=Logs,ClusterLogs \
   --tls-cert-file="$P/kwok.crt" --tls-private-key-file="$P/kwok.key"
 start ray-operator env HTTP_PROXY="$OPERATOR_HTTP_PROXY" http_proxy="$OPERATOR_HTTP_PROXY" NO_PROXY=127.0.0.1,localhost \

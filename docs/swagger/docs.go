@@ -340,6 +340,12 @@ const docTemplate = `{
                         "in": "query"
                     },
                     {
+                        "type": "string",
+                        "description": "health state, comma-separated (Healthy, Progressing, Degraded, Failed, Stopped)",
+                        "name": "health",
+                        "in": "query"
+                    },
+                    {
                         "enum": [
                             "instance",
                             "template"
@@ -670,6 +676,12 @@ const docTemplate = `{
                         "type": "string",
                         "description": "creator user name, comma-separated",
                         "name": "creator",
+                        "in": "query"
+                    },
+                    {
+                        "type": "string",
+                        "description": "health state, comma-separated",
+                        "name": "health",
                         "in": "query"
                     },
                     {
@@ -3007,6 +3019,12 @@ const docTemplate = `{
                         "in": "query"
                     },
                     {
+                        "type": "string",
+                        "description": "health state, comma-separated (Healthy, Progressing, Degraded, Failed, Stopped)",
+                        "name": "health",
+                        "in": "query"
+                    },
+                    {
                         "enum": [
                             "instance",
                             "template"
@@ -3264,6 +3282,12 @@ const docTemplate = `{
                         "in": "query"
                     },
                     {
+                        "type": "string",
+                        "description": "health state, comma-separated",
+                        "name": "health",
+                        "in": "query"
+                    },
+                    {
                         "enum": [
                             "instance",
                             "template"
@@ -3483,6 +3507,14 @@ const docTemplate = `{
                 "head": {
                     "$ref": "#/definitions/k8s.HeadSummary"
                 },
+                "health": {
+                    "description": "Health is derived in the watch cache from the object's status and conditions and its pods.",
+                    "allOf": [
+                        {
+                            "$ref": "#/definitions/k8s.Health"
+                        }
+                    ]
+                },
                 "image": {
                     "type": "string"
                 },
@@ -3511,6 +3543,13 @@ const docTemplate = `{
                 },
                 "pendingRayClusterName": {
                     "type": "string"
+                },
+                "problems": {
+                    "description": "Problems are what holds the object back, each with the pod or object it was seen on.",
+                    "type": "array",
+                    "items": {
+                        "$ref": "#/definitions/k8s.Problem"
+                    }
                 },
                 "rayClusterName": {
                     "type": "string"
@@ -3738,6 +3777,14 @@ const docTemplate = `{
                 "head": {
                     "$ref": "#/definitions/k8s.HeadSummary"
                 },
+                "health": {
+                    "description": "Health is derived in the watch cache from the object's status and conditions and its pods.",
+                    "allOf": [
+                        {
+                            "$ref": "#/definitions/k8s.Health"
+                        }
+                    ]
+                },
                 "image": {
                     "type": "string"
                 },
@@ -3766,6 +3813,13 @@ const docTemplate = `{
                 },
                 "pendingRayClusterName": {
                     "type": "string"
+                },
+                "problems": {
+                    "description": "Problems are what holds the object back, each with the pod or object it was seen on.",
+                    "type": "array",
+                    "items": {
+                        "$ref": "#/definitions/k8s.Problem"
+                    }
                 },
                 "rayClusterName": {
                     "type": "string"
@@ -3984,6 +4038,33 @@ const docTemplate = `{
                 }
             }
         },
+        "k8s.Health": {
+            "type": "object",
+            "properties": {
+                "message": {
+                    "type": "string",
+                    "example": "0/2 nodes are available: 2 Insufficient nvidia.com/gpu."
+                },
+                "reason": {
+                    "type": "string",
+                    "example": "Unschedulable"
+                },
+                "since": {
+                    "type": "string"
+                },
+                "state": {
+                    "type": "string",
+                    "enum": [
+                        "Healthy",
+                        "Progressing",
+                        "Degraded",
+                        "Failed",
+                        "Stopped"
+                    ],
+                    "example": "Degraded"
+                }
+            }
+        },
         "k8s.InvolvedObjectRef": {
             "type": "object",
             "properties": {
@@ -4050,6 +4131,29 @@ const docTemplate = `{
                 }
             }
         },
+        "k8s.Problem": {
+            "type": "object",
+            "properties": {
+                "message": {
+                    "type": "string"
+                },
+                "reason": {
+                    "type": "string",
+                    "example": "ImagePullBackOff"
+                },
+                "since": {
+                    "type": "string"
+                },
+                "source": {
+                    "description": "Source is the object the problem was seen on: the object itself, or one of its pods.",
+                    "allOf": [
+                        {
+                            "$ref": "#/definitions/k8s.InvolvedObjectRef"
+                        }
+                    ]
+                }
+            }
+        },
         "k8s.Resources": {
             "type": "object",
             "properties": {
@@ -4109,6 +4213,14 @@ const docTemplate = `{
                 },
                 "head": {
                     "$ref": "#/definitions/k8s.HeadSummary"
+                },
+                "health": {
+                    "description": "Health is derived in the watch cache from the object's status and conditions and its pods.",
+                    "allOf": [
+                        {
+                            "$ref": "#/definitions/k8s.Health"
+                        }
+                    ]
                 },
                 "image": {
                     "type": "string"

@@ -30,7 +30,9 @@ type ListData struct {
 // proxy, the recent events and the whole object.
 type Detail struct {
 	k8s.Summary
-	Conditions   []any           `json:"conditions"`
+	Conditions []any `json:"conditions"`
+	// Problems are what holds the object back, each with the pod or object it was seen on.
+	Problems     []k8s.Problem   `json:"problems"`
 	DashboardURL string          `json:"dashboardURL,omitempty" example:"/rest/ray/v1/namespaces/default/rayclusters/demo/dashboard/"`
 	Events       []k8s.EventInfo `json:"events"`
 	Object       map[string]any  `json:"object"`
@@ -68,6 +70,7 @@ func forbidden(k *k8s.Kind, verb, ns string) error {
 //	@Param			status			query		string	false	"normalized status, comma-separated"
 //	@Param			rayVersion		query		string	false	"Ray version, comma-separated"
 //	@Param			creator			query		string	false	"creator user name, comma-separated"
+//	@Param			health			query		string	false	"health state, comma-separated (Healthy, Progressing, Degraded, Failed, Stopped)"
 //	@Param			type			query		string	false	"instance or template"	Enums(instance, template)
 //	@Param			sortBy			query		string	false	"sort key"				Enums(name, createdAt, status, rayVersion)	default(createdAt)
 //	@Param			order			query		string	false	"sort order"			Enums(asc, desc)							default(desc)
@@ -93,6 +96,7 @@ func (s *Server) listAll(c *gin.Context) { s.list(c) }
 //	@Param			status				query		string	false	"normalized status, comma-separated"
 //	@Param			rayVersion			query		string	false	"Ray version, comma-separated"
 //	@Param			creator				query		string	false	"creator user name, comma-separated"
+//	@Param			health			query		string	false	"health state, comma-separated (Healthy, Progressing, Degraded, Failed, Stopped)"
 //	@Param			type				query		string	false	"instance or template"	Enums(instance, template)
 //	@Param			sortBy				query		string	false	"sort key"				Enums(name, createdAt, status, rayVersion)	default(createdAt)
 //	@Param			order				query		string	false	"sort order"			Enums(asc, desc)							default(desc)
@@ -147,6 +151,14 @@ func parseListQuery(c *gin.Context) (*k8s.Query, error) {
 	q.Statuses = splitList(c.Query("status"))
 	q.RayVersions = splitList(c.Query("rayVersion"))
 	q.Creators = splitList(c.Query("creator"))
+	q.Healths = splitList(c.Query("health"))
+	for _, h := range q.Healths {
+		switch h {
+		case k8s.HealthHealthy, k8s.HealthProgressing, k8s.HealthDegraded, k8s.HealthFailed, k8s.HealthStopped:
+		default:
+			return nil, badRequest("health %q: want Healthy, Progressing, Degraded, Failed or Stopped", h)
+		}
+	}
 	switch t := c.Query("type"); t {
 	case "", k8s.TypeInstance, k8s.TypeTemplate:
 		q.Type = t
@@ -332,6 +344,7 @@ func (s *Server) resolve(c *gin.Context) (*request, *k8s.Current, bool) {
 // detail shows an instance or a template.
 func (s *Server) detail(r *request, cur *k8s.Current) Detail {
 	d := Detail{Summary: r.objects.Summarize(cur), Conditions: []any{}, Events: []k8s.EventInfo{}}
+	d.Problems = d.Summary.Problems()
 	if cur.Template != nil {
 		d.Object = cur.Template.DetailObject().Object
 		return d

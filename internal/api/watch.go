@@ -121,6 +121,7 @@ func scopeHash(sc k8s.Scopes) string {
 //	@Param			status			query		string	false	"normalized status, comma-separated"
 //	@Param			rayVersion		query		string	false	"Ray version, comma-separated"
 //	@Param			creator			query		string	false	"creator user name, comma-separated"
+//	@Param			health			query		string	false	"health state, comma-separated"
 //	@Param			type			query		string	false	"instance or template"	Enums(instance, template)
 //	@Param			sortBy			query		string	false	"order of the snapshot"	Enums(name, createdAt, status, rayVersion)	default(createdAt)
 //	@Param			order			query		string	false	"order of the snapshot"	Enums(asc, desc)							default(desc)
@@ -147,6 +148,7 @@ func (s *Server) watchAll(c *gin.Context) { s.watchList(c) }
 //	@Param			status			query		string	false	"normalized status, comma-separated"
 //	@Param			rayVersion		query		string	false	"Ray version, comma-separated"
 //	@Param			creator			query		string	false	"creator user name, comma-separated"
+//	@Param			health			query		string	false	"health state, comma-separated"
 //	@Param			type			query		string	false	"instance or template"	Enums(instance, template)
 //	@Param			sortBy			query		string	false	"order of the snapshot"	Enums(name, createdAt, status, rayVersion)	default(createdAt)
 //	@Param			order			query		string	false	"order of the snapshot"	Enums(asc, desc)							default(desc)

@@ -27,6 +27,8 @@ type Query struct {
 	Statuses    []string
 	RayVersions []string
 	Creators    []string
+	// Healths match the health state (Healthy, Progressing, Degraded, Failed, Stopped).
+	Healths []string
 	// Type is TypeInstance, TypeTemplate or "" for both.
 	Type string
 	// Labels selects by label; nil selects all.
@@ -40,7 +42,7 @@ type Query struct {
 
 // filters tells whether the query leaves out any instance.
 func (q *Query) filters() bool {
-	return q.Search != "" || len(q.Statuses) > 0 || len(q.RayVersions) > 0 || len(q.Creators) > 0 ||
+	return q.Search != "" || len(q.Statuses) > 0 || len(q.RayVersions) > 0 || len(q.Creators) > 0 || len(q.Healths) > 0 ||
 		(q.Type != "" && q.Type != TypeInstance) || (q.Labels != nil && !q.Labels.Empty())
 }
 
@@ -56,7 +58,7 @@ func (q *Query) matchKey(sortKey string, scope auth.Scope) string {
 		sel = q.Labels.String()
 	}
 	return strings.Join([]string{sortKey, strconv.FormatBool(q.Desc), strings.ToLower(q.Search), strings.Join(q.Statuses, ","),
-		strings.Join(q.RayVersions, ","), strings.Join(q.Creators, ","), q.Type, sel, where}, "\x00")
+		strings.Join(q.RayVersions, ","), strings.Join(q.Creators, ","), strings.Join(q.Healths, ","), q.Type, sel, where}, "\x00")
 }
 
 // Matches tells whether an item passes the query's filters.
@@ -68,7 +70,8 @@ func (q *Query) matches(it *Item, search string) bool {
 	if name == "" {
 		name = strings.ToLower(s.Name)
 	}
-	return anyOf(q.Statuses, s.Status) && anyOf(q.RayVersions, s.RayVersion) && (q.Type == "" || s.Type == q.Type) &&
+	return anyOf(q.Statuses, s.Status) && anyOf(q.RayVersions, s.RayVersion) && anyOf(q.Healths, s.Health.State) &&
+		(q.Type == "" || s.Type == q.Type) &&
 		(search == "" || strings.Contains(name, search)) &&
 		(anyOf(q.Creators, s.Creator) || anyOf(q.Creators, it.Labels.Get(CreatorKey))) &&
 		(q.Labels == nil || q.Labels.Matches(it.Labels))

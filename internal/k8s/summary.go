@@ -97,6 +97,13 @@ type Summary struct {
 	ActiveRayClusterName  string `json:"activeRayClusterName,omitempty"`
 	PendingRayClusterName string `json:"pendingRayClusterName,omitempty"`
 	NumServeEndpoints     *int64 `json:"numServeEndpoints,omitempty"`
+
+	// Health is derived in the watch cache from the object's status and conditions and its pods.
+	Health Health `json:"health"`
+	// problems are what holds the object back (see Problems); waiting is the condition that says why
+	// it is not ready yet, when nothing is known to hold it back.
+	problems []Problem
+	waiting  *Health
 }
 
 // Summarize computes the summary of an object of kind k from its manifest and status.
@@ -117,6 +124,8 @@ func (k *Kind) Summarize(o *unstructured.Unstructured) Summary {
 	if k.summarize != nil {
 		k.summarize(o, &s)
 	}
+	k.objectSignals(o, &s)
+	deriveHealth(&s, nil)
 	return s
 }
 
@@ -139,7 +148,8 @@ func (k *Kind) withPods(base *Summary, pods []*corev1.Pod) *Summary {
 		}
 	}
 	failed := k.failsWithHead && headFailing && (base.Status == StatusPending || base.Status == StatusRunning)
-	if ready == nil && !failed && !slices.ContainsFunc(base.WorkerGroups, func(g WorkerGroup) bool { return g.ReadyReplicas != 0 }) {
+	issues := podProblems(pods)
+	if ready == nil && !failed && len(issues) == 0 && !slices.ContainsFunc(base.WorkerGroups, func(g WorkerGroup) bool { return g.ReadyReplicas != 0 }) {
 		return base
 	}
 	s := *base
@@ -150,6 +160,7 @@ func (k *Kind) withPods(base *Summary, pods []*corev1.Pod) *Summary {
 	if failed {
 		s.Status = StatusFailed
 	}
+	deriveHealth(&s, issues)
 	return &s
 }
 

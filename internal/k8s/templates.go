@@ -158,6 +158,7 @@ func (k *Kind) templateSummary(cm *corev1.ConfigMap, manifest *unstructured.Unst
 	s := k.Summarize(m)
 	s.Type = TypeTemplate
 	s.Status = StatusStopped
+	deriveHealth(&s, nil)
 	return s
 }
 

@@ -62,6 +62,9 @@ func TestAuthorizationMatrix(t *testing.T) {
 			if strings.HasSuffix(rt.Path, "/batch-delete") {
 				payload = []byte(`{"items":[{"namespace":"default","name":"matrix"}]}`)
 			}
+			if strings.HasSuffix(rt.Path, "/scale") {
+				payload = []byte(`{"group":"workers","replicas":1}`)
+			}
 		}
 		t.Run(rt.Method+" "+rt.Path, func(t *testing.T) {
 			if strings.HasSuffix(rt.Path, "/watch") {

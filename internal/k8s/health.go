@@ -1,0 +1,210 @@
+package k8s
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// Health states: what a user needs to know first about an object.
+const (
+	// HealthHealthy: running as asked (or finished successfully).
+	HealthHealthy = "Healthy"
+	// HealthProgressing: on its way, nothing known to stop it.
+	HealthProgressing = "Progressing"
+	// HealthDegraded: something stops it from getting or staying where it should (pods that cannot be
+	// scheduled, images that cannot be pulled, containers that crash, workers missing).
+	HealthDegraded = "Degraded"
+	// HealthFailed: it failed and will not recover by itself.
+	HealthFailed = "Failed"
+	// HealthStopped: stopped, suspended, or a template.
+	HealthStopped = "Stopped"
+)
+
+// Health says how an object is and, when it is not Healthy, why: the reason and message of the first
+// problem found, or of the condition that holds it back, and since when.
+type Health struct {
+	State   string     `json:"state" enums:"Healthy,Progressing,Degraded,Failed,Stopped" example:"Degraded"`
+	Reason  string     `json:"reason,omitempty" example:"Unschedulable"`
+	Message string     `json:"message,omitempty" example:"0/2 nodes are available: 2 Insufficient nvidia.com/gpu."`
+	Since   *time.Time `json:"since,omitempty"`
+}
+
+// Problem is one thing that holds an object back, and where it was seen.
+type Problem struct {
+	// Source is the object the problem was seen on: the object itself, or one of its pods.
+	Source  InvolvedObjectRef `json:"source"`
+	Reason  string            `json:"reason" example:"ImagePullBackOff"`
+	Message string            `json:"message"`
+	Since   *time.Time        `json:"since,omitempty"`
+}
+
+// Problems returns what holds the object back, from its own status and its pods; empty when nothing.
+func (s *Summary) Problems() []Problem {
+	if s.problems == nil {
+		return []Problem{}
+	}
+	return s.problems
+}
+
+// objectSignals reads what an object's own status says of its health: problems (a failure with its
+// reason) and, while it is not ready, the condition that says why (its reason, message and time).
+func (k *Kind) objectSignals(o *unstructured.Unstructured, s *Summary) {
+	self := InvolvedObjectRef{Kind: k.Kind, Name: o.GetName()}
+	conds, _, _ := unstructured.NestedSlice(o.Object, "status", "conditions")
+	cond := func(typ string) (status, reason, message string, since *time.Time) {
+		for _, c := range conds {
+			cm, ok := c.(map[string]any)
+			if !ok || cm["type"] != typ {
+				continue
+			}
+			status, _ = cm["status"].(string)
+			reason, _ = cm["reason"].(string)
+			message, _ = cm["message"].(string)
+			if t, err := time.Parse(time.RFC3339, fmt.Sprint(cm["lastTransitionTime"])); err == nil {
+				since = &t
+			}
+			return status, reason, message, since
+		}
+		return "", "", "", nil
+	}
+	switch k.Kind {
+	case rayCluster:
+		if st, reason, msg, since := cond("ReplicaFailure"); st == "True" {
+			s.problems = append(s.problems, Problem{Source: self, Reason: cmp.Or(reason, "ReplicaFailure"), Message: msg, Since: since})
+		}
+		for _, typ := range []string{"HeadPodReady", "RayClusterProvisioned"} {
+			if st, reason, msg, since := cond(typ); st == "False" {
+				s.waiting = &Health{Reason: cmp.Or(reason, typ+"False"), Message: msg, Since: since}
+				break
+			}
+		}
+	case "RayJob":
+		deployment, _, _ := unstructured.NestedString(o.Object, "status", "jobDeploymentStatus")
+		reason, _, _ := unstructured.NestedString(o.Object, "status", "reason")
+		msg, _, _ := unstructured.NestedString(o.Object, "status", "message")
+		if deployment == "Failed" || deployment == "ValidationFailed" {
+			s.problems = append(s.problems, Problem{Source: self, Reason: cmp.Or(reason, deployment), Message: msg, Since: s.EndTime})
+		} else if deployment != "" && deployment != "Running" && deployment != "Complete" {
+			s.waiting = &Health{Reason: deployment, Message: msg}
+		}
+	case "RayService":
+		if st, reason, msg, since := cond("UpgradeInProgress"); st == "True" {
+			s.waiting = &Health{Reason: cmp.Or(reason, "UpgradeInProgress"), Message: msg, Since: since}
+		} else if st, reason, msg, since := cond("Ready"); st == "False" {
+			s.waiting = &Health{Reason: cmp.Or(reason, "NotReady"), Message: msg, Since: since}
+		}
+		if st, _, _ := unstructured.NestedString(o.Object, "status", "serviceStatus"); st == "InitializingTimeout" {
+			s.problems = append(s.problems, Problem{Source: self, Reason: st, Message: "the RayService did not become ready in time"})
+		}
+	}
+}
+
+// podProblems returns what the pods say holds them back: a pod that cannot be scheduled, a container
+// that cannot start or keeps crashing, one killed for memory, an evicted pod. Head pods come first.
+func podProblems(pods []*corev1.Pod) []Problem {
+	sorted := slices.Clone(pods)
+	slices.SortFunc(sorted, func(a, b *corev1.Pod) int {
+		ha, hb := a.Labels[RayNodeTypeLabel] == NodeTypeHead, b.Labels[RayNodeTypeLabel] == NodeTypeHead
+		if ha != hb {
+			if ha {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	var out []Problem
+	for _, p := range sorted {
+		if p.DeletionTimestamp != nil {
+			continue
+		}
+		src := InvolvedObjectRef{Kind: "Pod", Name: p.Name}
+		if p.Status.Phase == corev1.PodFailed && p.Status.Reason == "Evicted" {
+			out = append(out, Problem{Source: src, Reason: "Evicted", Message: p.Status.Message})
+			continue
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+				since := c.LastTransitionTime.UTC()
+				out = append(out, Problem{Source: src, Reason: c.Reason, Message: c.Message, Since: &since})
+			}
+		}
+		for _, cs := range p.Status.ContainerStatuses {
+			last := cs.LastTerminationState.Terminated
+			switch {
+			case cs.State.Waiting != nil && failingWaitReasons[cs.State.Waiting.Reason]:
+				msg := fmt.Sprintf("container %s: %s", cs.Name, cmp.Or(cs.State.Waiting.Message, cs.State.Waiting.Reason))
+				var since *time.Time
+				if last != nil {
+					msg += fmt.Sprintf("; it last ended %s with exit code %d", cmp.Or(last.Reason, "terminated"), last.ExitCode)
+					t := last.FinishedAt.UTC()
+					since = &t
+				}
+				out = append(out, Problem{Source: src, Reason: cs.State.Waiting.Reason, Message: msg, Since: since})
+			case last != nil && last.Reason == "OOMKilled" && !cs.Ready:
+				t := last.FinishedAt.UTC()
+				out = append(out, Problem{Source: src, Reason: "OOMKilled",
+					Message: fmt.Sprintf("container %s was killed for using more memory than its limit (exit code %d)", cs.Name, last.ExitCode), Since: &t})
+			}
+		}
+	}
+	return out
+}
+
+// deriveHealth sets the summary's health and problems from its own signals and its pods' problems.
+func deriveHealth(s *Summary, podIssues []Problem) {
+	problems := append(slices.Clone(s.objectProblems()), podIssues...)
+	s.problems = problems
+	first := func(state string) Health {
+		if len(problems) == 0 {
+			return Health{State: state, Reason: state}
+		}
+		return Health{State: state, Reason: problems[0].Reason, Message: problems[0].Message, Since: problems[0].Since}
+	}
+	switch {
+	case s.Type == TypeTemplate:
+		s.Health = Health{State: HealthStopped, Reason: "Template", Message: "a stored manifest: start creates the object"}
+	case s.Status == StatusStopped || s.Status == StatusStopping:
+		s.Health = Health{State: HealthStopped, Reason: s.Status}
+	case s.Status == StatusFailed:
+		s.Health = first(HealthFailed)
+	case s.Status == StatusSucceeded:
+		s.Health = Health{State: HealthHealthy, Reason: StatusSucceeded, Since: s.EndTime}
+	case len(problems) > 0:
+		s.Health = first(HealthDegraded)
+	case s.Status == StatusRunning:
+		want, ready := int64(0), int64(0)
+		for _, g := range s.WorkerGroups {
+			want += g.Replicas
+			ready += min(g.ReadyReplicas, g.Replicas)
+		}
+		if ready < want && s.Kind == rayCluster {
+			s.Health = Health{State: HealthProgressing, Reason: "WorkersNotReady", Message: fmt.Sprintf("%d of %d workers are ready", ready, want)}
+		} else {
+			s.Health = Health{State: HealthHealthy, Reason: StatusRunning}
+		}
+	case s.waiting != nil:
+		h := *s.waiting
+		h.State = HealthProgressing
+		s.Health = h
+	default:
+		s.Health = Health{State: HealthProgressing, Reason: s.Status}
+	}
+}
+
+// objectProblems are the problems the object's own status names (problems without pod sources).
+func (s *Summary) objectProblems() []Problem {
+	var out []Problem
+	for _, p := range s.problems {
+		if p.Source.Kind != "Pod" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
