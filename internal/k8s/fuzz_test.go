@@ -59,7 +59,7 @@ func FuzzSummarize(f *testing.F) {
 			s := entry.Summary()
 			k.Clusters(s)
 			k.HeadService(u, s)
-			k.withPods(s, nil)
+			k.withPods(s, nil, nil)
 			k.clustersOf(u)
 		}
 	})

@@ -157,9 +157,18 @@ func podProblems(pods []*corev1.Pod) []Problem {
 	return out
 }
 
-// deriveHealth sets the summary's health and problems from its own signals and its pods' problems.
-func deriveHealth(s *Summary, podIssues []Problem) {
+// deriveHealth sets the summary's health and problems from its own signals, its pods' problems and
+// the Warning events about it. The events explain what is not well only: an object Healthy or Stopped by
+// its status and pods is not made otherwise by an old warning, and a warning about an object still on
+// its way (a pod the operator cannot create, say) makes it Degraded.
+func deriveHealth(s *Summary, podIssues []Problem, warnings ...Problem) {
 	problems := append(slices.Clone(s.objectProblems()), podIssues...)
+	if len(warnings) > 0 && s.Type == TypeInstance && (s.Status == StatusPending || s.Status == StatusRunning ||
+		s.Status == StatusRetrying || s.Status == StatusUpgrading || s.Status == StatusFailed) {
+		if !(s.Status == StatusRunning && len(problems) == 0 && allReady(s)) {
+			problems = append(problems, warnings...)
+		}
+	}
 	s.problems = problems
 	first := func(state string) Health {
 		if len(problems) == 0 {
@@ -179,12 +188,7 @@ func deriveHealth(s *Summary, podIssues []Problem) {
 	case len(problems) > 0:
 		s.Health = first(HealthDegraded)
 	case s.Status == StatusRunning:
-		want, ready := int64(0), int64(0)
-		for _, g := range s.WorkerGroups {
-			want += g.Replicas
-			ready += min(g.ReadyReplicas, g.Replicas)
-		}
-		if ready < want && s.Kind == rayCluster {
+		if ready, want := readyWorkers(s); !allReady(s) {
 			s.Health = Health{State: HealthProgressing, Reason: "WorkersNotReady", Message: fmt.Sprintf("%d of %d workers are ready", ready, want)}
 		} else {
 			s.Health = Health{State: HealthHealthy, Reason: StatusRunning}
@@ -207,4 +211,20 @@ func (s *Summary) objectProblems() []Problem {
 		}
 	}
 	return out
+}
+
+// readyWorkers counts the ready workers of a summary's groups and the replicas they should have.
+func readyWorkers(s *Summary) (ready, want int64) {
+	for _, g := range s.WorkerGroups {
+		want += g.Replicas
+		ready += min(g.ReadyReplicas, g.Replicas)
+	}
+	return ready, want
+}
+
+// allReady tells whether every worker a RayCluster should have is ready (other kinds report no
+// readiness of their own cluster's workers).
+func allReady(s *Summary) bool {
+	ready, want := readyWorkers(s)
+	return ready >= want || s.Kind != rayCluster
 }

@@ -34,7 +34,7 @@ func readyPod(name, nodeType string) *corev1.Pod {
 }
 
 func withPods(s Summary, pods ...*corev1.Pod) *Summary {
-	return NewKinds().Cluster().withPods(&s, pods)
+	return NewKinds().Cluster().withPods(&s, pods, nil)
 }
 
 // What each case of an object and its pods makes of its health, and the problem it names first.
@@ -135,4 +135,24 @@ func TestQueryFiltersByHealth(t *testing.T) {
 	page, total := q.Apply(items)
 	require.Equal(t, 1, total)
 	assert.Equal(t, HealthHealthy, page[0].Health.State)
+}
+
+// Warning events explain what is not well: a Ray cluster still on its way with a warning about it is
+// Degraded for the warning's reason; one running with every worker ready is not made otherwise by an
+// old warning.
+func TestHealthFromWarnings(t *testing.T) {
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	warning := Problem{Source: InvolvedObjectRef{Kind: rayCluster, Name: "c"}, Reason: "FailedToCreateHeadPod",
+		Message: "pods \"c-head\" is forbidden: exceeded quota", Since: &at}
+	k := NewKinds().Cluster()
+	pending := healthCluster("")
+	s := k.withPods(&pending, nil, []Problem{warning})
+	assert.Equal(t, Health{State: HealthDegraded, Reason: "FailedToCreateHeadPod", Message: warning.Message, Since: &at}, s.Health)
+	assert.Equal(t, []Problem{warning}, s.Problems())
+
+	running := healthCluster("ready")
+	s = k.withPods(&running, []*corev1.Pod{readyPod("c-head-x", NodeTypeHead), readyPod("c-workers-a", NodeTypeWorker),
+		readyPod("c-workers-b", NodeTypeWorker)}, []Problem{warning})
+	assert.Equal(t, HealthHealthy, s.Health.State)
+	assert.Empty(t, s.Problems())
 }

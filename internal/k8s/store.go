@@ -68,7 +68,10 @@ func newItem(s Summary, labels LabelSet) *Item {
 const (
 	podsByClusterIndex    = "rayCluster"
 	entriesByClusterIndex = "rayCluster"
+	warningsByObjectIndex = "involvedObject"
 )
+
+func involvedKey(ns, kind, name string) string { return ns + "/" + kind + "/" + name }
 
 // Store is the watch cache behind lists and the overview: one informer per Ray kind, one for Ray pods
 // and one for template ConfigMaps. Their event handlers publish each object's whole summary whenever
@@ -78,6 +81,8 @@ type Store struct {
 	informers map[*Kind]cache.SharedIndexInformer
 	pods      cache.SharedIndexInformer
 	templates cache.SharedIndexInformer
+	// warnings are the Warning events, by the object they are about: a health source.
+	warnings cache.SharedIndexInformer
 	start     []func(stop <-chan struct{})
 	handled   []cache.ResourceEventHandlerRegistration
 
@@ -214,6 +219,21 @@ func NewStore(dyn dynamic.Interface, core kubernetes.Interface, kinds *Kinds, te
 	}}); err != nil {
 		return nil, err
 	}
+	wf := informers.NewSharedInformerFactoryWithOptions(core, resync,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = "type=" + corev1.EventTypeWarning }))
+	s.warnings = wf.Core().V1().Events().Informer()
+	if err := s.warnings.SetTransform(trimWarning); err != nil {
+		return nil, err
+	}
+	if err := s.warnings.AddIndexers(cache.Indexers{warningsByObjectIndex: func(obj any) ([]string, error) {
+		e, ok := obj.(*corev1.Event)
+		if !ok || e.Type != corev1.EventTypeWarning {
+			return nil, nil
+		}
+		return []string{involvedKey(e.Namespace, e.InvolvedObject.Kind, e.InvolvedObject.Name)}, nil
+	}}); err != nil {
+		return nil, err
+	}
 	tf := informers.NewSharedInformerFactoryWithOptions(core, resync,
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = TemplateLabel + "=true" }))
 	s.templates = tf.Core().V1().ConfigMaps().Informer()
@@ -223,7 +243,7 @@ func NewStore(dyn dynamic.Interface, core kubernetes.Interface, kinds *Kinds, te
 	if err := s.addHandlers(); err != nil {
 		return nil, err
 	}
-	s.start = []func(<-chan struct{}){df.Start, pf.Start, tf.Start}
+	s.start = []func(<-chan struct{}){df.Start, pf.Start, tf.Start, wf.Start}
 	return s, nil
 }
 
@@ -270,6 +290,15 @@ func (s *Store) addHandlers() error {
 		AddFunc:    s.podChanged,
 		UpdateFunc: func(_, obj any) { s.podChanged(obj) },
 		DeleteFunc: s.podChanged,
+	})
+	if err != nil {
+		return err
+	}
+	s.handled = append(s.handled, h)
+	h, err = s.warnings.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    s.warningChanged,
+		UpdateFunc: func(_, obj any) { s.warningChanged(obj) },
+		DeleteFunc: s.warningChanged,
 	})
 	if err != nil {
 		return err
@@ -345,9 +374,51 @@ func (s *Store) podChanged(obj any) {
 	if !ok || p.Labels[RayClusterLabel] == "" {
 		return
 	}
-	key := p.Namespace + "/" + p.Labels[RayClusterLabel]
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.clusterChangedLocked(p.Namespace, p.Labels[RayClusterLabel])
+	// A pod change is a change of the overview's allocated figures and of pod lists, even when no
+	// summary changes.
+	s.notify.Notify()
+}
+
+// warningChanged publishes again what a Warning event is about: the object itself, or whatever runs
+// on the Ray cluster it names or whose pod it names.
+func (s *Store) warningChanged(obj any) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	e, ok := obj.(*corev1.Event)
+	if !ok {
+		return
+	}
+	ns, name := e.Namespace, e.InvolvedObject.Name
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch e.InvolvedObject.Kind {
+	case "Pod":
+		o, found, _ := s.pods.GetIndexer().GetByKey(ns + "/" + name)
+		if p, ok := o.(*corev1.Pod); found && ok && p.Labels[RayClusterLabel] != "" {
+			s.clusterChangedLocked(ns, p.Labels[RayClusterLabel])
+		}
+	case rayCluster:
+		s.clusterChangedLocked(ns, name)
+	default:
+		k := s.kinds.byKind(e.InvolvedObject.Kind)
+		if k == nil {
+			return
+		}
+		o, found, _ := s.informers[k].GetIndexer().GetByKey(ns + "/" + name)
+		if en, ok := o.(*Entry); found && ok && s.putInstanceLocked(k, en) {
+			s.notify.Notify()
+		}
+	}
+}
+
+// clusterChangedLocked publishes again every object that runs on the Ray cluster ns/cluster.
+func (s *Store) clusterChangedLocked(ns, cluster string) {
+	key := ns + "/" + cluster
+	changed := false
 	for k, inf := range s.informers {
 		var objs []any
 		if k.IsCluster {
@@ -358,14 +429,14 @@ func (s *Store) podChanged(obj any) {
 			objs, _ = inf.GetIndexer().ByIndex(entriesByClusterIndex, key)
 		}
 		for _, o := range objs {
-			if e, ok := o.(*Entry); ok {
-				s.putInstanceLocked(k, e)
+			if e, ok := o.(*Entry); ok && s.putInstanceLocked(k, e) {
+				changed = true
 			}
 		}
 	}
-	// A pod change is a change of the overview's allocated figures and of pod lists, even when no
-	// summary changes.
-	s.notify.Notify()
+	if changed {
+		s.notify.Notify()
+	}
 }
 
 // templateChanged publishes a template under its object's name, in place of what old published. A
@@ -459,14 +530,45 @@ func (s *Store) Summarize(k *Kind, o *unstructured.Unstructured) Summary {
 	return *s.withPods(k, &base)
 }
 
-// withPods returns the summary completed by what the pods of the object's current Ray cluster say:
-// base itself when they add nothing.
+// withPods returns the summary completed by what the pods of the object's current Ray cluster say,
+// and by the Warning events about the object, its clusters and those pods: base itself when they add
+// nothing.
 func (s *Store) withPods(k *Kind, base *Summary) *Summary {
 	cluster := k.CurrentCluster(base)
-	if cluster == "" {
+	var pods []*corev1.Pod
+	if cluster != "" {
+		pods = s.ClusterPods(base.Namespace, cluster)
+	}
+	warnings := s.warningsAbout(base.Namespace, InvolvedObjectRef{Kind: k.Kind, Name: base.Name})
+	for _, c := range k.Clusters(base) {
+		if k.Kind != rayCluster || c != base.Name {
+			warnings = append(warnings, s.warningsAbout(base.Namespace, InvolvedObjectRef{Kind: rayCluster, Name: c})...)
+		}
+	}
+	for _, p := range pods {
+		warnings = append(warnings, s.warningsAbout(p.Namespace, InvolvedObjectRef{Kind: "Pod", Name: p.Name})...)
+	}
+	if cluster == "" && len(warnings) == 0 {
 		return base
 	}
-	return k.withPods(base, s.ClusterPods(base.Namespace, cluster))
+	return k.withPods(base, pods, warnings)
+}
+
+// warningsAbout returns the Warning events about one object as problems, newest first.
+func (s *Store) warningsAbout(ns string, ref InvolvedObjectRef) []Problem {
+	objs, _ := s.warnings.GetIndexer().ByIndex(warningsByObjectIndex, involvedKey(ns, ref.Kind, ref.Name))
+	out := make([]Problem, 0, len(objs))
+	for _, o := range objs {
+		if e, ok := o.(*corev1.Event); ok {
+			t := e.LastTimestamp.UTC()
+			if t.IsZero() {
+				t = e.EventTime.UTC()
+			}
+			out = append(out, Problem{Source: ref, Reason: e.Reason, Message: e.Message, Since: &t})
+		}
+	}
+	slices.SortFunc(out, func(a, b Problem) int { return b.Since.Compare(*a.Since) })
+	return out
 }
 
 // ClusterPods returns the cached pods of one Ray cluster.
@@ -583,4 +685,17 @@ func trimContainers(cs []corev1.Container) []corev1.Container {
 		out[i] = corev1.Container{Name: c.Name, Image: c.Image, Resources: c.Resources, RestartPolicy: c.RestartPolicy}
 	}
 	return out
+}
+
+// trimWarning keeps of a Warning event what a health problem shows.
+func trimWarning(obj any) (any, error) {
+	e, ok := obj.(*corev1.Event)
+	if !ok {
+		return obj, nil
+	}
+	return &corev1.Event{
+		ObjectMeta:     metav1.ObjectMeta{Name: e.Name, Namespace: e.Namespace, UID: e.UID, ResourceVersion: e.ResourceVersion},
+		InvolvedObject: corev1.ObjectReference{Kind: e.InvolvedObject.Kind, Name: e.InvolvedObject.Name},
+		Reason:         e.Reason, Message: e.Message, Type: e.Type, LastTimestamp: e.LastTimestamp, EventTime: e.EventTime,
+	}, nil
 }

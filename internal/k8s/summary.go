@@ -132,7 +132,7 @@ func (k *Kind) Summarize(o *unstructured.Unstructured) Summary {
 // withPods returns the summary completed by what the pods of its current Ray cluster say: ready
 // replicas per worker group and, for a kind that fails with its head, Failed when the head pod cannot
 // start. When the pods change nothing (none ready, no failing head), it returns base itself.
-func (k *Kind) withPods(base *Summary, pods []*corev1.Pod) *Summary {
+func (k *Kind) withPods(base *Summary, pods []*corev1.Pod, warnings []Problem) *Summary {
 	var ready map[string]int64
 	headFailing := false
 	for _, p := range pods {
@@ -149,7 +149,7 @@ func (k *Kind) withPods(base *Summary, pods []*corev1.Pod) *Summary {
 	}
 	failed := k.failsWithHead && headFailing && (base.Status == StatusPending || base.Status == StatusRunning)
 	issues := podProblems(pods)
-	if ready == nil && !failed && len(issues) == 0 && !slices.ContainsFunc(base.WorkerGroups, func(g WorkerGroup) bool { return g.ReadyReplicas != 0 }) {
+	if ready == nil && !failed && len(issues) == 0 && len(warnings) == 0 && !slices.ContainsFunc(base.WorkerGroups, func(g WorkerGroup) bool { return g.ReadyReplicas != 0 }) {
 		return base
 	}
 	s := *base
@@ -160,7 +160,7 @@ func (k *Kind) withPods(base *Summary, pods []*corev1.Pod) *Summary {
 	if failed {
 		s.Status = StatusFailed
 	}
-	deriveHealth(&s, issues)
+	deriveHealth(&s, issues, warnings...)
 	return &s
 }
 

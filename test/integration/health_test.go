@@ -12,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -161,4 +163,29 @@ func TestHealthOfCordonedNodes(t *testing.T) {
 	t.Logf("every node cordoned: health %s, reason %s: %s", d.Health.State, d.Health.Reason, d.Health.Message)
 	cordon(false)
 	waitHealth(t, ns, "cordoned", "Healthy", "Running")
+}
+
+// In a namespace whose quota holds the head only, the operator cannot create the workers: the reason
+// and the quota's message reach the health (from the operator's condition and Warning events).
+func TestHealthOfExceededQuota(t *testing.T) {
+	ns := namespace(t, "quota")
+	_, err := env.admin.CoreV1().ResourceQuotas(ns).Create(context.Background(), &corev1.ResourceQuota{
+		ObjectMeta: metav1.ObjectMeta{Name: "one-pod"},
+		Spec:       corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("1")}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	eventually(t, 30*time.Second, "the quota counted", func() bool {
+		q, err := env.admin.CoreV1().ResourceQuotas(ns).Get(context.Background(), "one-pod", metav1.GetOptions{})
+		return err == nil && q.Status.Hard != nil
+	})
+	require.Equal(t, 201, createCluster(t, env.tokens["admin"], ns, "quota", nil).Status)
+	var d healthDetail
+	eventually(t, 60*time.Second, "the quota named in the health", func() bool {
+		r := call(t, "GET", itemPath(ns, "rayclusters", "quota"), env.tokens["admin"], "", nil)
+		require.Equal(t, 200, r.Status)
+		d = decode[healthDetail](t, r)
+		return (d.Health.State == "Failed" || d.Health.State == "Degraded") && strings.Contains(d.Health.Message, "exceeded quota")
+	})
+	assert.Contains(t, d.Health.Reason, "WorkerPod")
+	t.Logf("quota of one pod: health %s, reason %s: %s", d.Health.State, d.Health.Reason, d.Health.Message)
 }
