@@ -165,7 +165,7 @@ func deriveHealth(s *Summary, podIssues []Problem, warnings ...Problem) {
 	problems := append(slices.Clone(s.objectProblems()), podIssues...)
 	if len(warnings) > 0 && s.Type == TypeInstance && (s.Status == StatusPending || s.Status == StatusRunning ||
 		s.Status == StatusRetrying || s.Status == StatusUpgrading || s.Status == StatusFailed) {
-		if !(s.Status == StatusRunning && len(problems) == 0 && allReady(s)) {
+		if s.Status != StatusRunning || len(problems) > 0 || !allReady(s) {
 			problems = append(problems, warnings...)
 		}
 	}

@@ -83,8 +83,8 @@ type Store struct {
 	templates cache.SharedIndexInformer
 	// warnings are the Warning events, by the object they are about: a health source.
 	warnings cache.SharedIndexInformer
-	start     []func(stop <-chan struct{})
-	handled   []cache.ResourceEventHandlerRegistration
+	start    []func(stop <-chan struct{})
+	handled  []cache.ResourceEventHandlerRegistration
 
 	// mu serializes publishing (so that the last published item of an object is derived from the newest
 	// object and pods) and guards the published items.
