@@ -2973,7 +2973,7 @@ const docTemplate = `{
                         "Bearer": []
                     }
                 ],
-                "description": "Lists RayClusters, RayJobs or RayServices in every namespace the caller may list them in\n(others are left out, not refused). Served from the watch cache. Filters combine with AND;\nstatus, rayVersion and creator take comma-separated values that combine with OR. Ties in the\nsort order are broken by namespace, then name.",
+                "description": "Lists RayClusters, RayJobs or RayServices in every namespace the caller may list them in\n(others are left out, not refused). Served from the watch cache. Filters combine with AND;\nstatus, rayVersion, creator and health take comma-separated values that combine with OR. Ties in\nthe sort order are broken by namespace, then name. Each item carries health (state Healthy,\nProgressing, Degraded, Failed or Stopped, with the reason, message and time of what holds it back,\nderived in the watch cache from its status, its pods and Warning events) and actions: what the\ncaller may do now (start, stop, delete, edit, scale, logs, dashboard), from the item's state by the\nrules the routes follow and from the caller's rights in its namespace, each distinct permission of\nthe page reviewed once. An action named is not refused for a reason known beforehand. Watch events\ncarry health, not actions.",
                 "produces": [
                     "application/json"
                 ],
@@ -3475,6 +3475,20 @@ const docTemplate = `{
         "api.Detail": {
             "type": "object",
             "properties": {
+                "actions": {
+                    "description": "Actions are what the caller may do now (see Kind.Possible); set in list items and details, for\neach caller, not in the cache.",
+                    "type": "array",
+                    "items": {
+                        "type": "string"
+                    },
+                    "example": [
+                        "stop",
+                        "edit",
+                        "scale",
+                        "logs",
+                        "dashboard"
+                    ]
+                },
                 "activeRayClusterName": {
                     "type": "string"
                 },
@@ -3745,6 +3759,20 @@ const docTemplate = `{
         "api.ScaleResult": {
             "type": "object",
             "properties": {
+                "actions": {
+                    "description": "Actions are what the caller may do now (see Kind.Possible); set in list items and details, for\neach caller, not in the cache.",
+                    "type": "array",
+                    "items": {
+                        "type": "string"
+                    },
+                    "example": [
+                        "stop",
+                        "edit",
+                        "scale",
+                        "logs",
+                        "dashboard"
+                    ]
+                },
                 "activeRayClusterName": {
                     "type": "string"
                 },
@@ -4196,6 +4224,20 @@ const docTemplate = `{
         "k8s.Summary": {
             "type": "object",
             "properties": {
+                "actions": {
+                    "description": "Actions are what the caller may do now (see Kind.Possible); set in list items and details, for\neach caller, not in the cache.",
+                    "type": "array",
+                    "items": {
+                        "type": "string"
+                    },
+                    "example": [
+                        "stop",
+                        "edit",
+                        "scale",
+                        "logs",
+                        "dashboard"
+                    ]
+                },
                 "activeRayClusterName": {
                     "type": "string"
                 },

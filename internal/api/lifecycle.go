@@ -76,7 +76,7 @@ func (s *Server) lifecycle(c *gin.Context, action string, op func(Objects, conte
 		return
 	}
 	s.recordCurrent(c, action, r, cur, "")
-	s.ok(c, http.StatusOK, s.detail(r, cur))
+	s.ok(c, http.StatusOK, s.detail(c, r, cur))
 }
 
 // BatchDeleteRequest names the objects to delete.
@@ -247,5 +247,5 @@ func (s *Server) scale(c *gin.Context) {
 		return
 	}
 	s.recordCurrent(c, audit.Scale, r, cur, scaleDetail(sr))
-	s.ok(c, http.StatusOK, ScaleResult{Detail: s.detail(r, cur), Warnings: warnings})
+	s.ok(c, http.StatusOK, ScaleResult{Detail: s.detail(c, r, cur), Warnings: warnings})
 }

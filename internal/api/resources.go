@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/gin-gonic/gin"
+	"go.uber.org/zap"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -60,8 +61,14 @@ func forbidden(k *k8s.Kind, verb, ns string) error {
 //	@Summary		List across namespaces
 //	@Description	Lists RayClusters, RayJobs or RayServices in every namespace the caller may list them in
 //	@Description	(others are left out, not refused). Served from the watch cache. Filters combine with AND;
-//	@Description	status, rayVersion and creator take comma-separated values that combine with OR. Ties in the
-//	@Description	sort order are broken by namespace, then name.
+//	@Description	status, rayVersion, creator and health take comma-separated values that combine with OR. Ties in
+//	@Description	the sort order are broken by namespace, then name. Each item carries health (state Healthy,
+//	@Description	Progressing, Degraded, Failed or Stopped, with the reason, message and time of what holds it back,
+//	@Description	derived in the watch cache from its status, its pods and Warning events) and actions: what the
+//	@Description	caller may do now (start, stop, delete, edit, scale, logs, dashboard), from the item's state by the
+//	@Description	rules the routes follow and from the caller's rights in its namespace, each distinct permission of
+//	@Description	the page reviewed once. An action named is not refused for a reason known beforehand. Watch events
+//	@Description	carry health, not actions.
 //	@Tags			resources
 //	@Produce		json
 //	@Security		Bearer
@@ -119,6 +126,10 @@ func (s *Server) list(c *gin.Context) {
 		return
 	}
 	page, total := s.Store.List(k, kindScope, templateScope, q)
+	if err := s.withActions(c.Request.Context(), token(c), k, page); err != nil {
+		s.fail(c, err)
+		return
+	}
 	s.ok(c, http.StatusOK, ListData{Items: page, Total: total, Page: q.Page, PageSize: q.PageSize})
 }
 
@@ -299,7 +310,7 @@ func (s *Server) create(c *gin.Context) {
 	} else {
 		s.recordCurrent(c, audit.Create, r, cur, "")
 	}
-	s.ok(c, code, s.detail(r, cur))
+	s.ok(c, code, s.detail(c, r, cur))
 }
 
 // get shows one object, read from the apiserver as the caller.
@@ -323,7 +334,7 @@ func (s *Server) get(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	d := s.detail(r, cur)
+	d := s.detail(c, r, cur)
 	if events != nil {
 		d.Events = events[:min(len(events), RecentEvents)]
 	}
@@ -342,9 +353,16 @@ func (s *Server) resolve(c *gin.Context) (*request, *k8s.Current, bool) {
 }
 
 // detail shows an instance or a template.
-func (s *Server) detail(r *request, cur *k8s.Current) Detail {
+func (s *Server) detail(c *gin.Context, r *request, cur *k8s.Current) Detail {
 	d := Detail{Summary: r.objects.Summarize(cur), Conditions: []any{}, Events: []k8s.EventInfo{}}
 	d.Problems = d.Summary.Problems()
+	one := []k8s.Summary{d.Summary}
+	if err := s.withActions(c.Request.Context(), token(c), r.kind, one); err != nil {
+		// The answer stands (a write it follows is done): no action is named rather than a wrong one.
+		logger(c).Warn("reviewing the actions of a detail", zap.Error(err))
+		one[0].Actions = []string{}
+	}
+	d.Actions = one[0].Actions
 	if cur.Template != nil {
 		d.Object = cur.Template.DetailObject().Object
 		return d
@@ -401,7 +419,7 @@ func (s *Server) replace(c *gin.Context) {
 	if !dryRun {
 		s.recordCurrent(c, audit.Replace, r, cur, "")
 	}
-	s.ok(c, http.StatusOK, s.detail(r, cur))
+	s.ok(c, http.StatusOK, s.detail(c, r, cur))
 }
 
 // delete deletes an object as the caller.

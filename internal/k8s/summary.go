@@ -100,6 +100,9 @@ type Summary struct {
 
 	// Health is derived in the watch cache from the object's status and conditions and its pods.
 	Health Health `json:"health"`
+	// Actions are what the caller may do now (see Kind.Possible); set in list items and details, for
+	// each caller, not in the cache.
+	Actions []string `json:"actions,omitzero" example:"stop,edit,scale,logs,dashboard"`
 	// problems are what holds the object back (see Problems); waiting is the condition that says why
 	// it is not ready yet, when nothing is known to hold it back.
 	problems []Problem

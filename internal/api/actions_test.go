@@ -1,0 +1,50 @@
+package api
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"ray-service/internal/auth"
+	"ray-service/internal/k8s"
+)
+
+// countingAuthz allows what allow says and counts the reviews asked.
+type countingAuthz struct {
+	fakeAuthz
+	mu    sync.Mutex
+	asked map[auth.Attributes]int
+	allow func(a auth.Attributes) bool
+}
+
+func (c *countingAuthz) Allowed(_ context.Context, _ string, a auth.Attributes) (bool, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.asked[a]++
+	return c.allow(a), nil
+}
+
+// A page's actions review each distinct permission once, not once per item, and name only the
+// actions whose every permission is granted.
+func TestActionsReviewEachPermissionOnce(t *testing.T) {
+	authz := &countingAuthz{asked: map[auth.Attributes]int{}, allow: func(a auth.Attributes) bool { return a.Resource == "rayclusters" }}
+	s := &Server{Deps: Deps{Authz: authz}}
+	k := k8s.NewKinds().Cluster()
+	var page []k8s.Summary
+	for i := range 50 {
+		page = append(page, k8s.Summary{Name: fmt.Sprintf("c%d", i), Namespace: "team", Kind: "RayCluster", Type: k8s.TypeInstance,
+			Status: []string{k8s.StatusRunning, k8s.StatusStopped}[i%2], WorkerGroups: []k8s.WorkerGroup{{Name: "w", Replicas: 1}}})
+	}
+	require.NoError(t, s.withActions(t.Context(), "t", k, page))
+	for a, n := range authz.asked {
+		assert.Equal(t, 1, n, "%+v asked once", a)
+		assert.Empty(t, a.Name, "reviewed for the namespace")
+	}
+	assert.LessOrEqual(t, len(authz.asked), 8)
+	assert.Equal(t, []string{"stop", "edit", "scale"}, page[0].Actions, "running; no logs or dashboard without their rights")
+	assert.Equal(t, []string{"start", "delete", "edit", "scale"}, page[1].Actions)
+}
