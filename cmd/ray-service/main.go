@@ -121,7 +121,15 @@ func run() error {
 	defer endStreams()
 	events := k8s.NewEventWatches(watchCore)
 	instance, _ := os.Hostname()
-	trail := &audit.Trail{Signer: audit.Signer{Key: key}, Events: core.CoreV1(), Log: log, Instance: instance}
+	// The trail writes one event per write made through the service and lists them for the audit
+	// route: a client of its own, whose rate is not the default 5 a second shared with readiness.
+	auditCfg := rest.CopyConfig(restCfg)
+	auditCfg.QPS, auditCfg.Burst = 100, 200
+	auditCore, err := kubernetes.NewForConfig(auditCfg)
+	if err != nil {
+		return err
+	}
+	trail := &audit.Trail{Signer: audit.Signer{Key: key}, Events: auditCore.CoreV1(), Log: log, Instance: instance}
 	draining := &drain{}
 	router := api.NewRouter(api.Deps{
 		Kinds: kinds,

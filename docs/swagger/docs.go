@@ -2256,7 +2256,7 @@ const docTemplate = `{
                         "Bearer": []
                     }
                 ],
-                "description": "Sets replicas, minReplicas and maxReplicas (each optional; at least one) of one worker group: of\nthe RayCluster, or of the cluster spec of a RayJob (spec.rayClusterSpec) or RayService\n(spec.rayClusterConfig); of the stored manifest for a template. Written as the caller, as an\nupdate of the object read (a change made in between is 409). 422 names the field: an unknown\ngroup, or bounds that do not hold afterwards (minReplicas ≤ replicas ≤ maxReplicas, each 0 to\n2147483647). When the Ray autoscaler owns the group (enableInTreeAutoscaling), the answer warns\nthat it may change the replicas given. Answers the object afterwards, as start does.",
+                "description": "Sets replicas, minReplicas and maxReplicas (each optional; at least one) of one worker group: of\nthe RayCluster, or of the cluster spec of a RayJob (spec.rayClusterSpec) or RayService\n(spec.rayClusterConfig); of the stored manifest for a template. Written as the caller, as an\nupdate of the object read: on a conflict (a change made in between, such as the operator's status)\nit reads again and retries, 5 times at most, then answers 409; nothing is lost. 422 names the field: an unknown\ngroup, or bounds that do not hold afterwards (minReplicas ≤ replicas ≤ maxReplicas, each 0 to\n2147483647). When the Ray autoscaler owns the group (enableInTreeAutoscaling), the answer warns\nthat it may change the replicas given. Answers the object afterwards, as start does.",
                 "consumes": [
                     "application/json"
                 ],

@@ -218,7 +218,8 @@ type ScaleResult struct {
 //	@Description	Sets replicas, minReplicas and maxReplicas (each optional; at least one) of one worker group: of
 //	@Description	the RayCluster, or of the cluster spec of a RayJob (spec.rayClusterSpec) or RayService
 //	@Description	(spec.rayClusterConfig); of the stored manifest for a template. Written as the caller, as an
-//	@Description	update of the object read (a change made in between is 409). 422 names the field: an unknown
+//	@Description	update of the object read: on a conflict (a change made in between, such as the operator's status)
+//	@Description	it reads again and retries, 5 times at most, then answers 409; nothing is lost. 422 names the field: an unknown
 //	@Description	group, or bounds that do not hold afterwards (minReplicas ≤ replicas ≤ maxReplicas, each 0 to
 //	@Description	2147483647). When the Ray autoscaler owns the group (enableInTreeAutoscaling), the answer warns
 //	@Description	that it may change the replicas given. Answers the object afterwards, as start does.

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/client-go/util/retry"
 )
 
 // ScaleRequest sets the replica count and bounds of one worker group; a field left out stays as it is.
@@ -114,9 +115,22 @@ func quoteAll(names []string) string {
 	return strings.Join(q, ", ")
 }
 
-// Scale sets a worker group's replicas and bounds, as the caller: in the instance (an update guarded
-// by the resourceVersion read, so a change made in between is Conflict), else in the template.
+// Scale sets a worker group's replicas and bounds, as the caller: in the instance, else in the
+// template. Each write is an update guarded by the resourceVersion read, so nothing changed in between
+// is lost: on a conflict (the operator updating the status, most often) the object is read again and
+// the change applied to it, a few times, before the conflict is the answer.
 func (o *Objects) Scale(ctx context.Context, ns, name string, r ScaleRequest) (*Current, []string, error) {
+	var cur *Current
+	var warnings []string
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var err error
+		cur, warnings, err = o.scaleOnce(ctx, ns, name, r)
+		return err
+	})
+	return cur, warnings, err
+}
+
+func (o *Objects) scaleOnce(ctx context.Context, ns, name string, r ScaleRequest) (*Current, []string, error) {
 	cur, err := o.Resolve(ctx, ns, name)
 	if err != nil {
 		return nil, nil, err

@@ -86,7 +86,8 @@ func TestScaleWarnsOfTheAutoscaler(t *testing.T) {
 }
 
 // A scale writes the object it read, with that object's resourceVersion, so that a change made in
-// between is the apiserver's Conflict rather than lost.
+// between is the apiserver's Conflict rather than lost; it reads again and retries a few times, then
+// answers the conflict.
 func TestScaleIsGuardedByTheVersionRead(t *testing.T) {
 	e := newLifecycleEnv(t, "rayclusters")
 	u := e.manifest("demo")
@@ -96,7 +97,9 @@ func TestScaleIsGuardedByTheVersionRead(t *testing.T) {
 	read, err := e.dyn.Resource(e.kind.GVR()).Namespace("team").Get(t.Context(), "demo", metav1.GetOptions{})
 	require.NoError(t, err)
 	var sent string
+	updates := 0
 	e.dyn.PrependReactor("update", "rayclusters", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		updates++
 		sent = a.(k8stesting.UpdateAction).GetObject().(*unstructured.Unstructured).GetResourceVersion()
 		return true, nil, apierrors.NewConflict(e.kind.GVR().GroupResource(), "demo", errors.New("the object has been modified"))
 	})
@@ -106,4 +109,5 @@ func TestScaleIsGuardedByTheVersionRead(t *testing.T) {
 	require.True(t, apierrors.IsConflict(err), "%v", err)
 	assert.Equal(t, read.GetResourceVersion(), sent)
 	assert.NotEmpty(t, sent)
+	assert.Equal(t, 5, updates, "read again and retried before answering the conflict")
 }

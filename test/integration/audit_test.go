@@ -59,10 +59,11 @@ func TestAuditTrail(t *testing.T) {
 		return 200, decode[auditData](t, r)
 	}
 	var got auditData
-	eventually(t, 10*time.Second, "four entries", func() bool {
+	ok := waitFor(10*time.Second, func() bool {
 		_, got = list(admin, "?namespace="+ns)
 		return got.Total == 4
 	})
+	require.True(t, ok, "four entries, got %+v", got.Items)
 	var actions, requests []string
 	for _, e := range got.Items {
 		actions = append(actions, e.Action)
@@ -140,4 +141,16 @@ func TestAuditTrail(t *testing.T) {
 	})
 	assert.Equal(t, 400, call(t, "GET", "/rest/ray/v1/audit?namespace=Bad_NS", admin, "", nil).Status)
 	assert.Equal(t, 400, call(t, "GET", "/rest/ray/v1/audit?pageSize=501", admin, "", nil).Status)
+}
+
+// waitFor polls cond until it holds or d has passed, and says whether it held.
+func waitFor(d time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return true
 }
