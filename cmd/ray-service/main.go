@@ -100,13 +100,14 @@ func run() error {
 	registry, httpMetrics := metrics.NewRegistry()
 	metrics.RegisterSize(registry, "ray_service_auth_cache_entries", "Access review verdicts and user names cached.", reviewer.Len)
 	var usage api.Usage // none without Prometheus
+	var clusterHealth api.ClusterHealth
 	if cfg.PrometheusURL != "" {
 		querier, err := metrics.NewQuerier(cfg.PrometheusURL, cfg.PrometheusTimeout, cfg.PrometheusCacheSize)
 		if err != nil {
 			return err
 		}
 		metrics.RegisterSize(registry, "ray_service_prometheus_cache_entries", "Answers of Prometheus cached for the overview.", querier.CacheLen)
-		usage = querier
+		usage, clusterHealth = querier, querier
 	}
 	manager := &k8s.Manager{Clients: clients, Dashboards: dashboards, Store: store, Templates: templates, Authz: reviewer,
 		DeleteWait: 30 * time.Second}
@@ -144,6 +145,7 @@ func run() error {
 		Gatherer:        registry,
 		HTTP:            httpMetrics,
 		Usage:           usage,
+		Health:          clusterHealth,
 		Grafana:         api.Grafana{URL: cfg.GrafanaURL, DashboardUID: cfg.GrafanaDashboardUID},
 		Shutdown:        serving,
 		Follows:         api.NewFollowLimit(cfg.MaxLogFollows, cfg.MaxLogFollowsPerCaller, cfg.MaxLogFollowDuration),

@@ -2004,6 +2004,142 @@ const docTemplate = `{
                 }
             }
         },
+        "/rest/ray/v1/namespaces/{namespace}/{kind}/{name}/health": {
+            "get": {
+                "security": [
+                    {
+                        "Bearer": []
+                    }
+                ],
+                "description": "Four panels from Ray's own Prometheus metrics, for the Ray cluster of the object (a RayCluster\nitself; a RayJob's or RayService's current cluster), selected by the namespace and the\nray_io_cluster label that KubeRay's PodMonitor sets from the pods' ray.io/cluster label:\ngcsEventPressure, the longest queueing time of gcs_server's event-loop handlers\n(max(ray_operation_queue_time_ms{Component=\"gcs_server\"}), ms; warning from 100, critical from\n1000; Ray exports it with RAY_event_stats_metrics=1); nodeHealthChecks, the p99 latency of the\nGCS's node health checks (ray_health_check_rpc_latency_ms, ms; 1000, 5000); jobAPIPressure, the\np95 latency of the dashboard's /api/jobs endpoints (ray_dashboard_api_requests_duration_seconds,\ns; 1, 5); dashboardPressure, the p95 latency of every dashboard API call (the same metric; 1, 5).\nThe metric names are Ray's own (src/ray/stats/metric_defs.cc, src/ray/gcs/gcs_server/\ngcs_health_check_manager.cc, python/ray/dashboard/dashboard_metrics.py in the Ray sources).\nEach panel has its value at the end of the window, its series, its level (ok, warning, critical,\nor no data with the reason), its thresholds, its metric and the query that produced it; the\nverdict is the worst level. Prometheus trouble never fails the answer: panels say no data, with\na warning. For callers who may get the object; a template has no cluster (409).",
+                "produces": [
+                    "application/json"
+                ],
+                "tags": [
+                    "overview"
+                ],
+                "summary": "Cluster health",
+                "parameters": [
+                    {
+                        "type": "string",
+                        "description": "namespace",
+                        "name": "namespace",
+                        "in": "path",
+                        "required": true
+                    },
+                    {
+                        "enum": [
+                            "rayclusters",
+                            "rayjobs",
+                            "rayservices"
+                        ],
+                        "type": "string",
+                        "description": "kind",
+                        "name": "kind",
+                        "in": "path",
+                        "required": true
+                    },
+                    {
+                        "type": "string",
+                        "description": "name",
+                        "name": "name",
+                        "in": "path",
+                        "required": true
+                    },
+                    {
+                        "enum": [
+                            "10m",
+                            "30m",
+                            "1h",
+                            "3h",
+                            "6h",
+                            "12h",
+                            "24h",
+                            "7d"
+                        ],
+                        "type": "string",
+                        "default": "30m",
+                        "description": "named window",
+                        "name": "range",
+                        "in": "query"
+                    },
+                    {
+                        "type": "string",
+                        "description": "window start (RFC 3339 or Unix seconds), with end",
+                        "name": "start",
+                        "in": "query"
+                    },
+                    {
+                        "type": "string",
+                        "description": "window end, with start",
+                        "name": "end",
+                        "in": "query"
+                    },
+                    {
+                        "type": "string",
+                        "description": "step with start and end (e.g. 30s)",
+                        "name": "step",
+                        "in": "query"
+                    }
+                ],
+                "responses": {
+                    "200": {
+                        "description": "OK",
+                        "schema": {
+                            "allOf": [
+                                {
+                                    "$ref": "#/definitions/api.Envelope"
+                                },
+                                {
+                                    "type": "object",
+                                    "properties": {
+                                        "data": {
+                                            "$ref": "#/definitions/metrics.ClusterHealth"
+                                        }
+                                    }
+                                }
+                            ]
+                        }
+                    },
+                    "400": {
+                        "description": "Bad Request",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    },
+                    "401": {
+                        "description": "Unauthorized",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    },
+                    "403": {
+                        "description": "Forbidden",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    },
+                    "404": {
+                        "description": "Not Found",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    },
+                    "409": {
+                        "description": "Conflict",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    },
+                    "503": {
+                        "description": "Service Unavailable",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    }
+                }
+            }
+        },
         "/rest/ray/v1/namespaces/{namespace}/{kind}/{name}/logs": {
             "get": {
                 "security": [
@@ -4362,6 +4498,87 @@ const docTemplate = `{
                 }
             }
         },
+        "metrics.ClusterHealth": {
+            "type": "object",
+            "properties": {
+                "cluster": {
+                    "type": "string"
+                },
+                "panels": {
+                    "type": "array",
+                    "items": {
+                        "$ref": "#/definitions/metrics.Panel"
+                    }
+                },
+                "verdict": {
+                    "$ref": "#/definitions/metrics.Verdict"
+                },
+                "warnings": {
+                    "type": "array",
+                    "items": {
+                        "type": "string"
+                    }
+                },
+                "window": {
+                    "$ref": "#/definitions/metrics.Window"
+                }
+            }
+        },
+        "metrics.Panel": {
+            "type": "object",
+            "properties": {
+                "critical": {
+                    "type": "number"
+                },
+                "level": {
+                    "type": "string",
+                    "enum": [
+                        "ok",
+                        "warning",
+                        "critical",
+                        "no data"
+                    ],
+                    "example": "ok"
+                },
+                "metric": {
+                    "type": "string",
+                    "example": "ray_operation_queue_time_ms"
+                },
+                "name": {
+                    "type": "string",
+                    "example": "gcsEventPressure"
+                },
+                "query": {
+                    "type": "string"
+                },
+                "reason": {
+                    "description": "Reason says why there is no data.",
+                    "type": "string"
+                },
+                "series": {
+                    "type": "array",
+                    "items": {
+                        "$ref": "#/definitions/metrics.Point"
+                    }
+                },
+                "title": {
+                    "type": "string",
+                    "example": "GCS event pressure"
+                },
+                "unit": {
+                    "type": "string",
+                    "example": "ms"
+                },
+                "value": {
+                    "description": "Value is the figure at the end of the window; null with level \"no data\".",
+                    "type": "number"
+                },
+                "warning": {
+                    "description": "Warning and Critical are the thresholds: the level is warning from Warning on, critical from\nCritical on.",
+                    "type": "number"
+                }
+            }
+        },
         "metrics.Point": {
             "type": "object",
             "properties": {
@@ -4432,6 +4649,23 @@ const docTemplate = `{
                         "type": "number",
                         "format": "float64"
                     }
+                }
+            }
+        },
+        "metrics.Verdict": {
+            "type": "object",
+            "properties": {
+                "level": {
+                    "type": "string",
+                    "enum": [
+                        "ok",
+                        "warning",
+                        "critical",
+                        "no data"
+                    ]
+                },
+                "message": {
+                    "type": "string"
                 }
             }
         },

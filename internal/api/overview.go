@@ -172,3 +172,59 @@ func (s *Server) answerFigures(c *gin.Context, w metrics.Window, scope metrics.S
 	}
 	s.ok(c, http.StatusOK, data)
 }
+
+// clusterHealth reports the cluster health tab of the Ray cluster an object runs on.
+//
+//	@Summary		Cluster health
+//	@Description	Four panels from Ray's own Prometheus metrics, for the Ray cluster of the object (a RayCluster
+//	@Description	itself; a RayJob's or RayService's current cluster), selected by the namespace and the
+//	@Description	ray_io_cluster label that KubeRay's PodMonitor sets from the pods' ray.io/cluster label:
+//	@Description	gcsEventPressure, the longest queueing time of gcs_server's event-loop handlers
+//	@Description	(max(ray_operation_queue_time_ms{Component="gcs_server"}), ms; warning from 100, critical from
+//	@Description	1000; Ray exports it with RAY_event_stats_metrics=1); nodeHealthChecks, the p99 latency of the
+//	@Description	GCS's node health checks (ray_health_check_rpc_latency_ms, ms; 1000, 5000); jobAPIPressure, the
+//	@Description	p95 latency of the dashboard's /api/jobs endpoints (ray_dashboard_api_requests_duration_seconds,
+//	@Description	s; 1, 5); dashboardPressure, the p95 latency of every dashboard API call (the same metric; 1, 5).
+//	@Description	The metric names are Ray's own (src/ray/stats/metric_defs.cc, src/ray/gcs/gcs_server/
+//	@Description	gcs_health_check_manager.cc, python/ray/dashboard/dashboard_metrics.py in the Ray sources).
+//	@Description	Each panel has its value at the end of the window, its series, its level (ok, warning, critical,
+//	@Description	or no data with the reason), its thresholds, its metric and the query that produced it; the
+//	@Description	verdict is the worst level. Prometheus trouble never fails the answer: panels say no data, with
+//	@Description	a warning. For callers who may get the object; a template has no cluster (409).
+//	@Tags			overview
+//	@Produce		json
+//	@Security		Bearer
+//	@Param			namespace				path		string	true	"namespace"
+//	@Param			kind					path		string	true	"kind"	Enums(rayclusters, rayjobs, rayservices)
+//	@Param			name					path		string	true	"name"
+//	@Param			range					query		string	false	"named window"	Enums(10m, 30m, 1h, 3h, 6h, 12h, 24h, 7d)	default(30m)
+//	@Param			start					query		string	false	"window start (RFC 3339 or Unix seconds), with end"
+//	@Param			end						query		string	false	"window end, with start"
+//	@Param			step					query		string	false	"step with start and end (e.g. 30s)"
+//	@Success		200						{object}	Envelope{data=metrics.ClusterHealth}
+//	@Failure		400,401,403,404,409,503	{object}	Envelope
+//	@Router			/rest/ray/v1/namespaces/{namespace}/{kind}/{name}/health [get]
+func (s *Server) clusterHealth(c *gin.Context) {
+	w, _, ok := s.windowAndNamespace(c)
+	if !ok {
+		return
+	}
+	r, cur, ok := s.resolve(c)
+	if !ok {
+		return
+	}
+	sum := r.objects.Summarize(cur)
+	cluster := r.kind.CurrentCluster(&sum)
+	if cur.Template != nil || cluster == "" {
+		s.fail(c, statusError(http.StatusConflict, metav1.StatusReasonConflict, "it has no Ray cluster: start it first"))
+		return
+	}
+	if s.Health == nil {
+		data := metrics.ClusterHealth{Window: w, Cluster: cluster, Panels: []metrics.Panel{},
+			Verdict:  metrics.Verdict{Level: metrics.LevelNoData, Message: "no Prometheus is configured"},
+			Warnings: []string{"no Prometheus is configured: the cluster health tab is not measured"}}
+		s.ok(c, http.StatusOK, data)
+		return
+	}
+	s.ok(c, http.StatusOK, s.Health.ClusterHealth(c.Request.Context(), w, c.Param("namespace"), cluster))
+}

@@ -103,6 +103,11 @@ type Usage interface {
 	Usage(ctx context.Context, w metrics.Window, sc metrics.Scope) (metrics.Used, metrics.Series, []string)
 }
 
+// ClusterHealth answers the cluster health tab from Ray's own metrics (metrics.Querier).
+type ClusterHealth interface {
+	ClusterHealth(ctx context.Context, w metrics.Window, namespace, cluster string) metrics.ClusterHealth
+}
+
 // Deps are what the handlers need; cmd/ray-service wires them.
 type Deps struct {
 	Kinds   *k8s.Kinds
@@ -120,6 +125,8 @@ type Deps struct {
 	HTTP     *metrics.HTTP
 	// Usage answers the overview's Prometheus questions; nil without Prometheus.
 	Usage Usage
+	// Health answers the cluster health tab; nil without Prometheus.
+	Health ClusterHealth
 	// Grafana is the target of the overview's deep links.
 	Grafana Grafana
 	// Shutdown is done when the service shuts down; it ends log streams.
@@ -205,6 +212,7 @@ func NewRouter(d Deps) *gin.Engine {
 		ns.Handle(method, "/:name/dashboard/*path", s.dashboard)
 	}
 	ns.GET("/:name/metrics", s.clusterMetrics)
+	ns.GET("/:name/health", s.clusterHealth)
 	return r
 }
 
