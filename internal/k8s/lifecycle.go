@@ -104,15 +104,21 @@ func (o *Objects) Stop(ctx context.Context, ns, name string) (*Current, error) {
 	}
 	obj := cur.Instance
 	status := o.Kind.status(obj)
+	// Where KubeRay suspends in place, the spec says what was asked: a stop right after a start finds the
+	// status still Stopped while the spec says run, and must suspend it again.
+	suspendable := o.Kind.Suspendable(obj)
+	asked, _, _ := unstructured.NestedBool(obj.Object, "spec", "suspend")
 	switch {
-	case status == StatusStopped || status == StatusStopping:
+	case suspendable && asked:
 		return cur, nil
 	case finished(status):
 		return nil, apierrors.NewConflict(o.Kind.GVR().GroupResource(), name,
 			fmt.Errorf("it has finished (%s): there is nothing to stop; start runs it again", status))
-	case o.Kind.Suspendable(obj):
+	case suspendable:
 		out, err := o.patchSuspend(ctx, ns, name, true)
 		return &Current{Instance: out}, err
+	case status == StatusStopped || status == StatusStopping:
+		return cur, nil
 	}
 	switch o.Kind.stopMode {
 	case stopViaDashboard:

@@ -424,3 +424,24 @@ func TestStopAdoptsOnlyItsOwnTemplate(t *testing.T) {
 	inst, tpl := e.state("svc")
 	assert.Equal(t, []bool{false, true}, []bool{inst, tpl})
 }
+
+// A stop right after a start finds the status still Stopped while the spec says run: it suspends
+// again, rather than answering that it is stopped already.
+func TestStopRightAfterStart(t *testing.T) {
+	e := newLifecycleEnv(t, "rayclusters")
+	e.seed("demo", map[string]any{"state": "suspended"}) // spec.suspend is false: a start is under way
+	_, err := e.objs.Stop(t.Context(), "team", "demo")
+	require.NoError(t, err)
+	got, err := e.dyn.Resource(e.kind.GVR()).Namespace("team").Get(t.Context(), "demo", metav1.GetOptions{})
+	require.NoError(t, err)
+	suspend, _, _ := unstructured.NestedBool(got.Object, "spec", "suspend")
+	assert.True(t, suspend, "suspended again")
+
+	// Asked to stop already: nothing more is written.
+	writes := len(e.dyn.Actions())
+	_, err = e.objs.Stop(t.Context(), "team", "demo")
+	require.NoError(t, err)
+	for _, a := range e.dyn.Actions()[writes:] {
+		assert.Equal(t, "get", a.GetVerb(), "a second stop only reads")
+	}
+}

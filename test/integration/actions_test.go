@@ -122,9 +122,19 @@ func take(t *testing.T, token, ns, kind, name, action string, object map[string]
 	case "delete":
 		return call(t, "DELETE", path, token, "", nil).Status
 	case "edit":
-		body, err := json.Marshal(object)
-		require.NoError(t, err)
-		return call(t, "PUT", path, token, "application/json", body).Status
+		// As a user would: a change made in between (the operator's status) is 409; read again, retry.
+		for range 3 {
+			body, err := json.Marshal(object)
+			require.NoError(t, err)
+			r := call(t, "PUT", path, token, "application/json", body)
+			if r.Status != 409 {
+				return r.Status
+			}
+			var d struct{ Object map[string]any }
+			require.NoError(t, json.Unmarshal(call(t, "GET", path, token, "", nil).Data, &d))
+			object = d.Object
+		}
+		return 409
 	case "scale":
 		return call(t, "POST", path+"/scale", token, "application/json", []byte(`{"group":"workers","maxReplicas":4}`)).Status
 	case "logs":
