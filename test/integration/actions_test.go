@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -70,7 +71,7 @@ func TestActionsAreWhatSucceeds(t *testing.T) {
 				}
 				require.NoError(t, json.Unmarshal(r.Data, &d))
 				require.NotNil(t, d.Actions, "a detail always names its actions")
-				listed := listedActions(t, token, ns, st.kind, name)
+				listed := listedActions(t, token, ns, st.kind, name, d.Actions)
 				assert.Equal(t, d.Actions, listed, "%s on %s: the list item names the detail's actions", user, state)
 				summary[user+" on "+state] = d.Actions
 				code := take(t, token, ns, st.kind, name, action, d.Object)
@@ -95,22 +96,28 @@ func TestActionsAreWhatSucceeds(t *testing.T) {
 	}
 }
 
-func listedActions(t *testing.T, token, ns, kind, name string) []string {
-	r := call(t, "GET", nsPath(ns, kind)+"?search="+name+"&pageSize=500", token, "", nil)
-	require.Equal(t, 200, r.Status, string(r.Raw))
-	for _, it := range decode[struct {
-		Items []struct {
-			Name    string   `json:"name"`
-			Actions []string `json:"actions"`
-		} `json:"items"`
-	}](t, r).Items {
-		if it.Name == name {
-			require.NotNil(t, it.Actions, "a list item always names its actions")
-			return it.Actions
+// listedActions returns the actions the list item of name names, once the watch cache has caught up
+// with the detail, which is read from the apiserver and can come first: until they are want, or 10 s.
+func listedActions(t *testing.T, token, ns, kind, name string, want []string) []string {
+	actions := []string{"(not listed)"}
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) && !slices.Equal(actions, want) {
+		time.Sleep(50 * time.Millisecond)
+		r := call(t, "GET", nsPath(ns, kind)+"?search="+name+"&pageSize=500", token, "", nil)
+		require.Equal(t, 200, r.Status, string(r.Raw))
+		for _, it := range decode[struct {
+			Items []struct {
+				Name    string   `json:"name"`
+				Actions []string `json:"actions"`
+			} `json:"items"`
+		}](t, r).Items {
+			if it.Name == name {
+				require.NotNil(t, it.Actions, "a list item always names its actions")
+				actions = it.Actions
+			}
 		}
 	}
-	require.FailNow(t, "not listed", name)
-	return nil
+	return actions
 }
 
 // take takes one action as token and returns the status of the answer.
