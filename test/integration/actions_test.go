@@ -19,7 +19,7 @@ var allActions = []string{"start", "stop", "delete", "edit", "scale", "logs", "d
 
 // The actions a list item and a detail name are exactly what succeeds: for the admin, a viewer and a
 // namespace editor (Ray objects, ConfigMaps and pod logs, not the dashboard proxy), on a running
-// RayCluster, a stopped one and a RayService template, every action named is taken and succeeds, and
+// RayCluster, a stopped one, a suspended RayJob and a RayService template, every action named is taken and succeeds, and
 // every action not named is refused, or (start of what runs, stop of what is stopped) changes nothing.
 func TestActionsAreWhatSucceeds(t *testing.T) {
 	ns := namespace(t, "actions")
@@ -42,6 +42,10 @@ func TestActionsAreWhatSucceeds(t *testing.T) {
 			require.Equal(t, 201, createClusterAt(t, admin, ns, name, "?start=false").Status)
 			waitStatus(t, ns, "rayclusters", name, "Stopped")
 		}},
+		"job-stopped": {"rayjobs", func(name string) { // a RayJob KubeRay can suspend, created stopped
+			require.Equal(t, 201, call(t, "POST", nsPath(ns, "rayjobs")+"?start=false", admin, "application/json", rayJob(t, name, true)).Status)
+			waitStatus(t, ns, "rayjobs", name, "Stopped")
+		}},
 		"template": {"rayservices", func(name string) {
 			require.Equal(t, 201, call(t, "POST", nsPath(ns, "rayservices")+"?start=false", admin, "application/yaml",
 				mustRename(t, "rayservice-minimal.yaml", name)).Status)
@@ -51,7 +55,7 @@ func TestActionsAreWhatSucceeds(t *testing.T) {
 	summary := map[string][]string{}
 	for _, user := range []string{"admin", "editor", "viewer"} {
 		token := users[user]
-		for _, state := range []string{"running", "stopped", "template"} {
+		for _, state := range []string{"running", "stopped", "job-stopped", "template"} {
 			st := states[state]
 			for _, action := range allActions {
 				n++
