@@ -149,17 +149,26 @@ func (o StreamOptions) withDefaults() StreamOptions {
 	return o
 }
 
+// stream is an open watch stream: its context (ended by the client, the shutdown or the time limit),
+// its writer, the ticks of its heartbeat and of its rights check, and what closes it.
+type stream struct {
+	ctx               context.Context
+	w                 *sseWriter
+	heartbeat, reauth <-chan time.Time
+	close             func()
+}
+
 // openStream takes a place among the watch streams for the caller (429 when there is none), bounds the
 // stream's life (the limit's duration, the service's shutdown, the client leaving), lifts the server's
-// deadlines and starts the answer. ok is false when the request was answered with an error.
-func (s *Server) openStream(c *gin.Context) (ctx context.Context, w *sseWriter, done func(), ok bool) {
+// deadlines and starts the answer. It is nil when the request was answered with an error.
+func (s *Server) openStream(c *gin.Context) *stream {
 	release, err := s.Watches.acquire(c.GetString(callerKey{}))
 	if err != nil {
 		s.fail(c, err)
-		return nil, nil, nil, false
+		return nil
 	}
 	var cancel context.CancelFunc
-	ctx = c.Request.Context()
+	ctx := c.Request.Context()
 	if d := s.Watches.maxDuration(); d > 0 {
 		ctx, cancel = context.WithTimeout(ctx, d)
 	} else {
@@ -170,7 +179,15 @@ func (s *Server) openStream(c *gin.Context) (ctx context.Context, w *sseWriter, 
 		stop = context.AfterFunc(s.Shutdown, cancel)
 	}
 	liftDeadlines(c.Writer)
-	w = newSSEWriter(c, s.Streams.withDefaults().WriteTimeout)
+	opts := s.Streams.withDefaults()
+	w := newSSEWriter(c, opts.WriteTimeout)
 	w.line("retry: 3000")
-	return ctx, w, func() { stop(); cancel(); release() }, true
+	heartbeat, reauth := time.NewTicker(opts.Heartbeat), time.NewTicker(opts.Reauthorize)
+	return &stream{ctx: ctx, w: w, heartbeat: heartbeat.C, reauth: reauth.C, close: func() {
+		heartbeat.Stop()
+		reauth.Stop()
+		stop()
+		cancel()
+		release()
+	}}
 }

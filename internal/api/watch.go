@@ -7,7 +7,6 @@ import (
 	"hash/fnv"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/gin-gonic/gin"
 	"go.uber.org/zap"
@@ -170,21 +169,18 @@ func (s *Server) watchList(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	ctx, w, done, ok := s.openStream(c)
-	if !ok {
+	st := s.openStream(c)
+	if st == nil {
 		return
 	}
-	defer done()
+	defer st.close()
+	ctx, w := st.ctx, st.w
 	l := &listStream{s: s, k: k, q: q, w: w, scopes: scopes, epoch: s.Store.Epoch()}
 	if last := c.GetHeader("Last-Event-ID"); last == "" {
 		l.snapshot("")
 	} else if reason := l.resume(last); reason != "" {
 		l.snapshot(reason)
 	}
-	opts := s.Streams.withDefaults()
-	heartbeat, reauth := time.NewTicker(opts.Heartbeat), time.NewTicker(opts.Reauthorize)
-	defer heartbeat.Stop()
-	defer reauth.Stop()
 	for {
 		if err := w.flush(); err != nil {
 			return
@@ -197,9 +193,9 @@ func (s *Server) watchList(c *gin.Context) {
 		case <-ctx.Done():
 			return
 		case <-changed:
-		case <-heartbeat.C:
+		case <-st.heartbeat:
 			w.line(": heartbeat")
-		case <-reauth.C:
+		case <-st.reauth:
 			next, err := s.streamScopes(ctx, token(c), k, ns, templates)
 			if err == nil && ns == "" && next.Instances.IsEmpty() && !l.scopes.Instances.IsEmpty() {
 				err = forbidden(k, "list", "")

@@ -47,15 +47,12 @@ func (s *Server) watchOverview(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	ctx, w, done, ok := s.openStream(c)
-	if !ok {
+	st := s.openStream(c)
+	if st == nil {
 		return
 	}
-	defer done()
-	opts := s.Streams.withDefaults()
-	heartbeat, reauth := time.NewTicker(opts.Heartbeat), time.NewTicker(opts.Reauthorize)
-	defer heartbeat.Stop()
-	defer reauth.Stop()
+	defer st.close()
+	ctx, w := st.ctx, st.w
 	var last []byte
 	for {
 		changed := s.Store.Changed()
@@ -79,12 +76,12 @@ func (s *Server) watchOverview(c *gin.Context) {
 		case <-ctx.Done():
 			return
 		case <-changed:
-		case <-heartbeat.C:
+		case <-st.heartbeat:
 			w.line(": heartbeat")
 			if err := w.flush(); err != nil {
 				return
 			}
-		case <-reauth.C:
+		case <-st.reauth:
 			next, err := s.overviewScopes(ctx, token(c), ns)
 			switch {
 			case revoked(err):
@@ -134,16 +131,13 @@ func (s *Server) watchObject(c *gin.Context) {
 	}
 	o.followEvents(c.Request.Context(), tok)
 	defer o.stopEvents()
-	ctx, w, done, ok := s.openStream(c)
-	if !ok {
+	st := s.openStream(c)
+	if st == nil {
 		return
 	}
-	defer done()
+	defer st.close()
+	ctx, w := st.ctx, st.w
 	o.w = w
-	opts := s.Streams.withDefaults()
-	heartbeat, reauth := time.NewTicker(opts.Heartbeat), time.NewTicker(opts.Reauthorize)
-	defer heartbeat.Stop()
-	defer reauth.Stop()
 	for first := true; ; first = false {
 		changed := s.Store.Changed()
 		var eventsChanged <-chan struct{}
@@ -162,9 +156,9 @@ func (s *Server) watchObject(c *gin.Context) {
 			return
 		case <-changed:
 		case <-eventsChanged:
-		case <-heartbeat.C:
+		case <-st.heartbeat:
 			w.line(": heartbeat")
-		case <-reauth.C:
+		case <-st.reauth:
 			allowed, err := s.Authz.Allowed(ctx, tok, auth.Attributes{Verb: "get", Group: k8s.RayGroupVersion.Group, Resource: r.kind.Resource, Namespace: ns, Name: name})
 			switch {
 			case err == nil && !allowed:

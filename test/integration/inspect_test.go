@@ -9,8 +9,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -87,13 +85,7 @@ func textLines(b []byte) []string {
 // goroutines reads the service's go_goroutines from its /metrics.
 func goroutines(t *testing.T) int {
 	t.Helper()
-	status, body, err := httpGet(context.Background(), env.serviceURL+"/metrics")
-	require.NoError(t, err)
-	require.Equal(t, 200, status)
-	m := regexp.MustCompile(`(?m)^go_goroutines (\d+)`).FindSubmatch(body)
-	require.NotNil(t, m)
-	n, _ := strconv.Atoi(string(m[1]))
-	return n
+	return goroutinesOf(t, env.serviceURL)
 }
 
 func TestPodsAndLogs(t *testing.T) {
