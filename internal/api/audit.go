@@ -104,9 +104,9 @@ func scaleDetail(r k8s.ScaleRequest) string {
 //	@Failure		400,401,403,503	{object}	Envelope
 //	@Router			/rest/ray/v1/audit [get]
 func (s *Server) auditList(c *gin.Context) {
-	ns := c.Query("namespace")
-	if p := namespaceProblem(ns); p != "" {
-		s.fail(c, badRequest("namespace %q is not a namespace name: %s", ns, p))
+	ns, err := namespaceQuery(c)
+	if err != nil {
+		s.fail(c, err)
 		return
 	}
 	page, err := intParam(c, "page", 1, 1, 1<<30)

@@ -149,9 +149,9 @@ func (s *Server) windowAndNamespace(c *gin.Context) (metrics.Window, string, boo
 		s.fail(c, badRequest("%v", err))
 		return w, "", false
 	}
-	ns := c.Query("namespace")
-	if p := namespaceProblem(ns); p != "" {
-		s.fail(c, badRequest("namespace %q is not a namespace name: %s", ns, p))
+	ns, err := namespaceQuery(c)
+	if err != nil {
+		s.fail(c, err)
 		return w, "", false
 	}
 	return w, ns, true

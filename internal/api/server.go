@@ -333,6 +333,15 @@ func checkPathNames(ns, name string) error {
 	return nil
 }
 
+// namespaceQuery reads the optional namespace query parameter, refusing what is no namespace name.
+func namespaceQuery(c *gin.Context) (string, error) {
+	ns := c.Query("namespace")
+	if p := namespaceProblem(ns); p != "" {
+		return "", badRequest("namespace %q is not a namespace name: %s", ns, p)
+	}
+	return ns, nil
+}
+
 // namespaceProblem says what makes ns no namespace name, "" when it is one or empty.
 func namespaceProblem(ns string) string {
 	if ns == "" {

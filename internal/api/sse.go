@@ -97,7 +97,8 @@ func (e *sseWriter) raw(name, id string, data []byte) {
 	}
 }
 
-// comment adds a comment line, which clients ignore: a heartbeat, or the retry advice.
+// line adds a line of its own, which EventSource does not dispatch: a heartbeat comment, or the retry
+// advice.
 func (e *sseWriter) line(s string) {
 	e.buf.WriteString(s)
 	e.buf.WriteString("\n\n")

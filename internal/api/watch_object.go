@@ -37,9 +37,9 @@ const overviewInterval = time.Second
 //	@Failure		400,401,403,429,503	{object}	Envelope
 //	@Router			/rest/ray/v1/overview/watch [get]
 func (s *Server) watchOverview(c *gin.Context) {
-	ns := c.Query("namespace")
-	if p := namespaceProblem(ns); p != "" {
-		s.fail(c, badRequest("namespace %q is not a namespace name: %s", ns, p))
+	ns, err := namespaceQuery(c)
+	if err != nil {
+		s.fail(c, err)
 		return
 	}
 	scopes, err := s.overviewScopes(c.Request.Context(), token(c), ns)
