@@ -37,7 +37,7 @@ func (e *feedEnv) put(ns, name, state string, suspend bool) {
 		"status":   map[string]any{"state": state},
 	}}
 	u.SetCreationTimestamp(metav1.Now())
-	entry, err := entryTransform(e.kind)(u)
+	entry, err := (&Store{}).entryTransform(e.kind)(u)
 	require.NoError(e.t, err)
 	e.store.publishInstance(e.kind, entry)
 }

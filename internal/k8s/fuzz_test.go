@@ -48,7 +48,7 @@ func FuzzSummarize(f *testing.F) {
 			return
 		}
 		for _, k := range kinds.All() {
-			e, err := entryTransform(k)(u)
+			e, err := (&Store{}).entryTransform(k)(u)
 			if err != nil {
 				t.Fatalf("%s: %v", k.Kind, err)
 			}

@@ -163,6 +163,15 @@ func Info(p *corev1.Pod) PodInfo {
 // container that is not the object's is BadRequest; a container that has not started is Conflict,
 // naming why.
 func (k *Kind) LogTarget(o *unstructured.Unstructured, pods []corev1.Pod, pod, container string) (*corev1.Pod, string, error) {
+	current := ""
+	if clusters := k.clustersOf(o); len(clusters) > 0 {
+		current = clusters[0]
+	}
+	return k.logTarget(current, pods, pod, container)
+}
+
+// logTarget is LogTarget for an object that runs on the Ray cluster current now.
+func (k *Kind) logTarget(current string, pods []corev1.Pod, pod, container string) (*corev1.Pod, string, error) {
 	var target *corev1.Pod
 	switch {
 	case pod != "":
@@ -179,10 +188,6 @@ func (k *Kind) LogTarget(o *unstructured.Unstructured, pods []corev1.Pod, pod, c
 			if nodeType(&pods[i]) == NodeTypeSubmitter && target == nil {
 				target = &pods[i]
 			}
-		}
-		current := ""
-		if clusters := k.clustersOf(o); len(clusters) > 0 {
-			current = clusters[0]
 		}
 		for i := range pods {
 			if nodeType(&pods[i]) == NodeTypeHead && pods[i].Labels[RayClusterLabel] == current && target == nil {

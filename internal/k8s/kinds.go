@@ -63,6 +63,8 @@ type Kind struct {
 	suspendable func(o *unstructured.Unstructured) bool
 	// stopMode is how an object that cannot be suspended is stopped.
 	stopMode stopMode
+	// finishes: an object of the kind runs to an end, Succeeded or Failed, and stays there.
+	finishes bool
 	// rerunnable tells whether start runs an object of this status again.
 	rerunnable func(status string) bool
 }
@@ -123,6 +125,9 @@ func NewKinds() *Kinds {
 	}
 	return r
 }
+
+// ByKind returns the kind of that object kind ("RayJob"), nil when it is none of them.
+func (r *Kinds) ByKind(kind string) *Kind { return r.byKind(kind) }
 
 // Lookup returns the kind with the given resource name.
 func (r *Kinds) Lookup(resource string) (*Kind, bool) {

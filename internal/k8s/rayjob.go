@@ -16,6 +16,7 @@ func rayJobKind() *Kind {
 		summarize:       summarizeRayJob,
 		clusters:        func(s *Summary) []string { return []string{s.RayClusterName} },
 		hasSubmitter:    true,
+		finishes:        true,
 		suspendable:     rayJobSuspendable,
 		stopMode:        stopViaDashboard,
 		rerunnable: func(status string) bool {

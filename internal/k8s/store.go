@@ -97,7 +97,22 @@ type Store struct {
 	feeds  map[*Kind]*feed
 	notify *notifier
 	epoch  string
+	// observer, when set (before Start), is told of every Ray object received and of every one gone.
+	observer Observer
 }
+
+// Observer is told of every version of a Ray object the watch cache receives, whole, before it is
+// trimmed to its entry, and of every object that leaves the cache. It is called on the informers'
+// goroutines and must not block; it must not keep o past the call unless it copies what it needs.
+type Observer interface {
+	Observe(k *Kind, o *unstructured.Unstructured, s *Summary)
+	// Gone is told of an object deleted, with the pods of its Ray clusters as the cache holds them
+	// still: the garbage collector deletes them right after.
+	Gone(k *Kind, e *Entry, pods []corev1.Pod)
+}
+
+// SetObserver sets the observer of Ray objects; call it before Start.
+func (s *Store) SetObserver(o Observer) { s.observer = o }
 
 // namespaced holds values by namespace, then name.
 type namespaced[T any] map[string]map[string]T
@@ -180,7 +195,7 @@ func NewStore(dyn dynamic.Interface, core kubernetes.Interface, kinds *Kinds, te
 		s.instances[k], s.templated[k], s.ordered[k] = namespaced[*Item]{}, namespaced[*Item]{}, newViews()
 		s.feeds[k] = newFeed(FeedWindow)
 		inf := df.ForResource(k.GVR()).Informer()
-		if err := inf.SetTransform(entryTransform(k)); err != nil {
+		if err := inf.SetTransform(s.entryTransform(k)); err != nil {
 			return nil, err
 		}
 		// Which entries a pod change concerns: those running on the pod's Ray cluster. A Ray cluster
@@ -353,6 +368,17 @@ func (s *Store) unpublishInstance(k *Kind, obj any) {
 	e, ok := obj.(*Entry)
 	if !ok {
 		return
+	}
+	if s.observer != nil {
+		var pods []corev1.Pod
+		if sum := e.Summary(); sum != nil {
+			for _, c := range k.Clusters(sum) {
+				for _, p := range s.ClusterPods(e.Namespace, c) {
+					pods = append(pods, *p)
+				}
+			}
+		}
+		s.observer.Gone(k, e, pods)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -606,8 +632,9 @@ func (s *Store) clusterItem(ns, name string) (*Item, bool) {
 	return s.instances[s.kinds.Cluster()].get(ns, name)
 }
 
-// entryTransform turns an object from the watch into its cache entry.
-func entryTransform(k *Kind) cache.TransformFunc {
+// entryTransform turns an object from the watch into its cache entry, showing it whole to the
+// observer first.
+func (s *Store) entryTransform(k *Kind) cache.TransformFunc {
 	return func(obj any) (any, error) {
 		u, ok := obj.(*unstructured.Unstructured)
 		if !ok {
@@ -624,6 +651,9 @@ func entryTransform(k *Kind) cache.TransformFunc {
 				DeletionTimestamp: u.GetDeletionTimestamp(),
 			},
 			item: newItem(k.Summarize(u), NewLabelSet(u.GetLabels())),
+		}
+		if s.observer != nil {
+			s.observer.Observe(k, u, &e.item.Summary)
 		}
 		return e, nil
 	}

@@ -54,7 +54,7 @@ func heapInUse() uint64 {
 func BenchmarkCacheMemory(b *testing.B) {
 	const n = 10000
 	kind := rayClusterKind()
-	transform := entryTransform(kind)
+	transform := (&Store{}).entryTransform(kind)
 	objs := make([]*unstructured.Unstructured, n)
 	for i := range objs {
 		objs[i] = benchCluster(b, i)
@@ -103,7 +103,7 @@ func benchStore(b *testing.B, n int) (*Store, *Kind) {
 		b.Fatal(err)
 	}
 	k := kinds.Cluster()
-	transform := entryTransform(k)
+	transform := (&Store{}).entryTransform(k)
 	for i := range n {
 		u := benchCluster(b, i)
 		u.SetNamespace(fmt.Sprintf("ns-%02d", i%20))
@@ -148,7 +148,7 @@ func BenchmarkListQuery(b *testing.B) {
 			// matches kept for the query: the cost of the first page of a query.
 			b.Run("filtered-after-change", func(b *testing.B) {
 				q := &Query{Search: "cluster-00", Statuses: []string{StatusRunning}, SortBy: SortByName, Page: 2, PageSize: 20}
-				e, _ := entryTransform(k)(benchCluster(b, 7))
+				e, _ := (&Store{}).entryTransform(k)(benchCluster(b, 7))
 				b.ReportAllocs()
 				for b.Loop() {
 					s.publishInstance(k, e)
@@ -167,7 +167,7 @@ func BenchmarkInitialSync(b *testing.B) {
 	for _, n := range []int{10000, 100000} {
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
 			s, k := benchStore(b, 0)
-			transform := entryTransform(k)
+			transform := (&Store{}).entryTransform(k)
 			entries := make([]any, n)
 			for i := range entries {
 				u := benchCluster(b, (i*7919)%n) // a fixed shuffle
@@ -213,7 +213,7 @@ func BenchmarkStoreMemory(b *testing.B) {
 func benchStoreIndexed(b *testing.B, n int) (*Store, *Kind) {
 	b.Helper()
 	s, k := benchStore(b, 0)
-	transform := entryTransform(k)
+	transform := (&Store{}).entryTransform(k)
 	indexer := s.informers[k].GetIndexer()
 	for i := range n {
 		u := benchCluster(b, i)

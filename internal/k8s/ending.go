@@ -1,0 +1,195 @@
+package k8s
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+)
+
+// Finished tells whether an object of this status has run to its end (a RayJob that Succeeded or
+// Failed): what explains how it ended is read then, before KubeRay's TTL deletes anything.
+func (k *Kind) Finished(status string) bool {
+	return k.finishes && (status == StatusSucceeded || status == StatusFailed)
+}
+
+// Ending is what explains how an object ended: the last events of it, its Ray clusters, their pods
+// and its submitter; each pod's last state; and the tail of the log an object's logs default to (a
+// RayJob's submitter, else the head).
+type Ending struct {
+	Events []EventInfo `json:"events"`
+	Pods   []PodEnd    `json:"pods"`
+	Log    *LogTail    `json:"log,omitempty"`
+}
+
+// PodEnd is the last state of one pod, and how each of its containers last ended.
+type PodEnd struct {
+	Name       string         `json:"name"`
+	NodeType   string         `json:"nodeType" example:"head"`
+	Phase      string         `json:"phase" example:"Failed"`
+	Containers []ContainerEnd `json:"containers"`
+}
+
+// ContainerEnd is how a container last ended (or its state, when it never did).
+type ContainerEnd struct {
+	Name     string `json:"name"`
+	Restarts int32  `json:"restarts"`
+	// State is running, waiting or terminated.
+	State      string     `json:"state"`
+	ExitCode   *int32     `json:"exitCode,omitempty"`
+	Reason     string     `json:"reason,omitempty" example:"OOMKilled"`
+	Message    string     `json:"message,omitempty"`
+	FinishedAt *time.Time `json:"finishedAt,omitempty"`
+}
+
+// LogTail is the end of one container's log.
+type LogTail struct {
+	Pod       string `json:"pod"`
+	Container string `json:"container"`
+	Text      string `json:"text"`
+	// Truncated tells that the log was longer than what was kept.
+	Truncated bool `json:"truncated"`
+}
+
+// EndingLimits bound what an Ending keeps.
+type EndingLimits struct {
+	Events   int
+	LogLines int64
+	LogBytes int64
+}
+
+// ReadEnding reads, with the clients given (the service's own), what explains how an object of kind
+// k ended: ns/name, running on the Ray clusters named (the current one first). The pods of those
+// clusters are listed, unless they are given (known): an object deleted has them from the watch cache,
+// as they were when it went. What cannot be read (the pods are gone, a log was never written) is left
+// out; only a failure to reach the apiserver is an error.
+func (k *Kind) ReadEnding(ctx context.Context, core kubernetes.Interface, ns, name string, clusters []string, known []corev1.Pod,
+	lim EndingLimits) (*Ending, error) {
+	var selectors []string
+	pods := append([]corev1.Pod(nil), known...)
+	if len(clusters) > 0 && known == nil {
+		selectors = append(selectors, RayClusterLabel+" in ("+strings.Join(clusters, ",")+")")
+	}
+	if k.hasSubmitter {
+		selectors = append(selectors, jobNameLabel+"="+name)
+	}
+	// What the service may not read (its role lacks it) is left out; what fails otherwise is an error,
+	// and the ending is read again later.
+	for _, sel := range selectors {
+		list, err := core.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
+		switch {
+		case apierrors.IsForbidden(err):
+		case err != nil:
+			return nil, err
+		default:
+			pods = append(pods, list.Items...)
+		}
+	}
+	sortPods(pods)
+	events := &corev1.EventList{}
+	if list, err := core.CoreV1().Events(ns).List(ctx, metav1.ListOptions{ResourceVersion: "0"}); err == nil {
+		events = list
+	} else if !apierrors.IsForbidden(err) {
+		return nil, err
+	}
+	names := make([]string, len(pods))
+	for i := range pods {
+		names[i] = pods[i].Name
+	}
+	e := &Ending{Events: k.eventsOf(name, clusters, names, events.Items), Pods: make([]PodEnd, 0, len(pods))}
+	if len(e.Events) > lim.Events {
+		e.Events = e.Events[:lim.Events]
+	}
+	for i := range pods {
+		e.Pods = append(e.Pods, podEnd(&pods[i]))
+	}
+	current := ""
+	if len(clusters) > 0 {
+		current = clusters[0]
+	}
+	if target, container, err := k.logTarget(current, pods, "", ""); err == nil {
+		tail, err := readTail(ctx, core, target, container, lim)
+		var status apierrors.APIStatus
+		if err != nil && !errors.As(err, &status) {
+			return nil, err
+		}
+		// A pod gone, a log never written or not to be read: no tail.
+		e.Log = tail
+	}
+	return e, nil
+}
+
+func podEnd(p *corev1.Pod) PodEnd {
+	out := PodEnd{Name: p.Name, NodeType: nodeType(p), Phase: string(p.Status.Phase), Containers: []ContainerEnd{}}
+	for _, cs := range append(append([]corev1.ContainerStatus{}, p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
+		c := ContainerEnd{Name: cs.Name, Restarts: cs.RestartCount, State: "waiting"}
+		term := cs.State.Terminated
+		switch {
+		case term != nil:
+			c.State = "terminated"
+		case cs.State.Running != nil:
+			c.State = "running"
+			term = cs.LastTerminationState.Terminated
+		default:
+			term = cs.LastTerminationState.Terminated
+			if cs.State.Waiting != nil {
+				c.Reason, c.Message = cs.State.Waiting.Reason, cs.State.Waiting.Message
+			}
+		}
+		if term != nil {
+			code := term.ExitCode
+			c.ExitCode, c.Reason, c.Message = &code, term.Reason, term.Message
+			if !term.FinishedAt.IsZero() {
+				t := term.FinishedAt.UTC()
+				c.FinishedAt = &t
+			}
+		}
+		out.Containers = append(out.Containers, c)
+	}
+	return out
+}
+
+// readTail reads the last lines of a container's log, within the limits.
+func readTail(ctx context.Context, core kubernetes.Interface, p *corev1.Pod, container string, lim EndingLimits) (*LogTail, error) {
+	lines := lim.LogLines + 1 // one more tells whether there was more
+	stream, err := core.CoreV1().Pods(p.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{Container: container, TailLines: &lines}).Stream(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = stream.Close() }()
+	// The tail of a log of long lines may be far larger than the bound: read it all, keep the end.
+	var kept []byte
+	buf := make([]byte, 32<<10)
+	truncated := false
+	for {
+		n, err := stream.Read(buf)
+		kept = append(kept, buf[:n]...)
+		if over := int64(len(kept)) - lim.LogBytes; over > 0 {
+			kept, truncated = kept[over:], true
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	text := string(kept)
+	if truncated {
+		// Start at a whole line.
+		if i := strings.IndexByte(text, '\n'); i >= 0 {
+			text = text[i+1:]
+		}
+	}
+	if n := int64(strings.Count(strings.TrimSuffix(text, "\n"), "\n") + 1); text != "" && n > lim.LogLines {
+		truncated = true
+		text = text[strings.IndexByte(text, '\n')+1:]
+	}
+	return &LogTail{Pod: p.Name, Container: container, Text: strings.ToValidUTF8(text, "\uFFFD"), Truncated: truncated}, nil
+}
