@@ -8,31 +8,45 @@ package history
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
-	// The embedded SQLite, pure Go: the static build stays free of cgo.
+	"ray-service/internal/k8s"
+
+	// PostgreSQL for several replicas, and the embedded SQLite; both pure Go: the static build stays
+	// free of cgo.
+	_ "github.com/jackc/pgx/v5/stdlib"
 	_ "modernc.org/sqlite"
 )
 
 // Record is what the history keeps of one object.
 type Record struct {
-	UID        string     `json:"uid"`
-	Kind       string     `json:"kind" example:"RayJob"`
-	Namespace  string     `json:"namespace"`
-	Name       string     `json:"name"`
-	Creator    string     `json:"creator"`
-	Spec       string     `json:"spec,omitempty"`
+	UID       string `json:"uid"`
+	Kind      string `json:"kind" example:"RayJob"`
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	Creator   string `json:"creator"`
+	// Spec is the manifest as last seen, JSON (shown as the detail's manifest).
+	Spec       string     `json:"-"`
 	Status     string     `json:"status" example:"Failed"`
 	Reason     string     `json:"reason,omitempty"`
 	Message    string     `json:"message,omitempty"`
 	CreatedAt  time.Time  `json:"createdAt"`
 	FinishedAt *time.Time `json:"finishedAt,omitempty"`
 	DeletedAt  *time.Time `json:"deletedAt,omitempty"`
+	// Generation is the object's metadata.generation when its spec was recorded.
+	Generation int64 `json:"-"`
 	// Timeline holds the status transitions observed, oldest first (filled by Get).
 	Timeline []Transition `json:"timeline,omitempty"`
+	// Ending is what explains how it ended, read when it finished or went (filled by Get).
+	Ending *k8s.Ending `json:"ending,omitempty"`
+	// EndingReadAt is when the ending was read.
+	EndingReadAt *time.Time `json:"endingReadAt,omitempty"`
 }
 
 // Transition is one change of normalized status, when it was observed.
@@ -43,7 +57,8 @@ type Transition struct {
 
 // Store is the history's database.
 type Store struct {
-	db *sql.DB
+	db       *sql.DB
+	postgres bool
 }
 
 // Open opens the history at dsn: "sqlite:<file>" (the default, embedded) or a PostgreSQL URL
@@ -60,8 +75,11 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	if driver == "sqlite" {
 		// One writer at a time is what SQLite allows; readers share the file in WAL mode.
 		db.SetMaxOpenConns(1)
+	} else {
+		db.SetMaxOpenConns(8)
+		db.SetConnMaxIdleTime(5 * time.Minute)
 	}
-	s := &Store{db: db}
+	s := &Store{db: db, postgres: driver == "pgx"}
 	if err := s.migrate(ctx); err != nil {
 		_ = db.Close()
 		return nil, err
@@ -76,12 +94,21 @@ func parseDSN(dsn string) (driver, source string, err error) {
 		if path == "" {
 			return "", "", errors.New("history DSN sqlite: names no file")
 		}
-		return "sqlite", "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(5000)&_pragma=foreign_keys(1)", nil
+		// The directory is made if missing; temporary tables stay in memory (the root file system of
+		// the service's container is read-only).
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			return "", "", fmt.Errorf("history DSN: %w", err)
+		}
+		return "sqlite", "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(5000)&_pragma=foreign_keys(1)" +
+			"&_pragma=temp_store(MEMORY)", nil
 	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
-		return "", "", errors.New("history DSN: PostgreSQL is not built into this version yet; use sqlite:<file>")
+		return "pgx", dsn, nil
 	}
 	return "", "", fmt.Errorf("history DSN %q: want sqlite:<file> or postgres://…", redact(dsn))
 }
+
+// Redact returns the DSN without its password, for logs and messages.
+func Redact(dsn string) string { return redact(dsn) }
 
 // redact keeps a DSN's password out of messages.
 func redact(dsn string) string {
@@ -96,6 +123,9 @@ func redact(dsn string) string {
 // Close closes the database.
 func (s *Store) Close() error { return s.db.Close() }
 
+// migrationLock is the PostgreSQL advisory lock held while the schema is migrated.
+const migrationLock = 0x7261795f68697374 // "ray_hist"
+
 // migrations are the schema's versions, in order; each runs once, in a transaction.
 var migrations = []string{
 	// 1: records and their timelines.
@@ -109,11 +139,18 @@ var migrations = []string{
 		status TEXT NOT NULL DEFAULT '',
 		reason TEXT NOT NULL DEFAULT '',
 		message TEXT NOT NULL DEFAULT '',
+		generation BIGINT NOT NULL DEFAULT 0,
 		created_at BIGINT NOT NULL,
 		finished_at BIGINT,
 		deleted_at BIGINT
 	);
 	CREATE INDEX records_by_kind_namespace ON records (kind, namespace, created_at);
+	CREATE INDEX records_by_kind_created ON records (kind, created_at);
+	CREATE TABLE endings (
+		uid TEXT PRIMARY KEY REFERENCES records (uid) ON DELETE CASCADE,
+		read_at BIGINT NOT NULL,
+		body TEXT NOT NULL
+	);
 	CREATE TABLE transitions (
 		uid TEXT NOT NULL REFERENCES records (uid) ON DELETE CASCADE,
 		status TEXT NOT NULL,
@@ -122,20 +159,37 @@ var migrations = []string{
 	);`,
 }
 
+// SchemaVersion is the schema version this service brings a database to.
+var SchemaVersion = len(migrations)
+
 // migrate brings the schema to the last version, recording each version applied.
 func (s *Store) migrate(ctx context.Context) error {
-	if _, err := s.db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at BIGINT NOT NULL)`); err != nil {
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("history database: %w", err)
+	}
+	defer func() { _ = conn.Close() }()
+	if s.postgres {
+		// Replicas starting at once migrate one after the other.
+		if _, err := conn.ExecContext(ctx, `SELECT pg_advisory_lock($1)`, migrationLock); err != nil {
+			return fmt.Errorf("history schema lock: %w", err)
+		}
+		defer func() {
+			_, _ = conn.ExecContext(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, migrationLock)
+		}()
+	}
+	if _, err := conn.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at BIGINT NOT NULL)`); err != nil {
 		return fmt.Errorf("history schema: %w", err)
 	}
 	var current int
-	if err := s.db.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&current); err != nil {
+	if err := conn.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&current); err != nil {
 		return fmt.Errorf("history schema version: %w", err)
 	}
 	if current > len(migrations) {
 		return fmt.Errorf("the history's schema is at version %d, newer than this service knows (%d)", current, len(migrations))
 	}
 	for v := current + 1; v <= len(migrations); v++ {
-		tx, err := s.db.BeginTx(ctx, nil)
+		tx, err := conn.BeginTx(ctx, nil)
 		if err != nil {
 			return err
 		}
@@ -177,16 +231,105 @@ func unixOrNil(t *time.Time) any {
 // once set (finished, deleted) are kept: a later write without them does not erase them.
 func (s *Store) Put(ctx context.Context, r Record) error {
 	_, err := s.db.ExecContext(ctx, `
-		INSERT INTO records (uid, kind, namespace, name, creator, spec, status, reason, message, created_at, finished_at, deleted_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+		INSERT INTO records (uid, kind, namespace, name, creator, spec, status, reason, message, created_at, finished_at, deleted_at, generation)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
 		ON CONFLICT (uid) DO UPDATE SET
 			creator = excluded.creator, spec = CASE WHEN excluded.spec = '' THEN records.spec ELSE excluded.spec END,
+			generation = CASE WHEN excluded.spec = '' THEN records.generation ELSE excluded.generation END,
 			status = excluded.status, reason = excluded.reason, message = excluded.message,
 			finished_at = COALESCE(excluded.finished_at, records.finished_at),
 			deleted_at = COALESCE(excluded.deleted_at, records.deleted_at)`,
 		r.UID, r.Kind, r.Namespace, r.Name, r.Creator, r.Spec, r.Status, r.Reason, r.Message, r.CreatedAt.UnixNano(),
-		unixOrNil(r.FinishedAt), unixOrNil(r.DeletedAt))
+		unixOrNil(r.FinishedAt), unixOrNil(r.DeletedAt), r.Generation)
 	return err
+}
+
+// PutEnding records what explains how uid ended, read at a time; a later reading replaces it.
+func (s *Store) PutEnding(ctx context.Context, uid string, e *k8s.Ending, at time.Time) error {
+	body, err := json.Marshal(e)
+	if err != nil {
+		return err
+	}
+	_, err = s.db.ExecContext(ctx, `INSERT INTO endings (uid, read_at, body) VALUES ($1, $2, $3)
+		ON CONFLICT (uid) DO UPDATE SET read_at = excluded.read_at, body = excluded.body`, uid, at.UnixNano(), string(body))
+	return err
+}
+
+// MarkDeleted records that uid went at a time, unless a time is recorded already.
+func (s *Store) MarkDeleted(ctx context.Context, uid string, at time.Time) error {
+	_, err := s.db.ExecContext(ctx, `UPDATE records SET deleted_at = $1 WHERE uid = $2 AND deleted_at IS NULL`, at.UnixNano(), uid)
+	return err
+}
+
+// Known is what the history holds of an object that has not gone: what a writer taking over compares
+// the objects it sees with, so that it writes only what changed.
+type Known struct {
+	Kind, Namespace, Name string
+	Status                string
+	Generation            int64
+	Finished, HasEnding   bool
+}
+
+// Live returns what is known of every recorded object not recorded as gone, by UID.
+func (s *Store) Live(ctx context.Context) (map[string]Known, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT r.uid, r.kind, r.namespace, r.name, r.status, r.generation, r.finished_at IS NOT NULL,
+		e.uid IS NOT NULL FROM records r LEFT JOIN endings e ON e.uid = r.uid WHERE r.deleted_at IS NULL`)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = rows.Close() }()
+	out := map[string]Known{}
+	for rows.Next() {
+		var uid string
+		var k Known
+		if err := rows.Scan(&uid, &k.Kind, &k.Namespace, &k.Name, &k.Status, &k.Generation, &k.Finished, &k.HasEnding); err != nil {
+			return nil, err
+		}
+		out[uid] = k
+	}
+	return out, rows.Err()
+}
+
+// Namespaces returns the namespaces that hold records of a kind.
+func (s *Store) Namespaces(ctx context.Context, kind string) ([]string, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT DISTINCT namespace FROM records WHERE kind = $1 ORDER BY namespace`, kind)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = rows.Close() }()
+	var out []string
+	for rows.Next() {
+		var ns string
+		if err := rows.Scan(&ns); err != nil {
+			return nil, err
+		}
+		out = append(out, ns)
+	}
+	return out, rows.Err()
+}
+
+// Prune removes the records of objects that ended (finished or went) before a time, and in each
+// namespace those of ended objects past the newest keep (0: no bound); it returns how many it removed.
+// Records of objects still there are kept whatever their age.
+func (s *Store) Prune(ctx context.Context, endedBefore time.Time, keep int) (int64, error) {
+	res, err := s.db.ExecContext(ctx, `DELETE FROM records WHERE COALESCE(finished_at, deleted_at) < $1`, endedBefore.UnixNano())
+	if err != nil {
+		return 0, err
+	}
+	n, _ := res.RowsAffected()
+	if keep <= 0 {
+		return n, nil
+	}
+	res, err = s.db.ExecContext(ctx, `DELETE FROM records WHERE uid IN (
+		SELECT uid FROM (
+			SELECT uid, ROW_NUMBER() OVER (PARTITION BY namespace ORDER BY COALESCE(finished_at, deleted_at) DESC, uid) AS n
+			FROM records WHERE COALESCE(finished_at, deleted_at) IS NOT NULL
+		) ranked WHERE n > $1)`, keep)
+	if err != nil {
+		return n, err
+	}
+	m, _ := res.RowsAffected()
+	return n + m, nil
 }
 
 // AddTransition records that uid reached status at a time; the same transition again is no change.
@@ -201,7 +344,7 @@ var ErrNotFound = errors.New("no such record")
 
 // Get reads one record with its timeline.
 func (s *Store) Get(ctx context.Context, uid string) (*Record, error) {
-	rows, err := s.query(ctx, `WHERE uid = $1`, "", 1, 0, uid)
+	rows, err := s.query(ctx, true, `WHERE uid = $1`, "", 1, 0, uid)
 	if err != nil {
 		return nil, err
 	}
@@ -223,7 +366,24 @@ func (s *Store) Get(ctx context.Context, uid string) (*Record, error) {
 		t.At = time.Unix(0, at).UTC()
 		r.Timeline = append(r.Timeline, t)
 	}
-	return &r, tl.Err()
+	if err := tl.Err(); err != nil {
+		return nil, err
+	}
+	var readAt int64
+	var body string
+	switch err := s.db.QueryRowContext(ctx, `SELECT read_at, body FROM endings WHERE uid = $1`, uid).Scan(&readAt, &body); {
+	case errors.Is(err, sql.ErrNoRows):
+	case err != nil:
+		return nil, err
+	default:
+		r.Ending = &k8s.Ending{}
+		if err := json.Unmarshal([]byte(body), r.Ending); err != nil {
+			return nil, fmt.Errorf("the ending of %s: %w", uid, err)
+		}
+		t := time.Unix(0, readAt).UTC()
+		r.EndingReadAt = &t
+	}
+	return &r, nil
 }
 
 // Query selects records of one kind.
@@ -292,7 +452,8 @@ func (s *Store) List(ctx context.Context, q Query) ([]Record, int, error) {
 		dir = "DESC"
 	}
 	page, size := max(q.Page, 1), max(q.PageSize, 1)
-	rows, err := s.query(ctx, clause, order+" "+dir+", namespace, name, uid", size, (page-1)*size, args...)
+	// A page leaves the manifests out: only a record's detail shows its manifest.
+	rows, err := s.query(ctx, false, clause, order+" "+dir+", namespace, name, uid", size, (page-1)*size, args...)
 	return rows, total, err
 }
 
@@ -300,8 +461,12 @@ func escapeLike(s string) string {
 	return strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(s)
 }
 
-func (s *Store) query(ctx context.Context, clause, order string, limit, offset int, args ...any) ([]Record, error) {
-	stmt := `SELECT uid, kind, namespace, name, creator, spec, status, reason, message, created_at, finished_at, deleted_at FROM records ` + clause
+func (s *Store) query(ctx context.Context, withSpec bool, clause, order string, limit, offset int, args ...any) ([]Record, error) {
+	spec := "''"
+	if withSpec {
+		spec = "spec"
+	}
+	stmt := `SELECT uid, kind, namespace, name, creator, ` + spec + `, status, reason, message, created_at, finished_at, deleted_at FROM records ` + clause
 	if order != "" {
 		stmt += " ORDER BY " + order
 	}
