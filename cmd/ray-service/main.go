@@ -20,22 +20,28 @@ import (
 	"net/http/pprof"
 	"os"
 	"os/signal"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
 
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
 	"ray-service/internal/api"
 	"ray-service/internal/audit"
 	"ray-service/internal/auth"
 	"ray-service/internal/config"
+	"ray-service/internal/history"
 	"ray-service/internal/k8s"
 	"ray-service/internal/metrics"
 )
@@ -114,6 +120,17 @@ func run() error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
+	instance, _ := os.Hostname()
+	var hist api.History // none without a history database
+	if cfg.HistoryDSN != "" {
+		recorder, store2, err := startHistory(ctx, cfg, restCfg, kinds, log, instance, registry)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = store2.Close() }()
+		store.SetObserver(recorder)
+		hist = store2
+	}
 	store.Start(ctx)
 
 	// Streams (log follows, watches) end when the server stops serving, after the shutdown delay: a
@@ -121,7 +138,6 @@ func run() error {
 	serving, endStreams := context.WithCancel(context.Background())
 	defer endStreams()
 	events := k8s.NewEventWatches(watchCore)
-	instance, _ := os.Hostname()
 	// The trail writes one event per write made through the service and lists them for the audit
 	// route: a client of its own, whose rate is not the default 5 a second shared with readiness.
 	auditCfg := rest.CopyConfig(restCfg)
@@ -153,6 +169,7 @@ func run() error {
 		Streams:         api.StreamOptions{Heartbeat: cfg.WatchHeartbeat, Reauthorize: cfg.AuthCacheTTL},
 		WatchEvents:     func(ns string) api.NamespaceEvents { return events.Acquire(ns) },
 		Audit:           trail,
+		History:         hist,
 		Ready:           draining.ready(readiness(store, core.Discovery(), kinds)),
 	})
 	srv := &http.Server{Addr: cfg.Listen, Handler: router, ReadHeaderTimeout: 10 * time.Second,
@@ -188,6 +205,52 @@ func run() error {
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	defer cancel()
 	return srv.Shutdown(sctx)
+}
+
+// startHistory opens the history database and starts its recorder, which writes while this replica
+// holds the history's Lease.
+func startHistory(ctx context.Context, cfg *config.Config, restCfg *rest.Config, kinds *k8s.Kinds, log *zap.Logger,
+	instance string, registry *prometheus.Registry) (*history.Recorder, *history.Store, error) {
+	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	hs, err := history.Open(octx, cfg.HistoryDSN)
+	if err != nil {
+		return nil, nil, fmt.Errorf("opening the history: %w", err)
+	}
+	ownCfg := rest.CopyConfig(restCfg)
+	ownCfg.QPS, ownCfg.Burst = 50, 100
+	core, err := kubernetes.NewForConfig(ownCfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	dyn, err := dynamic.NewForConfig(ownCfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	ns := cfg.HistoryLeaseNamespace
+	if ns == "" {
+		ns = "default"
+		if b, err := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace"); err == nil && len(b) > 0 {
+			ns = strings.TrimSpace(string(b))
+		}
+	}
+	r := &history.Recorder{Store: hs, Kinds: kinds, Dynamic: dyn, Core: core, Log: log,
+		Limits: k8s.EndingLimits{Events: 100, LogLines: 2000, LogBytes: 256 << 10},
+		MaxAge: cfg.HistoryMaxAge, MaxPerNamespace: cfg.HistoryMaxPerNamespace}
+	registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ray_service_history_leader",
+		Help: "1 while this replica writes the history."}, func() float64 {
+		if r.Leading() {
+			return 1
+		}
+		return 0
+	}))
+	registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ray_service_history_writes_total",
+		Help: "Records this replica wrote into the history."}, func() float64 { return float64(r.Writes()) }))
+	lock := &resourcelock.LeaseLock{LeaseMeta: metav1.ObjectMeta{Name: cfg.HistoryLease, Namespace: ns},
+		Client: core.CoordinationV1(), LockConfig: resourcelock.ResourceLockConfig{Identity: instance + "-" + uuid.NewString()[:8]}}
+	go r.Run(ctx, history.Election{Lock: lock, LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second})
+	log.Info("history", zap.String("database", history.Redact(cfg.HistoryDSN)), zap.String("lease", ns+"/"+cfg.HistoryLease))
+	return r, hs, nil
 }
 
 // drain turns readiness off once the service is told to stop.

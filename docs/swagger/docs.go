@@ -162,6 +162,350 @@ const docTemplate = `{
                 }
             }
         },
+        "/rest/ray/v1/history/{kind}": {
+            "get": {
+                "security": [
+                    {
+                        "Bearer": []
+                    }
+                ],
+                "description": "The RayClusters, RayJobs or RayServices the service saw, kept after they finished or were deleted:\nkind, namespace, name, creator, the last status with its reason and message, and when the object\nwas created, finished (a RayJob that Succeeded or Failed) and deleted. Objects still there are\nlisted too (neither time set). Only namespaces where the caller may list the kind now are shown\n(403 when it asks for one where it may not). Filters combine with AND; status and creator take\ncomma-separated values that combine with OR; finishedAfter and finishedBefore (RFC 3339) bound when\nthe object finished or, for one that never finished, was deleted. Ties in the sort order are broken\nby namespace, then name. 503 when the service runs without a history database.",
+                "produces": [
+                    "application/json"
+                ],
+                "tags": [
+                    "history"
+                ],
+                "summary": "History",
+                "parameters": [
+                    {
+                        "enum": [
+                            "rayclusters",
+                            "rayjobs",
+                            "rayservices"
+                        ],
+                        "type": "string",
+                        "description": "kind",
+                        "name": "kind",
+                        "in": "path",
+                        "required": true
+                    },
+                    {
+                        "type": "string",
+                        "description": "only this namespace",
+                        "name": "namespace",
+                        "in": "query"
+                    },
+                    {
+                        "type": "string",
+                        "description": "case-insensitive substring of the name",
+                        "name": "search",
+                        "in": "query"
+                    },
+                    {
+                        "type": "string",
+                        "description": "last normalized status, comma-separated",
+                        "name": "status",
+                        "in": "query"
+                    },
+                    {
+                        "type": "string",
+                        "description": "creator user name, comma-separated",
+                        "name": "creator",
+                        "in": "query"
+                    },
+                    {
+                        "type": "string",
+                        "description": "RFC 3339 time: ended at or after it",
+                        "name": "finishedAfter",
+                        "in": "query"
+                    },
+                    {
+                        "type": "string",
+                        "description": "RFC 3339 time: ended before it",
+                        "name": "finishedBefore",
+                        "in": "query"
+                    },
+                    {
+                        "enum": [
+                            "name",
+                            "createdAt",
+                            "finishedAt",
+                            "status"
+                        ],
+                        "type": "string",
+                        "default": "createdAt",
+                        "description": "sort key",
+                        "name": "sortBy",
+                        "in": "query"
+                    },
+                    {
+                        "enum": [
+                            "asc",
+                            "desc"
+                        ],
+                        "type": "string",
+                        "default": "desc",
+                        "description": "sort order",
+                        "name": "order",
+                        "in": "query"
+                    },
+                    {
+                        "type": "integer",
+                        "default": 1,
+                        "description": "page, from 1",
+                        "name": "page",
+                        "in": "query"
+                    },
+                    {
+                        "maximum": 500,
+                        "type": "integer",
+                        "default": 20,
+                        "description": "items per page",
+                        "name": "pageSize",
+                        "in": "query"
+                    }
+                ],
+                "responses": {
+                    "200": {
+                        "description": "OK",
+                        "schema": {
+                            "allOf": [
+                                {
+                                    "$ref": "#/definitions/api.Envelope"
+                                },
+                                {
+                                    "type": "object",
+                                    "properties": {
+                                        "data": {
+                                            "$ref": "#/definitions/api.HistoryList"
+                                        }
+                                    }
+                                }
+                            ]
+                        }
+                    },
+                    "400": {
+                        "description": "Bad Request",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    },
+                    "401": {
+                        "description": "Unauthorized",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    },
+                    "403": {
+                        "description": "Forbidden",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    },
+                    "404": {
+                        "description": "Not Found",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    },
+                    "503": {
+                        "description": "Service Unavailable",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    }
+                }
+            }
+        },
+        "/rest/ray/v1/history/{kind}/{uid}": {
+            "get": {
+                "security": [
+                    {
+                        "Bearer": []
+                    }
+                ],
+                "description": "One object of the history, by its UID: the record, its manifest as last seen (what a rerun\ncreates), the timeline of its normalized statuses as the service saw them, and its ending, read\nwhen it finished or was deleted: its last events (of it, its Ray clusters, their pods and its\nsubmitter), each pod's last state with each container's exit code and reason (OOMKilled among\nthem), and the tail of the log its logs default to (a RayJob's submitter, else the head), which is\nshown only when the caller may get pods/log in the namespace now. 404 when there is no such record\nor it is in a namespace where the caller may not list the kind.",
+                "produces": [
+                    "application/json"
+                ],
+                "tags": [
+                    "history"
+                ],
+                "summary": "History record",
+                "parameters": [
+                    {
+                        "enum": [
+                            "rayclusters",
+                            "rayjobs",
+                            "rayservices"
+                        ],
+                        "type": "string",
+                        "description": "kind",
+                        "name": "kind",
+                        "in": "path",
+                        "required": true
+                    },
+                    {
+                        "type": "string",
+                        "description": "the object's UID",
+                        "name": "uid",
+                        "in": "path",
+                        "required": true
+                    }
+                ],
+                "responses": {
+                    "200": {
+                        "description": "OK",
+                        "schema": {
+                            "allOf": [
+                                {
+                                    "$ref": "#/definitions/api.Envelope"
+                                },
+                                {
+                                    "type": "object",
+                                    "properties": {
+                                        "data": {
+                                            "$ref": "#/definitions/api.HistoryDetail"
+                                        }
+                                    }
+                                }
+                            ]
+                        }
+                    },
+                    "400": {
+                        "description": "Bad Request",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    },
+                    "401": {
+                        "description": "Unauthorized",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    },
+                    "404": {
+                        "description": "Not Found",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    },
+                    "503": {
+                        "description": "Service Unavailable",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    }
+                }
+            }
+        },
+        "/rest/ray/v1/history/{kind}/{uid}/rerun": {
+            "post": {
+                "security": [
+                    {
+                        "Bearer": []
+                    }
+                ],
+                "description": "Creates the object again, as the caller, from its manifest as last seen: in its namespace, under its\nname, with the caller as creator, and started; the same checks as a create (403 when the caller may\nnot create it there, 409 when an object of that name exists). The answer is the new object's detail.",
+                "produces": [
+                    "application/json"
+                ],
+                "tags": [
+                    "history"
+                ],
+                "summary": "Rerun from the history",
+                "parameters": [
+                    {
+                        "enum": [
+                            "rayclusters",
+                            "rayjobs",
+                            "rayservices"
+                        ],
+                        "type": "string",
+                        "description": "kind",
+                        "name": "kind",
+                        "in": "path",
+                        "required": true
+                    },
+                    {
+                        "type": "string",
+                        "description": "the recorded object's UID",
+                        "name": "uid",
+                        "in": "path",
+                        "required": true
+                    }
+                ],
+                "responses": {
+                    "201": {
+                        "description": "Created",
+                        "schema": {
+                            "allOf": [
+                                {
+                                    "$ref": "#/definitions/api.Envelope"
+                                },
+                                {
+                                    "type": "object",
+                                    "properties": {
+                                        "data": {
+                                            "$ref": "#/definitions/api.Detail"
+                                        }
+                                    }
+                                }
+                            ]
+                        }
+                    },
+                    "400": {
+                        "description": "Bad Request",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    },
+                    "401": {
+                        "description": "Unauthorized",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    },
+                    "403": {
+                        "description": "Forbidden",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    },
+                    "404": {
+                        "description": "Not Found",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    },
+                    "409": {
+                        "description": "Conflict",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    },
+                    "422": {
+                        "description": "the recorded manifest is no longer valid: details name the fields",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    },
+                    "503": {
+                        "description": "Service Unavailable",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    },
+                    "504": {
+                        "description": "Gateway Timeout",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    }
+                }
+            }
+        },
         "/rest/ray/v1/namespaces/{namespace}/rayclusters/{name}/metrics": {
             "get": {
                 "security": [
@@ -3776,6 +4120,92 @@ const docTemplate = `{
                 }
             }
         },
+        "api.HistoryDetail": {
+            "type": "object",
+            "properties": {
+                "createdAt": {
+                    "type": "string"
+                },
+                "creator": {
+                    "type": "string"
+                },
+                "deletedAt": {
+                    "type": "string"
+                },
+                "ending": {
+                    "description": "Ending is what explains how it ended, read when it finished or went (filled by Get).",
+                    "allOf": [
+                        {
+                            "$ref": "#/definitions/k8s.Ending"
+                        }
+                    ]
+                },
+                "endingReadAt": {
+                    "description": "EndingReadAt is when the ending was read.",
+                    "type": "string"
+                },
+                "finishedAt": {
+                    "type": "string"
+                },
+                "kind": {
+                    "type": "string",
+                    "example": "RayJob"
+                },
+                "manifest": {
+                    "type": "object",
+                    "additionalProperties": {}
+                },
+                "message": {
+                    "type": "string"
+                },
+                "name": {
+                    "type": "string"
+                },
+                "namespace": {
+                    "type": "string"
+                },
+                "reason": {
+                    "type": "string"
+                },
+                "status": {
+                    "type": "string",
+                    "example": "Failed"
+                },
+                "timeline": {
+                    "description": "Timeline holds the status transitions observed, oldest first (filled by Get).",
+                    "type": "array",
+                    "items": {
+                        "$ref": "#/definitions/history.Transition"
+                    }
+                },
+                "uid": {
+                    "type": "string"
+                }
+            }
+        },
+        "api.HistoryList": {
+            "type": "object",
+            "properties": {
+                "items": {
+                    "type": "array",
+                    "items": {
+                        "$ref": "#/definitions/history.Record"
+                    }
+                },
+                "page": {
+                    "type": "integer",
+                    "example": 1
+                },
+                "pageSize": {
+                    "type": "integer",
+                    "example": 20
+                },
+                "total": {
+                    "type": "integer",
+                    "example": 42
+                }
+            }
+        },
         "api.ListData": {
             "type": "object",
             "properties": {
@@ -4109,6 +4539,76 @@ const docTemplate = `{
                 }
             }
         },
+        "history.Record": {
+            "type": "object",
+            "properties": {
+                "createdAt": {
+                    "type": "string"
+                },
+                "creator": {
+                    "type": "string"
+                },
+                "deletedAt": {
+                    "type": "string"
+                },
+                "ending": {
+                    "description": "Ending is what explains how it ended, read when it finished or went (filled by Get).",
+                    "allOf": [
+                        {
+                            "$ref": "#/definitions/k8s.Ending"
+                        }
+                    ]
+                },
+                "endingReadAt": {
+                    "description": "EndingReadAt is when the ending was read.",
+                    "type": "string"
+                },
+                "finishedAt": {
+                    "type": "string"
+                },
+                "kind": {
+                    "type": "string",
+                    "example": "RayJob"
+                },
+                "message": {
+                    "type": "string"
+                },
+                "name": {
+                    "type": "string"
+                },
+                "namespace": {
+                    "type": "string"
+                },
+                "reason": {
+                    "type": "string"
+                },
+                "status": {
+                    "type": "string",
+                    "example": "Failed"
+                },
+                "timeline": {
+                    "description": "Timeline holds the status transitions observed, oldest first (filled by Get).",
+                    "type": "array",
+                    "items": {
+                        "$ref": "#/definitions/history.Transition"
+                    }
+                },
+                "uid": {
+                    "type": "string"
+                }
+            }
+        },
+        "history.Transition": {
+            "type": "object",
+            "properties": {
+                "at": {
+                    "type": "string"
+                },
+                "status": {
+                    "type": "string"
+                }
+            }
+        },
         "k8s.Allocation": {
             "type": "object",
             "properties": {
@@ -4134,6 +4634,34 @@ const docTemplate = `{
                 }
             }
         },
+        "k8s.ContainerEnd": {
+            "type": "object",
+            "properties": {
+                "exitCode": {
+                    "type": "integer"
+                },
+                "finishedAt": {
+                    "type": "string"
+                },
+                "message": {
+                    "type": "string"
+                },
+                "name": {
+                    "type": "string"
+                },
+                "reason": {
+                    "type": "string",
+                    "example": "OOMKilled"
+                },
+                "restarts": {
+                    "type": "integer"
+                },
+                "state": {
+                    "description": "State is running, waiting or terminated.",
+                    "type": "string"
+                }
+            }
+        },
         "k8s.ContainerInfo": {
             "type": "object",
             "properties": {
@@ -4156,6 +4684,26 @@ const docTemplate = `{
                 "state": {
                     "type": "string",
                     "example": "running"
+                }
+            }
+        },
+        "k8s.Ending": {
+            "type": "object",
+            "properties": {
+                "events": {
+                    "type": "array",
+                    "items": {
+                        "$ref": "#/definitions/k8s.EventInfo"
+                    }
+                },
+                "log": {
+                    "$ref": "#/definitions/k8s.LogTail"
+                },
+                "pods": {
+                    "type": "array",
+                    "items": {
+                        "$ref": "#/definitions/k8s.PodEnd"
+                    }
                 }
             }
         },
@@ -4248,6 +4796,46 @@ const docTemplate = `{
                 },
                 "total": {
                     "type": "integer"
+                }
+            }
+        },
+        "k8s.LogTail": {
+            "type": "object",
+            "properties": {
+                "container": {
+                    "type": "string"
+                },
+                "pod": {
+                    "type": "string"
+                },
+                "text": {
+                    "type": "string"
+                },
+                "truncated": {
+                    "description": "Truncated tells that the log was longer than what was kept.",
+                    "type": "boolean"
+                }
+            }
+        },
+        "k8s.PodEnd": {
+            "type": "object",
+            "properties": {
+                "containers": {
+                    "type": "array",
+                    "items": {
+                        "$ref": "#/definitions/k8s.ContainerEnd"
+                    }
+                },
+                "name": {
+                    "type": "string"
+                },
+                "nodeType": {
+                    "type": "string",
+                    "example": "head"
+                },
+                "phase": {
+                    "type": "string",
+                    "example": "Failed"
                 }
             }
         },

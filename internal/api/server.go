@@ -140,6 +140,8 @@ type Deps struct {
 	WatchEvents func(ns string) NamespaceEvents
 	// Audit records each write made through the service and lists them; nil: none is recorded.
 	Audit AuditTrail
+	// History reads the records of objects finished and gone; nil: the history routes answer 503.
+	History History
 	// Ready reports why the service cannot serve yet, or nil.
 	Ready func(ctx context.Context) error
 }
@@ -188,6 +190,10 @@ func NewRouter(d Deps) *gin.Engine {
 	a.GET("/overview", s.overview)
 	a.GET("/overview/watch", s.watchOverview)
 	a.GET("/audit", s.auditList)
+	h := a.Group("/history/:kind", s.withKind)
+	h.GET("", s.historyList)
+	h.GET("/:uid", s.historyGet)
+	h.POST("/:uid/rerun", s.historyRerun)
 	all := a.Group("/:kind", s.withKind)
 	all.GET("", s.listAll)
 	all.GET("/watch", s.watchAll)

@@ -71,6 +71,16 @@ type Config struct {
 	// TemplateKeyFile holds the key the service signs its templates with (at least 32 bytes; every
 	// replica the same): a ConfigMap without its signature is no template.
 	TemplateKeyFile string `mapstructure:"template-key-file"`
+	// HistoryDSN is where the history is kept: sqlite:<file> (embedded) or a PostgreSQL URL
+	// (postgres://…, for several replicas); empty: no history.
+	HistoryDSN string `mapstructure:"history-dsn"`
+	// HistoryLease names the Lease whose holder writes the history; HistoryLeaseNamespace is its
+	// namespace (empty: the service's own, else default).
+	HistoryLease          string `mapstructure:"history-lease"`
+	HistoryLeaseNamespace string `mapstructure:"history-lease-namespace"`
+	// HistoryMaxAge and HistoryMaxPerNamespace bound the records of ended objects (0: no bound).
+	HistoryMaxAge          time.Duration `mapstructure:"history-max-age"`
+	HistoryMaxPerNamespace int           `mapstructure:"history-max-per-namespace"`
 }
 
 // Load reads the configuration. args are the command-line arguments without the program name.
@@ -106,6 +116,11 @@ func Load(args []string) (*Config, error) {
 	fs.String("dashboard-origin", "", "a separate origin (scheme://host[:port]) that alone serves the Ray dashboard proxy")
 	fs.String("pprof-listen", "", "a loopback address (e.g. 127.0.0.1:6060) to serve the Go profiler on; empty: off")
 	fs.String("template-key-file", "", "file holding the key templates are signed with (at least 32 bytes; required)")
+	fs.String("history-dsn", "sqlite:/var/lib/ray-service/history.db", "where the history is kept: sqlite:<file> or postgres://…; empty: no history")
+	fs.String("history-lease", "ray-service-history", "the Lease whose holder writes the history")
+	fs.String("history-lease-namespace", "", "the Lease's namespace (empty: the service's own namespace, else default)")
+	fs.Duration("history-max-age", 30*24*time.Hour, "how long records of ended objects are kept (0: no bound)")
+	fs.Int("history-max-per-namespace", 10000, "the most records of ended objects kept per namespace (0: no bound)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -140,6 +155,12 @@ func Load(args []string) (*Config, error) {
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Path != "" || u.RawQuery != "" {
 			return nil, fmt.Errorf("dashboard-origin %q: want scheme://host[:port], nothing after", c.DashboardOrigin)
 		}
+	}
+	if c.HistoryDSN != "" && c.HistoryLease == "" {
+		return nil, fmt.Errorf("history-lease is empty: the replicas need a Lease to choose the one that writes the history")
+	}
+	if c.HistoryMaxAge < 0 || c.HistoryMaxPerNamespace < 0 {
+		return nil, fmt.Errorf("history-max-age and history-max-per-namespace: want 0 (no bound) or more")
 	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":

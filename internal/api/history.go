@@ -1,0 +1,294 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"regexp"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"ray-service/internal/audit"
+	"ray-service/internal/auth"
+	"ray-service/internal/history"
+	"ray-service/internal/k8s"
+)
+
+// History reads the history of the Ray objects the service saw (history.Store).
+type History interface {
+	List(ctx context.Context, q history.Query) ([]history.Record, int, error)
+	Get(ctx context.Context, uid string) (*history.Record, error)
+	Namespaces(ctx context.Context, kind string) ([]string, error)
+}
+
+// HistoryList is the data of a history page.
+type HistoryList struct {
+	Items    []history.Record `json:"items"`
+	Total    int              `json:"total" example:"42"`
+	Page     int              `json:"page" example:"1"`
+	PageSize int              `json:"pageSize" example:"20"`
+}
+
+// HistoryDetail is one record: what it was (its manifest as last seen), its timeline and how it ended.
+type HistoryDetail struct {
+	history.Record
+	Manifest map[string]any `json:"manifest"`
+}
+
+var uidPattern = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
+
+func (s *Server) historyOn() error {
+	if s.History == nil {
+		return statusError(http.StatusServiceUnavailable, metav1.StatusReasonServiceUnavailable,
+			"the history is off: the service runs without a history database (history-dsn)")
+	}
+	return nil
+}
+
+// historyList lists the records of a kind.
+//
+//	@Summary		History
+//	@Description	The RayClusters, RayJobs or RayServices the service saw, kept after they finished or were deleted:
+//	@Description	kind, namespace, name, creator, the last status with its reason and message, and when the object
+//	@Description	was created, finished (a RayJob that Succeeded or Failed) and deleted. Objects still there are
+//	@Description	listed too (neither time set). Only namespaces where the caller may list the kind now are shown
+//	@Description	(403 when it asks for one where it may not). Filters combine with AND; status and creator take
+//	@Description	comma-separated values that combine with OR; finishedAfter and finishedBefore (RFC 3339) bound when
+//	@Description	the object finished or, for one that never finished, was deleted. Ties in the sort order are broken
+//	@Description	by namespace, then name. 503 when the service runs without a history database.
+//	@Tags			history
+//	@Produce		json
+//	@Security		Bearer
+//	@Param			kind			path		string	true	"kind"	Enums(rayclusters, rayjobs, rayservices)
+//	@Param			namespace		query		string	false	"only this namespace"
+//	@Param			search			query		string	false	"case-insensitive substring of the name"
+//	@Param			status			query		string	false	"last normalized status, comma-separated"
+//	@Param			creator			query		string	false	"creator user name, comma-separated"
+//	@Param			finishedAfter	query		string	false	"RFC 3339 time: ended at or after it"
+//	@Param			finishedBefore	query		string	false	"RFC 3339 time: ended before it"
+//	@Param			sortBy			query		string	false	"sort key"		Enums(name, createdAt, finishedAt, status)	default(createdAt)
+//	@Param			order			query		string	false	"sort order"	Enums(asc, desc)							default(desc)
+//	@Param			page			query		int		false	"page, from 1"	default(1)
+//	@Param			pageSize		query		int		false	"items per page"	default(20)	maximum(500)
+//	@Success		200				{object}	Envelope{data=HistoryList}
+//	@Failure		400,401,403,404,503	{object}	Envelope
+//	@Router			/rest/ray/v1/history/{kind} [get]
+func (s *Server) historyList(c *gin.Context) {
+	if err := s.historyOn(); err != nil {
+		s.fail(c, err)
+		return
+	}
+	k := req(c).kind
+	q, err := parseHistoryQuery(c, k)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	ctx := c.Request.Context()
+	ns := q.Namespaces
+	candidates, err := s.History.Namespaces(ctx, k.Kind)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	one := ""
+	if len(ns) == 1 {
+		one = ns[0]
+	}
+	scope, err := s.Authz.Scope(ctx, token(c), auth.Attributes{Verb: "list", Group: k8s.RayGroupVersion.Group, Resource: k.Resource, Namespace: one}, candidates)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	if one != "" && scope.IsEmpty() {
+		s.fail(c, forbidden(k, "list", one))
+		return
+	}
+	q.Namespaces = scope.List()
+	if scope.IsAll() {
+		q.Namespaces = nil
+	} else if q.Namespaces == nil {
+		q.Namespaces = []string{}
+	}
+	items, total, err := s.History.List(ctx, q)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	s.ok(c, http.StatusOK, HistoryList{Items: items, Total: total, Page: q.Page, PageSize: q.PageSize})
+}
+
+func parseHistoryQuery(c *gin.Context, k *k8s.Kind) (history.Query, error) {
+	q := history.Query{Kind: k.Kind, Search: c.Query("search"), Statuses: splitList(c.Query("status")),
+		Creators: splitList(c.Query("creator")), SortBy: c.DefaultQuery("sortBy", "createdAt")}
+	ns, err := namespaceQuery(c)
+	if err != nil {
+		return q, err
+	}
+	if ns != "" {
+		q.Namespaces = []string{ns}
+	}
+	switch q.SortBy {
+	case "name", "createdAt", "finishedAt", "status":
+	default:
+		return q, badRequest("sortBy %q: want name, createdAt, finishedAt or status", q.SortBy)
+	}
+	switch order := c.DefaultQuery("order", "desc"); order {
+	case "asc", "desc":
+		q.Desc = order == "desc"
+	default:
+		return q, badRequest("order %q: want asc or desc", order)
+	}
+	for _, b := range []struct {
+		name string
+		to   **time.Time
+	}{{"finishedAfter", &q.FinishedAfter}, {"finishedBefore", &q.FinishedBefore}} {
+		if v := c.Query(b.name); v != "" {
+			t, err := time.Parse(time.RFC3339, v)
+			if err != nil {
+				return q, badRequest("%s %q: want an RFC 3339 time such as 2026-12-01T10:00:00Z", b.name, v)
+			}
+			*b.to = &t
+		}
+	}
+	if q.Page, err = intParam(c, "page", 1, 1, 1<<30); err != nil {
+		return q, err
+	}
+	if q.PageSize, err = intParam(c, "pageSize", 20, 1, 500); err != nil {
+		return q, err
+	}
+	return q, nil
+}
+
+// historyRecord reads the record of the path's uid that the caller may see: one of the path's kind
+// in a namespace where the caller may list the kind now. Any other is NotFound, whether it exists or not.
+func (s *Server) historyRecord(c *gin.Context) (*history.Record, bool) {
+	if err := s.historyOn(); err != nil {
+		s.fail(c, err)
+		return nil, false
+	}
+	k, uid := req(c).kind, c.Param("uid")
+	if !uidPattern.MatchString(uid) {
+		s.fail(c, badRequest("uid %q: want a Kubernetes UID such as 3f1c9a4e-0b7d-4c1e-9a57-2d8e6f0b1c3a", uid))
+		return nil, false
+	}
+	ctx := c.Request.Context()
+	notFound := statusError(http.StatusNotFound, metav1.StatusReasonNotFound, fmt.Sprintf("no %s of uid %s in the history", k.Kind, uid))
+	r, err := s.History.Get(ctx, uid)
+	switch {
+	case errors.Is(err, history.ErrNotFound):
+		s.fail(c, notFound)
+		return nil, false
+	case err != nil:
+		s.fail(c, err)
+		return nil, false
+	case r.Kind != k.Kind:
+		s.fail(c, notFound)
+		return nil, false
+	}
+	ok, err := s.Authz.Allowed(ctx, token(c), auth.Attributes{Verb: "list", Group: k8s.RayGroupVersion.Group, Resource: k.Resource, Namespace: r.Namespace})
+	if err != nil {
+		s.fail(c, err)
+		return nil, false
+	}
+	if !ok {
+		s.fail(c, notFound)
+		return nil, false
+	}
+	return r, true
+}
+
+// historyGet shows one record.
+//
+//	@Summary		History record
+//	@Description	One object of the history, by its UID: the record, its manifest as last seen (what a rerun
+//	@Description	creates), the timeline of its normalized statuses as the service saw them, and its ending, read
+//	@Description	when it finished or was deleted: its last events (of it, its Ray clusters, their pods and its
+//	@Description	submitter), each pod's last state with each container's exit code and reason (OOMKilled among
+//	@Description	them), and the tail of the log its logs default to (a RayJob's submitter, else the head), which is
+//	@Description	shown only when the caller may get pods/log in the namespace now. 404 when there is no such record
+//	@Description	or it is in a namespace where the caller may not list the kind.
+//	@Tags			history
+//	@Produce		json
+//	@Security		Bearer
+//	@Param			kind			path		string	true	"kind"	Enums(rayclusters, rayjobs, rayservices)
+//	@Param			uid				path		string	true	"the object's UID"
+//	@Success		200				{object}	Envelope{data=HistoryDetail}
+//	@Failure		400,401,404,503	{object}	Envelope
+//	@Router			/rest/ray/v1/history/{kind}/{uid} [get]
+func (s *Server) historyGet(c *gin.Context) {
+	r, ok := s.historyRecord(c)
+	if !ok {
+		return
+	}
+	if r.Ending != nil && r.Ending.Log != nil {
+		logs, err := s.Authz.Allowed(c.Request.Context(), token(c), auth.Attributes{Verb: "get", Resource: "pods", Subresource: "log", Namespace: r.Namespace})
+		if err != nil {
+			s.fail(c, err)
+			return
+		}
+		if !logs {
+			r.Ending.Log = nil
+		}
+	}
+	d := HistoryDetail{Record: *r, Manifest: map[string]any{}}
+	if r.Spec != "" {
+		if err := json.Unmarshal([]byte(r.Spec), &d.Manifest); err != nil {
+			s.fail(c, fmt.Errorf("the recorded manifest of %s: %w", r.UID, err))
+			return
+		}
+	}
+	s.ok(c, http.StatusOK, d)
+}
+
+// historyRerun creates the object again from its record.
+//
+//	@Summary		Rerun from the history
+//	@Description	Creates the object again, as the caller, from its manifest as last seen: in its namespace, under its
+//	@Description	name, with the caller as creator, and started; the same checks as a create (403 when the caller may
+//	@Description	not create it there, 409 when an object of that name exists). The answer is the new object's detail.
+//	@Tags			history
+//	@Produce		json
+//	@Security		Bearer
+//	@Param			kind					path		string	true	"kind"	Enums(rayclusters, rayjobs, rayservices)
+//	@Param			uid						path		string	true	"the recorded object's UID"
+//	@Success		201						{object}	Envelope{data=Detail}
+//	@Failure		400,401,403,404,409		{object}	Envelope
+//	@Failure		422						{object}	Envelope	"the recorded manifest is no longer valid: details name the fields"
+//	@Failure		503,504					{object}	Envelope
+//	@Router			/rest/ray/v1/history/{kind}/{uid}/rerun [post]
+func (s *Server) historyRerun(c *gin.Context) {
+	rec, ok := s.historyRecord(c)
+	if !ok {
+		return
+	}
+	r := req(c)
+	obj := &unstructured.Unstructured{}
+	if err := json.Unmarshal([]byte(rec.Spec), &obj.Object); err != nil || rec.Spec == "" {
+		s.fail(c, statusError(http.StatusConflict, metav1.StatusReasonConflict, fmt.Sprintf("the history holds no manifest of %s", rec.UID)))
+		return
+	}
+	if err := r.kind.PrepareCreate(obj, rec.Namespace); err != nil {
+		s.fail(c, err)
+		return
+	}
+	ctx := c.Request.Context()
+	user, err := s.Authz.UserName(ctx, token(c))
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	k8s.SetCreator(obj, user)
+	cur, err := r.objects.Create(ctx, obj, true, false)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	s.recordCurrent(c, audit.Create, r, cur, "rerun of "+rec.UID)
+	s.ok(c, http.StatusCreated, s.detail(c, r, cur))
+}
