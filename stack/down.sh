@@ -26,5 +26,9 @@ stop() { # name...: SIGTERM to each process group, then wait up to 5 s for all, 
   for name in "$@"; do rm -f "$STATE/pids/$name.pid"; done
 }
 stop prometheus ray-operator kwok kube-controller-manager kube-scheduler
-stop kube-apiserver
+stop kube-apiserver postgres
 stop etcd
+if [ -f "$STATE/postgres.dir" ]; then
+  case $(cat "$STATE/postgres.dir") in */ray-stack-postgres.*) rm -rf "$(cat "$STATE/postgres.dir")" ;; esac
+  rm -f "$STATE/postgres.dir"
+fi

@@ -16,6 +16,8 @@ BIN=$("$STACK_DIR/build.sh")
 : "${ETCD_PORT:=12379}" "${APISERVER_PORT:=16443}" "${KCM_PORT:=16257}" "${SCHED_PORT:=16259}"
 : "${KWOK_PORT:=17250}" "${OPERATOR_METRICS_PORT:=18080}" "${OPERATOR_PROBE_PORT:=18081}" "${PROM_PORT:=19090}"
 : "${OPERATOR_HTTP_PROXY:=http://127.0.0.1:18265}" "${NUM_NODES:=2}" "${WITH_PROMETHEUS:=1}"
+# PostgreSQL (Debian's) for the history's tests with several replicas; off unless asked for.
+: "${WITH_POSTGRES:=0}" "${PG_PORT:=15432}"
 # The size of each fake node (the benchmark runs a thousand Ray pods on one).
 : "${NODE_CPU:=32}" "${NODE_MEMORY:=128Gi}" "${NODE_PODS:=110}"
 SERVICE_CIDR=127.2.0.0/16
@@ -157,6 +159,28 @@ PROM
     --web.listen-address="127.0.0.1:$PROM_PORT"
 fi
 
+if [ "$WITH_POSTGRES" = 1 ]; then
+  PG_BIN=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)
+  [ -x "$PG_BIN/postgres" ] || { echo "up.sh: WITH_POSTGRES=1 needs Debian's postgresql package" >&2; exit 1; }
+  # PostgreSQL refuses to run as root: as root it runs as Debian's postgres user, in a directory of its
+  # own (the state directory may sit where that user cannot go), which down.sh removes.
+  as_pg=()
+  PGDATA=$STATE/postgres
+  if [ "$(id -u)" = 0 ]; then
+    PGDATA=$(cat "$STATE/postgres.dir" 2>/dev/null || mktemp -d "${TMPDIR:-/tmp}/ray-stack-postgres.XXXXXX")
+    echo "$PGDATA" >"$STATE/postgres.dir"
+    chown postgres: "$PGDATA"
+    as_pg=(setpriv --reuid=postgres --regid=postgres --init-groups)
+  fi
+  if [ ! -f "$PGDATA/PG_VERSION" ]; then
+    "${as_pg[@]}" "$PG_BIN/initdb" -D "$PGDATA" -U ray --auth=trust -E UTF8 >"$STATE/logs/initdb.log" 2>&1
+  fi
+  start postgres "${as_pg[@]}" "$PG_BIN/postgres" -D "$PGDATA" -h 127.0.0.1 -p "$PG_PORT" -k "$PGDATA" \
+    -c fsync=off -c synchronous_commit=off -c full_page_writes=off
+  wait_for postgres 30 "$PG_BIN/pg_isready" -q -h 127.0.0.1 -p "$PG_PORT"
+  HISTORY_POSTGRES_DSN="postgres://ray@127.0.0.1:$PG_PORT/postgres?sslmode=disable"
+fi
+
 wait_for kube-scheduler 60 curl -sfk "https://127.0.0.1:$SCHED_PORT/healthz"
 wait_for kube-controller-manager 60 curl -sfk "https://127.0.0.1:$KCM_PORT/healthz"
 wait_for ray-operator 60 curl -sf "http://127.0.0.1:$OPERATOR_PROBE_PORT/readyz"
@@ -196,6 +220,7 @@ export PROMETHEUS_URL=http://127.0.0.1:$PROM_PORT
 export OPERATOR_HTTP_PROXY=$OPERATOR_HTTP_PROXY
 export KWOK_LOGS_DIR="$STATE/pod-logs"
 export TEMPLATE_KEY_FILE="$STATE/template.key"
+export HISTORY_POSTGRES_DSN="${HISTORY_POSTGRES_DSN:-}"
 ENV
 mkdir -p "$STATE/pod-logs"
 ok=1
