@@ -97,21 +97,48 @@ func TestHelmChart(t *testing.T) {
 		assert.Equal(t, 2, kinds(manifest)["NetworkPolicy"], "%s: for ray-service and Grafana", name)
 		assert.Equal(t, 2, strings.Count(manifest, "readOnlyRootFilesystem: true"), "%s: both containers of the service chart", name)
 	}
-	// Two replicas by default, spread, one kept through voluntary disruptions, and a grace period that
-	// covers the shutdown delay and timeout.
-	for name, manifest := range map[string]string{"marketplace": market, "standalone": alone} {
-		assert.Equal(t, 1, kinds(manifest)["PodDisruptionBudget"], name)
+	// By default one replica, the history in SQLite on a volume of its own that outlives the release,
+	// replaced (not rolled: the volume is mounted by one pod at a time), with a grace period that covers
+	// the shutdown delay and timeout, and no disruption budget (it would block every drain).
+	serviceDeployment := func(manifest string) map[string]any {
 		for _, d := range docs(t, manifest) {
 			if d["kind"] == "Deployment" && nested(d, "metadata", "name") == "ray-service" {
-				assert.EqualValues(t, 2, nested(d, "spec", "replicas"), name)
-				assert.EqualValues(t, 30, nested(d, "spec", "template", "spec", "terminationGracePeriodSeconds"), name)
-				assert.NotEmpty(t, nested(d, "spec", "template", "spec", "topologySpreadConstraints"), name)
+				return d
 			}
 		}
-		assert.Contains(t, manifest, "shutdown-delay: 5s", name)
+		require.Fail(t, "no ray-service Deployment")
+		return nil
 	}
-	single := runTool(t, helm, "template", "openfuyao-ray", chart, "-n", ns, "--set", "ray-service.replicas=1")
-	assert.Zero(t, kinds(single)["PodDisruptionBudget"], "no budget for a single replica: it would block every drain")
+	for name, manifest := range map[string]string{"marketplace": market, "standalone": alone} {
+		assert.Zero(t, kinds(manifest)["PodDisruptionBudget"], name)
+		assert.Equal(t, 1, kinds(manifest)["PersistentVolumeClaim"], name)
+		d := serviceDeployment(manifest)
+		assert.EqualValues(t, 1, nested(d, "spec", "replicas"), name)
+		assert.Equal(t, "Recreate", nested(d, "spec", "strategy", "type"), name)
+		assert.EqualValues(t, 30, nested(d, "spec", "template", "spec", "terminationGracePeriodSeconds"), name)
+		assert.NotEmpty(t, nested(d, "spec", "template", "spec", "topologySpreadConstraints"), name)
+		assert.Contains(t, manifest, "shutdown-delay: 5s", name)
+		assert.Contains(t, manifest, "history-dsn: sqlite:/var/lib/ray-service/history.db", name)
+		assert.Contains(t, manifest, "mountPath: /var/lib/ray-service", name)
+	}
+	// Several replicas need the history in PostgreSQL: refused with SQLite, naming what to do; with a
+	// PostgreSQL Secret, two replicas, spread, one kept through voluntary disruptions, no volume.
+	cmd := exec.Command(helm, "template", "openfuyao-ray", chart, "-n", ns, "--set", "ray-service.replicas=2")
+	out, err := cmd.CombinedOutput()
+	require.Error(t, err, "two replicas on one SQLite volume")
+	assert.Contains(t, string(out), "history.postgres.existingSecret")
+	ha := runTool(t, helm, "template", "openfuyao-ray", chart, "-n", ns, "--set", "ray-service.replicas=2",
+		"--set", "ray-service.history.postgres.existingSecret=ray-history-db")
+	assert.Equal(t, 1, kinds(ha)["PodDisruptionBudget"])
+	assert.Zero(t, kinds(ha)["PersistentVolumeClaim"])
+	assert.EqualValues(t, 2, nested(serviceDeployment(ha), "spec", "replicas"))
+	assert.Nil(t, nested(serviceDeployment(ha), "spec", "strategy"), "rolled")
+	assert.Contains(t, ha, "secretKeyRef: {name: ray-history-db, key: dsn}")
+	assert.NotContains(t, ha, "history-dsn:")
+	off := runTool(t, helm, "template", "openfuyao-ray", chart, "-n", ns, "--set", "ray-service.history.enabled=false")
+	assert.Contains(t, off, `history-dsn: ""`)
+	assert.Zero(t, kinds(off)["PersistentVolumeClaim"])
+	assert.NotContains(t, off, "pods/log", "no log tails read without a history")
 	assert.Contains(t, market, "matchLabels: {app.kubernetes.io/name: ray-website, app.kubernetes.io/instance: openfuyao-ray}")
 	assert.Zero(t, kinds(market)["PodMonitor"], "the PodMonitor needs the Prometheus Operator: off unless asked for")
 	monitored := runTool(t, helm, "template", "openfuyao-ray", chart, "-n", ns, "--set", "ray-service.podMonitor.enabled=true")
@@ -133,17 +160,24 @@ func TestHelmChart(t *testing.T) {
 		assert.Contains(t, out, "created (server dry run)", name)
 	}
 
-	// The ClusterRole as rendered: the service runs under it, impersonated, through the main paths.
+	// The ClusterRole and the Role (the history's Lease) as rendered: the service runs under them,
+	// impersonated, through the main paths.
 	var role rbacv1.ClusterRole
+	var leaseRole rbacv1.Role
 	for _, d := range docs(t, market) {
-		if d["kind"] == "ClusterRole" {
-			b, _ := yaml.Marshal(d)
+		b, _ := yaml.Marshal(d)
+		switch d["kind"] {
+		case "ClusterRole":
 			require.NoError(t, yaml.Unmarshal(b, &role))
+		case "Role":
+			require.NoError(t, yaml.Unmarshal(b, &leaseRole))
 		}
 	}
 	require.NotEmpty(t, role.Rules)
+	require.NotEmpty(t, leaseRole.Rules)
+	chartRoles := roles{cluster: role.Rules, namespaced: leaseRole.Rules}
 	t.Run("the ClusterRole is enough", func(t *testing.T) {
-		svc := serviceAs(t, ns, "ray-service", role.Rules)
+		svc := serviceAs(t, ns, "ray-service", chartRoles)
 		defer svc.stop()
 		admin := env.tokens["admin"]
 		work := namespace(t, "chart-work")
@@ -179,21 +213,29 @@ func TestHelmChart(t *testing.T) {
 		var mu sync.Mutex
 		var variants []variant
 		var wg sync.WaitGroup
-		launch := func(what, sa string, rules []rbacv1.PolicyRule) {
-			kubeconfig := grant(t, ns, sa, rules)
+		launch := func(what, sa string, r roles) {
+			kubeconfig := grant(t, ns, sa, r)
 			wg.Go(func() {
 				svc, _ := launchServiceEnv(env.root, env.state, env.vars, "ray-service-"+sa+".log", 8*time.Second,
-					[]string{"KUBE_FEATURE_WatchListClient=false"}, "--kubeconfig", kubeconfig)
+					[]string{"KUBE_FEATURE_WatchListClient=false"}, "--kubeconfig", kubeconfig, "--history-lease-namespace", ns)
 				mu.Lock()
 				variants = append(variants, variant{what: what, svc: svc})
 				mu.Unlock()
 			})
 		}
-		launch("", "reference", role.Rules)
+		launch("", "reference", chartRoles)
+		saName := func(res, verb string) string { return "without-" + strings.ReplaceAll(res, "/", "-") + "-" + verb }
 		for ri, rule := range role.Rules {
 			for _, res := range rule.Resources {
 				for _, verb := range rule.Verbs {
-					launch(verb+" "+res, "without-"+res+"-"+verb, removePermission(role.Rules, ri, res, verb))
+					launch(verb+" "+res, saName(res, verb), roles{cluster: removePermission(role.Rules, ri, res, verb), namespaced: leaseRole.Rules})
+				}
+			}
+		}
+		for ri, rule := range leaseRole.Rules {
+			for _, res := range rule.Resources {
+				for _, verb := range rule.Verbs {
+					launch(verb+" "+res, saName(res, verb), roles{cluster: role.Rules, namespaced: removePermission(leaseRole.Rules, ri, res, verb)})
 				}
 			}
 		}
@@ -249,10 +291,15 @@ func TestHelmChart(t *testing.T) {
 					ready += int(it.WorkerGroups[0].ReadyReplicas)
 				}
 			}
-			return clusters == step && ready == 2*step && get(nsPath(probe, "rayjobs")).Total == step &&
+			return clusters == step && ready == 2*step && get(nsPath(probe, "rayjobs")+"?search=probe-").Total == step &&
 				get(nsPath(probe, "rayservices")+"?type=instance").Total == step &&
 				get(nsPath(probe, "rayservices")+"?type=template").Total == step &&
-				(step == 1 || (streams[svc].has(fmt.Sprint("Probe-", step)) && audited(writes[svc])))
+				(step == 1 || (streams[svc].has(fmt.Sprint("Probe-", step)) && audited(writes[svc]) &&
+					// The history: the RayJob that ended in this round, with the tail of its log.
+					historyShows(svc.url, "rayjobs", probe, fmt.Sprint("hjob-", step), func(r historyRecord) bool {
+						return r.Status == "Succeeded" && r.Ending != nil && r.Ending.Log != nil &&
+							strings.Contains(r.Ending.Log.Text, fmt.Sprint("round ", step))
+					})))
 		}
 		// Three rounds: a service relisting after a backoff catches up now and then by chance (the
 		// events stream opened late, so its backoff is still short); it must not do so three times.
@@ -269,6 +316,7 @@ func TestHelmChart(t *testing.T) {
 						writes[v.svc] = r.Header.Get("X-Request-ID")
 					}
 				}
+				finishedJob(t, probe, fmt.Sprint("hjob-", step), "Succeeded", []string{fmt.Sprint("round ", step)})
 				_, err := env.admin.CoreV1().Events(probe).Create(context.Background(), &corev1.Event{
 					ObjectMeta:     metav1.ObjectMeta{GenerateName: "probe-"},
 					InvolvedObject: corev1.ObjectReference{Kind: "RayCluster", Name: "followed", Namespace: probe, APIVersion: "ray.io/v1"},
@@ -304,7 +352,7 @@ func TestHelmChart(t *testing.T) {
 			check.Wait()
 			time.Sleep(2 * time.Second)
 		}
-		assert.Len(t, variants, 14)
+		assert.Len(t, variants, 18)
 		for _, v := range variants {
 			switch {
 			case v.what == "":
@@ -342,18 +390,27 @@ func removePermission(rules []rbacv1.PolicyRule, ri int, resource, verb string) 
 	return out
 }
 
-// grant makes a ServiceAccount with a ClusterRole of the given rules, and a kubeconfig that impersonates
-// it with the admin's credentials.
-func grant(t *testing.T, ns, sa string, rules []rbacv1.PolicyRule) string {
+// roles are the rules of a ClusterRole and of a Role in one namespace.
+type roles struct{ cluster, namespaced []rbacv1.PolicyRule }
+
+// grant makes a ServiceAccount with a ClusterRole and a Role in ns of the given rules, and a kubeconfig
+// that impersonates it with the admin's credentials.
+func grant(t *testing.T, ns, sa string, r roles) string {
 	t.Helper()
 	ctx := context.Background()
 	_, err := env.admin.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	name := ns + "-" + sa
-	_, err = env.admin.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: rules}, metav1.CreateOptions{})
+	_, err = env.admin.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: r.cluster}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	_, err = env.admin.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
 		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: name},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: sa, Namespace: ns}}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = env.admin.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: sa}, Rules: r.namespaced}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = env.admin.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: sa},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: sa},
 		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: sa, Namespace: ns}}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	t.Cleanup(func() {
@@ -372,10 +429,11 @@ current-context: local
 	return kubeconfig
 }
 
-func serviceAs(t *testing.T, ns, sa string, rules []rbacv1.PolicyRule) *serviceProc {
+func serviceAs(t *testing.T, ns, sa string, r roles) *serviceProc {
 	t.Helper()
-	kubeconfig := grant(t, ns, sa, rules)
-	svc, err := launchService(env.root, env.state, env.vars, "ray-service-"+sa+".log", 60*time.Second, "--kubeconfig", kubeconfig)
+	kubeconfig := grant(t, ns, sa, r)
+	svc, err := launchService(env.root, env.state, env.vars, "ray-service-"+sa+".log", 60*time.Second, "--kubeconfig", kubeconfig,
+		"--history-lease-namespace", ns)
 	require.NoError(t, err)
 	return svc
 }

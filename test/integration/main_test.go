@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -65,6 +66,7 @@ func run(m *testing.M) int {
 		defer os.RemoveAll(dir)
 		state = dir
 		up := exec.Command(filepath.Join(root, "stack", "up.sh"), state)
+		up.Env = append(os.Environ(), "WITH_POSTGRES=1") // the history's tests run on PostgreSQL too
 		up.Stdout, up.Stderr = os.Stderr, os.Stderr
 		if err := up.Run(); err != nil {
 			fmt.Fprintln(os.Stderr, "integration: stack/up.sh:", err)
@@ -189,9 +191,15 @@ func launchServiceEnv(root, state string, vars map[string]string, logName string
 	if err != nil {
 		return nil, err
 	}
+	// Each service keeps a history of its own, in a file named for its log, under a Lease of its own.
+	base := strings.TrimSuffix(logName, ".log")
+	if err := os.MkdirAll(filepath.Join(state, "history"), 0o755); err != nil {
+		return nil, err
+	}
 	all := append([]string{"--listen", addr, "--kubeconfig", vars["SERVICE_KUBECONFIG"],
 		"--prometheus-url", vars["PROMETHEUS_URL"], "--template-key-file", vars["TEMPLATE_KEY_FILE"], "--log-level", "debug",
-		"--shutdown-delay", "0s"}, args...) // a test that needs a delay passes one; the last flag wins
+		"--shutdown-delay", "0s", "--history-dsn", "sqlite:" + filepath.Join(state, "history", base+".db"),
+		"--history-lease", leaseName(base), "--history-lease-namespace", "default"}, args...) // a test that needs a delay passes one; the last flag wins
 	cmd := exec.Command(bin, all...)
 	cmd.Env = append(append(os.Environ(), "HTTP_PROXY="+vars["OPERATOR_HTTP_PROXY"], "NO_PROXY=127.0.0.1,localhost"), environ...)
 	cmd.Stdout, cmd.Stderr = logf, logf
@@ -215,6 +223,11 @@ func launchServiceEnv(root, state string, vars map[string]string, logName string
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// leaseName makes a Lease name of a log file's base name.
+func leaseName(base string) string {
+	return "history-" + strings.Trim(regexp.MustCompile(`[^a-z0-9-]+`).ReplaceAllString(strings.ToLower(base), "-"), "-")
 }
 
 // stop sends SIGTERM and waits for the process to end; it says whether it ended in time.

@@ -38,10 +38,28 @@ func routeList(t *testing.T) []struct{ Method, Path string } {
 	return out
 }
 
-// concrete fills a route's parameters with values that exist or could.
-func concrete(path string) string {
-	r := strings.NewReplacer(":kind", "rayclusters", ":namespace", "default", ":name", "matrix", "*path", "/api/version")
+// concrete fills a route's parameters with values that exist or could; uid is that of a recorded
+// RayCluster.
+func concrete(path, uid string) string {
+	r := strings.NewReplacer(":kind", "rayclusters", ":namespace", "default", ":name", "matrix", "*path", "/api/version", ":uid", uid)
 	return r.Replace(path)
+}
+
+// recordedUID returns the UID of a RayCluster the shared service's history holds.
+func recordedUID(t *testing.T) string {
+	t.Helper()
+	var uid string
+	eventually(t, 30*time.Second, "a RayCluster in the history", func() bool {
+		r := call(t, "GET", "/rest/ray/v1/history/rayclusters?pageSize=1", env.tokens["admin"], "", nil)
+		require.Equal(t, 200, r.Status, string(r.Raw))
+		var l struct{ Items []struct{ UID string } }
+		require.NoError(t, json.Unmarshal(r.Data, &l))
+		if len(l.Items) == 1 {
+			uid = l.Items[0].UID
+		}
+		return uid != ""
+	})
+	return uid
 }
 
 // Every route but the public ones: without a token 401; with the token of a user who may do nothing,
@@ -50,11 +68,12 @@ func TestAuthorizationMatrix(t *testing.T) {
 	body := clusterManifest(t, "matrix")
 	manifest, err := json.Marshal(body.Object)
 	require.NoError(t, err)
+	uid := recordedUID(t)
 	for _, rt := range routeList(t) {
 		if publicRoutes[rt.Path] {
 			continue
 		}
-		path := concrete(rt.Path)
+		path := concrete(rt.Path, uid)
 		var payload []byte
 		contentType := ""
 		if rt.Method == http.MethodPost || rt.Method == http.MethodPut || rt.Method == http.MethodPatch {
@@ -75,6 +94,13 @@ func TestAuthorizationMatrix(t *testing.T) {
 			assert.Equal(t, 401, r.Status, "without a token: %s", r.Raw)
 			r = call(t, rt.Method, path, env.tokens["nobody"], contentType, payload)
 			if r.Status == 403 {
+				return
+			}
+			if strings.Contains(rt.Path, ":uid") {
+				// A record is addressed by UID alone: one the caller may not see is not found, so that
+				// not even its existence shows.
+				assert.Equal(t, 404, r.Status, "with a token of no rights: %s", r.Raw)
+				assert.NotContains(t, r.Msg, "default", "the message names no namespace")
 				return
 			}
 			require.Equal(t, 200, r.Status, "with a token of no rights: 403 or nothing shown, got %s", r.Raw)

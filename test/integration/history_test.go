@@ -1,0 +1,442 @@
+//go:build integration
+
+package integration
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	_ "github.com/jackc/pgx/v5/stdlib"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	utilrand "k8s.io/apimachinery/pkg/util/rand"
+
+	"ray-service/internal/history"
+	"ray-service/internal/history/historytest"
+)
+
+type historyRecord struct {
+	UID        string     `json:"uid"`
+	Kind       string     `json:"kind"`
+	Namespace  string     `json:"namespace"`
+	Name       string     `json:"name"`
+	Creator    string     `json:"creator"`
+	Status     string     `json:"status"`
+	Reason     string     `json:"reason"`
+	FinishedAt *time.Time `json:"finishedAt"`
+	DeletedAt  *time.Time `json:"deletedAt"`
+	Timeline   []struct {
+		Status string    `json:"status"`
+		At     time.Time `json:"at"`
+	} `json:"timeline"`
+	Ending *struct {
+		Events []struct {
+			Reason         string `json:"reason"`
+			InvolvedObject struct{ Kind, Name string }
+		} `json:"events"`
+		Pods []struct {
+			Name       string `json:"name"`
+			NodeType   string `json:"nodeType"`
+			Containers []struct {
+				Name     string `json:"name"`
+				State    string `json:"state"`
+				ExitCode *int32 `json:"exitCode"`
+				Reason   string `json:"reason"`
+			} `json:"containers"`
+		} `json:"pods"`
+		Log *struct {
+			Pod       string `json:"pod"`
+			Container string `json:"container"`
+			Text      string `json:"text"`
+			Truncated bool   `json:"truncated"`
+		} `json:"log"`
+	} `json:"ending"`
+	Manifest map[string]any `json:"manifest"`
+}
+
+type historyPage struct {
+	Items []historyRecord `json:"items"`
+	Total int             `json:"total"`
+}
+
+func (r historyRecord) statuses() []string {
+	var out []string
+	for _, t := range r.Timeline {
+		out = append(out, t.Status)
+	}
+	return out
+}
+
+// historyOf returns the records of kind named name in ns, as the service at base lists them to the admin.
+func historyOf(t *testing.T, base, kind, ns, name string) []historyRecord {
+	t.Helper()
+	r, err := sendTo(base, "GET", "/rest/ray/v1/history/"+kind+"?namespace="+ns+"&search="+url.QueryEscape(name)+"&pageSize=500",
+		env.tokens["admin"], "", nil)
+	require.NoError(t, err)
+	require.Equal(t, 200, r.Status, string(r.Raw))
+	var out []historyRecord
+	for _, it := range decode[historyPage](t, r).Items {
+		if it.Name == name {
+			out = append(out, it)
+		}
+	}
+	return out
+}
+
+// recordOf returns the one record of kind named name in ns once cond holds of it, in full.
+func recordOf(t *testing.T, base, kind, ns, name string, what string, cond func(historyRecord) bool) historyRecord {
+	t.Helper()
+	var got historyRecord
+	eventually(t, 60*time.Second, fmt.Sprintf("the history of %s %s/%s: %s", kind, ns, name, what), func() bool {
+		return historyShows(base, kind, ns, name, func(r historyRecord) bool { got = r; return cond(r) })
+	})
+	return got
+}
+
+// historyShows tells whether the service at base shows one record of kind named name in ns to the
+// admin, and cond holds of it in full.
+func historyShows(base, kind, ns, name string, cond func(historyRecord) bool) bool {
+	r, err := sendTo(base, "GET", "/rest/ray/v1/history/"+kind+"?namespace="+ns+"&search="+url.QueryEscape(name), env.tokens["admin"], "", nil)
+	if err != nil || r.Status != 200 {
+		return false
+	}
+	var page historyPage
+	if json.Unmarshal(r.Data, &page) != nil {
+		return false
+	}
+	var uids []string
+	for _, it := range page.Items {
+		if it.Name == name {
+			uids = append(uids, it.UID)
+		}
+	}
+	if len(uids) != 1 {
+		return false
+	}
+	r, err = sendTo(base, "GET", "/rest/ray/v1/history/"+kind+"/"+uids[0], env.tokens["admin"], "", nil)
+	if err != nil || r.Status != 200 {
+		return false
+	}
+	var rec historyRecord
+	return json.Unmarshal(r.Data, &rec) == nil && cond(rec)
+}
+
+// finishedJob runs a RayJob (HTTPMode, its cluster deleted 2 s after it ends) to status, with lines in
+// its head's log, and returns its cluster's name.
+func finishedJob(t *testing.T, ns, name, status string, lines []string) string {
+	t.Helper()
+	var obj map[string]any
+	require.NoError(t, json.Unmarshal(rayJob(t, name, true), &obj))
+	obj["spec"].(map[string]any)["ttlSecondsAfterFinished"] = 2
+	b, err := json.Marshal(obj)
+	require.NoError(t, err)
+	r := call(t, "POST", nsPath(ns, "rayjobs"), env.tokens["admin"], "application/json", b)
+	require.Equal(t, 201, r.Status, string(r.Raw))
+	waitStatus(t, ns, "rayjobs", name, "Running")
+	cluster := currentRayCluster(t, ns, name)
+	for _, p := range clusterPods(t, ns, cluster) {
+		if p.Labels["ray.io/node-type"] == "head" {
+			podLog(t, ns, p.Name, "ray-head", lines...)
+		}
+	}
+	require.Positive(t, env.dashboards.finish(cluster+"-head-svc."+ns, strings.ToUpper(status)))
+	waitStatus(t, ns, "rayjobs", name, status)
+	return cluster
+}
+
+// historyScenario: what ran, how it ended and why, kept after KubeRay and users deleted it, as the
+// service at base records it.
+func historyScenario(t *testing.T, base string) {
+	ns := namespace(t, "hist")
+	admin := env.tokens["admin"]
+
+	okCluster := finishedJob(t, ns, "ok-job", "Succeeded", numbered("ok", 2100))
+	failCluster := finishedJob(t, ns, "fail-job", "Failed", []string{"Traceback (most recent call last):", "ValueError: bad input"})
+
+	// KubeRay deletes each job's cluster 2 s after the job ended; the history keeps them.
+	for _, c := range []string{okCluster, failCluster} {
+		rec := recordOf(t, base, "rayclusters", ns, c, "deleted by KubeRay", func(r historyRecord) bool { return r.DeletedAt != nil })
+		assert.Contains(t, rec.statuses(), "Running")
+	}
+	ok := recordOf(t, base, "rayjobs", ns, "ok-job", "Succeeded with its ending", func(r historyRecord) bool {
+		return r.Status == "Succeeded" && r.Ending != nil
+	})
+	require.NotNil(t, ok.FinishedAt)
+	assert.Nil(t, ok.DeletedAt, "the RayJob itself is still there")
+	assert.Equal(t, "admin", ok.Creator)
+	st := ok.statuses()
+	require.NotEmpty(t, st)
+	assert.Equal(t, "Succeeded", st[len(st)-1])
+	assert.Contains(t, st, "Running")
+	for i := range st[1:] {
+		assert.NotEqual(t, st[i], st[i+1], "a transition is a change: %v", st)
+	}
+	require.NotNil(t, ok.Ending.Log, "the log tail")
+	assert.Equal(t, "ray-head", ok.Ending.Log.Container)
+	logLines := strings.Split(strings.TrimSuffix(ok.Ending.Log.Text, "\n"), "\n")
+	assert.Len(t, logLines, 2000, "the last 2,000 lines")
+	assert.Equal(t, "ok line 2100", logLines[len(logLines)-1])
+	assert.Equal(t, "ok line 101", logLines[0])
+	assert.True(t, ok.Ending.Log.Truncated)
+	require.NotEmpty(t, ok.Ending.Pods)
+	assert.Equal(t, "head", ok.Ending.Pods[0].NodeType)
+	assert.NotEmpty(t, ok.Ending.Events, "the operator's events")
+	assert.Equal(t, "ok-job", ok.Manifest["metadata"].(map[string]any)["name"])
+	assert.NotContains(t, ok.Manifest, "status")
+
+	fail := recordOf(t, base, "rayjobs", ns, "fail-job", "Failed with its ending", func(r historyRecord) bool {
+		return r.Status == "Failed" && r.Ending != nil
+	})
+	require.NotNil(t, fail.Ending.Log)
+	assert.Contains(t, fail.Ending.Log.Text, "ValueError: bad input")
+	assert.False(t, fail.Ending.Log.Truncated)
+
+	// A RayCluster whose head is OOMKilled, deleted by a user: its pods' exit reasons are kept.
+	require.Equal(t, 201, createCluster(t, admin, ns, "oom", func(obj map[string]any) {
+		failWith(group(obj, "spec", "headGroupSpec", "template"), "oom")
+	}).Status)
+	waitHealth(t, ns, "oom", "Failed", "CrashLoopBackOff")
+	require.Equal(t, 200, call(t, "DELETE", itemPath(ns, "rayclusters", "oom")+"?force=true", admin, "", nil).Status)
+	oom := recordOf(t, base, "rayclusters", ns, "oom", "deleted, with its pods", func(r historyRecord) bool {
+		return r.DeletedAt != nil && r.Ending != nil
+	})
+	require.NotEmpty(t, oom.Ending.Pods)
+	head := oom.Ending.Pods[0]
+	assert.Equal(t, "head", head.NodeType)
+	require.NotEmpty(t, head.Containers)
+	assert.Equal(t, "OOMKilled", head.Containers[0].Reason)
+	require.NotNil(t, head.Containers[0].ExitCode)
+	assert.Equal(t, int32(137), *head.Containers[0].ExitCode)
+
+	// A RayService deleted is recorded too.
+	require.Equal(t, 201, call(t, "POST", nsPath(ns, "rayservices"), admin, "application/yaml", mustRename(t, "rayservice-minimal.yaml", "svc")).Status)
+	recordOf(t, base, "rayservices", ns, "svc", "recorded", func(r historyRecord) bool { return r.Status != "" })
+	require.Equal(t, 200, call(t, "DELETE", itemPath(ns, "rayservices", "svc")+"?force=true", admin, "", nil).Status)
+	recordOf(t, base, "rayservices", ns, "svc", "deleted", func(r historyRecord) bool { return r.DeletedAt != nil })
+
+	// Filters, sort and page.
+	page := func(query string) historyPage {
+		r, err := sendTo(base, "GET", "/rest/ray/v1/history/rayjobs?namespace="+ns+"&"+query, admin, "", nil)
+		require.NoError(t, err)
+		require.Equal(t, 200, r.Status, string(r.Raw))
+		return decode[historyPage](t, r)
+	}
+	failed := page("status=Failed")
+	require.Equal(t, 1, failed.Total)
+	assert.Equal(t, "fail-job", failed.Items[0].Name)
+	byName := page("sortBy=name&order=asc")
+	require.Equal(t, 2, byName.Total)
+	assert.Equal(t, []string{"fail-job", "ok-job"}, []string{byName.Items[0].Name, byName.Items[1].Name})
+	assert.Equal(t, 0, page("finishedAfter="+url.QueryEscape(time.Now().Add(time.Hour).Format(time.RFC3339))).Total)
+	assert.Equal(t, 2, page("finishedAfter="+url.QueryEscape(time.Now().Add(-time.Hour).Format(time.RFC3339))).Total)
+	assert.Equal(t, 1, page("pageSize=1&page=2").Total/2, "total counts every page")
+	for query, problem := range map[string]string{"sortBy=age": "sortBy", "finishedAfter=yesterday": "finishedAfter", "pageSize=501": "pageSize"} {
+		r, err := sendTo(base, "GET", "/rest/ray/v1/history/rayjobs?"+query, admin, "", nil)
+		require.NoError(t, err)
+		assert.Equal(t, 400, r.Status, query)
+		assert.Contains(t, r.Msg, problem)
+	}
+	r, err := sendTo(base, "GET", "/rest/ray/v1/history/rayjobs/not-a-uid", admin, "", nil)
+	require.NoError(t, err)
+	assert.Equal(t, 400, r.Status)
+	r, err = sendTo(base, "GET", "/rest/ray/v1/history/rayclusters/"+ok.UID, admin, "", nil)
+	require.NoError(t, err)
+	assert.Equal(t, 404, r.Status, "the uid of a RayJob is no RayCluster's")
+
+	// Who sees what: the viewer lists Ray objects everywhere but may not read pod logs; nobody may do
+	// neither.
+	viewer, nobody := env.tokens["viewer"], env.tokens["nobody"]
+	r, err = sendTo(base, "GET", "/rest/ray/v1/history/rayjobs/"+ok.UID, viewer, "", nil)
+	require.NoError(t, err)
+	require.Equal(t, 200, r.Status)
+	seen := decode[historyRecord](t, r)
+	require.NotNil(t, seen.Ending)
+	assert.Nil(t, seen.Ending.Log, "no log tail without get pods/log")
+	assert.NotEmpty(t, seen.Ending.Pods)
+	r, err = sendTo(base, "GET", "/rest/ray/v1/history/rayjobs/"+ok.UID, nobody, "", nil)
+	require.NoError(t, err)
+	assert.Equal(t, 404, r.Status, "not even that it exists")
+	r, err = sendTo(base, "GET", "/rest/ray/v1/history/rayjobs?namespace="+ns, nobody, "", nil)
+	require.NoError(t, err)
+	assert.Equal(t, 403, r.Status)
+	r, err = sendTo(base, "GET", "/rest/ray/v1/history/rayjobs?search=ok-job", nobody, "", nil)
+	require.NoError(t, err)
+	require.Equal(t, 200, r.Status)
+	assert.Zero(t, decode[historyPage](t, r).Total)
+	r, err = sendTo(base, "POST", "/rest/ray/v1/history/rayjobs/"+fail.UID+"/rerun", viewer, "", nil)
+	require.NoError(t, err)
+	assert.Equal(t, 403, r.Status, "rerun is a create, as the caller")
+	r, err = sendTo(base, "GET", "/rest/ray/v1/history/rayjobs", "", "", nil)
+	require.NoError(t, err)
+	assert.Equal(t, 401, r.Status)
+
+	// Rerun: refused while the object is there, then made again from the record, as the caller.
+	r, err = sendTo(base, "POST", "/rest/ray/v1/history/rayjobs/"+fail.UID+"/rerun", admin, "", nil)
+	require.NoError(t, err)
+	assert.Equal(t, 409, r.Status, string(r.Raw))
+	require.Equal(t, 200, call(t, "DELETE", itemPath(ns, "rayjobs", "fail-job"), admin, "", nil).Status)
+	recordOf(t, base, "rayjobs", ns, "fail-job", "deleted", func(r historyRecord) bool { return r.DeletedAt != nil })
+	eventually(t, 30*time.Second, "fail-job gone", func() bool {
+		_, err := getRay(t, rayJobs, ns, "fail-job")
+		return err != nil
+	})
+	r, err = sendTo(base, "POST", "/rest/ray/v1/history/rayjobs/"+fail.UID+"/rerun", admin, "", nil)
+	require.NoError(t, err)
+	require.Equal(t, 201, r.Status, string(r.Raw))
+	again := decode[summary](t, r)
+	assert.Equal(t, "fail-job", again.Name)
+	assert.NotEqual(t, fail.UID, mustUID(t, ns, "fail-job"), "a new object")
+	waitStatus(t, ns, "rayjobs", "fail-job", "Running")
+	eventually(t, 30*time.Second, "the rerun recorded apart from the first run", func() bool {
+		return len(historyOf(t, base, "rayjobs", ns, "fail-job")) == 2
+	})
+}
+
+func TestHistory(t *testing.T) {
+	t.Run("sqlite", func(t *testing.T) { historyScenario(t, env.serviceURL) })
+	t.Run("postgres", func(t *testing.T) {
+		dsn := postgresDatabase(t)
+		svc, err := launchService(env.root, env.state, env.vars, "ray-service-history-pg.log", 60*time.Second, "--history-dsn", dsn)
+		require.NoError(t, err)
+		defer svc.stop()
+		historyScenario(t, svc.url)
+	})
+}
+
+// postgresDatabase creates a database of its own on the stack's PostgreSQL and returns its DSN.
+func postgresDatabase(t *testing.T) string {
+	t.Helper()
+	admin := env.vars["HISTORY_POSTGRES_DSN"]
+	require.NotEmpty(t, admin, "the stack runs PostgreSQL (WITH_POSTGRES=1)")
+	db, err := sql.Open("pgx", admin)
+	require.NoError(t, err)
+	defer func() { _ = db.Close() }()
+	name := "history_" + strings.ReplaceAll(utilrand.String(8), "-", "")
+	_, err = db.ExecContext(context.Background(), "CREATE DATABASE "+name)
+	require.NoError(t, err)
+	return strings.Replace(admin, "/postgres?", "/"+name+"?", 1)
+}
+
+// The history's store behaves on PostgreSQL as on SQLite.
+func TestHistoryStoreOnPostgres(t *testing.T) {
+	historytest.Run(t, func(t *testing.T) (*history.Store, string) {
+		dsn := postgresDatabase(t)
+		s, err := history.Open(t.Context(), dsn)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = s.Close() })
+		return s, dsn
+	})
+}
+
+// metricOf reads one of the service's own metrics.
+func metricOf(t *testing.T, base, name string) float64 {
+	t.Helper()
+	res, err := http.Get(base + "/metrics")
+	require.NoError(t, err)
+	defer res.Body.Close()
+	body, err := io.ReadAll(res.Body)
+	require.NoError(t, err)
+	m := regexp.MustCompile(`(?m)^` + name + ` ([0-9.e+]+)$`).FindStringSubmatch(string(body))
+	require.NotNil(t, m, "%s in /metrics", name)
+	v, err := strconv.ParseFloat(m[1], 64)
+	require.NoError(t, err)
+	return v
+}
+
+// A restart loses nothing and records nothing twice: what changed while the service was down is
+// found when it is back, by comparing every object with what is recorded.
+func TestHistoryRestart(t *testing.T) {
+	ns := namespace(t, "hist-restart")
+	admin := env.tokens["admin"]
+	args := []string{"--history-dsn", "sqlite:" + env.state + "/history/restart.db", "--history-lease", "history-restart"}
+	svc, err := launchService(env.root, env.state, env.vars, "ray-service-restart-1.log", 60*time.Second, args...)
+	require.NoError(t, err)
+	require.Equal(t, 201, call(t, "POST", nsPath(ns, "rayjobs"), admin, "application/json", rayJob(t, "job", true)).Status)
+	require.Equal(t, 201, createCluster(t, admin, ns, "doomed", nil).Status)
+	waitStatus(t, ns, "rayjobs", "job", "Running")
+	waitStatus(t, ns, "rayclusters", "doomed", "Running")
+	recordOf(t, base(svc), "rayjobs", ns, "job", "Running", func(r historyRecord) bool { return r.Status == "Running" })
+	recordOf(t, base(svc), "rayclusters", ns, "doomed", "Running", func(r historyRecord) bool { return r.Status == "Running" })
+	require.True(t, svc.stop())
+
+	// While it is down: the job ends and the cluster is deleted.
+	cluster := currentRayCluster(t, ns, "job")
+	require.Positive(t, env.dashboards.finish(cluster+"-head-svc."+ns, "SUCCEEDED"))
+	waitStatus(t, ns, "rayjobs", "job", "Succeeded")
+	require.Equal(t, 200, call(t, "DELETE", itemPath(ns, "rayclusters", "doomed")+"?force=true", admin, "", nil).Status)
+	eventually(t, 30*time.Second, "doomed gone", func() bool {
+		_, err := getRay(t, rayClusters, ns, "doomed")
+		return err != nil
+	})
+
+	svc, err = launchService(env.root, env.state, env.vars, "ray-service-restart-2.log", 60*time.Second, args...)
+	require.NoError(t, err)
+	defer svc.stop()
+	job := recordOf(t, base(svc), "rayjobs", ns, "job", "Succeeded", func(r historyRecord) bool { return r.Status == "Succeeded" && r.Ending != nil })
+	require.NotNil(t, job.FinishedAt)
+	st := job.statuses()
+	assert.Equal(t, "Succeeded", st[len(st)-1])
+	assert.Equal(t, 1, strings.Count(strings.Join(st, " "), "Running"), "Running once: %v", st)
+	recordOf(t, base(svc), "rayclusters", ns, "doomed", "found gone", func(r historyRecord) bool { return r.DeletedAt != nil })
+	assert.Len(t, historyOf(t, base(svc), "rayjobs", ns, "job"), 1, "one record")
+}
+
+func base(s *serviceProc) string { return s.url }
+
+// Two replicas on one PostgreSQL: one writes; when it goes, the other takes over and misses nothing.
+func TestHistoryTwoReplicas(t *testing.T) {
+	ns := namespace(t, "hist-ha")
+	admin := env.tokens["admin"]
+	dsn := postgresDatabase(t)
+	args := []string{"--history-dsn", dsn, "--history-lease", "history-ha"}
+	a, err := launchService(env.root, env.state, env.vars, "ray-service-ha-a.log", 60*time.Second, args...)
+	require.NoError(t, err)
+	defer a.stop()
+	b, err := launchService(env.root, env.state, env.vars, "ray-service-ha-b.log", 60*time.Second, args...)
+	require.NoError(t, err)
+	defer b.stop()
+	var leader, follower *serviceProc
+	eventually(t, 30*time.Second, "one leader", func() bool {
+		la, lb := metricOf(t, a.url, "ray_service_history_leader"), metricOf(t, b.url, "ray_service_history_leader")
+		switch {
+		case la == 1 && lb == 0:
+			leader, follower = a, b
+		case la == 0 && lb == 1:
+			leader, follower = b, a
+		default:
+			return false
+		}
+		return true
+	})
+	require.Equal(t, 201, createCluster(t, admin, ns, "first", nil).Status)
+	waitStatus(t, ns, "rayclusters", "first", "Running")
+	recordOf(t, follower.url, "rayclusters", ns, "first", "Running, read through the follower", func(r historyRecord) bool { return r.Status == "Running" })
+	assert.Zero(t, metricOf(t, follower.url, "ray_service_history_writes_total"), "the follower wrote nothing")
+	assert.Positive(t, metricOf(t, leader.url, "ray_service_history_writes_total"))
+
+	started := time.Now()
+	require.True(t, leader.stop())
+	eventually(t, 30*time.Second, "the other takes over", func() bool { return metricOf(t, follower.url, "ray_service_history_leader") == 1 })
+	t.Logf("the follower took over %s after the leader stopped", time.Since(started).Round(100*time.Millisecond))
+	require.Equal(t, 200, call(t, "DELETE", itemPath(ns, "rayclusters", "first")+"?force=true", admin, "", nil).Status)
+	require.Equal(t, 201, createCluster(t, admin, ns, "second", nil).Status)
+	recordOf(t, follower.url, "rayclusters", ns, "first", "deleted", func(r historyRecord) bool { return r.DeletedAt != nil })
+	second := recordOf(t, follower.url, "rayclusters", ns, "second", "Running", func(r historyRecord) bool { return r.Status == "Running" })
+	assert.Equal(t, 1, strings.Count(strings.Join(second.statuses(), " "), "Running"))
+	first := historyOf(t, follower.url, "rayclusters", ns, "first")
+	require.Len(t, first, 1)
+	r, err := sendTo(follower.url, "GET", "/rest/ray/v1/history/rayclusters/"+first[0].UID, admin, "", nil)
+	require.NoError(t, err)
+	st := decode[historyRecord](t, r).statuses()
+	assert.Equal(t, 1, strings.Count(strings.Join(st, " "), "Running"), "the handover duplicated nothing: %v", st)
+}
