@@ -114,7 +114,7 @@ func (r *Recorder) observeLocked(k *k8s.Kind, o *unstructured.Unstructured, s *k
 		rec.Spec, rec.Generation = manifest(k, o), o.GetGeneration()
 		kn.generation, changed = o.GetGeneration(), true
 	}
-	if s.Status != kn.status {
+	if s.Status != kn.status && s.Status != "" {
 		c.transitions = append(c.transitions, Transition{Status: s.Status, At: now})
 		changed = true
 	}
@@ -358,6 +358,10 @@ func (r *Recorder) write(ctx context.Context) {
 		r.mu.Unlock()
 		failed := false
 		for uid, c := range batch {
+			if !r.leading.Load() {
+				// Another replica writes now: what is left is its to write, from what it reads.
+				break
+			}
 			if err := r.writeOne(ctx, c); err != nil {
 				if ctx.Err() != nil {
 					return
