@@ -100,7 +100,7 @@ func parseDSN(dsn string) (driver, source string, err error) {
 			return "", "", fmt.Errorf("history DSN: %w", err)
 		}
 		return "sqlite", "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(5000)&_pragma=foreign_keys(1)" +
-			"&_pragma=temp_store(MEMORY)", nil
+			"&_pragma=temp_store(MEMORY)&_pragma=cache_size(-65536)&_pragma=mmap_size(268435456)", nil
 	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
 		return "pgx", dsn, nil
 	}
@@ -128,14 +128,14 @@ const migrationLock = 0x7261795f68697374 // "ray_hist"
 
 // migrations are the schema's versions, in order; each runs once, in a transaction.
 var migrations = []string{
-	// 1: records and their timelines.
+	// 1: records, their manifests, timelines and endings. A record's row stays small (a page scans
+	// many); what only a detail shows is in tables of its own.
 	`CREATE TABLE records (
 		uid TEXT PRIMARY KEY,
 		kind TEXT NOT NULL,
 		namespace TEXT NOT NULL,
 		name TEXT NOT NULL,
 		creator TEXT NOT NULL DEFAULT '',
-		spec TEXT NOT NULL DEFAULT '',
 		status TEXT NOT NULL DEFAULT '',
 		reason TEXT NOT NULL DEFAULT '',
 		message TEXT NOT NULL DEFAULT '',
@@ -144,8 +144,16 @@ var migrations = []string{
 		finished_at BIGINT,
 		deleted_at BIGINT
 	);
-	CREATE INDEX records_by_kind_namespace ON records (kind, namespace, created_at);
-	CREATE INDEX records_by_kind_created ON records (kind, created_at);
+	CREATE INDEX records_by_namespace ON records (kind, namespace, created_at);
+	CREATE INDEX records_by_creator ON records (kind, creator);
+	CREATE INDEX records_by_created ON records (kind, created_at, namespace, name, uid);
+	CREATE INDEX records_by_name ON records (kind, name, namespace, uid);
+	CREATE INDEX records_by_ended ON records (kind, (COALESCE(finished_at, deleted_at)), namespace, name, uid);
+	CREATE INDEX records_by_status ON records (kind, status, (COALESCE(finished_at, deleted_at)), creator, namespace);
+	CREATE TABLE manifests (
+		uid TEXT PRIMARY KEY REFERENCES records (uid) ON DELETE CASCADE,
+		spec TEXT NOT NULL
+	);
 	CREATE TABLE endings (
 		uid TEXT PRIMARY KEY REFERENCES records (uid) ON DELETE CASCADE,
 		read_at BIGINT NOT NULL,
@@ -213,6 +221,16 @@ func (s *Store) migrate(ctx context.Context) error {
 	return nil
 }
 
+// Optimize refreshes the statistics the query planner chooses indexes by (SQLite; PostgreSQL's
+// autovacuum does it on its own). The recorder runs it after each retention pass.
+func (s *Store) Optimize(ctx context.Context) error {
+	if s.postgres {
+		return nil
+	}
+	_, err := s.db.ExecContext(ctx, `PRAGMA optimize=0x10002`)
+	return err
+}
+
 // Version is the schema version in the database.
 func (s *Store) Version(ctx context.Context) (int, error) {
 	var v int
@@ -230,18 +248,31 @@ func unixOrNil(t *time.Time) any {
 // Put writes a record as it is now; writing it again with the same content changes nothing. Times
 // once set (finished, deleted) are kept: a later write without them does not erase them.
 func (s *Store) Put(ctx context.Context, r Record) error {
-	_, err := s.db.ExecContext(ctx, `
-		INSERT INTO records (uid, kind, namespace, name, creator, spec, status, reason, message, created_at, finished_at, deleted_at, generation)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }()
+	if _, err := tx.ExecContext(ctx, `
+		INSERT INTO records (uid, kind, namespace, name, creator, status, reason, message, created_at, finished_at, deleted_at, generation)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
 		ON CONFLICT (uid) DO UPDATE SET
-			creator = excluded.creator, spec = CASE WHEN excluded.spec = '' THEN records.spec ELSE excluded.spec END,
-			generation = CASE WHEN excluded.spec = '' THEN records.generation ELSE excluded.generation END,
+			creator = excluded.creator,
+			generation = CASE WHEN $13 THEN excluded.generation ELSE records.generation END,
 			status = excluded.status, reason = excluded.reason, message = excluded.message,
 			finished_at = COALESCE(excluded.finished_at, records.finished_at),
 			deleted_at = COALESCE(excluded.deleted_at, records.deleted_at)`,
-		r.UID, r.Kind, r.Namespace, r.Name, r.Creator, r.Spec, r.Status, r.Reason, r.Message, r.CreatedAt.UnixNano(),
-		unixOrNil(r.FinishedAt), unixOrNil(r.DeletedAt), r.Generation)
-	return err
+		r.UID, r.Kind, r.Namespace, r.Name, r.Creator, r.Status, r.Reason, r.Message, r.CreatedAt.UnixNano(),
+		unixOrNil(r.FinishedAt), unixOrNil(r.DeletedAt), r.Generation, r.Spec != ""); err != nil {
+		return err
+	}
+	if r.Spec != "" {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO manifests (uid, spec) VALUES ($1, $2)
+			ON CONFLICT (uid) DO UPDATE SET spec = excluded.spec`, r.UID, r.Spec); err != nil {
+			return err
+		}
+	}
+	return tx.Commit()
 }
 
 // PutEnding records what explains how uid ended, read at a time; a later reading replaces it.
@@ -402,6 +433,9 @@ type Query struct {
 	Page, PageSize int
 }
 
+// fewMatches is how many matches a page of SQLite sorts rather than walking an index in order.
+const fewMatches = 5000
+
 // List returns the page the query asks for and how many records match in all.
 func (s *Store) List(ctx context.Context, q Query) ([]Record, int, error) {
 	where, args := []string{"kind = $1"}, []any{q.Kind}
@@ -429,7 +463,8 @@ func (s *Store) List(ctx context.Context, q Query) ([]Record, int, error) {
 		in("creator", q.Creators)
 	}
 	if q.Search != "" {
-		where = append(where, "LOWER(name) LIKE "+arg("%"+escapeLike(strings.ToLower(q.Search))+"%")+" ESCAPE '\\'")
+		// Kubernetes names are lower case: the search is, and the names need no folding.
+		where = append(where, "name LIKE "+arg("%"+escapeLike(strings.ToLower(q.Search))+"%")+" ESCAPE '\\'")
 	}
 	ended := "COALESCE(finished_at, deleted_at)"
 	if q.FinishedAfter != nil {
@@ -452,8 +487,25 @@ func (s *Store) List(ctx context.Context, q Query) ([]Record, int, error) {
 		dir = "DESC"
 	}
 	page, size := max(q.Page, 1), max(q.PageSize, 1)
+	if total <= (page-1)*size {
+		return []Record{}, total, nil
+	}
+	// Ties are broken by namespace, name and UID in the same direction, so that an index of the kind,
+	// the sort key and these gives a page in order without sorting every match. When few match a filter
+	// that has an index (status, creator, namespace), SQLite is told (a unary +) to find them by it and
+	// sort them instead: walking the order's index for a rare match would read most of the kind.
+	by := []string{order, "namespace", "name", "uid"}
+	if order == "name" {
+		by = []string{"name", "namespace", "uid"}
+	}
+	indexed := len(q.Statuses) > 0 || len(q.Creators) > 0 || q.Namespaces != nil
+	if !s.postgres && total <= fewMatches && indexed {
+		for i := range by {
+			by[i] = "+" + by[i]
+		}
+	}
 	// A page leaves the manifests out: only a record's detail shows its manifest.
-	rows, err := s.query(ctx, false, clause, order+" "+dir+", namespace, name, uid", size, (page-1)*size, args...)
+	rows, err := s.query(ctx, false, clause, strings.Join(by, " "+dir+", ")+" "+dir, size, (page-1)*size, args...)
 	return rows, total, err
 }
 
@@ -464,7 +516,7 @@ func escapeLike(s string) string {
 func (s *Store) query(ctx context.Context, withSpec bool, clause, order string, limit, offset int, args ...any) ([]Record, error) {
 	spec := "''"
 	if withSpec {
-		spec = "spec"
+		spec = "COALESCE((SELECT spec FROM manifests m WHERE m.uid = records.uid), '')"
 	}
 	stmt := `SELECT uid, kind, namespace, name, creator, ` + spec + `, status, reason, message, created_at, finished_at, deleted_at FROM records ` + clause
 	if order != "" {

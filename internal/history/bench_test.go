@@ -1,0 +1,167 @@
+package history
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// benchRecords is how many records the history benchmark holds (HISTORY_BENCH_RECORDS to change it).
+func benchRecords() int {
+	var n int
+	if _, err := fmt.Sscan(os.Getenv("HISTORY_BENCH_RECORDS"), &n); err == nil && n > 0 {
+		return n
+	}
+	return 100_000
+}
+
+// benchRecord is record i of a history spread over 50 namespaces, 20 creators and the three kinds,
+// with a manifest of about 1.5 KB and four transitions, as the recorder writes them.
+func benchRecord(i int, t0 time.Time) (Record, []Transition) {
+	created := t0.Add(time.Duration(i) * time.Second)
+	finished := created.Add(time.Duration(60+i%600) * time.Second)
+	status := []string{"Succeeded", "Failed", "Succeeded", "Running"}[i%4]
+	r := Record{UID: fmt.Sprintf("%08x-0000-4000-8000-%012x", i, i), Kind: []string{"RayJob", "RayJob", "RayCluster", "RayService"}[i%4],
+		Namespace: fmt.Sprintf("team-%02d", i%50), Name: fmt.Sprintf("job-%06d", i), Creator: fmt.Sprintf("user-%02d", i%20),
+		Spec: `{"apiVersion":"ray.io/v1","kind":"RayJob","spec":{"entrypoint":"python train.py","rayClusterSpec":` +
+			strings.Repeat(`{"k":"v"},`, 130) + `{}}}`, Generation: 1, Status: status, CreatedAt: created}
+	if status != "Running" {
+		r.FinishedAt = &finished
+	}
+	tl := []Transition{{"Pending", created}, {"Running", created.Add(5 * time.Second)}}
+	if status != "Running" {
+		tl = append(tl, Transition{status, finished})
+	}
+	return r, tl
+}
+
+// openBench opens the benchmark's history: HISTORY_BENCH_DSN (a PostgreSQL database to fill), else
+// SQLite in a temporary directory. It returns the store and the SQLite file ("" for PostgreSQL).
+func openBench(b *testing.B) (*Store, string) {
+	if dsn := os.Getenv("HISTORY_BENCH_DSN"); dsn != "" {
+		s, err := Open(b.Context(), dsn)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return s, ""
+	}
+	file := filepath.Join(b.TempDir(), "history.db")
+	s, err := Open(b.Context(), "sqlite:"+file)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return s, file
+}
+
+// BenchmarkHistory fills a history with 100,000 records and reports: the write rate of records as the
+// recorder writes them (one record and its transitions at a time), the database's size per record, and
+// the latency of filtered, sorted history pages (p50, p99).
+func BenchmarkHistory(b *testing.B) {
+	ctx := context.Background()
+	s, file := openBench(b)
+	defer func() { _ = s.Close() }()
+	n := benchRecords()
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	// The first 2,000 the recorder's way, timed; the rest in one transaction, to get there sooner.
+	timed := min(2000, n)
+	start := time.Now()
+	for i := range timed {
+		r, tl := benchRecord(i, t0)
+		if err := s.Put(ctx, r); err != nil {
+			b.Fatal(err)
+		}
+		for _, t := range tl {
+			if err := s.AddTransition(ctx, r.UID, t); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	writeRate := float64(timed) / time.Since(start).Seconds()
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := timed; i < n; i++ {
+		r, tl := benchRecord(i, t0)
+		if _, err := tx.ExecContext(ctx, `INSERT INTO records (uid, kind, namespace, name, creator, status, reason, message,
+			created_at, finished_at, deleted_at, generation) VALUES ($1, $2, $3, $4, $5, $6, '', '', $7, $8, NULL, 1)`,
+			r.UID, r.Kind, r.Namespace, r.Name, r.Creator, r.Status, r.CreatedAt.UnixNano(), unixOrNil(r.FinishedAt)); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO manifests (uid, spec) VALUES ($1, $2)`, r.UID, r.Spec); err != nil {
+			b.Fatal(err)
+		}
+		for _, t := range tl {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO transitions (uid, status, at) VALUES ($1, $2, $3)`, r.UID, t.Status, t.At.UnixNano()); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		b.Fatal(err)
+	}
+	if err := s.Optimize(ctx); err != nil {
+		b.Fatal(err)
+	}
+	perRecord := 0.0
+	if file != "" {
+		if _, err := s.db.ExecContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`); err != nil {
+			b.Fatal(err)
+		}
+		if st, err := os.Stat(file); err == nil {
+			perRecord = float64(st.Size()) / float64(n)
+		}
+	}
+
+	// The pages a console asks for: a namespace or a few, a status, a creator or a search, sorted by
+	// when they finished (newest first) or by name, one of the first pages.
+	rng := rand.New(rand.NewPCG(1, 2))
+	query := func() Query {
+		q := Query{Kind: []string{"RayJob", "RayCluster", "RayService"}[rng.IntN(3)], SortBy: []string{"finishedAt", "createdAt", "name"}[rng.IntN(3)],
+			Desc: rng.IntN(2) == 0, Page: 1 + rng.IntN(5), PageSize: 20}
+		switch rng.IntN(4) {
+		case 0:
+			q.Namespaces = []string{fmt.Sprintf("team-%02d", rng.IntN(50))}
+		case 1:
+			q.Namespaces = []string{fmt.Sprintf("team-%02d", rng.IntN(50)), fmt.Sprintf("team-%02d", rng.IntN(50)), fmt.Sprintf("team-%02d", rng.IntN(50))}
+		}
+		switch rng.IntN(4) {
+		case 0:
+			q.Statuses = []string{"Failed"}
+		case 1:
+			q.Creators = []string{fmt.Sprintf("user-%02d", rng.IntN(20))}
+		case 2:
+			q.Search = fmt.Sprintf("%03d", rng.IntN(1000))
+		}
+		if rng.IntN(3) == 0 {
+			after := t0.Add(time.Duration(rng.IntN(n)) * time.Second)
+			q.FinishedAfter = &after
+		}
+		return q
+	}
+	var took []time.Duration
+	b.ResetTimer()
+	for b.Loop() {
+		q := query()
+		t := time.Now()
+		if _, _, err := s.List(ctx, q); err != nil {
+			b.Fatal(err)
+		}
+		took = append(took, time.Since(t))
+	}
+	b.StopTimer()
+	// Reported after the loop: the timer's reset at its start clears what was reported before.
+	if perRecord > 0 {
+		b.ReportMetric(perRecord, "bytes/record")
+	}
+	b.ReportMetric(writeRate, "records-written/s")
+	slices.Sort(took)
+	b.ReportMetric(float64(took[len(took)/2].Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(took[len(took)*99/100].Microseconds())/1000, "p99-ms")
+}
