@@ -60,7 +60,8 @@ func (s *Server) historyOn() error {
 //	@Description	(403 when it asks for one where it may not). Filters combine with AND; status and creator take
 //	@Description	comma-separated values that combine with OR; finishedAfter and finishedBefore (RFC 3339) bound when
 //	@Description	the object finished or, for one that never finished, was deleted. Ties in the sort order are broken
-//	@Description	by namespace, then name. 503 when the service runs without a history database.
+//	@Description	by namespace, name and UID, in the same direction. 503 when the service runs without a history
+//	@Description	database.
 //	@Tags			history
 //	@Produce		json
 //	@Security		Bearer
