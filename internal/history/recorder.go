@@ -422,11 +422,9 @@ func (r *Recorder) writeOne(ctx context.Context, c *change) error {
 	return nil
 }
 
-// prune enforces the retention while this replica leads, at start and every hour.
+// prune enforces the retention while this replica leads, at start and every hour, and refreshes the
+// statistics the database plans pages by.
 func (r *Recorder) prune(ctx context.Context) {
-	if r.MaxAge <= 0 && r.MaxPerNamespace <= 0 {
-		return
-	}
 	tick := time.NewTicker(time.Hour)
 	defer tick.Stop()
 	for {
@@ -439,6 +437,9 @@ func (r *Recorder) prune(ctx context.Context) {
 				r.Log.Warn("history: enforcing the retention", zap.Error(err))
 			} else if n > 0 {
 				r.Log.Info("history: records past the retention removed", zap.Int64("records", n))
+			}
+			if err := r.Store.Optimize(ctx); err != nil {
+				r.Log.Warn("history: refreshing the query planner's statistics", zap.Error(err))
 			}
 		}
 		select {
