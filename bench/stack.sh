@@ -19,7 +19,7 @@ cleanup() {
   rm -rf "$state"
 }
 trap cleanup EXIT
-stack/up.sh "$state"
+WITH_KWOK_METRICS=0 stack/up.sh "$state" # the service's figures, without KWOK emulating usage alongside
 source "$state/env"
 bin=${RAY_SERVICE_BIN:-bin/ray-service}
 "$bin" --listen 127.0.0.1:18088 --kubeconfig "$SERVICE_KUBECONFIG" --prometheus-url "$PROMETHEUS_URL" \

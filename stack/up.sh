@@ -18,6 +18,8 @@ BIN=$("$STACK_DIR/build.sh")
 : "${OPERATOR_HTTP_PROXY:=http://127.0.0.1:18265}" "${NUM_NODES:=2}" "${WITH_PROMETHEUS:=1}"
 # PostgreSQL (Debian's) for the history's tests with several replicas; off unless asked for.
 : "${WITH_POSTGRES:=0}" "${PG_PORT:=15432}"
+# What pods use, emulated by KWOK and scraped by Prometheus (kwok-metrics.yaml); the benchmarks turn it off.
+: "${WITH_KWOK_METRICS:=$WITH_PROMETHEUS}"
 # The size of each fake node (the benchmark runs a thousand Ray pods on one).
 : "${NODE_CPU:=32}" "${NODE_MEMORY:=128Gi}" "${NODE_PODS:=110}"
 SERVICE_CIDR=127.2.0.0/16
@@ -122,10 +124,15 @@ wait_for kube-apiserver 120 kubectl get --raw /readyz
 
 kubectl apply --server-side --force-conflicts -f "$KUBERAY_DIR/config/crd/bases" >"$STATE/logs/apply.log"
 kubectl apply --server-side --force-conflicts -f "$KWOK_DIR/kustomize/crd/bases/kwok.x-k8s.io_logs.yaml" \
-  -f "$KWOK_DIR/kustomize/crd/bases/kwok.x-k8s.io_clusterlogs.yaml" >>"$STATE/logs/apply.log"
+  -f "$KWOK_DIR/kustomize/crd/bases/kwok.x-k8s.io_clusterlogs.yaml" -f "$KWOK_DIR/kustomize/crd/bases/kwok.x-k8s.io_metrics.yaml" \
+  -f "$KWOK_DIR/kustomize/crd/bases/kwok.x-k8s.io_clusterresourceusages.yaml" >>"$STATE/logs/apply.log"
 kubectl apply --server-side -f "$STACK_DIR/rbac.yaml" -f "$STACK_DIR/loopback-guard.yaml" >>"$STATE/logs/apply.log"
 kubectl wait --for=condition=Established --timeout=60s crd/rayclusters.ray.io crd/rayjobs.ray.io \
-  crd/rayservices.ray.io crd/logs.kwok.x-k8s.io crd/clusterlogs.kwok.x-k8s.io >>"$STATE/logs/apply.log"
+  crd/rayservices.ray.io crd/logs.kwok.x-k8s.io crd/clusterlogs.kwok.x-k8s.io crd/metrics.kwok.x-k8s.io \
+  crd/clusterresourceusages.kwok.x-k8s.io >>"$STATE/logs/apply.log"
+if [ "$WITH_KWOK_METRICS" = 1 ]; then
+  kubectl apply --server-side -f "$STACK_DIR/kwok-metrics.yaml" >>"$STATE/logs/apply.log"
+fi
 say "CRDs established"
 
 start kube-scheduler "$BIN/kube-scheduler" --kubeconfig="$KC" --leader-elect=false \
@@ -139,7 +146,7 @@ stages=(node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat-
 start kwok "$BIN/kwok" --kubeconfig="$KC" --config="$STACK_DIR/kwok.yaml" \
   $(for s in "${stages[@]}"; do printf -- '--config=%s ' "$KWOK_DIR/kustomize/stage/$s"; done) \
   --config="$STACK_DIR/kwok-stages.yaml" \
-  --server-address="127.0.0.1:$KWOK_PORT" --node-port="$KWOK_PORT" --enable-crds=Logs,ClusterLogs \
+  --server-address="127.0.0.1:$KWOK_PORT" --node-port="$KWOK_PORT" --enable-crds=Logs,ClusterLogs,Metric,ClusterResourceUsage \
   --tls-cert-file="$P/kwok.crt" --tls-private-key-file="$P/kwok.key"
 start ray-operator env HTTP_PROXY="$OPERATOR_HTTP_PROXY" http_proxy="$OPERATOR_HTTP_PROXY" NO_PROXY=127.0.0.1,localhost \
   "$BIN/ray-operator" --kubeconfig="$KC" --enable-leader-election=false \
@@ -147,6 +154,21 @@ start ray-operator env HTTP_PROXY="$OPERATOR_HTTP_PROXY" http_proxy="$OPERATOR_H
   --log-stdout-encoder=console --feature-gates=RayClusterStatusConditions=true,RayJobDeletionPolicy=true
 if [ "$WITH_PROMETHEUS" = 1 ]; then
   mkdir -p "$STATE/prom-targets"; rm -rf "$STATE/prometheus"
+  # KWOK's per-node endpoints: cAdvisor, kube-state-metrics, DCGM, npu-exporter and Ray series of the pods.
+  kwok_scrape=""
+  if [ "$WITH_KWOK_METRICS" = 1 ]; then
+    kwok_scrape="- job_name: kwok
+  scheme: https
+  honor_labels: true
+  tls_config: {ca_file: '$P/ca.crt'}
+  static_configs:"
+    for i in $(seq 0 $((NUM_NODES - 1))); do
+      for m in cadvisor kube-state accelerators ray; do
+        kwok_scrape+="
+  - {targets: ['127.0.0.1:$KWOK_PORT'], labels: {__metrics_path__: /metrics/nodes/kwok-node-$i/metrics/$m, node: kwok-node-$i}}"
+      done
+    done
+  fi
   cat >"$STATE/prometheus.yml" <<PROM
 global: {scrape_interval: 5s, evaluation_interval: 5s}
 scrape_configs:
@@ -154,6 +176,7 @@ scrape_configs:
   static_configs: [{targets: ['127.0.0.1:$OPERATOR_METRICS_PORT']}]
 - job_name: extra
   file_sd_configs: [{files: ['$STATE/prom-targets/*.json'], refresh_interval: 5s}]
+$kwok_scrape
 PROM
   start prometheus prometheus --config.file="$STATE/prometheus.yml" --storage.tsdb.path="$STATE/prometheus" \
     --web.listen-address="127.0.0.1:$PROM_PORT"
@@ -195,8 +218,8 @@ metadata:
   annotations: {node.alpha.kubernetes.io/ttl: "0", kwok.x-k8s.io/node: fake}
   labels: {kubernetes.io/arch: amd64, kubernetes.io/os: linux, kubernetes.io/hostname: kwok-node-$i, type: kwok}
 status:
-  allocatable: {cpu: "$NODE_CPU", memory: $NODE_MEMORY, pods: "$NODE_PODS", nvidia.com/gpu: "4"}
-  capacity: {cpu: "$NODE_CPU", memory: $NODE_MEMORY, pods: "$NODE_PODS", nvidia.com/gpu: "4"}
+  allocatable: {cpu: "$NODE_CPU", memory: $NODE_MEMORY, pods: "$NODE_PODS", nvidia.com/gpu: "4", huawei.com/Ascend910: "8"}
+  capacity: {cpu: "$NODE_CPU", memory: $NODE_MEMORY, pods: "$NODE_PODS", nvidia.com/gpu: "4", huawei.com/Ascend910: "8"}
 NODE
 done | kubectl apply -f - >>"$STATE/logs/apply.log"
 wait_for kwok 60 kubectl wait --for=condition=Ready --timeout=1s node --all

@@ -4,7 +4,9 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"math"
 	"net"
 	"os"
 	"os/exec"
@@ -152,8 +154,6 @@ func TestOverview(t *testing.T) {
 	assert.Equal(t, wantMem, d.Allocated.MemoryBytes)
 	assert.Equal(t, wantGPU, d.Allocated.GPU)
 	assert.Equal(t, map[string]float64{"CPU": 4, "GPU": 2, "memory": float64(2<<30 + 2*(4<<30))}, d.Allocated.Ray)
-	assert.NotEmpty(t, d.Warnings, "the stack's Prometheus has no cAdvisor or kube-state-metrics data")
-	assert.Nil(t, d.Used.CPU)
 
 	// A caller allowed in this namespace only (carol is bound nowhere else) sees the same figures in
 	// its cluster-wide overview.
@@ -404,4 +404,62 @@ func startPrometheus(t *testing.T, openmetrics string) (string, func()) {
 		return err == nil && status == 200
 	})
 	return u, stop
+}
+
+// The local stack shows what Ray clusters use: KWOK emulates cAdvisor, kube-state-metrics, DCGM and
+// Ray's series from each pod's requests and annotations, and the stack's Prometheus scrapes them. The
+// overview, the cluster's metrics and its health tab then show live figures, through the real scrape
+// path, with no warning for what the stack emulates.
+func TestOverviewLiveUsage(t *testing.T) {
+	ns := namespace(t, "live")
+	admin := env.tokens["admin"]
+	r := createCluster(t, admin, ns, "busy", func(obj map[string]any) {
+		group(obj, "spec", "headGroupSpec", "template", "metadata")["annotations"] = map[string]any{
+			"kwok.x-k8s.io/usage-cpu": "1500m", "kwok.x-k8s.io/usage-memory": "3Gi"}
+		w := group(obj, "spec", "workerGroupSpecs", 0, "template")
+		group(w, "metadata")["annotations"] = map[string]any{
+			"kwok.x-k8s.io/usage-cpu": "250m", "kwok.x-k8s.io/usage-memory": "1Gi", "ray-service.local/gpu-utilization": "80"}
+		res := group(w, "spec", "containers", 0, "resources")
+		group(res, "requests")["nvidia.com/gpu"] = "1"
+		group(res, "limits")["nvidia.com/gpu"] = "1"
+	})
+	require.Equal(t, 201, r.Status, string(r.Raw))
+	waitStatus(t, ns, "rayclusters", "busy", "Running")
+
+	get := func(path string, into any) {
+		t.Helper()
+		r := call(t, "GET", path, admin, "", nil)
+		require.Equal(t, 200, r.Status, string(r.Raw))
+		require.NoError(t, json.Unmarshal(r.Data, into))
+	}
+	// Head 1.5 CPUs and 3 GiB; two workers 0.25 CPU, 1 GiB and 80 % of one GPU each.
+	const wantCPU, wantMem, wantGPU = 2.0, float64(5 << 30), 1.6
+	var d overviewData
+	started := time.Now()
+	eventually(t, 2*time.Minute, "live used figures in the overview", func() bool {
+		get("/rest/ray/v1/overview?namespace="+ns, &d)
+		return d.Used.CPU != nil && d.Used.MemoryBytes != nil && d.Used.GPU != nil &&
+			math.Abs(*d.Used.CPU-wantCPU) < 0.05*wantCPU && *d.Used.MemoryBytes == wantMem && math.Abs(*d.Used.GPU-wantGPU) < 1e-9
+	})
+	t.Logf("used CPU %.3f, memory %.0f, GPU %.2f, %s after the cluster ran", *d.Used.CPU, *d.Used.MemoryBytes, *d.Used.GPU,
+		time.Since(started).Round(time.Second))
+	assert.Empty(t, d.Warnings, "nothing the stack emulates is missing")
+	require.NotNil(t, d.Used.GPUMemoryBytes)
+	assert.Equal(t, float64(2*4096<<20), *d.Used.GPUMemoryBytes, "two GPUs, 4 GiB each by default")
+	require.NotNil(t, d.Used.NPU)
+	assert.Zero(t, *d.Used.NPU, "no NPU requested: none used, and no warning")
+	assert.InDelta(t, wantCPU, d.Used.Ray["CPU"], 0.05*wantCPU, "Ray's logical CPUs in use")
+
+	var m overviewData
+	get(itemPath(ns, "rayclusters", "busy")+"/metrics", &m)
+	require.NotNil(t, m.Used.MemoryBytes)
+	assert.Equal(t, wantMem, *m.Used.MemoryBytes, "the cluster's own metrics")
+	var h clusterHealthData
+	eventually(t, time.Minute, "the health tab from the head's Ray metrics", func() bool {
+		get(itemPath(ns, "rayclusters", "busy")+"/health", &h)
+		return h.Verdict.Level == "ok"
+	})
+	for _, p := range h.Panels {
+		assert.NotNil(t, p.Value, "%s has a value", p.Name)
+	}
 }
