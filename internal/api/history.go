@@ -274,18 +274,7 @@ func (s *Server) historyRerun(c *gin.Context) {
 		s.fail(c, statusError(http.StatusConflict, metav1.StatusReasonConflict, fmt.Sprintf("the history holds no manifest of %s", rec.UID)))
 		return
 	}
-	if err := r.kind.PrepareCreate(obj, rec.Namespace); err != nil {
-		s.fail(c, err)
-		return
-	}
-	ctx := c.Request.Context()
-	user, err := s.Authz.UserName(ctx, token(c))
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	k8s.SetCreator(obj, user)
-	cur, err := r.objects.Create(ctx, obj, true, false)
+	cur, err := s.createAs(c, r, obj, rec.Namespace, true, false)
 	if err != nil {
 		s.fail(c, err)
 		return

@@ -288,18 +288,7 @@ func (s *Server) create(c *gin.Context) {
 			return
 		}
 	}
-	if err := r.kind.PrepareCreate(obj, c.Param("namespace")); err != nil {
-		s.fail(c, err)
-		return
-	}
-	ctx := c.Request.Context()
-	user, err := s.Authz.UserName(ctx, token(c))
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	k8s.SetCreator(obj, user)
-	cur, err := r.objects.Create(ctx, obj, start, dryRun)
+	cur, err := s.createAs(c, r, obj, c.Param("namespace"), start, dryRun)
 	if err != nil {
 		s.fail(c, err)
 		return
@@ -311,6 +300,21 @@ func (s *Server) create(c *gin.Context) {
 		s.recordCurrent(c, audit.Create, r, cur, "")
 	}
 	s.ok(c, code, s.detail(c, r, cur))
+}
+
+// createAs creates obj in ns as the caller, who is recorded as its creator: a create and a rerun from
+// the history make objects the same way.
+func (s *Server) createAs(c *gin.Context, r *request, obj *unstructured.Unstructured, ns string, start, dryRun bool) (*k8s.Current, error) {
+	if err := r.kind.PrepareCreate(obj, ns); err != nil {
+		return nil, err
+	}
+	ctx := c.Request.Context()
+	user, err := s.Authz.UserName(ctx, token(c))
+	if err != nil {
+		return nil, err
+	}
+	k8s.SetCreator(obj, user)
+	return r.objects.Create(ctx, obj, start, dryRun)
 }
 
 // get shows one object, read from the apiserver as the caller.
