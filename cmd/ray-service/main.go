@@ -123,11 +123,19 @@ func run() error {
 	instance, _ := os.Hostname()
 	var hist api.History // none without a history database
 	if cfg.HistoryDSN != "" {
-		recorder, store2, err := startHistory(ctx, cfg, restCfg, kinds, log, instance, registry)
+		recorder, store2, released, err := startHistory(ctx, cfg, restCfg, kinds, log, instance, registry)
 		if err != nil {
 			return err
 		}
 		defer func() { _ = store2.Close() }()
+		// The Lease is given up when the service is told to stop, so that another replica takes over at
+		// once rather than when it expires: wait for that before exiting.
+		defer func() {
+			select {
+			case <-released:
+			case <-time.After(5 * time.Second):
+			}
+		}()
 		store.SetObserver(recorder)
 		hist = store2
 	}
@@ -210,22 +218,22 @@ func run() error {
 // startHistory opens the history database and starts its recorder, which writes while this replica
 // holds the history's Lease.
 func startHistory(ctx context.Context, cfg *config.Config, restCfg *rest.Config, kinds *k8s.Kinds, log *zap.Logger,
-	instance string, registry *prometheus.Registry) (*history.Recorder, *history.Store, error) {
+	instance string, registry *prometheus.Registry) (*history.Recorder, *history.Store, <-chan struct{}, error) {
 	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	hs, err := history.Open(octx, cfg.HistoryDSN)
 	if err != nil {
-		return nil, nil, fmt.Errorf("opening the history: %w", err)
+		return nil, nil, nil, fmt.Errorf("opening the history: %w", err)
 	}
 	ownCfg := rest.CopyConfig(restCfg)
 	ownCfg.QPS, ownCfg.Burst = 50, 100
 	core, err := kubernetes.NewForConfig(ownCfg)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	dyn, err := dynamic.NewForConfig(ownCfg)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	ns := cfg.HistoryLeaseNamespace
 	if ns == "" {
@@ -248,9 +256,13 @@ func startHistory(ctx context.Context, cfg *config.Config, restCfg *rest.Config,
 		Help: "Records this replica wrote into the history."}, func() float64 { return float64(r.Writes()) }))
 	lock := &resourcelock.LeaseLock{LeaseMeta: metav1.ObjectMeta{Name: cfg.HistoryLease, Namespace: ns},
 		Client: core.CoordinationV1(), LockConfig: resourcelock.ResourceLockConfig{Identity: instance + "-" + uuid.NewString()[:8]}}
-	go r.Run(ctx, history.Election{Lock: lock, LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second})
+	released := make(chan struct{})
+	go func() {
+		defer close(released)
+		r.Run(ctx, history.Election{Lock: lock, LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second})
+	}()
 	log.Info("history", zap.String("database", history.Redact(cfg.HistoryDSN)), zap.String("lease", ns+"/"+cfg.HistoryLease))
-	return r, hs, nil
+	return r, hs, released, nil
 }
 
 // drain turns readiness off once the service is told to stop.
