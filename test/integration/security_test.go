@@ -20,6 +20,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -257,13 +258,42 @@ func consoleGateway(t *testing.T, token string) string {
 // passes as fast as the page lets it), and returns the DOM.
 func renderPage(t *testing.T, pageURL string) string {
 	t.Helper()
-	chromium, err := exec.LookPath("chromium")
-	require.NoError(t, err, "Debian's chromium is needed: .ci/run installs it")
-	out, err := exec.Command(chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-		"--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync",
-		"--user-data-dir="+t.TempDir(), "--virtual-time-budget=20000", "--dump-dom", pageURL).Output()
+	out, err := chromium(context.Background(), t, "--virtual-time-budget=20000", "--dump-dom", pageURL).Output()
 	require.NoError(t, err)
 	return string(out)
+}
+
+// chromium returns Debian's headless Chromium with a profile of its own, in a process group of its own:
+// when ctx ends, or the test does, the whole group is killed (the browser's helper processes too, which
+// otherwise keep writing into the profile), and the profile is removed once they are gone.
+func chromium(ctx context.Context, t *testing.T, args ...string) *exec.Cmd {
+	t.Helper()
+	bin, err := exec.LookPath("chromium")
+	require.NoError(t, err, "Debian's chromium is needed: .ci/run installs it")
+	profile, err := os.MkdirTemp("", "chromium-profile-")
+	require.NoError(t, err)
+	cmd := exec.CommandContext(ctx, bin, append([]string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+		"--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync",
+		"--user-data-dir=" + profile}, args...)...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	killGroup := func() error {
+		if cmd.Process == nil {
+			return nil
+		}
+		return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	}
+	cmd.Cancel = killGroup
+	t.Cleanup(func() {
+		_ = killGroup()
+		for range 50 {
+			if os.RemoveAll(profile) == nil {
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		t.Errorf("the browser's profile %s could not be removed", profile)
+	})
+	return cmd
 }
 
 // Attack: the proxy authorized every method as get on services/proxy, so a caller allowed to read

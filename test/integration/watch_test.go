@@ -10,7 +10,6 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
-	"os/exec"
 	"regexp"
 	"slices"
 	"strconv"
@@ -420,13 +419,9 @@ for (const type of ['ADDED', 'MODIFIED', 'DELETED', 'SYNCED', 'RESYNC', 'ERROR']
 	gateway := httptest.NewServer(mux)
 	defer gateway.Close()
 
-	chromium, err := exec.LookPath("chromium")
-	require.NoError(t, err, "Debian's chromium is needed: .ci/run installs it")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-		"--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync",
-		"--user-data-dir="+t.TempDir(), gateway.URL+"/")
+	cmd := chromium(ctx, t, gateway.URL+"/")
 	require.NoError(t, cmd.Start())
 	defer func() { cancel(); _ = cmd.Wait() }()
 
