@@ -56,31 +56,14 @@ func (s *Summary) Problems() []Problem {
 // reason) and, while it is not ready, the condition that says why (its reason, message and time).
 func (k *Kind) objectSignals(o *unstructured.Unstructured, s *Summary) {
 	self := InvolvedObjectRef{Kind: k.Kind, Name: o.GetName()}
-	conds, _, _ := unstructured.NestedSlice(o.Object, "status", "conditions")
-	cond := func(typ string) (status, reason, message string, since *time.Time) {
-		for _, c := range conds {
-			cm, ok := c.(map[string]any)
-			if !ok || cm["type"] != typ {
-				continue
-			}
-			status, _ = cm["status"].(string)
-			reason, _ = cm["reason"].(string)
-			message, _ = cm["message"].(string)
-			if t, err := time.Parse(time.RFC3339, fmt.Sprint(cm["lastTransitionTime"])); err == nil {
-				since = &t
-			}
-			return status, reason, message, since
-		}
-		return "", "", "", nil
-	}
 	switch k.Kind {
 	case rayCluster:
-		if st, reason, msg, since := cond("ReplicaFailure"); st == "True" {
-			s.problems = append(s.problems, Problem{Source: self, Reason: cmp.Or(reason, "ReplicaFailure"), Message: msg, Since: since})
+		if c, _ := condition(o, "ReplicaFailure"); c.Status == "True" {
+			s.problems = append(s.problems, Problem{Source: self, Reason: cmp.Or(c.Reason, "ReplicaFailure"), Message: c.Message, Since: c.Since})
 		}
 		for _, typ := range []string{"HeadPodReady", "RayClusterProvisioned"} {
-			if st, reason, msg, since := cond(typ); st == "False" {
-				s.waiting = &Health{Reason: cmp.Or(reason, typ+"False"), Message: msg, Since: since}
+			if c, _ := condition(o, typ); c.Status == "False" {
+				s.waiting = &Health{Reason: cmp.Or(c.Reason, typ+"False"), Message: c.Message, Since: c.Since}
 				break
 			}
 		}
@@ -94,10 +77,10 @@ func (k *Kind) objectSignals(o *unstructured.Unstructured, s *Summary) {
 			s.waiting = &Health{Reason: deployment, Message: msg}
 		}
 	case "RayService":
-		if st, reason, msg, since := cond("UpgradeInProgress"); st == "True" {
-			s.waiting = &Health{Reason: cmp.Or(reason, "UpgradeInProgress"), Message: msg, Since: since}
-		} else if st, reason, msg, since := cond("Ready"); st == "False" {
-			s.waiting = &Health{Reason: cmp.Or(reason, "NotReady"), Message: msg, Since: since}
+		if c, _ := condition(o, "UpgradeInProgress"); c.Status == "True" {
+			s.waiting = &Health{Reason: cmp.Or(c.Reason, "UpgradeInProgress"), Message: c.Message, Since: c.Since}
+		} else if c, _ := condition(o, "Ready"); c.Status == "False" {
+			s.waiting = &Health{Reason: cmp.Or(c.Reason, "NotReady"), Message: c.Message, Since: c.Since}
 		}
 		if st, _, _ := unstructured.NestedString(o.Object, "status", "serviceStatus"); st == "InitializingTimeout" {
 			s.problems = append(s.problems, Problem{Source: self, Reason: st, Message: "the RayService did not become ready in time"})

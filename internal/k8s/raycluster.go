@@ -29,13 +29,13 @@ func rayClusterKind() *Kind {
 func rayClusterStatus(o *unstructured.Unstructured) string {
 	suspend, _, _ := unstructured.NestedBool(o.Object, "spec", "suspend")
 	state, _, _ := unstructured.NestedString(o.Object, "status", "state")
-	if s, _, _ := condition(o, "RayClusterSuspended"); s == "True" || state == "suspended" {
+	if c, _ := condition(o, "RayClusterSuspended"); c.Status == "True" || state == "suspended" {
 		return StatusStopped
 	}
-	if s, _, _ := condition(o, "RayClusterSuspending"); s == "True" || suspend {
+	if c, _ := condition(o, "RayClusterSuspending"); c.Status == "True" || suspend {
 		return StatusStopping
 	}
-	if s, _, _ := condition(o, "ReplicaFailure"); s == "True" || state == "failed" {
+	if c, _ := condition(o, "ReplicaFailure"); c.Status == "True" || state == "failed" {
 		return StatusFailed
 	}
 	if state == "ready" {

@@ -27,14 +27,14 @@ func rayServiceStatus(o *unstructured.Unstructured) string {
 	if suspended, _, _ := unstructured.NestedBool(o.Object, "spec", "suspend"); suspended {
 		return StatusStopped // only where the installed CRD has spec.suspend
 	}
-	ready, reason, found := condition(o, "Ready")
-	if s, _, _ := condition(o, "UpgradeInProgress"); s == "True" {
+	ready, found := condition(o, "Ready")
+	if c, _ := condition(o, "UpgradeInProgress"); c.Status == "True" {
 		return StatusUpgrading
 	}
 	switch {
-	case ready == "True":
+	case ready.Status == "True":
 		return StatusRunning
-	case reason == "InitializingTimeout":
+	case ready.Reason == "InitializingTimeout":
 		return StatusFailed
 	case !found:
 		// Without conditions (older operators), fall back on the deprecated serviceStatus.

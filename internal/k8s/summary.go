@@ -2,6 +2,7 @@ package k8s
 
 import (
 	"encoding/json"
+	"fmt"
 	"maps"
 	"slices"
 	"strconv"
@@ -372,19 +373,31 @@ func maxResources(a, b Resources) Resources {
 	return a
 }
 
-// condition returns the status and reason of the named condition in status.conditions.
-func condition(o *unstructured.Unstructured, typ string) (status, reason string, found bool) {
+// statusCondition is one of an object's status.conditions.
+type statusCondition struct {
+	Status, Reason, Message string
+	// Since is its lastTransitionTime, when it has one.
+	Since *time.Time
+}
+
+// condition returns the named condition in status.conditions, and whether there is one.
+func condition(o *unstructured.Unstructured, typ string) (statusCondition, bool) {
 	conds, _, _ := unstructured.NestedSlice(o.Object, "status", "conditions")
 	for _, c := range conds {
 		cm, ok := c.(map[string]any)
 		if !ok || cm["type"] != typ {
 			continue
 		}
-		status, _ = cm["status"].(string)
-		reason, _ = cm["reason"].(string)
-		return status, reason, true
+		var sc statusCondition
+		sc.Status, _ = cm["status"].(string)
+		sc.Reason, _ = cm["reason"].(string)
+		sc.Message, _ = cm["message"].(string)
+		if t, err := time.Parse(time.RFC3339, fmt.Sprint(cm["lastTransitionTime"])); err == nil {
+			sc.Since = &t
+		}
+		return sc, true
 	}
-	return "", "", false
+	return statusCondition{}, false
 }
 
 func nestedTime(o *unstructured.Unstructured, fields ...string) *time.Time {
