@@ -109,12 +109,7 @@ func (s *Server) auditList(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	page, err := intParam(c, "page", 1, 1, 1<<30)
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	size, err := intParam(c, "pageSize", 20, 1, 500)
+	page, size, err := pageParams(c)
 	if err != nil {
 		s.fail(c, err)
 		return

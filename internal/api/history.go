@@ -90,31 +90,29 @@ func (s *Server) historyList(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
+	ns, err := namespaceQuery(c)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
 	ctx := c.Request.Context()
-	ns := q.Namespaces
 	candidates, err := s.History.Namespaces(ctx, k.Kind)
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	one := ""
-	if len(ns) == 1 {
-		one = ns[0]
-	}
-	scope, err := s.Authz.Scope(ctx, token(c), auth.Attributes{Verb: "list", Group: k8s.RayGroupVersion.Group, Resource: k.Resource, Namespace: one}, candidates)
+	scope, err := s.Authz.Scope(ctx, token(c), auth.Attributes{Verb: "list", Group: k8s.RayGroupVersion.Group, Resource: k.Resource, Namespace: ns}, candidates)
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	if one != "" && scope.IsEmpty() {
-		s.fail(c, forbidden(k, "list", one))
+	if ns != "" && scope.IsEmpty() {
+		s.fail(c, forbidden(k, "list", ns))
 		return
 	}
-	q.Namespaces = scope.List()
-	if scope.IsAll() {
-		q.Namespaces = nil
-	} else if q.Namespaces == nil {
-		q.Namespaces = []string{}
+	if !scope.IsAll() {
+		// The namespaces allowed (the one asked for, or those of the records the caller may list).
+		q.Namespaces = append([]string{}, scope.List()...)
 	}
 	items, total, err := s.History.List(ctx, q)
 	if err != nil {
@@ -125,25 +123,16 @@ func (s *Server) historyList(c *gin.Context) {
 }
 
 func parseHistoryQuery(c *gin.Context, k *k8s.Kind) (history.Query, error) {
+	var err error
 	q := history.Query{Kind: k.Kind, Search: c.Query("search"), Statuses: splitList(c.Query("status")),
 		Creators: splitList(c.Query("creator")), SortBy: c.DefaultQuery("sortBy", "createdAt")}
-	ns, err := namespaceQuery(c)
-	if err != nil {
-		return q, err
-	}
-	if ns != "" {
-		q.Namespaces = []string{ns}
-	}
 	switch q.SortBy {
 	case "name", "createdAt", "finishedAt", "status":
 	default:
 		return q, badRequest("sortBy %q: want name, createdAt, finishedAt or status", q.SortBy)
 	}
-	switch order := c.DefaultQuery("order", "desc"); order {
-	case "asc", "desc":
-		q.Desc = order == "desc"
-	default:
-		return q, badRequest("order %q: want asc or desc", order)
+	if q.Desc, err = descParam(c); err != nil {
+		return q, err
 	}
 	for _, b := range []struct {
 		name string
@@ -157,13 +146,8 @@ func parseHistoryQuery(c *gin.Context, k *k8s.Kind) (history.Query, error) {
 			*b.to = &t
 		}
 	}
-	if q.Page, err = intParam(c, "page", 1, 1, 1<<30); err != nil {
-		return q, err
-	}
-	if q.PageSize, err = intParam(c, "pageSize", 20, 1, 500); err != nil {
-		return q, err
-	}
-	return q, nil
+	q.Page, q.PageSize, err = pageParams(c)
+	return q, err
 }
 
 // historyRecord reads the record of the path's uid that the caller may see: one of the path's kind

@@ -183,18 +183,11 @@ func parseListQuery(c *gin.Context) (*k8s.Query, error) {
 	default:
 		return nil, badRequest("sortBy %q: want name, createdAt, status or rayVersion", by)
 	}
-	switch o := c.Query("order"); o {
-	case "", "desc":
-	case "asc":
-		q.Desc = false
-	default:
-		return nil, badRequest("order %q: want asc or desc", o)
-	}
 	var err error
-	if q.Page, err = intParam(c, "page", 1, 1, 1<<30); err != nil {
+	if q.Desc, err = descParam(c); err != nil {
 		return nil, err
 	}
-	if q.PageSize, err = intParam(c, "pageSize", 20, 1, 500); err != nil {
+	if q.Page, q.PageSize, err = pageParams(c); err != nil {
 		return nil, err
 	}
 	if sel := c.Query("labelSelector"); sel != "" {
@@ -203,6 +196,27 @@ func parseListQuery(c *gin.Context) (*k8s.Query, error) {
 		}
 	}
 	return q, nil
+}
+
+// descParam reads order: desc (the default) or asc.
+func descParam(c *gin.Context) (bool, error) {
+	switch o := c.Query("order"); o {
+	case "", "desc":
+		return true, nil
+	case "asc":
+		return false, nil
+	default:
+		return false, badRequest("order %q: want asc or desc", o)
+	}
+}
+
+// pageParams reads page (from 1) and pageSize (20 by default, at most 500), as every list pages.
+func pageParams(c *gin.Context) (page, size int, err error) {
+	if page, err = intParam(c, "page", 1, 1, 1<<30); err != nil {
+		return 0, 0, err
+	}
+	size, err = intParam(c, "pageSize", 20, 1, 500)
+	return page, size, err
 }
 
 func splitList(v string) []string {
