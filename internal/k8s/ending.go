@@ -71,14 +71,12 @@ type EndingLimits struct {
 // out; only a failure to reach the apiserver is an error.
 func (k *Kind) ReadEnding(ctx context.Context, core kubernetes.Interface, ns, name string, clusters []string, known []corev1.Pod,
 	lim EndingLimits) (*Ending, error) {
-	var selectors []string
 	pods := append([]corev1.Pod(nil), known...)
-	if len(clusters) > 0 && known == nil {
-		selectors = append(selectors, RayClusterLabel+" in ("+strings.Join(clusters, ",")+")")
+	listed := clusters
+	if known != nil {
+		listed = nil // the clusters' pods are known: only a submitter's are listed
 	}
-	if k.hasSubmitter {
-		selectors = append(selectors, jobNameLabel+"="+name)
-	}
+	selectors := k.podSelectors(name, listed)
 	// What the service may not read (its role lacks it) is left out; what fails otherwise is an error,
 	// and the ending is read again later.
 	for _, sel := range selectors {

@@ -65,15 +65,8 @@ func (k *Kind) clustersOf(o *unstructured.Unstructured) []string {
 // first, then workers, then submitters, each by name.
 func (o *Objects) Pods(ctx context.Context, obj *unstructured.Unstructured) ([]corev1.Pod, error) {
 	ns := obj.GetNamespace()
-	var selectors []string
-	if clusters := o.Kind.clustersOf(obj); len(clusters) > 0 {
-		selectors = append(selectors, RayClusterLabel+" in ("+strings.Join(clusters, ",")+")")
-	}
-	if o.Kind.hasSubmitter {
-		selectors = append(selectors, jobNameLabel+"="+obj.GetName())
-	}
 	var pods []corev1.Pod
-	for _, sel := range selectors {
+	for _, sel := range o.Kind.podSelectors(obj.GetName(), o.Kind.clustersOf(obj)) {
 		list, err := o.Clients.Core.Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
 		if err != nil {
 			return nil, err
@@ -82,6 +75,19 @@ func (o *Objects) Pods(ctx context.Context, obj *unstructured.Unstructured) ([]c
 	}
 	sortPods(pods)
 	return pods, nil
+}
+
+// podSelectors are the label selectors of the pods of an object named name that runs on the Ray
+// clusters named: theirs, and its submitter Job's.
+func (k *Kind) podSelectors(name string, clusters []string) []string {
+	var selectors []string
+	if len(clusters) > 0 {
+		selectors = append(selectors, RayClusterLabel+" in ("+strings.Join(clusters, ",")+")")
+	}
+	if k.hasSubmitter {
+		selectors = append(selectors, jobNameLabel+"="+name)
+	}
+	return selectors
 }
 
 // sortPods puts head pods first, then workers, then submitters, each by name.
