@@ -445,3 +445,33 @@ func TestStopRightAfterStart(t *testing.T) {
 		assert.Equal(t, "get", a.GetVerb(), "a second stop only reads")
 	}
 }
+
+// Another replica starts a stopped RayService between the two reads of Resolve: the instance is read
+// before it is created, the template after it is removed. Start and stop keep one of the two at every
+// moment, so the object exists all along and must resolve, never as NotFound.
+func TestResolveWhileAnotherReplicaStarts(t *testing.T) {
+	e := newLifecycleEnv(t, "rayservices")
+	ctx := context.Background()
+	_, err := e.objs.Create(ctx, e.manifest("svc"), false, false)
+	require.NoError(t, err)
+	tplName := e.kind.TemplateName("svc")
+	var once sync.Once
+	e.core.PrependReactor("get", "configmaps", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.(k8stesting.GetAction).GetName() != tplName {
+			return false, nil, nil
+		}
+		once.Do(func() {
+			// The other replica's start: the instance is created, then the template removed.
+			_, err := e.dyn.Resource(e.kind.GVR()).Namespace("team").Create(ctx, e.manifest("svc"), metav1.CreateOptions{})
+			require.NoError(t, err)
+			require.NoError(t, e.core.Tracker().Delete(corev1.SchemeGroupVersion.WithResource("configmaps"), "team", tplName))
+		})
+		return false, nil, nil
+	})
+
+	cur, err := e.objs.Start(ctx, "team", "svc")
+	require.NoError(t, err, "a start racing another replica's start")
+	assert.NotNil(t, cur.Instance)
+	inst, tpl := e.state("svc")
+	assert.Equal(t, []bool{true, false}, []bool{inst, tpl})
+}

@@ -96,6 +96,11 @@ type Current struct {
 }
 
 // Resolve reads ns/name: the instance when there is one, else the template. Neither is NotFound.
+//
+// Start and stop write the new one of the two before they remove the old one, but the two reads are
+// not one: another replica's start can create the instance after the first read and remove the
+// template before the second. No template at the second read means the instance, if any, was there
+// then, so the instance is read once more before the answer is NotFound.
 func (o *Objects) Resolve(ctx context.Context, ns, name string) (*Current, error) {
 	obj, err := o.Get(ctx, ns, name)
 	if err == nil {
@@ -105,13 +110,18 @@ func (o *Objects) Resolve(ctx context.Context, ns, name string) (*Current, error
 		return nil, err
 	}
 	tpl, terr := o.GetTemplate(ctx, ns, name)
-	if terr != nil {
-		if apierrors.IsNotFound(terr) || apierrors.IsForbidden(terr) {
-			return nil, err // the instance's NotFound
-		}
+	switch {
+	case terr == nil:
+		return &Current{Template: tpl}, nil
+	case apierrors.IsForbidden(terr):
+		return nil, err // a caller who may not read templates sees instances only
+	case !apierrors.IsNotFound(terr):
 		return nil, terr
 	}
-	return &Current{Template: tpl}, nil
+	if obj, err = o.Get(ctx, ns, name); err != nil {
+		return nil, err
+	}
+	return &Current{Instance: obj}, nil
 }
 
 // Create creates a prepared manifest (see Kind.PrepareCreate): started, or stopped where start is false.
