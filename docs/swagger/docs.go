@@ -128,7 +128,7 @@ const docTemplate = `{
                                     "type": "object",
                                     "properties": {
                                         "data": {
-                                            "$ref": "#/definitions/api.AuditData"
+                                            "$ref": "#/definitions/api.Page-audit_Entry"
                                         }
                                     }
                                 }
@@ -278,7 +278,7 @@ const docTemplate = `{
                                     "type": "object",
                                     "properties": {
                                         "data": {
-                                            "$ref": "#/definitions/api.HistoryList"
+                                            "$ref": "#/definitions/api.Page-history_Record"
                                         }
                                     }
                                 }
@@ -757,7 +757,7 @@ const docTemplate = `{
                                     "type": "object",
                                     "properties": {
                                         "data": {
-                                            "$ref": "#/definitions/api.ListData"
+                                            "$ref": "#/definitions/api.Page-k8s_Summary"
                                         }
                                     }
                                 }
@@ -3572,7 +3572,7 @@ const docTemplate = `{
                                     "type": "object",
                                     "properties": {
                                         "data": {
-                                            "$ref": "#/definitions/api.ListData"
+                                            "$ref": "#/definitions/api.Page-k8s_Summary"
                                         }
                                     }
                                 }
@@ -3850,29 +3850,6 @@ const docTemplate = `{
         }
     },
     "definitions": {
-        "api.AuditData": {
-            "type": "object",
-            "properties": {
-                "items": {
-                    "type": "array",
-                    "items": {
-                        "$ref": "#/definitions/audit.Entry"
-                    }
-                },
-                "page": {
-                    "type": "integer",
-                    "example": 1
-                },
-                "pageSize": {
-                    "type": "integer",
-                    "example": 20
-                },
-                "total": {
-                    "type": "integer",
-                    "example": 42
-                }
-            }
-        },
         "api.BatchDeleteRequest": {
             "type": "object",
             "properties": {
@@ -4183,52 +4160,6 @@ const docTemplate = `{
                 }
             }
         },
-        "api.HistoryList": {
-            "type": "object",
-            "properties": {
-                "items": {
-                    "type": "array",
-                    "items": {
-                        "$ref": "#/definitions/history.Record"
-                    }
-                },
-                "page": {
-                    "type": "integer",
-                    "example": 1
-                },
-                "pageSize": {
-                    "type": "integer",
-                    "example": 20
-                },
-                "total": {
-                    "type": "integer",
-                    "example": 42
-                }
-            }
-        },
-        "api.ListData": {
-            "type": "object",
-            "properties": {
-                "items": {
-                    "type": "array",
-                    "items": {
-                        "$ref": "#/definitions/k8s.Summary"
-                    }
-                },
-                "page": {
-                    "type": "integer",
-                    "example": 1
-                },
-                "pageSize": {
-                    "type": "integer",
-                    "example": 20
-                },
-                "total": {
-                    "type": "integer",
-                    "example": 42
-                }
-            }
-        },
         "api.ObjectWatchEvent": {
             "type": "object",
             "properties": {
@@ -4310,6 +4241,75 @@ const docTemplate = `{
                 },
                 "counts": {
                     "$ref": "#/definitions/api.Counts"
+                }
+            }
+        },
+        "api.Page-audit_Entry": {
+            "type": "object",
+            "properties": {
+                "items": {
+                    "type": "array",
+                    "items": {
+                        "$ref": "#/definitions/audit.Entry"
+                    }
+                },
+                "page": {
+                    "type": "integer",
+                    "example": 1
+                },
+                "pageSize": {
+                    "type": "integer",
+                    "example": 20
+                },
+                "total": {
+                    "type": "integer",
+                    "example": 42
+                }
+            }
+        },
+        "api.Page-history_Record": {
+            "type": "object",
+            "properties": {
+                "items": {
+                    "type": "array",
+                    "items": {
+                        "$ref": "#/definitions/history.Record"
+                    }
+                },
+                "page": {
+                    "type": "integer",
+                    "example": 1
+                },
+                "pageSize": {
+                    "type": "integer",
+                    "example": 20
+                },
+                "total": {
+                    "type": "integer",
+                    "example": 42
+                }
+            }
+        },
+        "api.Page-k8s_Summary": {
+            "type": "object",
+            "properties": {
+                "items": {
+                    "type": "array",
+                    "items": {
+                        "$ref": "#/definitions/k8s.Summary"
+                    }
+                },
+                "page": {
+                    "type": "integer",
+                    "example": 1
+                },
+                "pageSize": {
+                    "type": "integer",
+                    "example": 20
+                },
+                "total": {
+                    "type": "integer",
+                    "example": 42
                 }
             }
         },

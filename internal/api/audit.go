@@ -26,14 +26,6 @@ type AuditTrail interface {
 // recorded, so that a slow apiserver never holds the service's memory.
 const auditInFlight = 64
 
-// AuditData is the data of the audit route.
-type AuditData struct {
-	Items    []audit.Entry `json:"items"`
-	Total    int           `json:"total" example:"42"`
-	Page     int           `json:"page" example:"1"`
-	PageSize int           `json:"pageSize" example:"20"`
-}
-
 // recordWrite records a write that succeeded, in the background: the answer does not wait for it.
 func (s *Server) recordWrite(c *gin.Context, action string, k *k8s.Kind, ns, name string, uid types.UID, detail string) {
 	if s.Audit == nil {
@@ -100,7 +92,7 @@ func scaleDetail(r k8s.ScaleRequest) string {
 //	@Param			namespace		query		string	false	"only this namespace"
 //	@Param			page			query		int		false	"page, from 1"		default(1)
 //	@Param			pageSize		query		int		false	"entries per page"	default(20)	maximum(500)
-//	@Success		200				{object}	Envelope{data=AuditData}
+//	@Success		200				{object}	Envelope{data=Page[audit.Entry]}
 //	@Failure		400,401,403,503	{object}	Envelope
 //	@Router			/rest/ray/v1/audit [get]
 func (s *Server) auditList(c *gin.Context) {
@@ -142,5 +134,5 @@ func (s *Server) auditList(c *gin.Context) {
 		}
 	}
 	from, to := min((page-1)*size, len(shown)), min(page*size, len(shown))
-	s.ok(c, http.StatusOK, AuditData{Items: append([]audit.Entry{}, shown[from:to]...), Total: len(shown), Page: page, PageSize: size})
+	s.ok(c, http.StatusOK, Page[audit.Entry]{Items: append([]audit.Entry{}, shown[from:to]...), Total: len(shown), Page: page, PageSize: size})
 }

@@ -258,7 +258,7 @@ func TestHandlers(t *testing.T) {
 				store: &fakeStore{items: map[string][]*k8s.Item{"rayclusters": {item("a", "x", "Running"), item("b", "y", "Running"), item("b", "z", "Stopped")}}}},
 			method: "GET", path: "/rest/ray/v1/rayclusters?sortBy=name&order=asc", wantCode: 200,
 			check: func(t *testing.T, _ *handlerEnv, data json.RawMessage) {
-				var d ListData
+				var d Page[k8s.Summary]
 				require.NoError(t, json.Unmarshal(data, &d))
 				assert.Equal(t, 2, d.Total)
 				require.Len(t, d.Items, 2)

@@ -26,14 +26,6 @@ type History interface {
 	Namespaces(ctx context.Context, kind string) ([]string, error)
 }
 
-// HistoryList is the data of a history page.
-type HistoryList struct {
-	Items    []history.Record `json:"items"`
-	Total    int              `json:"total" example:"42"`
-	Page     int              `json:"page" example:"1"`
-	PageSize int              `json:"pageSize" example:"20"`
-}
-
 // HistoryDetail is one record: what it was (its manifest as last seen), its timeline and how it ended.
 type HistoryDetail struct {
 	history.Record
@@ -76,7 +68,7 @@ func (s *Server) historyOn() error {
 //	@Param			order			query		string	false	"sort order"	Enums(asc, desc)							default(desc)
 //	@Param			page			query		int		false	"page, from 1"	default(1)
 //	@Param			pageSize		query		int		false	"items per page"	default(20)	maximum(500)
-//	@Success		200				{object}	Envelope{data=HistoryList}
+//	@Success		200				{object}	Envelope{data=Page[history.Record]}
 //	@Failure		400,401,403,404,503	{object}	Envelope
 //	@Router			/rest/ray/v1/history/{kind} [get]
 func (s *Server) historyList(c *gin.Context) {
@@ -119,7 +111,7 @@ func (s *Server) historyList(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	s.ok(c, http.StatusOK, HistoryList{Items: items, Total: total, Page: q.Page, PageSize: q.PageSize})
+	s.ok(c, http.StatusOK, Page[history.Record]{Items: items, Total: total, Page: q.Page, PageSize: q.PageSize})
 }
 
 func parseHistoryQuery(c *gin.Context, k *k8s.Kind) (history.Query, error) {

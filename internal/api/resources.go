@@ -19,12 +19,13 @@ import (
 	"ray-service/internal/k8s"
 )
 
-// ListData is the data of a list response.
-type ListData struct {
-	Items    []k8s.Summary `json:"items"`
-	Total    int           `json:"total" example:"42"`
-	Page     int           `json:"page" example:"1"`
-	PageSize int           `json:"pageSize" example:"20"`
+// Page is the data of every paged answer: a list, the history, the audit trail. Total counts what
+// matched, not what the page holds.
+type Page[T any] struct {
+	Items    []T `json:"items"`
+	Total    int `json:"total" example:"42"`
+	Page     int `json:"page" example:"1"`
+	PageSize int `json:"pageSize" example:"20"`
 }
 
 // Detail is the data of a detail response: the summary, the conditions, the path of the Ray dashboard
@@ -84,7 +85,7 @@ func forbidden(k *k8s.Kind, verb, ns string) error {
 //	@Param			page			query		int		false	"page, from 1"			default(1)
 //	@Param			pageSize		query		int		false	"items per page"		default(20)	maximum(500)
 //	@Param			labelSelector	query		string	false	"Kubernetes label selector"
-//	@Success		200				{object}	Envelope{data=ListData}
+//	@Success		200				{object}	Envelope{data=Page[k8s.Summary]}
 //	@Failure		400,401,404,503	{object}	Envelope
 //	@Router			/rest/ray/v1/{kind} [get]
 func (s *Server) listAll(c *gin.Context) { s.list(c) }
@@ -110,7 +111,7 @@ func (s *Server) listAll(c *gin.Context) { s.list(c) }
 //	@Param			page				query		int		false	"page, from 1"			default(1)
 //	@Param			pageSize			query		int		false	"items per page"		default(20)	maximum(500)
 //	@Param			labelSelector		query		string	false	"Kubernetes label selector"
-//	@Success		200					{object}	Envelope{data=ListData}
+//	@Success		200					{object}	Envelope{data=Page[k8s.Summary]}
 //	@Failure		400,401,403,404,503	{object}	Envelope
 //	@Router			/rest/ray/v1/namespaces/{namespace}/{kind} [get]
 func (s *Server) list(c *gin.Context) {
@@ -130,7 +131,7 @@ func (s *Server) list(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	s.ok(c, http.StatusOK, ListData{Items: page, Total: total, Page: q.Page, PageSize: q.PageSize})
+	s.ok(c, http.StatusOK, Page[k8s.Summary]{Items: page, Total: total, Page: q.Page, PageSize: q.PageSize})
 }
 
 // visibleScopes returns where the caller may see the instances of k in ns ("" for all namespaces):
