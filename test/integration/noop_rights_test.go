@@ -1,0 +1,60 @@
+//go:build integration
+
+package integration
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// A start or stop with nothing to do still needs the right to do it, as kubectl's patch of an unchanged
+// object does: a caller who may only read Ray objects gets 403, and the audit trail records no write of
+// it. Before, the viewer got 200 for each and left a signed "stop by viewer" in the trail, as often as it
+// liked.
+func TestNothingToDoNeedsTheRight(t *testing.T) {
+	ns := namespace(t, "noop-rights")
+	admin, viewer := env.tokens["admin"], env.tokens["viewer"]
+	require.Equal(t, 201, createClusterAt(t, admin, ns, "suspended", "?start=false").Status)
+	require.Equal(t, 201, createClusterAt(t, admin, ns, "started", "").Status)
+	r := call(t, "POST", nsPath(ns, "rayservices")+"?start=false", admin, "application/yaml", testdata(t, "rayservice-minimal.yaml"))
+	require.Equal(t, 201, r.Status, "%s", r.Raw)
+
+	for _, c := range []struct{ kind, name, action string }{
+		{"rayclusters", "suspended", "stop"},       // already suspended
+		{"rayclusters", "started", "start"},        // already asked to run
+		{"rayservices", "minimal-service", "stop"}, // a template: already stopped
+		{"rayclusters", "suspended", "start"},      // a real write, refused by the apiserver
+	} {
+		r := call(t, "POST", itemPath(ns, c.kind, c.name)+"/"+c.action, viewer, "", nil)
+		assert.Equal(t, 403, r.Status, "%s %s/%s by the viewer: %s", c.action, c.kind, c.name, r.Raw)
+		assert.Equal(t, "Forbidden", r.Reason, "%s", r.Raw)
+	}
+	// The admin's own no-ops still answer 200, and change nothing.
+	for _, c := range []struct{ kind, name, action string }{
+		{"rayclusters", "suspended", "stop"}, {"rayclusters", "started", "start"}, {"rayservices", "minimal-service", "stop"},
+	} {
+		r := call(t, "POST", itemPath(ns, c.kind, c.name)+"/"+c.action, admin, "", nil)
+		assert.Equal(t, 200, r.Status, "%s %s/%s by the admin: %s", c.action, c.kind, c.name, r.Raw)
+	}
+
+	// Only the three creates and the start are writes: no entry names the viewer, and the admin's no-ops are
+	// not recorded either. The trail is written in the background: give it time to show a wrong entry.
+	time.Sleep(2 * time.Second)
+	var got auditData
+	eventually(t, 10*time.Second, "the creates in the trail", func() bool {
+		r := call(t, "GET", "/rest/ray/v1/audit?pageSize=100&namespace="+ns, admin, "", nil)
+		require.Equal(t, 200, r.Status, "%s", r.Raw)
+		got = decode[auditData](t, r)
+		return got.Total >= 3
+	})
+	var actions []string
+	for _, e := range got.Items {
+		assert.NotEqual(t, "viewer", e.User, "a refused or empty action by the viewer is no write: %+v", e)
+		actions = append(actions, fmt.Sprintf("%s %s", e.Action, e.Name))
+	}
+	assert.ElementsMatch(t, []string{"Create suspended", "Create started", "Create minimal-service"}, actions)
+}
