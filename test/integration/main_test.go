@@ -11,13 +11,18 @@ package integration
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -163,10 +168,12 @@ func readEnvFile(path string) (map[string]string, error) {
 
 // serviceProc is a running service binary.
 type serviceProc struct {
-	url  string
-	cmd  *exec.Cmd
-	log  *os.File
-	done chan struct{}
+	url string
+	// client reaches url: it trusts the serving certificate of an instance that speaks HTTPS.
+	client *http.Client
+	cmd    *exec.Cmd
+	log    *os.File
+	done   chan struct{}
 }
 
 // launchService runs the service binary against the stack with the ray-service user's credentials and
@@ -206,12 +213,23 @@ func launchServiceEnv(root, state string, vars map[string]string, logName string
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting %s: %w", bin, err)
 	}
-	p := &serviceProc{url: "http://" + addr, cmd: cmd, log: logf, done: make(chan struct{})}
+	p := &serviceProc{url: "http://" + addr, client: http.DefaultClient, cmd: cmd, log: logf, done: make(chan struct{})}
+	if i := slices.Index(all, "--tls-cert-file"); i >= 0 && i+1 < len(all) {
+		// A self-signed serving certificate is its own root.
+		pem, err := os.ReadFile(all[i+1])
+		if err != nil {
+			return nil, err
+		}
+		roots := x509.NewCertPool()
+		roots.AppendCertsFromPEM(pem)
+		p.url = "https://" + addr
+		p.client = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}}}
+	}
 	go func() { _ = cmd.Wait(); close(p.done) }()
 	ctx, cancel := context.WithTimeout(context.Background(), readyWithin)
 	defer cancel()
 	for {
-		if status, _, err := httpGet(ctx, p.url+"/readyz"); err == nil && status == 200 {
+		if status, _, err := p.get(ctx, "/readyz"); err == nil && status == 200 {
 			return p, nil
 		}
 		select {
@@ -223,6 +241,21 @@ func launchServiceEnv(root, state string, vars map[string]string, logName string
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// get reads path of the instance with its own client.
+func (p *serviceProc) get(ctx context.Context, path string) (int, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.url+path, nil)
+	if err != nil {
+		return 0, nil, err
+	}
+	res, err := p.client.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	return res.StatusCode, b, err
 }
 
 // leaseName makes a Lease name of a log file's base name.
