@@ -27,7 +27,9 @@ const batchInParallel = 8
 // start starts an object.
 //
 //	@Summary		Start
-//	@Description	Starts the object; starting what already runs returns 200 and changes nothing.
+//	@Description	Starts the object; starting what already runs returns 200 and changes nothing, and is not recorded in
+//	@Description	the audit trail. Nothing to do still needs the right to do it, as a patch that changes nothing does:
+//	@Description	patch on the kind (create for a RayService), else 403.
 //	@Description	RayCluster: spec.suspend=false. RayJob: a suspended job resumes, a template is created, a finished
 //	@Description	job (Succeeded, Failed, Stopped) runs again: it is re-created from its spec under the same name.
 //	@Description	RayService: the template is created. A template is removed once its object exists; if a start is
@@ -50,7 +52,9 @@ func (s *Server) start(c *gin.Context) { s.lifecycle(c, audit.Start, Objects.Sta
 // stop stops an object.
 //
 //	@Summary		Stop
-//	@Description	Stops the object; stopping what is stopped (or stopping) returns 200 and changes nothing.
+//	@Description	Stops the object; stopping what is stopped (or stopping) returns 200 and changes nothing, and is not
+//	@Description	recorded in the audit trail. Nothing to do still needs the right to do it: patch on the kind where
+//	@Description	KubeRay suspends it, update for a RayJob stopped through its dashboard, delete for a RayService; else 403.
 //	@Description	RayCluster: spec.suspend=true. RayJob: spec.suspend=true where KubeRay allows it
 //	@Description	(shutdownAfterJobFinishes true, no clusterSelector); otherwise its Ray job is stopped through the
 //	@Description	cluster's Ray dashboard, for callers allowed to update the RayJob. RayService: the manifest is stored
@@ -75,7 +79,9 @@ func (s *Server) lifecycle(c *gin.Context, action string, op func(Objects, conte
 		s.fail(c, err)
 		return
 	}
-	s.recordCurrent(c, action, r, cur, "")
+	if !cur.Unchanged {
+		s.recordCurrent(c, action, r, cur, "")
+	}
 	s.ok(c, http.StatusOK, s.detail(c, r, cur))
 }
 

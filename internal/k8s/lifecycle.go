@@ -93,14 +93,18 @@ func (o *Objects) Start(ctx context.Context, ns, name string) (*Current, error) 
 	if o.Kind.rerunnable != nil && o.Kind.rerunnable(o.Kind.status(obj)) {
 		return o.rerun(ctx, obj)
 	}
-	return cur, nil
+	return o.nothingToDo(ctx, cur, o.Kind.startVerb())
 }
 
 // Stop stops ns/name and returns it as it is afterwards. Stopping what is stopped changes nothing.
 func (o *Objects) Stop(ctx context.Context, ns, name string) (*Current, error) {
 	cur, err := o.Resolve(ctx, ns, name)
-	if err != nil || cur.Template != nil {
-		return cur, err // a template is stopped
+	if err != nil {
+		return nil, err
+	}
+	if cur.Template != nil {
+		// A template is stopped; stopping it was deleting its instance.
+		return o.nothingToDo(ctx, cur, "delete")
 	}
 	obj := cur.Instance
 	status := o.Kind.status(obj)
@@ -110,7 +114,7 @@ func (o *Objects) Stop(ctx context.Context, ns, name string) (*Current, error) {
 	asked, _, _ := unstructured.NestedBool(obj.Object, "spec", "suspend")
 	switch {
 	case suspendable && asked:
-		return cur, nil
+		return o.nothingToDo(ctx, cur, "patch")
 	case finished(status):
 		return nil, apierrors.NewConflict(o.Kind.GVR().GroupResource(), name,
 			fmt.Errorf("it has finished (%s): there is nothing to stop; start runs it again", status))
@@ -118,7 +122,7 @@ func (o *Objects) Stop(ctx context.Context, ns, name string) (*Current, error) {
 		out, err := o.patchSuspend(ctx, ns, name, true)
 		return &Current{Instance: out}, err
 	case status == StatusStopped || status == StatusStopping:
-		return cur, nil
+		return o.nothingToDo(ctx, cur, o.Kind.stopVerb())
 	}
 	switch o.Kind.stopMode {
 	case stopViaDashboard:
@@ -153,6 +157,50 @@ func (o *Objects) Delete(ctx context.Context, ns, name string, force bool) error
 		return err
 	}
 	return nil
+}
+
+// nothingToDo answers a start or stop that finds nothing to do: cur as it is, marked unchanged, once the
+// caller is seen to hold verb on the object, the right the action would have needed. The apiserver
+// authorizes a patch that changes nothing all the same, and so does this: a caller who may only read the
+// object gets 403 (as kubectl's patch would), never a 200 that looks like a write.
+func (o *Objects) nothingToDo(ctx context.Context, cur *Current, verb string) (*Current, error) {
+	var ns, name string
+	if cur.Instance != nil {
+		ns, name = cur.Instance.GetNamespace(), cur.Instance.GetName()
+	} else {
+		ns, name = cur.Template.ConfigMap.Namespace, cur.Template.Manifest.GetName()
+	}
+	gr := o.Kind.GVR().GroupResource()
+	allowed, err := o.may(ctx, auth.Attributes{Verb: verb, Group: gr.Group, Resource: gr.Resource, Namespace: ns, Name: name})
+	if err != nil {
+		return nil, err
+	}
+	if !allowed {
+		return nil, apierrors.NewForbidden(gr, name, fmt.Errorf("the caller may not %s it", verb))
+	}
+	out := *cur
+	out.Unchanged = true
+	return &out, nil
+}
+
+// startVerb is the right a start needs: create for a kind started from a template, patch otherwise.
+func (k *Kind) startVerb() string {
+	if k.stopMode == stopToTemplate {
+		return "create"
+	}
+	return "patch"
+}
+
+// stopVerb is the right a stop of an instance that cannot be suspended needs: update for a Ray job stopped
+// through its dashboard (see stopRayJob), delete for one stopped to a template, patch otherwise.
+func (k *Kind) stopVerb() string {
+	switch k.stopMode {
+	case stopViaDashboard:
+		return "update"
+	case stopToTemplate:
+		return "delete"
+	}
+	return "patch"
 }
 
 func (o *Objects) patchSuspend(ctx context.Context, ns, name string, suspend bool) (*unstructured.Unstructured, error) {

@@ -93,6 +93,8 @@ func (o *Objects) deleteInstance(ctx context.Context, ns, name string) error {
 type Current struct {
 	Instance *unstructured.Unstructured
 	Template *Template
+	// Unchanged says that a start or stop found nothing to do and wrote nothing.
+	Unchanged bool
 }
 
 // Resolve reads ns/name: the instance when there is one, else the template. Neither is NotFound.
