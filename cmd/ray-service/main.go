@@ -27,6 +27,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -40,6 +41,7 @@ import (
 	"ray-service/internal/api"
 	"ray-service/internal/audit"
 	"ray-service/internal/auth"
+	"ray-service/internal/certs"
 	"ray-service/internal/config"
 	"ray-service/internal/history"
 	"ray-service/internal/k8s"
@@ -156,6 +158,11 @@ func run() error {
 	}
 	trail := &audit.Trail{Signer: audit.Signer{Key: key}, Events: auditCore.CoreV1(), Log: log, Instance: instance}
 	draining := &drain{}
+	// /metrics is served on the API's address unless it has an address of its own.
+	var apiMetrics prometheus.Gatherer = registry
+	if cfg.MetricsListen != "" {
+		apiMetrics = nil
+	}
 	router := api.NewRouter(api.Deps{
 		Kinds: kinds,
 		Store: store,
@@ -166,7 +173,7 @@ func run() error {
 		DashboardOrigin: cfg.DashboardOrigin,
 		Authz:           reviewer,
 		Log:             log,
-		Gatherer:        registry,
+		Gatherer:        apiMetrics,
 		HTTP:            httpMetrics,
 		Usage:           usage,
 		Health:          clusterHealth,
@@ -188,9 +195,33 @@ func run() error {
 	if cfg.PprofListen != "" {
 		go servePprof(cfg.PprofListen, log)
 	}
-	errc := make(chan error, 1)
+	errc := make(chan error, 2)
+	if cfg.MetricsListen != "" {
+		msrv := &http.Server{Addr: cfg.MetricsListen, Handler: promhttp.HandlerFor(registry, promhttp.HandlerOpts{}),
+			ReadHeaderTimeout: 10 * time.Second, ReadTimeout: cfg.ReadTimeout, WriteTimeout: cfg.WriteTimeout}
+		defer func() { _ = msrv.Close() }()
+		go func() {
+			log.Info("metrics listening", zap.String("address", cfg.MetricsListen))
+			if err := msrv.ListenAndServe(); !errors.Is(err, http.ErrServerClosed) {
+				errc <- fmt.Errorf("metrics server: %w", err)
+			}
+		}()
+	}
+	if cfg.TLSCertFile != "" {
+		reloader, err := certs.New(cfg.TLSCertFile, cfg.TLSKeyFile, func(err error) {
+			log.Error("reading the renewed serving certificate; the one before is still served", zap.Error(err))
+		})
+		if err != nil {
+			return err
+		}
+		srv.TLSConfig = reloader.TLSConfig()
+	}
 	go func() {
-		log.Info("listening", zap.String("address", cfg.Listen), zap.String("apiserver", restCfg.Host))
+		log.Info("listening", zap.String("address", cfg.Listen), zap.Bool("tls", srv.TLSConfig != nil), zap.String("apiserver", restCfg.Host))
+		if srv.TLSConfig != nil {
+			errc <- srv.ListenAndServeTLS("", "")
+			return
+		}
 		errc <- srv.ListenAndServe()
 	}()
 	select {

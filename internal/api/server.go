@@ -120,7 +120,8 @@ type Deps struct {
 	DashboardOrigin string
 	Authz           Authorizer
 	Log             *zap.Logger
-	// Gatherer holds the service's own metrics for /metrics; HTTP records requests into it.
+	// Gatherer holds the service's own metrics for /metrics (nil: /metrics is served elsewhere); HTTP
+	// records requests into it.
 	Gatherer prometheus.Gatherer
 	HTTP     *metrics.HTTP
 	// Usage answers the overview's Prometheus questions; nil without Prometheus.
@@ -182,7 +183,9 @@ func NewRouter(d Deps) *gin.Engine {
 
 	r.GET("/healthz", s.healthz)
 	r.GET("/readyz", s.readyz)
-	r.GET("/metrics", s.metrics(promhttp.HandlerFor(d.Gatherer, promhttp.HandlerOpts{})))
+	if d.Gatherer != nil {
+		r.GET("/metrics", s.metrics(promhttp.HandlerFor(d.Gatherer, promhttp.HandlerOpts{})))
+	}
 
 	v1 := r.Group(BasePath)
 	s.swaggerRoutes(v1)
@@ -380,11 +383,14 @@ func (s *Server) healthz(c *gin.Context) { c.String(http.StatusOK, "ok") }
 
 // metrics serves the service's own metrics.
 //
-//	@Summary	The service's own metrics
-//	@Tags		health
-//	@Produce	plain
-//	@Success	200	{string}	string	"Prometheus text format"
-//	@Router		/metrics [get]
+//	@Summary		The service's own metrics
+//	@Description	Unauthenticated, as Prometheus scrapes it. With metrics-listen set (as the chart sets it) it is
+//	@Description	served only on that address, apart from the API, and this address answers 404.
+//	@Tags			health
+//	@Produce		plain
+//	@Success		200	{string}	string	"Prometheus text format"
+//	@Failure		404	{object}	Envelope	"served on the metrics address instead"
+//	@Router			/metrics [get]
 func (s *Server) metrics(h http.Handler) gin.HandlerFunc { return gin.WrapH(h) }
 
 // readyz answers 200 once the caches have synced and the apiserver and the KubeRay CRDs are there.

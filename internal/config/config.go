@@ -17,6 +17,13 @@ import (
 type Config struct {
 	// Listen is the address of the HTTP server, e.g. ":8080" or "127.0.0.1:8080".
 	Listen string `mapstructure:"listen"`
+	// MetricsListen, when set, is the address /metrics is served on, apart from the API; empty serves it
+	// on Listen.
+	MetricsListen string `mapstructure:"metrics-listen"`
+	// TLSCertFile and TLSKeyFile, when set, make the API speak HTTPS with that pair, read again when the
+	// files change.
+	TLSCertFile string `mapstructure:"tls-cert-file"`
+	TLSKeyFile  string `mapstructure:"tls-key-file"`
 	// Kubeconfig is the path of a kubeconfig file; empty means in-cluster configuration.
 	Kubeconfig string `mapstructure:"kubeconfig"`
 	// PrometheusURL is the base URL of the Prometheus HTTP API used by the overview.
@@ -89,6 +96,9 @@ func Load(args []string) (*Config, error) {
 	fs := pflag.NewFlagSet("ray-service", pflag.ContinueOnError)
 	fs.String("config", "", "path of a configuration file (YAML, JSON or TOML)")
 	fs.String("listen", ":8080", "HTTP listen address")
+	fs.String("metrics-listen", "", "address to serve /metrics on, apart from the API (e.g. :9091); empty: on the API's address")
+	fs.String("tls-cert-file", "", "PEM certificate (chain) to serve HTTPS with, read again when it changes; empty: plain HTTP")
+	fs.String("tls-key-file", "", "PEM private key of tls-cert-file")
 	fs.String("kubeconfig", "", "path of a kubeconfig file; empty uses the in-cluster configuration")
 	fs.String("prometheus-url", "http://prometheus-k8s.monitoring.svc:9090", "Prometheus base URL")
 	fs.Duration("prometheus-timeout", 10*time.Second, "timeout of each Prometheus query")
@@ -143,6 +153,12 @@ func Load(args []string) (*Config, error) {
 	if c.TemplateKeyFile == "" {
 		return nil, fmt.Errorf("template-key-file is required: the service signs the templates it stores with that key " +
 			"and trusts no other (see the chart's templateKey)")
+	}
+	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
+		return nil, fmt.Errorf("tls-cert-file and tls-key-file go together: give both to serve HTTPS, or neither")
+	}
+	if c.MetricsListen != "" && c.MetricsListen == c.Listen {
+		return nil, fmt.Errorf("metrics-listen %q is the API's own address: leave it empty to serve /metrics there", c.MetricsListen)
 	}
 	if c.PprofListen != "" {
 		host, _, err := net.SplitHostPort(c.PprofListen)
