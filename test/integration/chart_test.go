@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -83,10 +84,14 @@ func TestHelmChart(t *testing.T) {
 		assert.Contains(t, alone, want, "the user guide's standalone values take effect")
 	}
 	for name, manifest := range map[string]string{"marketplace": market, "standalone": alone} {
-		assert.Contains(t, manifest, "template-key-file: /etc/ray-service-template-key/key", "%s: the service is told its template key", name)
-		assert.Contains(t, manifest, "secretName: ray-service-template-key", "%s: and the key is mounted", name)
-		assert.Contains(t, manifest, "helm.sh/resource-policy: keep", "%s: the key outlives the release", name)
+		assert.Contains(t, manifest, "template-key-secret: "+ns+"/ray-service-template-key", "%s: the service keeps its template key", name)
+		assert.NotContains(t, manifest, "kind: Secret", "%s: the chart renders no key, so no render changes it", name)
 	}
+	own := runTool(t, helm, "template", "openfuyao-ray", chart, "-n", ns, "--set", "ray-service.templateKey.existingSecret=my-key")
+	assert.Contains(t, own, "template-key-file: /etc/ray-service-template-key/key", "a key of one's own is mounted")
+	assert.Contains(t, own, "secretName: my-key")
+	assert.Equal(t, 1, kinds(own)["Role"], "and no Role for a key of the service's own (the history's Lease alone)")
+	assert.Equal(t, 2, kinds(market)["Role"], "the history's Lease and the template key's Secret")
 	// Grafana: no anonymous viewers anywhere; behind the console, only the oauth-proxy's user, and only
 	// the website's pods may reach it. Both run hardened, and NetworkPolicies are on unless opted out.
 	assert.NotContains(t, market, "[auth.anonymous]\n    enabled = true")
@@ -163,21 +168,68 @@ func TestHelmChart(t *testing.T) {
 	// The ClusterRole and the Role (the history's Lease) as rendered: the service runs under them,
 	// impersonated, through the main paths.
 	var role rbacv1.ClusterRole
-	var leaseRole rbacv1.Role
+	var leaseRole, keyRole rbacv1.Role
 	for _, d := range docs(t, market) {
 		b, _ := yaml.Marshal(d)
-		switch d["kind"] {
-		case "ClusterRole":
+		switch {
+		case d["kind"] == "ClusterRole":
 			require.NoError(t, yaml.Unmarshal(b, &role))
-		case "Role":
+		case d["kind"] == "Role" && nested(d, "metadata", "name") == "ray-service-template-key":
+			require.NoError(t, yaml.Unmarshal(b, &keyRole))
+		case d["kind"] == "Role":
 			require.NoError(t, yaml.Unmarshal(b, &leaseRole))
 		}
 	}
 	require.NotEmpty(t, role.Rules)
 	require.NotEmpty(t, leaseRole.Rules)
-	chartRoles := roles{cluster: role.Rules, namespaced: leaseRole.Rules}
+	require.NotEmpty(t, keyRole.Rules)
+	// The services below keep their template key as the chart's does, in the Secret the chart names; it
+	// holds the stack's key here, so that they trust the templates the tests' service writes.
+	stackKey, err := os.ReadFile(env.vars["TEMPLATE_KEY_FILE"])
+	require.NoError(t, err)
+	_, err = env.admin.CoreV1().Secrets(ns).Create(context.Background(), &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "ray-service-template-key"}, Data: map[string][]byte{"key": stackKey}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	keyFlags := []string{"--template-key-file=", "--template-key-secret", ns + "/ray-service-template-key"}
+	chartRoles := roles{cluster: role.Rules, namespaced: append(slices.Clone(leaseRole.Rules), keyRole.Rules...)}
+	t.Run("the template key's Role makes the key once and reads it after", func(t *testing.T) {
+		fresh := namespace(t, "chart-key")
+		flags := []string{"--history-lease-namespace", fresh, "--template-key-file=", "--template-key-secret", fresh + "/ray-service-template-key"}
+		start := func(sa string, r roles, within time.Duration) *serviceProc {
+			svc, err := launchService(env.root, env.state, env.vars, "ray-service-"+fresh+"-"+sa+".log", within,
+				append([]string{"--kubeconfig", grant(t, fresh, sa, r)}, flags...)...)
+			if err != nil {
+				return nil
+			}
+			return svc
+		}
+		for i, rule := range keyRole.Rules {
+			if slices.Contains(rule.Verbs, "create") {
+				without := roles{cluster: role.Rules, namespaced: append(slices.Clone(leaseRole.Rules), removePermission(keyRole.Rules, i, "secrets", "create")...)}
+				assert.Nil(t, start("without-create", without, 8*time.Second), "without create secrets no key is made: never ready")
+			}
+		}
+		first := start("first", chartRoles, 60*time.Second)
+		require.NotNil(t, first, "the chart's Roles make the key")
+		first.stop()
+		made, err := env.admin.CoreV1().Secrets(fresh).Get(context.Background(), "ray-service-template-key", metav1.GetOptions{})
+		require.NoError(t, err)
+		assert.Len(t, made.Data["key"], 64)
+		second := start("second", chartRoles, 60*time.Second)
+		require.NotNil(t, second, "a restart reads the key made before")
+		second.stop()
+		kept, err := env.admin.CoreV1().Secrets(fresh).Get(context.Background(), "ray-service-template-key", metav1.GetOptions{})
+		require.NoError(t, err)
+		assert.Equal(t, made.Data["key"], kept.Data["key"], "and makes none again")
+		for i, rule := range keyRole.Rules {
+			if slices.Contains(rule.Verbs, "get") {
+				without := roles{cluster: role.Rules, namespaced: append(slices.Clone(leaseRole.Rules), removePermission(keyRole.Rules, i, "secrets", "get")...)}
+				assert.Nil(t, start("without-get", without, 8*time.Second), "without get on its Secret the key made before is not read: never ready")
+			}
+		}
+	})
 	t.Run("the ClusterRole is enough", func(t *testing.T) {
-		svc := serviceAs(t, ns, "ray-service", chartRoles)
+		svc := serviceAs(t, ns, "ray-service", chartRoles, keyFlags...)
 		defer svc.stop()
 		admin := env.tokens["admin"]
 		work := namespace(t, "chart-work")
@@ -217,7 +269,7 @@ func TestHelmChart(t *testing.T) {
 			kubeconfig := grant(t, ns, sa, r)
 			wg.Go(func() {
 				svc, _ := launchServiceEnv(env.root, env.state, env.vars, "ray-service-"+sa+".log", 8*time.Second,
-					[]string{"KUBE_FEATURE_WatchListClient=false"}, "--kubeconfig", kubeconfig, "--history-lease-namespace", ns)
+					[]string{"KUBE_FEATURE_WatchListClient=false"}, append([]string{"--kubeconfig", kubeconfig, "--history-lease-namespace", ns}, keyFlags...)...)
 				mu.Lock()
 				variants = append(variants, variant{what: what, svc: svc})
 				mu.Unlock()
@@ -232,10 +284,12 @@ func TestHelmChart(t *testing.T) {
 				}
 			}
 		}
+		// The template key's Role is proven above, where the key is made and read.
 		for ri, rule := range leaseRole.Rules {
 			for _, res := range rule.Resources {
 				for _, verb := range rule.Verbs {
-					launch(verb+" "+res, saName(res, verb), roles{cluster: role.Rules, namespaced: removePermission(leaseRole.Rules, ri, res, verb)})
+					launch(verb+" "+res, saName(res, verb), roles{cluster: role.Rules,
+						namespaced: append(removePermission(leaseRole.Rules, ri, res, verb), keyRole.Rules...)})
 				}
 			}
 		}
@@ -429,11 +483,11 @@ current-context: local
 	return kubeconfig
 }
 
-func serviceAs(t *testing.T, ns, sa string, r roles) *serviceProc {
+func serviceAs(t *testing.T, ns, sa string, r roles, flags ...string) *serviceProc {
 	t.Helper()
 	kubeconfig := grant(t, ns, sa, r)
-	svc, err := launchService(env.root, env.state, env.vars, "ray-service-"+sa+".log", 60*time.Second, "--kubeconfig", kubeconfig,
-		"--history-lease-namespace", ns)
+	svc, err := launchService(env.root, env.state, env.vars, "ray-service-"+sa+".log", 60*time.Second, append([]string{"--kubeconfig", kubeconfig,
+		"--history-lease-namespace", ns}, flags...)...)
 	require.NoError(t, err)
 	return svc
 }
