@@ -45,6 +45,7 @@ import (
 	"ray-service/internal/config"
 	"ray-service/internal/history"
 	"ray-service/internal/k8s"
+	"ray-service/internal/keys"
 	"ray-service/internal/metrics"
 )
 
@@ -86,9 +87,9 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	key, err := os.ReadFile(cfg.TemplateKeyFile)
+	key, err := templateKey(cfg, core)
 	if err != nil {
-		return fmt.Errorf("reading the template key: %w", err)
+		return err
 	}
 	templates, err := k8s.NewTemplateSigner(key)
 	if err != nil {
@@ -294,6 +295,21 @@ func startHistory(ctx context.Context, cfg *config.Config, restCfg *rest.Config,
 	}()
 	log.Info("history", zap.String("database", history.Redact(cfg.HistoryDSN)), zap.String("lease", ns+"/"+cfg.HistoryLease))
 	return r, hs, released, nil
+}
+
+// templateKey reads the key templates are signed with: from its file, or from its Secret (made with a
+// new key by the first replica to start).
+func templateKey(cfg *config.Config, core kubernetes.Interface) ([]byte, error) {
+	if cfg.TemplateKeyFile != "" {
+		return keys.FromFile(cfg.TemplateKeyFile)
+	}
+	ns, name, err := keys.ParseSecretRef(cfg.TemplateKeySecret)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return keys.FromSecret(ctx, core.CoreV1().Secrets(ns), ns, name, keys.DataKey)
 }
 
 // drain turns readiness off once the service is told to stop.

@@ -11,6 +11,8 @@ import (
 
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
+
+	"ray-service/internal/keys"
 )
 
 // Config is everything the service reads at start-up.
@@ -78,6 +80,9 @@ type Config struct {
 	// TemplateKeyFile holds the key the service signs its templates with (at least 32 bytes; every
 	// replica the same): a ConfigMap without its signature is no template.
 	TemplateKeyFile string `mapstructure:"template-key-file"`
+	// TemplateKeySecret (namespace/name), instead of TemplateKeyFile, is a Secret that holds the key
+	// (data "key"): the first replica to start makes it with a random key, and every later one reads it.
+	TemplateKeySecret string `mapstructure:"template-key-secret"`
 	// HistoryDSN is where the history is kept: sqlite:<file> (embedded) or a PostgreSQL URL
 	// (postgres://…, for several replicas); empty: no history.
 	HistoryDSN string `mapstructure:"history-dsn"`
@@ -125,7 +130,8 @@ func Load(args []string) (*Config, error) {
 	fs.Duration("resync-period", 0, "informer resync period (0: none)")
 	fs.String("dashboard-origin", "", "a separate origin (scheme://host[:port]) that alone serves the Ray dashboard proxy")
 	fs.String("pprof-listen", "", "a loopback address (e.g. 127.0.0.1:6060) to serve the Go profiler on; empty: off")
-	fs.String("template-key-file", "", "file holding the key templates are signed with (at least 32 bytes; required)")
+	fs.String("template-key-file", "", "file holding the key templates are signed with (at least 32 bytes); or template-key-secret")
+	fs.String("template-key-secret", "", "namespace/name of a Secret holding the template key (data \"key\"), made with a random key when missing")
 	fs.String("history-dsn", "sqlite:/var/lib/ray-service/history.db", "where the history is kept: sqlite:<file> or postgres://…; empty: no history")
 	fs.String("history-lease", "ray-service-history", "the Lease whose holder writes the history")
 	fs.String("history-lease-namespace", "", "the Lease's namespace (empty: the service's own namespace, else default)")
@@ -150,9 +156,14 @@ func Load(args []string) (*Config, error) {
 	if err := v.Unmarshal(&c); err != nil {
 		return nil, fmt.Errorf("decoding configuration: %w", err)
 	}
-	if c.TemplateKeyFile == "" {
-		return nil, fmt.Errorf("template-key-file is required: the service signs the templates it stores with that key " +
-			"and trusts no other (see the chart's templateKey)")
+	if (c.TemplateKeyFile == "") == (c.TemplateKeySecret == "") {
+		return nil, fmt.Errorf("give one of template-key-file and template-key-secret: the service signs the templates it stores " +
+			"with that key and trusts no other (see the chart's templateKey)")
+	}
+	if c.TemplateKeySecret != "" {
+		if _, _, err := keys.ParseSecretRef(c.TemplateKeySecret); err != nil {
+			return nil, fmt.Errorf("template-key-secret %w", err)
+		}
 	}
 	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
 		return nil, fmt.Errorf("tls-cert-file and tls-key-file go together: give both to serve HTTPS, or neither")

@@ -28,8 +28,16 @@ func TestLoadPrecedence(t *testing.T) {
 
 func TestLoadRefusals(t *testing.T) {
 	_, err := Load(nil)
-	require.ErrorContains(t, err, "template-key-file is required")
+	require.ErrorContains(t, err, "give one of template-key-file and template-key-secret")
+	_, err = Load([]string{"--template-key-secret", "no-namespace"})
+	require.ErrorContains(t, err, "want namespace/name")
+	_, err = Load([]string{"--template-key-secret", "ray/k", "--template-key-file", "/keys/template"})
+	require.ErrorContains(t, err, "give one of")
 	t.Setenv("RAY_SERVICE_TEMPLATE_KEY_FILE", "/keys/template")
+	_, err = Load([]string{"--tls-cert-file", "/tls/tls.crt"})
+	require.ErrorContains(t, err, "go together")
+	_, err = Load([]string{"--metrics-listen", ":8080"})
+	require.ErrorContains(t, err, "the API's own address")
 	_, err = Load([]string{"--log-level", "loud"})
 	require.ErrorContains(t, err, "log-level")
 	_, err = Load([]string{"--config", filepath.Join(t.TempDir(), "missing.yaml")})
