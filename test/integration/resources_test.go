@@ -25,16 +25,18 @@ import (
 
 // summary is the part of a list item or detail the tests read.
 type summary struct {
-	Name         string    `json:"name"`
-	Namespace    string    `json:"namespace"`
-	Kind         string    `json:"kind"`
-	Type         string    `json:"type"`
-	Status       string    `json:"status"`
-	RayVersion   string    `json:"rayVersion"`
-	Creator      string    `json:"creator"`
-	CreatedAt    time.Time `json:"createdAt"`
-	Image        string    `json:"image"`
-	WorkerGroups []struct {
+	Name       string `json:"name"`
+	Namespace  string `json:"namespace"`
+	Kind       string `json:"kind"`
+	Type       string `json:"type"`
+	Status     string `json:"status"`
+	RayVersion string `json:"rayVersion"`
+	Creator    string `json:"creator"`
+	// CreatorSigned says the service wrote the creator.
+	CreatorSigned bool      `json:"creatorSigned"`
+	CreatedAt     time.Time `json:"createdAt"`
+	Image         string    `json:"image"`
+	WorkerGroups  []struct {
 		Name          string `json:"name"`
 		Replicas      int64  `json:"replicas"`
 		MinReplicas   int64  `json:"minReplicas"`
