@@ -130,21 +130,23 @@ func CreatorLabelValue(user string) string {
 	})
 }
 
-// KeepCreator copies the creator recorded on current to o, so that a replace neither loses nor changes it.
+// KeepCreator copies the creator recorded on current (and its signature) to o, so that a replace neither loses
+// nor changes it.
 func KeepCreator(o, current *unstructured.Unstructured) {
 	ann, lbl := o.GetAnnotations(), o.GetLabels()
 	for _, m := range []struct {
 		from map[string]string
 		to   *map[string]string
-	}{{current.GetAnnotations(), &ann}, {current.GetLabels(), &lbl}} {
-		v, ok := m.from[CreatorKey]
+		key  string
+	}{{current.GetAnnotations(), &ann, CreatorKey}, {current.GetAnnotations(), &ann, CreatorSignatureKey}, {current.GetLabels(), &lbl, CreatorKey}} {
+		v, ok := m.from[m.key]
 		switch {
 		case ok && *m.to == nil:
-			*m.to = map[string]string{CreatorKey: v}
+			*m.to = map[string]string{m.key: v}
 		case ok:
-			(*m.to)[CreatorKey] = v
+			(*m.to)[m.key] = v
 		case *m.to != nil:
-			delete(*m.to, CreatorKey)
+			delete(*m.to, m.key)
 		}
 	}
 	o.SetAnnotations(ann)

@@ -69,6 +69,7 @@ func (o *Objects) create(ctx context.Context, obj *unstructured.Unstructured, dr
 	if dryRun {
 		opts.DryRun = []string{metav1.DryRunAll}
 	}
+	o.m.Templates.signCreator(o.Kind, obj)
 	out, err := o.resource(obj.GetNamespace()).Create(ctx, obj, opts)
 	return out, o.Kind.strictError(err, obj.GetName())
 }

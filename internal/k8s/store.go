@@ -81,6 +81,8 @@ type Store struct {
 	informers map[*Kind]cache.SharedIndexInformer
 	pods      cache.SharedIndexInformer
 	templates cache.SharedIndexInformer
+	// signer tells the templates and the creators the service signed.
+	signer *TemplateSigner
 	// warnings are the Warning events, by the object they are about: a health source.
 	warnings cache.SharedIndexInformer
 	start    []func(stop <-chan struct{})
@@ -187,7 +189,7 @@ func fromIndex[T any](inf cache.SharedIndexInformer, namespace string) []T {
 // NewStore prepares the informers; nothing is listed until Start. The clients are the service's own.
 // Only template ConfigMaps that templates signed are published.
 func NewStore(dyn dynamic.Interface, core kubernetes.Interface, kinds *Kinds, templates *TemplateSigner, resync time.Duration) (*Store, error) {
-	s := &Store{kinds: kinds, informers: map[*Kind]cache.SharedIndexInformer{},
+	s := &Store{kinds: kinds, signer: templates, informers: map[*Kind]cache.SharedIndexInformer{},
 		instances: map[*Kind]namespaced[*Item]{}, templated: map[*Kind]namespaced[*Item]{}, ordered: map[*Kind]*views{},
 		feeds: map[*Kind]*feed{}, notify: newNotifier(), epoch: newEpoch()}
 	df := dynamicinformer.NewDynamicSharedInformerFactory(dyn, resync)
@@ -549,10 +551,17 @@ func (s *Store) Namespaces(k *Kind) []string {
 	return slices.Compact(out)
 }
 
+// summarize is k's summary of o, with whether the service signed its creator.
+func (s *Store) summarize(k *Kind, o *unstructured.Unstructured) Summary {
+	sum := k.Summarize(o)
+	sum.CreatorSigned = s.signer.CreatorSigned(k, o)
+	return sum
+}
+
 // Summarize computes the whole summary of an object read from the apiserver, as the store would publish
 // it: from the object, and from the cached pods of its Ray cluster.
 func (s *Store) Summarize(k *Kind, o *unstructured.Unstructured) Summary {
-	base := k.Summarize(o)
+	base := s.summarize(k, o)
 	return *s.withPods(k, &base)
 }
 
@@ -650,7 +659,7 @@ func (s *Store) entryTransform(k *Kind) cache.TransformFunc {
 				CreationTimestamp: u.GetCreationTimestamp(),
 				DeletionTimestamp: u.GetDeletionTimestamp(),
 			},
-			item: newItem(k.Summarize(u), NewLabelSet(u.GetLabels())),
+			item: newItem(s.summarize(k, u), NewLabelSet(u.GetLabels())),
 		}
 		if s.observer != nil {
 			s.observer.Observe(k, u, &e.item.Summary)

@@ -77,6 +77,9 @@ type Summary struct {
 	Status       string        `json:"status"`
 	RayVersion   string        `json:"rayVersion"`
 	Creator      string        `json:"creator"`
+	// CreatorSigned says whether the service wrote the creator (signed, at a create made through it);
+	// false where anyone who may edit the object could have set it.
+	CreatorSigned bool `json:"creatorSigned"`
 	CreatedAt    time.Time     `json:"createdAt"`
 	Image        string        `json:"image"`
 	Head         HeadSummary   `json:"head"`

@@ -34,6 +34,10 @@ const (
 	TemplateParkedUIDKey = "ray.openfuyao.com/parked-uid"
 )
 
+// CreatorSignatureKey is the annotation that holds the service's signature of an instance's creator:
+// anyone who may edit the object can set the creator annotation, but only the service can sign it.
+const CreatorSignatureKey = "ray.openfuyao.com/creator-signature"
+
 // MinTemplateKeyBytes is the shortest key a TemplateSigner takes.
 const MinTemplateKeyBytes = 32
 
@@ -47,6 +51,33 @@ func NewTemplateSigner(key []byte) (*TemplateSigner, error) {
 		return nil, fmt.Errorf("the template signing key has %d bytes: want at least %d", len(key), MinTemplateKeyBytes)
 	}
 	return &TemplateSigner{key: key}, nil
+}
+
+// creatorSignature covers the creator and what names the object: its kind, namespace and name. (Its UID
+// is not known before it is created; a signature copied from an earlier object of the same kind,
+// namespace and name still holds.)
+func (s *TemplateSigner) creatorSignature(k *Kind, o *unstructured.Unstructured) string {
+	mac := hmac.New(sha256.New, s.key)
+	for _, part := range []string{"ray-creator/v1", k.Kind, o.GetNamespace(), o.GetName(), o.GetAnnotations()[CreatorKey]} {
+		mac.Write([]byte(strconv.Itoa(len(part)) + ":" + part))
+	}
+	return base64.RawStdEncoding.EncodeToString(mac.Sum(nil))
+}
+
+// signCreator signs the creator recorded on o (nothing when none is).
+func (s *TemplateSigner) signCreator(k *Kind, o *unstructured.Unstructured) {
+	ann := o.GetAnnotations()
+	if s == nil || ann[CreatorKey] == "" {
+		return
+	}
+	ann[CreatorSignatureKey] = s.creatorSignature(k, o)
+	o.SetAnnotations(ann)
+}
+
+// CreatorSigned tells whether the service wrote o's creator annotation.
+func (s *TemplateSigner) CreatorSigned(k *Kind, o *unstructured.Unstructured) bool {
+	sig := o.GetAnnotations()[CreatorSignatureKey]
+	return s != nil && sig != "" && o.GetAnnotations()[CreatorKey] != "" && hmac.Equal([]byte(sig), []byte(s.creatorSignature(k, o)))
 }
 
 // signature covers everything a template is trusted for: its kind, namespace, name, creator, the
@@ -158,6 +189,8 @@ func (k *Kind) templateSummary(cm *corev1.ConfigMap, manifest *unstructured.Unst
 	s := k.Summarize(m)
 	s.Type = TypeTemplate
 	s.Status = StatusStopped
+	// Only a template the service signed is read, and its signature covers the creator.
+	s.CreatorSigned = s.Creator != ""
 	deriveHealth(&s, nil)
 	return s
 }
