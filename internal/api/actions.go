@@ -13,9 +13,16 @@ import (
 // reviewsAtOnce bounds the access reviews one page's actions make at once.
 const reviewsAtOnce = 8
 
+// seeing is the right to be shown what was read from resource (pods, events) in ns.
+func seeing(resource, ns string) auth.Attributes {
+	return auth.Attributes{Verb: "list", Resource: resource, Namespace: ns}
+}
+
 // withActions sets, in each summary, the actions its caller may take now: those its state allows
-// whose every permission the caller has in the object's namespace. Each distinct permission of the
-// page is reviewed once (the verdicts are cached as for lists), not once per item.
+// whose every permission the caller has in the object's namespace; and withholds a health reason read
+// from pods or events the caller may not list there, as the pods and events routes would refuse them.
+// Each distinct permission of the page is reviewed once (the verdicts are cached as for lists), not
+// once per item.
 func (s *Server) withActions(ctx context.Context, tok string, k *k8s.Kind, items []k8s.Summary) error {
 	possible := make([]map[string][]auth.Attributes, len(items))
 	verdicts := map[auth.Attributes]bool{}
@@ -26,6 +33,9 @@ func (s *Server) withActions(ctx context.Context, tok string, k *k8s.Kind, items
 				a.Name = ""
 				verdicts[a] = false
 			}
+		}
+		if on := items[i].Health.SeenOn(); on != "" {
+			verdicts[seeing(on, items[i].Namespace)] = false
 		}
 	}
 	asks := make([]auth.Attributes, 0, len(verdicts))
@@ -64,6 +74,31 @@ func (s *Server) withActions(ctx context.Context, tok string, k *k8s.Kind, items
 			}
 		}
 		items[i].Actions = actions
+		if on := items[i].Health.SeenOn(); on != "" && !verdicts[seeing(on, items[i].Namespace)] {
+			items[i].Health = items[i].Health.Withheld()
+		}
 	}
 	return nil
+}
+
+// visibleProblems are the problems of a detail the caller may be shown: those read from pods or
+// events only where it may list them in ns.
+func (s *Server) visibleProblems(ctx context.Context, tok, ns string, problems []k8s.Problem) ([]k8s.Problem, error) {
+	allowed := map[string]bool{"": true}
+	shown := []k8s.Problem{}
+	for _, p := range problems {
+		on := p.SeenOn()
+		ok, asked := allowed[on]
+		if !asked {
+			var err error
+			if ok, err = s.Authz.Allowed(ctx, tok, seeing(on, ns)); err != nil {
+				return nil, err
+			}
+			allowed[on] = ok
+		}
+		if ok {
+			shown = append(shown, p)
+		}
+	}
+	return shown, nil
 }

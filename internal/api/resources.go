@@ -33,7 +33,8 @@ type Page[T any] struct {
 type Detail struct {
 	k8s.Summary
 	Conditions []any `json:"conditions"`
-	// Problems are what holds the object back, each with the pod or object it was seen on.
+	// Problems are what holds the object back, each with the pod or object it was seen on; those read
+	// from pods or Warning events only for a caller who may list them in the namespace.
 	Problems     []k8s.Problem   `json:"problems"`
 	DashboardURL string          `json:"dashboardURL,omitempty" example:"/rest/ray/v1/namespaces/default/rayclusters/demo/dashboard/"`
 	Events       []k8s.EventInfo `json:"events"`
@@ -374,14 +375,24 @@ func (s *Server) resolve(c *gin.Context) (*request, *k8s.Current, bool) {
 // detail shows an instance or a template.
 func (s *Server) detail(c *gin.Context, r *request, cur *k8s.Current) Detail {
 	d := Detail{Summary: r.objects.Summarize(cur), Conditions: []any{}, Events: []k8s.EventInfo{}}
-	d.Problems = d.Summary.Problems()
 	one := []k8s.Summary{d.Summary}
-	if err := s.withActions(c.Request.Context(), token(c), r.kind, one); err != nil {
-		// The answer stands (a write it follows is done): no action is named rather than a wrong one.
-		logger(c).Warn("reviewing the actions of a detail", zap.Error(err))
-		one[0].Actions = []string{}
+	problems, err := s.visibleProblems(c.Request.Context(), token(c), d.Namespace, d.Summary.Problems())
+	if err == nil {
+		err = s.withActions(c.Request.Context(), token(c), r.kind, one)
 	}
-	d.Actions = one[0].Actions
+	if err != nil {
+		// The answer stands (a write it follows is done): no action is named rather than a wrong one, and
+		// nothing read from pods or events is shown.
+		logger(c).Warn("reviewing the actions of a detail", zap.Error(err))
+		one[0].Actions, problems = []string{}, nil
+		if one[0].Health.SeenOn() != "" {
+			one[0].Health = one[0].Health.Withheld()
+		}
+	}
+	d.Actions, d.Health, d.Problems = one[0].Actions, one[0].Health, problems
+	if d.Problems == nil {
+		d.Problems = []k8s.Problem{}
+	}
 	if cur.Template != nil {
 		d.Object = cur.Template.DetailObject().Object
 		return d

@@ -28,11 +28,37 @@ const (
 
 // Health says how an object is and, when it is not Healthy, why: the reason and message of the first
 // problem found, or of the condition that holds it back, and since when.
+//
+// A reason read from the object's pods or from Warning events is shown only to a caller who may list
+// those in the namespace; anyone else is told Withheld, and which right would show it.
 type Health struct {
 	State   string     `json:"state" enums:"Healthy,Progressing,Degraded,Failed,Stopped" example:"Degraded"`
 	Reason  string     `json:"reason,omitempty" example:"Unschedulable"`
 	Message string     `json:"message,omitempty" example:"0/2 nodes are available: 2 Insufficient nvidia.com/gpu."`
 	Since   *time.Time `json:"since,omitempty"`
+	// seenOn is what the reason was read from (see SeenOn).
+	seenOn string
+}
+
+// What a health reason or a problem was read from, besides the object's own status: the resource a
+// caller must be allowed to list in the namespace to be shown it.
+const (
+	SeenOnPods   = "pods"
+	SeenOnEvents = "events"
+)
+
+// ReasonWithheld is the health reason a caller is shown in place of one it may not see.
+const ReasonWithheld = "Withheld"
+
+// SeenOn is the resource the reason was read from (SeenOnPods, SeenOnEvents), "" for the object's own
+// status: a caller who may not list it in the namespace is shown Withheld instead.
+func (h Health) SeenOn() string { return h.seenOn }
+
+// Withheld is h for a caller who may not list what its reason was read from: the state, and why the
+// reason is not shown.
+func (h Health) Withheld() Health {
+	return Health{State: h.State, Reason: ReasonWithheld,
+		Message: fmt.Sprintf("the reason was read from the object's %s, which the caller may not list in this namespace", h.seenOn)}
 }
 
 // Problem is one thing that holds an object back, and where it was seen.
@@ -42,7 +68,12 @@ type Problem struct {
 	Reason  string            `json:"reason" example:"ImagePullBackOff"`
 	Message string            `json:"message"`
 	Since   *time.Time        `json:"since,omitempty"`
+	// seenOn is what it was read from (see Health.SeenOn).
+	seenOn string
 }
+
+// SeenOn is the resource the problem was read from, as Health.SeenOn.
+func (p Problem) SeenOn() string { return p.seenOn }
 
 // Problems returns what holds the object back, from its own status and its pods; empty when nothing.
 func (s *Summary) Problems() []Problem {
@@ -109,13 +140,13 @@ func podProblems(pods []*corev1.Pod) []Problem {
 		}
 		src := InvolvedObjectRef{Kind: "Pod", Name: p.Name}
 		if p.Status.Phase == corev1.PodFailed && p.Status.Reason == "Evicted" {
-			out = append(out, Problem{Source: src, Reason: "Evicted", Message: p.Status.Message})
+			out = append(out, Problem{Source: src, Reason: "Evicted", Message: p.Status.Message, seenOn: SeenOnPods})
 			continue
 		}
 		for _, c := range p.Status.Conditions {
 			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
 				since := c.LastTransitionTime.UTC()
-				out = append(out, Problem{Source: src, Reason: c.Reason, Message: c.Message, Since: &since})
+				out = append(out, Problem{Source: src, Reason: c.Reason, Message: c.Message, Since: &since, seenOn: SeenOnPods})
 			}
 		}
 		for _, cs := range p.Status.ContainerStatuses {
@@ -129,10 +160,10 @@ func podProblems(pods []*corev1.Pod) []Problem {
 					t := last.FinishedAt.UTC()
 					since = &t
 				}
-				out = append(out, Problem{Source: src, Reason: cs.State.Waiting.Reason, Message: msg, Since: since})
+				out = append(out, Problem{Source: src, Reason: cs.State.Waiting.Reason, Message: msg, Since: since, seenOn: SeenOnPods})
 			case last != nil && last.Reason == "OOMKilled" && !cs.Ready:
 				t := last.FinishedAt.UTC()
-				out = append(out, Problem{Source: src, Reason: "OOMKilled",
+				out = append(out, Problem{Source: src, Reason: "OOMKilled", seenOn: SeenOnPods,
 					Message: fmt.Sprintf("container %s was killed for using more memory than its limit (exit code %d)", cs.Name, last.ExitCode), Since: &t})
 			}
 		}
@@ -157,7 +188,7 @@ func deriveHealth(s *Summary, podIssues []Problem, warnings ...Problem) {
 		if len(problems) == 0 {
 			return Health{State: state, Reason: state}
 		}
-		return Health{State: state, Reason: problems[0].Reason, Message: problems[0].Message, Since: problems[0].Since}
+		return Health{State: state, Reason: problems[0].Reason, Message: problems[0].Message, Since: problems[0].Since, seenOn: problems[0].seenOn}
 	}
 	switch {
 	case s.Type == TypeTemplate:

@@ -599,7 +599,7 @@ func (s *Store) warningsAbout(ns string, ref InvolvedObjectRef) []Problem {
 			if t.IsZero() {
 				t = e.EventTime.UTC()
 			}
-			out = append(out, Problem{Source: ref, Reason: e.Reason, Message: e.Message, Since: &t})
+			out = append(out, Problem{Source: ref, Reason: e.Reason, Message: e.Message, Since: &t, seenOn: SeenOnEvents})
 		}
 	}
 	slices.SortFunc(out, func(a, b Problem) int { return b.Since.Compare(*a.Since) })
