@@ -3,6 +3,7 @@
 package integration
 
 import (
+	"encoding/json"
 	"testing"
 	"time"
 
@@ -54,6 +55,17 @@ func TestHealthReasonNeedsTheRightToSeeItsSource(t *testing.T) {
 	for _, p := range d.Problems {
 		assert.NotEqual(t, "Pod", p.Source.Kind, "no problem read from a pod: %+v", p)
 	}
+	// A list stream withholds it too.
+	status, stream := openWatch(t, env.serviceURL, nsPath(ns, "rayclusters")+"/watch", carol, "")
+	require.Equal(t, 200, status)
+	added := stream.next(t, 10*time.Second)
+	stream.close()
+	require.Equal(t, "ADDED", added.Name)
+	var item struct {
+		Health health `json:"health"`
+	}
+	require.NoError(t, json.Unmarshal(added.Data, &item))
+	assert.Equal(t, "Withheld", item.Health.Reason, "in the stream: %s", added.Data)
 	// Allowed to list pods there, carol sees the reason (once the verdict cached before has expired).
 	grantRole(t, ns, "carol", "pods-read", rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list"}})
 	eventually(t, 45*time.Second, "the reason shown to carol", func() bool { return listed().Reason == "Unschedulable" })
