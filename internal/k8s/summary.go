@@ -70,20 +70,20 @@ type WorkerGroup struct {
 
 // Summary is a list item: the same fields for every kind, plus a few per kind.
 type Summary struct {
-	Name         string        `json:"name"`
-	Namespace    string        `json:"namespace"`
-	Kind         string        `json:"kind"`
-	Type         string        `json:"type"`
-	Status       string        `json:"status"`
-	RayVersion   string        `json:"rayVersion"`
-	Creator      string        `json:"creator"`
+	Name       string `json:"name"`
+	Namespace  string `json:"namespace"`
+	Kind       string `json:"kind"`
+	Type       string `json:"type"`
+	Status     string `json:"status"`
+	RayVersion string `json:"rayVersion"`
+	Creator    string `json:"creator"`
 	// CreatorSigned says whether the service wrote the creator (signed, at a create made through it);
 	// false where anyone who may edit the object could have set it.
-	CreatorSigned bool `json:"creatorSigned"`
-	CreatedAt    time.Time     `json:"createdAt"`
-	Image        string        `json:"image"`
-	Head         HeadSummary   `json:"head"`
-	WorkerGroups []WorkerGroup `json:"workerGroups"`
+	CreatorSigned bool          `json:"creatorSigned"`
+	CreatedAt     time.Time     `json:"createdAt"`
+	Image         string        `json:"image"`
+	Head          HeadSummary   `json:"head"`
+	WorkerGroups  []WorkerGroup `json:"workerGroups"`
 	// Requested totals the head and every worker replica.
 	Requested Resources `json:"requested"`
 
