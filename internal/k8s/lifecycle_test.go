@@ -70,8 +70,28 @@ func newLifecycleEnv(t *testing.T, resource string) *lifecycleEnv {
 			return false, nil, nil
 		})
 	}
-	e.objs = &Objects{Kind: k, Clients: &Clients{Dynamic: e.dyn, Core: e.core.CoreV1()}, m: &Manager{Templates: testSigner(t)}}
+	e.objs = &Objects{Kind: k, Clients: &Clients{Dynamic: e.dyn, Core: e.core.CoreV1()}, m: &Manager{Templates: testSigner(t), Authz: &fakeAuthorizer{allowed: true}}}
 	return e
+}
+
+// A start or stop with nothing to do asks for the right the action needs, and answers Forbidden without it.
+func TestNothingToDoNeedsTheRight(t *testing.T) {
+	e := newLifecycleEnv(t, "rayclusters")
+	ctx := context.Background()
+	e.seed("asleep", nil)
+	_, err := e.objs.Stop(ctx, "team", "asleep")
+	require.NoError(t, err)
+	_, err = e.objs.Stop(ctx, "team", "asleep")
+	require.NoError(t, err)
+	authz := &fakeAuthorizer{allowed: false}
+	e.objs.m.Authz = authz
+	_, err = e.objs.Stop(ctx, "team", "asleep")
+	assert.True(t, apierrors.IsForbidden(err), "%v", err)
+	assert.Equal(t, []string{"patch rayclusters team/asleep"}, authz.asked)
+	authz.allowed = true
+	cur, err := e.objs.Stop(ctx, "team", "asleep")
+	require.NoError(t, err)
+	assert.True(t, cur.Unchanged, "nothing was written")
 }
 
 func testSigner(t *testing.T) *TemplateSigner {

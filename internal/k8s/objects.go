@@ -30,7 +30,8 @@ type Manager struct {
 	Store *Store
 	// Templates signs the templates the service writes and tells them from other ConfigMaps.
 	Templates *TemplateSigner
-	// Authz checks what the dashboard itself cannot: that the caller may update a RayJob it stops.
+	// Authz checks what the apiserver is not asked: that the caller may update a RayJob its dashboard
+	// stops, and holds the right a start or stop with nothing to do would have needed.
 	Authz Authorizer
 	// DeleteWait bounds how long a re-run waits for the finished object to go.
 	DeleteWait time.Duration
