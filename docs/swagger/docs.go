@@ -36,6 +36,7 @@ const docTemplate = `{
         },
         "/metrics": {
             "get": {
+                "description": "Unauthenticated, as Prometheus scrapes it. With metrics-listen set (as the chart sets it) it is\nserved only on that address, apart from the API, and this address answers 404.",
                 "produces": [
                     "text/plain"
                 ],
@@ -48,6 +49,12 @@ const docTemplate = `{
                         "description": "Prometheus text format",
                         "schema": {
                             "type": "string"
+                        }
+                    },
+                    "404": {
+                        "description": "served on the metrics address instead",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
                         }
                     }
                 }
@@ -2873,7 +2880,7 @@ const docTemplate = `{
                         "Bearer": []
                     }
                 ],
-                "description": "Starts the object; starting what already runs returns 200 and changes nothing.\nRayCluster: spec.suspend=false. RayJob: a suspended job resumes, a template is created, a finished\njob (Succeeded, Failed, Stopped) runs again: it is re-created from its spec under the same name.\nRayService: the template is created. A template is removed once its object exists; if a start is\ninterrupted, starting again completes it. Answers the object as it is afterwards. Templates are\ntrusted only as the service signed them: a ConfigMap of a template's name that the service did\nnot write, or that was changed since, is 409 and is never followed; what a template creates is\nalways the kind, namespace and name of the path.",
+                "description": "Starts the object; starting what already runs returns 200 and changes nothing, and is not recorded in\nthe audit trail. Nothing to do still needs the right to do it, as a patch that changes nothing does:\npatch on the kind (create for a RayService), else 403.\nRayCluster: spec.suspend=false. RayJob: a suspended job resumes, a template is created, a finished\njob (Succeeded, Failed, Stopped) runs again: it is re-created from its spec under the same name.\nRayService: the template is created. A template is removed once its object exists; if a start is\ninterrupted, starting again completes it. Answers the object as it is afterwards. Templates are\ntrusted only as the service signed them: a ConfigMap of a template's name that the service did\nnot write, or that was changed since, is 409 and is never followed; what a template creates is\nalways the kind, namespace and name of the path.",
                 "produces": [
                     "application/json"
                 ],
@@ -2986,7 +2993,7 @@ const docTemplate = `{
                         "Bearer": []
                     }
                 ],
-                "description": "Stops the object; stopping what is stopped (or stopping) returns 200 and changes nothing.\nRayCluster: spec.suspend=true. RayJob: spec.suspend=true where KubeRay allows it\n(shutdownAfterJobFinishes true, no clusterSelector); otherwise its Ray job is stopped through the\ncluster's Ray dashboard, for callers allowed to update the RayJob. RayService: the manifest is stored\nas a template, then the instance is deleted. A finished RayJob is 409, as is a job not yet submitted,\nand a ConfigMap of the template's name that the service did not write (it is never adopted).",
+                "description": "Stops the object; stopping what is stopped (or stopping) returns 200 and changes nothing, and is not\nrecorded in the audit trail. Nothing to do still needs the right to do it: patch on the kind where\nKubeRay suspends it, update for a RayJob stopped through its dashboard, delete for a RayService; else 403.\nRayCluster: spec.suspend=true. RayJob: spec.suspend=true where KubeRay allows it\n(shutdownAfterJobFinishes true, no clusterSelector); otherwise its Ray job is stopped through the\ncluster's Ray dashboard, for callers allowed to update the RayJob. RayService: the manifest is stored\nas a template, then the instance is deleted. A finished RayJob is 409, as is a job not yet submitted,\nand a ConfigMap of the template's name that the service did not write (it is never adopted).",
                 "produces": [
                     "application/json"
                 ],
@@ -3959,6 +3966,10 @@ const docTemplate = `{
                 "creator": {
                     "type": "string"
                 },
+                "creatorSigned": {
+                    "description": "CreatorSigned says whether the service wrote the creator (signed, at a create made through it);\nfalse where anyone who may edit the object could have set it.",
+                    "type": "boolean"
+                },
                 "dashboardURL": {
                     "type": "string",
                     "example": "/rest/ray/v1/namespaces/default/rayclusters/demo/dashboard/"
@@ -4016,7 +4027,7 @@ const docTemplate = `{
                     "type": "string"
                 },
                 "problems": {
-                    "description": "Problems are what holds the object back, each with the pod or object it was seen on.",
+                    "description": "Problems are what holds the object back, each with the pod or object it was seen on; those read\nfrom pods or Warning events only for a caller who may list them in the namespace.",
                     "type": "array",
                     "items": {
                         "$ref": "#/definitions/k8s.Problem"
@@ -4352,6 +4363,10 @@ const docTemplate = `{
                 "creator": {
                     "type": "string"
                 },
+                "creatorSigned": {
+                    "description": "CreatorSigned says whether the service wrote the creator (signed, at a create made through it);\nfalse where anyone who may edit the object could have set it.",
+                    "type": "boolean"
+                },
                 "dashboardURL": {
                     "type": "string",
                     "example": "/rest/ray/v1/namespaces/default/rayclusters/demo/dashboard/"
@@ -4409,7 +4424,7 @@ const docTemplate = `{
                     "type": "string"
                 },
                 "problems": {
-                    "description": "Problems are what holds the object back, each with the pod or object it was seen on.",
+                    "description": "Problems are what holds the object back, each with the pod or object it was seen on; those read\nfrom pods or Warning events only for a caller who may list them in the namespace.",
                     "type": "array",
                     "items": {
                         "$ref": "#/definitions/k8s.Problem"
@@ -4970,6 +4985,10 @@ const docTemplate = `{
                 },
                 "creator": {
                     "type": "string"
+                },
+                "creatorSigned": {
+                    "description": "CreatorSigned says whether the service wrote the creator (signed, at a create made through it);\nfalse where anyone who may edit the object could have set it.",
+                    "type": "boolean"
                 },
                 "endTime": {
                     "type": "string"
