@@ -64,7 +64,7 @@ func TestReloadsWhenTheFilesChange(t *testing.T) {
 func TestNeedsAWholePair(t *testing.T) {
 	dir := t.TempDir()
 	_, err := New(filepath.Join(dir, "tls.crt"), "", nil)
-	assert.ErrorContains(t, err, "both")
+	require.ErrorContains(t, err, "both")
 	_, err = New(filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key"), nil)
 	assert.ErrorContains(t, err, "tls.crt")
 }

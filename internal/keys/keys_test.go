@@ -58,9 +58,9 @@ func TestFromSecretRefusesWhatIsNoKey(t *testing.T) {
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "other", Namespace: "ray"}, Data: map[string][]byte{"password": []byte("x")}},
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "short", Namespace: "ray"}, Data: map[string][]byte{DataKey: []byte("short")}})
 	_, err := FromSecret(context.Background(), cs.CoreV1().Secrets("ray"), "ray", "other", DataKey)
-	assert.ErrorContains(t, err, "has no such key")
+	require.ErrorContains(t, err, "has no such key")
 	_, err = FromSecret(context.Background(), cs.CoreV1().Secrets("ray"), "ray", "short", DataKey)
-	assert.ErrorContains(t, err, "want at least 32")
+	require.ErrorContains(t, err, "want at least 32")
 	cs.PrependReactor("get", "secrets", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "secrets"}, "k", nil)
 	})
