@@ -185,11 +185,12 @@ func (s *Server) historyRecord(c *gin.Context) (*history.Record, bool) {
 //	@Summary		History record
 //	@Description	One object of the history, by its UID: the record, its manifest as last seen (what a rerun
 //	@Description	creates), the timeline of its normalized statuses as the service saw them, and its ending, read
-//	@Description	when it finished or was deleted: its last events (of it, its Ray clusters, their pods and its
-//	@Description	submitter), each pod's last state with each container's exit code and reason (OOMKilled among
-//	@Description	them), and the tail of the log its logs default to (a RayJob's submitter, else the head), which is
-//	@Description	shown only when the caller may get pods/log in the namespace now. 404 when there is no such record
-//	@Description	or it is in a namespace where the caller may not list the kind.
+//	@Description	when it finished or was deleted. Each part of the ending is shown only to a caller who may read
+//	@Description	it live in the namespace now, else left out: its last events (of it, its Ray clusters, their
+//	@Description	pods and its submitter) need list events; each pod's last state with each container's exit code,
+//	@Description	reason (OOMKilled among them) and message needs list pods; the tail of the log its logs default to
+//	@Description	(a RayJob's submitter, else the head) needs get pods/log. 404 when there is no such record or it
+//	@Description	is in a namespace where the caller may not list the kind.
 //	@Tags			history
 //	@Produce		json
 //	@Security		Bearer
@@ -203,14 +204,24 @@ func (s *Server) historyGet(c *gin.Context) {
 	if !ok {
 		return
 	}
-	if r.Ending != nil && r.Ending.Log != nil {
-		logs, err := s.Authz.Allowed(c.Request.Context(), token(c), auth.Attributes{Verb: "get", Resource: "pods", Subresource: "log", Namespace: r.Namespace})
-		if err != nil {
-			s.fail(c, err)
-			return
-		}
-		if !logs {
-			r.Ending.Log = nil
+	if r.Ending != nil {
+		// Each part only to who may read it live there: events, pods' states, the log.
+		for _, part := range []struct {
+			attrs auth.Attributes
+			hide  func(*k8s.Ending)
+		}{
+			{auth.Attributes{Verb: "list", Resource: "events", Namespace: r.Namespace}, func(e *k8s.Ending) { e.Events = nil }},
+			{auth.Attributes{Verb: "list", Resource: "pods", Namespace: r.Namespace}, func(e *k8s.Ending) { e.Pods = nil }},
+			{auth.Attributes{Verb: "get", Resource: "pods", Subresource: "log", Namespace: r.Namespace}, func(e *k8s.Ending) { e.Log = nil }},
+		} {
+			ok, err := s.Authz.Allowed(c.Request.Context(), token(c), part.attrs)
+			if err != nil {
+				s.fail(c, err)
+				return
+			}
+			if !ok {
+				part.hide(r.Ending)
+			}
 		}
 	}
 	d := HistoryDetail{Record: *r, Manifest: map[string]any{}}

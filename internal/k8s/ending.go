@@ -23,8 +23,8 @@ func (k *Kind) Finished(status string) bool {
 // and its submitter; each pod's last state; and the tail of the log an object's logs default to (a
 // RayJob's submitter, else the head).
 type Ending struct {
-	Events []EventInfo `json:"events"`
-	Pods   []PodEnd    `json:"pods"`
+	Events []EventInfo `json:"events,omitempty"`
+	Pods   []PodEnd    `json:"pods,omitempty"`
 	Log    *LogTail    `json:"log,omitempty"`
 }
 
