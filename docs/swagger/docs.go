@@ -325,7 +325,7 @@ const docTemplate = `{
                         "Bearer": []
                     }
                 ],
-                "description": "One object of the history, by its UID: the record, its manifest as last seen (what a rerun\ncreates), the timeline of its normalized statuses as the service saw them, and its ending, read\nwhen it finished or was deleted. Each part of the ending is shown only to a caller who may read\nit live in the namespace now, else left out: its last events (of it, its Ray clusters, their\npods and its submitter) need list events; each pod's last state with each container's exit code,\nreason (OOMKilled among them) and message needs list pods; the tail of the log its logs default to\n(a RayJob's submitter, else the head) needs get pods/log. 404 when there is no such record or it\nis in a namespace where the caller may not list the kind.",
+                "description": "One object of the history, by its UID: the record, its manifest as last seen (what a rerun\ncreates), the timeline of its normalized statuses as the service saw them, and its ending, read\nwhen it finished or was deleted. Each part of the ending is shown only to a caller who may read\nit live in the namespace now, else left out: its last events (of it, its Ray clusters, their\npods and its submitter) need list events; each pod's last state with each container's exit code,\nreason (OOMKilled among them) and message needs list pods; the tail of the log its logs default to\n(a RayJob's submitter, else the head), or why it could not be read, needs get pods/log. 404 when\nthere is no such record or it is in a namespace where the caller may not list the kind.",
                 "produces": [
                     "application/json"
                 ],
@@ -4698,6 +4698,11 @@ const docTemplate = `{
                 },
                 "log": {
                     "$ref": "#/definitions/k8s.LogTail"
+                },
+                "logOmitted": {
+                    "description": "LogOmitted says why there is no log tail when one was to be read and could not be.",
+                    "type": "string",
+                    "example": "the log tail could not be read within 20s"
                 },
                 "pods": {
                     "type": "array",

@@ -189,8 +189,8 @@ func (s *Server) historyRecord(c *gin.Context) (*history.Record, bool) {
 //	@Description	it live in the namespace now, else left out: its last events (of it, its Ray clusters, their
 //	@Description	pods and its submitter) need list events; each pod's last state with each container's exit code,
 //	@Description	reason (OOMKilled among them) and message needs list pods; the tail of the log its logs default to
-//	@Description	(a RayJob's submitter, else the head) needs get pods/log. 404 when there is no such record or it
-//	@Description	is in a namespace where the caller may not list the kind.
+//	@Description	(a RayJob's submitter, else the head), or why it could not be read, needs get pods/log. 404 when
+//	@Description	there is no such record or it is in a namespace where the caller may not list the kind.
 //	@Tags			history
 //	@Produce		json
 //	@Security		Bearer
@@ -212,7 +212,7 @@ func (s *Server) historyGet(c *gin.Context) {
 		}{
 			{auth.Attributes{Verb: "list", Resource: "events", Namespace: r.Namespace}, func(e *k8s.Ending) { e.Events = nil }},
 			{auth.Attributes{Verb: "list", Resource: "pods", Namespace: r.Namespace}, func(e *k8s.Ending) { e.Pods = nil }},
-			{auth.Attributes{Verb: "get", Resource: "pods", Subresource: "log", Namespace: r.Namespace}, func(e *k8s.Ending) { e.Log = nil }},
+			{auth.Attributes{Verb: "get", Resource: "pods", Subresource: "log", Namespace: r.Namespace}, func(e *k8s.Ending) { e.Log, e.LogOmitted = nil, "" }},
 		} {
 			ok, err := s.Authz.Allowed(c.Request.Context(), token(c), part.attrs)
 			if err != nil {
