@@ -107,18 +107,9 @@ func parseDSN(dsn string) (driver, source string, err error) {
 	return "", "", fmt.Errorf("history DSN %q: want sqlite:<file> or postgres://…", redact(dsn))
 }
 
-// Redact returns the DSN without its password, for logs and messages.
+// Redact returns the DSN without its secrets (a password in its user information or its query), for
+// logs and messages.
 func Redact(dsn string) string { return redact(dsn) }
-
-// redact keeps a DSN's password out of messages.
-func redact(dsn string) string {
-	if at := strings.LastIndex(dsn, "@"); at > 0 {
-		if scheme := strings.Index(dsn, "://"); scheme > 0 && scheme < at {
-			return dsn[:scheme+3] + "…" + dsn[at:]
-		}
-	}
-	return dsn
-}
 
 // Close closes the database.
 func (s *Store) Close() error { return s.db.Close() }
