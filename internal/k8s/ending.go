@@ -26,7 +26,9 @@ func (k *Kind) Finished(status string) bool {
 type Ending struct {
 	Events []EventInfo `json:"events,omitempty"`
 	Pods   []PodEnd    `json:"pods,omitempty"`
-	Log    *LogTail    `json:"log,omitempty"`
+	// PodsOmitted counts the pods left out past the history's bounds.
+	PodsOmitted int      `json:"podsOmitted,omitempty"`
+	Log         *LogTail `json:"log,omitempty"`
 	// LogOmitted says why there is no log tail when one was to be read and could not be.
 	LogOmitted string `json:"logOmitted,omitempty" example:"the log tail could not be read within 20s"`
 }

@@ -4,6 +4,7 @@ package integration
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -82,9 +83,15 @@ func TestAttackHistoryEndingNeedsEventAndPodRights(t *testing.T) {
 	assert.NotContains(t, seen, "log", "nor get pods/log")
 }
 
-// historyBytes is the size of a SQLite history on disk: its file and its write-ahead log.
+// historyBytes is the size of a SQLite history on disk, its write-ahead log checkpointed into it first
+// (the log keeps its size once grown, whatever it holds).
 func historyBytes(t *testing.T, file string) int64 {
 	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+file+"?_pragma=busy_timeout(10000)")
+	require.NoError(t, err)
+	defer func() { _ = db.Close() }()
+	var busy, pages, moved int
+	require.NoError(t, db.QueryRow(`PRAGMA wal_checkpoint(TRUNCATE)`).Scan(&busy, &pages, &moved))
 	var n int64
 	for _, f := range []string{file, file + "-wal"} {
 		if st, err := os.Stat(f); err == nil {
