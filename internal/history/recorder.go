@@ -555,18 +555,18 @@ func (r *Recorder) enforceQuotas(ctx context.Context, batch map[string]*change) 
 	}
 	r.mu.Unlock()
 	for _, ns := range due {
-		max := r.NamespaceMaxBytes
+		limit := r.NamespaceMaxBytes
 		if ns == "" {
-			max = r.MaxBytes
+			limit = r.MaxBytes
 		}
-		if max <= 0 {
+		if limit <= 0 {
 			continue
 		}
-		if n, err := r.Store.Shrink(ctx, ns, max); err != nil {
+		if n, err := r.Store.Shrink(ctx, ns, limit); err != nil {
 			r.Log.Warn("history: enforcing its bound in bytes", zap.String("namespace", ns), zap.Error(err))
 		} else if n > 0 {
 			r.Log.Info("history: records of ended objects removed past the bound in bytes", zap.String("namespace", ns),
-				zap.Int64("records", n), zap.Int64("bound", max))
+				zap.Int64("records", n), zap.Int64("bound", limit))
 		}
 	}
 }

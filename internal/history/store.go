@@ -452,9 +452,9 @@ func (s *Store) addTransitions(ctx context.Context, uid string, ts []Transition,
 }
 
 // Shrink removes the records of ended objects, oldest end first, until what the records of namespace
-// ns (""; all) take is at most max bytes; it returns how many it removed. Records of objects still
+// ns (""; all) take is at most limit bytes; it returns how many it removed. Records of objects still
 // there are kept.
-func (s *Store) Shrink(ctx context.Context, ns string, max int64) (int64, error) {
+func (s *Store) Shrink(ctx context.Context, ns string, limit int64) (int64, error) {
 	where, args := "", []any{}
 	if ns != "" {
 		where, args = "namespace = $1 AND ", []any{ns}
@@ -463,10 +463,10 @@ func (s *Store) Shrink(ctx context.Context, ns string, max int64) (int64, error)
 	if err := s.db.QueryRowContext(ctx, `SELECT COALESCE(SUM(`+recordBytes+`), 0) FROM records WHERE `+where+`1 = 1`, args...).Scan(&total); err != nil {
 		return 0, err
 	}
-	if total <= max {
+	if total <= limit {
 		return 0, nil
 	}
-	args = append(args, total-max)
+	args = append(args, total-limit)
 	res, err := s.db.ExecContext(ctx, `DELETE FROM records WHERE uid IN (
 		SELECT uid FROM (
 			SELECT uid, `+recordBytes+` AS size, SUM(`+recordBytes+`) OVER (ORDER BY COALESCE(finished_at, deleted_at), uid ROWS UNBOUNDED PRECEDING) AS upto
@@ -478,9 +478,9 @@ func (s *Store) Shrink(ctx context.Context, ns string, max int64) (int64, error)
 	return res.RowsAffected()
 }
 
-// OverQuota returns the namespaces whose records take more than max bytes.
-func (s *Store) OverQuota(ctx context.Context, max int64) ([]string, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT namespace FROM records GROUP BY namespace HAVING SUM(`+recordBytes+`) > $1`, max)
+// OverQuota returns the namespaces whose records take more than limit bytes.
+func (s *Store) OverQuota(ctx context.Context, limit int64) ([]string, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT namespace FROM records GROUP BY namespace HAVING SUM(`+recordBytes+`) > $1`, limit)
 	if err != nil {
 		return nil, err
 	}
