@@ -460,7 +460,7 @@ func (s *Store) Shrink(ctx context.Context, ns string, limit int64) (int64, erro
 		where, args = "namespace = $1 AND ", []any{ns}
 	}
 	var total int64
-	if err := s.db.QueryRowContext(ctx, `SELECT COALESCE(SUM(`+recordBytes+`), 0) FROM records WHERE `+where+`1 = 1`, args...).Scan(&total); err != nil {
+	if err := s.db.QueryRowContext(ctx, `SELECT CAST(COALESCE(SUM(`+recordBytes+`), 0) AS BIGINT) FROM records WHERE `+where+`1 = 1`, args...).Scan(&total); err != nil {
 		return 0, err
 	}
 	if total <= limit {
@@ -499,7 +499,7 @@ func (s *Store) OverQuota(ctx context.Context, limit int64) ([]string, error) {
 // Bytes is what the records of namespace ns ("": all) take, as the quotas count it.
 func (s *Store) Bytes(ctx context.Context, ns string) (int64, error) {
 	var total int64
-	err := s.db.QueryRowContext(ctx, `SELECT COALESCE(SUM(`+recordBytes+`), 0) FROM records WHERE namespace = $1 OR $1 = ''`, ns).Scan(&total)
+	err := s.db.QueryRowContext(ctx, `SELECT CAST(COALESCE(SUM(`+recordBytes+`), 0) AS BIGINT) FROM records WHERE namespace = $1 OR $1 = ''`, ns).Scan(&total)
 	return total, err
 }
 
