@@ -276,7 +276,8 @@ func startHistory(ctx context.Context, cfg *config.Config, restCfg *rest.Config,
 	}
 	r := &history.Recorder{Store: hs, Kinds: kinds, Dynamic: dyn, Core: core, Log: log,
 		Limits: k8s.EndingLimits{Events: 100, LogLines: 2000, LogBytes: 256 << 10},
-		MaxAge: cfg.HistoryMaxAge, MaxPerNamespace: cfg.HistoryMaxPerNamespace}
+		MaxAge: cfg.HistoryMaxAge, MaxPerNamespace: cfg.HistoryMaxPerNamespace,
+		NamespaceMaxBytes: cfg.HistoryNamespaceBytes, MaxBytes: cfg.HistoryBytes}
 	registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ray_service_history_leader",
 		Help: "1 while this replica writes the history."}, func() float64 {
 		if r.Leading() {
@@ -286,6 +287,8 @@ func startHistory(ctx context.Context, cfg *config.Config, restCfg *rest.Config,
 	}))
 	registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ray_service_history_writes_total",
 		Help: "Records this replica wrote into the history."}, func() float64 { return float64(r.Writes()) }))
+	registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ray_service_history_dropped_total",
+		Help: "Changes of deleted objects a full write queue of the history dropped."}, func() float64 { return float64(r.Dropped()) }))
 	lock := &resourcelock.LeaseLock{LeaseMeta: metav1.ObjectMeta{Name: cfg.HistoryLease, Namespace: ns},
 		Client: core.CoordinationV1(), LockConfig: resourcelock.ResourceLockConfig{Identity: instance + "-" + uuid.NewString()[:8]}}
 	released := make(chan struct{})

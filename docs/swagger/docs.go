@@ -332,7 +332,7 @@ const docTemplate = `{
                         "Bearer": []
                     }
                 ],
-                "description": "One object of the history, by its UID: the record, its manifest as last seen (what a rerun\ncreates), the timeline of its normalized statuses as the service saw them, and its ending, read\nwhen it finished or was deleted: its last events (of it, its Ray clusters, their pods and its\nsubmitter), each pod's last state with each container's exit code and reason (OOMKilled among\nthem), and the tail of the log its logs default to (a RayJob's submitter, else the head), which is\nshown only when the caller may get pods/log in the namespace now. 404 when there is no such record\nor it is in a namespace where the caller may not list the kind.",
+                "description": "One object of the history, by its UID: the record, its manifest as last seen (what a rerun\ncreates; one past 64 KiB is kept in part: its apiVersion, kind, name and namespace, and\nmanifestTruncated gives the whole one's size and sha256 and why), the timeline of its normalized\nstatuses as the service saw them (the first and the last 10; transitionsDropped counts those\nbetween), and its ending, read when it finished or was deleted. Each part of the ending is shown\nonly to a caller who may read it live in the namespace now, else left out: its last events (of it,\nits Ray clusters, their pods and its submitter) need list events; each pod's last state with each\ncontainer's exit code, reason (OOMKilled among them) and message needs list pods; the tail of the\nlog its logs default to (a RayJob's submitter, else the head), or why it could not be read, needs\nget pods/log. 404 when there is no such record or it is in a namespace where the caller may not\nlist the kind.",
                 "produces": [
                     "application/json"
                 ],
@@ -414,7 +414,7 @@ const docTemplate = `{
                         "Bearer": []
                     }
                 ],
-                "description": "Creates the object again, as the caller, from its manifest as last seen: in its namespace, under its\nname, with the caller as creator, and started; the same checks as a create (403 when the caller may\nnot create it there, 409 when an object of that name exists). The answer is the new object's detail.",
+                "description": "Creates the object again, as the caller, from its manifest as last seen: in its namespace, under its\nname, with the caller as creator, and started; the same checks as a create (403 when the caller may\nnot create it there, 409 when an object of that name exists). 409 also when the history kept its\nmanifest only in part (manifestTruncated): nothing is made of a part. The answer is the new\nobject's detail.",
                 "produces": [
                     "application/json"
                 ],
@@ -4143,6 +4143,14 @@ const docTemplate = `{
                     "type": "object",
                     "additionalProperties": {}
                 },
+                "manifestTruncated": {
+                    "description": "Cut says, when set, that the manifest was not kept whole: the manifest shown is what was kept\n(apiVersion, kind, name and namespace), and a rerun is refused.",
+                    "allOf": [
+                        {
+                            "$ref": "#/definitions/history.ManifestCut"
+                        }
+                    ]
+                },
                 "message": {
                     "type": "string"
                 },
@@ -4160,11 +4168,15 @@ const docTemplate = `{
                     "example": "Failed"
                 },
                 "timeline": {
-                    "description": "Timeline holds the status transitions observed, oldest first (filled by Get).",
+                    "description": "Timeline holds the status transitions observed, oldest first (filled by Get): the first 10 and\nthe last 10 of them (KeptTransitions).",
                     "type": "array",
                     "items": {
                         "$ref": "#/definitions/history.Transition"
                     }
+                },
+                "transitionsDropped": {
+                    "description": "TransitionsDropped counts the transitions dropped between the first and the last kept.",
+                    "type": "integer"
                 },
                 "uid": {
                     "type": "string"
@@ -4554,6 +4566,23 @@ const docTemplate = `{
                 }
             }
         },
+        "history.ManifestCut": {
+            "type": "object",
+            "properties": {
+                "reason": {
+                    "type": "string",
+                    "example": "past the history's bound of 64 KiB a manifest"
+                },
+                "sha256": {
+                    "type": "string",
+                    "example": "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+                },
+                "size": {
+                    "type": "integer",
+                    "example": 1048576
+                }
+            }
+        },
         "history.Record": {
             "type": "object",
             "properties": {
@@ -4585,6 +4614,14 @@ const docTemplate = `{
                     "type": "string",
                     "example": "RayJob"
                 },
+                "manifestTruncated": {
+                    "description": "Cut says, when set, that the manifest was not kept whole: the manifest shown is what was kept\n(apiVersion, kind, name and namespace), and a rerun is refused.",
+                    "allOf": [
+                        {
+                            "$ref": "#/definitions/history.ManifestCut"
+                        }
+                    ]
+                },
                 "message": {
                     "type": "string"
                 },
@@ -4602,11 +4639,15 @@ const docTemplate = `{
                     "example": "Failed"
                 },
                 "timeline": {
-                    "description": "Timeline holds the status transitions observed, oldest first (filled by Get).",
+                    "description": "Timeline holds the status transitions observed, oldest first (filled by Get): the first 10 and\nthe last 10 of them (KeptTransitions).",
                     "type": "array",
                     "items": {
                         "$ref": "#/definitions/history.Transition"
                     }
+                },
+                "transitionsDropped": {
+                    "description": "TransitionsDropped counts the transitions dropped between the first and the last kept.",
+                    "type": "integer"
                 },
                 "uid": {
                     "type": "string"
@@ -4714,11 +4755,20 @@ const docTemplate = `{
                 "log": {
                     "$ref": "#/definitions/k8s.LogTail"
                 },
+                "logOmitted": {
+                    "description": "LogOmitted says why there is no log tail when one was to be read and could not be.",
+                    "type": "string",
+                    "example": "the log tail could not be read within 20s"
+                },
                 "pods": {
                     "type": "array",
                     "items": {
                         "$ref": "#/definitions/k8s.PodEnd"
                     }
+                },
+                "podsOmitted": {
+                    "description": "PodsOmitted counts the pods left out past the history's bounds.",
+                    "type": "integer"
                 }
             }
         },

@@ -184,12 +184,16 @@ func (s *Server) historyRecord(c *gin.Context) (*history.Record, bool) {
 //
 //	@Summary		History record
 //	@Description	One object of the history, by its UID: the record, its manifest as last seen (what a rerun
-//	@Description	creates), the timeline of its normalized statuses as the service saw them, and its ending, read
-//	@Description	when it finished or was deleted: its last events (of it, its Ray clusters, their pods and its
-//	@Description	submitter), each pod's last state with each container's exit code and reason (OOMKilled among
-//	@Description	them), and the tail of the log its logs default to (a RayJob's submitter, else the head), which is
-//	@Description	shown only when the caller may get pods/log in the namespace now. 404 when there is no such record
-//	@Description	or it is in a namespace where the caller may not list the kind.
+//	@Description	creates; one past 64 KiB is kept in part: its apiVersion, kind, name and namespace, and
+//	@Description	manifestTruncated gives the whole one's size and sha256 and why), the timeline of its normalized
+//	@Description	statuses as the service saw them (the first and the last 10; transitionsDropped counts those
+//	@Description	between), and its ending, read when it finished or was deleted. Each part of the ending is shown
+//	@Description	only to a caller who may read it live in the namespace now, else left out: its last events (of it,
+//	@Description	its Ray clusters, their pods and its submitter) need list events; each pod's last state with each
+//	@Description	container's exit code, reason (OOMKilled among them) and message needs list pods; the tail of the
+//	@Description	log its logs default to (a RayJob's submitter, else the head), or why it could not be read, needs
+//	@Description	get pods/log. 404 when there is no such record or it is in a namespace where the caller may not
+//	@Description	list the kind.
 //	@Tags			history
 //	@Produce		json
 //	@Security		Bearer
@@ -203,14 +207,24 @@ func (s *Server) historyGet(c *gin.Context) {
 	if !ok {
 		return
 	}
-	if r.Ending != nil && r.Ending.Log != nil {
-		logs, err := s.Authz.Allowed(c.Request.Context(), token(c), auth.Attributes{Verb: "get", Resource: "pods", Subresource: "log", Namespace: r.Namespace})
-		if err != nil {
-			s.fail(c, err)
-			return
-		}
-		if !logs {
-			r.Ending.Log = nil
+	if r.Ending != nil {
+		// Each part only to who may read it live there: events, pods' states, the log.
+		for _, part := range []struct {
+			attrs auth.Attributes
+			hide  func(*k8s.Ending)
+		}{
+			{auth.Attributes{Verb: "list", Resource: "events", Namespace: r.Namespace}, func(e *k8s.Ending) { e.Events = nil }},
+			{auth.Attributes{Verb: "list", Resource: "pods", Namespace: r.Namespace}, func(e *k8s.Ending) { e.Pods, e.PodsOmitted = nil, 0 }},
+			{auth.Attributes{Verb: "get", Resource: "pods", Subresource: "log", Namespace: r.Namespace}, func(e *k8s.Ending) { e.Log, e.LogOmitted = nil, "" }},
+		} {
+			ok, err := s.Authz.Allowed(c.Request.Context(), token(c), part.attrs)
+			if err != nil {
+				s.fail(c, err)
+				return
+			}
+			if !ok {
+				part.hide(r.Ending)
+			}
 		}
 	}
 	d := HistoryDetail{Record: *r, Manifest: map[string]any{}}
@@ -228,7 +242,9 @@ func (s *Server) historyGet(c *gin.Context) {
 //	@Summary		Rerun from the history
 //	@Description	Creates the object again, as the caller, from its manifest as last seen: in its namespace, under its
 //	@Description	name, with the caller as creator, and started; the same checks as a create (403 when the caller may
-//	@Description	not create it there, 409 when an object of that name exists). The answer is the new object's detail.
+//	@Description	not create it there, 409 when an object of that name exists). 409 also when the history kept its
+//	@Description	manifest only in part (manifestTruncated): nothing is made of a part. The answer is the new
+//	@Description	object's detail.
 //	@Tags			history
 //	@Produce		json
 //	@Security		Bearer
@@ -246,6 +262,12 @@ func (s *Server) historyRerun(c *gin.Context) {
 	}
 	r := req(c)
 	obj := &unstructured.Unstructured{}
+	if cut := rec.Cut; cut != nil {
+		s.fail(c, statusError(http.StatusConflict, metav1.StatusReasonConflict, fmt.Sprintf(
+			"the history kept the manifest of %s only in part (%s; the whole one was %d bytes, sha256 %s): it cannot be rerun",
+			rec.UID, cut.Reason, cut.Size, cut.SHA256)))
+		return
+	}
 	if err := json.Unmarshal([]byte(rec.Spec), &obj.Object); err != nil || rec.Spec == "" {
 		s.fail(c, statusError(http.StatusConflict, metav1.StatusReasonConflict, fmt.Sprintf("the history holds no manifest of %s", rec.UID)))
 		return

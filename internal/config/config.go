@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"ray-service/internal/keys"
 )
@@ -93,6 +94,13 @@ type Config struct {
 	// HistoryMaxAge and HistoryMaxPerNamespace bound the records of ended objects (0: no bound).
 	HistoryMaxAge          time.Duration `mapstructure:"history-max-age"`
 	HistoryMaxPerNamespace int           `mapstructure:"history-max-per-namespace"`
+	// HistoryNamespaceQuota and HistoryQuota bound in bytes what the records of one namespace and of
+	// all take (quantities such as 64Mi; 0: no bound): past them the records of ended objects are
+	// removed, oldest first. HistoryNamespaceBytes and HistoryBytes are their values.
+	HistoryNamespaceQuota string `mapstructure:"history-namespace-quota"`
+	HistoryQuota          string `mapstructure:"history-quota"`
+	HistoryNamespaceBytes int64  `mapstructure:"-"`
+	HistoryBytes          int64  `mapstructure:"-"`
 }
 
 // Load reads the configuration. args are the command-line arguments without the program name.
@@ -137,6 +145,8 @@ func Load(args []string) (*Config, error) {
 	fs.String("history-lease-namespace", "", "the Lease's namespace (empty: the service's own namespace, else default)")
 	fs.Duration("history-max-age", 30*24*time.Hour, "how long records of ended objects are kept (0: no bound)")
 	fs.Int("history-max-per-namespace", 10000, "the most records of ended objects kept per namespace (0: no bound)")
+	fs.String("history-namespace-quota", "64Mi", "the most bytes the records of one namespace take; past it the oldest ended are removed (0: no bound)")
+	fs.String("history-quota", "1Gi", "the most bytes all records take; past it the oldest ended are removed (0: no bound)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -188,6 +198,16 @@ func Load(args []string) (*Config, error) {
 	}
 	if c.HistoryMaxAge < 0 || c.HistoryMaxPerNamespace < 0 {
 		return nil, fmt.Errorf("history-max-age and history-max-per-namespace: want 0 (no bound) or more")
+	}
+	for _, q := range []struct {
+		flag, value string
+		to          *int64
+	}{{"history-namespace-quota", c.HistoryNamespaceQuota, &c.HistoryNamespaceBytes}, {"history-quota", c.HistoryQuota, &c.HistoryBytes}} {
+		v, err := resource.ParseQuantity(q.value)
+		if err != nil || v.Sign() < 0 {
+			return nil, fmt.Errorf("%s %q: want a size in bytes such as 64Mi or 1Gi (0: no bound)", q.flag, q.value)
+		}
+		*q.to = v.Value()
 	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":

@@ -45,3 +45,21 @@ func TestLoadRefusals(t *testing.T) {
 	_, err = Load([]string{"--no-such-flag"})
 	assert.Error(t, err)
 }
+
+// The history's quotas in bytes are quantities: 64Mi and 1Gi by default, 0 for no bound; anything else
+// is refused, naming the flag.
+func TestHistoryQuotas(t *testing.T) {
+	t.Setenv("RAY_SERVICE_TEMPLATE_KEY_FILE", "/keys/template")
+	c, err := Load(nil)
+	require.NoError(t, err)
+	assert.Equal(t, int64(64<<20), c.HistoryNamespaceBytes)
+	assert.Equal(t, int64(1<<30), c.HistoryBytes)
+	c, err = Load([]string{"--history-namespace-quota", "0", "--history-quota", "500M"})
+	require.NoError(t, err)
+	assert.Zero(t, c.HistoryNamespaceBytes)
+	assert.Equal(t, int64(500_000_000), c.HistoryBytes)
+	for _, bad := range []string{"lots", "-1Mi"} {
+		_, err = Load([]string{"--history-namespace-quota", bad})
+		require.ErrorContains(t, err, "history-namespace-quota", bad)
+	}
+}

@@ -35,6 +35,15 @@ type Recorder struct {
 	// Retention bounds the records of ended objects: by age (0: none) and per namespace (0: none).
 	MaxAge          time.Duration
 	MaxPerNamespace int
+	// NamespaceMaxBytes and MaxBytes bound what the records of one namespace and of all take (0: no
+	// bound): past them the records of ended objects are removed, oldest end first. Records of objects
+	// still there are kept.
+	NamespaceMaxBytes, MaxBytes int64
+	// MaxPending and MaxPendingBytes bound what waits to be written (0: defaults): past the bytes the
+	// changes queued keep only their newest state, without the pods of a deleted object; past the
+	// count, the changes of deleted objects queued first are dropped.
+	MaxPending      int
+	MaxPendingBytes int64
 
 	leading atomic.Bool
 	mu      sync.Mutex
@@ -44,7 +53,22 @@ type Recorder struct {
 	once    sync.Once
 	// writes counts the records written, for the service's metrics.
 	writes atomic.Int64
+	// pendingBytes is about what pending takes; seq orders the changes queued.
+	pendingBytes int64
+	seq          uint64
+	// dropped counts the changes dropped from a full queue.
+	dropped atomic.Int64
+	// grown is what was written per namespace since its quota was last enforced (mu).
+	grown map[string]int64
 }
+
+// The defaults of the queue's bounds.
+const (
+	defaultMaxPending      = 10000
+	defaultMaxPendingBytes = 64 << 20
+	// quotaEvery is how many bytes written into a namespace make its quota enforced again.
+	quotaEvery = 1 << 20
+)
 
 // known is what the leader knows it recorded of an object.
 type known struct {
@@ -68,11 +92,60 @@ type change struct {
 	pods []corev1.Pod
 	// goneOnly: the object went while no replica wrote; only the time it was found gone is new.
 	goneOnly bool
+	// dropped counts the transitions dropped before they were written (the first and the last
+	// KeptTransitions are kept).
+	dropped int64
+	seq     uint64
+	bytes   int64
+}
+
+// size is about what a change takes in memory.
+func (c *change) size() int64 {
+	n := int64(512 + len(c.record.Spec) + len(c.record.Message) + transitionBytes*len(c.transitions))
+	for i := range c.pods {
+		n += int64(c.pods[i].Size())
+	}
+	return n
+}
+
+// slimPod keeps of a pod what its ending is read from: its name, labels, containers' names and status.
+func slimPod(p *corev1.Pod) corev1.Pod {
+	out := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID, Labels: p.Labels,
+		CreationTimestamp: p.CreationTimestamp, DeletionTimestamp: p.DeletionTimestamp}, Status: p.Status}
+	for _, c := range p.Spec.InitContainers {
+		out.Spec.InitContainers = append(out.Spec.InitContainers, corev1.Container{Name: c.Name})
+	}
+	for _, c := range p.Spec.Containers {
+		out.Spec.Containers = append(out.Spec.Containers, corev1.Container{Name: c.Name})
+	}
+	out.Status.ContainerStatuses = slimStatuses(out.Status.ContainerStatuses)
+	out.Status.InitContainerStatuses = slimStatuses(out.Status.InitContainerStatuses)
+	return out
+}
+
+func slimStatuses(in []corev1.ContainerStatus) []corev1.ContainerStatus {
+	out := make([]corev1.ContainerStatus, len(in))
+	for i, cs := range in {
+		for _, st := range []*corev1.ContainerState{&cs.State, &cs.LastTerminationState} {
+			if st.Terminated != nil {
+				t := *st.Terminated
+				t.Message = clip(t.Message, MaxMessageBytes)
+				st.Terminated = &t
+			}
+			if st.Waiting != nil {
+				w := *st.Waiting
+				w.Message = clip(w.Message, MaxMessageBytes)
+				st.Waiting = &w
+			}
+		}
+		out[i] = cs
+	}
+	return out
 }
 
 func (r *Recorder) init() {
 	r.once.Do(func() {
-		r.known, r.pending, r.wake = map[string]*known{}, map[string]*change{}, make(chan struct{}, 1)
+		r.known, r.pending, r.wake, r.grown = map[string]*known{}, map[string]*change{}, make(chan struct{}, 1), map[string]int64{}
 	})
 }
 
@@ -81,6 +154,9 @@ func (r *Recorder) Leading() bool { return r.leading.Load() }
 
 // Writes is how many record writes this replica made.
 func (r *Recorder) Writes() int64 { return r.writes.Load() }
+
+// Dropped is how many changes a full queue dropped.
+func (r *Recorder) Dropped() int64 { return r.dropped.Load() }
 
 // Observe records a version of an object (k8s.Observer); only what changed is queued.
 func (r *Recorder) Observe(k *k8s.Kind, o *unstructured.Unstructured, s *k8s.Summary) {
@@ -111,7 +187,8 @@ func (r *Recorder) observeLocked(k *k8s.Kind, o *unstructured.Unstructured, s *k
 	c := &change{kind: k}
 	changed := fresh || reason != kn.reason
 	if fresh || o.GetGeneration() != kn.generation {
-		rec.Spec, rec.Generation = manifest(k, o), o.GetGeneration()
+		rec.Spec, rec.Cut = boundManifest(manifest(k, o))
+		rec.Generation = o.GetGeneration()
 		kn.generation, changed = o.GetGeneration(), true
 	}
 	if s.Status != kn.status && s.Status != "" {
@@ -164,10 +241,11 @@ func (r *Recorder) goneLocked(k *k8s.Kind, e *k8s.Entry, pods []corev1.Pod, now 
 	if rec.Status == "" {
 		rec.Status = s.Status
 	}
-	if pods == nil {
-		pods = []corev1.Pod{}
+	slim := make([]corev1.Pod, len(pods))
+	for i := range pods {
+		slim[i] = slimPod(&pods[i])
 	}
-	r.queueLocked(&change{kind: k, record: rec, readEnding: !kn.ended, clusters: kn.clusters, pods: pods})
+	r.queueLocked(&change{kind: k, record: rec, readEnding: !kn.ended, clusters: kn.clusters, pods: slim})
 }
 
 // queueLocked merges c into what is still to be written of its object.
@@ -175,7 +253,7 @@ func (r *Recorder) queueLocked(c *change) {
 	uid := c.record.UID
 	if p := r.pending[uid]; p != nil {
 		if c.record.Spec == "" {
-			c.record.Spec, c.record.Generation = p.record.Spec, p.record.Generation
+			c.record.Spec, c.record.Generation, c.record.Cut = p.record.Spec, p.record.Generation, p.record.Cut
 		}
 		if c.record.FinishedAt == nil {
 			c.record.FinishedAt = p.record.FinishedAt
@@ -184,16 +262,76 @@ func (r *Recorder) queueLocked(c *change) {
 			c.record.Message = p.record.Message
 		}
 		c.transitions = append(p.transitions, c.transitions...)
+		c.dropped += p.dropped
 		c.readEnding = c.readEnding || p.readEnding
 		if c.pods == nil {
 			c.pods = p.pods
 		}
 		c.goneOnly = c.goneOnly && p.goneOnly
+		r.pendingBytes -= p.bytes
 	}
+	if over := len(c.transitions) - 2*KeptTransitions; over > 0 {
+		c.transitions = append(c.transitions[:KeptTransitions:KeptTransitions], c.transitions[KeptTransitions+over:]...)
+		c.dropped += int64(over)
+	}
+	r.seq++
+	c.seq, c.bytes = r.seq, c.size()
 	r.pending[uid] = c
+	r.pendingBytes += c.bytes
+	r.boundQueueLocked(c)
 	select {
 	case r.wake <- struct{}{}:
 	default:
+	}
+}
+
+// boundQueueLocked keeps what waits to be written within its bounds (c is the change just queued).
+// Past the bytes, the changes keep their newest state only: no pods of a deleted object (its ending
+// lists them, if any are left) and, of a manifest, what a record keeps of one past MaxManifestBytes.
+// Past the count, the changes of deleted objects queued first are dropped; the newest state of an
+// object still there is never dropped (a new leader would read it again, not this one).
+func (r *Recorder) boundQueueLocked(c *change) {
+	maxBytes, maxCount := r.MaxPendingBytes, r.MaxPending
+	if maxBytes <= 0 {
+		maxBytes = defaultMaxPendingBytes
+	}
+	if maxCount <= 0 {
+		maxCount = defaultMaxPending
+	}
+	slim := func(p *change) {
+		p.pods = nil
+		if len(p.record.Spec) > 4<<10 && p.record.Cut == nil {
+			p.record.Spec, p.record.Cut = cutManifest(p.record.Spec, "the history's write queue was full")
+		}
+		r.pendingBytes -= p.bytes
+		p.bytes = p.size()
+		r.pendingBytes += p.bytes
+	}
+	if r.pendingBytes > maxBytes {
+		slim(c)
+	}
+	if r.pendingBytes > maxBytes {
+		for _, p := range r.pending {
+			slim(p)
+		}
+		r.Log.Warn("history: the write queue is full: the changes queued keep their newest state only",
+			zap.Int("changes", len(r.pending)), zap.Int64("bytes", r.pendingBytes))
+	}
+	for len(r.pending) > maxCount {
+		var oldest *change
+		for _, p := range r.pending {
+			if p.record.DeletedAt != nil && (oldest == nil || p.seq < oldest.seq) {
+				oldest = p
+			}
+		}
+		if oldest == nil {
+			return
+		}
+		delete(r.pending, oldest.record.UID)
+		r.pendingBytes -= oldest.bytes
+		if r.dropped.Add(1)%1000 == 1 {
+			r.Log.Warn("history: the write queue is full: changes of deleted objects dropped", zap.Int64("dropped", r.dropped.Load()))
+		}
 	}
 }
 
@@ -354,7 +492,7 @@ func (r *Recorder) write(ctx context.Context) {
 		}
 		r.mu.Lock()
 		batch := r.pending
-		r.pending = map[string]*change{}
+		r.pending, r.pendingBytes = map[string]*change{}, 0
 		r.mu.Unlock()
 		failed := false
 		for uid, c := range batch {
@@ -369,17 +507,23 @@ func (r *Recorder) write(ctx context.Context) {
 				r.Log.Warn("history: writing a record", zap.String("uid", uid), zap.Error(err))
 				r.mu.Lock()
 				if r.leading.Load() {
-					if later := r.pending[uid]; later != nil {
-						r.pending[uid] = c
+					later := r.pending[uid]
+					if later != nil {
+						r.pendingBytes -= later.bytes
+					}
+					r.pending[uid] = c
+					r.pendingBytes += c.bytes
+					if later != nil {
 						r.queueLocked(later)
 					} else {
-						r.pending[uid] = c
+						r.boundQueueLocked(c)
 					}
 				}
 				r.mu.Unlock()
 				failed = true
 			}
 		}
+		r.enforceQuotas(ctx, batch)
 		if failed {
 			select {
 			case <-ctx.Done():
@@ -394,6 +538,39 @@ func (r *Recorder) write(ctx context.Context) {
 	}
 }
 
+// enforceQuotas removes the oldest records of ended objects of each namespace the batch wrote into, once
+// more than quotaEvery was written there since, past NamespaceMaxBytes; and of all past MaxBytes.
+func (r *Recorder) enforceQuotas(ctx context.Context, batch map[string]*change) {
+	r.mu.Lock()
+	var due []string
+	for _, c := range batch {
+		r.grown[c.record.Namespace] += c.bytes
+		r.grown[""] += c.bytes
+	}
+	for ns, n := range r.grown {
+		if n >= quotaEvery {
+			due = append(due, ns)
+			delete(r.grown, ns)
+		}
+	}
+	r.mu.Unlock()
+	for _, ns := range due {
+		limit := r.NamespaceMaxBytes
+		if ns == "" {
+			limit = r.MaxBytes
+		}
+		if limit <= 0 {
+			continue
+		}
+		if n, err := r.Store.Shrink(ctx, ns, limit); err != nil {
+			r.Log.Warn("history: enforcing its bound in bytes", zap.String("namespace", ns), zap.Error(err))
+		} else if n > 0 {
+			r.Log.Info("history: records of ended objects removed past the bound in bytes", zap.String("namespace", ns),
+				zap.Int64("records", n), zap.Int64("bound", limit))
+		}
+	}
+}
+
 func (r *Recorder) writeOne(ctx context.Context, c *change) error {
 	if c.goneOnly {
 		return r.Store.MarkDeleted(ctx, c.record.UID, *c.record.DeletedAt)
@@ -402,10 +579,12 @@ func (r *Recorder) writeOne(ctx context.Context, c *change) error {
 		return err
 	}
 	r.writes.Add(1)
-	for _, t := range c.transitions {
-		if err := r.Store.AddTransition(ctx, c.record.UID, t); err != nil {
+	if len(c.transitions) > 0 || c.dropped > 0 {
+		if err := r.Store.addTransitions(ctx, c.record.UID, c.transitions, c.dropped); err != nil {
 			return err
 		}
+		// Written: a retry of what follows adds them no more (the count of dropped ones would grow).
+		c.transitions, c.dropped = nil, 0
 	}
 	if c.readEnding {
 		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -420,6 +599,27 @@ func (r *Recorder) writeOne(ctx context.Context, c *change) error {
 		c.readEnding = false
 	}
 	return nil
+}
+
+// shrinkAll enforces the bounds in bytes of every namespace, then of all.
+func (r *Recorder) shrinkAll(ctx context.Context) {
+	var over []string
+	if r.NamespaceMaxBytes > 0 {
+		var err error
+		if over, err = r.Store.OverQuota(ctx, r.NamespaceMaxBytes); err != nil {
+			r.Log.Warn("history: reading what each namespace takes", zap.Error(err))
+		}
+	}
+	for _, ns := range over {
+		if _, err := r.Store.Shrink(ctx, ns, r.NamespaceMaxBytes); err != nil {
+			r.Log.Warn("history: enforcing its bound in bytes", zap.String("namespace", ns), zap.Error(err))
+		}
+	}
+	if r.MaxBytes > 0 {
+		if _, err := r.Store.Shrink(ctx, "", r.MaxBytes); err != nil {
+			r.Log.Warn("history: enforcing its bound in bytes", zap.Error(err))
+		}
+	}
 }
 
 // prune enforces the retention while this replica leads, at start and every hour, and refreshes the
@@ -438,6 +638,7 @@ func (r *Recorder) prune(ctx context.Context) {
 			} else if n > 0 {
 				r.Log.Info("history: records past the retention removed", zap.Int64("records", n))
 			}
+			r.shrinkAll(ctx)
 			if err := r.Store.Optimize(ctx); err != nil {
 				r.Log.Warn("history: refreshing the query planner's statistics", zap.Error(err))
 			}

@@ -41,8 +41,14 @@ type Record struct {
 	DeletedAt  *time.Time `json:"deletedAt,omitempty"`
 	// Generation is the object's metadata.generation when its spec was recorded.
 	Generation int64 `json:"-"`
-	// Timeline holds the status transitions observed, oldest first (filled by Get).
+	// Timeline holds the status transitions observed, oldest first (filled by Get): the first 10 and
+	// the last 10 of them (KeptTransitions).
 	Timeline []Transition `json:"timeline,omitempty"`
+	// TransitionsDropped counts the transitions dropped between the first and the last kept.
+	TransitionsDropped int64 `json:"transitionsDropped,omitempty"`
+	// Cut says, when set, that the manifest was not kept whole: the manifest shown is what was kept
+	// (apiVersion, kind, name and namespace), and a rerun is refused.
+	Cut *ManifestCut `json:"manifestTruncated,omitempty"`
 	// Ending is what explains how it ended, read when it finished or went (filled by Get).
 	Ending *k8s.Ending `json:"ending,omitempty"`
 	// EndingReadAt is when the ending was read.
@@ -107,18 +113,9 @@ func parseDSN(dsn string) (driver, source string, err error) {
 	return "", "", fmt.Errorf("history DSN %q: want sqlite:<file> or postgres://…", redact(dsn))
 }
 
-// Redact returns the DSN without its password, for logs and messages.
+// Redact returns the DSN without its secrets (a password in its user information or its query), for
+// logs and messages.
 func Redact(dsn string) string { return redact(dsn) }
-
-// redact keeps a DSN's password out of messages.
-func redact(dsn string) string {
-	if at := strings.LastIndex(dsn, "@"); at > 0 {
-		if scheme := strings.Index(dsn, "://"); scheme > 0 && scheme < at {
-			return dsn[:scheme+3] + "…" + dsn[at:]
-		}
-	}
-	return dsn
-}
 
 // Close closes the database.
 func (s *Store) Close() error { return s.db.Close() }
@@ -165,7 +162,27 @@ var migrations = []string{
 		at BIGINT NOT NULL,
 		PRIMARY KEY (uid, status, at)
 	);`,
+	// 2: what each record takes, for the bounds: the bytes of its manifest and ending and its count of
+	// transitions (those kept, those dropped), counted for the records already there; what a manifest
+	// kept in part was. Quotas per namespace sum the records of a namespace by their end.
+	`ALTER TABLE records ADD COLUMN spec_bytes BIGINT NOT NULL DEFAULT 0;
+	ALTER TABLE records ADD COLUMN ending_bytes BIGINT NOT NULL DEFAULT 0;
+	ALTER TABLE records ADD COLUMN transition_count BIGINT NOT NULL DEFAULT 0;
+	ALTER TABLE records ADD COLUMN transitions_dropped BIGINT NOT NULL DEFAULT 0;
+	ALTER TABLE manifests ADD COLUMN whole_bytes BIGINT NOT NULL DEFAULT 0;
+	ALTER TABLE manifests ADD COLUMN whole_sha256 TEXT NOT NULL DEFAULT '';
+	ALTER TABLE manifests ADD COLUMN cut_reason TEXT NOT NULL DEFAULT '';
+	UPDATE records SET
+		spec_bytes = COALESCE((SELECT LENGTH(spec) FROM manifests m WHERE m.uid = records.uid), 0),
+		ending_bytes = COALESCE((SELECT LENGTH(body) FROM endings e WHERE e.uid = records.uid), 0),
+		transition_count = (SELECT COUNT(*) FROM transitions t WHERE t.uid = records.uid);
+	CREATE INDEX records_by_namespace_ended ON records (namespace, (COALESCE(finished_at, deleted_at)), uid)`,
 }
+
+// recordBytes is what a record takes, as the quotas count it: its row, manifest, ending and
+// transitions.
+const recordBytes = `(256 + LENGTH(kind) + LENGTH(namespace) + LENGTH(name) + LENGTH(creator) + LENGTH(reason) + LENGTH(message)
+	+ spec_bytes + ending_bytes + 64 * transition_count)`
 
 // SchemaVersion is the schema version this service brings a database to.
 var SchemaVersion = len(migrations)
@@ -248,27 +265,38 @@ func unixOrNil(t *time.Time) any {
 // Put writes a record as it is now; writing it again with the same content changes nothing. Times
 // once set (finished, deleted) are kept: a later write without them does not erase them.
 func (s *Store) Put(ctx context.Context, r Record) error {
+	clipRecord(&r)
+	if r.Cut == nil {
+		r.Spec, r.Cut = boundManifest(r.Spec)
+	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = tx.Rollback() }()
 	if _, err := tx.ExecContext(ctx, `
-		INSERT INTO records (uid, kind, namespace, name, creator, status, reason, message, created_at, finished_at, deleted_at, generation)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+		INSERT INTO records (uid, kind, namespace, name, creator, status, reason, message, created_at, finished_at, deleted_at, generation, spec_bytes)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $14)
 		ON CONFLICT (uid) DO UPDATE SET
 			creator = excluded.creator,
 			generation = CASE WHEN $13 THEN excluded.generation ELSE records.generation END,
+			spec_bytes = CASE WHEN $13 THEN excluded.spec_bytes ELSE records.spec_bytes END,
 			status = excluded.status, reason = excluded.reason, message = excluded.message,
 			finished_at = COALESCE(excluded.finished_at, records.finished_at),
 			deleted_at = COALESCE(excluded.deleted_at, records.deleted_at)`,
 		r.UID, r.Kind, r.Namespace, r.Name, r.Creator, r.Status, r.Reason, r.Message, r.CreatedAt.UnixNano(),
-		unixOrNil(r.FinishedAt), unixOrNil(r.DeletedAt), r.Generation, r.Spec != ""); err != nil {
+		unixOrNil(r.FinishedAt), unixOrNil(r.DeletedAt), r.Generation, r.Spec != "", len(r.Spec)); err != nil {
 		return err
 	}
 	if r.Spec != "" {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO manifests (uid, spec) VALUES ($1, $2)
-			ON CONFLICT (uid) DO UPDATE SET spec = excluded.spec`, r.UID, r.Spec); err != nil {
+		var whole int64
+		var sum, why string
+		if r.Cut != nil {
+			whole, sum, why = r.Cut.Size, r.Cut.SHA256, r.Cut.Reason
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO manifests (uid, spec, whole_bytes, whole_sha256, cut_reason) VALUES ($1, $2, $3, $4, $5)
+			ON CONFLICT (uid) DO UPDATE SET spec = excluded.spec, whole_bytes = excluded.whole_bytes, whole_sha256 = excluded.whole_sha256,
+			cut_reason = excluded.cut_reason`, r.UID, r.Spec, whole, sum, why); err != nil {
 			return err
 		}
 	}
@@ -276,14 +304,25 @@ func (s *Store) Put(ctx context.Context, r Record) error {
 }
 
 // PutEnding records what explains how uid ended, read at a time; a later reading replaces it.
+// The ending is cut to its bounds first (boundEnding).
 func (s *Store) PutEnding(ctx context.Context, uid string, e *k8s.Ending, at time.Time) error {
-	body, err := json.Marshal(e)
+	body, err := json.Marshal(boundEnding(e))
 	if err != nil {
 		return err
 	}
-	_, err = s.db.ExecContext(ctx, `INSERT INTO endings (uid, read_at, body) VALUES ($1, $2, $3)
-		ON CONFLICT (uid) DO UPDATE SET read_at = excluded.read_at, body = excluded.body`, uid, at.UnixNano(), string(body))
-	return err
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }()
+	if _, err = tx.ExecContext(ctx, `INSERT INTO endings (uid, read_at, body) VALUES ($1, $2, $3)
+		ON CONFLICT (uid) DO UPDATE SET read_at = excluded.read_at, body = excluded.body`, uid, at.UnixNano(), string(body)); err != nil {
+		return err
+	}
+	if _, err = tx.ExecContext(ctx, `UPDATE records SET ending_bytes = $1 WHERE uid = $2`, len(body), uid); err != nil {
+		return err
+	}
+	return tx.Commit()
 }
 
 // MarkDeleted records that uid went at a time, unless a time is recorded already.
@@ -364,10 +403,104 @@ func (s *Store) Prune(ctx context.Context, endedBefore time.Time, keep int) (int
 }
 
 // AddTransition records that uid reached status at a time; the same transition again is no change.
+// Of an object's transitions the first and the last KeptTransitions are kept: one past them drops the
+// oldest of those between, and counts it.
 func (s *Store) AddTransition(ctx context.Context, uid string, t Transition) error {
-	_, err := s.db.ExecContext(ctx, `INSERT INTO transitions (uid, status, at) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`,
-		uid, t.Status, t.At.UnixNano())
-	return err
+	return s.addTransitions(ctx, uid, []Transition{t}, 0)
+}
+
+// addTransitions records transitions of uid, and dropped more that were dropped before they were
+// written.
+func (s *Store) addTransitions(ctx context.Context, uid string, ts []Transition, dropped int64) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }()
+	added := int64(0)
+	for _, t := range ts {
+		res, err := tx.ExecContext(ctx, `INSERT INTO transitions (uid, status, at) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`,
+			uid, t.Status, t.At.UnixNano())
+		if err != nil {
+			return err
+		}
+		n, _ := res.RowsAffected()
+		added += n
+	}
+	if added == 0 && dropped == 0 {
+		return tx.Commit()
+	}
+	var count int64
+	if err := tx.QueryRowContext(ctx, `UPDATE records SET transition_count = transition_count + $1, transitions_dropped = transitions_dropped + $2
+		WHERE uid = $3 RETURNING transition_count`, added, dropped, uid).Scan(&count); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return tx.Commit()
+		}
+		return err
+	}
+	if over := count - 2*KeptTransitions; over > 0 {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM transitions WHERE uid = $1 AND (status, at) IN (
+			SELECT status, at FROM transitions WHERE uid = $1 ORDER BY at, status LIMIT $2 OFFSET $3)`, uid, over, KeptTransitions); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE records SET transition_count = transition_count - $1, transitions_dropped = transitions_dropped + $1
+			WHERE uid = $2`, over, uid); err != nil {
+			return err
+		}
+	}
+	return tx.Commit()
+}
+
+// Shrink removes the records of ended objects, oldest end first, until what the records of namespace
+// ns (""; all) take is at most limit bytes; it returns how many it removed. Records of objects still
+// there are kept.
+func (s *Store) Shrink(ctx context.Context, ns string, limit int64) (int64, error) {
+	where, args := "", []any{}
+	if ns != "" {
+		where, args = "namespace = $1 AND ", []any{ns}
+	}
+	var total int64
+	if err := s.db.QueryRowContext(ctx, `SELECT CAST(COALESCE(SUM(`+recordBytes+`), 0) AS BIGINT) FROM records WHERE `+where+`1 = 1`, args...).Scan(&total); err != nil {
+		return 0, err
+	}
+	if total <= limit {
+		return 0, nil
+	}
+	args = append(args, total-limit)
+	res, err := s.db.ExecContext(ctx, `DELETE FROM records WHERE uid IN (
+		SELECT uid FROM (
+			SELECT uid, `+recordBytes+` AS size, SUM(`+recordBytes+`) OVER (ORDER BY COALESCE(finished_at, deleted_at), uid ROWS UNBOUNDED PRECEDING) AS upto
+			FROM records WHERE `+where+`COALESCE(finished_at, deleted_at) IS NOT NULL
+		) ranked WHERE upto - size < $`+fmt.Sprint(len(args))+`)`, args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
+// OverQuota returns the namespaces whose records take more than limit bytes.
+func (s *Store) OverQuota(ctx context.Context, limit int64) ([]string, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT namespace FROM records GROUP BY namespace HAVING SUM(`+recordBytes+`) > $1`, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = rows.Close() }()
+	var out []string
+	for rows.Next() {
+		var ns string
+		if err := rows.Scan(&ns); err != nil {
+			return nil, err
+		}
+		out = append(out, ns)
+	}
+	return out, rows.Err()
+}
+
+// Bytes is what the records of namespace ns ("": all) take, as the quotas count it.
+func (s *Store) Bytes(ctx context.Context, ns string) (int64, error) {
+	var total int64
+	err := s.db.QueryRowContext(ctx, `SELECT CAST(COALESCE(SUM(`+recordBytes+`), 0) AS BIGINT) FROM records WHERE namespace = $1 OR $1 = ''`, ns).Scan(&total)
+	return total, err
 }
 
 // ErrNotFound says there is no record of that UID.
@@ -383,6 +516,18 @@ func (s *Store) Get(ctx context.Context, uid string) (*Record, error) {
 		return nil, ErrNotFound
 	}
 	r := rows[0]
+	var whole int64
+	var sum, why string
+	switch err := s.db.QueryRowContext(ctx, `SELECT r.transitions_dropped, COALESCE(m.whole_bytes, 0), COALESCE(m.whole_sha256, ''),
+		COALESCE(m.cut_reason, '') FROM records r LEFT JOIN manifests m ON m.uid = r.uid WHERE r.uid = $1`, uid).Scan(&r.TransitionsDropped, &whole, &sum, &why); {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil, ErrNotFound
+	case err != nil:
+		return nil, err
+	}
+	if whole > 0 {
+		r.Cut = &ManifestCut{Size: whole, SHA256: sum, Reason: why}
+	}
 	tl, err := s.db.QueryContext(ctx, `SELECT status, at FROM transitions WHERE uid = $1 ORDER BY at, status`, uid)
 	if err != nil {
 		return nil, err

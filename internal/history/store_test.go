@@ -35,3 +35,22 @@ func TestDSN(t *testing.T) {
 	require.Error(t, err, "nothing listens there")
 	assert.NotContains(t, err.Error(), "secret")
 }
+
+// A DSN is logged without any password: neither in its user information nor in its query.
+func TestRedact(t *testing.T) {
+	for dsn, kept := range map[string][]string{
+		"postgres://ray:s3cret@db:5432/history?sslmode=disable":                          {"postgres://", "ray", "db:5432/history", "sslmode=disable"},
+		"postgres://ray@db/history?password=s3cret&sslmode=require":                      {"ray@db/history", "sslmode=require"},
+		"postgresql://db/history?sslpassword=s3cret&PassWord=s3cret&application_name=rs": {"db/history", "application_name=rs"},
+		"postgres://ray:s3cret@db/history?password=s3cret":                               {"ray", "db/history"},
+		"host=db user=ray password=s3cret dbname=history":                                {"host=db", "dbname=history"},
+		"postgres://ray:s3cr@t@db/history":                                               {"db/history"},
+		"sqlite:/var/lib/ray-service/history.db":                                         {"sqlite:/var/lib/ray-service/history.db"},
+	} {
+		got := history.Redact(dsn)
+		assert.NotContains(t, got, "s3cr", dsn)
+		for _, k := range kept {
+			assert.Contains(t, got, k, dsn)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package k8s
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"time"
@@ -23,9 +24,13 @@ func (k *Kind) Finished(status string) bool {
 // and its submitter; each pod's last state; and the tail of the log an object's logs default to (a
 // RayJob's submitter, else the head).
 type Ending struct {
-	Events []EventInfo `json:"events"`
-	Pods   []PodEnd    `json:"pods"`
-	Log    *LogTail    `json:"log,omitempty"`
+	Events []EventInfo `json:"events,omitempty"`
+	Pods   []PodEnd    `json:"pods,omitempty"`
+	// PodsOmitted counts the pods left out past the history's bounds.
+	PodsOmitted int      `json:"podsOmitted,omitempty"`
+	Log         *LogTail `json:"log,omitempty"`
+	// LogOmitted says why there is no log tail when one was to be read and could not be.
+	LogOmitted string `json:"logOmitted,omitempty" example:"the log tail could not be read within 20s"`
 }
 
 // PodEnd is the last state of one pod, and how each of its containers last ended.
@@ -57,11 +62,13 @@ type LogTail struct {
 	Truncated bool `json:"truncated"`
 }
 
-// EndingLimits bound what an Ending keeps.
+// EndingLimits bound what an Ending keeps, and how long its log tail is read for.
 type EndingLimits struct {
 	Events   int
 	LogLines int64
 	LogBytes int64
+	// LogTimeout bounds the reading of the log tail (0: 20 s); at most 4 times LogBytes is read.
+	LogTimeout time.Duration
 }
 
 // ReadEnding reads, with the clients given (the service's own), what explains how an object of kind
@@ -114,11 +121,17 @@ func (k *Kind) ReadEnding(ctx context.Context, core kubernetes.Interface, ns, na
 	if target, container, err := k.logTarget(current, pods, "", ""); err == nil {
 		tail, err := readTail(ctx, core, target, container, lim)
 		var status apierrors.APIStatus
-		if err != nil && !errors.As(err, &status) {
-			return nil, err
+		switch {
+		case err == nil:
+			e.Log = tail
+		case errors.As(err, &status):
+			// A pod gone, a log never written or not to be read: no tail.
+		case ctx.Err() != nil:
+			return nil, ctx.Err()
+		default:
+			// The rest of the ending is kept without it, rather than read again and again.
+			e.LogOmitted = "the log tail could not be read: " + err.Error()
 		}
-		// A pod gone, a log never written or not to be read: no tail.
-		e.Log = tail
 	}
 	return e, nil
 }
@@ -153,20 +166,54 @@ func podEnd(p *corev1.Pod) PodEnd {
 	return out
 }
 
-// readTail reads the last lines of a container's log, within the limits.
+// errTailTooLong says that the last lines of a log are longer than what is read of them.
+var errTailTooLong = errors.New("its last lines are too long")
+
+// readTail reads the last lines of a container's log, within the limits: at most 4 times LogBytes is
+// read, within LogTimeout. Last lines longer than that are read again, fewer of them.
 func readTail(ctx context.Context, core kubernetes.Interface, p *corev1.Pod, container string, lim EndingLimits) (*LogTail, error) {
-	lines := lim.LogLines + 1 // one more tells whether there was more
-	stream, err := core.CoreV1().Pods(p.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{Container: container, TailLines: &lines}).Stream(ctx)
+	timeout := lim.LogTimeout
+	if timeout <= 0 {
+		timeout = 20 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for lines := lim.LogLines; lines > 0; lines /= 8 {
+		tail, err := readTailLines(ctx, core, p, container, lines, lim)
+		if errors.Is(err, errTailTooLong) {
+			continue
+		}
+		if err != nil && ctx.Err() != nil && !errors.Is(err, context.Canceled) {
+			return nil, fmt.Errorf("not within %s", timeout)
+		}
+		if tail != nil && lines < lim.LogLines {
+			tail.Truncated = true
+		}
+		return tail, err
+	}
+	return nil, fmt.Errorf("its last lines are longer than %d KiB", 4*lim.LogBytes>>10)
+}
+
+// readTailLines reads the last lines of a container's log, and keeps at most LogBytes of them.
+func readTailLines(ctx context.Context, core kubernetes.Interface, p *corev1.Pod, container string, lines int64, lim EndingLimits) (*LogTail, error) {
+	asked := lines + 1 // one more tells whether there was more
+	stream, err := core.CoreV1().Pods(p.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{Container: container, TailLines: &asked}).Stream(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer func() { _ = stream.Close() }()
-	// The tail of a log of long lines may be far larger than the bound: read it all, keep the end.
+	readMax := 4 * lim.LogBytes
+	// The tail of a log of long lines may be larger than the bound: read up to 4 times it, keep the end.
 	var kept []byte
 	buf := make([]byte, 32<<10)
-	truncated := false
+	truncated, read := false, int64(0)
+	limited := io.LimitReader(stream, readMax+1)
 	for {
-		n, err := stream.Read(buf)
+		n, err := limited.Read(buf)
+		read += int64(n)
+		if read > readMax {
+			return nil, errTailTooLong
+		}
 		kept = append(kept, buf[:n]...)
 		if over := int64(len(kept)) - lim.LogBytes; over > 0 {
 			kept, truncated = kept[over:], true
@@ -185,7 +232,7 @@ func readTail(ctx context.Context, core kubernetes.Interface, p *corev1.Pod, con
 			text = text[i+1:]
 		}
 	}
-	if n := int64(strings.Count(strings.TrimSuffix(text, "\n"), "\n") + 1); text != "" && n > lim.LogLines {
+	if n := int64(strings.Count(strings.TrimSuffix(text, "\n"), "\n") + 1); text != "" && n > lines {
 		truncated = true
 		text = text[strings.IndexByte(text, '\n')+1:]
 	}

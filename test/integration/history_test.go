@@ -253,8 +253,8 @@ func historyScenario(t *testing.T, base string) {
 	require.NoError(t, err)
 	assert.Equal(t, 404, r.Status, "the uid of a RayJob is no RayCluster's")
 
-	// Who sees what: the viewer lists Ray objects everywhere but may not read pod logs; nobody may do
-	// neither.
+	// Who sees what: the viewer lists Ray objects everywhere but may not read events, pods or pod logs;
+	// nobody may do neither.
 	viewer, nobody := env.tokens["viewer"], env.tokens["nobody"]
 	r, err = sendTo(base, "GET", "/rest/ray/v1/history/rayjobs/"+ok.UID, viewer, "", nil)
 	require.NoError(t, err)
@@ -262,7 +262,8 @@ func historyScenario(t *testing.T, base string) {
 	seen := decode[historyRecord](t, r)
 	require.NotNil(t, seen.Ending)
 	assert.Nil(t, seen.Ending.Log, "no log tail without get pods/log")
-	assert.NotEmpty(t, seen.Ending.Pods)
+	assert.Empty(t, seen.Ending.Pods, "no pods' states without list pods")
+	assert.Empty(t, seen.Ending.Events, "no events without list events")
 	r, err = sendTo(base, "GET", "/rest/ray/v1/history/rayjobs/"+ok.UID, nobody, "", nil)
 	require.NoError(t, err)
 	assert.Equal(t, 404, r.Status, "not even that it exists")

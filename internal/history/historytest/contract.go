@@ -3,7 +3,11 @@
 package historytest
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -28,6 +32,8 @@ func Run(t *testing.T, open Open) {
 	t.Run("list", func(t *testing.T) { list(t, open) })
 	t.Run("endings, live and gone", func(t *testing.T) { endings(t, open) })
 	t.Run("retention", func(t *testing.T) { retention(t, open) })
+	t.Run("bounds", func(t *testing.T) { bounds(t, open) })
+	t.Run("quotas in bytes", func(t *testing.T) { quotas(t, open) })
 }
 
 // The schema is migrated at the first open and left as it is at the next.
@@ -181,4 +187,106 @@ func retention(t *testing.T, open Open) {
 	assert.Equal(t, []string{"a5", "a6", "a7", "a8", "a9", "live"}, left)
 	_, err = s.Get(ctx, "a0")
 	require.ErrorIs(t, err, history.ErrNotFound, "its timeline went with it")
+}
+
+// A manifest past the bound is kept in part, with its size and sha256; a status message is cut; of an
+// object's transitions the first and the last KeptTransitions are kept, and those dropped counted; an
+// ending is cut to its bounds.
+func bounds(t *testing.T, open Open) {
+	s, _ := open(t)
+	ctx := t.Context()
+	big := `{"apiVersion":"ray.io/v1","kind":"RayJob","metadata":{"name":"big","namespace":"a"},"spec":{"entrypoint":"` +
+		strings.Repeat("x", history.MaxManifestBytes) + `"}}`
+	require.NoError(t, s.Put(ctx, history.Record{UID: "u1", Kind: "RayJob", Namespace: "a", Name: "big", Spec: big, Generation: 1,
+		Message: strings.Repeat("m", 10<<10), CreatedAt: t0}))
+	for i := range 3 * history.KeptTransitions {
+		require.NoError(t, s.AddTransition(ctx, "u1", history.Transition{Status: fmt.Sprint("S", i), At: *at(i)}))
+	}
+	got, err := s.Get(ctx, "u1")
+	require.NoError(t, err)
+	require.NotNil(t, got.Cut, "the manifest is kept in part")
+	assert.Equal(t, int64(len(big)), got.Cut.Size)
+	sum := sha256.Sum256([]byte(big))
+	assert.Equal(t, hex.EncodeToString(sum[:]), got.Cut.SHA256)
+	assert.Contains(t, got.Cut.Reason, "64 KiB")
+	assert.JSONEq(t, `{"apiVersion":"ray.io/v1","kind":"RayJob","metadata":{"name":"big","namespace":"a"}}`, got.Spec)
+	assert.LessOrEqual(t, len(got.Message), history.MaxMessageBytes)
+	require.Len(t, got.Timeline, 2*history.KeptTransitions)
+	assert.Equal(t, "S0", got.Timeline[0].Status, "the first kept")
+	assert.Equal(t, fmt.Sprint("S", history.KeptTransitions-1), got.Timeline[history.KeptTransitions-1].Status)
+	assert.Equal(t, fmt.Sprint("S", 2*history.KeptTransitions), got.Timeline[history.KeptTransitions].Status, "then the last")
+	assert.Equal(t, fmt.Sprint("S", 3*history.KeptTransitions-1), got.Timeline[len(got.Timeline)-1].Status)
+	assert.Equal(t, int64(history.KeptTransitions), got.TransitionsDropped)
+
+	// A manifest within the bound is kept whole, and says nothing of a cut.
+	require.NoError(t, s.Put(ctx, history.Record{UID: "u2", Kind: "RayJob", Namespace: "a", Name: "small", Spec: `{"kind":"RayJob"}`, CreatedAt: t0}))
+	got, err = s.Get(ctx, "u2")
+	require.NoError(t, err)
+	assert.Nil(t, got.Cut)
+	assert.JSONEq(t, `{"kind":"RayJob"}`, got.Spec)
+
+	// An ending of many pods with long messages, events and a log tail is cut to its bound.
+	e := &k8s.Ending{Log: &k8s.LogTail{Pod: "p", Container: "c", Text: strings.Repeat("l", 256<<10)}}
+	for i := range 100 {
+		e.Events = append(e.Events, k8s.EventInfo{Type: "Warning", Reason: "R", Message: strings.Repeat("e", 64<<10), Count: int32(i)})
+	}
+	for i := range 200 {
+		p := k8s.PodEnd{Name: fmt.Sprint("pod-", i)}
+		for j := range 20 {
+			p.Containers = append(p.Containers, k8s.ContainerEnd{Name: fmt.Sprint("c", j), Message: strings.Repeat("t", 4<<10)})
+		}
+		e.Pods = append(e.Pods, p)
+	}
+	require.NoError(t, s.PutEnding(ctx, "u1", e, *at(40)))
+	got, err = s.Get(ctx, "u1")
+	require.NoError(t, err)
+	body, err := json.Marshal(got.Ending)
+	require.NoError(t, err)
+	assert.LessOrEqual(t, len(body), history.MaxEndingBytes)
+	assert.LessOrEqual(t, len(got.Ending.Pods), history.MaxEndingPods)
+	assert.Equal(t, 200, len(got.Ending.Pods)+got.Ending.PodsOmitted, "what was left out is counted")
+	require.NotEmpty(t, got.Ending.Events)
+	assert.LessOrEqual(t, len(got.Ending.Events[0].Message), history.MaxMessageBytes)
+	assert.LessOrEqual(t, len(got.Ending.Pods[0].Containers), history.MaxEndingContainers)
+}
+
+// Past a quota in bytes the records of ended objects are removed, oldest end first, until within it;
+// those of objects still there are kept.
+func quotas(t *testing.T, open Open) {
+	s, _ := open(t)
+	ctx := t.Context()
+	spec := `{"spec":"` + strings.Repeat("x", 10<<10) + `"}`
+	for i := range 6 {
+		require.NoError(t, s.Put(ctx, history.Record{UID: fmt.Sprint("a", i), Kind: "RayJob", Namespace: "a", Name: fmt.Sprint("j", i),
+			Spec: spec, CreatedAt: t0, FinishedAt: at(10 - i)}))
+	}
+	require.NoError(t, s.Put(ctx, history.Record{UID: "live", Kind: "RayJob", Namespace: "a", Name: "live", Spec: spec, CreatedAt: t0}))
+	require.NoError(t, s.Put(ctx, history.Record{UID: "b0", Kind: "RayJob", Namespace: "b", Name: "other", Spec: spec, CreatedAt: t0, FinishedAt: at(0)}))
+	all, err := s.Bytes(ctx, "a")
+	require.NoError(t, err)
+	assert.Greater(t, all, int64(7*10<<10), "the manifests are counted")
+	over, err := s.OverQuota(ctx, all-1)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"a"}, over)
+
+	n, err := s.Shrink(ctx, "a", all-15<<10)
+	require.NoError(t, err)
+	assert.Equal(t, int64(2), n, "the two that ended first")
+	for _, uid := range []string{"a5", "a4"} {
+		_, err := s.Get(ctx, uid)
+		require.ErrorIs(t, err, history.ErrNotFound, uid)
+	}
+	left, err := s.Bytes(ctx, "a")
+	require.NoError(t, err)
+	assert.LessOrEqual(t, left, all-15<<10)
+	n, err = s.Shrink(ctx, "a", 0)
+	require.NoError(t, err)
+	assert.Equal(t, int64(4), n, "every ended one")
+	_, err = s.Get(ctx, "live")
+	require.NoError(t, err, "an object still there is kept")
+	_, err = s.Get(ctx, "b0")
+	require.NoError(t, err, "another namespace is not touched")
+	n, err = s.Shrink(ctx, "", 0)
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), n, "of all: b0")
 }
