@@ -59,10 +59,14 @@ type Item struct {
 	Labels  LabelSet
 	// lowerName is the name lower-cased, for a search.
 	lowerName string
+	// bytes estimates the memory the item holds, for the change feed's bound.
+	bytes int
 }
 
 func newItem(s Summary, labels LabelSet) *Item {
-	return &Item{Summary: s, Labels: labels, lowerName: strings.ToLower(s.Name)}
+	it := &Item{Summary: s, Labels: labels, lowerName: strings.ToLower(s.Name)}
+	it.bytes = itemBytes(it)
+	return it
 }
 
 const (
@@ -193,7 +197,7 @@ func NewStore(dyn dynamic.Interface, core kubernetes.Interface, kinds *Kinds, te
 	df := dynamicinformer.NewDynamicSharedInformerFactory(dyn, resync)
 	for _, k := range kinds.All() {
 		s.instances[k], s.templated[k], s.ordered[k] = namespaced[*Item]{}, namespaced[*Item]{}, newViews()
-		s.feeds[k] = newFeed(FeedWindow)
+		s.feeds[k] = newFeed(FeedWindow, FeedBytes)
 		inf := df.ForResource(k.GVR()).Informer()
 		if err := inf.SetTransform(s.entryTransform(k)); err != nil {
 			return nil, err
