@@ -2491,7 +2491,7 @@ const docTemplate = `{
                         "Bearer": []
                     }
                 ],
-                "description": "Container logs through the Kubernetes API, as the caller, streamed as they are read. pod and\ncontainer must belong to the object (400 otherwise). Defaults: a RayJob's submitter pod\n(container ray-job-submitter), else the head pod of the (active) cluster and its first\ncontainer. tailLines is at most 10000; limitBytes at most 10 MiB (also the default without\nfollow). follow=true streams until the client leaves, the service shuts down or max-log-follow-duration\n(1 h) has passed; at most max-log-follows-per-caller (8) follows of one caller and max-log-follows\n(256) in all are open at once, 429 beyond. A pod that is\ngone is 404; a container that has not started is 409 with its waiting reason.",
+                "description": "Container logs through the Kubernetes API, as the caller, streamed as they are read. pod and\ncontainer must belong to the object (400 otherwise). Defaults: a RayJob's submitter pod\n(container ray-job-submitter), else the head pod of the (active) cluster and its first\ncontainer. tailLines is at most 10000; limitBytes at most 10 MiB (also the default without\nfollow). follow=true streams until the client leaves, the service shuts down or max-log-follow-duration\n(1 h) has passed; at most max-log-follows-per-caller (8) follows of one user (counted by the user\nname the apiserver authenticates, whatever the token) and max-log-follows\n(256) in all are open at once, 429 beyond. A pod that is\ngone is 404; a container that has not started is 409 with its waiting reason.",
                 "produces": [
                     "text/plain",
                     "application/json"
@@ -3093,7 +3093,7 @@ const docTemplate = `{
                         "Bearer": []
                     }
                 ],
-                "description": "Server-Sent Events of one object: first ADDED with its summary, PODS with the Ray pods of its\nclusters, its recent Kubernetes events as EVENT each (oldest first; when the caller may list\nevents in the namespace), and SYNCED; then MODIFIED when the summary changes, PODS when a pod\ndoes, EVENT for each new or repeated event, DELETED when the object is gone (ADDED if it comes\nback). Submitter pods are listed by the pods route only. The event id is the time of the newest\nKubernetes event sent (Unix nanoseconds): reconnecting with Last-Event-ID sends the state again and\nonly events from then on. Rights are checked again at the verdict cache's TTL: a caller who may no\nlonger get the object gets ERROR and the stream ends. Heartbeats, bounds and ends as for list\nstreams.",
+                "description": "Server-Sent Events of one object: first ADDED with its summary, PODS with the Ray pods of its\nclusters (when the caller may list pods in the namespace, as the pods route asks), its recent\nKubernetes events as EVENT each (oldest first; when the caller may list events in the namespace),\nand SYNCED; then MODIFIED when the summary changes, PODS when a pod does, EVENT for each new or\nrepeated event, DELETED when the object is gone (ADDED if it comes back). Submitter pods are\nlisted by the pods route only. The event id is the time of the newest Kubernetes event sent (Unix\nnanoseconds): reconnecting with Last-Event-ID sends the state again and only events from then on.\nRights are checked again at the verdict cache's TTL: a caller who may no longer get the object gets\nERROR and the stream ends; one who may no longer list pods or events gets no more PODS or EVENT\n(and PODS again, whole, once it may). Heartbeats, bounds and ends as for list streams; the bound on\nstreams is checked before anything is read.",
                 "produces": [
                     "text/event-stream",
                     "application/json"
@@ -3709,7 +3709,7 @@ const docTemplate = `{
                         "Bearer": []
                     }
                 ],
-                "description": "Server-Sent Events (text/event-stream) of the items a list with the same filters shows (sortBy\norders the first snapshot; page and pageSize do not apply). First every matching item as an\nADDED event (without id), then SYNCED ({\"total\": n}); then ADDED, MODIFIED and DELETED as items\nchange, start or stop matching the filters, or come into or leave the caller's view (DELETED\ncarries the item as last shown). Data is one line of JSON: a list item. Every event after the\nsnapshot has an id; reconnecting with the header Last-Event-ID resumes after it when the service\nstill holds the changes since (the last 4096 of the kind, on the same replica, for the same rights),\nelse RESYNC ({\"reason\"}) comes first, with an empty id, and a fresh snapshot follows: the client\ndrops what it holds. A client that falls that far behind gets the same. Fed from the watch cache.\nThe caller's rights are checked again at the verdict cache's TTL (auth-cache-ttl): items of a\nnamespace no longer allowed are DELETED; a caller allowed nowhere any more gets ERROR (an error\nenvelope) and the stream ends. A comment line is sent every 15 s when nothing happens. The stream\nends when the client leaves, at the service's shutdown and after max-watch-duration (30 min; an\nEventSource reconnects and resumes). At most max-watches-per-caller (16) streams per caller and\nmax-watches (2000) in all are open at once: 429 beyond.",
+                "description": "Server-Sent Events (text/event-stream) of the items a list with the same filters shows (sortBy\norders the first snapshot; page and pageSize do not apply). First every matching item as an\nADDED event (without id), then SYNCED ({\"total\": n}); then ADDED, MODIFIED and DELETED as items\nchange, start or stop matching the filters, or come into or leave the caller's view (DELETED\ncarries the item as last shown). Data is one line of JSON: a list item. Every event after the\nsnapshot has an id; reconnecting with the header Last-Event-ID resumes after it when the service\nstill holds the changes since (the last 4096 of the kind and at most 8 MiB of them, on the same replica,\nfor the same rights),\nelse RESYNC ({\"reason\"}) comes first, with an empty id, and a fresh snapshot follows: the client\ndrops what it holds. A client that falls that far behind gets the same. Fed from the watch cache.\nThe caller's rights are checked again at the verdict cache's TTL (auth-cache-ttl): items of a\nnamespace no longer allowed are DELETED; a caller allowed nowhere any more gets ERROR (an error\nenvelope) and the stream ends. A comment line is sent every 15 s when nothing happens. The stream\nends when the client leaves, at the service's shutdown and after max-watch-duration (30 min; an\nEventSource reconnects and resumes). At most max-watches-per-caller (16) streams per user (counted by\nthe user name the apiserver authenticates, whatever the token) and max-watches (2000) in all are open\nat once: 429 beyond.",
                 "produces": [
                     "text/event-stream",
                     "application/json"
@@ -3947,6 +3947,7 @@ const docTemplate = `{
                     ]
                 },
                 "activeRayClusterName": {
+                    "description": "ActiveRayClusterName is the Ray cluster serving, cut to 253 bytes.",
                     "type": "string"
                 },
                 "conditions": {
@@ -3957,6 +3958,7 @@ const docTemplate = `{
                     "type": "string"
                 },
                 "creator": {
+                    "description": "Creator is the annotation ray.openfuyao.com/creator, cut to 256 bytes.",
                     "type": "string"
                 },
                 "dashboardURL": {
@@ -3967,6 +3969,7 @@ const docTemplate = `{
                     "type": "string"
                 },
                 "entrypoint": {
+                    "description": "Entrypoint is spec.entrypoint, cut to 4096 bytes (the manifest holds it whole).",
                     "type": "string"
                 },
                 "events": {
@@ -3979,7 +3982,7 @@ const docTemplate = `{
                     "$ref": "#/definitions/k8s.HeadSummary"
                 },
                 "health": {
-                    "description": "Health is derived in the watch cache from the object's status and conditions and its pods.",
+                    "description": "Health is derived in the watch cache from the object's status and conditions, its pods and the\nWarning events about them; its reason is cut to 128 bytes and its message to 1024.",
                     "allOf": [
                         {
                             "$ref": "#/definitions/k8s.Health"
@@ -3987,13 +3990,15 @@ const docTemplate = `{
                     ]
                 },
                 "image": {
+                    "description": "Image is the head's first container's image, cut to 512 bytes.",
                     "type": "string"
                 },
                 "jobDeploymentStatus": {
+                    "description": "JobDeploymentStatus is status.jobDeploymentStatus, cut to 128 bytes.",
                     "type": "string"
                 },
                 "jobStatus": {
-                    "description": "RayJob only.",
+                    "description": "RayJob only. JobStatus is status.jobStatus, cut to 128 bytes.",
                     "type": "string"
                 },
                 "kind": {
@@ -4013,19 +4018,22 @@ const docTemplate = `{
                     "additionalProperties": {}
                 },
                 "pendingRayClusterName": {
+                    "description": "PendingRayClusterName is the Ray cluster being prepared, cut to 253 bytes.",
                     "type": "string"
                 },
                 "problems": {
-                    "description": "Problems are what holds the object back, each with the pod or object it was seen on.",
+                    "description": "Problems are what holds the object back, each with the pod or object it was seen on: the first 32,\ntheir reasons cut to 128 bytes and their messages to 1024.",
                     "type": "array",
                     "items": {
                         "$ref": "#/definitions/k8s.Problem"
                     }
                 },
                 "rayClusterName": {
+                    "description": "RayClusterName is the RayJob's Ray cluster, cut to 253 bytes.",
                     "type": "string"
                 },
                 "rayVersion": {
+                    "description": "RayVersion is spec.rayVersion, cut to 128 bytes.",
                     "type": "string"
                 },
                 "requested": {
@@ -4037,7 +4045,7 @@ const docTemplate = `{
                     ]
                 },
                 "serviceStatus": {
-                    "description": "RayService only.",
+                    "description": "RayService only. ServiceStatus is status.serviceStatus, cut to 128 bytes.",
                     "type": "string"
                 },
                 "startTime": {
@@ -4047,12 +4055,14 @@ const docTemplate = `{
                     "type": "string"
                 },
                 "submissionMode": {
+                    "description": "SubmissionMode is spec.submissionMode, cut to 128 bytes.",
                     "type": "string"
                 },
                 "type": {
                     "type": "string"
                 },
                 "workerGroups": {
+                    "description": "WorkerGroups are the first 64 worker groups (Requested counts them all).",
                     "type": "array",
                     "items": {
                         "$ref": "#/definitions/k8s.WorkerGroup"
@@ -4188,7 +4198,7 @@ const docTemplate = `{
                     ]
                 },
                 "pods": {
-                    "description": "PODS carries the Ray pods of the object's clusters, whenever one changes.",
+                    "description": "PODS carries the Ray pods of the object's clusters, whenever one changes; only to a caller who may\nlist pods in the namespace.",
                     "type": "array",
                     "items": {
                         "$ref": "#/definitions/k8s.PodInfo"
@@ -4340,6 +4350,7 @@ const docTemplate = `{
                     ]
                 },
                 "activeRayClusterName": {
+                    "description": "ActiveRayClusterName is the Ray cluster serving, cut to 253 bytes.",
                     "type": "string"
                 },
                 "conditions": {
@@ -4350,6 +4361,7 @@ const docTemplate = `{
                     "type": "string"
                 },
                 "creator": {
+                    "description": "Creator is the annotation ray.openfuyao.com/creator, cut to 256 bytes.",
                     "type": "string"
                 },
                 "dashboardURL": {
@@ -4360,6 +4372,7 @@ const docTemplate = `{
                     "type": "string"
                 },
                 "entrypoint": {
+                    "description": "Entrypoint is spec.entrypoint, cut to 4096 bytes (the manifest holds it whole).",
                     "type": "string"
                 },
                 "events": {
@@ -4372,7 +4385,7 @@ const docTemplate = `{
                     "$ref": "#/definitions/k8s.HeadSummary"
                 },
                 "health": {
-                    "description": "Health is derived in the watch cache from the object's status and conditions and its pods.",
+                    "description": "Health is derived in the watch cache from the object's status and conditions, its pods and the\nWarning events about them; its reason is cut to 128 bytes and its message to 1024.",
                     "allOf": [
                         {
                             "$ref": "#/definitions/k8s.Health"
@@ -4380,13 +4393,15 @@ const docTemplate = `{
                     ]
                 },
                 "image": {
+                    "description": "Image is the head's first container's image, cut to 512 bytes.",
                     "type": "string"
                 },
                 "jobDeploymentStatus": {
+                    "description": "JobDeploymentStatus is status.jobDeploymentStatus, cut to 128 bytes.",
                     "type": "string"
                 },
                 "jobStatus": {
-                    "description": "RayJob only.",
+                    "description": "RayJob only. JobStatus is status.jobStatus, cut to 128 bytes.",
                     "type": "string"
                 },
                 "kind": {
@@ -4406,19 +4421,22 @@ const docTemplate = `{
                     "additionalProperties": {}
                 },
                 "pendingRayClusterName": {
+                    "description": "PendingRayClusterName is the Ray cluster being prepared, cut to 253 bytes.",
                     "type": "string"
                 },
                 "problems": {
-                    "description": "Problems are what holds the object back, each with the pod or object it was seen on.",
+                    "description": "Problems are what holds the object back, each with the pod or object it was seen on: the first 32,\ntheir reasons cut to 128 bytes and their messages to 1024.",
                     "type": "array",
                     "items": {
                         "$ref": "#/definitions/k8s.Problem"
                     }
                 },
                 "rayClusterName": {
+                    "description": "RayClusterName is the RayJob's Ray cluster, cut to 253 bytes.",
                     "type": "string"
                 },
                 "rayVersion": {
+                    "description": "RayVersion is spec.rayVersion, cut to 128 bytes.",
                     "type": "string"
                 },
                 "requested": {
@@ -4430,7 +4448,7 @@ const docTemplate = `{
                     ]
                 },
                 "serviceStatus": {
-                    "description": "RayService only.",
+                    "description": "RayService only. ServiceStatus is status.serviceStatus, cut to 128 bytes.",
                     "type": "string"
                 },
                 "startTime": {
@@ -4440,6 +4458,7 @@ const docTemplate = `{
                     "type": "string"
                 },
                 "submissionMode": {
+                    "description": "SubmissionMode is spec.submissionMode, cut to 128 bytes.",
                     "type": "string"
                 },
                 "type": {
@@ -4452,6 +4471,7 @@ const docTemplate = `{
                     }
                 },
                 "workerGroups": {
+                    "description": "WorkerGroups are the first 64 worker groups (Requested counts them all).",
                     "type": "array",
                     "items": {
                         "$ref": "#/definitions/k8s.WorkerGroup"
@@ -4739,7 +4759,7 @@ const docTemplate = `{
             "type": "object",
             "properties": {
                 "rayResources": {
-                    "description": "RayResources are the Ray logical resources one head pod offers (CPU, GPU, memory, custom).",
+                    "description": "RayResources are the Ray logical resources one head pod offers (CPU, GPU, memory, custom; at most\n16, names cut to 64 bytes).",
                     "type": "object",
                     "additionalProperties": {
                         "type": "number"
@@ -4963,25 +4983,28 @@ const docTemplate = `{
                     ]
                 },
                 "activeRayClusterName": {
+                    "description": "ActiveRayClusterName is the Ray cluster serving, cut to 253 bytes.",
                     "type": "string"
                 },
                 "createdAt": {
                     "type": "string"
                 },
                 "creator": {
+                    "description": "Creator is the annotation ray.openfuyao.com/creator, cut to 256 bytes.",
                     "type": "string"
                 },
                 "endTime": {
                     "type": "string"
                 },
                 "entrypoint": {
+                    "description": "Entrypoint is spec.entrypoint, cut to 4096 bytes (the manifest holds it whole).",
                     "type": "string"
                 },
                 "head": {
                     "$ref": "#/definitions/k8s.HeadSummary"
                 },
                 "health": {
-                    "description": "Health is derived in the watch cache from the object's status and conditions and its pods.",
+                    "description": "Health is derived in the watch cache from the object's status and conditions, its pods and the\nWarning events about them; its reason is cut to 128 bytes and its message to 1024.",
                     "allOf": [
                         {
                             "$ref": "#/definitions/k8s.Health"
@@ -4989,13 +5012,15 @@ const docTemplate = `{
                     ]
                 },
                 "image": {
+                    "description": "Image is the head's first container's image, cut to 512 bytes.",
                     "type": "string"
                 },
                 "jobDeploymentStatus": {
+                    "description": "JobDeploymentStatus is status.jobDeploymentStatus, cut to 128 bytes.",
                     "type": "string"
                 },
                 "jobStatus": {
-                    "description": "RayJob only.",
+                    "description": "RayJob only. JobStatus is status.jobStatus, cut to 128 bytes.",
                     "type": "string"
                 },
                 "kind": {
@@ -5011,12 +5036,15 @@ const docTemplate = `{
                     "type": "integer"
                 },
                 "pendingRayClusterName": {
+                    "description": "PendingRayClusterName is the Ray cluster being prepared, cut to 253 bytes.",
                     "type": "string"
                 },
                 "rayClusterName": {
+                    "description": "RayClusterName is the RayJob's Ray cluster, cut to 253 bytes.",
                     "type": "string"
                 },
                 "rayVersion": {
+                    "description": "RayVersion is spec.rayVersion, cut to 128 bytes.",
                     "type": "string"
                 },
                 "requested": {
@@ -5028,7 +5056,7 @@ const docTemplate = `{
                     ]
                 },
                 "serviceStatus": {
-                    "description": "RayService only.",
+                    "description": "RayService only. ServiceStatus is status.serviceStatus, cut to 128 bytes.",
                     "type": "string"
                 },
                 "startTime": {
@@ -5038,12 +5066,14 @@ const docTemplate = `{
                     "type": "string"
                 },
                 "submissionMode": {
+                    "description": "SubmissionMode is spec.submissionMode, cut to 128 bytes.",
                     "type": "string"
                 },
                 "type": {
                     "type": "string"
                 },
                 "workerGroups": {
+                    "description": "WorkerGroups are the first 64 worker groups (Requested counts them all).",
                     "type": "array",
                     "items": {
                         "$ref": "#/definitions/k8s.WorkerGroup"
@@ -5061,10 +5091,11 @@ const docTemplate = `{
                     "type": "integer"
                 },
                 "name": {
+                    "description": "Name is the group's name, cut to 253 bytes.",
                     "type": "string"
                 },
                 "rayResources": {
-                    "description": "RayResources are the Ray logical resources one pod of the group offers.",
+                    "description": "RayResources are the Ray logical resources one pod of the group offers (at most 16, names cut to\n64 bytes).",
                     "type": "object",
                     "additionalProperties": {
                         "type": "number"
