@@ -6,11 +6,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gin-gonic/gin"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// FollowLimit bounds the log follows (or the watch streams) open at once, in all and per caller, and how long one lasts: each
-// holds a connection, a goroutine and an apiserver stream.
+// FollowLimit bounds the log follows (or the watch streams) open at once, in all and per caller (per
+// user name, whatever the token), and how long one lasts: each holds a connection, a goroutine and an
+// apiserver stream.
 type FollowLimit struct {
 	// noun names what is bounded, in messages.
 	noun           string
@@ -33,7 +35,20 @@ func NewWatchLimit(maxStreams, perCaller int, duration time.Duration) *FollowLim
 	return &FollowLimit{noun: "watch streams", max: maxStreams, perCaller: perCaller, duration: duration, byCaller: map[string]int{}}
 }
 
-// acquire takes a place for caller (a token hash), or says why there is none (429).
+// acquireFor takes a place of l for the caller of c, counted by its user name as the apiserver
+// authenticates its token: a user who mints tokens holds no more places than with one.
+func (s *Server) acquireFor(c *gin.Context, l *FollowLimit) (release func(), err error) {
+	if l == nil {
+		return func() {}, nil
+	}
+	user, err := s.Authz.UserName(c.Request.Context(), token(c))
+	if err != nil {
+		return nil, err
+	}
+	return l.acquire(user)
+}
+
+// acquire takes a place for caller (a user name), or says why there is none (429).
 func (l *FollowLimit) acquire(caller string) (release func(), err error) {
 	if l == nil {
 		return func() {}, nil

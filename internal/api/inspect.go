@@ -92,7 +92,8 @@ func (s *Server) events(c *gin.Context) {
 //	@Description	(container ray-job-submitter), else the head pod of the (active) cluster and its first
 //	@Description	container. tailLines is at most 10000; limitBytes at most 10 MiB (also the default without
 //	@Description	follow). follow=true streams until the client leaves, the service shuts down or max-log-follow-duration
-//	@Description	(1 h) has passed; at most max-log-follows-per-caller (8) follows of one caller and max-log-follows
+//	@Description	(1 h) has passed; at most max-log-follows-per-caller (8) follows of one user (counted by the user
+//	@Description	name the apiserver authenticates, whatever the token) and max-log-follows
 //	@Description	(256) in all are open at once, 429 beyond. A pod that is
 //	@Description	gone is 404; a container that has not started is 409 with its waiting reason.
 //	@Tags			inspect
@@ -131,7 +132,7 @@ func (s *Server) logs(c *gin.Context) {
 		// A follow holds a place of its own, and ends when the client leaves, the service shuts down
 		// or its time is up; the server's read and write deadlines, made for ordinary requests, are
 		// lifted for it.
-		release, err := s.Follows.acquire(c.GetString(callerKey{}))
+		release, err := s.acquireFor(c, s.Follows)
 		if err != nil {
 			s.fail(c, err)
 			return

@@ -33,8 +33,9 @@ type Page[T any] struct {
 type Detail struct {
 	k8s.Summary
 	Conditions []any `json:"conditions"`
-	// Problems are what holds the object back, each with the pod or object it was seen on; those read
-	// from pods or Warning events only for a caller who may list them in the namespace.
+	// Problems are what holds the object back, each with the pod or object it was seen on: the first 32,
+	// their reasons cut to 128 bytes and their messages to 1024; those read from pods or Warning events
+	// only for a caller who may list them in the namespace.
 	Problems     []k8s.Problem   `json:"problems"`
 	DashboardURL string          `json:"dashboardURL,omitempty" example:"/rest/ray/v1/namespaces/default/rayclusters/demo/dashboard/"`
 	Events       []k8s.EventInfo `json:"events"`

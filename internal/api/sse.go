@@ -163,7 +163,7 @@ type stream struct {
 // stream's life (the limit's duration, the service's shutdown, the client leaving), lifts the server's
 // deadlines and starts the answer. It is nil when the request was answered with an error.
 func (s *Server) openStream(c *gin.Context) *stream {
-	release, err := s.Watches.acquire(c.GetString(callerKey{}))
+	release, err := s.acquireFor(c, s.Watches)
 	if err != nil {
 		s.fail(c, err)
 		return nil

@@ -54,7 +54,8 @@ type WatchEvent struct {
 type ObjectWatchEvent struct {
 	// ADDED, MODIFIED and DELETED carry the object's summary.
 	Item k8s.Summary `json:"item"`
-	// PODS carries the Ray pods of the object's clusters, whenever one changes.
+	// PODS carries the Ray pods of the object's clusters, whenever one changes; only to a caller who may
+	// list pods in the namespace.
 	Pods []k8s.PodInfo `json:"pods"`
 	// EVENT carries one Kubernetes event of the object, its clusters or their pods.
 	Event k8s.EventInfo `json:"event"`
@@ -101,15 +102,17 @@ func scopeHash(sc k8s.Scopes) string {
 //	@Description	change, start or stop matching the filters, or come into or leave the caller's view (DELETED
 //	@Description	carries the item as last shown). Data is one line of JSON: a list item. Every event after the
 //	@Description	snapshot has an id; reconnecting with the header Last-Event-ID resumes after it when the service
-//	@Description	still holds the changes since (the last 4096 of the kind, on the same replica, for the same rights),
+//	@Description	still holds the changes since (the last 4096 of the kind and at most 8 MiB of them, on the same replica,
+//	@Description	for the same rights),
 //	@Description	else RESYNC ({"reason"}) comes first, with an empty id, and a fresh snapshot follows: the client
 //	@Description	drops what it holds. A client that falls that far behind gets the same. Fed from the watch cache.
 //	@Description	The caller's rights are checked again at the verdict cache's TTL (auth-cache-ttl): items of a
 //	@Description	namespace no longer allowed are DELETED; a caller allowed nowhere any more gets ERROR (an error
 //	@Description	envelope) and the stream ends. A comment line is sent every 15 s when nothing happens. The stream
 //	@Description	ends when the client leaves, at the service's shutdown and after max-watch-duration (30 min; an
-//	@Description	EventSource reconnects and resumes). At most max-watches-per-caller (16) streams per caller and
-//	@Description	max-watches (2000) in all are open at once: 429 beyond.
+//	@Description	EventSource reconnects and resumes). At most max-watches-per-caller (16) streams per user (counted by
+//	@Description	the user name the apiserver authenticates, whatever the token) and max-watches (2000) in all are open
+//	@Description	at once: 429 beyond.
 //	@Tags			watch
 //	@Produce		text/event-stream
 //	@Produce		json

@@ -100,14 +100,16 @@ func (s *Server) watchOverview(c *gin.Context) {
 //
 //	@Summary		Watch an object
 //	@Description	Server-Sent Events of one object: first ADDED with its summary, PODS with the Ray pods of its
-//	@Description	clusters, its recent Kubernetes events as EVENT each (oldest first; when the caller may list
-//	@Description	events in the namespace), and SYNCED; then MODIFIED when the summary changes, PODS when a pod
-//	@Description	does, EVENT for each new or repeated event, DELETED when the object is gone (ADDED if it comes
-//	@Description	back). Submitter pods are listed by the pods route only. The event id is the time of the newest
-//	@Description	Kubernetes event sent (Unix nanoseconds): reconnecting with Last-Event-ID sends the state again and
-//	@Description	only events from then on. Rights are checked again at the verdict cache's TTL: a caller who may no
-//	@Description	longer get the object gets ERROR and the stream ends. Heartbeats, bounds and ends as for list
-//	@Description	streams.
+//	@Description	clusters (when the caller may list pods in the namespace, as the pods route asks), its recent
+//	@Description	Kubernetes events as EVENT each (oldest first; when the caller may list events in the namespace),
+//	@Description	and SYNCED; then MODIFIED when the summary changes, PODS when a pod does, EVENT for each new or
+//	@Description	repeated event, DELETED when the object is gone (ADDED if it comes back). Submitter pods are
+//	@Description	listed by the pods route only. The event id is the time of the newest Kubernetes event sent (Unix
+//	@Description	nanoseconds): reconnecting with Last-Event-ID sends the state again and only events from then on.
+//	@Description	Rights are checked again at the verdict cache's TTL: a caller who may no longer get the object gets
+//	@Description	ERROR and the stream ends; one who may no longer list pods or events gets no more PODS or EVENT
+//	@Description	(and PODS again, whole, once it may). Heartbeats, bounds and ends as for list streams; the bound on
+//	@Description	streams is checked before anything is read.
 //	@Tags			watch
 //	@Produce		text/event-stream
 //	@Produce		json
@@ -129,8 +131,6 @@ func (s *Server) watchObject(c *gin.Context) {
 	if id, err := strconv.ParseInt(c.GetHeader("Last-Event-ID"), 10, 64); err == nil {
 		o.cursor = id
 	}
-	o.followEvents(c.Request.Context(), tok)
-	defer o.stopEvents()
 	st := s.openStream(c)
 	if st == nil {
 		return
@@ -138,6 +138,9 @@ func (s *Server) watchObject(c *gin.Context) {
 	defer st.close()
 	ctx, w := st.ctx, st.w
 	o.w = w
+	o.checkPods(ctx, tok)
+	o.followEvents(ctx, tok)
+	defer o.stopEvents()
 	for first := true; ; first = false {
 		changed := s.Store.Changed()
 		var eventsChanged <-chan struct{}
@@ -170,6 +173,7 @@ func (s *Server) watchObject(c *gin.Context) {
 			case err != nil:
 				logger(c).Warn("checking a watch stream's rights", zap.Error(err))
 			}
+			o.checkPods(ctx, tok)
 			o.followEvents(ctx, tok)
 		}
 	}
@@ -186,7 +190,9 @@ type objectStream struct {
 	item    *k8s.Item
 	present bool
 	last    k8s.Summary
-	pods    []byte
+	// pods are the pods last sent, while the caller may list pods (podsAllowed).
+	pods        []byte
+	podsAllowed bool
 	// events holds the namespace's events while the caller may list them; seen are those sent, cursor
 	// the time of the newest sent.
 	events NamespaceEvents
@@ -218,6 +224,19 @@ func (o *objectStream) followEvents(ctx context.Context, tok string) {
 	wait, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
 	cache.WaitForCacheSync(wait.Done(), o.events.Synced)
+}
+
+// checkPods asks whether the caller may list pods in the namespace, as the pods route does: PODS are
+// sent only while it may. When the rights cannot be checked, it keeps what it had (none at first).
+func (o *objectStream) checkPods(ctx context.Context, tok string) {
+	allowed, err := o.s.Authz.Allowed(ctx, tok, auth.Attributes{Verb: "list", Resource: "pods", Namespace: o.ns})
+	switch {
+	case err != nil && !revoked(err):
+	case !allowed || err != nil:
+		o.podsAllowed, o.pods = false, nil
+	default:
+		o.podsAllowed = true
+	}
 }
 
 func (o *objectStream) stopEvents() {
@@ -255,7 +274,7 @@ func (o *objectStream) update(first bool) {
 	if sum.Type == k8s.TypeInstance {
 		pods = o.s.Store.CachedPods(o.k, sum)
 	}
-	if data, err := json.Marshal(pods); err == nil && !bytes.Equal(data, o.pods) {
+	if data, err := json.Marshal(pods); err == nil && o.podsAllowed && !bytes.Equal(data, o.pods) {
 		o.w.raw(EventPods, o.id(), data)
 		o.pods = data
 	}

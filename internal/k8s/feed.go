@@ -12,13 +12,19 @@ import (
 )
 
 // The store's change feed is what live streams read: every change it publishes of an object of a kind
-// gets the next sequence number of that kind, and the last FeedWindow changes are kept with what was
-// published for that name before. A stream remembers the number of the last change it sent and asks
-// for what changed since; nothing is queued per stream, so a slow stream holds no memory and blocks no
-// one. A stream further behind than the window starts again from a snapshot.
+// gets the next sequence number of that kind, and the last changes are kept with what was published for
+// that name before: at most FeedWindow of them and at most FeedBytes of what they hold, whichever is
+// less. A stream remembers the number of the last change it sent and asks for what changed since;
+// nothing is queued per stream, so a slow stream holds no memory and blocks no one. A stream further
+// behind than what is kept starts again from a snapshot. The bound in bytes is what keeps a tenant who
+// patches an object of its own over and over from holding the service's memory: its changes push the
+// oldest out, and streams that have not read them yet start again.
 
 // FeedWindow is how many changes of each kind the store keeps for streams and resumptions.
 const FeedWindow = 4096
+
+// FeedBytes bounds what the kept changes of each kind hold (as itemBytes counts it).
+const FeedBytes = 8 << 20
 
 // ErrFeedGone says that the changes after a sequence number are no longer kept (or that the number is
 // not one this store gave): the reader must start again from a snapshot.
@@ -30,7 +36,12 @@ type change struct {
 	ns, name string
 	instance *Item
 	template *Item
+	// bytes is what the change holds, as the feed counts it.
+	bytes int
 }
+
+// changeOverhead is what a change holds besides its items.
+const changeOverhead = 64
 
 // feed is the ring of a kind's last changes. Guarded by the store's mu.
 type feed struct {
@@ -38,16 +49,44 @@ type feed struct {
 	ring []change
 	next int // where the next change goes
 	size int
+	// bytes is what the kept changes hold; maxBytes its bound.
+	bytes, maxBytes int
 }
 
-func newFeed(window int) *feed { return &feed{ring: make([]change, window)} }
+func newFeed(window, maxBytes int) *feed {
+	return &feed{ring: make([]change, window), maxBytes: maxBytes}
+}
 
-// record keeps a change of ns/name whose state before was instance and template.
+// heldBytes is what an item holds, as the feed counts it.
+func heldBytes(it *Item) int {
+	switch {
+	case it == nil:
+		return 0
+	case it.bytes == 0: // an item not made by newItem
+		return itemBytes(it)
+	}
+	return it.bytes
+}
+
+// record keeps a change of ns/name whose state before was instance and template, and lets the oldest
+// changes go while the kept ones hold more than the bound (the newest one is always kept).
 func (f *feed) record(ns, name string, instance, template *Item) {
 	f.seq++
-	f.ring[f.next] = change{seq: f.seq, ns: ns, name: name, instance: instance, template: template}
+	if f.size == len(f.ring) {
+		f.bytes -= f.ring[f.next].bytes
+	}
+	c := change{seq: f.seq, ns: ns, name: name, instance: instance, template: template,
+		bytes: changeOverhead + len(ns) + len(name) + heldBytes(instance) + heldBytes(template)}
+	f.ring[f.next] = c
+	f.bytes += c.bytes
 	f.next = (f.next + 1) % len(f.ring)
 	f.size = min(f.size+1, len(f.ring))
+	for f.bytes > f.maxBytes && f.size > 1 {
+		oldest := (f.next - f.size + len(f.ring)) % len(f.ring)
+		f.bytes -= f.ring[oldest].bytes
+		f.ring[oldest] = change{} // what it held is free now
+		f.size--
+	}
 }
 
 // since calls visit for each kept change after seq, oldest first; false when some are no longer kept.

@@ -1,6 +1,8 @@
 package k8s
 
 import (
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -123,7 +125,7 @@ func TestFeedScopes(t *testing.T) {
 // The feed keeps a bounded window: a reader further behind must start from a snapshot.
 func TestFeedWindow(t *testing.T) {
 	e := newFeedEnv(t)
-	e.store.feeds[e.kind] = newFeed(4)
+	e.store.feeds[e.kind] = newFeed(4, FeedBytes)
 	e.put("a", "x", "ready", false)
 	_, seq := e.store.Snapshot(e.kind, everywhere)
 	for _, state := range []string{"suspended", "ready", "suspended"} {
@@ -158,4 +160,75 @@ func TestFeedNotifies(t *testing.T) {
 		t.Fatal("woken by a change that changed nothing")
 	default:
 	}
+}
+
+// The feed is bounded in bytes too: changes that hold large items push the oldest out, a reader behind
+// them starts again from a snapshot, and what stays is within the bound however many changes came.
+func TestFeedBytes(t *testing.T) {
+	e := newFeedEnv(t)
+	e.put("a", "x", "ready", false)
+	e.put("a", "x", "ready", true)
+	e.put("a", "x", "ready", false)
+	one := 0
+	for _, c := range e.store.feeds[e.kind].ring[:3] {
+		one = max(one, c.bytes)
+	}
+	require.Positive(t, one)
+	e.store.feeds[e.kind] = newFeed(FeedWindow, 10*one)
+	_, seq := e.store.Snapshot(e.kind, everywhere)
+	for i := range 9 {
+		e.put("a", "x", "ready", i%2 == 0)
+	}
+	_, _, err := e.store.Since(e.kind, seq, everywhere, everywhere)
+	require.NoError(t, err, "nine changes fit ten times the bytes of the largest")
+	for i := range 1000 {
+		e.put("a", "x", "ready", i%2 == 0)
+	}
+	f := e.store.feeds[e.kind]
+	assert.LessOrEqual(t, f.bytes, 10*one, "what is kept stays within the bound")
+	assert.GreaterOrEqual(t, f.size, 9, "as many changes as fit")
+	_, _, err = e.store.Since(e.kind, seq, everywhere, everywhere)
+	require.ErrorIs(t, err, ErrFeedGone, "a reader behind what is kept starts again")
+	_, _, err = e.store.Since(e.kind, f.seq-uint64(f.size)-1, everywhere, everywhere)
+	require.ErrorIs(t, err, ErrFeedGone, "even one change behind")
+	changes, _, err := e.store.Since(e.kind, f.seq-uint64(f.size), everywhere, everywhere)
+	require.NoError(t, err, "what is kept is read")
+	require.Len(t, changes, 1)
+	kept, sum := 0, 0
+	for _, c := range f.ring {
+		if c.instance != nil {
+			kept++
+			sum += c.bytes
+		}
+	}
+	assert.Equal(t, f.size, kept, "the slots of the changes let go hold nothing")
+	assert.Equal(t, f.bytes, sum, "the count is what the kept changes hold")
+}
+
+// A flood of changes of one object whose creator annotation is as large as the apiserver allows holds
+// no more than the feed's bound: each summary holds a bounded creator.
+func TestFeedFloodOfLargeObject(t *testing.T) {
+	e := newFeedEnv(t)
+	huge := strings.Repeat("x", 250<<10)
+	for i := range 3000 {
+		u := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "ray.io/v1", "kind": "RayCluster",
+			"metadata": map[string]any{"name": "flood", "namespace": "a", "annotations": map[string]any{CreatorKey: huge},
+				"labels": map[string]any{"n": strconv.Itoa(i)}},
+			"spec": map[string]any{"headGroupSpec": map[string]any{}},
+		}}
+		entry, err := (&Store{}).entryTransform(e.kind)(u)
+		require.NoError(t, err)
+		e.store.publishInstance(e.kind, entry)
+	}
+	f := e.store.feeds[e.kind]
+	assert.Equal(t, uint64(3000), f.seq)
+	assert.LessOrEqual(t, f.bytes, FeedBytes)
+	held := 0
+	for _, c := range f.ring[:f.size] {
+		if c.instance != nil {
+			held += len(c.instance.Summary.Creator)
+		}
+	}
+	assert.LessOrEqual(t, held, f.size*MaxCreatorBytes, "no kept version holds the whole annotation")
 }

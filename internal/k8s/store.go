@@ -59,16 +59,19 @@ type Item struct {
 	Labels  LabelSet
 	// lowerName is the name lower-cased, for a search.
 	lowerName string
+	// bytes estimates the memory the item holds, for the change feed's bound.
+	bytes int
 }
 
 func newItem(s Summary, labels LabelSet) *Item {
-	return &Item{Summary: s, Labels: labels, lowerName: strings.ToLower(s.Name)}
+	it := &Item{Summary: s, Labels: labels, lowerName: strings.ToLower(s.Name)}
+	it.bytes = itemBytes(it)
+	return it
 }
 
 const (
 	podsByClusterIndex    = "rayCluster"
 	entriesByClusterIndex = "rayCluster"
-	warningsByObjectIndex = "involvedObject"
 )
 
 func involvedKey(ns, kind, name string) string { return ns + "/" + kind + "/" + name }
@@ -83,8 +86,9 @@ type Store struct {
 	templates cache.SharedIndexInformer
 	// signer tells the templates and the creators the service signed.
 	signer *TemplateSigner
-	// warnings are the Warning events, by the object they are about: a health source.
-	warnings cache.SharedIndexInformer
+	// warnings are the Warning events about pods and Ray objects, by the object they are about, within
+	// bounds (see warningCache): a health source.
+	warnings *warningCache
 	start    []func(stop <-chan struct{})
 	handled  []cache.ResourceEventHandlerRegistration
 
@@ -195,7 +199,7 @@ func NewStore(dyn dynamic.Interface, core kubernetes.Interface, kinds *Kinds, te
 	df := dynamicinformer.NewDynamicSharedInformerFactory(dyn, resync)
 	for _, k := range kinds.All() {
 		s.instances[k], s.templated[k], s.ordered[k] = namespaced[*Item]{}, namespaced[*Item]{}, newViews()
-		s.feeds[k] = newFeed(FeedWindow)
+		s.feeds[k] = newFeed(FeedWindow, FeedBytes)
 		inf := df.ForResource(k.GVR()).Informer()
 		if err := inf.SetTransform(s.entryTransform(k)); err != nil {
 			return nil, err
@@ -236,21 +240,9 @@ func NewStore(dyn dynamic.Interface, core kubernetes.Interface, kinds *Kinds, te
 	}}); err != nil {
 		return nil, err
 	}
-	wf := informers.NewSharedInformerFactoryWithOptions(core, resync,
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = "type=" + corev1.EventTypeWarning }))
-	s.warnings = wf.Core().V1().Events().Informer()
-	if err := s.warnings.SetTransform(trimWarning); err != nil {
-		return nil, err
-	}
-	if err := s.warnings.AddIndexers(cache.Indexers{warningsByObjectIndex: func(obj any) ([]string, error) {
-		e, ok := obj.(*corev1.Event)
-		if !ok || e.Type != corev1.EventTypeWarning {
-			return nil, nil
-		}
-		return []string{involvedKey(e.Namespace, e.InvolvedObject.Kind, e.InvolvedObject.Name)}, nil
-	}}); err != nil {
-		return nil, err
-	}
+	s.warnings = newWarningCache(func(kind string) bool { return kind == "Pod" || kinds.byKind(kind) != nil }, s.warningChanged,
+		MaxWarnings, MaxWarningsPerNamespace, MaxWarningBytes)
+	warnings := warningReflector(core, s.warnings, resync)
 	tf := informers.NewSharedInformerFactoryWithOptions(core, resync,
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = TemplateLabel + "=true" }))
 	s.templates = tf.Core().V1().ConfigMaps().Informer()
@@ -260,7 +252,7 @@ func NewStore(dyn dynamic.Interface, core kubernetes.Interface, kinds *Kinds, te
 	if err := s.addHandlers(); err != nil {
 		return nil, err
 	}
-	s.start = []func(<-chan struct{}){df.Start, pf.Start, tf.Start, wf.Start}
+	s.start = []func(<-chan struct{}){df.Start, pf.Start, tf.Start, func(stop <-chan struct{}) { go warnings.Run(stop) }}
 	return s, nil
 }
 
@@ -273,6 +265,9 @@ func (s *Store) Start(ctx context.Context) {
 
 // HasSynced tells whether every informer has listed once and its handlers have published what it listed.
 func (s *Store) HasSynced() bool {
+	if !s.warnings.synced.Load() {
+		return false
+	}
 	for _, h := range s.handled {
 		if !h.HasSynced() {
 			return false
@@ -283,7 +278,8 @@ func (s *Store) HasSynced() bool {
 
 // WaitForSync blocks until the store has synced or ctx ends.
 func (s *Store) WaitForSync(ctx context.Context) bool {
-	syncs := make([]cache.InformerSynced, 0, len(s.handled))
+	syncs := make([]cache.InformerSynced, 0, len(s.handled)+1)
+	syncs = append(syncs, s.warnings.synced.Load)
 	for _, h := range s.handled {
 		syncs = append(syncs, h.HasSynced)
 	}
@@ -307,15 +303,6 @@ func (s *Store) addHandlers() error {
 		AddFunc:    s.podChanged,
 		UpdateFunc: func(_, obj any) { s.podChanged(obj) },
 		DeleteFunc: s.podChanged,
-	})
-	if err != nil {
-		return err
-	}
-	s.handled = append(s.handled, h)
-	h, err = s.warnings.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    s.warningChanged,
-		UpdateFunc: func(_, obj any) { s.warningChanged(obj) },
-		DeleteFunc: s.warningChanged,
 	})
 	if err != nil {
 		return err
@@ -410,20 +397,12 @@ func (s *Store) podChanged(obj any) {
 	s.notify.Notify()
 }
 
-// warningChanged publishes again what a Warning event is about: the object itself, or whatever runs
-// on the Ray cluster it names or whose pod it names.
-func (s *Store) warningChanged(obj any) {
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = t.Obj
-	}
-	e, ok := obj.(*corev1.Event)
-	if !ok {
-		return
-	}
-	ns, name := e.Namespace, e.InvolvedObject.Name
+// warningChanged publishes again what the Warning events about ns/kind/name are about: the object
+// itself, or whatever runs on the Ray cluster it names or whose pod it names.
+func (s *Store) warningChanged(ns, kind, name string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	switch e.InvolvedObject.Kind {
+	switch kind {
 	case "Pod":
 		o, found, _ := s.pods.GetIndexer().GetByKey(ns + "/" + name)
 		if p, ok := o.(*corev1.Pod); found && ok && p.Labels[RayClusterLabel] != "" {
@@ -432,7 +411,7 @@ func (s *Store) warningChanged(obj any) {
 	case rayCluster:
 		s.clusterChangedLocked(ns, name)
 	default:
-		k := s.kinds.byKind(e.InvolvedObject.Kind)
+		k := s.kinds.byKind(kind)
 		if k == nil {
 			return
 		}
@@ -591,19 +570,7 @@ func (s *Store) withPods(k *Kind, base *Summary) *Summary {
 
 // warningsAbout returns the Warning events about one object as problems, newest first.
 func (s *Store) warningsAbout(ns string, ref InvolvedObjectRef) []Problem {
-	objs, _ := s.warnings.GetIndexer().ByIndex(warningsByObjectIndex, involvedKey(ns, ref.Kind, ref.Name))
-	out := make([]Problem, 0, len(objs))
-	for _, o := range objs {
-		if e, ok := o.(*corev1.Event); ok {
-			t := e.LastTimestamp.UTC()
-			if t.IsZero() {
-				t = e.EventTime.UTC()
-			}
-			out = append(out, Problem{Source: ref, Reason: e.Reason, Message: e.Message, Since: &t, seenOn: SeenOnEvents})
-		}
-	}
-	slices.SortFunc(out, func(a, b Problem) int { return b.Since.Compare(*a.Since) })
-	return out
+	return s.warnings.about(ns, ref)
 }
 
 // ClusterPods returns the cached pods of one Ray cluster.
@@ -724,17 +691,4 @@ func trimContainers(cs []corev1.Container) []corev1.Container {
 		out[i] = corev1.Container{Name: c.Name, Image: c.Image, Resources: c.Resources, RestartPolicy: c.RestartPolicy}
 	}
 	return out
-}
-
-// trimWarning keeps of a Warning event what a health problem shows.
-func trimWarning(obj any) (any, error) {
-	e, ok := obj.(*corev1.Event)
-	if !ok {
-		return obj, nil
-	}
-	return &corev1.Event{
-		ObjectMeta:     metav1.ObjectMeta{Name: e.Name, Namespace: e.Namespace, UID: e.UID, ResourceVersion: e.ResourceVersion},
-		InvolvedObject: corev1.ObjectReference{Kind: e.InvolvedObject.Kind, Name: e.InvolvedObject.Name},
-		Reason:         e.Reason, Message: e.Message, Type: e.Type, LastTimestamp: e.LastTimestamp, EventTime: e.EventTime,
-	}, nil
 }

@@ -51,12 +51,14 @@ func (r *Resources) Add(r2 Resources, n int64) {
 // HeadSummary is what a list shows of the head group.
 type HeadSummary struct {
 	Resources Resources `json:"resources"`
-	// RayResources are the Ray logical resources one head pod offers (CPU, GPU, memory, custom).
+	// RayResources are the Ray logical resources one head pod offers (CPU, GPU, memory, custom; at most
+	// 16, names cut to 64 bytes).
 	RayResources RaySet `json:"rayResources,omitempty" swaggertype:"object,number"`
 }
 
 // WorkerGroup is what a list shows of a worker group.
 type WorkerGroup struct {
+	// Name is the group's name, cut to 253 bytes.
 	Name          string `json:"name"`
 	Replicas      int64  `json:"replicas"`
 	MinReplicas   int64  `json:"minReplicas"`
@@ -64,45 +66,58 @@ type WorkerGroup struct {
 	ReadyReplicas int64  `json:"readyReplicas"`
 	// Resources are the requests of one pod of the group.
 	Resources Resources `json:"resources"`
-	// RayResources are the Ray logical resources one pod of the group offers.
+	// RayResources are the Ray logical resources one pod of the group offers (at most 16, names cut to
+	// 64 bytes).
 	RayResources RaySet `json:"rayResources,omitempty" swaggertype:"object,number"`
 }
 
-// Summary is a list item: the same fields for every kind, plus a few per kind.
+// Summary is a list item: the same fields for every kind, plus a few per kind. What it takes from the
+// object is bounded (see bounds.go): a longer string is cut and ends with "…".
 type Summary struct {
-	Name       string `json:"name"`
-	Namespace  string `json:"namespace"`
-	Kind       string `json:"kind"`
-	Type       string `json:"type"`
-	Status     string `json:"status"`
+	Name      string `json:"name"`
+	Namespace string `json:"namespace"`
+	Kind      string `json:"kind"`
+	Type      string `json:"type"`
+	Status    string `json:"status"`
+	// RayVersion is spec.rayVersion, cut to 128 bytes.
 	RayVersion string `json:"rayVersion"`
-	Creator    string `json:"creator"`
+	// Creator is the annotation ray.openfuyao.com/creator, cut to 256 bytes.
+	Creator string `json:"creator"`
 	// CreatorSigned says whether the service wrote the creator (signed, at a create made through it);
 	// false where anyone who may edit the object could have set it.
-	CreatorSigned bool          `json:"creatorSigned"`
-	CreatedAt     time.Time     `json:"createdAt"`
-	Image         string        `json:"image"`
-	Head          HeadSummary   `json:"head"`
-	WorkerGroups  []WorkerGroup `json:"workerGroups"`
+	CreatorSigned bool      `json:"creatorSigned"`
+	CreatedAt     time.Time `json:"createdAt"`
+	// Image is the head's first container's image, cut to 512 bytes.
+	Image string      `json:"image"`
+	Head  HeadSummary `json:"head"`
+	// WorkerGroups are the first 64 worker groups (Requested counts them all).
+	WorkerGroups []WorkerGroup `json:"workerGroups"`
 	// Requested totals the head and every worker replica.
 	Requested Resources `json:"requested"`
 
-	// RayJob only.
-	JobStatus           string     `json:"jobStatus,omitempty"`
-	JobDeploymentStatus string     `json:"jobDeploymentStatus,omitempty"`
-	Entrypoint          string     `json:"entrypoint,omitempty"`
-	SubmissionMode      string     `json:"submissionMode,omitempty"`
-	StartTime           *time.Time `json:"startTime,omitempty"`
-	EndTime             *time.Time `json:"endTime,omitempty"`
-	RayClusterName      string     `json:"rayClusterName,omitempty"`
+	// RayJob only. JobStatus is status.jobStatus, cut to 128 bytes.
+	JobStatus string `json:"jobStatus,omitempty"`
+	// JobDeploymentStatus is status.jobDeploymentStatus, cut to 128 bytes.
+	JobDeploymentStatus string `json:"jobDeploymentStatus,omitempty"`
+	// Entrypoint is spec.entrypoint, cut to 4096 bytes (the manifest holds it whole).
+	Entrypoint string `json:"entrypoint,omitempty"`
+	// SubmissionMode is spec.submissionMode, cut to 128 bytes.
+	SubmissionMode string     `json:"submissionMode,omitempty"`
+	StartTime      *time.Time `json:"startTime,omitempty"`
+	EndTime        *time.Time `json:"endTime,omitempty"`
+	// RayClusterName is the RayJob's Ray cluster, cut to 253 bytes.
+	RayClusterName string `json:"rayClusterName,omitempty"`
 
-	// RayService only.
-	ServiceStatus         string `json:"serviceStatus,omitempty"`
-	ActiveRayClusterName  string `json:"activeRayClusterName,omitempty"`
+	// RayService only. ServiceStatus is status.serviceStatus, cut to 128 bytes.
+	ServiceStatus string `json:"serviceStatus,omitempty"`
+	// ActiveRayClusterName is the Ray cluster serving, cut to 253 bytes.
+	ActiveRayClusterName string `json:"activeRayClusterName,omitempty"`
+	// PendingRayClusterName is the Ray cluster being prepared, cut to 253 bytes.
 	PendingRayClusterName string `json:"pendingRayClusterName,omitempty"`
 	NumServeEndpoints     *int64 `json:"numServeEndpoints,omitempty"`
 
-	// Health is derived in the watch cache from the object's status and conditions and its pods.
+	// Health is derived in the watch cache from the object's status and conditions, its pods and the
+	// Warning events about them; its reason is cut to 128 bytes and its message to 1024.
 	Health Health `json:"health"`
 	// Actions are what the caller may do now (see Kind.Possible); set in list items and details, for
 	// each caller, not in the cache.
@@ -133,6 +148,7 @@ func (k *Kind) Summarize(o *unstructured.Unstructured) Summary {
 	}
 	k.objectSignals(o, &s)
 	deriveHealth(&s, nil)
+	s.bound()
 	return s
 }
 
@@ -168,6 +184,7 @@ func (k *Kind) withPods(base *Summary, pods []*corev1.Pod, warnings []Problem) *
 		s.Status = StatusFailed
 	}
 	deriveHealth(&s, issues, warnings...)
+	s.bound()
 	return &s
 }
 

@@ -1,0 +1,242 @@
+//go:build integration
+
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/yaml"
+)
+
+// dynamicAs returns a dynamic client that acts as a stack user, straight to the apiserver.
+func dynamicAs(t *testing.T, user string) dynamic.Interface {
+	t.Helper()
+	d, err := dynamic.NewForConfig(&rest.Config{Host: env.vars["KUBE_APISERVER_URL"], BearerToken: env.tokens[user],
+		TLSClientConfig: rest.TLSClientConfig{CAFile: env.vars["KUBE_CA_FILE"]}, QPS: 500, Burst: 1000})
+	require.NoError(t, err)
+	return d
+}
+
+// freeAddr returns a loopback address nothing listens on.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// heapAfterGC reads the heap in use of a service right after a garbage collection, from its profiler:
+// the least of a few readings, so that a collection running late does not count.
+func heapAfterGC(t *testing.T, pprofAddr string) int64 {
+	t.Helper()
+	least := int64(-1)
+	for range 3 {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		status, body, err := httpGet(ctx, "http://"+pprofAddr+"/debug/pprof/heap?gc=1&debug=1")
+		cancel()
+		require.NoError(t, err)
+		require.Equal(t, 200, status)
+		m := regexp.MustCompile(`(?m)^# HeapAlloc = ([0-9]+)$`).FindSubmatch(body)
+		require.NotNil(t, m, "the heap profile tells HeapAlloc")
+		n, err := strconv.ParseInt(string(m[1]), 10, 64)
+		require.NoError(t, err)
+		if least < 0 || n < least {
+			least = n
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	return least
+}
+
+// listedOn tells how many items the list of ns on the service at base shows for a label selector.
+func listedOn(t *testing.T, base, ns, kind, selector string) int {
+	t.Helper()
+	r, err := sendTo(base, "GET", nsPath(ns, kind)+"?labelSelector="+selector, env.tokens["admin"], "", nil)
+	require.NoError(t, err)
+	require.Equal(t, 200, r.Status, "%s", r.Raw)
+	return decode[listData](t, r).Total
+}
+
+// Attack: the change feed behind the streams kept the version before each of the last 4096 changes of
+// every kind, whole, whether a stream was open or not, and a version copied the creator annotation
+// whatever its length. A tenant who may patch one RayCluster of its own gave it a 200 KiB annotation and
+// patched its labels a few thousand times: each patch pinned another copy, hundreds of MB that stayed
+// after the object was gone. The feed is now bounded in bytes and the summary's strings in length.
+func TestAttackFeedFloodDoesNotHoldMemory(t *testing.T) {
+	pprofAddr := freeAddr(t)
+	svc, err := launchService(env.root, env.state, env.vars, "ray-service-flood.log", 60*time.Second, "--pprof-listen="+pprofAddr)
+	require.NoError(t, err)
+	defer svc.stop()
+	ns := namespace(t, "flood")
+	grantRole(t, ns, "bob", "flood", rbacv1.PolicyRule{APIGroups: []string{"ray.io"}, Resources: []string{"rayclusters"},
+		Verbs: []string{"patch", "get", "list", "create", "delete"}})
+	bob := dynamicAs(t, "bob").Resource(rayClusters).Namespace(ns)
+	ctx := context.Background()
+
+	var obj map[string]any
+	require.NoError(t, yaml.Unmarshal([]byte(minimalCluster), &obj))
+	u := &unstructured.Unstructured{Object: obj}
+	u.SetName("flood")
+	u.SetNamespace(ns)
+	u.SetAnnotations(map[string]string{"ray.openfuyao.com/creator": strings.Repeat("x", 200<<10)})
+	u.SetLabels(map[string]string{"flood": "start"})
+	require.NoError(t, unstructured.SetNestedField(u.Object, true, "spec", "suspend"))
+	_, err = bob.Create(ctx, u, metav1.CreateOptions{})
+	require.NoError(t, err, "bob may create a RayCluster in his namespace")
+	eventually(t, 30*time.Second, "the service holds the cluster", func() bool { return listedOn(t, svc.url, ns, "rayclusters", "flood=start") == 1 })
+	time.Sleep(2 * time.Second) // the operator's first writes
+	before := heapAfterGC(t, pprofAddr)
+
+	const patches, workers = 2000, 8
+	var next, failed atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := next.Add(1)
+				if i > patches {
+					return
+				}
+				patch := fmt.Sprintf(`{"metadata":{"labels":{"flood":"p%d"}}}`, i)
+				if _, err := bob.Patch(ctx, "flood", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+					failed.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	require.Zero(t, failed.Load(), "every patch of bob's is accepted")
+	_, err = bob.Patch(ctx, "flood", types.MergePatchType, []byte(`{"metadata":{"labels":{"flood":"done"}}}`), metav1.PatchOptions{})
+	require.NoError(t, err)
+	eventually(t, 2*time.Minute, "the service saw the last patch", func() bool { return listedOn(t, svc.url, ns, "rayclusters", "flood=done") == 1 })
+	after := heapAfterGC(t, pprofAddr)
+	t.Logf("heap after GC: %d MB before, %d MB after %d patches (%+d MB)", before>>20, after>>20, patches, (after-before)>>20)
+	assert.Less(t, after-before, int64(50<<20), "a tenant's patches move the service's heap by less than 50 MB")
+
+	require.NoError(t, bob.Delete(ctx, "flood", metav1.DeleteOptions{}))
+	eventually(t, time.Minute, "the cluster is gone from the service", func() bool { return listedOn(t, svc.url, ns, "rayclusters", "flood=done") == 0 })
+	gone := heapAfterGC(t, pprofAddr)
+	t.Logf("heap after GC once deleted: %d MB (%+d MB)", gone>>20, (gone-before)>>20)
+	assert.Less(t, gone-before, int64(50<<20), "nothing of the flood stays once the object is gone")
+}
+
+// Attack: an object's stream sent PODS frames (names, nodes, addresses, images, states) to a caller who
+// may read the Ray object but not list pods, while the pods route answers that caller 403.
+func TestAttackObjectStreamShowsNoPodsWithoutPodRights(t *testing.T) {
+	ns := namespace(t, "podrights")
+	runningCluster(t, ns, "pr")
+	grantRole(t, ns, "carol", "ray-only", rbacv1.PolicyRule{APIGroups: []string{"ray.io"}, Resources: []string{"rayclusters"},
+		Verbs: []string{"get", "list", "watch"}})
+	carol := env.tokens["carol"]
+	path := itemPath(ns, "rayclusters", "pr")
+	r := call(t, "GET", path+"/pods", carol, "", nil)
+	require.Equal(t, 403, r.Status, "carol may not list the pods: %s", r.Raw)
+
+	status, s := openWatch(t, env.serviceURL, path+"/watch", carol, "")
+	require.Equal(t, 200, status)
+	seen := s.until(t, 30*time.Second, "the first state", func(ev sseEvent) bool { return ev.Name == "SYNCED" })
+	// A pod change comes next: the workers scaled down.
+	r = call(t, "POST", path+"/scale", env.tokens["admin"], "application/json", []byte(`{"group":"workers","replicas":1}`))
+	require.Equal(t, 200, r.Status, "%s", r.Raw)
+	eventually(t, 60*time.Second, "one worker left", func() bool { return len(clusterPods(t, ns, "pr")) == 2 })
+	seen = append(seen, s.until(t, 5*time.Second, "", func(sseEvent) bool { return false })...)
+	for _, ev := range seen {
+		assert.NotEqual(t, "PODS", ev.Name, "no pods for a caller who may not list them: %v", ev)
+	}
+
+	// Who may list pods still gets them.
+	status, s = openWatch(t, env.serviceURL, path+"/watch", env.tokens["admin"], "")
+	require.Equal(t, 200, status)
+	first := s.until(t, 30*time.Second, "the admin's first state", func(ev sseEvent) bool { return ev.Name == "SYNCED" })
+	var pods []podInfo
+	for _, ev := range first {
+		if ev.Name == "PODS" {
+			require.NoError(t, json.Unmarshal(ev.Data, &pods))
+		}
+	}
+	assert.NotEmpty(t, pods, "the admin sees the pods: %v", first)
+}
+
+// Attack: the bounds on watch streams and log follows per caller counted tokens, not users: a user who
+// can mint tokens (any ServiceAccount's TokenRequest) took every place by opening each stream with a new
+// token. They now count the authenticated user; an object stream is also refused before it starts
+// reading the namespace's events.
+func TestAttackStreamLimitsArePerUser(t *testing.T) {
+	svc, err := launchService(env.root, env.state, env.vars, "ray-service-peruser.log", 60*time.Second,
+		"--max-watches-per-caller=2", "--max-log-follows-per-caller=1")
+	require.NoError(t, err)
+	defer svc.stop()
+	ns := namespace(t, "peruser")
+	runningCluster(t, ns, "pu")
+	ctx := context.Background()
+	_, err = env.admin.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "tenant"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = env.admin.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "tenant"}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{"ray.io"}, Resources: []string{"rayclusters"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{""}, Resources: []string{"pods", "pods/log", "events"}, Verbs: []string{"get", "list"}},
+	}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = env.admin.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "tenant"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "tenant"},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "tenant", Namespace: ns}}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	user := "system:serviceaccount:" + ns + ":tenant"
+	waitAllowed(t, user, ns, "list", "ray.io", "rayclusters")
+	waitAllowed(t, user, ns, "get", "", "pods/log")
+	var tokens []string
+	for range 4 {
+		expiry := int64(3600)
+		tr, err := env.admin.CoreV1().ServiceAccounts(ns).CreateToken(ctx, "tenant",
+			&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &expiry}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		tokens = append(tokens, tr.Status.Token)
+	}
+
+	path := itemPath(ns, "rayclusters", "pu")
+	for i, tok := range tokens[:2] {
+		status, _ := openWatch(t, svc.url, watchPath(ns, "rayclusters"), tok, "")
+		require.Equal(t, 200, status, "stream %d of the user", i+1)
+	}
+	status, _ := openWatch(t, svc.url, watchPath(ns, "rayclusters"), tokens[2], "")
+	assert.Equal(t, 429, status, "a third stream of the same user, with a token of its own")
+	start := time.Now()
+	status, _ = openWatch(t, svc.url, path+"/watch", tokens[3], "")
+	assert.Equal(t, 429, status, "an object stream of the same user, with yet another token")
+	assert.Less(t, time.Since(start), 2*time.Second, "refused before reading the namespace's events")
+
+	var head string
+	for _, p := range clusterPods(t, ns, "pu") {
+		if p.Labels["ray.io/node-type"] == "head" {
+			head = p.Name
+		}
+	}
+	podLog(t, ns, head, "ray-head", "a line")
+	status, res := openFollow(t, svc.url, path, tokens[0])
+	require.Equal(t, 200, status, "the user's first follow")
+	defer res.Body.Close()
+	status, _ = openFollow(t, svc.url, path, tokens[1])
+	assert.Equal(t, 429, status, "a second follow of the same user, with another token")
+}
