@@ -226,6 +226,18 @@ func (o *objectStream) followEvents(ctx context.Context, tok string) {
 	cache.WaitForCacheSync(wait.Done(), o.events.Synced)
 }
 
+// shown is sum as the caller may see it: a health reason read from pods or events it may not list in
+// the namespace is withheld, as in the detail.
+func (o *objectStream) shown(sum *k8s.Summary) *k8s.Summary {
+	on := sum.Health.SeenOn()
+	if on == "" || (on == k8s.SeenOnPods && o.podsAllowed) || (on == k8s.SeenOnEvents && o.events != nil) {
+		return sum
+	}
+	c := *sum
+	c.Health = c.Health.Withheld()
+	return &c
+}
+
 // checkPods asks whether the caller may list pods in the namespace, as the pods route does: PODS are
 // sent only while it may. When the rights cannot be checked, it keeps what it had (none at first).
 func (o *objectStream) checkPods(ctx context.Context, tok string) {
@@ -258,15 +270,15 @@ func (o *objectStream) update(first bool) {
 	}
 	switch {
 	case sum == nil && o.present:
-		o.w.event(EventDeleted, o.id(), &o.last)
+		o.w.event(EventDeleted, o.id(), o.shown(&o.last))
 		o.present, o.item = false, nil
 		return
 	case sum == nil:
 		return
 	case !o.present:
-		o.w.event(EventAdded, o.id(), sum)
+		o.w.event(EventAdded, o.id(), o.shown(sum))
 	case it != o.item:
-		o.w.event(EventModified, o.id(), sum)
+		o.w.event(EventModified, o.id(), o.shown(sum))
 	}
 	o.present, o.item, o.last = true, it, *sum
 

@@ -66,6 +66,14 @@ func TestHealthReasonNeedsTheRightToSeeItsSource(t *testing.T) {
 	}
 	require.NoError(t, json.Unmarshal(added.Data, &item))
 	assert.Equal(t, "Withheld", item.Health.Reason, "in the stream: %s", added.Data)
+	// And the object's own stream.
+	status, stream = openWatch(t, env.serviceURL, itemPath(ns, "rayclusters", "gpu")+"/watch", carol, "")
+	require.Equal(t, 200, status)
+	added = stream.next(t, 10*time.Second)
+	stream.close()
+	require.Equal(t, "ADDED", added.Name)
+	require.NoError(t, json.Unmarshal(added.Data, &item))
+	assert.Equal(t, "Withheld", item.Health.Reason, "in the object's stream: %s", added.Data)
 	// Allowed to list pods there, carol sees the reason (once the verdict cached before has expired).
 	grantRole(t, ns, "carol", "pods-read", rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list"}})
 	eventually(t, 45*time.Second, "the reason shown to carol", func() bool { return listed().Reason == "Unschedulable" })

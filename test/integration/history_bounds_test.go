@@ -19,18 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/rest"
 )
-
-// dynamicAs returns a dynamic client that acts as a stack user, straight to the apiserver.
-func dynamicAs(t *testing.T, user string) dynamic.Interface {
-	t.Helper()
-	d, err := dynamic.NewForConfig(&rest.Config{Host: env.vars["KUBE_APISERVER_URL"], BearerToken: env.tokens[user],
-		TLSClientConfig: rest.TLSClientConfig{CAFile: env.vars["KUBE_CA_FILE"]}, QPS: 100, Burst: 200})
-	require.NoError(t, err)
-	return d
-}
 
 // rawRecord reads a history record as a caller, as the JSON object it is.
 func rawRecord(t *testing.T, base, kind, uid, token string) map[string]any {

@@ -25,15 +25,6 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// freeAddr is a loopback address nothing listens on now.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 // The service's own metrics are not on the API's address in the chart: the API answers 404 for
 // /metrics, the metrics address serves them, and the chart names that port. Before, anyone who could
 // reach the API read the service's figures without a token.
