@@ -71,6 +71,9 @@ type Config struct {
 	// TemplateKeyFile holds the key the service signs its templates with (at least 32 bytes; every
 	// replica the same): a ConfigMap without its signature is no template.
 	TemplateKeyFile string `mapstructure:"template-key-file"`
+	// AuditKeyFile holds the key the audit trail is chained and its events signed with (at least 32
+	// bytes; every replica the same; not the template key).
+	AuditKeyFile string `mapstructure:"audit-key-file"`
 	// HistoryDSN is where the history is kept: sqlite:<file> (embedded) or a PostgreSQL URL
 	// (postgres://…, for several replicas); empty: no history.
 	HistoryDSN string `mapstructure:"history-dsn"`
@@ -116,6 +119,7 @@ func Load(args []string) (*Config, error) {
 	fs.String("dashboard-origin", "", "a separate origin (scheme://host[:port]) that alone serves the Ray dashboard proxy")
 	fs.String("pprof-listen", "", "a loopback address (e.g. 127.0.0.1:6060) to serve the Go profiler on; empty: off")
 	fs.String("template-key-file", "", "file holding the key templates are signed with (at least 32 bytes; required)")
+	fs.String("audit-key-file", "", "file holding the key the audit trail is chained and signed with (at least 32 bytes, not the template key; required)")
 	fs.String("history-dsn", "sqlite:/var/lib/ray-service/history.db", "where the history is kept: sqlite:<file> or postgres://…; empty: no history")
 	fs.String("history-lease", "ray-service-history", "the Lease whose holder writes the history")
 	fs.String("history-lease-namespace", "", "the Lease's namespace (empty: the service's own namespace, else default)")
@@ -143,6 +147,10 @@ func Load(args []string) (*Config, error) {
 	if c.TemplateKeyFile == "" {
 		return nil, fmt.Errorf("template-key-file is required: the service signs the templates it stores with that key " +
 			"and trusts no other (see the chart's templateKey)")
+	}
+	if c.AuditKeyFile == "" {
+		return nil, fmt.Errorf("audit-key-file is required: the service chains its audit trail and signs its events with that key " +
+			"(see the chart's auditKey)")
 	}
 	if c.PprofListen != "" {
 		host, _, err := net.SplitHostPort(c.PprofListen)

@@ -12,7 +12,7 @@ import (
 
 func TestLoadPrecedence(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "config.yaml")
-	require.NoError(t, os.WriteFile(file, []byte("listen: 127.0.0.1:9000\nlog-level: warn\nprometheus-url: http://from-file:9090\nauth-cache-ttl: 10s\ntemplate-key-file: /keys/template\n"), 0o600))
+	require.NoError(t, os.WriteFile(file, []byte("listen: 127.0.0.1:9000\nlog-level: warn\nprometheus-url: http://from-file:9090\nauth-cache-ttl: 10s\ntemplate-key-file: /keys/template\naudit-key-file: /keys/audit\n"), 0o600))
 	t.Setenv("RAY_SERVICE_PROMETHEUS_URL", "http://from-env:9090")
 	t.Setenv("RAY_SERVICE_LOG_LEVEL", "debug")
 	c, err := Load([]string{"--config", file, "--log-level", "error"})
@@ -24,12 +24,16 @@ func TestLoadPrecedence(t *testing.T) {
 	assert.Equal(t, "cluster.local", c.ClusterDomain, "defaults")
 	assert.Equal(t, "rayDefaultDashboard", c.GrafanaDashboardUID)
 	assert.Equal(t, "/keys/template", c.TemplateKeyFile)
+	assert.Equal(t, "/keys/audit", c.AuditKeyFile)
 }
 
 func TestLoadRefusals(t *testing.T) {
 	_, err := Load(nil)
 	require.ErrorContains(t, err, "template-key-file is required")
 	t.Setenv("RAY_SERVICE_TEMPLATE_KEY_FILE", "/keys/template")
+	_, err = Load(nil)
+	require.ErrorContains(t, err, "audit-key-file is required")
+	t.Setenv("RAY_SERVICE_AUDIT_KEY_FILE", "/keys/audit")
 	_, err = Load([]string{"--log-level", "loud"})
 	require.ErrorContains(t, err, "log-level")
 	_, err = Load([]string{"--config", filepath.Join(t.TempDir(), "missing.yaml")})
