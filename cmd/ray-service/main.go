@@ -13,6 +13,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -92,6 +93,10 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	auditKey, err := readAuditKey(cfg.AuditKeyFile, key)
+	if err != nil {
+		return err
+	}
 	kinds := k8s.NewKinds()
 	store, err := k8s.NewStore(dyn, watchCore, kinds, templates, cfg.ResyncPeriod)
 	if err != nil {
@@ -122,6 +127,7 @@ func run() error {
 	defer stop()
 	instance, _ := os.Hostname()
 	var hist api.History // none without a history database
+	var auditStore audit.Store
 	if cfg.HistoryDSN != "" {
 		recorder, store2, released, err := startHistory(ctx, cfg, restCfg, kinds, log, instance, registry)
 		if err != nil {
@@ -137,7 +143,7 @@ func run() error {
 			}
 		}()
 		store.SetObserver(recorder)
-		hist = store2
+		hist, auditStore = store2, store2.Audit()
 	}
 	store.Start(ctx)
 
@@ -154,7 +160,12 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	trail := &audit.Trail{Signer: audit.Signer{Key: key}, Events: auditCore.CoreV1(), Log: log, Instance: instance}
+	trail := &audit.Trail{Key: auditKey, Store: auditStore, Events: auditCore.CoreV1(), Log: log, Instance: instance}
+	defer trail.Wait() // the mirror events under way
+	registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ray_service_audit_reads_total",
+		Help: "Pages of the audit trail read from its store."}, func() float64 { return float64(trail.Reads()) }))
+	registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ray_service_audit_append_failures_total",
+		Help: "Writes the audit trail's store could not take (each is logged in full)."}, func() float64 { return float64(trail.Failures()) }))
 	draining := &drain{}
 	router := api.NewRouter(api.Deps{
 		Kinds: kinds,
@@ -263,6 +274,19 @@ func startHistory(ctx context.Context, cfg *config.Config, restCfg *rest.Config,
 	}()
 	log.Info("history", zap.String("database", history.Redact(cfg.HistoryDSN)), zap.String("lease", ns+"/"+cfg.HistoryLease))
 	return r, hs, released, nil
+}
+
+// readAuditKey reads the audit key, which must not be the template key: each signs what the other
+// must not stand for.
+func readAuditKey(file string, templateKey []byte) (audit.Key, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("reading the audit key: %w", err)
+	}
+	if bytes.Equal(bytes.TrimSpace(b), bytes.TrimSpace(templateKey)) {
+		return nil, errors.New("the audit key is the template key: give the audit trail a key of its own (audit-key-file)")
+	}
+	return audit.NewKey(b)
 }
 
 // drain turns readiness off once the service is told to stop.

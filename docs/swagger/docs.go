@@ -85,7 +85,7 @@ const docTemplate = `{
                         "Bearer": []
                     }
                 ],
-                "description": "The writes made through the service (create, replace, delete, start, stop, scale, and each item of a\nbatch delete that succeeded), newest first: who (the caller's user name), what, when, and the\nrequest id. Each is a Kubernetes Event the service writes with its own identity and signs, on the\nobject (a deleted object's stays in its namespace), labelled ray.openfuyao.com/audit=true, with a reason\nRayService\u003cAction\u003e; events it did not sign are not shown. Only namespaces where the caller may list\nevents are shown (403 when it asks for one where it may not). Events live as long as the cluster\nkeeps events (one hour by default).",
+                "description": "The writes made through the service (create, replace, delete, start, stop, scale, and each item of a\nbatch delete that succeeded), newest first: who (the caller's user name), what, when, and the\nrequest id. The trail is kept in the service's own store (the history database), append-only: each\nentry has a sequence number and is chained to the one before by a hash keyed with the service's audit\nkey (GET /rest/ray/v1/audit/verify checks it). Each entry is mirrored as a Kubernetes Event on the object\n(a deleted object's stays in its namespace), labelled ray.openfuyao.com/audit=true, with a reason\nRayService\u003cAction\u003e, signed with the audit key; the mirror is only a view: events deleted, copied or\nexpired change nothing here. The trail starts when the service first ran with its store: the events\nof earlier versions are not read. Only namespaces where the caller may list events are shown (403 when\nit asks for one where it may not); the caller's rights are checked before the trail is read. 503 when\nthe service runs without a history database.",
                 "produces": [
                     "application/json"
                 ],
@@ -139,6 +139,61 @@ const docTemplate = `{
                         "description": "Bad Request",
                         "schema": {
                             "$ref": "#/definitions/api.Envelope"
+                        }
+                    },
+                    "401": {
+                        "description": "Unauthorized",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    },
+                    "403": {
+                        "description": "Forbidden",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    },
+                    "503": {
+                        "description": "Service Unavailable",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    }
+                }
+            }
+        },
+        "/rest/ray/v1/audit/verify": {
+            "get": {
+                "security": [
+                    {
+                        "Bearer": []
+                    }
+                ],
+                "description": "Walks the whole trail in sequence order and checks each entry's hash, keyed with the service's audit\nkey, against its content and the previous entry's hash, and the last entry against the head every\nappend moves: an entry changed, removed or added in the database other than by the service is\nreported, with the first sequence number where the chain breaks (brokenAt) and how (problem); intact\nis true when there is no such break. Entries appended while it runs are left for the next check.\nOnly a caller who may list events in every namespace (cluster-wide) may ask: 403 otherwise. 503\nwhen the service runs without a history database.",
+                "produces": [
+                    "application/json"
+                ],
+                "tags": [
+                    "audit"
+                ],
+                "summary": "Check the audit trail",
+                "responses": {
+                    "200": {
+                        "description": "OK",
+                        "schema": {
+                            "allOf": [
+                                {
+                                    "$ref": "#/definitions/api.Envelope"
+                                },
+                                {
+                                    "type": "object",
+                                    "properties": {
+                                        "data": {
+                                            "$ref": "#/definitions/audit.Verification"
+                                        }
+                                    }
+                                }
+                            ]
                         }
                     },
                     "401": {
@@ -4530,12 +4585,47 @@ const docTemplate = `{
                 "requestID": {
                     "type": "string"
                 },
+                "seq": {
+                    "description": "Seq is the entry's place in the trail, from 1, without gaps.",
+                    "type": "integer",
+                    "example": 42
+                },
                 "time": {
+                    "type": "string"
+                },
+                "uid": {
                     "type": "string"
                 },
                 "user": {
                     "type": "string",
                     "example": "admin"
+                }
+            }
+        },
+        "audit.Verification": {
+            "type": "object",
+            "properties": {
+                "brokenAt": {
+                    "description": "BrokenAt is the first sequence number where the chain breaks (0 when intact, or when the head\nitself is gone); Problem says how.",
+                    "type": "integer",
+                    "example": 42
+                },
+                "entries": {
+                    "description": "Entries is how many entries were checked; Head is the last sequence number the appends recorded.",
+                    "type": "integer",
+                    "example": 1200
+                },
+                "head": {
+                    "type": "integer",
+                    "example": 1200
+                },
+                "intact": {
+                    "description": "Intact is true when every entry is as appended, none is missing and none was added.",
+                    "type": "boolean"
+                },
+                "problem": {
+                    "type": "string",
+                    "example": "entry 42 is not as it was appended"
                 }
             }
         },

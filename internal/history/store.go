@@ -165,6 +165,8 @@ var migrations = []string{
 		at BIGINT NOT NULL,
 		PRIMARY KEY (uid, status, at)
 	);`,
+	// 2: the audit trail (audit.go).
+	auditMigration,
 }
 
 // SchemaVersion is the schema version this service brings a database to.
