@@ -153,7 +153,7 @@ func TestAttackAuditTamperedRowIsReported(t *testing.T) {
 	status, _ = verifyAudit(t, svc.url, env.tokens["viewer"])
 	assert.Equal(t, 403, status, "only who may list events cluster-wide checks the trail")
 
-	db, err := sql.Open("sqlite", filepath.Join(env.state, "history", "ray-service-audit-tamper.db"))
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(env.state, "history", "ray-service-audit-tamper.db")+"?_pragma=busy_timeout(5000)")
 	require.NoError(t, err)
 	defer func() { _ = db.Close() }()
 	ctx := context.Background()
