@@ -14,6 +14,12 @@ if [ -n "${RAY_SERVICE_KUBECONFIG:-}" ] || [ -n "${KUBERNETES_SERVICE_HOST:-}" ]
     [ -f .run/template.key ] || (umask 077 && openssl rand -hex 32 >.run/template.key)
     export RAY_SERVICE_TEMPLATE_KEY_FILE=$PWD/.run/template.key
   fi
+  # The audit trail likewise, with a key of its own.
+  if [ -z "${RAY_SERVICE_AUDIT_KEY_FILE:-}" ]; then
+    mkdir -p .run
+    [ -f .run/audit.key ] || (umask 077 && openssl rand -hex 32 >.run/audit.key)
+    export RAY_SERVICE_AUDIT_KEY_FILE=$PWD/.run/audit.key
+  fi
   # The history in a file under .run/, unless a DSN is given (a pod keeps the default, on its volume).
   if [ -z "${RAY_SERVICE_HISTORY_DSN+set}" ] && [ -z "${KUBERNETES_SERVICE_HOST:-}" ]; then
     mkdir -p .run
@@ -97,7 +103,7 @@ MSG
 # The service reaches Ray dashboards through the same loopback proxy setting as the operator.
 HTTP_PROXY=$OPERATOR_HTTP_PROXY NO_PROXY=127.0.0.1,localhost \
   "$BIN" --listen "$LISTEN" --kubeconfig "$SERVICE_KUBECONFIG" --prometheus-url "$PROMETHEUS_URL" \
-  --template-key-file "$TEMPLATE_KEY_FILE" --history-dsn "${RAY_SERVICE_HISTORY_DSN:-sqlite:$(dirname "$STATE")/history.db}" \
+  --template-key-file "$TEMPLATE_KEY_FILE" --audit-key-file "$AUDIT_KEY_FILE" --history-dsn "${RAY_SERVICE_HISTORY_DSN:-sqlite:$(dirname "$STATE")/history.db}" \
   --history-lease-namespace default "$@" &
 pid=$!
 wait "$pid"

@@ -82,8 +82,9 @@ if [ ! -f "$P/sa.key" ]; then
   done
   chmod 600 "$STATE/tokens.csv"
 fi
-# The key ray-service signs its templates with, once per state directory.
+# The keys ray-service signs its templates and its audit trail with, once per state directory.
 [ -f "$STATE/template.key" ] || (umask 077 && openssl rand -hex 32 >"$STATE/template.key")
+[ -f "$STATE/audit.key" ] || (umask 077 && openssl rand -hex 32 >"$STATE/audit.key")
 token() { awk -F, -v u="$1" '$2 == u {print $1}' "$STATE/tokens.csv"; }
 kubeconfig() { # file user
   cat >"$1" <<KC
@@ -243,6 +244,7 @@ export PROMETHEUS_URL=http://127.0.0.1:$PROM_PORT
 export OPERATOR_HTTP_PROXY=$OPERATOR_HTTP_PROXY
 export KWOK_LOGS_DIR="$STATE/pod-logs"
 export TEMPLATE_KEY_FILE="$STATE/template.key"
+export AUDIT_KEY_FILE="$STATE/audit.key"
 export HISTORY_POSTGRES_DSN="${HISTORY_POSTGRES_DSN:-}"
 ENV
 mkdir -p "$STATE/pod-logs"

@@ -528,7 +528,7 @@ func profile(c config) <-chan error {
 // request then reviews each namespace anew, as a caller's first list does.
 func secondInstance(c config, client *http.Client, url, auth string) (ready, p50, p99 time.Duration, err error) {
 	cmd := exec.Command(c.serviceBin, "--listen", "127.0.0.1:18089", "--kubeconfig", c.env["SERVICE_KUBECONFIG"],
-		"--prometheus-url", c.env["PROMETHEUS_URL"], "--template-key-file", c.env["TEMPLATE_KEY_FILE"], "--log-level", "warn",
+		"--prometheus-url", c.env["PROMETHEUS_URL"], "--template-key-file", c.env["TEMPLATE_KEY_FILE"], "--audit-key-file", c.env["AUDIT_KEY_FILE"], "--log-level", "warn",
 		"--auth-cache-ttl", "1ms")
 	start := time.Now()
 	if err := cmd.Start(); err != nil {

@@ -13,6 +13,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -87,11 +88,15 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	key, err := templateKey(cfg, core)
+	key, err := signingKey(cfg.TemplateKeyFile, cfg.TemplateKeySecret, core)
 	if err != nil {
 		return err
 	}
 	templates, err := k8s.NewTemplateSigner(key)
+	if err != nil {
+		return err
+	}
+	auditKey, err := readAuditKey(cfg, core, key)
 	if err != nil {
 		return err
 	}
@@ -125,6 +130,7 @@ func run() error {
 	defer stop()
 	instance, _ := os.Hostname()
 	var hist api.History // none without a history database
+	var auditStore audit.Store
 	if cfg.HistoryDSN != "" {
 		recorder, store2, released, err := startHistory(ctx, cfg, restCfg, kinds, log, instance, registry)
 		if err != nil {
@@ -140,7 +146,7 @@ func run() error {
 			}
 		}()
 		store.SetObserver(recorder)
-		hist = store2
+		hist, auditStore = store2, store2.Audit()
 	}
 	store.Start(ctx)
 
@@ -157,7 +163,12 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	trail := &audit.Trail{Signer: audit.Signer{Key: key}, Events: auditCore.CoreV1(), Log: log, Instance: instance}
+	trail := &audit.Trail{Key: auditKey, Store: auditStore, Events: auditCore.CoreV1(), Log: log, Instance: instance}
+	defer trail.Wait() // the mirror events under way
+	registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ray_service_audit_reads_total",
+		Help: "Pages of the audit trail read from its store."}, func() float64 { return float64(trail.Reads()) }))
+	registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ray_service_audit_append_failures_total",
+		Help: "Writes the audit trail's store could not take (each is logged in full)."}, func() float64 { return float64(trail.Failures()) }))
 	draining := &drain{}
 	// /metrics is served on the API's address unless it has an address of its own.
 	var apiMetrics prometheus.Gatherer = registry
@@ -300,19 +311,32 @@ func startHistory(ctx context.Context, cfg *config.Config, restCfg *rest.Config,
 	return r, hs, released, nil
 }
 
-// templateKey reads the key templates are signed with: from its file, or from its Secret (made with a
-// new key by the first replica to start).
-func templateKey(cfg *config.Config, core kubernetes.Interface) ([]byte, error) {
-	if cfg.TemplateKeyFile != "" {
-		return keys.FromFile(cfg.TemplateKeyFile)
+// signingKey reads a key from its file, or from its Secret (made with a new key by the first replica
+// to start).
+func signingKey(file, secret string, core kubernetes.Interface) ([]byte, error) {
+	if file != "" {
+		return keys.FromFile(file)
 	}
-	ns, name, err := keys.ParseSecretRef(cfg.TemplateKeySecret)
+	ns, name, err := keys.ParseSecretRef(secret)
 	if err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	return keys.FromSecret(ctx, core.CoreV1().Secrets(ns), ns, name, keys.DataKey)
+}
+
+// readAuditKey reads the audit key, which must not be the template key: each signs what the other
+// must not stand for.
+func readAuditKey(cfg *config.Config, core kubernetes.Interface, templateKey []byte) (audit.Key, error) {
+	b, err := signingKey(cfg.AuditKeyFile, cfg.AuditKeySecret, core)
+	if err != nil {
+		return nil, fmt.Errorf("the audit key: %w", err)
+	}
+	if bytes.Equal(bytes.TrimSpace(b), bytes.TrimSpace(templateKey)) {
+		return nil, errors.New("the audit key is the template key: give the audit trail a key of its own (audit-key-file or audit-key-secret)")
+	}
+	return audit.NewKey(b)
 }
 
 // drain turns readiness off once the service is told to stop.

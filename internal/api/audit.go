@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/gin-gonic/gin"
-	"go.uber.org/zap"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -18,15 +17,17 @@ import (
 
 // AuditTrail records the writes made through the service and reads them back (audit.Trail).
 type AuditTrail interface {
+	// Record appends a write to the trail before it returns; it never fails the write.
 	Record(ctx context.Context, w audit.Write)
-	List(ctx context.Context, namespace string) ([]audit.Entry, error)
+	List(ctx context.Context, q audit.Query) ([]audit.Entry, int, error)
+	// Namespaces are those the trail has entries of.
+	Namespaces(ctx context.Context) ([]string, error)
+	Verify(ctx context.Context) (audit.Verification, error)
 }
 
-// auditInFlight bounds the audit events being written at once; past it a write is logged, not
-// recorded, so that a slow apiserver never holds the service's memory.
-const auditInFlight = 64
-
-// recordWrite records a write that succeeded, in the background: the answer does not wait for it.
+// recordWrite records a write that succeeded. The entry is appended to the trail's store before the
+// answer goes, so that no write the service answered for is missing from the trail; only its mirror
+// event is written in the background.
 func (s *Server) recordWrite(c *gin.Context, action string, k *k8s.Kind, ns, name string, uid types.UID, detail string) {
 	if s.Audit == nil {
 		return
@@ -35,20 +36,8 @@ func (s *Server) recordWrite(c *gin.Context, action string, k *k8s.Kind, ns, nam
 	if err != nil {
 		user = "unknown (" + err.Error() + ")"
 	}
-	w := audit.Write{Action: action, Kind: k.Kind, Namespace: ns, Name: name, UID: uid, User: user,
-		RequestID: c.Writer.Header().Get("X-Request-ID"), Detail: detail}
-	select {
-	case s.auditSlots <- struct{}{}:
-	default:
-		logger(c).Warn("too many audit events being written: this write is not recorded", zap.String("action", action),
-			zap.String("object", ns+"/"+name), zap.String("user", user))
-		return
-	}
-	ctx := context.WithoutCancel(c.Request.Context())
-	go func() {
-		defer func() { <-s.auditSlots }()
-		s.Audit.Record(ctx, w)
-	}()
+	s.Audit.Record(c.Request.Context(), audit.Write{Action: action, Kind: k.Kind, Namespace: ns, Name: name, UID: uid, User: user,
+		RequestID: c.Writer.Header().Get("X-Request-ID"), Detail: detail})
 }
 
 // recordCurrent records a write of what cur is after it.
@@ -76,16 +65,28 @@ func scaleDetail(r k8s.ScaleRequest) string {
 	return d.String()
 }
 
+// auditOn answers 503 without a trail (a trail without a store answers so too).
+func (s *Server) auditOn() error {
+	if s.Audit == nil {
+		return audit.ErrOff
+	}
+	return nil
+}
+
 // auditList lists the writes made through the service.
 //
 //	@Summary		Audit trail
 //	@Description	The writes made through the service (create, replace, delete, start, stop, scale, and each item of a
 //	@Description	batch delete that succeeded), newest first: who (the caller's user name), what, when, and the
-//	@Description	request id. Each is a Kubernetes Event the service writes with its own identity and signs, on the
-//	@Description	object (a deleted object's stays in its namespace), labelled ray.openfuyao.com/audit=true, with a reason
-//	@Description	RayService<Action>; events it did not sign are not shown. Only namespaces where the caller may list
-//	@Description	events are shown (403 when it asks for one where it may not). Events live as long as the cluster
-//	@Description	keeps events (one hour by default).
+//	@Description	request id. The trail is kept in the service's own store (the history database), append-only: each
+//	@Description	entry has a sequence number and is chained to the one before by a hash keyed with the service's audit
+//	@Description	key (GET /rest/ray/v1/audit/verify checks it). Each entry is mirrored as a Kubernetes Event on the object
+//	@Description	(a deleted object's stays in its namespace), labelled ray.openfuyao.com/audit=true, with a reason
+//	@Description	RayService<Action>, signed with the audit key; the mirror is only a view: events deleted, copied or
+//	@Description	expired change nothing here. The trail starts when the service first ran with its store: the events
+//	@Description	of earlier versions are not read. Only namespaces where the caller may list events are shown (403 when
+//	@Description	it asks for one where it may not); the caller's rights are checked before the trail is read. 503 when
+//	@Description	the service runs without a history database.
 //	@Tags			audit
 //	@Produce		json
 //	@Security		Bearer
@@ -106,33 +107,97 @@ func (s *Server) auditList(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
+	if err := s.auditOn(); err != nil {
+		s.fail(c, err)
+		return
+	}
 	ctx := c.Request.Context()
-	var entries []audit.Entry
-	if s.Audit != nil {
-		if entries, err = s.Audit.List(ctx, ns); err != nil {
+	// The caller's rights first: the namespaces it may list events in, among those the trail has
+	// entries of (a small table of their own); nothing of the trail is read for a caller who may see
+	// none of it.
+	var candidates []string
+	if ns == "" {
+		if candidates, err = s.Audit.Namespaces(ctx); err != nil {
 			s.fail(c, err)
 			return
 		}
-	}
-	var candidates []string
-	for _, e := range entries {
-		candidates = append(candidates, e.Namespace)
 	}
 	scope, err := s.Authz.Scope(ctx, token(c), auth.Attributes{Verb: "list", Resource: "events", Namespace: ns}, candidates)
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	if ns != "" && scope.IsEmpty() {
+	empty := Page[audit.Entry]{Items: []audit.Entry{}, Page: page, PageSize: size}
+	switch {
+	case ns != "" && scope.IsEmpty():
 		s.fail(c, statusError(http.StatusForbidden, metav1.StatusReasonForbidden, fmt.Sprintf("the caller may not list events in namespace %q", ns)))
 		return
+	case scope.IsEmpty():
+		s.ok(c, http.StatusOK, empty)
+		return
 	}
-	shown := entries[:0]
-	for _, e := range entries {
-		if scope.Contains(e.Namespace) {
-			shown = append(shown, e)
+	q := audit.Query{Page: page, PageSize: size}
+	if !scope.IsAll() {
+		q.Namespaces = scope.List()
+	}
+	entries, total, err := s.Audit.List(ctx, q)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	s.ok(c, http.StatusOK, Page[audit.Entry]{Items: entries, Total: total, Page: page, PageSize: size})
+}
+
+// auditVerify checks the trail's chain.
+//
+//	@Summary		Check the audit trail
+//	@Description	Walks the whole trail in sequence order and checks each entry's hash, keyed with the service's audit
+//	@Description	key, against its content and the previous entry's hash, and the last entry against the head every
+//	@Description	append moves: an entry changed, removed or added in the database other than by the service is
+//	@Description	reported, with the first sequence number where the chain breaks (brokenAt) and how (problem); intact
+//	@Description	is true when there is no such break. Entries appended while it runs are left for the next check.
+//	@Description	Only a caller who may list events in every namespace (cluster-wide) may ask: 403 otherwise. 503
+//	@Description	when the service runs without a history database.
+//	@Tags			audit
+//	@Produce		json
+//	@Security		Bearer
+//	@Success		200				{object}	Envelope{data=audit.Verification}
+//	@Failure		401,403,503		{object}	Envelope
+//	@Router			/rest/ray/v1/audit/verify [get]
+func (s *Server) auditVerify(c *gin.Context) {
+	if err := s.auditOn(); err != nil {
+		s.fail(c, err)
+		return
+	}
+	ctx := c.Request.Context()
+	ok, err := s.Authz.Allowed(ctx, token(c), auth.Attributes{Verb: "list", Resource: "events"})
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	if !ok {
+		s.fail(c, statusError(http.StatusForbidden, metav1.StatusReasonForbidden,
+			"checking the audit trail needs the right to list events in every namespace"))
+		return
+	}
+	v, err := s.Audit.Verify(ctx)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	s.ok(c, http.StatusOK, v)
+}
+
+// validRequestID tells whether a client's X-Request-ID is kept as the request's id: 1 to 64
+// letters, digits and dashes. Anything else would be signed into the audit trail as sent.
+func validRequestID(id string) bool {
+	if id == "" || len(id) > 64 {
+		return false
+	}
+	for _, r := range id {
+		if (r < 'a' || r > 'z') && (r < 'A' || r > 'Z') && (r < '0' || r > '9') && r != '-' {
+			return false
 		}
 	}
-	from, to := min((page-1)*size, len(shown)), min(page*size, len(shown))
-	s.ok(c, http.StatusOK, Page[audit.Entry]{Items: append([]audit.Entry{}, shown[from:to]...), Total: len(shown), Page: page, PageSize: size})
+	return true
 }

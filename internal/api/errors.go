@@ -11,6 +11,8 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"ray-service/internal/audit"
 )
 
 // Envelope is the body of every JSON response: code is the HTTP status. Errors add reason and, for
@@ -61,6 +63,8 @@ func errorEnvelope(err error) (env Envelope, internal bool) {
 		if env.Reason == "" || env.Reason == string(metav1.StatusReasonUnknown) {
 			env.Reason = reasonForCode(env.Code)
 		}
+	case errors.Is(err, audit.ErrOff):
+		env = Envelope{Code: http.StatusServiceUnavailable, Msg: err.Error(), Reason: string(metav1.StatusReasonServiceUnavailable)}
 	case errors.Is(err, context.DeadlineExceeded):
 		env = Envelope{Code: http.StatusGatewayTimeout, Msg: "the Kubernetes API did not answer in time", Reason: string(metav1.StatusReasonTimeout)}
 	case unreachable(err):

@@ -139,7 +139,8 @@ type Deps struct {
 	Streams StreamOptions
 	// WatchEvents holds the Kubernetes events of a namespace for object streams; nil: they send none.
 	WatchEvents func(ns string) NamespaceEvents
-	// Audit records each write made through the service and lists them; nil: none is recorded.
+	// Audit records each write made through the service and lists them; nil: none is recorded, and the
+	// audit routes answer 503.
 	Audit AuditTrail
 	// History reads the records of objects finished and gone; nil: the history routes answer 503.
 	History History
@@ -153,8 +154,6 @@ type Server struct {
 
 	readyMu     sync.Mutex
 	readyReason string
-	// auditSlots bounds the audit events written at once.
-	auditSlots chan struct{}
 }
 
 // Keys of what the middlewares put into a request's context.
@@ -167,7 +166,7 @@ type (
 
 // NewRouter returns the HTTP handler of the service.
 func NewRouter(d Deps) *gin.Engine {
-	s := &Server{Deps: d, auditSlots: make(chan struct{}, auditInFlight)}
+	s := &Server{Deps: d}
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
 	r.ContextWithFallback = true
@@ -193,6 +192,7 @@ func NewRouter(d Deps) *gin.Engine {
 	a.GET("/overview", s.overview)
 	a.GET("/overview/watch", s.watchOverview)
 	a.GET("/audit", s.auditList)
+	a.GET("/audit/verify", s.auditVerify)
 	h := a.Group("/history/:kind", s.withKind)
 	h.GET("", s.historyList)
 	h.GET("/:uid", s.historyGet)
@@ -229,7 +229,7 @@ func NewRouter(d Deps) *gin.Engine {
 func (s *Server) observe(c *gin.Context) {
 	start := time.Now()
 	id := c.GetHeader("X-Request-ID")
-	if id == "" || len(id) > 128 {
+	if !validRequestID(id) {
 		id = uuid.NewString()
 	}
 	c.Header("X-Request-ID", id)

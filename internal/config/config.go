@@ -84,6 +84,12 @@ type Config struct {
 	// TemplateKeySecret (namespace/name), instead of TemplateKeyFile, is a Secret that holds the key
 	// (data "key"): the first replica to start makes it with a random key, and every later one reads it.
 	TemplateKeySecret string `mapstructure:"template-key-secret"`
+	// AuditKeyFile holds the key the audit trail is chained and its events signed with (at least 32
+	// bytes; every replica the same; not the template key).
+	AuditKeyFile string `mapstructure:"audit-key-file"`
+	// AuditKeySecret (namespace/name), instead of AuditKeyFile, is a Secret that holds the audit key
+	// (data "key"), made as the template key's Secret is.
+	AuditKeySecret string `mapstructure:"audit-key-secret"`
 	// HistoryDSN is where the history is kept: sqlite:<file> (embedded) or a PostgreSQL URL
 	// (postgres://…, for several replicas); empty: no history.
 	HistoryDSN string `mapstructure:"history-dsn"`
@@ -140,6 +146,8 @@ func Load(args []string) (*Config, error) {
 	fs.String("pprof-listen", "", "a loopback address (e.g. 127.0.0.1:6060) to serve the Go profiler on; empty: off")
 	fs.String("template-key-file", "", "file holding the key templates are signed with (at least 32 bytes); or template-key-secret")
 	fs.String("template-key-secret", "", "namespace/name of a Secret holding the template key (data \"key\"), made with a random key when missing")
+	fs.String("audit-key-file", "", "file holding the key the audit trail is chained and signed with (at least 32 bytes, not the template key); or audit-key-secret")
+	fs.String("audit-key-secret", "", "namespace/name of a Secret holding the audit key (data \"key\"), made with a random key when missing")
 	fs.String("history-dsn", "sqlite:/var/lib/ray-service/history.db", "where the history is kept: sqlite:<file> or postgres://…; empty: no history")
 	fs.String("history-lease", "ray-service-history", "the Lease whose holder writes the history")
 	fs.String("history-lease-namespace", "", "the Lease's namespace (empty: the service's own namespace, else default)")
@@ -180,6 +188,15 @@ func Load(args []string) (*Config, error) {
 	}
 	if c.MetricsListen != "" && c.MetricsListen == c.Listen {
 		return nil, fmt.Errorf("metrics-listen %q is the API's own address: leave it empty to serve /metrics there", c.MetricsListen)
+	}
+	if (c.AuditKeyFile == "") == (c.AuditKeySecret == "") {
+		return nil, fmt.Errorf("give one of audit-key-file and audit-key-secret: the service chains its audit trail and signs its " +
+			"events with that key (see the chart's auditKey)")
+	}
+	if c.AuditKeySecret != "" {
+		if _, _, err := keys.ParseSecretRef(c.AuditKeySecret); err != nil {
+			return nil, fmt.Errorf("audit-key-secret %w", err)
+		}
 	}
 	if c.PprofListen != "" {
 		host, _, err := net.SplitHostPort(c.PprofListen)

@@ -12,7 +12,7 @@ import (
 
 func TestLoadPrecedence(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "config.yaml")
-	require.NoError(t, os.WriteFile(file, []byte("listen: 127.0.0.1:9000\nlog-level: warn\nprometheus-url: http://from-file:9090\nauth-cache-ttl: 10s\ntemplate-key-file: /keys/template\n"), 0o600))
+	require.NoError(t, os.WriteFile(file, []byte("listen: 127.0.0.1:9000\nlog-level: warn\nprometheus-url: http://from-file:9090\nauth-cache-ttl: 10s\ntemplate-key-file: /keys/template\naudit-key-file: /keys/audit\n"), 0o600))
 	t.Setenv("RAY_SERVICE_PROMETHEUS_URL", "http://from-env:9090")
 	t.Setenv("RAY_SERVICE_LOG_LEVEL", "debug")
 	c, err := Load([]string{"--config", file, "--log-level", "error"})
@@ -24,6 +24,7 @@ func TestLoadPrecedence(t *testing.T) {
 	assert.Equal(t, "cluster.local", c.ClusterDomain, "defaults")
 	assert.Equal(t, "rayDefaultDashboard", c.GrafanaDashboardUID)
 	assert.Equal(t, "/keys/template", c.TemplateKeyFile)
+	assert.Equal(t, "/keys/audit", c.AuditKeyFile)
 }
 
 func TestLoadRefusals(t *testing.T) {
@@ -34,10 +35,15 @@ func TestLoadRefusals(t *testing.T) {
 	_, err = Load([]string{"--template-key-secret", "ray/k", "--template-key-file", "/keys/template"})
 	require.ErrorContains(t, err, "give one of")
 	t.Setenv("RAY_SERVICE_TEMPLATE_KEY_FILE", "/keys/template")
+	t.Setenv("RAY_SERVICE_AUDIT_KEY_FILE", "/keys/audit")
 	_, err = Load([]string{"--tls-cert-file", "/tls/tls.crt"})
 	require.ErrorContains(t, err, "go together")
 	_, err = Load([]string{"--metrics-listen", ":8080"})
 	require.ErrorContains(t, err, "the API's own address")
+	t.Setenv("RAY_SERVICE_AUDIT_KEY_FILE", "")
+	_, err = Load(nil)
+	require.ErrorContains(t, err, "give one of audit-key-file and audit-key-secret")
+	t.Setenv("RAY_SERVICE_AUDIT_KEY_FILE", "/keys/audit")
 	_, err = Load([]string{"--log-level", "loud"})
 	require.ErrorContains(t, err, "log-level")
 	_, err = Load([]string{"--config", filepath.Join(t.TempDir(), "missing.yaml")})
@@ -50,6 +56,7 @@ func TestLoadRefusals(t *testing.T) {
 // is refused, naming the flag.
 func TestHistoryQuotas(t *testing.T) {
 	t.Setenv("RAY_SERVICE_TEMPLATE_KEY_FILE", "/keys/template")
+	t.Setenv("RAY_SERVICE_AUDIT_KEY_FILE", "/keys/audit")
 	c, err := Load(nil)
 	require.NoError(t, err)
 	assert.Equal(t, int64(64<<20), c.HistoryNamespaceBytes)

@@ -177,6 +177,8 @@ var migrations = []string{
 		ending_bytes = COALESCE((SELECT LENGTH(body) FROM endings e WHERE e.uid = records.uid), 0),
 		transition_count = (SELECT COUNT(*) FROM transitions t WHERE t.uid = records.uid);
 	CREATE INDEX records_by_namespace_ended ON records (namespace, (COALESCE(finished_at, deleted_at)), uid)`,
+	// 3: the audit trail (audit.go).
+	auditMigration,
 }
 
 // recordBytes is what a record takes, as the quotas count it: its row, manifest, ending and

@@ -16,6 +16,7 @@ import (
 )
 
 type auditEntry struct {
+	Seq       int64     `json:"seq"`
 	Time      time.Time `json:"time"`
 	Action    string    `json:"action"`
 	Kind      string    `json:"kind"`

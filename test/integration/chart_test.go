@@ -85,13 +85,17 @@ func TestHelmChart(t *testing.T) {
 	}
 	for name, manifest := range map[string]string{"marketplace": market, "standalone": alone} {
 		assert.Contains(t, manifest, "template-key-secret: "+ns+"/ray-service-template-key", "%s: the service keeps its template key", name)
+		assert.Contains(t, manifest, "audit-key-secret: "+ns+"/ray-service-audit-key", "%s: and its audit key", name)
 		assert.NotContains(t, manifest, "kind: Secret", "%s: the chart renders no key, so no render changes it", name)
 	}
-	own := runTool(t, helm, "template", "openfuyao-ray", chart, "-n", ns, "--set", "ray-service.templateKey.existingSecret=my-key")
+	own := runTool(t, helm, "template", "openfuyao-ray", chart, "-n", ns, "--set", "ray-service.templateKey.existingSecret=my-key",
+		"--set", "ray-service.auditKey.existingSecret=my-audit-key")
 	assert.Contains(t, own, "template-key-file: /etc/ray-service-template-key/key", "a key of one's own is mounted")
+	assert.Contains(t, own, "audit-key-file: /etc/ray-service-audit-key/key")
 	assert.Contains(t, own, "secretName: my-key")
-	assert.Equal(t, 1, kinds(own)["Role"], "and no Role for a key of the service's own (the history's Lease alone)")
-	assert.Equal(t, 2, kinds(market)["Role"], "the history's Lease and the template key's Secret")
+	assert.Contains(t, own, "secretName: my-audit-key")
+	assert.Equal(t, 1, kinds(own)["Role"], "and no Role for keys of the service's own (the history's Lease alone)")
+	assert.Equal(t, 2, kinds(market)["Role"], "the history's Lease and the keys' Secrets")
 	// Grafana: no anonymous viewers anywhere; behind the console, only the oauth-proxy's user, and only
 	// the website's pods may reach it. Both run hardened, and NetworkPolicies are on unless opted out.
 	assert.NotContains(t, market, "[auth.anonymous]\n    enabled = true")
@@ -174,7 +178,7 @@ func TestHelmChart(t *testing.T) {
 		switch {
 		case d["kind"] == "ClusterRole":
 			require.NoError(t, yaml.Unmarshal(b, &role))
-		case d["kind"] == "Role" && nested(d, "metadata", "name") == "ray-service-template-key":
+		case d["kind"] == "Role" && nested(d, "metadata", "name") == "ray-service-keys":
 			require.NoError(t, yaml.Unmarshal(b, &keyRole))
 		case d["kind"] == "Role":
 			require.NoError(t, yaml.Unmarshal(b, &leaseRole))
@@ -183,18 +187,22 @@ func TestHelmChart(t *testing.T) {
 	require.NotEmpty(t, role.Rules)
 	require.NotEmpty(t, leaseRole.Rules)
 	require.NotEmpty(t, keyRole.Rules)
-	// The services below keep their template key as the chart's does, in the Secret the chart names; it
-	// holds the stack's key here, so that they trust the templates the tests' service writes.
-	stackKey, err := os.ReadFile(env.vars["TEMPLATE_KEY_FILE"])
-	require.NoError(t, err)
-	_, err = env.admin.CoreV1().Secrets(ns).Create(context.Background(), &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: "ray-service-template-key"}, Data: map[string][]byte{"key": stackKey}}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	keyFlags := []string{"--template-key-file=", "--template-key-secret", ns + "/ray-service-template-key"}
+	// The services below keep their keys as the chart's does, in the Secrets the chart names; they hold the
+	// stack's keys here, so that they trust the templates the tests' service writes.
+	for secret, file := range map[string]string{"ray-service-template-key": "TEMPLATE_KEY_FILE", "ray-service-audit-key": "AUDIT_KEY_FILE"} {
+		stackKey, err := os.ReadFile(env.vars[file])
+		require.NoError(t, err)
+		_, err = env.admin.CoreV1().Secrets(ns).Create(context.Background(), &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: secret}, Data: map[string][]byte{"key": stackKey}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	keyFlags := []string{"--template-key-file=", "--template-key-secret", ns + "/ray-service-template-key",
+		"--audit-key-file=", "--audit-key-secret", ns + "/ray-service-audit-key"}
 	chartRoles := roles{cluster: role.Rules, namespaced: append(slices.Clone(leaseRole.Rules), keyRole.Rules...)}
-	t.Run("the template key's Role makes the key once and reads it after", func(t *testing.T) {
+	t.Run("the keys' Role makes each key once and reads it after", func(t *testing.T) {
 		fresh := namespace(t, "chart-key")
-		flags := []string{"--history-lease-namespace", fresh, "--template-key-file=", "--template-key-secret", fresh + "/ray-service-template-key"}
+		flags := []string{"--history-lease-namespace", fresh, "--template-key-file=", "--template-key-secret", fresh + "/ray-service-template-key",
+			"--audit-key-file=", "--audit-key-secret", fresh + "/ray-service-audit-key"}
 		start := func(sa string, r roles, within time.Duration) *serviceProc {
 			svc, err := launchService(env.root, env.state, env.vars, "ray-service-"+fresh+"-"+sa+".log", within,
 				append([]string{"--kubeconfig", grant(t, fresh, sa, r)}, flags...)...)
@@ -212,15 +220,22 @@ func TestHelmChart(t *testing.T) {
 		first := start("first", chartRoles, 60*time.Second)
 		require.NotNil(t, first, "the chart's Roles make the key")
 		first.stop()
-		made, err := env.admin.CoreV1().Secrets(fresh).Get(context.Background(), "ray-service-template-key", metav1.GetOptions{})
-		require.NoError(t, err)
-		assert.Len(t, made.Data["key"], 64)
+		made := map[string][]byte{}
+		for _, name := range []string{"ray-service-template-key", "ray-service-audit-key"} {
+			s, err := env.admin.CoreV1().Secrets(fresh).Get(context.Background(), name, metav1.GetOptions{})
+			require.NoError(t, err)
+			assert.Len(t, s.Data["key"], 64, name)
+			made[name] = s.Data["key"]
+		}
+		assert.NotEqual(t, made["ray-service-template-key"], made["ray-service-audit-key"], "two keys")
 		second := start("second", chartRoles, 60*time.Second)
-		require.NotNil(t, second, "a restart reads the key made before")
+		require.NotNil(t, second, "a restart reads the keys made before")
 		second.stop()
-		kept, err := env.admin.CoreV1().Secrets(fresh).Get(context.Background(), "ray-service-template-key", metav1.GetOptions{})
-		require.NoError(t, err)
-		assert.Equal(t, made.Data["key"], kept.Data["key"], "and makes none again")
+		for name, key := range made {
+			kept, err := env.admin.CoreV1().Secrets(fresh).Get(context.Background(), name, metav1.GetOptions{})
+			require.NoError(t, err)
+			assert.Equal(t, key, kept.Data["key"], "%s: none made again", name)
+		}
 		for i, rule := range keyRole.Rules {
 			if slices.Contains(rule.Verbs, "get") {
 				without := roles{cluster: role.Rules, namespaced: append(slices.Clone(leaseRole.Rules), removePermission(keyRole.Rules, i, "secrets", "get")...)}

@@ -204,7 +204,8 @@ func launchServiceEnv(root, state string, vars map[string]string, logName string
 		return nil, err
 	}
 	all := append([]string{"--listen", addr, "--kubeconfig", vars["SERVICE_KUBECONFIG"],
-		"--prometheus-url", vars["PROMETHEUS_URL"], "--template-key-file", vars["TEMPLATE_KEY_FILE"], "--log-level", "debug",
+		"--prometheus-url", vars["PROMETHEUS_URL"], "--template-key-file", vars["TEMPLATE_KEY_FILE"], "--audit-key-file", vars["AUDIT_KEY_FILE"],
+		"--log-level", "debug",
 		"--shutdown-delay", "0s", "--history-dsn", "sqlite:" + filepath.Join(state, "history", base+".db"),
 		"--history-lease", leaseName(base), "--history-lease-namespace", "default"}, args...) // a test that needs a delay passes one; the last flag wins
 	cmd := exec.Command(bin, all...)

@@ -1,0 +1,52 @@
+package history
+
+import (
+	"database/sql"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"ray-service/internal/audit"
+)
+
+// A history written before the trail had its tables is brought to the current schema with nothing of
+// it lost, and the trail starts empty and whole.
+func TestAuditMigrationKeepsTheHistory(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "db")
+	s, err := Open(t.Context(), "sqlite:"+path)
+	require.NoError(t, err)
+	created := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	require.NoError(t, s.Put(t.Context(), Record{UID: "u1", Kind: "RayJob", Namespace: "a", Name: "x", Spec: `{"a":1}`, CreatedAt: created}))
+	require.NoError(t, s.Close())
+	// Back to the schema without the trail, as a service of an earlier version left it.
+	db, err := sql.Open("sqlite", "file:"+path)
+	require.NoError(t, err)
+	version := slices.Index(migrations, auditMigration) + 1
+	require.Positive(t, version)
+	for _, stmt := range []string{`DROP TABLE audit_entries`, `DROP TABLE audit_namespaces`, `DROP TABLE audit_head`,
+		fmt.Sprintf(`DELETE FROM schema_migrations WHERE version = %d`, version)} {
+		_, err := db.ExecContext(t.Context(), stmt)
+		require.NoError(t, err)
+	}
+	require.NoError(t, db.Close())
+
+	s, err = Open(t.Context(), "sqlite:"+path)
+	require.NoError(t, err)
+	defer func() { _ = s.Close() }()
+	v, err := s.Version(t.Context())
+	require.NoError(t, err)
+	assert.Equal(t, SchemaVersion, v)
+	r, err := s.Get(t.Context(), "u1")
+	require.NoError(t, err)
+	assert.Equal(t, `{"a":1}`, r.Spec)
+	assert.Equal(t, created, r.CreatedAt)
+	entries, total, err := s.Audit().Entries(t.Context(), audit.Query{Page: 1, PageSize: 10})
+	require.NoError(t, err)
+	assert.Zero(t, total)
+	assert.Empty(t, entries)
+}

@@ -1,0 +1,161 @@
+package historytest
+
+import (
+	"database/sql"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"ray-service/internal/audit"
+	"ray-service/internal/history"
+)
+
+var auditKey = audit.Key("0123456789abcdef0123456789abcdef")
+
+// RunAudit runs the audit trail's part of the contract, each part with a history of its own.
+func RunAudit(t *testing.T, open Open) {
+	t.Run("linear chain from two handles", func(t *testing.T) { auditChain(t, open) })
+	t.Run("pages and namespaces", func(t *testing.T) { auditPages(t, open) })
+	t.Run("tampering", func(t *testing.T) { auditTampering(t, open) })
+}
+
+// raw opens the database behind a DSN directly, as someone who reaches it would.
+func raw(t *testing.T, dsn string) *sql.DB {
+	t.Helper()
+	driver, source := "pgx", dsn
+	if path, ok := strings.CutPrefix(dsn, "sqlite:"); ok {
+		driver, source = "sqlite", "file:"+path+"?_pragma=busy_timeout(5000)"
+	}
+	db, err := sql.Open(driver, source)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	return db
+}
+
+func entry(ns, name string, i int) audit.Entry {
+	return audit.Entry{Time: t0.Add(time.Duration(i) * time.Second), Action: audit.Create, Kind: "RayCluster", Namespace: ns, Name: name,
+		UID: fmt.Sprint("uid-", i), User: "alice", RequestID: fmt.Sprint("r-", i), Message: "create"}
+}
+
+// Appends through two handles of one database (two replicas) at once make one chain: consecutive
+// sequence numbers, each linked to the one before.
+func auditChain(t *testing.T, open Open) {
+	s, dsn := open(t)
+	other, err := history.Open(t.Context(), dsn)
+	require.NoError(t, err)
+	defer func() { _ = other.Close() }()
+	const writers, each = 4, 15
+	var wg sync.WaitGroup
+	for w := range writers {
+		a := s.Audit()
+		if w%2 == 1 {
+			a = other.Audit()
+		}
+		wg.Go(func() {
+			for i := range each {
+				_, err := a.Append(t.Context(), entry(fmt.Sprint("ns-", w), fmt.Sprint("o-", i), w*each+i), auditKey.Seal)
+				assert.NoError(t, err)
+			}
+		})
+	}
+	wg.Wait()
+	v, err := audit.Check(t.Context(), s.Audit(), auditKey)
+	require.NoError(t, err)
+	assert.Equal(t, audit.Verification{Intact: true, Entries: writers * each, Head: writers * each}, v)
+	var seqs []int64
+	_, _, err = other.Audit().Walk(t.Context(), func(l audit.Link) error { seqs = append(seqs, l.Seq); return nil })
+	require.NoError(t, err)
+	for i, seq := range seqs {
+		assert.Equal(t, int64(i+1), seq)
+	}
+}
+
+// The entries come newest first, a page at a time, of the namespaces asked for; the namespaces are
+// those entries were appended in.
+func auditPages(t *testing.T, open Open) {
+	s, _ := open(t)
+	a := s.Audit()
+	ns, err := a.Namespaces(t.Context())
+	require.NoError(t, err)
+	assert.Empty(t, ns)
+	for i := range 7 {
+		stored, err := a.Append(t.Context(), entry([]string{"a", "b"}[i%2], fmt.Sprint("o-", i), i), auditKey.Seal)
+		require.NoError(t, err)
+		assert.Equal(t, int64(i+1), stored.Seq)
+	}
+	ns, err = a.Namespaces(t.Context())
+	require.NoError(t, err)
+	assert.Equal(t, []string{"a", "b"}, ns)
+
+	all, total, err := a.Entries(t.Context(), audit.Query{Page: 1, PageSize: 3})
+	require.NoError(t, err)
+	assert.Equal(t, 7, total)
+	require.Len(t, all, 3)
+	assert.Equal(t, []int64{7, 6, 5}, []int64{all[0].Seq, all[1].Seq, all[2].Seq})
+	want := entry("a", "o-6", 6)
+	want.Seq = 7
+	assert.Equal(t, want, all[0], "as appended")
+
+	onlyA, total, err := a.Entries(t.Context(), audit.Query{Namespaces: []string{"a"}, Page: 2, PageSize: 3})
+	require.NoError(t, err)
+	assert.Equal(t, 4, total)
+	require.Len(t, onlyA, 1)
+	assert.Equal(t, int64(1), onlyA[0].Seq)
+	none, total, err := a.Entries(t.Context(), audit.Query{Namespaces: []string{}, Page: 1, PageSize: 3})
+	require.NoError(t, err)
+	assert.Zero(t, total)
+	assert.Empty(t, none)
+	past, total, err := a.Entries(t.Context(), audit.Query{Page: 9, PageSize: 3})
+	require.NoError(t, err)
+	assert.Equal(t, 7, total)
+	assert.Empty(t, past)
+}
+
+// A row changed, removed or added in the database directly breaks the chain where it was; a head row
+// removed stops the appends rather than starting a new chain.
+func auditTampering(t *testing.T, open Open) {
+	s, dsn := open(t)
+	a := s.Audit()
+	for i := range 5 {
+		_, err := a.Append(t.Context(), entry("a", "o", i), auditKey.Seal)
+		require.NoError(t, err)
+	}
+	db := raw(t, dsn)
+	check := func() audit.Verification {
+		t.Helper()
+		v, err := audit.Check(t.Context(), a, auditKey)
+		require.NoError(t, err)
+		return v
+	}
+	_, err := db.ExecContext(t.Context(), `UPDATE audit_entries SET request_id = 'forged' WHERE seq = 3`)
+	require.NoError(t, err)
+	v := check()
+	assert.False(t, v.Intact)
+	assert.Equal(t, int64(3), v.BrokenAt)
+	_, err = db.ExecContext(t.Context(), `UPDATE audit_entries SET request_id = 'r-2' WHERE seq = 3`)
+	require.NoError(t, err)
+	require.True(t, check().Intact)
+
+	_, err = db.ExecContext(t.Context(), `DELETE FROM audit_entries WHERE seq = 5`)
+	require.NoError(t, err)
+	v = check()
+	assert.Equal(t, int64(5), v.BrokenAt, "%+v", v)
+	// An append after it chains to the head, not to the entry left last: the gap stays visible.
+	_, err = a.Append(t.Context(), entry("a", "o", 9), auditKey.Seal)
+	require.NoError(t, err)
+	assert.Equal(t, int64(5), check().BrokenAt)
+
+	_, err = db.ExecContext(t.Context(), `DELETE FROM audit_head`)
+	require.NoError(t, err)
+	_, err = a.Append(t.Context(), entry("a", "o", 10), auditKey.Seal)
+	require.ErrorContains(t, err, "head row is missing")
+	v, err = audit.Check(t.Context(), a, auditKey)
+	require.NoError(t, err)
+	assert.False(t, v.Intact)
+	assert.Contains(t, v.Problem, "head row is missing")
+}
