@@ -92,7 +92,7 @@ const docTemplate = `{
                         "Bearer": []
                     }
                 ],
-                "description": "The writes made through the service (create, replace, delete, start, stop, scale, and each item of a\nbatch delete that succeeded), newest first: who (the caller's user name), what, when, and the\nrequest id. Each is a Kubernetes Event the service writes with its own identity and signs, on the\nobject (a deleted object's stays in its namespace), labelled ray.openfuyao.com/audit=true, with a reason\nRayService\u003cAction\u003e; events it did not sign are not shown. Only namespaces where the caller may list\nevents are shown (403 when it asks for one where it may not). Events live as long as the cluster\nkeeps events (one hour by default).",
+                "description": "The writes made through the service (create, replace, delete, start, stop, scale, and each item of a\nbatch delete that succeeded), newest first: who (the caller's user name), what, when, and the\nrequest id. The trail is kept in the service's own store (the history database), append-only: each\nentry has a sequence number and is chained to the one before by a hash keyed with the service's audit\nkey (GET /rest/ray/v1/audit/verify checks it). Each entry is mirrored as a Kubernetes Event on the object\n(a deleted object's stays in its namespace), labelled ray.openfuyao.com/audit=true, with a reason\nRayService\u003cAction\u003e, signed with the audit key; the mirror is only a view: events deleted, copied or\nexpired change nothing here. The trail starts when the service first ran with its store: the events\nof earlier versions are not read. Only namespaces where the caller may list events are shown (403 when\nit asks for one where it may not); the caller's rights are checked before the trail is read. 503 when\nthe service runs without a history database.",
                 "produces": [
                     "application/json"
                 ],
@@ -146,6 +146,61 @@ const docTemplate = `{
                         "description": "Bad Request",
                         "schema": {
                             "$ref": "#/definitions/api.Envelope"
+                        }
+                    },
+                    "401": {
+                        "description": "Unauthorized",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    },
+                    "403": {
+                        "description": "Forbidden",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    },
+                    "503": {
+                        "description": "Service Unavailable",
+                        "schema": {
+                            "$ref": "#/definitions/api.Envelope"
+                        }
+                    }
+                }
+            }
+        },
+        "/rest/ray/v1/audit/verify": {
+            "get": {
+                "security": [
+                    {
+                        "Bearer": []
+                    }
+                ],
+                "description": "Walks the whole trail in sequence order and checks each entry's hash, keyed with the service's audit\nkey, against its content and the previous entry's hash, and the last entry against the head every\nappend moves: an entry changed, removed or added in the database other than by the service is\nreported, with the first sequence number where the chain breaks (brokenAt) and how (problem); intact\nis true when there is no such break. Entries appended while it runs are left for the next check.\nOnly a caller who may list events in every namespace (cluster-wide) may ask: 403 otherwise. 503\nwhen the service runs without a history database.",
+                "produces": [
+                    "application/json"
+                ],
+                "tags": [
+                    "audit"
+                ],
+                "summary": "Check the audit trail",
+                "responses": {
+                    "200": {
+                        "description": "OK",
+                        "schema": {
+                            "allOf": [
+                                {
+                                    "$ref": "#/definitions/api.Envelope"
+                                },
+                                {
+                                    "type": "object",
+                                    "properties": {
+                                        "data": {
+                                            "$ref": "#/definitions/audit.Verification"
+                                        }
+                                    }
+                                }
+                            ]
                         }
                     },
                     "401": {
@@ -2498,7 +2553,7 @@ const docTemplate = `{
                         "Bearer": []
                     }
                 ],
-                "description": "Container logs through the Kubernetes API, as the caller, streamed as they are read. pod and\ncontainer must belong to the object (400 otherwise). Defaults: a RayJob's submitter pod\n(container ray-job-submitter), else the head pod of the (active) cluster and its first\ncontainer. tailLines is at most 10000; limitBytes at most 10 MiB (also the default without\nfollow). follow=true streams until the client leaves, the service shuts down or max-log-follow-duration\n(1 h) has passed; at most max-log-follows-per-caller (8) follows of one caller and max-log-follows\n(256) in all are open at once, 429 beyond. A pod that is\ngone is 404; a container that has not started is 409 with its waiting reason.",
+                "description": "Container logs through the Kubernetes API, as the caller, streamed as they are read. pod and\ncontainer must belong to the object (400 otherwise). Defaults: a RayJob's submitter pod\n(container ray-job-submitter), else the head pod of the (active) cluster and its first\ncontainer. tailLines is at most 10000; limitBytes at most 10 MiB (also the default without\nfollow). follow=true streams until the client leaves, the service shuts down or max-log-follow-duration\n(1 h) has passed; at most max-log-follows-per-caller (8) follows of one user (counted by the user\nname the apiserver authenticates, whatever the token) and max-log-follows\n(256) in all are open at once, 429 beyond. A pod that is\ngone is 404; a container that has not started is 409 with its waiting reason.",
                 "produces": [
                     "text/plain",
                     "application/json"
@@ -3100,7 +3155,7 @@ const docTemplate = `{
                         "Bearer": []
                     }
                 ],
-                "description": "Server-Sent Events of one object: first ADDED with its summary, PODS with the Ray pods of its\nclusters, its recent Kubernetes events as EVENT each (oldest first; when the caller may list\nevents in the namespace), and SYNCED; then MODIFIED when the summary changes, PODS when a pod\ndoes, EVENT for each new or repeated event, DELETED when the object is gone (ADDED if it comes\nback). Submitter pods are listed by the pods route only. The event id is the time of the newest\nKubernetes event sent (Unix nanoseconds): reconnecting with Last-Event-ID sends the state again and\nonly events from then on. Rights are checked again at the verdict cache's TTL: a caller who may no\nlonger get the object gets ERROR and the stream ends. Heartbeats, bounds and ends as for list\nstreams.",
+                "description": "Server-Sent Events of one object: first ADDED with its summary, PODS with the Ray pods of its\nclusters (when the caller may list pods in the namespace, as the pods route asks), its recent\nKubernetes events as EVENT each (oldest first; when the caller may list events in the namespace),\nand SYNCED; then MODIFIED when the summary changes, PODS when a pod does, EVENT for each new or\nrepeated event, DELETED when the object is gone (ADDED if it comes back). Submitter pods are\nlisted by the pods route only. The event id is the time of the newest Kubernetes event sent (Unix\nnanoseconds): reconnecting with Last-Event-ID sends the state again and only events from then on.\nRights are checked again at the verdict cache's TTL: a caller who may no longer get the object gets\nERROR and the stream ends; one who may no longer list pods or events gets no more PODS or EVENT\n(and PODS again, whole, once it may). Heartbeats, bounds and ends as for list streams; the bound on\nstreams is checked before anything is read.",
                 "produces": [
                     "text/event-stream",
                     "application/json"
@@ -3716,7 +3771,7 @@ const docTemplate = `{
                         "Bearer": []
                     }
                 ],
-                "description": "Server-Sent Events (text/event-stream) of the items a list with the same filters shows (sortBy\norders the first snapshot; page and pageSize do not apply). First every matching item as an\nADDED event (without id), then SYNCED ({\"total\": n}); then ADDED, MODIFIED and DELETED as items\nchange, start or stop matching the filters, or come into or leave the caller's view (DELETED\ncarries the item as last shown). Data is one line of JSON: a list item. Every event after the\nsnapshot has an id; reconnecting with the header Last-Event-ID resumes after it when the service\nstill holds the changes since (the last 4096 of the kind, on the same replica, for the same rights),\nelse RESYNC ({\"reason\"}) comes first, with an empty id, and a fresh snapshot follows: the client\ndrops what it holds. A client that falls that far behind gets the same. Fed from the watch cache.\nThe caller's rights are checked again at the verdict cache's TTL (auth-cache-ttl): items of a\nnamespace no longer allowed are DELETED; a caller allowed nowhere any more gets ERROR (an error\nenvelope) and the stream ends. A comment line is sent every 15 s when nothing happens. The stream\nends when the client leaves, at the service's shutdown and after max-watch-duration (30 min; an\nEventSource reconnects and resumes). At most max-watches-per-caller (16) streams per caller and\nmax-watches (2000) in all are open at once: 429 beyond.",
+                "description": "Server-Sent Events (text/event-stream) of the items a list with the same filters shows (sortBy\norders the first snapshot; page and pageSize do not apply). First every matching item as an\nADDED event (without id), then SYNCED ({\"total\": n}); then ADDED, MODIFIED and DELETED as items\nchange, start or stop matching the filters, or come into or leave the caller's view (DELETED\ncarries the item as last shown). Data is one line of JSON: a list item. Every event after the\nsnapshot has an id; reconnecting with the header Last-Event-ID resumes after it when the service\nstill holds the changes since (the last 4096 of the kind and at most 8 MiB of them, on the same replica,\nfor the same rights),\nelse RESYNC ({\"reason\"}) comes first, with an empty id, and a fresh snapshot follows: the client\ndrops what it holds. A client that falls that far behind gets the same. Fed from the watch cache.\nThe caller's rights are checked again at the verdict cache's TTL (auth-cache-ttl): items of a\nnamespace no longer allowed are DELETED; a caller allowed nowhere any more gets ERROR (an error\nenvelope) and the stream ends. A comment line is sent every 15 s when nothing happens. The stream\nends when the client leaves, at the service's shutdown and after max-watch-duration (30 min; an\nEventSource reconnects and resumes). At most max-watches-per-caller (16) streams per user (counted by\nthe user name the apiserver authenticates, whatever the token) and max-watches (2000) in all are open\nat once: 429 beyond.",
                 "produces": [
                     "text/event-stream",
                     "application/json"
@@ -3954,6 +4009,7 @@ const docTemplate = `{
                     ]
                 },
                 "activeRayClusterName": {
+                    "description": "ActiveRayClusterName is the Ray cluster serving, cut to 253 bytes.",
                     "type": "string"
                 },
                 "conditions": {
@@ -3964,6 +4020,7 @@ const docTemplate = `{
                     "type": "string"
                 },
                 "creator": {
+                    "description": "Creator is the annotation ray.openfuyao.com/creator, cut to 256 bytes.",
                     "type": "string"
                 },
                 "creatorSigned": {
@@ -3978,6 +4035,7 @@ const docTemplate = `{
                     "type": "string"
                 },
                 "entrypoint": {
+                    "description": "Entrypoint is spec.entrypoint, cut to 4096 bytes (the manifest holds it whole).",
                     "type": "string"
                 },
                 "events": {
@@ -3990,7 +4048,7 @@ const docTemplate = `{
                     "$ref": "#/definitions/k8s.HeadSummary"
                 },
                 "health": {
-                    "description": "Health is derived in the watch cache from the object's status and conditions and its pods.",
+                    "description": "Health is derived in the watch cache from the object's status and conditions, its pods and the\nWarning events about them; its reason is cut to 128 bytes and its message to 1024.",
                     "allOf": [
                         {
                             "$ref": "#/definitions/k8s.Health"
@@ -3998,13 +4056,15 @@ const docTemplate = `{
                     ]
                 },
                 "image": {
+                    "description": "Image is the head's first container's image, cut to 512 bytes.",
                     "type": "string"
                 },
                 "jobDeploymentStatus": {
+                    "description": "JobDeploymentStatus is status.jobDeploymentStatus, cut to 128 bytes.",
                     "type": "string"
                 },
                 "jobStatus": {
-                    "description": "RayJob only.",
+                    "description": "RayJob only. JobStatus is status.jobStatus, cut to 128 bytes.",
                     "type": "string"
                 },
                 "kind": {
@@ -4024,19 +4084,22 @@ const docTemplate = `{
                     "additionalProperties": {}
                 },
                 "pendingRayClusterName": {
+                    "description": "PendingRayClusterName is the Ray cluster being prepared, cut to 253 bytes.",
                     "type": "string"
                 },
                 "problems": {
-                    "description": "Problems are what holds the object back, each with the pod or object it was seen on; those read\nfrom pods or Warning events only for a caller who may list them in the namespace.",
+                    "description": "Problems are what holds the object back, each with the pod or object it was seen on: the first 32,\ntheir reasons cut to 128 bytes and their messages to 1024; those read from pods or Warning events\nonly for a caller who may list them in the namespace.",
                     "type": "array",
                     "items": {
                         "$ref": "#/definitions/k8s.Problem"
                     }
                 },
                 "rayClusterName": {
+                    "description": "RayClusterName is the RayJob's Ray cluster, cut to 253 bytes.",
                     "type": "string"
                 },
                 "rayVersion": {
+                    "description": "RayVersion is spec.rayVersion, cut to 128 bytes.",
                     "type": "string"
                 },
                 "requested": {
@@ -4048,7 +4111,7 @@ const docTemplate = `{
                     ]
                 },
                 "serviceStatus": {
-                    "description": "RayService only.",
+                    "description": "RayService only. ServiceStatus is status.serviceStatus, cut to 128 bytes.",
                     "type": "string"
                 },
                 "startTime": {
@@ -4058,12 +4121,14 @@ const docTemplate = `{
                     "type": "string"
                 },
                 "submissionMode": {
+                    "description": "SubmissionMode is spec.submissionMode, cut to 128 bytes.",
                     "type": "string"
                 },
                 "type": {
                     "type": "string"
                 },
                 "workerGroups": {
+                    "description": "WorkerGroups are the first 64 worker groups (Requested counts them all).",
                     "type": "array",
                     "items": {
                         "$ref": "#/definitions/k8s.WorkerGroup"
@@ -4211,7 +4276,7 @@ const docTemplate = `{
                     ]
                 },
                 "pods": {
-                    "description": "PODS carries the Ray pods of the object's clusters, whenever one changes.",
+                    "description": "PODS carries the Ray pods of the object's clusters, whenever one changes; only to a caller who may\nlist pods in the namespace.",
                     "type": "array",
                     "items": {
                         "$ref": "#/definitions/k8s.PodInfo"
@@ -4363,6 +4428,7 @@ const docTemplate = `{
                     ]
                 },
                 "activeRayClusterName": {
+                    "description": "ActiveRayClusterName is the Ray cluster serving, cut to 253 bytes.",
                     "type": "string"
                 },
                 "conditions": {
@@ -4373,6 +4439,7 @@ const docTemplate = `{
                     "type": "string"
                 },
                 "creator": {
+                    "description": "Creator is the annotation ray.openfuyao.com/creator, cut to 256 bytes.",
                     "type": "string"
                 },
                 "creatorSigned": {
@@ -4387,6 +4454,7 @@ const docTemplate = `{
                     "type": "string"
                 },
                 "entrypoint": {
+                    "description": "Entrypoint is spec.entrypoint, cut to 4096 bytes (the manifest holds it whole).",
                     "type": "string"
                 },
                 "events": {
@@ -4399,7 +4467,7 @@ const docTemplate = `{
                     "$ref": "#/definitions/k8s.HeadSummary"
                 },
                 "health": {
-                    "description": "Health is derived in the watch cache from the object's status and conditions and its pods.",
+                    "description": "Health is derived in the watch cache from the object's status and conditions, its pods and the\nWarning events about them; its reason is cut to 128 bytes and its message to 1024.",
                     "allOf": [
                         {
                             "$ref": "#/definitions/k8s.Health"
@@ -4407,13 +4475,15 @@ const docTemplate = `{
                     ]
                 },
                 "image": {
+                    "description": "Image is the head's first container's image, cut to 512 bytes.",
                     "type": "string"
                 },
                 "jobDeploymentStatus": {
+                    "description": "JobDeploymentStatus is status.jobDeploymentStatus, cut to 128 bytes.",
                     "type": "string"
                 },
                 "jobStatus": {
-                    "description": "RayJob only.",
+                    "description": "RayJob only. JobStatus is status.jobStatus, cut to 128 bytes.",
                     "type": "string"
                 },
                 "kind": {
@@ -4433,19 +4503,22 @@ const docTemplate = `{
                     "additionalProperties": {}
                 },
                 "pendingRayClusterName": {
+                    "description": "PendingRayClusterName is the Ray cluster being prepared, cut to 253 bytes.",
                     "type": "string"
                 },
                 "problems": {
-                    "description": "Problems are what holds the object back, each with the pod or object it was seen on; those read\nfrom pods or Warning events only for a caller who may list them in the namespace.",
+                    "description": "Problems are what holds the object back, each with the pod or object it was seen on: the first 32,\ntheir reasons cut to 128 bytes and their messages to 1024; those read from pods or Warning events\nonly for a caller who may list them in the namespace.",
                     "type": "array",
                     "items": {
                         "$ref": "#/definitions/k8s.Problem"
                     }
                 },
                 "rayClusterName": {
+                    "description": "RayClusterName is the RayJob's Ray cluster, cut to 253 bytes.",
                     "type": "string"
                 },
                 "rayVersion": {
+                    "description": "RayVersion is spec.rayVersion, cut to 128 bytes.",
                     "type": "string"
                 },
                 "requested": {
@@ -4457,7 +4530,7 @@ const docTemplate = `{
                     ]
                 },
                 "serviceStatus": {
-                    "description": "RayService only.",
+                    "description": "RayService only. ServiceStatus is status.serviceStatus, cut to 128 bytes.",
                     "type": "string"
                 },
                 "startTime": {
@@ -4467,6 +4540,7 @@ const docTemplate = `{
                     "type": "string"
                 },
                 "submissionMode": {
+                    "description": "SubmissionMode is spec.submissionMode, cut to 128 bytes.",
                     "type": "string"
                 },
                 "type": {
@@ -4479,6 +4553,7 @@ const docTemplate = `{
                     }
                 },
                 "workerGroups": {
+                    "description": "WorkerGroups are the first 64 worker groups (Requested counts them all).",
                     "type": "array",
                     "items": {
                         "$ref": "#/definitions/k8s.WorkerGroup"
@@ -4557,12 +4632,47 @@ const docTemplate = `{
                 "requestID": {
                     "type": "string"
                 },
+                "seq": {
+                    "description": "Seq is the entry's place in the trail, from 1, without gaps.",
+                    "type": "integer",
+                    "example": 42
+                },
                 "time": {
+                    "type": "string"
+                },
+                "uid": {
                     "type": "string"
                 },
                 "user": {
                     "type": "string",
                     "example": "admin"
+                }
+            }
+        },
+        "audit.Verification": {
+            "type": "object",
+            "properties": {
+                "brokenAt": {
+                    "description": "BrokenAt is the first sequence number where the chain breaks (0 when intact, or when the head\nitself is gone); Problem says how.",
+                    "type": "integer",
+                    "example": 42
+                },
+                "entries": {
+                    "description": "Entries is how many entries were checked; Head is the last sequence number the appends recorded.",
+                    "type": "integer",
+                    "example": 1200
+                },
+                "head": {
+                    "type": "integer",
+                    "example": 1200
+                },
+                "intact": {
+                    "description": "Intact is true when every entry is as appended, none is missing and none was added.",
+                    "type": "boolean"
+                },
+                "problem": {
+                    "type": "string",
+                    "example": "entry 42 is not as it was appended"
                 }
             }
         },
@@ -4804,7 +4914,7 @@ const docTemplate = `{
             "type": "object",
             "properties": {
                 "rayResources": {
-                    "description": "RayResources are the Ray logical resources one head pod offers (CPU, GPU, memory, custom).",
+                    "description": "RayResources are the Ray logical resources one head pod offers (CPU, GPU, memory, custom; at most\n16, names cut to 64 bytes).",
                     "type": "object",
                     "additionalProperties": {
                         "type": "number"
@@ -5028,12 +5138,14 @@ const docTemplate = `{
                     ]
                 },
                 "activeRayClusterName": {
+                    "description": "ActiveRayClusterName is the Ray cluster serving, cut to 253 bytes.",
                     "type": "string"
                 },
                 "createdAt": {
                     "type": "string"
                 },
                 "creator": {
+                    "description": "Creator is the annotation ray.openfuyao.com/creator, cut to 256 bytes.",
                     "type": "string"
                 },
                 "creatorSigned": {
@@ -5044,13 +5156,14 @@ const docTemplate = `{
                     "type": "string"
                 },
                 "entrypoint": {
+                    "description": "Entrypoint is spec.entrypoint, cut to 4096 bytes (the manifest holds it whole).",
                     "type": "string"
                 },
                 "head": {
                     "$ref": "#/definitions/k8s.HeadSummary"
                 },
                 "health": {
-                    "description": "Health is derived in the watch cache from the object's status and conditions and its pods.",
+                    "description": "Health is derived in the watch cache from the object's status and conditions, its pods and the\nWarning events about them; its reason is cut to 128 bytes and its message to 1024.",
                     "allOf": [
                         {
                             "$ref": "#/definitions/k8s.Health"
@@ -5058,13 +5171,15 @@ const docTemplate = `{
                     ]
                 },
                 "image": {
+                    "description": "Image is the head's first container's image, cut to 512 bytes.",
                     "type": "string"
                 },
                 "jobDeploymentStatus": {
+                    "description": "JobDeploymentStatus is status.jobDeploymentStatus, cut to 128 bytes.",
                     "type": "string"
                 },
                 "jobStatus": {
-                    "description": "RayJob only.",
+                    "description": "RayJob only. JobStatus is status.jobStatus, cut to 128 bytes.",
                     "type": "string"
                 },
                 "kind": {
@@ -5080,12 +5195,15 @@ const docTemplate = `{
                     "type": "integer"
                 },
                 "pendingRayClusterName": {
+                    "description": "PendingRayClusterName is the Ray cluster being prepared, cut to 253 bytes.",
                     "type": "string"
                 },
                 "rayClusterName": {
+                    "description": "RayClusterName is the RayJob's Ray cluster, cut to 253 bytes.",
                     "type": "string"
                 },
                 "rayVersion": {
+                    "description": "RayVersion is spec.rayVersion, cut to 128 bytes.",
                     "type": "string"
                 },
                 "requested": {
@@ -5097,7 +5215,7 @@ const docTemplate = `{
                     ]
                 },
                 "serviceStatus": {
-                    "description": "RayService only.",
+                    "description": "RayService only. ServiceStatus is status.serviceStatus, cut to 128 bytes.",
                     "type": "string"
                 },
                 "startTime": {
@@ -5107,12 +5225,14 @@ const docTemplate = `{
                     "type": "string"
                 },
                 "submissionMode": {
+                    "description": "SubmissionMode is spec.submissionMode, cut to 128 bytes.",
                     "type": "string"
                 },
                 "type": {
                     "type": "string"
                 },
                 "workerGroups": {
+                    "description": "WorkerGroups are the first 64 worker groups (Requested counts them all).",
                     "type": "array",
                     "items": {
                         "$ref": "#/definitions/k8s.WorkerGroup"
@@ -5130,10 +5250,11 @@ const docTemplate = `{
                     "type": "integer"
                 },
                 "name": {
+                    "description": "Name is the group's name, cut to 253 bytes.",
                     "type": "string"
                 },
                 "rayResources": {
-                    "description": "RayResources are the Ray logical resources one pod of the group offers.",
+                    "description": "RayResources are the Ray logical resources one pod of the group offers (at most 16, names cut to\n64 bytes).",
                     "type": "object",
                     "additionalProperties": {
                         "type": "number"
