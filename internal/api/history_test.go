@@ -33,7 +33,9 @@ func (f *fakeHistory) Get(_ context.Context, uid string) (*history.Record, error
 	return &r, nil
 }
 
-func (f *fakeHistory) Namespaces(context.Context, string) ([]string, error) { return []string{f.rec.Namespace}, nil }
+func (f *fakeHistory) Namespaces(context.Context, string) ([]string, error) {
+	return []string{f.rec.Namespace}, nil
+}
 
 const recordUID = "3f1c9a4e-0b7d-4c1e-9a57-2d8e6f0b1c3a"
 
