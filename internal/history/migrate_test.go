@@ -2,9 +2,12 @@ package history
 
 import (
 	"database/sql"
+	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -90,4 +93,43 @@ func TestQueueBounds(t *testing.T) {
 			assert.Contains(t, p.record.Cut.Reason, "queue")
 		}
 	}
+}
+
+// A namespace's quota bounds what a flood of records just within the bound of a manifest makes of the
+// SQLite file: the pages of the records removed are used again.
+func TestNamespaceQuotaBoundsTheFile(t *testing.T) {
+	const quota = 4 << 20
+	file := filepath.Join(t.TempDir(), "history.db")
+	s, err := Open(t.Context(), "sqlite:"+file)
+	require.NoError(t, err)
+	defer func() { _ = s.Close() }()
+	spec := `{"spec":"` + strings.Repeat("x", MaxManifestBytes-20) + `"}`
+	size := func() int64 {
+		_, err := s.db.Exec(`PRAGMA wal_checkpoint(TRUNCATE)`)
+		require.NoError(t, err)
+		st, err := os.Stat(file)
+		require.NoError(t, err)
+		return st.Size()
+	}
+	before := size()
+	now := time.Now()
+	written := 0
+	for i := range 400 {
+		end := now.Add(time.Duration(i) * time.Second)
+		require.NoError(t, s.Put(t.Context(), Record{UID: fmt.Sprint("u", i), Kind: "RayJob", Namespace: "flood", Name: fmt.Sprint("j", i),
+			Spec: spec, CreatedAt: now, DeletedAt: &end}))
+		if written += len(spec); written >= 1<<20 {
+			_, err := s.Shrink(t.Context(), "flood", quota)
+			require.NoError(t, err)
+			written = 0
+		}
+	}
+	grown := size() - before
+	t.Logf("400 records of %d KiB manifests (%d MiB) under a quota of %d MiB: the file grew by %d KiB", len(spec)>>10, 400*len(spec)>>20, quota>>20, grown>>10)
+	assert.Less(t, grown, int64(quota+2<<20), "the quota and what is written between two checks")
+	n, err := s.Bytes(t.Context(), "flood")
+	require.NoError(t, err)
+	assert.LessOrEqual(t, n, int64(quota+1<<20))
+	_, err = s.Get(t.Context(), "u399")
+	require.NoError(t, err, "the newest are kept")
 }

@@ -109,7 +109,7 @@ func TestAttackHistoryFloodIsBounded(t *testing.T) {
 	ctx := context.Background()
 	entrypoint := "python -c 'print(1)' # " + strings.Repeat("x", 700<<10)
 	annotation := strings.Repeat("a", 200<<10)
-	manifestBytes := 0
+	manifestBytes, started := 0, time.Now()
 	for i := range jobs {
 		obj := &unstructured.Unstructured{}
 		require.NoError(t, json.Unmarshal(rayJob(t, fmt.Sprintf("big-%03d", i), true), &obj.Object))
@@ -124,6 +124,7 @@ func TestAttackHistoryFloodIsBounded(t *testing.T) {
 			require.NoError(t, alice.Delete(ctx, obj.GetName(), metav1.DeleteOptions{}))
 		}
 	}
+	t.Logf("the loop took %s", time.Since(started).Round(time.Millisecond))
 	eventually(t, 180*time.Second, "every job of the loop recorded", func() bool {
 		r, err := sendTo(svc.url, "GET", "/rest/ray/v1/history/rayjobs?namespace="+ns+"&pageSize=1", env.tokens["admin"], "", nil)
 		return err == nil && r.Status == 200 && decode[historyPage](t, r).Total == jobs
@@ -132,6 +133,7 @@ func TestAttackHistoryFloodIsBounded(t *testing.T) {
 		return len(historyOf(t, svc.url, "rayjobs", ns, fmt.Sprintf("big-%03d", jobs-2))) == 1 &&
 			historyOf(t, svc.url, "rayjobs", ns, fmt.Sprintf("big-%03d", jobs-2))[0].DeletedAt != nil
 	})
+	t.Logf("recorded %s after the loop began", time.Since(started).Round(time.Millisecond))
 	time.Sleep(2 * time.Second)
 	after := historyBytes(t, file)
 	grown := after - before
