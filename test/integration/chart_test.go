@@ -85,6 +85,8 @@ func TestHelmChart(t *testing.T) {
 	for name, manifest := range map[string]string{"marketplace": market, "standalone": alone} {
 		assert.Contains(t, manifest, "template-key-file: /etc/ray-service-template-key/key", "%s: the service is told its template key", name)
 		assert.Contains(t, manifest, "secretName: ray-service-template-key", "%s: and the key is mounted", name)
+		assert.Contains(t, manifest, "audit-key-file: /etc/ray-service-audit-key/key", "%s: and its audit key, another", name)
+		assert.Contains(t, manifest, "secretName: ray-service-audit-key", "%s: mounted too", name)
 		assert.Contains(t, manifest, "helm.sh/resource-policy: keep", "%s: the key outlives the release", name)
 	}
 	// Grafana: no anonymous viewers anywhere; behind the console, only the oauth-proxy's user, and only
