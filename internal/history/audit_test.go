@@ -50,3 +50,24 @@ func TestAuditMigrationKeepsTheHistory(t *testing.T) {
 	assert.Zero(t, total)
 	assert.Empty(t, entries)
 }
+
+// What an append costs a write's answer on SQLite, and a check of the whole chain per entry.
+func BenchmarkAuditAppend(b *testing.B) {
+	s, err := Open(b.Context(), "sqlite:"+filepath.Join(b.TempDir(), "history.db"))
+	require.NoError(b, err)
+	defer func() { _ = s.Close() }()
+	key := audit.Key("0123456789abcdef0123456789abcdef")
+	a := s.Audit()
+	e := audit.Entry{Time: time.Now(), Action: audit.Create, Kind: "RayCluster", Namespace: "team", Name: "demo", User: "alice",
+		RequestID: "r-1", Message: "create RayCluster team/demo by alice (request r-1)"}
+	for b.Loop() {
+		_, err := a.Append(b.Context(), e, key.Seal)
+		require.NoError(b, err)
+	}
+	b.StopTimer()
+	start := time.Now()
+	v, err := audit.Check(b.Context(), a, key)
+	require.NoError(b, err)
+	require.True(b, v.Intact)
+	b.ReportMetric(float64(time.Since(start).Nanoseconds())/float64(v.Entries), "check-ns/entry")
+}
