@@ -27,11 +27,11 @@ func TestHealthReasonNeedsTheRightToSeeItsSource(t *testing.T) {
 	}).Status)
 	waitHealth(t, ns, "gpu", "Degraded", "Unschedulable")
 
-	grantRole(t, ns, "carol", "ray-read", rbacv1.PolicyRule{APIGroups: []string{"ray.io"}, Resources: []string{"rayclusters"}, Verbs: []string{"list", "get"}})
-	carol := env.tokens["carol"]
-	require.Equal(t, 403, call(t, "GET", itemPath(ns, "rayclusters", "gpu")+"/pods", carol, "", nil).Status, "carol may not list the pods")
+	reader, token := tenant(t, ns, "reader")
+	grantRole(t, ns, reader, "ray-read", rbacv1.PolicyRule{APIGroups: []string{"ray.io"}, Resources: []string{"rayclusters"}, Verbs: []string{"list", "get"}})
+	require.Equal(t, 403, call(t, "GET", itemPath(ns, "rayclusters", "gpu")+"/pods", token, "", nil).Status, "the reader may not list the pods")
 	listed := func() health {
-		r := call(t, "GET", nsPath(ns, "rayclusters"), carol, "", nil)
+		r := call(t, "GET", nsPath(ns, "rayclusters"), token, "", nil)
 		require.Equal(t, 200, r.Status, "%s", r.Raw)
 		items := decode[struct {
 			Items []struct {
@@ -42,7 +42,7 @@ func TestHealthReasonNeedsTheRightToSeeItsSource(t *testing.T) {
 		return items[0].Health
 	}
 	shown := func() healthDetail {
-		r := call(t, "GET", itemPath(ns, "rayclusters", "gpu"), carol, "", nil)
+		r := call(t, "GET", itemPath(ns, "rayclusters", "gpu"), token, "", nil)
 		require.Equal(t, 200, r.Status, "%s", r.Raw)
 		return decode[healthDetail](t, r)
 	}
@@ -56,7 +56,7 @@ func TestHealthReasonNeedsTheRightToSeeItsSource(t *testing.T) {
 		assert.NotEqual(t, "Pod", p.Source.Kind, "no problem read from a pod: %+v", p)
 	}
 	// A list stream withholds it too.
-	status, stream := openWatch(t, env.serviceURL, nsPath(ns, "rayclusters")+"/watch", carol, "")
+	status, stream := openWatch(t, env.serviceURL, nsPath(ns, "rayclusters")+"/watch", token, "")
 	require.Equal(t, 200, status)
 	added := stream.next(t, 10*time.Second)
 	stream.close()
@@ -67,16 +67,16 @@ func TestHealthReasonNeedsTheRightToSeeItsSource(t *testing.T) {
 	require.NoError(t, json.Unmarshal(added.Data, &item))
 	assert.Equal(t, "Withheld", item.Health.Reason, "in the stream: %s", added.Data)
 	// And the object's own stream.
-	status, stream = openWatch(t, env.serviceURL, itemPath(ns, "rayclusters", "gpu")+"/watch", carol, "")
+	status, stream = openWatch(t, env.serviceURL, itemPath(ns, "rayclusters", "gpu")+"/watch", token, "")
 	require.Equal(t, 200, status)
 	added = stream.next(t, 10*time.Second)
 	stream.close()
 	require.Equal(t, "ADDED", added.Name)
 	require.NoError(t, json.Unmarshal(added.Data, &item))
 	assert.Equal(t, "Withheld", item.Health.Reason, "in the object's stream: %s", added.Data)
-	// Allowed to list pods there, carol sees the reason (once the verdict cached before has expired).
-	grantRole(t, ns, "carol", "pods-read", rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list"}})
-	eventually(t, 45*time.Second, "the reason shown to carol", func() bool { return listed().Reason == "Unschedulable" })
+	// Allowed to list pods there, the reader sees the reason (once the verdict cached before has expired).
+	grantRole(t, ns, reader, "pods-read", rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list"}})
+	eventually(t, 45*time.Second, "the reason shown to the reader", func() bool { return listed().Reason == "Unschedulable" })
 	d = shown()
 	assert.Equal(t, "Unschedulable", d.Health.Reason)
 	assert.Contains(t, d.Health.Message, "Insufficient nvidia.com/gpu")

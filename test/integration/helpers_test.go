@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -189,4 +190,18 @@ func dataOf(t *testing.T, body []byte) json.RawMessage {
 	}
 	require.NoError(t, json.Unmarshal(body, &env), "%s", body)
 	return env.Data
+}
+
+// tenant makes a ServiceAccount in ns, a user bound nowhere, gone with its namespace: its user name and a
+// token of it. Tests that bind a user in their own namespace use one, so that no other test sees its rights.
+func tenant(t *testing.T, ns, name string) (user, token string) {
+	t.Helper()
+	ctx := context.Background()
+	_, err := env.admin.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	expiry := int64(3600)
+	tr, err := env.admin.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name,
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &expiry}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	return "system:serviceaccount:" + ns + ":" + name, tr.Status.Token
 }

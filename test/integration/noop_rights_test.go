@@ -24,17 +24,22 @@ func TestNothingToDoNeedsTheRight(t *testing.T) {
 	r := call(t, "POST", nsPath(ns, "rayservices")+"?start=false", admin, "application/yaml", testdata(t, "rayservice-minimal.yaml"))
 	require.Equal(t, 201, r.Status, "%s", r.Raw)
 
-	// carol may read RayServices and their templates (ConfigMaps) here, and change nothing: the viewer does
-	// not see templates at all (404).
-	grantRole(t, ns, "carol", "read", rbacv1.PolicyRule{APIGroups: []string{"ray.io"}, Resources: []string{"rayservices"}, Verbs: []string{"get", "list"}},
+	// A reader of RayServices and their templates (ConfigMaps) here, who may change nothing: the viewer
+	// does not see templates at all (404).
+	reader, readerToken := tenant(t, ns, "reader")
+	grantRole(t, ns, reader, "read", rbacv1.PolicyRule{APIGroups: []string{"ray.io"}, Resources: []string{"rayservices"}, Verbs: []string{"get", "list"}},
 		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list"}})
 	for _, c := range []struct{ user, kind, name, action string }{
-		{"viewer", "rayclusters", "suspended", "stop"},      // already suspended
-		{"viewer", "rayclusters", "started", "start"},       // already asked to run
-		{"carol", "rayservices", "minimal-service", "stop"}, // a template: already stopped
-		{"viewer", "rayclusters", "suspended", "start"},     // a real write, refused by the apiserver
+		{"viewer", "rayclusters", "suspended", "stop"},       // already suspended
+		{"viewer", "rayclusters", "started", "start"},        // already asked to run
+		{"reader", "rayservices", "minimal-service", "stop"}, // a template: already stopped
+		{"viewer", "rayclusters", "suspended", "start"},      // a real write, refused by the apiserver
 	} {
-		r := call(t, "POST", itemPath(ns, c.kind, c.name)+"/"+c.action, env.tokens[c.user], "", nil)
+		tok := env.tokens[c.user]
+		if c.user == "reader" {
+			tok = readerToken
+		}
+		r := call(t, "POST", itemPath(ns, c.kind, c.name)+"/"+c.action, tok, "", nil)
 		assert.Equal(t, 403, r.Status, "%s %s/%s by %s: %s", c.action, c.kind, c.name, c.user, r.Raw)
 		assert.Equal(t, "Forbidden", r.Reason, "%s", r.Raw)
 	}
@@ -58,7 +63,7 @@ func TestNothingToDoNeedsTheRight(t *testing.T) {
 	})
 	var actions []string
 	for _, e := range got.Items {
-		assert.NotContains(t, []string{"viewer", "carol"}, e.User, "a refused or empty action is no write: %+v", e)
+		assert.NotContains(t, []string{"viewer", reader}, e.User, "a refused or empty action is no write: %+v", e)
 		actions = append(actions, fmt.Sprintf("%s %s", e.Action, e.Name))
 	}
 	assert.ElementsMatch(t, []string{"Create suspended", "Create started", "Create minimal-service"}, actions)
