@@ -1,9 +1,11 @@
 package metrics
 
 import (
+	"math"
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -38,4 +40,16 @@ func TestHealthLevelsAndVerdict(t *testing.T) {
 	assert.Equal(t, Verdict{Level: LevelWarning, Message: "A, C warning"}, verdict(panels))
 	assert.Equal(t, LevelNoData, verdict([]Panel{{Level: LevelNoData}}).Level)
 	assert.Equal(t, LevelOK, verdict([]Panel{{Level: LevelOK}, {Level: LevelNoData}}).Level)
+}
+
+// PromQL answers NaN for a mean over a window without observations: such samples are gaps, never values,
+// so that an answer always encodes as JSON.
+func TestPointsLeaveOutWhatIsNoFigure(t *testing.T) {
+	s := &model.SampleStream{Values: []model.SamplePair{
+		{Timestamp: 1000, Value: 1.5}, {Timestamp: 2000, Value: model.SampleValue(math.NaN())},
+		{Timestamp: 3000, Value: model.SampleValue(math.Inf(1))}, {Timestamp: 4000, Value: 2},
+	}}
+	assert.Equal(t, []Point{{T: 1, V: 1.5}, {T: 4, V: 2}}, points(s))
+	_, ok := lastAt(points(&model.SampleStream{Values: []model.SamplePair{{Timestamp: 5000, Value: model.SampleValue(math.NaN())}}}), time.Unix(5, 0))
+	assert.False(t, ok, "a NaN at the end of the window is no sample there")
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -419,10 +420,15 @@ func (q *Querier) Usage(ctx context.Context, w Window, sc Scope) (Used, Series, 
 	return used, series, warnings
 }
 
+//
+// A NaN or infinite sample (PromQL's answer to 0/0, e.g. a mean over a window with no observations) is
+// no figure: it is left out, as a gap, so that no answer carries a value JSON cannot hold.
 func points(s *model.SampleStream) []Point {
 	out := make([]Point, 0, len(s.Values))
 	for _, v := range s.Values {
-		out = append(out, Point{T: v.Timestamp.Unix(), V: float64(v.Value)})
+		if f := float64(v.Value); !math.IsNaN(f) && !math.IsInf(f, 0) {
+			out = append(out, Point{T: v.Timestamp.Unix(), V: f})
+		}
 	}
 	return out
 }
