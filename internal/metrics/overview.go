@@ -420,7 +420,6 @@ func (q *Querier) Usage(ctx context.Context, w Window, sc Scope) (Used, Series, 
 	return used, series, warnings
 }
 
-//
 // A NaN or infinite sample (PromQL's answer to 0/0, e.g. a mean over a window with no observations) is
 // no figure: it is left out, as a gap, so that no answer carries a value JSON cannot hold.
 func points(s *model.SampleStream) []Point {
