@@ -132,9 +132,7 @@ func TestAttackFeedFloodDoesNotHoldMemory(t *testing.T) {
 	var next, failed atomic.Int64
 	var wg sync.WaitGroup
 	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for {
 				i := next.Add(1)
 				if i > patches {
@@ -145,7 +143,7 @@ func TestAttackFeedFloodDoesNotHoldMemory(t *testing.T) {
 					failed.Add(1)
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	// A busy apiserver may time some out; the attack needs most of them.
