@@ -133,20 +133,7 @@ func (a *Audit) Entries(ctx context.Context, q audit.Query) ([]audit.Entry, int,
 
 // Namespaces returns the namespaces the trail has entries of, sorted.
 func (a *Audit) Namespaces(ctx context.Context) ([]string, error) {
-	rows, err := a.db.QueryContext(ctx, `SELECT namespace FROM audit_namespaces ORDER BY namespace`)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = rows.Close() }()
-	out := []string{}
-	for rows.Next() {
-		var ns string
-		if err := rows.Scan(&ns); err != nil {
-			return nil, err
-		}
-		out = append(out, ns)
-	}
-	return out, rows.Err()
+	return queryStrings(ctx, a.db, `SELECT namespace FROM audit_namespaces ORDER BY namespace`)
 }
 
 // Walk calls fn with every entry in sequence order, then returns the head, all read in one snapshot

@@ -364,18 +364,23 @@ func (s *Store) Live(ctx context.Context) (map[string]Known, error) {
 
 // Namespaces returns the namespaces that hold records of a kind.
 func (s *Store) Namespaces(ctx context.Context, kind string) ([]string, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT DISTINCT namespace FROM records WHERE kind = $1 ORDER BY namespace`, kind)
+	return queryStrings(ctx, s.db, `SELECT DISTINCT namespace FROM records WHERE kind = $1 ORDER BY namespace`, kind)
+}
+
+// queryStrings runs a query of one text column and returns its values.
+func queryStrings(ctx context.Context, db *sql.DB, query string, args ...any) ([]string, error) {
+	rows, err := db.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err
 	}
 	defer func() { _ = rows.Close() }()
-	var out []string
+	out := []string{}
 	for rows.Next() {
-		var ns string
-		if err := rows.Scan(&ns); err != nil {
+		var v string
+		if err := rows.Scan(&v); err != nil {
 			return nil, err
 		}
-		out = append(out, ns)
+		out = append(out, v)
 	}
 	return out, rows.Err()
 }
@@ -482,20 +487,7 @@ func (s *Store) Shrink(ctx context.Context, ns string, limit int64) (int64, erro
 
 // OverQuota returns the namespaces whose records take more than limit bytes.
 func (s *Store) OverQuota(ctx context.Context, limit int64) ([]string, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT namespace FROM records GROUP BY namespace HAVING SUM(`+recordBytes+`) > $1`, limit)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = rows.Close() }()
-	var out []string
-	for rows.Next() {
-		var ns string
-		if err := rows.Scan(&ns); err != nil {
-			return nil, err
-		}
-		out = append(out, ns)
-	}
-	return out, rows.Err()
+	return queryStrings(ctx, s.db, `SELECT namespace FROM records GROUP BY namespace HAVING SUM(`+recordBytes+`) > $1`, limit)
 }
 
 // Bytes is what the records of namespace ns ("": all) take, as the quotas count it.
