@@ -81,24 +81,49 @@ func (s *Server) withActions(ctx context.Context, tok string, k *k8s.Kind, items
 	return nil
 }
 
+// rightsAsked asks the caller's rights once each and remembers the answers; an answer it could not get
+// is false and asked again next time.
+type rightsAsked struct {
+	s     *Server
+	ctx   context.Context
+	token string
+	known map[auth.Attributes]bool
+}
+
+func (r *rightsAsked) allowed(a auth.Attributes) bool {
+	if ok, asked := r.known[a]; asked {
+		return ok
+	}
+	ok, err := r.s.Authz.Allowed(r.ctx, r.token, a)
+	if err != nil {
+		return false
+	}
+	if r.known == nil {
+		r.known = map[auth.Attributes]bool{}
+	}
+	r.known[a] = ok
+	return ok
+}
+
+// shown is sum as the caller may see it: a health reason read from pods or events it may not list in
+// the namespace is withheld, as in a list.
+func (r *rightsAsked) shown(sum *k8s.Summary) *k8s.Summary {
+	if on := sum.Health.SeenOn(); on == "" || r.allowed(seeing(on, sum.Namespace)) {
+		return sum
+	}
+	c := *sum
+	c.Health = c.Health.Withheld()
+	return &c
+}
+
 // visibleProblems are the problems of a detail the caller may be shown: those read from pods or
 // events only where it may list them in ns.
-func (s *Server) visibleProblems(ctx context.Context, tok, ns string, problems []k8s.Problem) ([]k8s.Problem, error) {
-	allowed := map[string]bool{"": true}
+func (r *rightsAsked) visibleProblems(ns string, problems []k8s.Problem) []k8s.Problem {
 	shown := []k8s.Problem{}
 	for _, p := range problems {
-		on := p.SeenOn()
-		ok, asked := allowed[on]
-		if !asked {
-			var err error
-			if ok, err = s.Authz.Allowed(ctx, tok, seeing(on, ns)); err != nil {
-				return nil, err
-			}
-			allowed[on] = ok
-		}
-		if ok {
+		if on := p.SeenOn(); on == "" || r.allowed(seeing(on, ns)) {
 			shown = append(shown, p)
 		}
 	}
-	return shown, nil
+	return shown
 }

@@ -377,23 +377,18 @@ func (s *Server) resolve(c *gin.Context) (*request, *k8s.Current, bool) {
 func (s *Server) detail(c *gin.Context, r *request, cur *k8s.Current) Detail {
 	d := Detail{Summary: r.objects.Summarize(cur), Conditions: []any{}, Events: []k8s.EventInfo{}}
 	one := []k8s.Summary{d.Summary}
-	problems, err := s.visibleProblems(c.Request.Context(), token(c), d.Namespace, d.Summary.Problems())
-	if err == nil {
-		err = s.withActions(c.Request.Context(), token(c), r.kind, one)
-	}
-	if err != nil {
+	rights := &rightsAsked{s: s, ctx: c.Request.Context(), token: token(c)}
+	problems := rights.visibleProblems(d.Namespace, d.Summary.Problems())
+	if err := s.withActions(c.Request.Context(), token(c), r.kind, one); err != nil {
 		// The answer stands (a write it follows is done): no action is named rather than a wrong one, and
 		// nothing read from pods or events is shown.
 		logger(c).Warn("reviewing the actions of a detail", zap.Error(err))
-		one[0].Actions, problems = []string{}, nil
+		one[0].Actions, problems = []string{}, []k8s.Problem{}
 		if one[0].Health.SeenOn() != "" {
 			one[0].Health = one[0].Health.Withheld()
 		}
 	}
 	d.Actions, d.Health, d.Problems = one[0].Actions, one[0].Health, problems
-	if d.Problems == nil {
-		d.Problems = []k8s.Problem{}
-	}
 	if cur.Template != nil {
 		d.Object = cur.Template.DetailObject().Object
 		return d

@@ -178,7 +178,7 @@ func (s *Server) watchList(c *gin.Context) {
 	}
 	defer st.close()
 	ctx, w := st.ctx, st.w
-	l := &listStream{s: s, k: k, q: q, w: w, scopes: scopes, epoch: s.Store.Epoch(), ctx: ctx, token: token(c)}
+	l := &listStream{s: s, k: k, q: q, w: w, scopes: scopes, epoch: s.Store.Epoch(), rights: &rightsAsked{s: s, ctx: ctx, token: token(c)}}
 	if last := c.GetHeader("Last-Event-ID"); last == "" {
 		l.snapshot("")
 	} else if reason := l.resume(last); reason != "" {
@@ -215,7 +215,7 @@ func (s *Server) watchList(c *gin.Context) {
 			default:
 				l.rescope(next)
 			}
-			l.seeing = nil // asked again at the next reason to show
+			l.rights.known = nil // asked again at the next reason to show
 		}
 	}
 }
@@ -229,40 +229,9 @@ type listStream struct {
 	scopes k8s.Scopes
 	epoch  string
 	seq    uint64
-	// seeing holds, until the next check of the rights, whether the caller may list what a health
-	// reason was read from in a namespace (see shown).
-	ctx    context.Context
-	token  string
-	seeing map[auth.Attributes]bool
-}
-
-// shown is sum as the caller may see it: a health reason read from pods or events it may not list in
-// the namespace is withheld, as in a list.
-func (l *listStream) shown(sum *k8s.Summary) *k8s.Summary {
-	on := sum.Health.SeenOn()
-	if on == "" {
-		return sum
-	}
-	a := seeing(on, sum.Namespace)
-	ok, asked := l.seeing[a]
-	if !asked {
-		var err error
-		ok, err = l.s.Authz.Allowed(l.ctx, l.token, a)
-		if err != nil {
-			ok = false // not known: withheld, and asked again next time
-		} else {
-			if l.seeing == nil {
-				l.seeing = map[auth.Attributes]bool{}
-			}
-			l.seeing[a] = ok
-		}
-	}
-	if ok {
-		return sum
-	}
-	c := *sum
-	c.Health = c.Health.Withheld()
-	return &c
+	// rights remembers, until the next check of the rights, whether the caller may list what a health
+	// reason was read from in a namespace (see rightsAsked.shown).
+	rights *rightsAsked
 }
 
 // id is the id of the event of change seq: the store's run, the position and the rights.
@@ -297,7 +266,7 @@ func (l *listStream) snapshot(reason string) {
 	items, seq := l.s.Store.Snapshot(l.k, l.scopes)
 	matched := l.q.Select(items)
 	for _, it := range matched {
-		l.w.event(EventAdded, noID, l.shown(&it.Summary))
+		l.w.event(EventAdded, noID, l.rights.shown(&it.Summary))
 	}
 	l.w.event(EventSynced, l.id(seq), SyncedData{Total: len(matched)})
 	l.seq = seq
@@ -357,7 +326,7 @@ func (l *listStream) send(changes []k8s.Change, ids bool) int {
 		} else if i == len(events)-1 {
 			id = l.id(l.seq)
 		}
-		l.w.event(e.name, id, l.shown(e.sum))
+		l.w.event(e.name, id, l.rights.shown(e.sum))
 	}
 	return len(events)
 }
