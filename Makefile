@@ -53,7 +53,7 @@ unit:
 # then the corpus is replayed, and only a failure there fails the run.
 FUZZTIME    ?= 15s
 FUZZTARGETS := internal/api:FuzzQueryParameters internal/api:FuzzRequestBodies \
-	internal/k8s:FuzzSummarize internal/k8s:FuzzTemplateRead
+	internal/ray:FuzzSummarize internal/ray:FuzzTemplateRead
 fuzz:
 	@for t in $(FUZZTARGETS); do \
 		pkg=$${t%%:*}; name=$${t#*:}; corpus=$$pkg/testdata/fuzz/$$name; \

@@ -571,6 +571,6 @@ func write(c config, rows []row, perObject float64, ready, quiet time.Duration, 
 	}
 	fmt.Fprintf(&b, "\nLive heap per cached RayCluster (after a collection): %.0f bytes. A second service instance was ready (caches synced) %s after start.\n",
 		perObject, ready.Round(100*time.Millisecond))
-	b.WriteString("\nThe store's own part of a list, from `go test -bench` (internal/k8s), is printed by `make bench` before this run.\n")
+	b.WriteString("\nThe store's own part of a list, from `go test -bench` (internal/cache), is printed by `make bench` before this run.\n")
 	return os.WriteFile(c.out, []byte(b.String()), 0o644)
 }

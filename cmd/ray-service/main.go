@@ -42,12 +42,15 @@ import (
 	"ray-service/internal/api"
 	"ray-service/internal/audit"
 	"ray-service/internal/auth"
+	"ray-service/internal/cache"
 	"ray-service/internal/certs"
 	"ray-service/internal/config"
+	"ray-service/internal/dashboard"
 	"ray-service/internal/history"
 	"ray-service/internal/k8s"
 	"ray-service/internal/keys"
 	"ray-service/internal/metrics"
+	"ray-service/internal/ray"
 )
 
 func main() {
@@ -92,7 +95,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	templates, err := k8s.NewTemplateSigner(key)
+	templates, err := ray.NewTemplateSigner(key)
 	if err != nil {
 		return err
 	}
@@ -100,8 +103,8 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	kinds := k8s.NewKinds()
-	store, err := k8s.NewStore(dyn, watchCore, kinds, templates, cfg.ResyncPeriod)
+	kinds := ray.NewKinds()
+	store, err := cache.NewStore(dyn, watchCore, kinds, templates, cfg.ResyncPeriod)
 	if err != nil {
 		return err
 	}
@@ -110,7 +113,7 @@ func run() error {
 		return err
 	}
 	reviewer := auth.NewReviewer(clients.ReviewerFor, cfg.AuthCacheTTL, cfg.AuthCacheSize)
-	dashboards := k8s.NewDashboards(cfg.ClusterDomain, cfg.DashboardTimeout)
+	dashboards := dashboard.NewDashboards(cfg.ClusterDomain, cfg.DashboardTimeout)
 	registry, httpMetrics := metrics.NewRegistry()
 	metrics.RegisterSize(registry, "ray_service_auth_cache_entries", "Access review verdicts and user names cached.", reviewer.Len)
 	var usage api.Usage // none without Prometheus
@@ -123,7 +126,7 @@ func run() error {
 		metrics.RegisterSize(registry, "ray_service_prometheus_cache_entries", "Answers of Prometheus cached for the overview.", querier.CacheLen)
 		usage, clusterHealth = querier, querier
 	}
-	manager := &k8s.Manager{Clients: clients, Dashboards: dashboards, Store: store, Templates: templates, Authz: reviewer,
+	manager := &k8s.Manager{Clients: clients, Dashboards: dashboards, Cache: store, Templates: templates, Authz: reviewer,
 		DeleteWait: 30 * time.Second}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
@@ -154,7 +157,7 @@ func run() error {
 	// client that reconnects then reaches another replica.
 	serving, endStreams := context.WithCancel(context.Background())
 	defer endStreams()
-	events := k8s.NewEventWatches(watchCore)
+	events := cache.NewEventWatches(watchCore)
 	// The trail writes one event per write made through the service and lists them for the audit
 	// route: a client of its own, whose rate is not the default 5 a second shared with readiness.
 	auditCfg := rest.CopyConfig(restCfg)
@@ -178,7 +181,7 @@ func run() error {
 	router := api.NewRouter(api.Deps{
 		Kinds: kinds,
 		Store: store,
-		Objects: func(k *k8s.Kind, token string) (api.Objects, error) {
+		Objects: func(k *ray.Kind, token string) (api.Objects, error) {
 			return manager.For(k, token)
 		},
 		Dashboards:      dashboards,
@@ -260,7 +263,7 @@ func run() error {
 
 // startHistory opens the history database and starts its recorder, which writes while this replica
 // holds the history's Lease.
-func startHistory(ctx context.Context, cfg *config.Config, restCfg *rest.Config, kinds *k8s.Kinds, log *zap.Logger,
+func startHistory(ctx context.Context, cfg *config.Config, restCfg *rest.Config, kinds *ray.Kinds, log *zap.Logger,
 	instance string, registry *prometheus.Registry) (*history.Recorder, *history.Store, <-chan struct{}, error) {
 	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -286,7 +289,7 @@ func startHistory(ctx context.Context, cfg *config.Config, restCfg *rest.Config,
 		}
 	}
 	r := &history.Recorder{Store: hs, Kinds: kinds, Dynamic: dyn, Core: core, Log: log,
-		Limits: k8s.EndingLimits{Events: 100, LogLines: 2000, LogBytes: 256 << 10},
+		Limits: ray.EndingLimits{Events: 100, LogLines: 2000, LogBytes: 256 << 10},
 		MaxAge: cfg.HistoryMaxAge, MaxPerNamespace: cfg.HistoryMaxPerNamespace,
 		NamespaceMaxBytes: cfg.HistoryNamespaceBytes, MaxBytes: cfg.HistoryBytes}
 	registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ray_service_history_leader",
@@ -371,7 +374,7 @@ func servePprof(addr string, log *zap.Logger) {
 
 // readiness: ready once the caches have synced, the apiserver is ready itself (its storage answers)
 // and it serves the three KubeRay resources.
-func readiness(store *k8s.Store, disc discovery.DiscoveryInterface, kinds *k8s.Kinds) func(context.Context) error {
+func readiness(store *cache.Store, disc discovery.DiscoveryInterface, kinds *ray.Kinds) func(context.Context) error {
 	return func(ctx context.Context) error {
 		if !store.HasSynced() {
 			return errors.New("watch caches not synced yet")
@@ -379,9 +382,9 @@ func readiness(store *k8s.Store, disc discovery.DiscoveryInterface, kinds *k8s.K
 		if err := disc.RESTClient().Get().AbsPath("/readyz").Do(ctx).Error(); err != nil {
 			return fmt.Errorf("the apiserver is not ready: %w", err)
 		}
-		list, err := disc.ServerResourcesForGroupVersion(k8s.RayGroupVersion.String())
+		list, err := disc.ServerResourcesForGroupVersion(ray.RayGroupVersion.String())
 		if err != nil {
-			return fmt.Errorf("KubeRay CRDs (%s): %w", k8s.RayGroupVersion, err)
+			return fmt.Errorf("KubeRay CRDs (%s): %w", ray.RayGroupVersion, err)
 		}
 		served := map[string]bool{}
 		for _, r := range list.APIResources {

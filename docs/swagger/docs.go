@@ -819,7 +819,7 @@ const docTemplate = `{
                                     "type": "object",
                                     "properties": {
                                         "data": {
-                                            "$ref": "#/definitions/api.Page-k8s_Summary"
+                                            "$ref": "#/definitions/api.Page-ray_Summary"
                                         }
                                     }
                                 }
@@ -2363,7 +2363,7 @@ const docTemplate = `{
                                         "data": {
                                             "type": "array",
                                             "items": {
-                                                "$ref": "#/definitions/k8s.EventInfo"
+                                                "$ref": "#/definitions/ray.EventInfo"
                                             }
                                         }
                                     }
@@ -2744,7 +2744,7 @@ const docTemplate = `{
                                         "data": {
                                             "type": "array",
                                             "items": {
-                                                "$ref": "#/definitions/k8s.PodInfo"
+                                                "$ref": "#/definitions/ray.PodInfo"
                                             }
                                         }
                                     }
@@ -2842,7 +2842,7 @@ const docTemplate = `{
                         "in": "body",
                         "required": true,
                         "schema": {
-                            "$ref": "#/definitions/k8s.ScaleRequest"
+                            "$ref": "#/definitions/ray.ScaleRequest"
                         }
                     }
                 ],
@@ -3634,7 +3634,7 @@ const docTemplate = `{
                                     "type": "object",
                                     "properties": {
                                         "data": {
-                                            "$ref": "#/definitions/api.Page-k8s_Summary"
+                                            "$ref": "#/definitions/api.Page-ray_Summary"
                                         }
                                     }
                                 }
@@ -3970,13 +3970,13 @@ const docTemplate = `{
                     "type": "integer"
                 },
                 "rayclusters": {
-                    "$ref": "#/definitions/k8s.KindCount"
+                    "$ref": "#/definitions/ray.KindCount"
                 },
                 "rayjobs": {
-                    "$ref": "#/definitions/k8s.KindCount"
+                    "$ref": "#/definitions/ray.KindCount"
                 },
                 "rayservices": {
-                    "$ref": "#/definitions/k8s.KindCount"
+                    "$ref": "#/definitions/ray.KindCount"
                 }
             }
         },
@@ -4041,17 +4041,17 @@ const docTemplate = `{
                 "events": {
                     "type": "array",
                     "items": {
-                        "$ref": "#/definitions/k8s.EventInfo"
+                        "$ref": "#/definitions/ray.EventInfo"
                     }
                 },
                 "head": {
-                    "$ref": "#/definitions/k8s.HeadSummary"
+                    "$ref": "#/definitions/ray.HeadSummary"
                 },
                 "health": {
                     "description": "Health is derived in the watch cache from the object's status and conditions, its pods and the\nWarning events about them; its reason is cut to 128 bytes and its message to 1024.",
                     "allOf": [
                         {
-                            "$ref": "#/definitions/k8s.Health"
+                            "$ref": "#/definitions/ray.Health"
                         }
                     ]
                 },
@@ -4091,7 +4091,7 @@ const docTemplate = `{
                     "description": "Problems are what holds the object back, each with the pod or object it was seen on: the first 32,\ntheir reasons cut to 128 bytes and their messages to 1024; those read from pods or Warning events\nonly for a caller who may list them in the namespace.",
                     "type": "array",
                     "items": {
-                        "$ref": "#/definitions/k8s.Problem"
+                        "$ref": "#/definitions/ray.Problem"
                     }
                 },
                 "rayClusterName": {
@@ -4106,7 +4106,7 @@ const docTemplate = `{
                     "description": "Requested totals the head and every worker replica.",
                     "allOf": [
                         {
-                            "$ref": "#/definitions/k8s.Resources"
+                            "$ref": "#/definitions/ray.Resources"
                         }
                     ]
                 },
@@ -4131,7 +4131,7 @@ const docTemplate = `{
                     "description": "WorkerGroups are the first 64 worker groups (Requested counts them all).",
                     "type": "array",
                     "items": {
-                        "$ref": "#/definitions/k8s.WorkerGroup"
+                        "$ref": "#/definitions/ray.WorkerGroup"
                     }
                 }
             }
@@ -4189,7 +4189,7 @@ const docTemplate = `{
                     "description": "Ending is what explains how it ended, read when it finished or went (filled by Get).",
                     "allOf": [
                         {
-                            "$ref": "#/definitions/k8s.Ending"
+                            "$ref": "#/definitions/ray.Ending"
                         }
                     ]
                 },
@@ -4263,7 +4263,7 @@ const docTemplate = `{
                     "description": "EVENT carries one Kubernetes event of the object, its clusters or their pods.",
                     "allOf": [
                         {
-                            "$ref": "#/definitions/k8s.EventInfo"
+                            "$ref": "#/definitions/ray.EventInfo"
                         }
                     ]
                 },
@@ -4271,7 +4271,7 @@ const docTemplate = `{
                     "description": "ADDED, MODIFIED and DELETED carry the object's summary.",
                     "allOf": [
                         {
-                            "$ref": "#/definitions/k8s.Summary"
+                            "$ref": "#/definitions/ray.Summary"
                         }
                     ]
                 },
@@ -4279,7 +4279,7 @@ const docTemplate = `{
                     "description": "PODS carries the Ray pods of the object's clusters, whenever one changes; only to a caller who may\nlist pods in the namespace.",
                     "type": "array",
                     "items": {
-                        "$ref": "#/definitions/k8s.PodInfo"
+                        "$ref": "#/definitions/ray.PodInfo"
                     }
                 },
                 "synced": {
@@ -4296,7 +4296,7 @@ const docTemplate = `{
             "type": "object",
             "properties": {
                 "allocated": {
-                    "$ref": "#/definitions/k8s.Allocation"
+                    "$ref": "#/definitions/cache.Allocation"
                 },
                 "counts": {
                     "$ref": "#/definitions/api.Counts"
@@ -4325,7 +4325,7 @@ const docTemplate = `{
             "type": "object",
             "properties": {
                 "allocated": {
-                    "$ref": "#/definitions/k8s.Allocation"
+                    "$ref": "#/definitions/cache.Allocation"
                 },
                 "counts": {
                     "$ref": "#/definitions/api.Counts"
@@ -4378,13 +4378,13 @@ const docTemplate = `{
                 }
             }
         },
-        "api.Page-k8s_Summary": {
+        "api.Page-ray_Summary": {
             "type": "object",
             "properties": {
                 "items": {
                     "type": "array",
                     "items": {
-                        "$ref": "#/definitions/k8s.Summary"
+                        "$ref": "#/definitions/ray.Summary"
                     }
                 },
                 "page": {
@@ -4460,17 +4460,17 @@ const docTemplate = `{
                 "events": {
                     "type": "array",
                     "items": {
-                        "$ref": "#/definitions/k8s.EventInfo"
+                        "$ref": "#/definitions/ray.EventInfo"
                     }
                 },
                 "head": {
-                    "$ref": "#/definitions/k8s.HeadSummary"
+                    "$ref": "#/definitions/ray.HeadSummary"
                 },
                 "health": {
                     "description": "Health is derived in the watch cache from the object's status and conditions, its pods and the\nWarning events about them; its reason is cut to 128 bytes and its message to 1024.",
                     "allOf": [
                         {
-                            "$ref": "#/definitions/k8s.Health"
+                            "$ref": "#/definitions/ray.Health"
                         }
                     ]
                 },
@@ -4510,7 +4510,7 @@ const docTemplate = `{
                     "description": "Problems are what holds the object back, each with the pod or object it was seen on: the first 32,\ntheir reasons cut to 128 bytes and their messages to 1024; those read from pods or Warning events\nonly for a caller who may list them in the namespace.",
                     "type": "array",
                     "items": {
-                        "$ref": "#/definitions/k8s.Problem"
+                        "$ref": "#/definitions/ray.Problem"
                     }
                 },
                 "rayClusterName": {
@@ -4525,7 +4525,7 @@ const docTemplate = `{
                     "description": "Requested totals the head and every worker replica.",
                     "allOf": [
                         {
-                            "$ref": "#/definitions/k8s.Resources"
+                            "$ref": "#/definitions/ray.Resources"
                         }
                     ]
                 },
@@ -4556,7 +4556,7 @@ const docTemplate = `{
                     "description": "WorkerGroups are the first 64 worker groups (Requested counts them all).",
                     "type": "array",
                     "items": {
-                        "$ref": "#/definitions/k8s.WorkerGroup"
+                        "$ref": "#/definitions/ray.WorkerGroup"
                     }
                 }
             }
@@ -4585,7 +4585,7 @@ const docTemplate = `{
                     "description": "ADDED, MODIFIED and DELETED carry a list item (DELETED: as it was last shown).",
                     "allOf": [
                         {
-                            "$ref": "#/definitions/k8s.Summary"
+                            "$ref": "#/definitions/ray.Summary"
                         }
                     ]
                 },
@@ -4676,6 +4676,31 @@ const docTemplate = `{
                 }
             }
         },
+        "cache.Allocation": {
+            "type": "object",
+            "properties": {
+                "cpu": {
+                    "type": "number"
+                },
+                "gpu": {
+                    "type": "integer"
+                },
+                "memoryBytes": {
+                    "type": "integer"
+                },
+                "npu": {
+                    "type": "integer"
+                },
+                "ray": {
+                    "description": "Ray are the Ray logical resources the pods' Ray nodes offer, by name (CPU, GPU, memory, ...).",
+                    "type": "object",
+                    "additionalProperties": {
+                        "type": "number",
+                        "format": "float64"
+                    }
+                }
+            }
+        },
         "history.ManifestCut": {
             "type": "object",
             "properties": {
@@ -4709,7 +4734,7 @@ const docTemplate = `{
                     "description": "Ending is what explains how it ended, read when it finished or went (filled by Get).",
                     "allOf": [
                         {
-                            "$ref": "#/definitions/k8s.Ending"
+                            "$ref": "#/definitions/ray.Ending"
                         }
                     ]
                 },
@@ -4772,507 +4797,6 @@ const docTemplate = `{
                 },
                 "status": {
                     "type": "string"
-                }
-            }
-        },
-        "k8s.Allocation": {
-            "type": "object",
-            "properties": {
-                "cpu": {
-                    "type": "number"
-                },
-                "gpu": {
-                    "type": "integer"
-                },
-                "memoryBytes": {
-                    "type": "integer"
-                },
-                "npu": {
-                    "type": "integer"
-                },
-                "ray": {
-                    "description": "Ray are the Ray logical resources the pods' Ray nodes offer, by name (CPU, GPU, memory, ...).",
-                    "type": "object",
-                    "additionalProperties": {
-                        "type": "number",
-                        "format": "float64"
-                    }
-                }
-            }
-        },
-        "k8s.ContainerEnd": {
-            "type": "object",
-            "properties": {
-                "exitCode": {
-                    "type": "integer"
-                },
-                "finishedAt": {
-                    "type": "string"
-                },
-                "message": {
-                    "type": "string"
-                },
-                "name": {
-                    "type": "string"
-                },
-                "reason": {
-                    "type": "string",
-                    "example": "OOMKilled"
-                },
-                "restarts": {
-                    "type": "integer"
-                },
-                "state": {
-                    "description": "State is running, waiting or terminated.",
-                    "type": "string"
-                }
-            }
-        },
-        "k8s.ContainerInfo": {
-            "type": "object",
-            "properties": {
-                "image": {
-                    "type": "string"
-                },
-                "name": {
-                    "type": "string"
-                },
-                "ready": {
-                    "type": "boolean"
-                },
-                "reason": {
-                    "type": "string",
-                    "example": "CrashLoopBackOff"
-                },
-                "restarts": {
-                    "type": "integer"
-                },
-                "state": {
-                    "type": "string",
-                    "example": "running"
-                }
-            }
-        },
-        "k8s.Ending": {
-            "type": "object",
-            "properties": {
-                "events": {
-                    "type": "array",
-                    "items": {
-                        "$ref": "#/definitions/k8s.EventInfo"
-                    }
-                },
-                "log": {
-                    "$ref": "#/definitions/k8s.LogTail"
-                },
-                "logOmitted": {
-                    "description": "LogOmitted says why there is no log tail when one was to be read and could not be.",
-                    "type": "string",
-                    "example": "the log tail could not be read within 20s"
-                },
-                "pods": {
-                    "type": "array",
-                    "items": {
-                        "$ref": "#/definitions/k8s.PodEnd"
-                    }
-                },
-                "podsOmitted": {
-                    "description": "PodsOmitted counts the pods left out past the history's bounds.",
-                    "type": "integer"
-                }
-            }
-        },
-        "k8s.EventInfo": {
-            "type": "object",
-            "properties": {
-                "count": {
-                    "type": "integer"
-                },
-                "firstTime": {
-                    "type": "string"
-                },
-                "involvedObject": {
-                    "$ref": "#/definitions/k8s.InvolvedObjectRef"
-                },
-                "lastTime": {
-                    "type": "string"
-                },
-                "message": {
-                    "type": "string"
-                },
-                "reason": {
-                    "type": "string",
-                    "example": "FailedScheduling"
-                },
-                "type": {
-                    "type": "string",
-                    "example": "Warning"
-                }
-            }
-        },
-        "k8s.HeadSummary": {
-            "type": "object",
-            "properties": {
-                "rayResources": {
-                    "description": "RayResources are the Ray logical resources one head pod offers (CPU, GPU, memory, custom; at most\n16, names cut to 64 bytes).",
-                    "type": "object",
-                    "additionalProperties": {
-                        "type": "number"
-                    }
-                },
-                "resources": {
-                    "$ref": "#/definitions/k8s.Resources"
-                }
-            }
-        },
-        "k8s.Health": {
-            "type": "object",
-            "properties": {
-                "message": {
-                    "type": "string",
-                    "example": "0/2 nodes are available: 2 Insufficient nvidia.com/gpu."
-                },
-                "reason": {
-                    "type": "string",
-                    "example": "Unschedulable"
-                },
-                "since": {
-                    "type": "string"
-                },
-                "state": {
-                    "type": "string",
-                    "enum": [
-                        "Healthy",
-                        "Progressing",
-                        "Degraded",
-                        "Failed",
-                        "Stopped"
-                    ],
-                    "example": "Degraded"
-                }
-            }
-        },
-        "k8s.InvolvedObjectRef": {
-            "type": "object",
-            "properties": {
-                "kind": {
-                    "type": "string"
-                },
-                "name": {
-                    "type": "string"
-                }
-            }
-        },
-        "k8s.KindCount": {
-            "type": "object",
-            "properties": {
-                "active": {
-                    "type": "integer"
-                },
-                "total": {
-                    "type": "integer"
-                }
-            }
-        },
-        "k8s.LogTail": {
-            "type": "object",
-            "properties": {
-                "container": {
-                    "type": "string"
-                },
-                "pod": {
-                    "type": "string"
-                },
-                "text": {
-                    "type": "string"
-                },
-                "truncated": {
-                    "description": "Truncated tells that the log was longer than what was kept.",
-                    "type": "boolean"
-                }
-            }
-        },
-        "k8s.PodEnd": {
-            "type": "object",
-            "properties": {
-                "containers": {
-                    "type": "array",
-                    "items": {
-                        "$ref": "#/definitions/k8s.ContainerEnd"
-                    }
-                },
-                "name": {
-                    "type": "string"
-                },
-                "nodeType": {
-                    "type": "string",
-                    "example": "head"
-                },
-                "phase": {
-                    "type": "string",
-                    "example": "Failed"
-                }
-            }
-        },
-        "k8s.PodInfo": {
-            "type": "object",
-            "properties": {
-                "cluster": {
-                    "type": "string"
-                },
-                "containers": {
-                    "type": "array",
-                    "items": {
-                        "$ref": "#/definitions/k8s.ContainerInfo"
-                    }
-                },
-                "group": {
-                    "type": "string",
-                    "example": "headgroup"
-                },
-                "ip": {
-                    "type": "string"
-                },
-                "name": {
-                    "type": "string"
-                },
-                "node": {
-                    "type": "string"
-                },
-                "nodeType": {
-                    "type": "string",
-                    "example": "head"
-                },
-                "phase": {
-                    "type": "string",
-                    "example": "Running"
-                },
-                "ready": {
-                    "type": "boolean"
-                },
-                "restarts": {
-                    "type": "integer"
-                },
-                "startTime": {
-                    "type": "string"
-                }
-            }
-        },
-        "k8s.Problem": {
-            "type": "object",
-            "properties": {
-                "message": {
-                    "type": "string"
-                },
-                "reason": {
-                    "type": "string",
-                    "example": "ImagePullBackOff"
-                },
-                "since": {
-                    "type": "string"
-                },
-                "source": {
-                    "description": "Source is the object the problem was seen on: the object itself, or one of its pods.",
-                    "allOf": [
-                        {
-                            "$ref": "#/definitions/k8s.InvolvedObjectRef"
-                        }
-                    ]
-                }
-            }
-        },
-        "k8s.Resources": {
-            "type": "object",
-            "properties": {
-                "cpu": {
-                    "type": "number"
-                },
-                "gpu": {
-                    "type": "integer"
-                },
-                "memoryBytes": {
-                    "type": "integer"
-                },
-                "npu": {
-                    "type": "integer"
-                }
-            }
-        },
-        "k8s.ScaleRequest": {
-            "type": "object",
-            "properties": {
-                "group": {
-                    "description": "Group names the worker group (its groupName).",
-                    "type": "string",
-                    "example": "workers"
-                },
-                "maxReplicas": {
-                    "type": "integer",
-                    "example": 5
-                },
-                "minReplicas": {
-                    "type": "integer",
-                    "example": 1
-                },
-                "replicas": {
-                    "type": "integer",
-                    "example": 3
-                }
-            }
-        },
-        "k8s.Summary": {
-            "type": "object",
-            "properties": {
-                "actions": {
-                    "description": "Actions are what the caller may do now (see Kind.Possible); set in list items and details, for\neach caller, not in the cache.",
-                    "type": "array",
-                    "items": {
-                        "type": "string"
-                    },
-                    "example": [
-                        "stop",
-                        "edit",
-                        "scale",
-                        "logs",
-                        "dashboard"
-                    ]
-                },
-                "activeRayClusterName": {
-                    "description": "ActiveRayClusterName is the Ray cluster serving, cut to 253 bytes.",
-                    "type": "string"
-                },
-                "createdAt": {
-                    "type": "string"
-                },
-                "creator": {
-                    "description": "Creator is the annotation ray.openfuyao.com/creator, cut to 256 bytes.",
-                    "type": "string"
-                },
-                "creatorSigned": {
-                    "description": "CreatorSigned says whether the service wrote the creator (signed, at a create made through it);\nfalse where anyone who may edit the object could have set it.",
-                    "type": "boolean"
-                },
-                "endTime": {
-                    "type": "string"
-                },
-                "entrypoint": {
-                    "description": "Entrypoint is spec.entrypoint, cut to 4096 bytes (the manifest holds it whole).",
-                    "type": "string"
-                },
-                "head": {
-                    "$ref": "#/definitions/k8s.HeadSummary"
-                },
-                "health": {
-                    "description": "Health is derived in the watch cache from the object's status and conditions, its pods and the\nWarning events about them; its reason is cut to 128 bytes and its message to 1024.",
-                    "allOf": [
-                        {
-                            "$ref": "#/definitions/k8s.Health"
-                        }
-                    ]
-                },
-                "image": {
-                    "description": "Image is the head's first container's image, cut to 512 bytes.",
-                    "type": "string"
-                },
-                "jobDeploymentStatus": {
-                    "description": "JobDeploymentStatus is status.jobDeploymentStatus, cut to 128 bytes.",
-                    "type": "string"
-                },
-                "jobStatus": {
-                    "description": "RayJob only. JobStatus is status.jobStatus, cut to 128 bytes.",
-                    "type": "string"
-                },
-                "kind": {
-                    "type": "string"
-                },
-                "name": {
-                    "type": "string"
-                },
-                "namespace": {
-                    "type": "string"
-                },
-                "numServeEndpoints": {
-                    "type": "integer"
-                },
-                "pendingRayClusterName": {
-                    "description": "PendingRayClusterName is the Ray cluster being prepared, cut to 253 bytes.",
-                    "type": "string"
-                },
-                "rayClusterName": {
-                    "description": "RayClusterName is the RayJob's Ray cluster, cut to 253 bytes.",
-                    "type": "string"
-                },
-                "rayVersion": {
-                    "description": "RayVersion is spec.rayVersion, cut to 128 bytes.",
-                    "type": "string"
-                },
-                "requested": {
-                    "description": "Requested totals the head and every worker replica.",
-                    "allOf": [
-                        {
-                            "$ref": "#/definitions/k8s.Resources"
-                        }
-                    ]
-                },
-                "serviceStatus": {
-                    "description": "RayService only. ServiceStatus is status.serviceStatus, cut to 128 bytes.",
-                    "type": "string"
-                },
-                "startTime": {
-                    "type": "string"
-                },
-                "status": {
-                    "type": "string"
-                },
-                "submissionMode": {
-                    "description": "SubmissionMode is spec.submissionMode, cut to 128 bytes.",
-                    "type": "string"
-                },
-                "type": {
-                    "type": "string"
-                },
-                "workerGroups": {
-                    "description": "WorkerGroups are the first 64 worker groups (Requested counts them all).",
-                    "type": "array",
-                    "items": {
-                        "$ref": "#/definitions/k8s.WorkerGroup"
-                    }
-                }
-            }
-        },
-        "k8s.WorkerGroup": {
-            "type": "object",
-            "properties": {
-                "maxReplicas": {
-                    "type": "integer"
-                },
-                "minReplicas": {
-                    "type": "integer"
-                },
-                "name": {
-                    "description": "Name is the group's name, cut to 253 bytes.",
-                    "type": "string"
-                },
-                "rayResources": {
-                    "description": "RayResources are the Ray logical resources one pod of the group offers (at most 16, names cut to\n64 bytes).",
-                    "type": "object",
-                    "additionalProperties": {
-                        "type": "number"
-                    }
-                },
-                "readyReplicas": {
-                    "type": "integer"
-                },
-                "replicas": {
-                    "type": "integer"
-                },
-                "resources": {
-                    "description": "Resources are the requests of one pod of the group.",
-                    "allOf": [
-                        {
-                            "$ref": "#/definitions/k8s.Resources"
-                        }
-                    ]
                 }
             }
         },
@@ -5459,6 +4983,482 @@ const docTemplate = `{
                 "stepSeconds": {
                     "description": "StepSeconds is Step for the JSON answer.",
                     "type": "number"
+                }
+            }
+        },
+        "ray.ContainerEnd": {
+            "type": "object",
+            "properties": {
+                "exitCode": {
+                    "type": "integer"
+                },
+                "finishedAt": {
+                    "type": "string"
+                },
+                "message": {
+                    "type": "string"
+                },
+                "name": {
+                    "type": "string"
+                },
+                "reason": {
+                    "type": "string",
+                    "example": "OOMKilled"
+                },
+                "restarts": {
+                    "type": "integer"
+                },
+                "state": {
+                    "description": "State is running, waiting or terminated.",
+                    "type": "string"
+                }
+            }
+        },
+        "ray.ContainerInfo": {
+            "type": "object",
+            "properties": {
+                "image": {
+                    "type": "string"
+                },
+                "name": {
+                    "type": "string"
+                },
+                "ready": {
+                    "type": "boolean"
+                },
+                "reason": {
+                    "type": "string",
+                    "example": "CrashLoopBackOff"
+                },
+                "restarts": {
+                    "type": "integer"
+                },
+                "state": {
+                    "type": "string",
+                    "example": "running"
+                }
+            }
+        },
+        "ray.Ending": {
+            "type": "object",
+            "properties": {
+                "events": {
+                    "type": "array",
+                    "items": {
+                        "$ref": "#/definitions/ray.EventInfo"
+                    }
+                },
+                "log": {
+                    "$ref": "#/definitions/ray.LogTail"
+                },
+                "logOmitted": {
+                    "description": "LogOmitted says why there is no log tail when one was to be read and could not be.",
+                    "type": "string",
+                    "example": "the log tail could not be read within 20s"
+                },
+                "pods": {
+                    "type": "array",
+                    "items": {
+                        "$ref": "#/definitions/ray.PodEnd"
+                    }
+                },
+                "podsOmitted": {
+                    "description": "PodsOmitted counts the pods left out past the history's bounds.",
+                    "type": "integer"
+                }
+            }
+        },
+        "ray.EventInfo": {
+            "type": "object",
+            "properties": {
+                "count": {
+                    "type": "integer"
+                },
+                "firstTime": {
+                    "type": "string"
+                },
+                "involvedObject": {
+                    "$ref": "#/definitions/ray.InvolvedObjectRef"
+                },
+                "lastTime": {
+                    "type": "string"
+                },
+                "message": {
+                    "type": "string"
+                },
+                "reason": {
+                    "type": "string",
+                    "example": "FailedScheduling"
+                },
+                "type": {
+                    "type": "string",
+                    "example": "Warning"
+                }
+            }
+        },
+        "ray.HeadSummary": {
+            "type": "object",
+            "properties": {
+                "rayResources": {
+                    "description": "RayResources are the Ray logical resources one head pod offers (CPU, GPU, memory, custom; at most\n16, names cut to 64 bytes).",
+                    "type": "object",
+                    "additionalProperties": {
+                        "type": "number"
+                    }
+                },
+                "resources": {
+                    "$ref": "#/definitions/ray.Resources"
+                }
+            }
+        },
+        "ray.Health": {
+            "type": "object",
+            "properties": {
+                "message": {
+                    "type": "string",
+                    "example": "0/2 nodes are available: 2 Insufficient nvidia.com/gpu."
+                },
+                "reason": {
+                    "type": "string",
+                    "example": "Unschedulable"
+                },
+                "since": {
+                    "type": "string"
+                },
+                "state": {
+                    "type": "string",
+                    "enum": [
+                        "Healthy",
+                        "Progressing",
+                        "Degraded",
+                        "Failed",
+                        "Stopped"
+                    ],
+                    "example": "Degraded"
+                }
+            }
+        },
+        "ray.InvolvedObjectRef": {
+            "type": "object",
+            "properties": {
+                "kind": {
+                    "type": "string"
+                },
+                "name": {
+                    "type": "string"
+                }
+            }
+        },
+        "ray.KindCount": {
+            "type": "object",
+            "properties": {
+                "active": {
+                    "type": "integer"
+                },
+                "total": {
+                    "type": "integer"
+                }
+            }
+        },
+        "ray.LogTail": {
+            "type": "object",
+            "properties": {
+                "container": {
+                    "type": "string"
+                },
+                "pod": {
+                    "type": "string"
+                },
+                "text": {
+                    "type": "string"
+                },
+                "truncated": {
+                    "description": "Truncated tells that the log was longer than what was kept.",
+                    "type": "boolean"
+                }
+            }
+        },
+        "ray.PodEnd": {
+            "type": "object",
+            "properties": {
+                "containers": {
+                    "type": "array",
+                    "items": {
+                        "$ref": "#/definitions/ray.ContainerEnd"
+                    }
+                },
+                "name": {
+                    "type": "string"
+                },
+                "nodeType": {
+                    "type": "string",
+                    "example": "head"
+                },
+                "phase": {
+                    "type": "string",
+                    "example": "Failed"
+                }
+            }
+        },
+        "ray.PodInfo": {
+            "type": "object",
+            "properties": {
+                "cluster": {
+                    "type": "string"
+                },
+                "containers": {
+                    "type": "array",
+                    "items": {
+                        "$ref": "#/definitions/ray.ContainerInfo"
+                    }
+                },
+                "group": {
+                    "type": "string",
+                    "example": "headgroup"
+                },
+                "ip": {
+                    "type": "string"
+                },
+                "name": {
+                    "type": "string"
+                },
+                "node": {
+                    "type": "string"
+                },
+                "nodeType": {
+                    "type": "string",
+                    "example": "head"
+                },
+                "phase": {
+                    "type": "string",
+                    "example": "Running"
+                },
+                "ready": {
+                    "type": "boolean"
+                },
+                "restarts": {
+                    "type": "integer"
+                },
+                "startTime": {
+                    "type": "string"
+                }
+            }
+        },
+        "ray.Problem": {
+            "type": "object",
+            "properties": {
+                "message": {
+                    "type": "string"
+                },
+                "reason": {
+                    "type": "string",
+                    "example": "ImagePullBackOff"
+                },
+                "since": {
+                    "type": "string"
+                },
+                "source": {
+                    "description": "Source is the object the problem was seen on: the object itself, or one of its pods.",
+                    "allOf": [
+                        {
+                            "$ref": "#/definitions/ray.InvolvedObjectRef"
+                        }
+                    ]
+                }
+            }
+        },
+        "ray.Resources": {
+            "type": "object",
+            "properties": {
+                "cpu": {
+                    "type": "number"
+                },
+                "gpu": {
+                    "type": "integer"
+                },
+                "memoryBytes": {
+                    "type": "integer"
+                },
+                "npu": {
+                    "type": "integer"
+                }
+            }
+        },
+        "ray.ScaleRequest": {
+            "type": "object",
+            "properties": {
+                "group": {
+                    "description": "Group names the worker group (its groupName).",
+                    "type": "string",
+                    "example": "workers"
+                },
+                "maxReplicas": {
+                    "type": "integer",
+                    "example": 5
+                },
+                "minReplicas": {
+                    "type": "integer",
+                    "example": 1
+                },
+                "replicas": {
+                    "type": "integer",
+                    "example": 3
+                }
+            }
+        },
+        "ray.Summary": {
+            "type": "object",
+            "properties": {
+                "actions": {
+                    "description": "Actions are what the caller may do now (see Kind.Possible); set in list items and details, for\neach caller, not in the cache.",
+                    "type": "array",
+                    "items": {
+                        "type": "string"
+                    },
+                    "example": [
+                        "stop",
+                        "edit",
+                        "scale",
+                        "logs",
+                        "dashboard"
+                    ]
+                },
+                "activeRayClusterName": {
+                    "description": "ActiveRayClusterName is the Ray cluster serving, cut to 253 bytes.",
+                    "type": "string"
+                },
+                "createdAt": {
+                    "type": "string"
+                },
+                "creator": {
+                    "description": "Creator is the annotation ray.openfuyao.com/creator, cut to 256 bytes.",
+                    "type": "string"
+                },
+                "creatorSigned": {
+                    "description": "CreatorSigned says whether the service wrote the creator (signed, at a create made through it);\nfalse where anyone who may edit the object could have set it.",
+                    "type": "boolean"
+                },
+                "endTime": {
+                    "type": "string"
+                },
+                "entrypoint": {
+                    "description": "Entrypoint is spec.entrypoint, cut to 4096 bytes (the manifest holds it whole).",
+                    "type": "string"
+                },
+                "head": {
+                    "$ref": "#/definitions/ray.HeadSummary"
+                },
+                "health": {
+                    "description": "Health is derived in the watch cache from the object's status and conditions, its pods and the\nWarning events about them; its reason is cut to 128 bytes and its message to 1024.",
+                    "allOf": [
+                        {
+                            "$ref": "#/definitions/ray.Health"
+                        }
+                    ]
+                },
+                "image": {
+                    "description": "Image is the head's first container's image, cut to 512 bytes.",
+                    "type": "string"
+                },
+                "jobDeploymentStatus": {
+                    "description": "JobDeploymentStatus is status.jobDeploymentStatus, cut to 128 bytes.",
+                    "type": "string"
+                },
+                "jobStatus": {
+                    "description": "RayJob only. JobStatus is status.jobStatus, cut to 128 bytes.",
+                    "type": "string"
+                },
+                "kind": {
+                    "type": "string"
+                },
+                "name": {
+                    "type": "string"
+                },
+                "namespace": {
+                    "type": "string"
+                },
+                "numServeEndpoints": {
+                    "type": "integer"
+                },
+                "pendingRayClusterName": {
+                    "description": "PendingRayClusterName is the Ray cluster being prepared, cut to 253 bytes.",
+                    "type": "string"
+                },
+                "rayClusterName": {
+                    "description": "RayClusterName is the RayJob's Ray cluster, cut to 253 bytes.",
+                    "type": "string"
+                },
+                "rayVersion": {
+                    "description": "RayVersion is spec.rayVersion, cut to 128 bytes.",
+                    "type": "string"
+                },
+                "requested": {
+                    "description": "Requested totals the head and every worker replica.",
+                    "allOf": [
+                        {
+                            "$ref": "#/definitions/ray.Resources"
+                        }
+                    ]
+                },
+                "serviceStatus": {
+                    "description": "RayService only. ServiceStatus is status.serviceStatus, cut to 128 bytes.",
+                    "type": "string"
+                },
+                "startTime": {
+                    "type": "string"
+                },
+                "status": {
+                    "type": "string"
+                },
+                "submissionMode": {
+                    "description": "SubmissionMode is spec.submissionMode, cut to 128 bytes.",
+                    "type": "string"
+                },
+                "type": {
+                    "type": "string"
+                },
+                "workerGroups": {
+                    "description": "WorkerGroups are the first 64 worker groups (Requested counts them all).",
+                    "type": "array",
+                    "items": {
+                        "$ref": "#/definitions/ray.WorkerGroup"
+                    }
+                }
+            }
+        },
+        "ray.WorkerGroup": {
+            "type": "object",
+            "properties": {
+                "maxReplicas": {
+                    "type": "integer"
+                },
+                "minReplicas": {
+                    "type": "integer"
+                },
+                "name": {
+                    "description": "Name is the group's name, cut to 253 bytes.",
+                    "type": "string"
+                },
+                "rayResources": {
+                    "description": "RayResources are the Ray logical resources one pod of the group offers (at most 16, names cut to\n64 bytes).",
+                    "type": "object",
+                    "additionalProperties": {
+                        "type": "number"
+                    }
+                },
+                "readyReplicas": {
+                    "type": "integer"
+                },
+                "replicas": {
+                    "type": "integer"
+                },
+                "resources": {
+                    "description": "Resources are the requests of one pod of the group.",
+                    "allOf": [
+                        {
+                            "$ref": "#/definitions/ray.Resources"
+                        }
+                    ]
                 }
             }
         }

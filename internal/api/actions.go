@@ -7,7 +7,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"ray-service/internal/auth"
-	"ray-service/internal/k8s"
+	"ray-service/internal/ray"
 )
 
 // reviewsAtOnce bounds the access reviews one page's actions make at once.
@@ -23,7 +23,7 @@ func seeing(resource, ns string) auth.Attributes {
 // from pods or events the caller may not list there, as the pods and events routes would refuse them.
 // Each distinct permission of the page is reviewed once (the verdicts are cached as for lists), not
 // once per item.
-func (s *Server) withActions(ctx context.Context, tok string, k *k8s.Kind, items []k8s.Summary) error {
+func (s *Server) withActions(ctx context.Context, tok string, k *ray.Kind, items []ray.Summary) error {
 	possible := make([]map[string][]auth.Attributes, len(items))
 	verdicts := map[auth.Attributes]bool{}
 	for i := range items {
@@ -59,7 +59,7 @@ func (s *Server) withActions(ctx context.Context, tok string, k *k8s.Kind, items
 	}
 	for i := range items {
 		actions := []string{}
-		for _, action := range k8s.ActionOrder {
+		for _, action := range ray.ActionOrder {
 			needs, ok := possible[i][action]
 			if !ok {
 				continue
@@ -107,7 +107,7 @@ func (r *rightsAsked) allowed(a auth.Attributes) bool {
 
 // shown is sum as the caller may see it: a health reason read from pods or events it may not list in
 // the namespace is withheld, as in a list.
-func (r *rightsAsked) shown(sum *k8s.Summary) *k8s.Summary {
+func (r *rightsAsked) shown(sum *ray.Summary) *ray.Summary {
 	if on := sum.Health.SeenOn(); on == "" || r.allowed(seeing(on, sum.Namespace)) {
 		return sum
 	}
@@ -118,8 +118,8 @@ func (r *rightsAsked) shown(sum *k8s.Summary) *k8s.Summary {
 
 // visibleProblems are the problems of a detail the caller may be shown: those read from pods or
 // events only where it may list them in ns.
-func (r *rightsAsked) visibleProblems(ns string, problems []k8s.Problem) []k8s.Problem {
-	shown := []k8s.Problem{}
+func (r *rightsAsked) visibleProblems(ns string, problems []ray.Problem) []ray.Problem {
+	shown := []ray.Problem{}
 	for _, p := range problems {
 		if on := p.SeenOn(); on == "" || r.allowed(seeing(on, ns)) {
 			shown = append(shown, p)

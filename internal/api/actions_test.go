@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"ray-service/internal/auth"
-	"ray-service/internal/k8s"
+	"ray-service/internal/ray"
 )
 
 // countingAuthz allows what allow says and counts the reviews asked.
@@ -33,11 +33,11 @@ func (c *countingAuthz) Allowed(_ context.Context, _ string, a auth.Attributes) 
 func TestActionsReviewEachPermissionOnce(t *testing.T) {
 	authz := &countingAuthz{asked: map[auth.Attributes]int{}, allow: func(a auth.Attributes) bool { return a.Resource == "rayclusters" }}
 	s := &Server{Deps: Deps{Authz: authz}}
-	k := k8s.NewKinds().Cluster()
-	var page []k8s.Summary
+	k := ray.NewKinds().Cluster()
+	var page []ray.Summary
 	for i := range 50 {
-		page = append(page, k8s.Summary{Name: fmt.Sprintf("c%d", i), Namespace: "team", Kind: "RayCluster", Type: k8s.TypeInstance,
-			Status: []string{k8s.StatusRunning, k8s.StatusStopped}[i%2], WorkerGroups: []k8s.WorkerGroup{{Name: "w", Replicas: 1}}})
+		page = append(page, ray.Summary{Name: fmt.Sprintf("c%d", i), Namespace: "team", Kind: "RayCluster", Type: ray.TypeInstance,
+			Status: []string{ray.StatusRunning, ray.StatusStopped}[i%2], WorkerGroups: []ray.WorkerGroup{{Name: "w", Replicas: 1}}})
 	}
 	require.NoError(t, s.withActions(t.Context(), "t", k, page))
 	for a, n := range authz.asked {

@@ -13,6 +13,7 @@ import (
 	"ray-service/internal/audit"
 	"ray-service/internal/auth"
 	"ray-service/internal/k8s"
+	"ray-service/internal/ray"
 )
 
 // AuditTrail records the writes made through the service and reads them back (audit.Trail).
@@ -28,7 +29,7 @@ type AuditTrail interface {
 // recordWrite records a write that succeeded. The entry is appended to the trail's store before the
 // answer goes, so that no write the service answered for is missing from the trail; only its mirror
 // event is written in the background.
-func (s *Server) recordWrite(c *gin.Context, action string, k *k8s.Kind, ns, name string, uid types.UID, detail string) {
+func (s *Server) recordWrite(c *gin.Context, action string, k *ray.Kind, ns, name string, uid types.UID, detail string) {
 	if s.Audit == nil {
 		return
 	}
@@ -51,7 +52,7 @@ func (s *Server) recordCurrent(c *gin.Context, action string, r *request, cur *k
 	}
 }
 
-func scaleDetail(r k8s.ScaleRequest) string {
+func scaleDetail(r ray.ScaleRequest) string {
 	var d strings.Builder
 	d.WriteString("group " + r.Group)
 	for _, f := range []struct {

@@ -17,7 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"ray-service/internal/auth"
-	"ray-service/internal/k8s"
+	"ray-service/internal/ray"
 )
 
 // proxyVerbs is the verb the apiserver asks on services/proxy for each method it proxies.
@@ -81,7 +81,7 @@ func (s *Server) dashboard(c *gin.Context) {
 	}
 	addr := ""
 	if cur.Instance != nil {
-		if st := r.kind.Status(cur.Instance); st == k8s.StatusStopped || st == k8s.StatusStopping {
+		if st := r.kind.Status(cur.Instance); st == ray.StatusStopped || st == ray.StatusStopping {
 			s.fail(c, statusError(http.StatusConflict, metav1.StatusReasonConflict, "it is "+st+": its Ray cluster has no dashboard; start it first"))
 			return
 		}

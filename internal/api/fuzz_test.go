@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"ray-service/internal/auth"
-	"ray-service/internal/k8s"
+	"ray-service/internal/cache"
 )
 
 // The fuzz targets send what a caller controls (query strings, bodies, content types) through the real
@@ -44,7 +44,7 @@ var fuzzBodyRoutes = []struct{ method, path string }{
 
 func fuzzEnv() *handlerEnv {
 	return &handlerEnv{objects: &fakeObjects{current: instance("a", "x")}, authz: &fakeAuthz{allowed: true,
-		scopes: map[string]auth.Scope{}}, store: &fakeStore{items: map[string][]*k8s.Item{"rayclusters": {item("a", "x", "Running")}}}}
+		scopes: map[string]auth.Scope{}}, store: &fakeStore{items: map[string][]*cache.Item{"rayclusters": {item("a", "x", "Running")}}}}
 }
 
 // checkAnswer holds one answer to the API's promises.

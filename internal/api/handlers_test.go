@@ -19,8 +19,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"ray-service/internal/auth"
+	"ray-service/internal/cache"
 	"ray-service/internal/k8s"
 	"ray-service/internal/metrics"
+	"ray-service/internal/ray"
 )
 
 // fakeObjects answers as configured and records what the handlers asked.
@@ -45,13 +47,13 @@ func (f *fakeObjects) Resolve(_ context.Context, ns, name string) (*k8s.Current,
 	return f.current, f.err
 }
 
-func (f *fakeObjects) ResolveWithEvents(_ context.Context, ns, name string) (*k8s.Current, []k8s.EventInfo, error) {
+func (f *fakeObjects) ResolveWithEvents(_ context.Context, ns, name string) (*k8s.Current, []ray.EventInfo, error) {
 	f.record("resolve " + ns + "/" + name)
 	if f.err != nil {
 		return nil, nil, f.err
 	}
 	f.record("events")
-	return f.current, []k8s.EventInfo{}, nil
+	return f.current, []ray.EventInfo{}, nil
 }
 
 func (f *fakeObjects) Create(_ context.Context, obj *unstructured.Unstructured, start, _ bool) (*k8s.Current, error) {
@@ -78,7 +80,7 @@ func (f *fakeObjects) Stop(_ context.Context, ns, name string) (*k8s.Current, er
 	return f.current, f.err
 }
 
-func (f *fakeObjects) Scale(_ context.Context, ns, name string, r k8s.ScaleRequest) (*k8s.Current, []string, error) {
+func (f *fakeObjects) Scale(_ context.Context, ns, name string, r ray.ScaleRequest) (*k8s.Current, []string, error) {
 	f.record("scale " + ns + "/" + name + " " + r.Group)
 	return f.current, []string{}, f.err
 }
@@ -95,11 +97,11 @@ func (f *fakeObjects) Delete(_ context.Context, ns, name string, force bool) err
 	return f.err
 }
 
-func (f *fakeObjects) Summarize(cur *k8s.Current) k8s.Summary {
+func (f *fakeObjects) Summarize(cur *k8s.Current) ray.Summary {
 	if cur.Template != nil {
-		return k8s.Summary{Name: cur.Template.Manifest.GetName(), Type: k8s.TypeTemplate, Status: k8s.StatusStopped}
+		return ray.Summary{Name: cur.Template.Manifest.GetName(), Type: ray.TypeTemplate, Status: ray.StatusStopped}
 	}
-	return k8s.Summary{Name: cur.Instance.GetName(), Namespace: cur.Instance.GetNamespace(), Type: k8s.TypeInstance}
+	return ray.Summary{Name: cur.Instance.GetName(), Namespace: cur.Instance.GetNamespace(), Type: ray.TypeInstance}
 }
 
 func (f *fakeObjects) Pods(context.Context, *unstructured.Unstructured) ([]corev1.Pod, error) {
@@ -107,9 +109,9 @@ func (f *fakeObjects) Pods(context.Context, *unstructured.Unstructured) ([]corev
 	return nil, f.err
 }
 
-func (f *fakeObjects) Events(context.Context, *k8s.Current) ([]k8s.EventInfo, error) {
+func (f *fakeObjects) Events(context.Context, *k8s.Current) ([]ray.EventInfo, error) {
 	f.record("events")
-	return []k8s.EventInfo{}, f.err
+	return []ray.EventInfo{}, f.err
 }
 
 func (f *fakeObjects) OpenLogs(context.Context, *unstructured.Unstructured, string, string, *corev1.PodLogOptions) (*k8s.LogStream, error) {
@@ -138,10 +140,10 @@ func (f *fakeAuthz) Scope(_ context.Context, _ string, a auth.Attributes, _ []st
 func (f *fakeAuthz) UserName(context.Context, string) (string, error) { return "alice@example", nil }
 
 // fakeStore holds items per kind and namespace.
-type fakeStore struct{ items map[string][]*k8s.Item }
+type fakeStore struct{ items map[string][]*cache.Item }
 
-func (f *fakeStore) Items(k *k8s.Kind, instances, _ auth.Scope) []*k8s.Item {
-	var out []*k8s.Item
+func (f *fakeStore) Items(k *ray.Kind, instances, _ auth.Scope) []*cache.Item {
+	var out []*cache.Item
 	for _, it := range f.items[k.Resource] {
 		if instances.Contains(it.Summary.Namespace) {
 			out = append(out, it)
@@ -150,34 +152,34 @@ func (f *fakeStore) Items(k *k8s.Kind, instances, _ auth.Scope) []*k8s.Item {
 	return out
 }
 
-func (f *fakeStore) List(k *k8s.Kind, instances, templates auth.Scope, q *k8s.Query) ([]k8s.Summary, int) {
+func (f *fakeStore) List(k *ray.Kind, instances, templates auth.Scope, q *cache.Query) ([]ray.Summary, int) {
 	return q.Apply(f.Items(k, instances, templates))
 }
 
-func (f *fakeStore) Namespaces(*k8s.Kind) []string { return []string{"a", "b"} }
+func (f *fakeStore) Namespaces(*ray.Kind) []string { return []string{"a", "b"} }
 
 // The fake store never changes: its feed is empty.
 func (f *fakeStore) Epoch() string            { return "fake" }
 func (f *fakeStore) Changed() <-chan struct{} { return nil }
-func (f *fakeStore) Snapshot(k *k8s.Kind, sc k8s.Scopes) ([]*k8s.Item, uint64) {
+func (f *fakeStore) Snapshot(k *ray.Kind, sc cache.Scopes) ([]*cache.Item, uint64) {
 	return f.Items(k, sc.Instances, sc.Templates), 0
 }
-func (f *fakeStore) Since(*k8s.Kind, uint64, k8s.Scopes, k8s.Scopes) ([]k8s.Change, uint64, error) {
+func (f *fakeStore) Since(*ray.Kind, uint64, cache.Scopes, cache.Scopes) ([]cache.Change, uint64, error) {
 	return nil, 0, nil
 }
-func (f *fakeStore) Published(*k8s.Kind, string, string) *k8s.Item    { return nil }
-func (f *fakeStore) CachedPods(*k8s.Kind, *k8s.Summary) []k8s.PodInfo { return nil }
+func (f *fakeStore) Published(*ray.Kind, string, string) *cache.Item  { return nil }
+func (f *fakeStore) CachedPods(*ray.Kind, *ray.Summary) []ray.PodInfo { return nil }
 
-func (f *fakeStore) Allocated(scope auth.Scope, _ string) k8s.Allocation {
-	a := k8s.Allocation{Ray: map[string]float64{}}
+func (f *fakeStore) Allocated(scope auth.Scope, _ string) cache.Allocation {
+	a := cache.Allocation{Ray: map[string]float64{}}
 	if scope.Contains("a") {
 		a.CPU = 3
 	}
 	return a
 }
 
-func item(ns, name, status string) *k8s.Item {
-	return &k8s.Item{Summary: k8s.Summary{Namespace: ns, Name: name, Status: status, Type: k8s.TypeInstance}}
+func item(ns, name, status string) *cache.Item {
+	return &cache.Item{Summary: ray.Summary{Namespace: ns, Name: name, Status: status, Type: ray.TypeInstance}}
 }
 
 type handlerEnv struct {
@@ -193,8 +195,8 @@ func (e *handlerEnv) router() http.Handler { return e.routerWith(nil) }
 func (e *handlerEnv) routerWith(change func(d *Deps)) http.Handler {
 	reg, httpMetrics := metrics.NewRegistry()
 	d := Deps{
-		Kinds: k8s.NewKinds(), Store: e.store, Authz: e.authz, Log: zap.NewNop(), Gatherer: reg, HTTP: httpMetrics,
-		Objects: func(*k8s.Kind, string) (Objects, error) {
+		Kinds: ray.NewKinds(), Store: e.store, Authz: e.authz, Log: zap.NewNop(), Gatherer: reg, HTTP: httpMetrics,
+		Objects: func(*ray.Kind, string) (Objects, error) {
 			if e.objectsErr != nil {
 				return nil, e.objectsErr
 			}
@@ -228,7 +230,7 @@ func instance(ns, name string) *k8s.Current {
 func template(name string) *k8s.Current {
 	u := &unstructured.Unstructured{Object: map[string]any{}}
 	u.SetName(name)
-	return &k8s.Current{Template: &k8s.Template{ConfigMap: &corev1.ConfigMap{}, Manifest: u}}
+	return &k8s.Current{Template: &ray.Template{ConfigMap: &corev1.ConfigMap{}, Manifest: u}}
 }
 
 var conflict = apierrors.NewConflict(schema.GroupResource{Group: "ray.io", Resource: "rayclusters"}, "x", io.EOF)
@@ -255,10 +257,10 @@ func TestHandlers(t *testing.T) {
 		{
 			name: "list across namespaces shows only the allowed ones",
 			env: handlerEnv{authz: &fakeAuthz{scopes: map[string]auth.Scope{"rayclusters": auth.Namespaces("b")}},
-				store: &fakeStore{items: map[string][]*k8s.Item{"rayclusters": {item("a", "x", "Running"), item("b", "y", "Running"), item("b", "z", "Stopped")}}}},
+				store: &fakeStore{items: map[string][]*cache.Item{"rayclusters": {item("a", "x", "Running"), item("b", "y", "Running"), item("b", "z", "Stopped")}}}},
 			method: "GET", path: "/rest/ray/v1/rayclusters?sortBy=name&order=asc", wantCode: 200,
 			check: func(t *testing.T, _ *handlerEnv, data json.RawMessage) {
-				var d Page[k8s.Summary]
+				var d Page[ray.Summary]
 				require.NoError(t, json.Unmarshal(data, &d))
 				assert.Equal(t, 2, d.Total)
 				require.Len(t, d.Items, 2)
@@ -276,8 +278,8 @@ func TestHandlers(t *testing.T) {
 			body: "metadata: {name: demo}\nspec: {}\n", wantCode: 201, wantCalls: []string{"create a/demo"},
 			check: func(t *testing.T, e *handlerEnv, _ json.RawMessage) {
 				assert.False(t, e.objects.start)
-				assert.Equal(t, "alice@example", e.objects.created.GetAnnotations()[k8s.CreatorKey])
-				assert.Equal(t, "alice_example", e.objects.created.GetLabels()[k8s.CreatorKey])
+				assert.Equal(t, "alice@example", e.objects.created.GetAnnotations()[ray.CreatorKey])
+				assert.Equal(t, "alice_example", e.objects.created.GetLabels()[ray.CreatorKey])
 				assert.Equal(t, "RayCluster", e.objects.created.GetKind(), "the kind follows from the path")
 			},
 		},
@@ -299,7 +301,7 @@ func TestHandlers(t *testing.T) {
 			check: func(t *testing.T, _ *handlerEnv, data json.RawMessage) {
 				var d Detail
 				require.NoError(t, json.Unmarshal(data, &d))
-				assert.Equal(t, k8s.TypeTemplate, d.Type)
+				assert.Equal(t, ray.TypeTemplate, d.Type)
 				assert.Empty(t, d.DashboardURL)
 			},
 		},
@@ -360,15 +362,15 @@ func TestHandlers(t *testing.T) {
 		{
 			name: "the overview of a namespace counts what the caller may list there",
 			env: handlerEnv{authz: &fakeAuthz{scopes: map[string]auth.Scope{"rayjobs": auth.Namespaces()}},
-				store: &fakeStore{items: map[string][]*k8s.Item{
+				store: &fakeStore{items: map[string][]*cache.Item{
 					"rayclusters": {item("a", "x", "Running"), item("a", "y", "Stopped")},
 					"rayjobs":     {item("a", "j", "Running")}}}},
 			method: "GET", path: "/rest/ray/v1/overview?namespace=a", wantCode: 200,
 			check: func(t *testing.T, _ *handlerEnv, data json.RawMessage) {
 				var d OverviewData
 				require.NoError(t, json.Unmarshal(data, &d))
-				assert.Equal(t, k8s.KindCount{Total: 2, Active: 1}, d.Counts.RayClusters)
-				assert.Equal(t, k8s.KindCount{}, d.Counts.RayJobs, "RayJobs the caller may not list count nothing")
+				assert.Equal(t, ray.KindCount{Total: 2, Active: 1}, d.Counts.RayClusters)
+				assert.Equal(t, ray.KindCount{}, d.Counts.RayJobs, "RayJobs the caller may not list count nothing")
 				assert.InDelta(t, 3.0, d.Allocated.CPU, 1e-9)
 			},
 		},

@@ -16,7 +16,7 @@ import (
 	"ray-service/internal/audit"
 	"ray-service/internal/auth"
 	"ray-service/internal/history"
-	"ray-service/internal/k8s"
+	"ray-service/internal/ray"
 )
 
 // History reads the history of the Ray objects the service saw (history.Store).
@@ -93,7 +93,7 @@ func (s *Server) historyList(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	scope, err := s.Authz.Scope(ctx, token(c), auth.Attributes{Verb: "list", Group: k8s.RayGroupVersion.Group, Resource: k.Resource, Namespace: ns}, candidates)
+	scope, err := s.Authz.Scope(ctx, token(c), auth.Attributes{Verb: "list", Group: ray.RayGroupVersion.Group, Resource: k.Resource, Namespace: ns}, candidates)
 	if err != nil {
 		s.fail(c, err)
 		return
@@ -114,7 +114,7 @@ func (s *Server) historyList(c *gin.Context) {
 	s.ok(c, http.StatusOK, Page[history.Record]{Items: items, Total: total, Page: q.Page, PageSize: q.PageSize})
 }
 
-func parseHistoryQuery(c *gin.Context, k *k8s.Kind) (history.Query, error) {
+func parseHistoryQuery(c *gin.Context, k *ray.Kind) (history.Query, error) {
 	var err error
 	q := history.Query{Kind: k.Kind, Search: c.Query("search"), Statuses: splitList(c.Query("status")),
 		Creators: splitList(c.Query("creator")), SortBy: c.DefaultQuery("sortBy", "createdAt")}
@@ -168,7 +168,7 @@ func (s *Server) historyRecord(c *gin.Context) (*history.Record, bool) {
 		s.fail(c, notFound)
 		return nil, false
 	}
-	ok, err := s.Authz.Allowed(ctx, token(c), auth.Attributes{Verb: "list", Group: k8s.RayGroupVersion.Group, Resource: k.Resource, Namespace: r.Namespace})
+	ok, err := s.Authz.Allowed(ctx, token(c), auth.Attributes{Verb: "list", Group: ray.RayGroupVersion.Group, Resource: k.Resource, Namespace: r.Namespace})
 	if err != nil {
 		s.fail(c, err)
 		return nil, false
@@ -211,11 +211,11 @@ func (s *Server) historyGet(c *gin.Context) {
 		// Each part only to who may read it live there: events, pods' states, the log.
 		for _, part := range []struct {
 			attrs auth.Attributes
-			hide  func(*k8s.Ending)
+			hide  func(*ray.Ending)
 		}{
-			{auth.Attributes{Verb: "list", Resource: "events", Namespace: r.Namespace}, func(e *k8s.Ending) { e.Events = nil }},
-			{auth.Attributes{Verb: "list", Resource: "pods", Namespace: r.Namespace}, func(e *k8s.Ending) { e.Pods, e.PodsOmitted = nil, 0 }},
-			{auth.Attributes{Verb: "get", Resource: "pods", Subresource: "log", Namespace: r.Namespace}, func(e *k8s.Ending) { e.Log, e.LogOmitted = nil, "" }},
+			{auth.Attributes{Verb: "list", Resource: "events", Namespace: r.Namespace}, func(e *ray.Ending) { e.Events = nil }},
+			{auth.Attributes{Verb: "list", Resource: "pods", Namespace: r.Namespace}, func(e *ray.Ending) { e.Pods, e.PodsOmitted = nil, 0 }},
+			{auth.Attributes{Verb: "get", Resource: "pods", Subresource: "log", Namespace: r.Namespace}, func(e *ray.Ending) { e.Log, e.LogOmitted = nil, "" }},
 		} {
 			ok, err := s.Authz.Allowed(c.Request.Context(), token(c), part.attrs)
 			if err != nil {

@@ -13,7 +13,7 @@ import (
 
 	"ray-service/internal/auth"
 	"ray-service/internal/history"
-	"ray-service/internal/k8s"
+	"ray-service/internal/ray"
 )
 
 // fakeHistory holds one record.
@@ -61,9 +61,9 @@ func historyRequest(t *testing.T, h *fakeHistory, allow func(auth.Attributes) bo
 func TestHistoryEndingParts(t *testing.T) {
 	code := int32(137)
 	h := &fakeHistory{rec: history.Record{UID: recordUID, Kind: "RayCluster", Namespace: "team", Name: "c", CreatedAt: time.Now(),
-		Ending: &k8s.Ending{Events: []k8s.EventInfo{{Reason: "BackOff"}},
-			Pods:        []k8s.PodEnd{{Name: "c-head", Containers: []k8s.ContainerEnd{{Name: "ray-head", ExitCode: &code, Message: "secret"}}}},
-			PodsOmitted: 3, Log: &k8s.LogTail{Pod: "c-head", Text: "last"}}}}
+		Ending: &ray.Ending{Events: []ray.EventInfo{{Reason: "BackOff"}},
+			Pods:        []ray.PodEnd{{Name: "c-head", Containers: []ray.ContainerEnd{{Name: "ray-head", ExitCode: &code, Message: "secret"}}}},
+			PodsOmitted: 3, Log: &ray.LogTail{Pod: "c-head", Text: "last"}}}}
 	path := "/rest/ray/v1/history/rayclusters/" + recordUID
 	for _, c := range []struct {
 		name   string
@@ -103,7 +103,7 @@ func TestHistoryEndingParts(t *testing.T) {
 // A record whose manifest was kept in part is not rerun: 409, saying why.
 func TestHistoryRerunOfAManifestInPart(t *testing.T) {
 	h := &fakeHistory{rec: history.Record{UID: recordUID, Kind: "RayJob", Namespace: "team", Name: "j", CreatedAt: time.Now(),
-		Spec: `{"apiVersion":"ray.io/v1","kind":"RayJob","metadata":{"name":"j","namespace":"team"}}`, Ending: &k8s.Ending{},
+		Spec: `{"apiVersion":"ray.io/v1","kind":"RayJob","metadata":{"name":"j","namespace":"team"}}`, Ending: &ray.Ending{},
 		Cut: &history.ManifestCut{Size: 1 << 20, SHA256: "ab", Reason: "past the history's bound of 64 KiB a manifest"}}}
 	status, _, msg := historyRequest(t, h, func(auth.Attributes) bool { return true }, http.MethodPost, "/rest/ray/v1/history/rayjobs/"+recordUID+"/rerun")
 	assert.Equal(t, http.StatusConflict, status)

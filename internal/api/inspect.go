@@ -13,7 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"ray-service/internal/k8s"
+	"ray-service/internal/ray"
 )
 
 // Log request limits.
@@ -35,7 +35,7 @@ const (
 //	@Param			namespace			path		string	true	"namespace"
 //	@Param			kind				path		string	true	"kind"	Enums(rayclusters, rayjobs, rayservices)
 //	@Param			name				path		string	true	"name"
-//	@Success		200					{object}	Envelope{data=[]k8s.PodInfo}
+//	@Success		200					{object}	Envelope{data=[]ray.PodInfo}
 //	@Failure		400,401,403,404,503,504	{object}	Envelope
 //	@Router			/rest/ray/v1/namespaces/{namespace}/{kind}/{name}/pods [get]
 func (s *Server) pods(c *gin.Context) {
@@ -43,7 +43,7 @@ func (s *Server) pods(c *gin.Context) {
 	if !ok {
 		return
 	}
-	out := []k8s.PodInfo{}
+	out := []ray.PodInfo{}
 	if cur.Instance != nil {
 		pods, err := r.objects.Pods(c.Request.Context(), cur.Instance)
 		if err != nil {
@@ -51,7 +51,7 @@ func (s *Server) pods(c *gin.Context) {
 			return
 		}
 		for i := range pods {
-			out = append(out, k8s.Info(&pods[i]))
+			out = append(out, ray.Info(&pods[i]))
 		}
 	}
 	s.ok(c, http.StatusOK, out)
@@ -68,7 +68,7 @@ func (s *Server) pods(c *gin.Context) {
 //	@Param			namespace			path		string	true	"namespace"
 //	@Param			kind				path		string	true	"kind"	Enums(rayclusters, rayjobs, rayservices)
 //	@Param			name				path		string	true	"name"
-//	@Success		200					{object}	Envelope{data=[]k8s.EventInfo}
+//	@Success		200					{object}	Envelope{data=[]ray.EventInfo}
 //	@Failure		400,401,403,404,503,504	{object}	Envelope
 //	@Router			/rest/ray/v1/namespaces/{namespace}/{kind}/{name}/events [get]
 func (s *Server) events(c *gin.Context) {

@@ -16,6 +16,7 @@ import (
 
 	"ray-service/internal/audit"
 	"ray-service/internal/k8s"
+	"ray-service/internal/ray"
 )
 
 // MaxBatchItems is the most items one batch delete takes.
@@ -236,13 +237,13 @@ type ScaleResult struct {
 //	@Param			namespace				path		string				true	"namespace"
 //	@Param			kind					path		string				true	"kind"	Enums(rayclusters, rayjobs, rayservices)
 //	@Param			name					path		string				true	"name"
-//	@Param			body					body		k8s.ScaleRequest	true	"the group and its new figures"
+//	@Param			body					body		ray.ScaleRequest	true	"the group and its new figures"
 //	@Success		200						{object}	Envelope{data=ScaleResult}
 //	@Failure		400,401,403,404,409,413	{object}	Envelope
 //	@Failure		415,422,503,504			{object}	Envelope
 //	@Router			/rest/ray/v1/namespaces/{namespace}/{kind}/{name}/scale [post]
 func (s *Server) scale(c *gin.Context) {
-	var sr k8s.ScaleRequest
+	var sr ray.ScaleRequest
 	if err := readJSON(c, "scale request", &sr); err != nil {
 		s.fail(c, err)
 		return

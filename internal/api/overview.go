@@ -10,32 +10,33 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"ray-service/internal/auth"
-	"ray-service/internal/k8s"
+	"ray-service/internal/cache"
 	"ray-service/internal/metrics"
+	"ray-service/internal/ray"
 )
 
 // Counts are the overview's counts per kind.
 type Counts struct {
-	RayClusters       k8s.KindCount `json:"rayclusters"`
-	RayJobs           k8s.KindCount `json:"rayjobs"`
-	RayServices       k8s.KindCount `json:"rayservices"`
+	RayClusters       ray.KindCount `json:"rayclusters"`
+	RayJobs           ray.KindCount `json:"rayjobs"`
+	RayServices       ray.KindCount `json:"rayservices"`
 	ActiveRayClusters int           `json:"activeRayClusters"`
 }
 
 // OverviewData is the data of the overview and of a cluster's metrics.
 type OverviewData struct {
-	Window     metrics.Window `json:"window"`
-	Counts     *Counts        `json:"counts,omitempty"`
-	Allocated  k8s.Allocation `json:"allocated"`
-	Used       metrics.Used   `json:"used"`
-	Series     metrics.Series `json:"series"`
-	GrafanaURL string         `json:"grafanaURL,omitempty"`
-	Warnings   []string       `json:"warnings"`
+	Window     metrics.Window   `json:"window"`
+	Counts     *Counts          `json:"counts,omitempty"`
+	Allocated  cache.Allocation `json:"allocated"`
+	Used       metrics.Used     `json:"used"`
+	Series     metrics.Series   `json:"series"`
+	GrafanaURL string           `json:"grafanaURL,omitempty"`
+	Warnings   []string         `json:"warnings"`
 }
 
 // of returns the count of kind k: the contract names one field per kind.
-func (c *Counts) of(k *k8s.Kind) *k8s.KindCount {
-	return map[string]*k8s.KindCount{"rayclusters": &c.RayClusters, "rayjobs": &c.RayJobs, "rayservices": &c.RayServices}[k.Resource]
+func (c *Counts) of(k *ray.Kind) *ray.KindCount {
+	return map[string]*ray.KindCount{"rayclusters": &c.RayClusters, "rayjobs": &c.RayJobs, "rayservices": &c.RayServices}[k.Resource]
 }
 
 // Grafana is where the overview links to.
@@ -79,8 +80,8 @@ func (s *Server) overview(c *gin.Context) {
 }
 
 // overviewScopes returns where the caller may see each kind, in ns or everywhere ("").
-func (s *Server) overviewScopes(ctx context.Context, tok, ns string) (map[*k8s.Kind]k8s.Scopes, error) {
-	out := map[*k8s.Kind]k8s.Scopes{}
+func (s *Server) overviewScopes(ctx context.Context, tok, ns string) (map[*ray.Kind]cache.Scopes, error) {
+	out := map[*ray.Kind]cache.Scopes{}
 	for _, k := range s.Kinds.All() {
 		sc, err := s.streamScopes(ctx, tok, k, ns, true)
 		// The overview of a namespace is refused only where Ray clusters may not be listed; other kinds
@@ -95,10 +96,10 @@ func (s *Server) overviewScopes(ctx context.Context, tok, ns string) (map[*k8s.K
 
 // countsIn counts the objects of each kind in their scopes and sums what the Ray pods in the Ray
 // clusters' scope request.
-func (s *Server) countsIn(scopes map[*k8s.Kind]k8s.Scopes) (*Counts, k8s.Allocation) {
+func (s *Server) countsIn(scopes map[*ray.Kind]cache.Scopes) (*Counts, cache.Allocation) {
 	counts := &Counts{}
 	for _, k := range s.Kinds.All() {
-		*counts.of(k) = k.Count(s.Store.Items(k, scopes[k].Instances, scopes[k].Templates))
+		*counts.of(k) = cache.Count(k, s.Store.Items(k, scopes[k].Instances, scopes[k].Templates))
 	}
 	alloc := s.Store.Allocated(scopes[s.Kinds.Cluster()].Instances, "")
 	counts.ActiveRayClusters = alloc.ActiveRayClusters
@@ -138,7 +139,7 @@ func (s *Server) clusterMetrics(c *gin.Context) {
 	ns, name := c.Param("namespace"), c.Param("name")
 	alloc := s.Store.Allocated(auth.Namespaces(ns), name)
 	if cur.Template != nil {
-		alloc = k8s.Allocation{Ray: map[string]float64{}}
+		alloc = cache.Allocation{Ray: map[string]float64{}}
 	}
 	s.answerFigures(c, w, metrics.Scope{Namespaces: []string{ns}, Cluster: name}, alloc, nil)
 }
@@ -157,7 +158,7 @@ func (s *Server) windowAndNamespace(c *gin.Context) (metrics.Window, string, boo
 	return w, ns, true
 }
 
-func (s *Server) answerFigures(c *gin.Context, w metrics.Window, scope metrics.Scope, alloc k8s.Allocation, counts *Counts) {
+func (s *Server) answerFigures(c *gin.Context, w metrics.Window, scope metrics.Scope, alloc cache.Allocation, counts *Counts) {
 	data := OverviewData{Window: w, Counts: counts, Allocated: alloc, Warnings: []string{},
 		GrafanaURL: metrics.GrafanaURL(s.Grafana.URL, s.Grafana.DashboardUID, w, scope.Cluster)}
 	if s.Usage == nil {

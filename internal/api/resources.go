@@ -16,7 +16,9 @@ import (
 
 	"ray-service/internal/audit"
 	"ray-service/internal/auth"
+	"ray-service/internal/cache"
 	"ray-service/internal/k8s"
+	"ray-service/internal/ray"
 )
 
 // Page is the data of every paged answer: a list, the history, the audit trail. Total counts what
@@ -31,14 +33,14 @@ type Page[T any] struct {
 // Detail is the data of a detail response: the summary, the conditions, the path of the Ray dashboard
 // proxy, the recent events and the whole object.
 type Detail struct {
-	k8s.Summary
+	ray.Summary
 	Conditions []any `json:"conditions"`
 	// Problems are what holds the object back, each with the pod or object it was seen on: the first 32,
 	// their reasons cut to 128 bytes and their messages to 1024; those read from pods or Warning events
 	// only for a caller who may list them in the namespace.
-	Problems     []k8s.Problem   `json:"problems"`
+	Problems     []ray.Problem   `json:"problems"`
 	DashboardURL string          `json:"dashboardURL,omitempty" example:"/rest/ray/v1/namespaces/default/rayclusters/demo/dashboard/"`
-	Events       []k8s.EventInfo `json:"events"`
+	Events       []ray.EventInfo `json:"events"`
 	Object       map[string]any  `json:"object"`
 }
 
@@ -51,7 +53,7 @@ type DeleteData struct {
 	Name      string `json:"name"`
 }
 
-func forbidden(k *k8s.Kind, verb, ns string) error {
+func forbidden(k *ray.Kind, verb, ns string) error {
 	where := "in all namespaces"
 	if ns != "" {
 		where = "in namespace " + strconv.Quote(ns)
@@ -87,7 +89,7 @@ func forbidden(k *k8s.Kind, verb, ns string) error {
 //	@Param			page			query		int		false	"page, from 1"			default(1)
 //	@Param			pageSize		query		int		false	"items per page"		default(20)	maximum(500)
 //	@Param			labelSelector	query		string	false	"Kubernetes label selector"
-//	@Success		200				{object}	Envelope{data=Page[k8s.Summary]}
+//	@Success		200				{object}	Envelope{data=Page[ray.Summary]}
 //	@Failure		400,401,404,503	{object}	Envelope
 //	@Router			/rest/ray/v1/{kind} [get]
 func (s *Server) listAll(c *gin.Context) { s.list(c) }
@@ -113,7 +115,7 @@ func (s *Server) listAll(c *gin.Context) { s.list(c) }
 //	@Param			page				query		int		false	"page, from 1"			default(1)
 //	@Param			pageSize			query		int		false	"items per page"		default(20)	maximum(500)
 //	@Param			labelSelector		query		string	false	"Kubernetes label selector"
-//	@Success		200					{object}	Envelope{data=Page[k8s.Summary]}
+//	@Success		200					{object}	Envelope{data=Page[ray.Summary]}
 //	@Failure		400,401,403,404,503	{object}	Envelope
 //	@Router			/rest/ray/v1/namespaces/{namespace}/{kind} [get]
 func (s *Server) list(c *gin.Context) {
@@ -123,7 +125,7 @@ func (s *Server) list(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	kindScope, templateScope, err := s.visibleScopes(c.Request.Context(), token(c), k, c.Param("namespace"), q.Type != k8s.TypeInstance)
+	kindScope, templateScope, err := s.visibleScopes(c.Request.Context(), token(c), k, c.Param("namespace"), q.Type != ray.TypeInstance)
 	if err != nil {
 		s.fail(c, err)
 		return
@@ -133,16 +135,16 @@ func (s *Server) list(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	s.ok(c, http.StatusOK, Page[k8s.Summary]{Items: page, Total: total, Page: q.Page, PageSize: q.PageSize})
+	s.ok(c, http.StatusOK, Page[ray.Summary]{Items: page, Total: total, Page: q.Page, PageSize: q.PageSize})
 }
 
 // visibleScopes returns where the caller may see the instances of k in ns ("" for all namespaces):
 // where it may list the kind; and, with templates, where it may see its templates, which are
 // ConfigMaps: where it may also list ConfigMaps. Asking for one namespace where the caller may not
 // list the kind is Forbidden.
-func (s *Server) visibleScopes(ctx context.Context, tok string, k *k8s.Kind, ns string, templates bool) (instances, tpls auth.Scope, err error) {
+func (s *Server) visibleScopes(ctx context.Context, tok string, k *ray.Kind, ns string, templates bool) (instances, tpls auth.Scope, err error) {
 	candidates := s.Store.Namespaces(k)
-	instances, err = s.Authz.Scope(ctx, tok, auth.Attributes{Verb: "list", Group: k8s.RayGroupVersion.Group, Resource: k.Resource, Namespace: ns}, candidates)
+	instances, err = s.Authz.Scope(ctx, tok, auth.Attributes{Verb: "list", Group: ray.RayGroupVersion.Group, Resource: k.Resource, Namespace: ns}, candidates)
 	if err != nil {
 		return auth.Scope{}, auth.Scope{}, err
 	}
@@ -160,28 +162,28 @@ func (s *Server) visibleScopes(ctx context.Context, tok string, k *k8s.Kind, ns 
 }
 
 // parseListQuery reads and checks the list parameters.
-func parseListQuery(c *gin.Context) (*k8s.Query, error) {
-	q := &k8s.Query{Search: c.Query("search"), SortBy: k8s.SortByCreatedAt, Desc: true, Page: 1, PageSize: 20}
+func parseListQuery(c *gin.Context) (*cache.Query, error) {
+	q := &cache.Query{Search: c.Query("search"), SortBy: cache.SortByCreatedAt, Desc: true, Page: 1, PageSize: 20}
 	q.Statuses = splitList(c.Query("status"))
 	q.RayVersions = splitList(c.Query("rayVersion"))
 	q.Creators = splitList(c.Query("creator"))
 	q.Healths = splitList(c.Query("health"))
 	for _, h := range q.Healths {
 		switch h {
-		case k8s.HealthHealthy, k8s.HealthProgressing, k8s.HealthDegraded, k8s.HealthFailed, k8s.HealthStopped:
+		case ray.HealthHealthy, ray.HealthProgressing, ray.HealthDegraded, ray.HealthFailed, ray.HealthStopped:
 		default:
 			return nil, badRequest("health %q: want Healthy, Progressing, Degraded, Failed or Stopped", h)
 		}
 	}
 	switch t := c.Query("type"); t {
-	case "", k8s.TypeInstance, k8s.TypeTemplate:
+	case "", ray.TypeInstance, ray.TypeTemplate:
 		q.Type = t
 	default:
 		return nil, badRequest("type %q: want instance or template", t)
 	}
 	switch by := c.Query("sortBy"); by {
 	case "":
-	case k8s.SortByName, k8s.SortByCreatedAt, k8s.SortByStatus, k8s.SortByRayVersion:
+	case cache.SortByName, cache.SortByCreatedAt, cache.SortByStatus, cache.SortByRayVersion:
 		q.SortBy = by
 	default:
 		return nil, badRequest("sortBy %q: want name, createdAt, status or rayVersion", by)
@@ -330,7 +332,7 @@ func (s *Server) createAs(c *gin.Context, r *request, obj *unstructured.Unstruct
 	if err != nil {
 		return nil, err
 	}
-	k8s.SetCreator(obj, user)
+	ray.SetCreator(obj, user)
 	return r.objects.Create(ctx, obj, start, dryRun)
 }
 
@@ -375,15 +377,15 @@ func (s *Server) resolve(c *gin.Context) (*request, *k8s.Current, bool) {
 
 // detail shows an instance or a template.
 func (s *Server) detail(c *gin.Context, r *request, cur *k8s.Current) Detail {
-	d := Detail{Summary: r.objects.Summarize(cur), Conditions: []any{}, Events: []k8s.EventInfo{}}
-	one := []k8s.Summary{d.Summary}
+	d := Detail{Summary: r.objects.Summarize(cur), Conditions: []any{}, Events: []ray.EventInfo{}}
+	one := []ray.Summary{d.Summary}
 	rights := &rightsAsked{s: s, ctx: c.Request.Context(), token: token(c)}
 	problems := rights.visibleProblems(d.Namespace, d.Summary.Problems())
 	if err := s.withActions(c.Request.Context(), token(c), r.kind, one); err != nil {
 		// The answer stands (a write it follows is done): no action is named rather than a wrong one, and
 		// nothing read from pods or events is shown.
 		logger(c).Warn("reviewing the actions of a detail", zap.Error(err))
-		one[0].Actions, problems = []string{}, []k8s.Problem{}
+		one[0].Actions, problems = []string{}, []ray.Problem{}
 		if one[0].Health.SeenOn() != "" {
 			one[0].Health = one[0].Health.Withheld()
 		}

@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
 
-	"ray-service/internal/k8s"
 	"ray-service/internal/metrics"
+	"ray-service/internal/ray"
 )
 
 // The routes that answer without Kubernetes: health, readiness, metrics, Swagger, and the refusals that
@@ -20,7 +20,7 @@ import (
 func TestRouterWithoutKubernetes(t *testing.T) {
 	reg, httpMetrics := metrics.NewRegistry()
 	ready := errors.New("watch caches not synced yet")
-	h := NewRouter(Deps{Kinds: k8s.NewKinds(), Log: zap.NewNop(), Gatherer: reg, HTTP: httpMetrics,
+	h := NewRouter(Deps{Kinds: ray.NewKinds(), Log: zap.NewNop(), Gatherer: reg, HTTP: httpMetrics,
 		Ready: func(context.Context) error { return ready }})
 	do := func(method, path, token string) *httptest.ResponseRecorder {
 		r := httptest.NewRequest(method, path, nil)

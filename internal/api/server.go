@@ -24,8 +24,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"ray-service/internal/auth"
+	"ray-service/internal/cache"
 	"ray-service/internal/k8s"
 	"ray-service/internal/metrics"
+	"ray-service/internal/ray"
 )
 
 // BasePath is the prefix of every API route.
@@ -34,7 +36,7 @@ const BasePath = "/rest/ray/v1"
 // MaxHeaderBytes bounds what the server reads of a request line and its headers.
 const MaxHeaderBytes = 64 << 10
 
-// The handlers' dependencies are the small interfaces below, implemented by internal/k8s, internal/auth
+// The handlers' dependencies are the small interfaces below, implemented by internal/cache, internal/k8s, internal/dashboard, internal/auth
 // and internal/metrics and wired in cmd/ray-service; a handler test builds Deps from fakes.
 
 // Authorizer answers who a caller is and what the caller may do, asking with the caller's token
@@ -46,54 +48,54 @@ type Authorizer interface {
 	UserName(ctx context.Context, token string) (string, error)
 }
 
-// Store is the watch cache as the handlers read it (k8s.Store).
+// Store is the watch cache as the handlers read it (cache.Store).
 type Store interface {
 	// Items returns the published instances and templates of a kind in two scopes; not to be changed.
-	Items(k *k8s.Kind, instances, templates auth.Scope) []*k8s.Item
+	Items(k *ray.Kind, instances, templates auth.Scope) []*cache.Item
 	// List returns the page a query asks for of the same, and how many match in all.
-	List(k *k8s.Kind, instances, templates auth.Scope, q *k8s.Query) ([]k8s.Summary, int)
+	List(k *ray.Kind, instances, templates auth.Scope, q *cache.Query) ([]ray.Summary, int)
 	// Namespaces returns the namespaces that hold instances or templates of a kind.
-	Namespaces(k *k8s.Kind) []string
+	Namespaces(k *ray.Kind) []string
 	// Allocated sums the requests of the Ray pods in the scope, of one Ray cluster when cluster is set.
-	Allocated(scope auth.Scope, cluster string) k8s.Allocation
+	Allocated(scope auth.Scope, cluster string) cache.Allocation
 
 	// What watch streams read: the store's run, a channel closed at its next change, the visible items
 	// and the number of the last change, and what changed since a number.
 	Epoch() string
 	Changed() <-chan struct{}
-	Snapshot(k *k8s.Kind, sc k8s.Scopes) ([]*k8s.Item, uint64)
-	Since(k *k8s.Kind, seq uint64, before, now k8s.Scopes) ([]k8s.Change, uint64, error)
+	Snapshot(k *ray.Kind, sc cache.Scopes) ([]*cache.Item, uint64)
+	Since(k *ray.Kind, seq uint64, before, now cache.Scopes) ([]cache.Change, uint64, error)
 	// Published is the item of one object (its instance, else its template), nil without one.
-	Published(k *k8s.Kind, ns, name string) *k8s.Item
+	Published(k *ray.Kind, ns, name string) *cache.Item
 	// CachedPods describes the cached Ray pods of an object's clusters.
-	CachedPods(k *k8s.Kind, s *k8s.Summary) []k8s.PodInfo
+	CachedPods(k *ray.Kind, s *ray.Summary) []ray.PodInfo
 }
 
 // Objects are the objects of one kind as one caller reads and writes them (k8s.Objects).
 type Objects interface {
 	Resolve(ctx context.Context, ns, name string) (*k8s.Current, error)
 	// ResolveWithEvents is Resolve and Events at once; events the caller may not list are nil.
-	ResolveWithEvents(ctx context.Context, ns, name string) (*k8s.Current, []k8s.EventInfo, error)
+	ResolveWithEvents(ctx context.Context, ns, name string) (*k8s.Current, []ray.EventInfo, error)
 	Create(ctx context.Context, obj *unstructured.Unstructured, start, dryRun bool) (*k8s.Current, error)
 	Replace(ctx context.Context, obj *unstructured.Unstructured, dryRun bool) (*k8s.Current, error)
 	Start(ctx context.Context, ns, name string) (*k8s.Current, error)
 	Stop(ctx context.Context, ns, name string) (*k8s.Current, error)
-	Scale(ctx context.Context, ns, name string, r k8s.ScaleRequest) (*k8s.Current, []string, error)
+	Scale(ctx context.Context, ns, name string, r ray.ScaleRequest) (*k8s.Current, []string, error)
 	Delete(ctx context.Context, ns, name string, force bool) error
 	// Summarize is the whole summary of what Resolve returned.
-	Summarize(cur *k8s.Current) k8s.Summary
+	Summarize(cur *k8s.Current) ray.Summary
 	Pods(ctx context.Context, obj *unstructured.Unstructured) ([]corev1.Pod, error)
-	Events(ctx context.Context, cur *k8s.Current) ([]k8s.EventInfo, error)
+	Events(ctx context.Context, cur *k8s.Current) ([]ray.EventInfo, error)
 	OpenLogs(ctx context.Context, obj *unstructured.Unstructured, pod, container string, opts *corev1.PodLogOptions) (*k8s.LogStream, error)
 }
 
 // ObjectsFor returns the objects of kind k as the holder of token reads and writes them.
-type ObjectsFor func(k *k8s.Kind, token string) (Objects, error)
+type ObjectsFor func(k *ray.Kind, token string) (Objects, error)
 
-// Dashboards reaches Ray dashboards (k8s.Dashboards).
+// Dashboards reaches Ray dashboards (dashboard.Dashboards).
 type Dashboards interface {
 	// Address is host:port of the Ray dashboard of the cluster an instance runs on, "" without one.
-	Address(k *k8s.Kind, o *unstructured.Unstructured) string
+	Address(k *ray.Kind, o *unstructured.Unstructured) string
 	// Transport is how the proxy reaches them.
 	Transport() http.RoundTripper
 }
@@ -110,7 +112,7 @@ type ClusterHealth interface {
 
 // Deps are what the handlers need; cmd/ray-service wires them.
 type Deps struct {
-	Kinds   *k8s.Kinds
+	Kinds   *ray.Kinds
 	Store   Store
 	Objects ObjectsFor
 	// Dashboards reaches the Ray dashboards the proxy route serves.
@@ -301,7 +303,7 @@ func (s *Server) authenticate(c *gin.Context) {
 // request is what withKind resolves once for a handler of the kind routes: the kind of the path and
 // its objects as the caller reads and writes them.
 type request struct {
-	kind    *k8s.Kind
+	kind    *ray.Kind
 	objects Objects
 }
 

@@ -13,17 +13,18 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"ray-service/internal/auth"
-	"ray-service/internal/k8s"
+	"ray-service/internal/cache"
+	"ray-service/internal/ray"
 )
 
-// NamespaceEvents is one stream's hold on the Kubernetes events of a namespace (k8s.NamespaceEvents).
+// NamespaceEvents is one stream's hold on the Kubernetes events of a namespace (cache.NamespaceEvents).
 type NamespaceEvents interface {
 	// Changed returns a channel closed at the next event added or updated.
 	Changed() <-chan struct{}
 	// Synced tells whether the namespace's events have been read once.
 	Synced() bool
 	// Of returns the events of an object, its clusters, the named pods and its submitter, newest first.
-	Of(k *k8s.Kind, s *k8s.Summary, pods []string) []k8s.EventInfo
+	Of(k *ray.Kind, s *ray.Summary, pods []string) []ray.EventInfo
 	Release()
 }
 
@@ -41,7 +42,7 @@ type ResyncData struct {
 // such: its fields are the events' names and their data.
 type WatchEvent struct {
 	// ADDED, MODIFIED and DELETED carry a list item (DELETED: as it was last shown).
-	Item k8s.Summary `json:"item"`
+	Item ray.Summary `json:"item"`
 	// SYNCED ends a snapshot.
 	Synced SyncedData `json:"synced"`
 	// RESYNC says the client is to drop what it holds: a snapshot follows.
@@ -53,12 +54,12 @@ type WatchEvent struct {
 // ObjectWatchEvent documents the events of an object stream.
 type ObjectWatchEvent struct {
 	// ADDED, MODIFIED and DELETED carry the object's summary.
-	Item k8s.Summary `json:"item"`
+	Item ray.Summary `json:"item"`
 	// PODS carries the Ray pods of the object's clusters, whenever one changes; only to a caller who may
 	// list pods in the namespace.
-	Pods []k8s.PodInfo `json:"pods"`
+	Pods []ray.PodInfo `json:"pods"`
 	// EVENT carries one Kubernetes event of the object, its clusters or their pods.
-	Event k8s.EventInfo `json:"event"`
+	Event ray.EventInfo `json:"event"`
 	// SYNCED ends the first state sent.
 	Synced SyncedData `json:"synced"`
 	// ERROR ends the stream.
@@ -67,19 +68,19 @@ type ObjectWatchEvent struct {
 
 // OverviewLive is the data of an OVERVIEW event.
 type OverviewLive struct {
-	Counts    *Counts        `json:"counts"`
-	Allocated k8s.Allocation `json:"allocated"`
+	Counts    *Counts          `json:"counts"`
+	Allocated cache.Allocation `json:"allocated"`
 }
 
 // streamScopes is visibleScopes as a stream holds them.
-func (s *Server) streamScopes(ctx context.Context, tok string, k *k8s.Kind, ns string, templates bool) (k8s.Scopes, error) {
+func (s *Server) streamScopes(ctx context.Context, tok string, k *ray.Kind, ns string, templates bool) (cache.Scopes, error) {
 	in, tpl, err := s.visibleScopes(ctx, tok, k, ns, templates)
-	return k8s.Scopes{Instances: in, Templates: tpl}, err
+	return cache.Scopes{Instances: in, Templates: tpl}, err
 }
 
 // scopeHash names scopes in event ids, so that a stream resumed by a caller whose rights changed in
 // between starts again from a snapshot.
-func scopeHash(sc k8s.Scopes) string {
+func scopeHash(sc cache.Scopes) string {
 	h := fnv.New32a()
 	for _, s := range []auth.Scope{sc.Instances, sc.Templates} {
 		switch {
@@ -166,7 +167,7 @@ func (s *Server) watchList(c *gin.Context) {
 		return
 	}
 	ns := c.Param("namespace")
-	templates := q.Type != k8s.TypeInstance
+	templates := q.Type != ray.TypeInstance
 	scopes, err := s.streamScopes(c.Request.Context(), token(c), k, ns, templates)
 	if err != nil {
 		s.fail(c, err)
@@ -205,7 +206,7 @@ func (s *Server) watchList(c *gin.Context) {
 			}
 			switch {
 			case revoked(err):
-				l.rescope(k8s.Scopes{})
+				l.rescope(cache.Scopes{})
 				s.endWith(w, err)
 				return
 			case err != nil:
@@ -223,10 +224,10 @@ func (s *Server) watchList(c *gin.Context) {
 // listStream is the state of one list stream: where it is in the kind's change feed, with which rights.
 type listStream struct {
 	s      *Server
-	k      *k8s.Kind
-	q      *k8s.Query
+	k      *ray.Kind
+	q      *cache.Query
 	w      *sseWriter
-	scopes k8s.Scopes
+	scopes cache.Scopes
 	epoch  string
 	seq    uint64
 	// rights remembers, until the next check of the rights, whether the caller may list what a health
@@ -275,7 +276,7 @@ func (l *listStream) snapshot(reason string) {
 // catchUp sends what changed since the stream's position, and tells whether it sent anything.
 func (l *listStream) catchUp() bool {
 	changes, seq, err := l.s.Store.Since(l.k, l.seq, l.scopes, l.scopes)
-	if errors.Is(err, k8s.ErrFeedGone) {
+	if errors.Is(err, cache.ErrFeedGone) {
 		l.snapshot("the stream fell behind the changes the service keeps")
 		return true
 	}
@@ -285,7 +286,7 @@ func (l *listStream) catchUp() bool {
 
 // rescope moves the stream to new rights: what they show differently is sent without ids but the last
 // (a client that reconnects in between starts again from a snapshot).
-func (l *listStream) rescope(next k8s.Scopes) {
+func (l *listStream) rescope(next cache.Scopes) {
 	if next.Instances.Equal(l.scopes.Instances) && next.Templates.Equal(l.scopes.Templates) {
 		return
 	}
@@ -300,11 +301,11 @@ func (l *listStream) rescope(next k8s.Scopes) {
 }
 
 // send sends the events of changes, and how many it sent. Without ids, only the last event has one.
-func (l *listStream) send(changes []k8s.Change, ids bool) int {
+func (l *listStream) send(changes []cache.Change, ids bool) int {
 	type out struct {
 		name string
 		seq  uint64
-		sum  *k8s.Summary
+		sum  *ray.Summary
 	}
 	var events []out
 	for _, c := range changes {

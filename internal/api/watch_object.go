@@ -11,10 +11,11 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"go.uber.org/zap"
-	"k8s.io/client-go/tools/cache"
+	toolscache "k8s.io/client-go/tools/cache"
 
 	"ray-service/internal/auth"
-	"ray-service/internal/k8s"
+	"ray-service/internal/cache"
+	"ray-service/internal/ray"
 )
 
 // overviewInterval is the least time between two OVERVIEW events of a stream.
@@ -162,7 +163,7 @@ func (s *Server) watchObject(c *gin.Context) {
 		case <-st.heartbeat:
 			w.line(": heartbeat")
 		case <-st.reauth:
-			allowed, err := s.Authz.Allowed(ctx, tok, auth.Attributes{Verb: "get", Group: k8s.RayGroupVersion.Group, Resource: r.kind.Resource, Namespace: ns, Name: name})
+			allowed, err := s.Authz.Allowed(ctx, tok, auth.Attributes{Verb: "get", Group: ray.RayGroupVersion.Group, Resource: r.kind.Resource, Namespace: ns, Name: name})
 			switch {
 			case err == nil && !allowed:
 				err = forbidden(r.kind, "get", ns)
@@ -182,14 +183,14 @@ func (s *Server) watchObject(c *gin.Context) {
 // objectStream is the state of one object stream: what it last sent.
 type objectStream struct {
 	s        *Server
-	k        *k8s.Kind
+	k        *ray.Kind
 	ns, name string
 	w        *sseWriter
 	// opened is the summary read at the stream's start, sent when the cache does not hold the object yet.
-	opened  k8s.Summary
-	item    *k8s.Item
+	opened  ray.Summary
+	item    *cache.Item
 	present bool
-	last    k8s.Summary
+	last    ray.Summary
 	// pods are the pods last sent, while the caller may list pods (podsAllowed).
 	pods        []byte
 	podsAllowed bool
@@ -223,14 +224,14 @@ func (o *objectStream) followEvents(ctx context.Context, tok string) {
 	// The first state shows the recent events: wait briefly for their first read.
 	wait, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	cache.WaitForCacheSync(wait.Done(), o.events.Synced)
+	toolscache.WaitForCacheSync(wait.Done(), o.events.Synced)
 }
 
 // shown is sum as the caller may see it: a health reason read from pods or events it may not list in
 // the namespace is withheld, as in the detail.
-func (o *objectStream) shown(sum *k8s.Summary) *k8s.Summary {
+func (o *objectStream) shown(sum *ray.Summary) *ray.Summary {
 	on := sum.Health.SeenOn()
-	if on == "" || (on == k8s.SeenOnPods && o.podsAllowed) || (on == k8s.SeenOnEvents && o.events != nil) {
+	if on == "" || (on == ray.SeenOnPods && o.podsAllowed) || (on == ray.SeenOnEvents && o.events != nil) {
 		return sum
 	}
 	c := *sum
@@ -261,7 +262,7 @@ func (o *objectStream) stopEvents() {
 // update sends what changed of the object since the last update.
 func (o *objectStream) update(first bool) {
 	it := o.s.Store.Published(o.k, o.ns, o.name)
-	var sum *k8s.Summary
+	var sum *ray.Summary
 	switch {
 	case it != nil:
 		sum = &it.Summary
@@ -282,15 +283,15 @@ func (o *objectStream) update(first bool) {
 	}
 	o.present, o.item, o.last = true, it, *sum
 
-	pods := []k8s.PodInfo{}
-	if sum.Type == k8s.TypeInstance {
+	pods := []ray.PodInfo{}
+	if sum.Type == ray.TypeInstance {
 		pods = o.s.Store.CachedPods(o.k, sum)
 	}
 	if data, err := json.Marshal(pods); err == nil && o.podsAllowed && !bytes.Equal(data, o.pods) {
 		o.w.raw(EventPods, o.id(), data)
 		o.pods = data
 	}
-	if o.events != nil && o.events.Synced() && sum.Type == k8s.TypeInstance {
+	if o.events != nil && o.events.Synced() && sum.Type == ray.TypeInstance {
 		names := make([]string, len(pods))
 		for i, p := range pods {
 			names[i] = p.Name
@@ -301,8 +302,8 @@ func (o *objectStream) update(first bool) {
 
 // sendEvents sends the events not sent yet, oldest first; the first time only the recent ones (and only
 // those from the cursor on, when the client resumes).
-func (o *objectStream) sendEvents(events []k8s.EventInfo) {
-	var fresh []k8s.EventInfo
+func (o *objectStream) sendEvents(events []ray.EventInfo) {
+	var fresh []ray.EventInfo
 	current := make(map[string]bool, len(events))
 	for _, e := range events {
 		key := eventKey(&e)
@@ -323,6 +324,6 @@ func (o *objectStream) sendEvents(events []k8s.EventInfo) {
 }
 
 // eventKey tells one state of one event from another: a repeated event counts again.
-func eventKey(e *k8s.EventInfo) string {
+func eventKey(e *ray.EventInfo) string {
 	return fmt.Sprintf("%s/%s\x00%s\x00%s\x00%d\x00%d", e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Reason, e.Message, e.Count, e.LastTime.UnixNano())
 }

@@ -9,7 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"ray-service/internal/auth"
-	"ray-service/internal/k8s"
+	"ray-service/internal/cache"
+	"ray-service/internal/ray"
 )
 
 // rightsAuthz allows everything but listing pods (unless pods is set), and names users by token.
@@ -35,11 +36,11 @@ type countedEvents struct{ held *atomic.Int32 }
 
 func (countedEvents) Changed() <-chan struct{}                             { return nil }
 func (countedEvents) Synced() bool                                         { return true }
-func (countedEvents) Of(*k8s.Kind, *k8s.Summary, []string) []k8s.EventInfo { return nil }
+func (countedEvents) Of(*ray.Kind, *ray.Summary, []string) []ray.EventInfo { return nil }
 func (c countedEvents) Release()                                           { c.held.Add(-1) }
 
 func rightsEnv(t *testing.T, authz *rightsAuthz, held *atomic.Int32) string {
-	store := &feedStore{fakeStore: fakeStore{items: map[string][]*k8s.Item{}}, changed: make(chan struct{})}
+	store := &feedStore{fakeStore: fakeStore{items: map[string][]*cache.Item{}}, changed: make(chan struct{})}
 	return watchEnv(t, store, func(d *Deps) {
 		d.Authz = authz
 		d.Watches = NewWatchLimit(10, 1, 0)

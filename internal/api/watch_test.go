@@ -15,7 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"ray-service/internal/auth"
-	"ray-service/internal/k8s"
+	"ray-service/internal/cache"
+	"ray-service/internal/ray"
 )
 
 // feedStore is a fake store whose feed the test drives: Since answers what next holds.
@@ -32,7 +33,7 @@ func (f *feedStore) Changed() <-chan struct{} {
 	return f.changed
 }
 
-func (f *feedStore) Since(*k8s.Kind, uint64, k8s.Scopes, k8s.Scopes) ([]k8s.Change, uint64, error) {
+func (f *feedStore) Since(*ray.Kind, uint64, cache.Scopes, cache.Scopes) ([]cache.Change, uint64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if len(f.next) == 0 {
@@ -140,7 +141,7 @@ func watchEnv(t *testing.T, store Store, change func(d *Deps)) *httptest.Server 
 // What is wrong with a watch request is answered like any request: an envelope with the status,
 // before any stream starts.
 func TestWatchRefusals(t *testing.T) {
-	store := &feedStore{fakeStore: fakeStore{items: map[string][]*k8s.Item{"rayclusters": {item("a", "x", "Running")}}}, changed: make(chan struct{})}
+	store := &feedStore{fakeStore: fakeStore{items: map[string][]*cache.Item{"rayclusters": {item("a", "x", "Running")}}}, changed: make(chan struct{})}
 	srv := watchEnv(t, store, func(d *Deps) { d.Watches = NewWatchLimit(10, 1, 0) })
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
@@ -171,7 +172,7 @@ func TestWatchRefusals(t *testing.T) {
 // A stream whose position is no longer kept (it fell behind, or its id is unknown) is told RESYNC,
 // with an empty id, and receives a fresh snapshot; it then goes on.
 func TestWatchResyncs(t *testing.T) {
-	store := &feedStore{fakeStore: fakeStore{items: map[string][]*k8s.Item{"rayclusters": {item("a", "x", "Running")}}}, changed: make(chan struct{})}
+	store := &feedStore{fakeStore: fakeStore{items: map[string][]*cache.Item{"rayclusters": {item("a", "x", "Running")}}}, changed: make(chan struct{})}
 	srv := watchEnv(t, store, func(d *Deps) { d.Streams.Heartbeat = 50 * time.Millisecond })
 	res := openSSE(t.Context(), t, srv.URL+"/rest/ray/v1/rayclusters/watch", nil)
 	require.Equal(t, 200, res.StatusCode)
@@ -186,7 +187,7 @@ func TestWatchResyncs(t *testing.T) {
 	assert.Equal(t, `{"total":1}`, synced["data"])
 	assert.Regexp(t, `^fake\.0\.[0-9a-z]+$`, synced["id"])
 
-	store.wake(k8s.ErrFeedGone)
+	store.wake(cache.ErrFeedGone)
 	resync := lines.event()
 	assert.Equal(t, "RESYNC", resync["event"])
 	assert.Contains(t, resync, "id")
@@ -205,7 +206,7 @@ func TestWatchResyncs(t *testing.T) {
 
 // Streams end, cleanly, when the service shuts down.
 func TestWatchEndsAtShutdown(t *testing.T) {
-	store := &feedStore{fakeStore: fakeStore{items: map[string][]*k8s.Item{}}, changed: make(chan struct{})}
+	store := &feedStore{fakeStore: fakeStore{items: map[string][]*cache.Item{}}, changed: make(chan struct{})}
 	shutdown, stop := context.WithCancel(context.Background())
 	srv := watchEnv(t, store, func(d *Deps) { d.Shutdown = shutdown })
 	var all []*sseLines

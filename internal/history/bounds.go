@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"unicode/utf8"
 
-	"ray-service/internal/k8s"
+	"ray-service/internal/ray"
 )
 
 // What one record keeps is bounded, so that the objects of a tenant, however big or busy, move the
@@ -85,12 +85,12 @@ func clip(s string, n int) string {
 // boundEnding cuts an ending to its bounds: each message to MaxMessageBytes, the pods and their
 // containers to MaxEndingPods and MaxEndingContainers, and the whole to MaxEndingBytes (the log tail
 // first, then the last pods and events). What was left out is counted in the ending.
-func boundEnding(e *k8s.Ending) *k8s.Ending {
+func boundEnding(e *ray.Ending) *ray.Ending {
 	if e == nil {
 		return nil
 	}
 	out := *e
-	out.Events = make([]k8s.EventInfo, len(e.Events))
+	out.Events = make([]ray.EventInfo, len(e.Events))
 	for i, ev := range e.Events {
 		ev.Message, ev.Reason = clip(ev.Message, MaxMessageBytes), clip(ev.Reason, 256)
 		out.Events[i] = ev
@@ -100,13 +100,13 @@ func boundEnding(e *k8s.Ending) *k8s.Ending {
 		out.PodsOmitted += len(pods) - MaxEndingPods
 		pods = pods[:MaxEndingPods]
 	}
-	out.Pods = make([]k8s.PodEnd, len(pods))
+	out.Pods = make([]ray.PodEnd, len(pods))
 	for i, p := range pods {
 		cs := p.Containers
 		if len(cs) > MaxEndingContainers {
 			cs = cs[:MaxEndingContainers]
 		}
-		p.Containers = make([]k8s.ContainerEnd, len(cs))
+		p.Containers = make([]ray.ContainerEnd, len(cs))
 		for j, c := range cs {
 			c.Message, c.Reason = clip(c.Message, MaxMessageBytes), clip(c.Reason, 256)
 			p.Containers[j] = c

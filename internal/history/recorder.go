@@ -16,22 +16,24 @@ import (
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
+	"ray-service/internal/cache"
 	"ray-service/internal/k8s"
+	"ray-service/internal/ray"
 )
 
-// Recorder writes the history from what the watch cache receives (it is the cache's k8s.Observer).
+// Recorder writes the history from what the watch cache receives (it is the cache's cache.Observer).
 // Only the leader of a Lease writes; the other replicas drop what they see. A new leader first reads
 // what is recorded of the objects not gone, then lists every object once and writes only what differs:
 // a handover or a restart duplicates nothing, and loses nothing that is still there to be read.
 type Recorder struct {
 	Store *Store
-	Kinds *k8s.Kinds
+	Kinds *ray.Kinds
 	// Dynamic and Core are the service's own clients: the leader lists the Ray objects with them, and
 	// reads how an object ended (events, pods, log tail).
 	Dynamic dynamic.Interface
 	Core    kubernetes.Interface
 	Log     *zap.Logger
-	Limits  k8s.EndingLimits
+	Limits  ray.EndingLimits
 	// Retention bounds the records of ended objects: by age (0: none) and per namespace (0: none).
 	MaxAge          time.Duration
 	MaxPerNamespace int
@@ -72,7 +74,7 @@ const (
 
 // known is what the leader knows it recorded of an object.
 type known struct {
-	kind            *k8s.Kind
+	kind            *ray.Kind
 	status, reason  string
 	generation      int64
 	finished, ended bool
@@ -83,7 +85,7 @@ type known struct {
 
 // change is what is still to be written of one object.
 type change struct {
-	kind        *k8s.Kind
+	kind        *ray.Kind
 	record      Record
 	transitions []Transition
 	readEnding  bool
@@ -158,8 +160,8 @@ func (r *Recorder) Writes() int64 { return r.writes.Load() }
 // Dropped is how many changes a full queue dropped.
 func (r *Recorder) Dropped() int64 { return r.dropped.Load() }
 
-// Observe records a version of an object (k8s.Observer); only what changed is queued.
-func (r *Recorder) Observe(k *k8s.Kind, o *unstructured.Unstructured, s *k8s.Summary) {
+// Observe records a version of an object (cache.Observer); only what changed is queued.
+func (r *Recorder) Observe(k *ray.Kind, o *unstructured.Unstructured, s *ray.Summary) {
 	if !r.leading.Load() {
 		return
 	}
@@ -169,7 +171,7 @@ func (r *Recorder) Observe(k *k8s.Kind, o *unstructured.Unstructured, s *k8s.Sum
 	r.observeLocked(k, o, s, time.Now().UTC())
 }
 
-func (r *Recorder) observeLocked(k *k8s.Kind, o *unstructured.Unstructured, s *k8s.Summary, now time.Time) {
+func (r *Recorder) observeLocked(k *ray.Kind, o *unstructured.Unstructured, s *ray.Summary, now time.Time) {
 	uid := string(o.GetUID())
 	if uid == "" {
 		return
@@ -213,9 +215,9 @@ func (r *Recorder) observeLocked(k *k8s.Kind, o *unstructured.Unstructured, s *k
 	r.queueLocked(c)
 }
 
-// Gone records that an object left the cache: deleted (k8s.Observer). What explains how it ended is
+// Gone records that an object left the cache: deleted (cache.Observer). What explains how it ended is
 // read now, unless it was read when it finished.
-func (r *Recorder) Gone(k *k8s.Kind, e *k8s.Entry, pods []corev1.Pod) {
+func (r *Recorder) Gone(k *ray.Kind, e *cache.Entry, pods []corev1.Pod) {
 	if !r.leading.Load() {
 		return
 	}
@@ -225,7 +227,7 @@ func (r *Recorder) Gone(k *k8s.Kind, e *k8s.Entry, pods []corev1.Pod) {
 	r.goneLocked(k, e, pods, time.Now().UTC())
 }
 
-func (r *Recorder) goneLocked(k *k8s.Kind, e *k8s.Entry, pods []corev1.Pod, now time.Time) {
+func (r *Recorder) goneLocked(k *ray.Kind, e *cache.Entry, pods []corev1.Pod, now time.Time) {
 	uid := string(e.UID)
 	s := e.Summary()
 	if uid == "" || s == nil {
@@ -337,7 +339,7 @@ func (r *Recorder) boundQueueLocked(c *change) {
 
 // endReason is why the object is in its state: its status's own reason and message (a RayJob's), else
 // what its health says.
-func endReason(o *unstructured.Unstructured, s *k8s.Summary) (string, string) {
+func endReason(o *unstructured.Unstructured, s *ray.Summary) (string, string) {
 	reason, _, _ := unstructured.NestedString(o.Object, "status", "reason")
 	message, _, _ := unstructured.NestedString(o.Object, "status", "message")
 	if reason == "" && message == "" {
@@ -348,7 +350,7 @@ func endReason(o *unstructured.Unstructured, s *k8s.Summary) (string, string) {
 
 // manifest is what would create the object again: its kind, name, namespace, labels, annotations
 // (without kubectl's copy of the last applied one) and spec; no status and no managedFields.
-func manifest(k *k8s.Kind, o *unstructured.Unstructured) string {
+func manifest(k *ray.Kind, o *unstructured.Unstructured) string {
 	meta := map[string]any{"name": o.GetName(), "namespace": o.GetNamespace()}
 	if l := o.GetLabels(); len(l) > 0 {
 		meta["labels"] = l
@@ -453,7 +455,7 @@ func (r *Recorder) lead(ctx context.Context) {
 }
 
 // catchUp lists every object of a kind and observes each.
-func (r *Recorder) catchUp(ctx context.Context, k *k8s.Kind) error {
+func (r *Recorder) catchUp(ctx context.Context, k *ray.Kind) error {
 	opts := metav1.ListOptions{Limit: 500}
 	for {
 		list, err := r.Dynamic.Resource(k.GVR()).List(ctx, opts)
@@ -589,7 +591,7 @@ func (r *Recorder) writeOne(ctx context.Context, c *change) error {
 	if c.readEnding {
 		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
-		e, err := c.kind.ReadEnding(rctx, r.Core, c.record.Namespace, c.record.Name, c.clusters, c.pods, r.Limits)
+		e, err := k8s.ReadEnding(rctx, r.Core, c.kind, c.record.Namespace, c.record.Name, c.clusters, c.pods, r.Limits)
 		if err != nil {
 			return err
 		}

@@ -13,10 +13,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"ray-service/internal/ray"
 	"strings"
 	"time"
-
-	"ray-service/internal/k8s"
 
 	// PostgreSQL for several replicas, and the embedded SQLite; both pure Go: the static build stays
 	// free of cgo.
@@ -50,7 +49,7 @@ type Record struct {
 	// (apiVersion, kind, name and namespace), and a rerun is refused.
 	Cut *ManifestCut `json:"manifestTruncated,omitempty"`
 	// Ending is what explains how it ended, read when it finished or went (filled by Get).
-	Ending *k8s.Ending `json:"ending,omitempty"`
+	Ending *ray.Ending `json:"ending,omitempty"`
 	// EndingReadAt is when the ending was read.
 	EndingReadAt *time.Time `json:"endingReadAt,omitempty"`
 }
@@ -307,7 +306,7 @@ func (s *Store) Put(ctx context.Context, r Record) error {
 
 // PutEnding records what explains how uid ended, read at a time; a later reading replaces it.
 // The ending is cut to its bounds first (boundEnding).
-func (s *Store) PutEnding(ctx context.Context, uid string, e *k8s.Ending, at time.Time) error {
+func (s *Store) PutEnding(ctx context.Context, uid string, e *ray.Ending, at time.Time) error {
 	body, err := json.Marshal(boundEnding(e))
 	if err != nil {
 		return err
@@ -546,7 +545,7 @@ func (s *Store) Get(ctx context.Context, uid string) (*Record, error) {
 	case err != nil:
 		return nil, err
 	default:
-		r.Ending = &k8s.Ending{}
+		r.Ending = &ray.Ending{}
 		if err := json.Unmarshal([]byte(body), r.Ending); err != nil {
 			return nil, fmt.Errorf("the ending of %s: %w", uid, err)
 		}

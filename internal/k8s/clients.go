@@ -1,3 +1,6 @@
+// Package k8s makes the calls to Kubernetes that a caller's request needs, with the caller's own
+// token so that RBAC and admission decide: create, replace, start, stop, scale and delete the objects
+// of a kind, their templates, and read their pods, logs, events and endings.
 package k8s
 
 import (

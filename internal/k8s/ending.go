@@ -12,78 +12,23 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+
+	"ray-service/internal/ray"
 )
-
-// Finished tells whether an object of this status has run to its end (a RayJob that Succeeded or
-// Failed): what explains how it ended is read then, before KubeRay's TTL deletes anything.
-func (k *Kind) Finished(status string) bool {
-	return k.finishes && (status == StatusSucceeded || status == StatusFailed)
-}
-
-// Ending is what explains how an object ended: the last events of it, its Ray clusters, their pods
-// and its submitter; each pod's last state; and the tail of the log an object's logs default to (a
-// RayJob's submitter, else the head).
-type Ending struct {
-	Events []EventInfo `json:"events,omitempty"`
-	Pods   []PodEnd    `json:"pods,omitempty"`
-	// PodsOmitted counts the pods left out past the history's bounds.
-	PodsOmitted int      `json:"podsOmitted,omitempty"`
-	Log         *LogTail `json:"log,omitempty"`
-	// LogOmitted says why there is no log tail when one was to be read and could not be.
-	LogOmitted string `json:"logOmitted,omitempty" example:"the log tail could not be read within 20s"`
-}
-
-// PodEnd is the last state of one pod, and how each of its containers last ended.
-type PodEnd struct {
-	Name       string         `json:"name"`
-	NodeType   string         `json:"nodeType" example:"head"`
-	Phase      string         `json:"phase" example:"Failed"`
-	Containers []ContainerEnd `json:"containers"`
-}
-
-// ContainerEnd is how a container last ended (or its state, when it never did).
-type ContainerEnd struct {
-	Name     string `json:"name"`
-	Restarts int32  `json:"restarts"`
-	// State is running, waiting or terminated.
-	State      string     `json:"state"`
-	ExitCode   *int32     `json:"exitCode,omitempty"`
-	Reason     string     `json:"reason,omitempty" example:"OOMKilled"`
-	Message    string     `json:"message,omitempty"`
-	FinishedAt *time.Time `json:"finishedAt,omitempty"`
-}
-
-// LogTail is the end of one container's log.
-type LogTail struct {
-	Pod       string `json:"pod"`
-	Container string `json:"container"`
-	Text      string `json:"text"`
-	// Truncated tells that the log was longer than what was kept.
-	Truncated bool `json:"truncated"`
-}
-
-// EndingLimits bound what an Ending keeps, and how long its log tail is read for.
-type EndingLimits struct {
-	Events   int
-	LogLines int64
-	LogBytes int64
-	// LogTimeout bounds the reading of the log tail (0: 20 s); at most 4 times LogBytes is read.
-	LogTimeout time.Duration
-}
 
 // ReadEnding reads, with the clients given (the service's own), what explains how an object of kind
 // k ended: ns/name, running on the Ray clusters named (the current one first). The pods of those
 // clusters are listed, unless they are given (known): an object deleted has them from the watch cache,
 // as they were when it went. What cannot be read (the pods are gone, a log was never written) is left
 // out; only a failure to reach the apiserver is an error.
-func (k *Kind) ReadEnding(ctx context.Context, core kubernetes.Interface, ns, name string, clusters []string, known []corev1.Pod,
-	lim EndingLimits) (*Ending, error) {
+func ReadEnding(ctx context.Context, core kubernetes.Interface, k *ray.Kind, ns, name string, clusters []string, known []corev1.Pod,
+	lim ray.EndingLimits) (*ray.Ending, error) {
 	pods := append([]corev1.Pod(nil), known...)
 	listed := clusters
 	if known != nil {
 		listed = nil // the clusters' pods are known: only a submitter's are listed
 	}
-	selectors := k.podSelectors(name, listed)
+	selectors := k.PodSelectors(name, listed)
 	// What the service may not read (its role lacks it) is left out; what fails otherwise is an error,
 	// and the ending is read again later.
 	for _, sel := range selectors {
@@ -96,7 +41,7 @@ func (k *Kind) ReadEnding(ctx context.Context, core kubernetes.Interface, ns, na
 			pods = append(pods, list.Items...)
 		}
 	}
-	sortPods(pods)
+	ray.SortPods(pods)
 	events := &corev1.EventList{}
 	if list, err := core.CoreV1().Events(ns).List(ctx, metav1.ListOptions{ResourceVersion: "0"}); err == nil {
 		events = list
@@ -107,18 +52,18 @@ func (k *Kind) ReadEnding(ctx context.Context, core kubernetes.Interface, ns, na
 	for i := range pods {
 		names[i] = pods[i].Name
 	}
-	e := &Ending{Events: k.eventsOf(name, clusters, names, events.Items), Pods: make([]PodEnd, 0, len(pods))}
+	e := &ray.Ending{Events: k.EventsOf(name, clusters, names, events.Items), Pods: make([]ray.PodEnd, 0, len(pods))}
 	if len(e.Events) > lim.Events {
 		e.Events = e.Events[:lim.Events]
 	}
 	for i := range pods {
-		e.Pods = append(e.Pods, podEnd(&pods[i]))
+		e.Pods = append(e.Pods, ray.PodEndOf(&pods[i]))
 	}
 	current := ""
 	if len(clusters) > 0 {
 		current = clusters[0]
 	}
-	if target, container, err := k.logTarget(current, pods, "", ""); err == nil {
+	if target, container, err := k.LogTargetOn(current, pods, "", ""); err == nil {
 		tail, err := readTail(ctx, core, target, container, lim)
 		var status apierrors.APIStatus
 		switch {
@@ -136,42 +81,12 @@ func (k *Kind) ReadEnding(ctx context.Context, core kubernetes.Interface, ns, na
 	return e, nil
 }
 
-func podEnd(p *corev1.Pod) PodEnd {
-	out := PodEnd{Name: p.Name, NodeType: nodeType(p), Phase: string(p.Status.Phase), Containers: []ContainerEnd{}}
-	for _, cs := range append(append([]corev1.ContainerStatus{}, p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
-		c := ContainerEnd{Name: cs.Name, Restarts: cs.RestartCount, State: "waiting"}
-		term := cs.State.Terminated
-		switch {
-		case term != nil:
-			c.State = "terminated"
-		case cs.State.Running != nil:
-			c.State = "running"
-			term = cs.LastTerminationState.Terminated
-		default:
-			term = cs.LastTerminationState.Terminated
-			if cs.State.Waiting != nil {
-				c.Reason, c.Message = cs.State.Waiting.Reason, cs.State.Waiting.Message
-			}
-		}
-		if term != nil {
-			code := term.ExitCode
-			c.ExitCode, c.Reason, c.Message = &code, term.Reason, term.Message
-			if !term.FinishedAt.IsZero() {
-				t := term.FinishedAt.UTC()
-				c.FinishedAt = &t
-			}
-		}
-		out.Containers = append(out.Containers, c)
-	}
-	return out
-}
-
 // errTailTooLong says that the last lines of a log are longer than what is read of them.
 var errTailTooLong = errors.New("its last lines are too long")
 
 // readTail reads the last lines of a container's log, within the limits: at most 4 times LogBytes is
 // read, within LogTimeout. Last lines longer than that are read again, fewer of them.
-func readTail(ctx context.Context, core kubernetes.Interface, p *corev1.Pod, container string, lim EndingLimits) (*LogTail, error) {
+func readTail(ctx context.Context, core kubernetes.Interface, p *corev1.Pod, container string, lim ray.EndingLimits) (*ray.LogTail, error) {
 	timeout := lim.LogTimeout
 	if timeout <= 0 {
 		timeout = 20 * time.Second
@@ -195,7 +110,7 @@ func readTail(ctx context.Context, core kubernetes.Interface, p *corev1.Pod, con
 }
 
 // readTailLines reads the last lines of a container's log, and keeps at most LogBytes of them.
-func readTailLines(ctx context.Context, core kubernetes.Interface, p *corev1.Pod, container string, lines int64, lim EndingLimits) (*LogTail, error) {
+func readTailLines(ctx context.Context, core kubernetes.Interface, p *corev1.Pod, container string, lines int64, lim ray.EndingLimits) (*ray.LogTail, error) {
 	asked := lines + 1 // one more tells whether there was more
 	stream, err := core.CoreV1().Pods(p.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{Container: container, TailLines: &asked}).Stream(ctx)
 	if err != nil {
@@ -236,5 +151,5 @@ func readTailLines(ctx context.Context, core kubernetes.Interface, p *corev1.Pod
 		truncated = true
 		text = text[strings.IndexByte(text, '\n')+1:]
 	}
-	return &LogTail{Pod: p.Name, Container: container, Text: strings.ToValidUTF8(text, "\uFFFD"), Truncated: truncated}, nil
+	return &ray.LogTail{Pod: p.Name, Container: container, Text: strings.ToValidUTF8(text, "\uFFFD"), Truncated: truncated}, nil
 }

@@ -14,6 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"ray-service/internal/ray"
 )
 
 // logServer answers a pod's log with serve, as an apiserver would.
@@ -36,7 +38,7 @@ func TestReadTailStalled(t *testing.T) {
 		<-r.Context().Done()
 	})
 	started := time.Now()
-	_, err := readTail(t.Context(), core, tailPod, "c", EndingLimits{LogLines: 10, LogBytes: 1 << 10, LogTimeout: 300 * time.Millisecond})
+	_, err := readTail(t.Context(), core, tailPod, "c", ray.EndingLimits{LogLines: 10, LogBytes: 1 << 10, LogTimeout: 300 * time.Millisecond})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "not within 300ms")
 	assert.Less(t, time.Since(started), 5*time.Second)
@@ -55,7 +57,7 @@ func TestReadTailBounded(t *testing.T) {
 		}
 		_, _ = fmt.Fprint(w, strings.Repeat("short\n", 251))
 	})
-	tail, err := readTail(t.Context(), core, tailPod, "c", EndingLimits{LogLines: 2000, LogBytes: 256 << 10})
+	tail, err := readTail(t.Context(), core, tailPod, "c", ray.EndingLimits{LogLines: 2000, LogBytes: 256 << 10})
 	require.NoError(t, err)
 	assert.Equal(t, []string{"2001", "251"}, asked, "fewer lines the second time")
 	assert.True(t, tail.Truncated)
@@ -69,7 +71,7 @@ func TestReadTailBounded(t *testing.T) {
 			}
 		}
 	})
-	_, err = readTail(t.Context(), endless, tailPod, "c", EndingLimits{LogLines: 2000, LogBytes: 64 << 10})
+	_, err = readTail(t.Context(), endless, tailPod, "c", ray.EndingLimits{LogLines: 2000, LogBytes: 64 << 10})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "longer than 256 KiB")
 }

@@ -4,10 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
-	"net/url"
-	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -16,31 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"ray-service/internal/auth"
+	"ray-service/internal/ray"
 )
-
-// How a kind is stopped when it cannot be suspended in place.
-type stopMode int
-
-const (
-	// stopBySuspendOnly: nothing but suspension stops it (the zero value: RayCluster).
-	_ stopMode = iota
-	// stopViaDashboard: stop the Ray job through its cluster's Ray dashboard (RayJob).
-	stopViaDashboard
-	// stopToTemplate: store the manifest as a template and delete the instance (RayService).
-	stopToTemplate
-)
-
-// Suspendable tells whether KubeRay can suspend this object in place.
-func (k *Kind) Suspendable(o *unstructured.Unstructured) bool {
-	return k.suspendable != nil && k.suspendable(o)
-}
-
-// Status is the normalized status of an instance.
-func (k *Kind) Status(o *unstructured.Unstructured) string { return k.status(o) }
-
-func finished(status string) bool {
-	return status == StatusSucceeded || status == StatusFailed
-}
 
 // createStopped creates obj without starting it: suspended where KubeRay allows, else as a template.
 func (o *Objects) createStopped(ctx context.Context, obj *unstructured.Unstructured, dryRun bool) (*Current, error) {
@@ -90,10 +63,10 @@ func (o *Objects) Start(ctx context.Context, ns, name string) (*Current, error) 
 		out, err := o.patchSuspend(ctx, ns, name, false)
 		return &Current{Instance: out}, err
 	}
-	if o.Kind.rerunnable != nil && o.Kind.rerunnable(o.Kind.status(obj)) {
+	if o.Kind.Reruns(o.Kind.Status(obj)) {
 		return o.rerun(ctx, obj)
 	}
-	return o.nothingToDo(ctx, cur, o.Kind.startVerb())
+	return o.nothingToDo(ctx, cur, o.Kind.StartVerb())
 }
 
 // Stop stops ns/name and returns it as it is afterwards. Stopping what is stopped changes nothing.
@@ -107,7 +80,7 @@ func (o *Objects) Stop(ctx context.Context, ns, name string) (*Current, error) {
 		return o.nothingToDo(ctx, cur, "delete")
 	}
 	obj := cur.Instance
-	status := o.Kind.status(obj)
+	status := o.Kind.Status(obj)
 	// Where KubeRay suspends in place, the spec says what was asked: a stop right after a start finds the
 	// status still Stopped while the spec says run, and must suspend it again.
 	suspendable := o.Kind.Suspendable(obj)
@@ -115,19 +88,19 @@ func (o *Objects) Stop(ctx context.Context, ns, name string) (*Current, error) {
 	switch {
 	case suspendable && asked:
 		return o.nothingToDo(ctx, cur, "patch")
-	case finished(status):
+	case ray.Ended(status):
 		return nil, apierrors.NewConflict(o.Kind.GVR().GroupResource(), name,
 			fmt.Errorf("it has finished (%s): there is nothing to stop; start runs it again", status))
 	case suspendable:
 		out, err := o.patchSuspend(ctx, ns, name, true)
 		return &Current{Instance: out}, err
-	case status == StatusStopped || status == StatusStopping:
-		return o.nothingToDo(ctx, cur, o.Kind.stopVerb())
+	case status == ray.StatusStopped || status == ray.StatusStopping:
+		return o.nothingToDo(ctx, cur, o.Kind.StopVerb())
 	}
-	switch o.Kind.stopMode {
-	case stopViaDashboard:
+	switch o.Kind.StopBy {
+	case ray.StopViaDashboard:
 		return cur, o.stopRayJob(ctx, obj)
-	case stopToTemplate:
+	case ray.StopToTemplate:
 		return o.toTemplate(ctx, obj)
 	}
 	return nil, apierrors.NewConflict(o.Kind.GVR().GroupResource(), name, errors.New("this kind cannot be stopped"))
@@ -141,7 +114,7 @@ func (o *Objects) Delete(ctx context.Context, ns, name string, force bool) error
 		return err
 	}
 	if cur.Instance != nil {
-		if o.Summarize(cur).Status == StatusRunning && !force {
+		if o.Summarize(cur).Status == ray.StatusRunning && !force {
 			return apierrors.NewConflict(o.Kind.GVR().GroupResource(), name, errors.New("it is Running: stop it first, or delete with force=true"))
 		}
 		if err := o.deleteInstance(ctx, ns, name); err != nil {
@@ -183,26 +156,6 @@ func (o *Objects) nothingToDo(ctx context.Context, cur *Current, verb string) (*
 	return &out, nil
 }
 
-// startVerb is the right a start needs: create for a kind started from a template, patch otherwise.
-func (k *Kind) startVerb() string {
-	if k.stopMode == stopToTemplate {
-		return "create"
-	}
-	return "patch"
-}
-
-// stopVerb is the right a stop of an instance that cannot be suspended needs: update for a Ray job stopped
-// through its dashboard (see stopRayJob), delete for one stopped to a template, patch otherwise.
-func (k *Kind) stopVerb() string {
-	switch k.stopMode {
-	case stopViaDashboard:
-		return "update"
-	case stopToTemplate:
-		return "delete"
-	}
-	return "patch"
-}
-
 func (o *Objects) patchSuspend(ctx context.Context, ns, name string, suspend bool) (*unstructured.Unstructured, error) {
 	patch := fmt.Sprintf(`{"spec":{"suspend":%t}}`, suspend)
 	return o.resource(ns).Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
@@ -210,7 +163,7 @@ func (o *Objects) patchSuspend(ctx context.Context, ns, name string, suspend boo
 
 // fromTemplate creates the object a template holds, then removes the template. If the create fails the
 // template stays, so that nothing is lost and starting again completes the start.
-func (o *Objects) fromTemplate(ctx context.Context, tpl *Template) (*Current, error) {
+func (o *Objects) fromTemplate(ctx context.Context, tpl *ray.Template) (*Current, error) {
 	m := tpl.Manifest.DeepCopy()
 	m.SetResourceVersion("")
 	obj, err := o.create(ctx, m, false)
@@ -231,8 +184,8 @@ func (o *Objects) fromTemplate(ctx context.Context, tpl *Template) (*Current, er
 // A template already there is adopted only where this service stored it for this very instance (an
 // earlier attempt that was cut short); an older template of its own is replaced by the instance,
 // which is what runs; and a ConfigMap it did not write is refused (Conflict), never adopted.
-func (o *Objects) saveTemplate(ctx context.Context, obj *unstructured.Unstructured) (*Template, error) {
-	cm, err := o.m.Templates.configMap(o.Kind, obj, string(obj.GetUID()))
+func (o *Objects) saveTemplate(ctx context.Context, obj *unstructured.Unstructured) (*ray.Template, error) {
+	cm, err := o.m.Templates.ConfigMap(o.Kind, obj, string(obj.GetUID()))
 	if err != nil {
 		return nil, err
 	}
@@ -243,7 +196,7 @@ func (o *Objects) saveTemplate(ctx context.Context, obj *unstructured.Unstructur
 		if gerr != nil {
 			return nil, gerr
 		}
-		if existing.ConfigMap.Annotations[TemplateParkedUIDKey] == string(obj.GetUID()) {
+		if existing.ConfigMap.Annotations[ray.TemplateParkedUIDKey] == string(obj.GetUID()) {
 			return existing, nil
 		}
 		cm.ResourceVersion = existing.ConfigMap.ResourceVersion
@@ -252,7 +205,7 @@ func (o *Objects) saveTemplate(ctx context.Context, obj *unstructured.Unstructur
 	if err != nil {
 		return nil, err
 	}
-	return o.m.Templates.read(o.Kind, saved)
+	return o.m.Templates.Read(o.Kind, saved)
 }
 
 // toTemplate stops an object that cannot be suspended: its manifest is stored first, then the instance
@@ -335,20 +288,8 @@ func (o *Objects) stopRayJob(ctx context.Context, obj *unstructured.Unstructured
 		return apierrors.NewConflict(gr, name,
 			errors.New("its Ray job has not been submitted yet; stop it again once it runs, or delete it"))
 	}
-	u := "http://" + dashboard + "/api/jobs/" + url.PathEscape(jobID) + "/stop"
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, nil)
-	if err != nil {
-		return err
-	}
-	res, err := o.m.Dashboards.Client.Do(req)
-	if err != nil {
-		return apierrors.NewServiceUnavailable(fmt.Sprintf("the Ray dashboard of %s/%s is unreachable: %v", ns, name, err))
-	}
-	defer res.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(res.Body, 64<<10))
-	if res.StatusCode != http.StatusOK {
-		return apierrors.NewServiceUnavailable(fmt.Sprintf("the Ray dashboard of %s/%s refused to stop job %s: %s %s",
-			ns, name, jobID, res.Status, strings.TrimSpace(string(body))))
+	if err := o.m.Dashboards.StopJob(ctx, dashboard, jobID); err != nil {
+		return apierrors.NewServiceUnavailable(fmt.Sprintf("the Ray dashboard of %s/%s %v", ns, name, err))
 	}
 	return nil
 }

@@ -23,13 +23,15 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"ray-service/internal/auth"
+	"ray-service/internal/ray"
+	"ray-service/internal/ray/raytest"
 )
 
 // lifecycleEnv is a kind's objects on client-go's fake clients, with failures that can be injected
 // into single steps.
 type lifecycleEnv struct {
 	t    *testing.T
-	kind *Kind
+	kind *ray.Kind
 	dyn  *dynamicfake.FakeDynamicClient
 	core *fake.Clientset
 	objs *Objects
@@ -43,10 +45,10 @@ var errInjected = apierrors.NewServiceUnavailable("injected failure")
 
 func newLifecycleEnv(t *testing.T, resource string) *lifecycleEnv {
 	t.Helper()
-	k, ok := NewKinds().Lookup(resource)
+	k, ok := ray.NewKinds().Lookup(resource)
 	require.True(t, ok)
 	listKinds := map[schema.GroupVersionResource]string{}
-	for _, kk := range NewKinds().All() {
+	for _, kk := range ray.NewKinds().All() {
 		listKinds[kk.GVR()] = kk.Kind + "List"
 	}
 	e := &lifecycleEnv{t: t, kind: k, dyn: dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), listKinds),
@@ -94,26 +96,16 @@ func TestNothingToDoNeedsTheRight(t *testing.T) {
 	assert.True(t, cur.Unchanged, "nothing was written")
 }
 
-func testSigner(t *testing.T) *TemplateSigner {
+func testSigner(t *testing.T) *ray.TemplateSigner {
 	t.Helper()
-	s, err := NewTemplateSigner([]byte("a key of the tests, 32 bytes at least"))
+	s, err := ray.NewTemplateSigner(raytest.Key)
 	require.NoError(t, err)
 	return s
 }
 
 func (e *lifecycleEnv) manifest(name string) *unstructured.Unstructured {
 	e.t.Helper()
-	u := &unstructured.Unstructured{}
-	require.NoError(e.t, yaml.Unmarshal([]byte(clusterYAML), &u.Object))
-	spec := u.Object["spec"]
-	u.Object = map[string]any{"apiVersion": "ray.io/v1", "kind": e.kind.Kind,
-		"metadata": map[string]any{"name": name, "namespace": "team"}}
-	if len(e.kind.clusterSpecPath) == 1 {
-		u.Object["spec"] = spec
-	} else {
-		u.Object["spec"] = map[string]any{e.kind.clusterSpecPath[1]: spec}
-	}
-	return u
+	return raytest.Manifest(e.t, e.kind.Kind, e.kind.ClusterSpecPath, name, nil)
 }
 
 // seed stores an instance with the given status, as the operator would have left it.
@@ -225,7 +217,7 @@ func TestStartFromTemplate(t *testing.T) {
 	cur, err := e.objs.Create(ctx, e.manifest("svc"), false, false)
 	require.NoError(t, err)
 	require.NotNil(t, cur.Template, "a RayService created stopped is a template")
-	assert.Equal(t, StatusStopped, e.objs.Summarize(cur).Status)
+	assert.Equal(t, ray.StatusStopped, e.objs.Summarize(cur).Status)
 	inst, tpl := e.state("svc")
 	require.Equal(t, []bool{false, true}, []bool{inst, tpl})
 
@@ -338,18 +330,18 @@ func TestTemplatesAreTrustedOnlyAsSigned(t *testing.T) {
 	ctx := context.Background()
 	tamper := map[string]func(cm *corev1.ConfigMap){
 		"manifest": func(cm *corev1.ConfigMap) {
-			cm.Data[TemplateDataKey] = strings.ReplaceAll(cm.Data[TemplateDataKey], "rayproject/ray", "attacker/ray")
+			cm.Data[ray.TemplateDataKey] = strings.ReplaceAll(cm.Data[ray.TemplateDataKey], "rayproject/ray", "attacker/ray")
 		},
-		"creator":    func(cm *corev1.ConfigMap) { cm.Annotations[CreatorKey] = "mallory" },
-		"parked UID": func(cm *corev1.ConfigMap) { cm.Annotations[TemplateParkedUIDKey] = "another" },
+		"creator":    func(cm *corev1.ConfigMap) { cm.Annotations[ray.CreatorKey] = "mallory" },
+		"parked UID": func(cm *corev1.ConfigMap) { cm.Annotations[ray.TemplateParkedUIDKey] = "another" },
 		"kind": func(cm *corev1.ConfigMap) {
-			cm.Labels[TemplateKindLabel] = "RayJob"
+			cm.Labels[ray.TemplateKindLabel] = "RayJob"
 			cm.Name = "ray-template.rayjob.svc"
 		},
 		"other key": func(cm *corev1.ConfigMap) {
-			other, err := NewTemplateSigner([]byte("another key, also of 32 bytes or more"))
+			other, err := ray.NewTemplateSigner([]byte("another key, also of 32 bytes or more"))
 			require.NoError(t, err)
-			other.sign(cm)
+			other.Sign(cm)
 		},
 	}
 	for what, change := range tamper {
@@ -359,22 +351,22 @@ func TestTemplatesAreTrustedOnlyAsSigned(t *testing.T) {
 			require.NoError(t, err)
 			cm, err := e.core.CoreV1().ConfigMaps("team").Get(ctx, e.kind.TemplateName("svc"), metav1.GetOptions{})
 			require.NoError(t, err)
-			_, err = e.objs.m.Templates.read(e.kind, cm)
+			_, err = e.objs.m.Templates.Read(e.kind, cm)
 			require.NoError(t, err, "as written, it is trusted")
 			change(cm)
 			k := e.kind
-			if cm.Labels[TemplateKindLabel] == "RayJob" {
-				k, _ = NewKinds().Lookup("rayjobs")
+			if cm.Labels[ray.TemplateKindLabel] == "RayJob" {
+				k, _ = ray.NewKinds().Lookup("rayjobs")
 			}
-			_, err = e.objs.m.Templates.read(k, cm)
+			_, err = e.objs.m.Templates.Read(k, cm)
 			assert.True(t, apierrors.IsConflict(err), "changed %s: %v", what, err)
 		})
 	}
 
 	e := newLifecycleEnv(t, "rayservices")
-	cm, err := e.objs.m.Templates.configMap(e.kind, e.manifest("svc"), "")
+	cm, err := e.objs.m.Templates.ConfigMap(e.kind, e.manifest("svc"), "")
 	require.NoError(t, err)
-	delete(cm.Labels, TemplateLabel)
+	delete(cm.Labels, ray.TemplateLabel)
 	_, err = e.core.CoreV1().ConfigMaps("team").Create(ctx, cm, metav1.CreateOptions{})
 	require.NoError(t, err)
 	_, err = e.objs.Resolve(ctx, "team", "svc")
@@ -382,11 +374,11 @@ func TestTemplatesAreTrustedOnlyAsSigned(t *testing.T) {
 
 	other := e.manifest("elsewhere")
 	other.SetNamespace("prod")
-	cm, err = e.objs.m.Templates.configMap(e.kind, other, "")
+	cm, err = e.objs.m.Templates.ConfigMap(e.kind, other, "")
 	require.NoError(t, err)
 	cm.Namespace, cm.Name = "team", e.kind.TemplateName("svc2")
-	e.objs.m.Templates.sign(cm) // even signed, a manifest of another object is refused
-	_, err = e.objs.m.Templates.read(e.kind, cm)
+	e.objs.m.Templates.Sign(cm) // even signed, a manifest of another object is refused
+	_, err = e.objs.m.Templates.Read(e.kind, cm)
 	assert.True(t, apierrors.IsConflict(err), "%v", err)
 }
 
@@ -407,10 +399,10 @@ func TestStopAdoptsOnlyItsOwnTemplate(t *testing.T) {
 		require.NoError(t, err)
 		m2 := &unstructured.Unstructured{}
 		require.NoError(t, yaml.Unmarshal([]byte(strings.ReplaceAll(string(data), "rayproject/ray", image)), &m2.Object))
-		cm, err := e.objs.m.Templates.configMap(e.kind, m2, parkedUID)
+		cm, err := e.objs.m.Templates.ConfigMap(e.kind, m2, parkedUID)
 		require.NoError(t, err)
 		if !signed {
-			delete(cm.Annotations, TemplateSignatureKey)
+			delete(cm.Annotations, ray.TemplateSignatureKey)
 		}
 		_, err = e.core.CoreV1().ConfigMaps("team").Create(ctx, cm, metav1.CreateOptions{})
 		require.NoError(t, err)

@@ -3,17 +3,17 @@ package k8s
 import (
 	"context"
 	"errors"
-	"fmt"
-	"regexp"
-	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 
 	"ray-service/internal/auth"
+	"ray-service/internal/dashboard"
+	"ray-service/internal/ray"
 )
 
 // Authorizer answers what a caller may do, with the caller's token (auth.Reviewer).
@@ -21,15 +21,22 @@ type Authorizer interface {
 	Allowed(ctx context.Context, token string, a auth.Attributes) (bool, error)
 }
 
+// Cache is what the watch cache (package cache) tells the caller's operations: an object's summary
+// completed by what its pods and Warning events say, and the cached pods of a Ray cluster.
+type Cache interface {
+	Summarize(k *ray.Kind, o *unstructured.Unstructured) ray.Summary
+	ClusterPods(namespace, cluster string) []*corev1.Pod
+}
+
 // Manager hands out the objects of a kind as one caller sees them, and holds what they all share.
 type Manager struct {
 	Clients *ClientFactory
 	// Dashboards reaches Ray dashboards, to stop a RayJob's Ray job.
-	Dashboards *Dashboards
-	// Store completes statuses with what the pods say (a RayCluster whose head cannot start is Failed).
-	Store *Store
+	Dashboards *dashboard.Dashboards
+	// Cache completes statuses with what the pods say (a RayCluster whose head cannot start is Failed).
+	Cache Cache
 	// Templates signs the templates the service writes and tells them from other ConfigMaps.
-	Templates *TemplateSigner
+	Templates *ray.TemplateSigner
 	// Authz checks what the apiserver is not asked: that the caller may update a RayJob its dashboard
 	// stops, and holds the right a start or stop with nothing to do would have needed.
 	Authz Authorizer
@@ -38,7 +45,7 @@ type Manager struct {
 }
 
 // For returns the objects of kind k as the holder of token reads and writes them.
-func (m *Manager) For(k *Kind, token string) (*Objects, error) {
+func (m *Manager) For(k *ray.Kind, token string) (*Objects, error) {
 	c, err := m.Clients.ForToken(token)
 	if err != nil {
 		return nil, err
@@ -49,7 +56,7 @@ func (m *Manager) For(k *Kind, token string) (*Objects, error) {
 // Objects are the objects of one kind as one caller reads and writes them: every call is made with the
 // caller's own token, so that Kubernetes RBAC and admission decide.
 type Objects struct {
-	Kind    *Kind
+	Kind    *ray.Kind
 	Clients *Clients
 	token   string
 	m       *Manager
@@ -70,9 +77,9 @@ func (o *Objects) create(ctx context.Context, obj *unstructured.Unstructured, dr
 	if dryRun {
 		opts.DryRun = []string{metav1.DryRunAll}
 	}
-	o.m.Templates.signCreator(o.Kind, obj)
+	o.m.Templates.SignCreator(o.Kind, obj)
 	out, err := o.resource(obj.GetNamespace()).Create(ctx, obj, opts)
-	return out, o.Kind.strictError(err, obj.GetName())
+	return out, o.Kind.StrictError(err, obj.GetName())
 }
 
 // update replaces an instance with a prepared manifest.
@@ -82,7 +89,7 @@ func (o *Objects) update(ctx context.Context, obj *unstructured.Unstructured, dr
 		opts.DryRun = []string{metav1.DryRunAll}
 	}
 	out, err := o.resource(obj.GetNamespace()).Update(ctx, obj, opts)
-	return out, o.Kind.strictError(err, obj.GetName())
+	return out, o.Kind.StrictError(err, obj.GetName())
 }
 
 // deleteInstance deletes an instance; its Ray cluster and pods go with it through garbage collection.
@@ -94,7 +101,7 @@ func (o *Objects) deleteInstance(ctx context.Context, ns, name string) error {
 // Current is an object as it is now: an instance, or a template.
 type Current struct {
 	Instance *unstructured.Unstructured
-	Template *Template
+	Template *ray.Template
 	// Unchanged says that a start or stop found nothing to do and wrote nothing.
 	Unchanged bool
 }
@@ -148,14 +155,14 @@ func (o *Objects) Replace(ctx context.Context, obj *unstructured.Unstructured, d
 		return nil, err
 	}
 	if current.Template != nil {
-		KeepCreator(obj, current.Template.Manifest)
+		ray.KeepCreator(obj, current.Template.Manifest)
 		tpl, err := o.updateTemplate(ctx, current.Template, obj, dryRun)
 		if err != nil {
 			return nil, err
 		}
 		return &Current{Template: tpl}, nil
 	}
-	KeepCreator(obj, current.Instance)
+	ray.KeepCreator(obj, current.Instance)
 	updated, err := o.update(ctx, obj, dryRun)
 	if err != nil {
 		return nil, err
@@ -165,14 +172,14 @@ func (o *Objects) Replace(ctx context.Context, obj *unstructured.Unstructured, d
 
 // Summarize is the whole summary of what Resolve returned: an instance's status completed with what
 // its pods say, or a template's.
-func (o *Objects) Summarize(cur *Current) Summary {
+func (o *Objects) Summarize(cur *Current) ray.Summary {
 	if cur.Template != nil {
 		return o.Kind.TemplateSummary(cur.Template)
 	}
-	if o.m.Store == nil {
+	if o.m.Cache == nil {
 		return o.Kind.Summarize(cur.Instance)
 	}
-	return o.m.Store.Summarize(o.Kind, cur.Instance)
+	return o.m.Cache.Summarize(o.Kind, cur.Instance)
 }
 
 // may asks whether the caller may do a, through the shared, cached reviewer.
@@ -181,34 +188,4 @@ func (o *Objects) may(ctx context.Context, a auth.Attributes) (bool, error) {
 		return false, errors.New("no authorizer configured")
 	}
 	return o.m.Authz.Allowed(ctx, o.token, a)
-}
-
-var unknownFieldRE = regexp.MustCompile(`unknown field "([^"]+)"`)
-
-// strictError turns the apiserver's BadRequest for unknown fields into Invalid naming each field, so that
-// the caller gets 422 with one detail per field, like any other schema violation.
-func (k *Kind) strictError(err error, name string) error {
-	if err == nil || !apierrors.IsBadRequest(err) {
-		return err
-	}
-	var status apierrors.APIStatus
-	if !errors.As(err, &status) {
-		return err
-	}
-	matches := unknownFieldRE.FindAllStringSubmatch(status.Status().Message, -1)
-	if len(matches) == 0 {
-		return err
-	}
-	fields := make([]string, 0, len(matches))
-	causes := make([]metav1.StatusCause, 0, len(matches))
-	for _, m := range matches {
-		fields = append(fields, m[1])
-		causes = append(causes, metav1.StatusCause{Type: metav1.CauseTypeFieldValueNotSupported, Field: m[1],
-			Message: "unknown field: the " + k.Kind + " schema has no such field"})
-	}
-	return &apierrors.StatusError{ErrStatus: metav1.Status{
-		Status: metav1.StatusFailure, Code: 422, Reason: metav1.StatusReasonInvalid,
-		Message: fmt.Sprintf("%s %q is invalid: unknown field(s) %s", k.Kind, name, strings.Join(fields, ", ")),
-		Details: &metav1.StatusDetails{Name: name, Group: RayGroupVersion.Group, Kind: k.Kind, Causes: causes},
-	}}
 }

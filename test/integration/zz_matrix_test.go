@@ -15,8 +15,8 @@ import (
 	"go.uber.org/zap"
 
 	"ray-service/internal/api"
-	"ray-service/internal/k8s"
 	"ray-service/internal/metrics"
+	"ray-service/internal/ray"
 )
 
 // publicRoutes answer without a token: they hold no cluster data.
@@ -28,7 +28,7 @@ var publicRoutes = map[string]bool{"/healthz": true, "/readyz": true, "/metrics"
 func routeList(t *testing.T) []struct{ Method, Path string } {
 	t.Helper()
 	reg, httpMetrics := metrics.NewRegistry()
-	r := api.NewRouter(api.Deps{Kinds: k8s.NewKinds(), Log: zap.NewNop(), Gatherer: reg, HTTP: httpMetrics,
+	r := api.NewRouter(api.Deps{Kinds: ray.NewKinds(), Log: zap.NewNop(), Gatherer: reg, HTTP: httpMetrics,
 		Ready: func(context.Context) error { return nil }})
 	var out []struct{ Method, Path string }
 	for _, ri := range r.Routes() {

@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"ray-service/internal/history"
-	"ray-service/internal/k8s"
+	"ray-service/internal/ray"
 )
 
 // Open opens a new, empty history and returns it with its DSN (to open it again).
@@ -140,11 +140,11 @@ func endings(t *testing.T, open Open) {
 	ctx := t.Context()
 	require.NoError(t, s.Put(ctx, history.Record{UID: "u1", Kind: "RayCluster", Namespace: "a", Name: "c", Status: "Running", CreatedAt: t0}))
 	code := int32(137)
-	e := &k8s.Ending{Events: []k8s.EventInfo{{Type: "Warning", Reason: "BackOff", Message: "restarting", Count: 3}},
-		Pods: []k8s.PodEnd{{Name: "c-head", NodeType: "head", Phase: "Running", Containers: []k8s.ContainerEnd{{Name: "ray-head", State: "waiting",
+	e := &ray.Ending{Events: []ray.EventInfo{{Type: "Warning", Reason: "BackOff", Message: "restarting", Count: 3}},
+		Pods: []ray.PodEnd{{Name: "c-head", NodeType: "head", Phase: "Running", Containers: []ray.ContainerEnd{{Name: "ray-head", State: "waiting",
 			ExitCode: &code, Reason: "OOMKilled"}}}},
-		Log: &k8s.LogTail{Pod: "c-head", Container: "ray-head", Text: "last line\n"}}
-	require.NoError(t, s.PutEnding(ctx, "u1", &k8s.Ending{}, *at(1)))
+		Log: &ray.LogTail{Pod: "c-head", Container: "ray-head", Text: "last line\n"}}
+	require.NoError(t, s.PutEnding(ctx, "u1", &ray.Ending{}, *at(1)))
 	require.NoError(t, s.PutEnding(ctx, "u1", e, *at(2)))
 	live, err := s.Live(ctx)
 	require.NoError(t, err)
@@ -226,14 +226,14 @@ func bounds(t *testing.T, open Open) {
 	assert.JSONEq(t, `{"kind":"RayJob"}`, got.Spec)
 
 	// An ending of many pods with long messages, events and a log tail is cut to its bound.
-	e := &k8s.Ending{Log: &k8s.LogTail{Pod: "p", Container: "c", Text: strings.Repeat("l", 256<<10)}}
+	e := &ray.Ending{Log: &ray.LogTail{Pod: "p", Container: "c", Text: strings.Repeat("l", 256<<10)}}
 	for i := range 100 {
-		e.Events = append(e.Events, k8s.EventInfo{Type: "Warning", Reason: "R", Message: strings.Repeat("e", 64<<10), Count: int32(i)})
+		e.Events = append(e.Events, ray.EventInfo{Type: "Warning", Reason: "R", Message: strings.Repeat("e", 64<<10), Count: int32(i)})
 	}
 	for i := range 200 {
-		p := k8s.PodEnd{Name: fmt.Sprint("pod-", i)}
+		p := ray.PodEnd{Name: fmt.Sprint("pod-", i)}
 		for j := range 20 {
-			p.Containers = append(p.Containers, k8s.ContainerEnd{Name: fmt.Sprint("c", j), Message: strings.Repeat("t", 4<<10)})
+			p.Containers = append(p.Containers, ray.ContainerEnd{Name: fmt.Sprint("c", j), Message: strings.Repeat("t", 4<<10)})
 		}
 		e.Pods = append(e.Pods, p)
 	}

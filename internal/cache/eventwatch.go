@@ -1,0 +1,104 @@
+package cache
+
+import (
+	"context"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+
+	"ray-service/internal/ray"
+)
+
+// EventWatches watch the Kubernetes events of the namespaces that object streams look at: one watch
+// per namespace, with the service's own identity, shared by every stream there and stopped when the
+// last one leaves. Each caller's right to see them is checked by the stream.
+type EventWatches struct {
+	core kubernetes.Interface
+
+	mu   sync.Mutex
+	byNS map[string]*namespaceEvents
+}
+
+type namespaceEvents struct {
+	refs   int
+	inf    cache.SharedIndexInformer
+	stop   context.CancelFunc
+	notify *notifier
+}
+
+// NewEventWatches returns the event watches made with core, the service's own client.
+func NewEventWatches(core kubernetes.Interface) *EventWatches {
+	return &EventWatches{core: core, byNS: map[string]*namespaceEvents{}}
+}
+
+// NamespaceEvents is one stream's hold on the events of a namespace.
+type NamespaceEvents struct {
+	w  *EventWatches
+	ns string
+	e  *namespaceEvents
+}
+
+// Acquire starts watching the events of ns, or joins the watch already there. Release it when done.
+func (w *EventWatches) Acquire(ns string) *NamespaceEvents {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	e := w.byNS[ns]
+	if e == nil {
+		f := informers.NewSharedInformerFactoryWithOptions(w.core, 0, informers.WithNamespace(ns))
+		inf := f.Core().V1().Events().Informer()
+		_ = inf.SetTransform(trimEvent)
+		ctx, cancel := context.WithCancel(context.Background())
+		e = &namespaceEvents{inf: inf, stop: cancel, notify: newNotifier()}
+		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(any) { e.notify.Notify() },
+			UpdateFunc: func(any, any) { e.notify.Notify() },
+		})
+		f.Start(ctx.Done())
+		w.byNS[ns] = e
+	}
+	e.refs++
+	return &NamespaceEvents{w: w, ns: ns, e: e}
+}
+
+// Release ends this hold; the watch stops with the last one.
+func (n *NamespaceEvents) Release() {
+	n.w.mu.Lock()
+	defer n.w.mu.Unlock()
+	if n.e.refs--; n.e.refs == 0 {
+		n.e.stop()
+		delete(n.w.byNS, n.ns)
+	}
+}
+
+// Synced tells whether the events of the namespace have been listed once.
+func (n *NamespaceEvents) Synced() bool { return n.e.inf.HasSynced() }
+
+// Changed returns a channel closed at the next event added or updated in the namespace.
+func (n *NamespaceEvents) Changed() <-chan struct{} { return n.e.notify.Wait() }
+
+// Of returns the events of the object s sums up, of kind k: its own, its Ray clusters', the named
+// pods' and its submitter Job's, newest first, as a detail shows them.
+func (n *NamespaceEvents) Of(k *ray.Kind, s *ray.Summary, pods []string) []ray.EventInfo {
+	objs := n.e.inf.GetStore().List()
+	events := make([]corev1.Event, 0, len(objs))
+	for _, o := range objs {
+		if e, ok := o.(*corev1.Event); ok {
+			events = append(events, *e)
+		}
+	}
+	return k.EventsOf(s.Name, k.Clusters(s), pods, events)
+}
+
+// trimEvent keeps of an event what a detail shows.
+func trimEvent(obj any) (any, error) {
+	e, ok := obj.(*corev1.Event)
+	if !ok {
+		return obj, nil
+	}
+	e.ManagedFields = nil
+	e.Annotations = nil
+	return e, nil
+}

@@ -1,0 +1,693 @@
+// Package cache is the watch cache behind the lists, details and streams: informers on the Ray kinds,
+// their templates, Ray pods and Warning events; the summaries they publish; the sorted views and
+// queries a list reads; the change feed streams resume from; and per-namespace event watches.
+package cache
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+
+	"ray-service/internal/auth"
+	"ray-service/internal/ray"
+)
+
+// Entry is what the informer of a Ray kind (or of templates) keeps of one object: a little metadata
+// and the item of the object alone (its summary and labels; ObjectMeta.Labels stays empty, one copy is
+// enough). The manifest itself is not kept: details are read from the apiserver. What depends on pods
+// is added when the entry is published: the entry's own item when the pods add nothing, else a new one.
+type Entry struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata"`
+	item              *Item
+}
+
+// Summary is the summary of the object alone (nil for a ConfigMap that is no template).
+func (e *Entry) Summary() *ray.Summary {
+	if e.item == nil {
+		return nil
+	}
+	return &e.item.Summary
+}
+
+// DeepCopyObject implements runtime.Object. It copies the metadata; the item is shared, as nothing
+// changes it once an entry is made.
+func (e *Entry) DeepCopyObject() runtime.Object {
+	c := *e
+	e.DeepCopyInto(&c.ObjectMeta)
+	return &c
+}
+
+// String helps in logs.
+func (e *Entry) String() string { return fmt.Sprintf("%s %s/%s", e.Kind, e.Namespace, e.Name) }
+
+// Item is what a list filters, sorts and shows of one object: its whole summary and its labels. An item
+// is never changed once published (a change publishes a new one), so readers share it without locks.
+// The summary is held in the item, so that a list walking thousands of items reads each from one place.
+type Item struct {
+	Summary ray.Summary
+	Labels  ray.LabelSet
+	// lowerName is the name lower-cased, for a search.
+	lowerName string
+	// bytes estimates the memory the item holds, for the change feed's bound.
+	bytes int
+}
+
+func newItem(s ray.Summary, labels ray.LabelSet) *Item {
+	it := &Item{Summary: s, Labels: labels, lowerName: strings.ToLower(s.Name)}
+	it.bytes = itemBytes(it)
+	return it
+}
+
+const (
+	podsByClusterIndex    = "rayCluster"
+	entriesByClusterIndex = "rayCluster"
+)
+
+func involvedKey(ns, kind, name string) string { return ns + "/" + kind + "/" + name }
+
+// Store is the watch cache behind lists and the overview: one informer per Ray kind, one for Ray pods
+// and one for template ConfigMaps. Their event handlers publish each object's whole summary whenever
+// the object or a pod of its Ray cluster changes, so that reads only select what is published.
+type Store struct {
+	kinds     *ray.Kinds
+	informers map[*ray.Kind]cache.SharedIndexInformer
+	pods      cache.SharedIndexInformer
+	templates cache.SharedIndexInformer
+	// signer tells the templates and the creators the service signed.
+	signer *ray.TemplateSigner
+	// warnings are the Warning events about pods and Ray objects, by the object they are about, within
+	// bounds (see warningCache): a health source.
+	warnings *warningCache
+	start    []func(stop <-chan struct{})
+	handled  []cache.ResourceEventHandlerRegistration
+
+	// mu serializes publishing (so that the last published item of an object is derived from the newest
+	// object and pods) and guards the published items.
+	mu        sync.RWMutex
+	instances map[*ray.Kind]namespaced[*Item]
+	templated map[*ray.Kind]namespaced[*Item]
+	// ordered holds each kind's instances in every order a list asks for.
+	ordered map[*ray.Kind]*views
+	// feeds keep each kind's last changes for live streams; notify wakes them at every change.
+	feeds  map[*ray.Kind]*feed
+	notify *notifier
+	epoch  string
+	// observer, when set (before Start), is told of every Ray object received and of every one gone.
+	observer Observer
+}
+
+// Observer is told of every version of a Ray object the watch cache receives, whole, before it is
+// trimmed to its entry, and of every object that leaves the cache. It is called on the informers'
+// goroutines and must not block; it must not keep o past the call unless it copies what it needs.
+type Observer interface {
+	Observe(k *ray.Kind, o *unstructured.Unstructured, s *ray.Summary)
+	// Gone is told of an object deleted, with the pods of its Ray clusters as the cache holds them
+	// still: the garbage collector deletes them right after.
+	Gone(k *ray.Kind, e *Entry, pods []corev1.Pod)
+}
+
+// SetObserver sets the observer of Ray objects; call it before Start.
+func (s *Store) SetObserver(o Observer) { s.observer = o }
+
+// namespaced holds values by namespace, then name.
+type namespaced[T any] map[string]map[string]T
+
+func (m namespaced[T]) put(ns, name string, v T) {
+	if m[ns] == nil {
+		m[ns] = map[string]T{}
+	}
+	m[ns][name] = v
+}
+
+func (m namespaced[T]) remove(ns, name string) {
+	delete(m[ns], name)
+	if len(m[ns]) == 0 {
+		delete(m, ns)
+	}
+}
+
+// count returns how many values are in the namespaces of scope.
+func (m namespaced[T]) count(scope auth.Scope) int {
+	n := 0
+	for ns, byName := range m {
+		if scope.Contains(ns) {
+			n += len(byName)
+		}
+	}
+	return n
+}
+
+func (m namespaced[T]) get(ns, name string) (T, bool) {
+	v, ok := m[ns][name]
+	return v, ok
+}
+
+// in returns the values in the namespaces of scope.
+func (m namespaced[T]) in(scope auth.Scope) []T {
+	var out []T
+	each := func(byName map[string]T) {
+		for _, v := range byName {
+			out = append(out, v)
+		}
+	}
+	if scope.IsAll() {
+		for _, byName := range m {
+			each(byName)
+		}
+		return out
+	}
+	for _, ns := range scope.List() {
+		each(m[ns])
+	}
+	return out
+}
+
+// fromIndex lists what an informer holds in one namespace ("" for all), as T.
+func fromIndex[T any](inf cache.SharedIndexInformer, namespace string) []T {
+	var objs []any
+	if namespace == "" {
+		objs = inf.GetStore().List()
+	} else {
+		objs, _ = inf.GetIndexer().ByIndex(cache.NamespaceIndex, namespace)
+	}
+	out := make([]T, 0, len(objs))
+	for _, o := range objs {
+		if v, ok := o.(T); ok {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// NewStore prepares the informers; nothing is listed until Start. The clients are the service's own.
+// Only template ConfigMaps that templates signed are published.
+func NewStore(dyn dynamic.Interface, core kubernetes.Interface, kinds *ray.Kinds, templates *ray.TemplateSigner, resync time.Duration) (*Store, error) {
+	s := &Store{kinds: kinds, signer: templates, informers: map[*ray.Kind]cache.SharedIndexInformer{},
+		instances: map[*ray.Kind]namespaced[*Item]{}, templated: map[*ray.Kind]namespaced[*Item]{}, ordered: map[*ray.Kind]*views{},
+		feeds: map[*ray.Kind]*feed{}, notify: newNotifier(), epoch: newEpoch()}
+	df := dynamicinformer.NewDynamicSharedInformerFactory(dyn, resync)
+	for _, k := range kinds.All() {
+		s.instances[k], s.templated[k], s.ordered[k] = namespaced[*Item]{}, namespaced[*Item]{}, newViews()
+		s.feeds[k] = newFeed(FeedWindow, FeedBytes)
+		inf := df.ForResource(k.GVR()).Informer()
+		if err := inf.SetTransform(s.entryTransform(k)); err != nil {
+			return nil, err
+		}
+		// Which entries a pod change concerns: those running on the pod's Ray cluster. A Ray cluster
+		// is found by its own key, without an index.
+		if k.IsCluster {
+			s.informers[k] = inf
+			continue
+		}
+		if err := inf.AddIndexers(cache.Indexers{entriesByClusterIndex: func(obj any) ([]string, error) {
+			e, ok := obj.(*Entry)
+			if !ok {
+				return nil, nil
+			}
+			keys := []string{}
+			for _, c := range k.Clusters(e.Summary()) {
+				keys = append(keys, e.Namespace+"/"+c)
+			}
+			return keys, nil
+		}}); err != nil {
+			return nil, err
+		}
+		s.informers[k] = inf
+	}
+	pf := informers.NewSharedInformerFactoryWithOptions(core, resync,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = ray.RayNodeLabel + "=yes" }))
+	s.pods = pf.Core().V1().Pods().Informer()
+	if err := s.pods.SetTransform(trimPod); err != nil {
+		return nil, err
+	}
+	if err := s.pods.AddIndexers(cache.Indexers{podsByClusterIndex: func(obj any) ([]string, error) {
+		p, ok := obj.(*corev1.Pod)
+		if !ok || p.Labels[ray.RayClusterLabel] == "" {
+			return nil, nil
+		}
+		return []string{p.Namespace + "/" + p.Labels[ray.RayClusterLabel]}, nil
+	}}); err != nil {
+		return nil, err
+	}
+	s.warnings = newWarningCache(func(kind string) bool { return kind == "Pod" || kinds.ByKind(kind) != nil }, s.warningChanged,
+		MaxWarnings, MaxWarningsPerNamespace, MaxWarningBytes)
+	warnings := warningReflector(core, s.warnings, resync)
+	tf := informers.NewSharedInformerFactoryWithOptions(core, resync,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = ray.TemplateLabel + "=true" }))
+	s.templates = tf.Core().V1().ConfigMaps().Informer()
+	if err := s.templates.SetTransform(templateTransform(kinds, templates)); err != nil {
+		return nil, err
+	}
+	if err := s.addHandlers(); err != nil {
+		return nil, err
+	}
+	s.start = []func(<-chan struct{}){df.Start, pf.Start, tf.Start, func(stop <-chan struct{}) { go warnings.Run(stop) }}
+	return s, nil
+}
+
+// Start runs the informers until ctx ends.
+func (s *Store) Start(ctx context.Context) {
+	for _, f := range s.start {
+		f(ctx.Done())
+	}
+}
+
+// HasSynced tells whether every informer has listed once and its handlers have published what it listed.
+func (s *Store) HasSynced() bool {
+	if !s.warnings.synced.Load() {
+		return false
+	}
+	for _, h := range s.handled {
+		if !h.HasSynced() {
+			return false
+		}
+	}
+	return true
+}
+
+// WaitForSync blocks until the store has synced or ctx ends.
+func (s *Store) WaitForSync(ctx context.Context) bool {
+	syncs := make([]cache.InformerSynced, 0, len(s.handled)+1)
+	syncs = append(syncs, s.warnings.synced.Load)
+	for _, h := range s.handled {
+		syncs = append(syncs, h.HasSynced)
+	}
+	return cache.WaitForCacheSync(ctx.Done(), syncs...)
+}
+
+// addHandlers publishes items as objects, pods and templates change.
+func (s *Store) addHandlers() error {
+	for k, inf := range s.informers {
+		h, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { s.publishInstance(k, obj) },
+			UpdateFunc: func(_, obj any) { s.publishInstance(k, obj) },
+			DeleteFunc: func(obj any) { s.unpublishInstance(k, obj) },
+		})
+		if err != nil {
+			return err
+		}
+		s.handled = append(s.handled, h)
+	}
+	h, err := s.pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    s.podChanged,
+		UpdateFunc: func(_, obj any) { s.podChanged(obj) },
+		DeleteFunc: s.podChanged,
+	})
+	if err != nil {
+		return err
+	}
+	s.handled = append(s.handled, h)
+	h, err = s.templates.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { s.templateChanged(nil, obj) },
+		UpdateFunc: s.templateChanged,
+		DeleteFunc: func(obj any) { s.templateChanged(obj, nil) },
+	})
+	if err != nil {
+		return err
+	}
+	s.handled = append(s.handled, h)
+	return nil
+}
+
+func (s *Store) publishInstance(k *ray.Kind, obj any) {
+	e, ok := obj.(*Entry)
+	if !ok {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.putInstanceLocked(k, e) {
+		s.notify.Notify()
+	}
+}
+
+// putInstanceLocked publishes an entry's summary, completed with its Ray cluster's pods as of now, and
+// tells whether that changed what is published.
+func (s *Store) putInstanceLocked(k *ray.Kind, e *Entry) bool {
+	item := e.item
+	if sum := s.withPods(k, &e.item.Summary); sum != &e.item.Summary {
+		item = newItem(*sum, e.item.Labels)
+	}
+	old, _ := s.instances[k].get(e.Namespace, e.Name)
+	if sameItem(old, item) {
+		return false
+	}
+	tpl, _ := s.templated[k].get(e.Namespace, e.Name)
+	s.feeds[k].record(e.Namespace, e.Name, old, tpl)
+	s.instances[k].put(e.Namespace, e.Name, item)
+	s.ordered[k].replace(old, item)
+	return true
+}
+
+func (s *Store) unpublishInstance(k *ray.Kind, obj any) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	e, ok := obj.(*Entry)
+	if !ok {
+		return
+	}
+	if s.observer != nil {
+		var pods []corev1.Pod
+		if sum := e.Summary(); sum != nil {
+			for _, c := range k.Clusters(sum) {
+				for _, p := range s.ClusterPods(e.Namespace, c) {
+					pods = append(pods, *p)
+				}
+			}
+		}
+		s.observer.Gone(k, e, pods)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if old, ok := s.instances[k].get(e.Namespace, e.Name); ok {
+		tpl, _ := s.templated[k].get(e.Namespace, e.Name)
+		s.feeds[k].record(e.Namespace, e.Name, old, tpl)
+		s.instances[k].remove(e.Namespace, e.Name)
+		s.ordered[k].replace(old, nil)
+		s.notify.Notify()
+	}
+}
+
+// podChanged publishes again every object that runs on the pod's Ray cluster.
+func (s *Store) podChanged(obj any) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	p, ok := obj.(*corev1.Pod)
+	if !ok || p.Labels[ray.RayClusterLabel] == "" {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.clusterChangedLocked(p.Namespace, p.Labels[ray.RayClusterLabel])
+	// A pod change is a change of the overview's allocated figures and of pod lists, even when no
+	// summary changes.
+	s.notify.Notify()
+}
+
+// warningChanged publishes again what the Warning events about ns/kind/name are about: the object
+// itself, or whatever runs on the Ray cluster it names or whose pod it names.
+func (s *Store) warningChanged(ns, kind, name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch kind {
+	case "Pod":
+		o, found, _ := s.pods.GetIndexer().GetByKey(ns + "/" + name)
+		if p, ok := o.(*corev1.Pod); found && ok && p.Labels[ray.RayClusterLabel] != "" {
+			s.clusterChangedLocked(ns, p.Labels[ray.RayClusterLabel])
+		}
+	case s.kinds.Cluster().Kind:
+		s.clusterChangedLocked(ns, name)
+	default:
+		k := s.kinds.ByKind(kind)
+		if k == nil {
+			return
+		}
+		o, found, _ := s.informers[k].GetIndexer().GetByKey(ns + "/" + name)
+		if en, ok := o.(*Entry); found && ok && s.putInstanceLocked(k, en) {
+			s.notify.Notify()
+		}
+	}
+}
+
+// clusterChangedLocked publishes again every object that runs on the Ray cluster ns/cluster.
+func (s *Store) clusterChangedLocked(ns, cluster string) {
+	key := ns + "/" + cluster
+	changed := false
+	for k, inf := range s.informers {
+		var objs []any
+		if k.IsCluster {
+			if o, ok, _ := inf.GetIndexer().GetByKey(key); ok {
+				objs = []any{o}
+			}
+		} else {
+			objs, _ = inf.GetIndexer().ByIndex(entriesByClusterIndex, key)
+		}
+		for _, o := range objs {
+			if e, ok := o.(*Entry); ok && s.putInstanceLocked(k, e) {
+				changed = true
+			}
+		}
+	}
+	if changed {
+		s.notify.Notify()
+	}
+}
+
+// templateChanged publishes a template under its object's name, in place of what old published. A
+// ConfigMap that is no readable template of a known kind publishes nothing.
+func (s *Store) templateChanged(old, obj any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if k, e := s.templateEntry(old); k != nil {
+		s.templateReplacedLocked(k, e.Namespace, e.item.Summary.Name)
+		s.templated[k].remove(e.Namespace, e.item.Summary.Name)
+	}
+	if k, e := s.templateEntry(obj); k != nil {
+		s.templateReplacedLocked(k, e.Namespace, e.item.Summary.Name)
+		s.templated[k].put(e.Namespace, e.item.Summary.Name, e.item)
+	}
+	s.notify.Notify()
+}
+
+// templateReplacedLocked records that the template of ns/name is about to change.
+func (s *Store) templateReplacedLocked(k *ray.Kind, ns, name string) {
+	inst, _ := s.instances[k].get(ns, name)
+	tpl, _ := s.templated[k].get(ns, name)
+	s.feeds[k].record(ns, name, inst, tpl)
+}
+
+func (s *Store) templateEntry(obj any) (*ray.Kind, *Entry) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	e, ok := obj.(*Entry)
+	if !ok {
+		return nil, nil
+	}
+	return s.kinds.ByKind(e.Kind), e
+}
+
+// Items returns the published instances of k in the instance scope and its templates in the template
+// scope, leaving out a template whose instance exists: that template is a step of a start or stop, and
+// the instance is what runs. The items are shared: callers must not change them.
+func (s *Store) Items(k *ray.Kind, instances, templates auth.Scope) []*Item {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.itemsLocked(k, instances, templates)
+}
+
+func (s *Store) itemsLocked(k *ray.Kind, instances, templates auth.Scope) []*Item {
+	out := s.instances[k].in(instances)
+	if templates.IsEmpty() {
+		return out
+	}
+	for _, t := range s.templated[k].in(templates) {
+		if _, running := s.instances[k].get(t.Summary.Namespace, t.Summary.Name); !running {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// List returns the page q asks for of the published instances of k in the instance scope and its
+// templates in the template scope (see Items), and how many match in all. Without templates to merge
+// it walks a kept order and copies only the page.
+func (s *Store) List(k *ray.Kind, instances, templates auth.Scope, q *Query) ([]ray.Summary, int) {
+	s.mu.RLock()
+	if templates.IsEmpty() || len(s.templated[k]) == 0 {
+		defer s.mu.RUnlock()
+		return s.ordered[k].page(instances, q, s.instances[k].count)
+	}
+	s.mu.RUnlock()
+	return q.Apply(s.Items(k, instances, templates))
+}
+
+// Namespaces returns the namespaces that hold published instances or templates of k, sorted: where a
+// caller without cluster-wide rights may have something to see.
+func (s *Store) Namespaces(k *ray.Kind) []string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out []string
+	for _, m := range []namespaced[*Item]{s.instances[k], s.templated[k]} {
+		for ns := range m {
+			out = append(out, ns)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// summarize is k's summary of o, with whether the service signed its creator.
+func (s *Store) summarize(k *ray.Kind, o *unstructured.Unstructured) ray.Summary {
+	sum := k.Summarize(o)
+	sum.CreatorSigned = s.signer.CreatorSigned(k, o)
+	return sum
+}
+
+// Summarize computes the whole summary of an object read from the apiserver, as the store would publish
+// it: from the object, and from the cached pods of its Ray cluster.
+func (s *Store) Summarize(k *ray.Kind, o *unstructured.Unstructured) ray.Summary {
+	base := s.summarize(k, o)
+	return *s.withPods(k, &base)
+}
+
+// withPods returns the summary completed by what the pods of the object's current Ray cluster say,
+// and by the Warning events about the object, its clusters and those pods: base itself when they add
+// nothing.
+func (s *Store) withPods(k *ray.Kind, base *ray.Summary) *ray.Summary {
+	cluster := k.CurrentCluster(base)
+	var pods []*corev1.Pod
+	if cluster != "" {
+		pods = s.ClusterPods(base.Namespace, cluster)
+	}
+	var warnings []ray.Problem
+	for _, ref := range k.WarningSources(base, pods) {
+		warnings = append(warnings, s.warningsAbout(base.Namespace, ref)...)
+	}
+	if cluster == "" && len(warnings) == 0 {
+		return base
+	}
+	return k.WithPods(base, pods, warnings)
+}
+
+// warningsAbout returns the Warning events about one object as problems, newest first.
+func (s *Store) warningsAbout(ns string, ref ray.InvolvedObjectRef) []ray.Problem {
+	return s.warnings.about(ns, ref)
+}
+
+// ClusterPods returns the cached pods of one Ray cluster.
+func (s *Store) ClusterPods(namespace, cluster string) []*corev1.Pod {
+	objs, _ := s.pods.GetIndexer().ByIndex(podsByClusterIndex, namespace+"/"+cluster)
+	out := make([]*corev1.Pod, 0, len(objs))
+	for _, o := range objs {
+		if p, ok := o.(*corev1.Pod); ok {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// podsIn returns every cached Ray pod in the scope matching the selector (nil: all).
+func (s *Store) podsIn(scope auth.Scope, sel labels.Selector) []*corev1.Pod {
+	var all []*corev1.Pod
+	if scope.IsAll() {
+		all = fromIndex[*corev1.Pod](s.pods, "")
+	} else {
+		for _, ns := range scope.List() {
+			all = append(all, fromIndex[*corev1.Pod](s.pods, ns)...)
+		}
+	}
+	if sel == nil {
+		return all
+	}
+	return slices.DeleteFunc(all, func(p *corev1.Pod) bool { return !sel.Matches(labels.Set(p.Labels)) })
+}
+
+// clusterItem returns the published RayCluster of that name.
+func (s *Store) clusterItem(ns, name string) (*Item, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.instances[s.kinds.Cluster()].get(ns, name)
+}
+
+// entryTransform turns an object from the watch into its cache entry, showing it whole to the
+// observer first.
+func (s *Store) entryTransform(k *ray.Kind) cache.TransformFunc {
+	return func(obj any) (any, error) {
+		u, ok := obj.(*unstructured.Unstructured)
+		if !ok {
+			return obj, nil // already an entry, or a tombstone
+		}
+		e := &Entry{
+			TypeMeta: metav1.TypeMeta{APIVersion: k.APIVersion(), Kind: k.Kind},
+			ObjectMeta: metav1.ObjectMeta{
+				Name:              u.GetName(),
+				Namespace:         u.GetNamespace(),
+				UID:               u.GetUID(),
+				ResourceVersion:   u.GetResourceVersion(),
+				CreationTimestamp: u.GetCreationTimestamp(),
+				DeletionTimestamp: u.GetDeletionTimestamp(),
+			},
+			item: newItem(s.summarize(k, u), ray.NewLabelSet(u.GetLabels())),
+		}
+		if s.observer != nil {
+			s.observer.Observe(k, u, &e.item.Summary)
+		}
+		return e, nil
+	}
+}
+
+// templateTransform turns a template ConfigMap into an entry of its kind. A ConfigMap that is not a
+// template of a known kind that the service wrote is kept as an entry without a kind, which is never
+// published.
+func templateTransform(kinds *ray.Kinds, signer *ray.TemplateSigner) cache.TransformFunc {
+	return func(obj any) (any, error) {
+		cm, ok := obj.(*corev1.ConfigMap)
+		if !ok {
+			return obj, nil
+		}
+		e := &Entry{ObjectMeta: metav1.ObjectMeta{Name: cm.Name, Namespace: cm.Namespace, UID: cm.UID,
+			ResourceVersion: cm.ResourceVersion, CreationTimestamp: cm.CreationTimestamp}}
+		k := kinds.ByKind(cm.Labels[ray.TemplateKindLabel])
+		if k == nil {
+			return e, nil
+		}
+		tpl, err := signer.Read(k, cm)
+		if err != nil {
+			return e, nil
+		}
+		e.TypeMeta = metav1.TypeMeta{APIVersion: k.APIVersion(), Kind: k.Kind}
+		e.item = newItem(k.TemplateSummary(tpl), ray.NewLabelSet(tpl.Manifest.GetLabels()))
+		return e, nil
+	}
+}
+
+// trimPod keeps of a Ray pod what summaries, pod lists and the overview read.
+func trimPod(obj any) (any, error) {
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return obj, nil
+	}
+	t := &corev1.Pod{
+		TypeMeta: p.TypeMeta,
+		ObjectMeta: metav1.ObjectMeta{
+			Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion,
+			Labels: p.Labels, CreationTimestamp: p.CreationTimestamp, DeletionTimestamp: p.DeletionTimestamp,
+			OwnerReferences: p.OwnerReferences,
+		},
+		Spec: corev1.PodSpec{
+			NodeName: p.Spec.NodeName, Overhead: p.Spec.Overhead,
+			Containers: trimContainers(p.Spec.Containers), InitContainers: trimContainers(p.Spec.InitContainers),
+		},
+		Status: p.Status,
+	}
+	return t, nil
+}
+
+func trimContainers(cs []corev1.Container) []corev1.Container {
+	if cs == nil {
+		return nil
+	}
+	out := make([]corev1.Container, len(cs))
+	for i, c := range cs {
+		out[i] = corev1.Container{Name: c.Name, Image: c.Image, Resources: c.Resources, RestartPolicy: c.RestartPolicy}
+	}
+	return out
+}

@@ -1,0 +1,229 @@
+package cache
+
+import (
+	"fmt"
+	"runtime"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/yaml"
+
+	"ray-service/internal/auth"
+	"ray-service/internal/ray"
+	"ray-service/internal/ray/raytest"
+)
+
+// benchCluster returns a RayCluster as the apiserver sends it: the manifest, managedFields, status.
+func benchCluster(b *testing.B, i int) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal([]byte(raytest.ClusterYAML), &u.Object); err != nil {
+		b.Fatal(err)
+	}
+	u.SetName(fmt.Sprintf("cluster-%05d", i))
+	u.SetNamespace(fmt.Sprintf("ns-%02d", i%50))
+	u.SetUID(types.UID(fmt.Sprintf("0c4a6c2e-0000-4000-8000-%012d", i)))
+	u.SetResourceVersion(fmt.Sprint(1000 + i))
+	u.SetCreationTimestamp(metav1.NewTime(time.Date(2026, 1, 1, 0, 0, i, 0, time.UTC)))
+	u.SetLabels(map[string]string{ray.CreatorKey: "alice", "team": "ml"})
+	u.SetManagedFields([]metav1.ManagedFieldsEntry{
+		{Manager: "ray-service", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "ray.io/v1",
+			FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(`{"f:spec":{"f:headGroupSpec":{},"f:rayVersion":{},"f:workerGroupSpecs":{}}}`)},
+		{Manager: "ray-operator", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "ray.io/v1", Subresource: "status",
+			FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(`{"f:status":{"f:state":{},"f:conditions":{},"f:head":{}}}`)},
+	})
+	return u
+}
+
+func heapInUse() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
+
+// BenchmarkCacheMemory reports the heap that 10,000 cached RayClusters take, as the watch cache keeps
+// them (summary entries) and, for comparison, as whole objects.
+func BenchmarkCacheMemory(b *testing.B) {
+	const n = 10000
+	kind := ray.NewKinds().Cluster()
+	transform := (&Store{}).entryTransform(kind)
+	objs := make([]*unstructured.Unstructured, n)
+	for i := range objs {
+		objs[i] = benchCluster(b, i)
+	}
+	for _, mode := range []string{"entries", "whole-objects"} {
+		b.Run(mode, func(b *testing.B) {
+			var perObject float64
+			for it := 0; it < b.N; it++ {
+				before := heapInUse()
+				store := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+				for _, o := range objs {
+					var v any = o.DeepCopy()
+					if mode == "entries" {
+						v, _ = transform(v)
+					}
+					if err := store.Add(v); err != nil {
+						b.Fatal(err)
+					}
+				}
+				after := heapInUse()
+				perObject = float64(after-before) / n
+				runtime.KeepAlive(store)
+			}
+			b.ReportMetric(perObject, "bytes/object")
+			b.ReportMetric(perObject*n/(1<<20), "MiB/10k")
+		})
+	}
+}
+
+// benchStore returns a store with n RayClusters published in 20 namespaces, as its handlers publish
+// them (the informers are not started).
+func benchStore(b *testing.B, n int) (*Store, *ray.Kind) {
+	b.Helper()
+	kinds := ray.NewKinds()
+	listKinds := map[schema.GroupVersionResource]string{}
+	for _, k := range kinds.All() {
+		listKinds[k.GVR()] = k.Kind + "List"
+	}
+	signer, err := ray.NewTemplateSigner([]byte("a key of the benchmarks, 32 bytes at least"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	s, err := NewStore(dynamicfake.NewSimpleDynamicClientWithCustomListKinds(k8sruntime.NewScheme(), listKinds),
+		fake.NewSimpleClientset(), kinds, signer, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	k := kinds.Cluster()
+	transform := (&Store{}).entryTransform(k)
+	for i := range n {
+		u := benchCluster(b, i)
+		u.SetNamespace(fmt.Sprintf("ns-%02d", i%20))
+		v, _ := transform(u)
+		s.publishInstance(k, v)
+	}
+	return s, k
+}
+
+// listPage is the store's part of one list request (before the kept orders, it was
+// q.Apply(s.Items(k, scope, auth.Scope{})): clone, filter and sort every item).
+func listPage(s *Store, k *ray.Kind, scope auth.Scope, q *Query) ([]ray.Summary, int) {
+	return s.List(k, scope, auth.Scope{}, q)
+}
+
+// BenchmarkListQuery measures the store's part of one list request over 1,000 to 100,000 cached
+// RayClusters: a filtered page sorted by name, and the default page (sorted by creation). The time and
+// the memory a page takes should not grow with the objects cached.
+func BenchmarkListQuery(b *testing.B) {
+	for _, n := range []int{1000, 10000, 100000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			s, k := benchStore(b, n)
+			for _, c := range []struct {
+				name string
+				q    *Query
+			}{
+				// 1,000 matching names at every size, Running ones, the second page by name.
+				{"filtered", &Query{Search: "cluster-00", Statuses: []string{ray.StatusRunning}, SortBy: SortByName, Page: 2, PageSize: 20}},
+				{"default", &Query{SortBy: SortByCreatedAt, Desc: true, Page: 1, PageSize: 20}},
+			} {
+				b.Run(c.name, func(b *testing.B) {
+					b.ReportAllocs()
+					for b.Loop() {
+						page, total := listPage(s, k, auth.AllNamespaces(), c.q)
+						if len(page) != 20 || total == 0 {
+							b.Fatalf("page %d total %d", len(page), total)
+						}
+					}
+				})
+			}
+			// The filtered page right after a change (an object published again), which drops the
+			// matches kept for the query: the cost of the first page of a query.
+			b.Run("filtered-after-change", func(b *testing.B) {
+				q := &Query{Search: "cluster-00", Statuses: []string{ray.StatusRunning}, SortBy: SortByName, Page: 2, PageSize: 20}
+				e, _ := (&Store{}).entryTransform(k)(benchCluster(b, 7))
+				b.ReportAllocs()
+				for b.Loop() {
+					s.publishInstance(k, e)
+					if page, _ := listPage(s, k, auth.AllNamespaces(), q); len(page) != 20 {
+						b.Fatal("no page")
+					}
+				}
+			})
+		})
+	}
+}
+
+// BenchmarkInitialSync measures publishing n RayClusters in random order, as an informer's first list
+// delivers them, and one list after it: the time to a first answer after start.
+func BenchmarkInitialSync(b *testing.B) {
+	for _, n := range []int{10000, 100000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			s, k := benchStore(b, 0)
+			transform := (&Store{}).entryTransform(k)
+			entries := make([]any, n)
+			for i := range entries {
+				u := benchCluster(b, (i*7919)%n) // a fixed shuffle
+				u.SetNamespace(fmt.Sprintf("ns-%02d", i%20))
+				entries[i], _ = transform(u)
+			}
+			q := &Query{SortBy: SortByCreatedAt, Desc: true, Page: 1, PageSize: 20}
+			for b.Loop() {
+				b.StopTimer()
+				s.mu.Lock()
+				s.instances[k], s.ordered[k] = namespaced[*Item]{}, newViews()
+				s.mu.Unlock()
+				b.StartTimer()
+				for _, e := range entries {
+					s.publishInstance(k, e)
+				}
+				if page, _ := s.List(k, auth.AllNamespaces(), auth.Scope{}, q); len(page) != 20 {
+					b.Fatal("no page")
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkStoreMemory reports the heap the store takes per cached RayCluster once its informer entry
+// and its published item are kept, with every index and kept order: what the service holds at rest.
+func BenchmarkStoreMemory(b *testing.B) {
+	const n = 10000
+	var perObject float64
+	for b.Loop() {
+		before := heapInUse()
+		s, k := benchStoreIndexed(b, n)
+		after := heapInUse()
+		perObject = float64(after-before) / n
+		runtime.KeepAlive(s)
+		runtime.KeepAlive(k)
+	}
+	b.ReportMetric(perObject, "bytes/object")
+}
+
+// benchStoreIndexed is benchStore with the entries also kept in the informer's indexer, as a running
+// informer keeps them.
+func benchStoreIndexed(b *testing.B, n int) (*Store, *ray.Kind) {
+	b.Helper()
+	s, k := benchStore(b, 0)
+	transform := (&Store{}).entryTransform(k)
+	indexer := s.informers[k].GetIndexer()
+	for i := range n {
+		u := benchCluster(b, i)
+		u.SetNamespace(fmt.Sprintf("ns-%02d", i%20))
+		v, _ := transform(u)
+		if err := indexer.Add(v); err != nil {
+			b.Fatal(err)
+		}
+		s.publishInstance(k, v)
+	}
+	return s, k
+}

@@ -1,0 +1,81 @@
+package ray
+
+import (
+	"sort"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// EventInfo is one Kubernetes event.
+type EventInfo struct {
+	Type           string            `json:"type" example:"Warning"`
+	Reason         string            `json:"reason" example:"FailedScheduling"`
+	Message        string            `json:"message"`
+	Count          int32             `json:"count"`
+	FirstTime      *time.Time        `json:"firstTime,omitempty"`
+	LastTime       *time.Time        `json:"lastTime,omitempty"`
+	InvolvedObject InvolvedObjectRef `json:"involvedObject"`
+}
+
+// InvolvedObjectRef names what an event is about.
+type InvolvedObjectRef struct {
+	Kind string `json:"kind"`
+	Name string `json:"name"`
+}
+
+// EventsOf returns those of events that concern the object name of k, the Ray clusters it runs on,
+// the named pods and its submitter Job, newest first.
+func (k *Kind) EventsOf(name string, clusters, pods []string, events []corev1.Event) []EventInfo {
+	want := map[InvolvedObjectRef]bool{{Kind: k.Kind, Name: name}: true}
+	for _, c := range clusters {
+		want[InvolvedObjectRef{Kind: ClusterKind, Name: c}] = true
+	}
+	for _, p := range pods {
+		want[InvolvedObjectRef{Kind: "Pod", Name: p}] = true
+	}
+	if k.HasSubmitter {
+		want[InvolvedObjectRef{Kind: "Job", Name: name}] = true
+	}
+	out := []EventInfo{}
+	for _, e := range events {
+		ref := InvolvedObjectRef{Kind: e.InvolvedObject.Kind, Name: e.InvolvedObject.Name}
+		if !want[ref] {
+			continue
+		}
+		info := EventInfo{Type: e.Type, Reason: e.Reason, Message: e.Message, Count: e.Count, InvolvedObject: ref}
+		first, last := e.FirstTimestamp.Time, e.LastTimestamp.Time
+		if last.IsZero() {
+			last = e.EventTime.Time
+		}
+		if last.IsZero() {
+			last = e.CreationTimestamp.Time
+		}
+		if first.IsZero() {
+			first = last
+		}
+		if info.Count == 0 {
+			info.Count = 1
+		}
+		first, last = first.UTC(), last.UTC()
+		info.FirstTime, info.LastTime = &first, &last
+		out = append(out, info)
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].LastTime.After(*out[j].LastTime) })
+	return out
+}
+
+// WarningSources are the objects whose Warning events tell about object s of kind k: the object itself,
+// the Ray clusters it runs on and the pods given (those of its current cluster).
+func (k *Kind) WarningSources(s *Summary, pods []*corev1.Pod) []InvolvedObjectRef {
+	refs := []InvolvedObjectRef{{Kind: k.Kind, Name: s.Name}}
+	for _, c := range k.Clusters(s) {
+		if !k.IsCluster || c != s.Name {
+			refs = append(refs, InvolvedObjectRef{Kind: ClusterKind, Name: c})
+		}
+	}
+	for _, p := range pods {
+		refs = append(refs, InvolvedObjectRef{Kind: "Pod", Name: p.Name})
+	}
+	return refs
+}

@@ -1,0 +1,64 @@
+package ray
+
+import (
+	"cmp"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// ClusterKind is the object kind of the Ray clusters every kind runs on, as events name them.
+const ClusterKind = "RayCluster"
+
+// rayClusterKind: a RayCluster is a Ray cluster itself. KubeRay derives pod and service names from its
+// name, hence the shorter limit. It suspends in place, and a head pod that cannot start makes it Failed.
+func rayClusterKind() *Kind {
+	return &Kind{
+		Resource:        "rayclusters",
+		Kind:            ClusterKind,
+		MaxNameLength:   53,
+		IsCluster:       true,
+		ClusterSpecPath: []string{"spec"},
+		StatusOf:        rayClusterStatus,
+		SignalsOf:       rayClusterSignals,
+		ClustersOf:      func(s *Summary) []string { return []string{s.Name} },
+		RecordedHeadService: func(o *unstructured.Unstructured) string {
+			svc, _, _ := unstructured.NestedString(o.Object, "status", "head", "serviceName")
+			return svc
+		},
+		FailsWithHead: true,
+		CanSuspend:    func(*unstructured.Unstructured) bool { return true },
+	}
+}
+
+// rayClusterStatus normalizes a RayCluster's state and conditions.
+func rayClusterStatus(o *unstructured.Unstructured) string {
+	suspend, _, _ := unstructured.NestedBool(o.Object, "spec", "suspend")
+	state, _, _ := unstructured.NestedString(o.Object, "status", "state")
+	if c, _ := condition(o, "RayClusterSuspended"); c.Status == "True" || state == "suspended" {
+		return StatusStopped
+	}
+	if c, _ := condition(o, "RayClusterSuspending"); c.Status == "True" || suspend {
+		return StatusStopping
+	}
+	if c, _ := condition(o, "ReplicaFailure"); c.Status == "True" || state == "failed" {
+		return StatusFailed
+	}
+	if state == "ready" {
+		return StatusRunning
+	}
+	return StatusPending
+}
+
+// rayClusterSignals: a ReplicaFailure condition is a problem (pods the operator cannot create); while
+// the head is not ready or the cluster not provisioned, that condition says why it waits.
+func rayClusterSignals(o *unstructured.Unstructured, _ *Summary, self InvolvedObjectRef) (problems []Problem, waiting *Health) {
+	if c, _ := condition(o, "ReplicaFailure"); c.Status == "True" {
+		problems = append(problems, Problem{Source: self, Reason: cmp.Or(c.Reason, "ReplicaFailure"), Message: c.Message, Since: c.Since})
+	}
+	for _, typ := range []string{"HeadPodReady", "RayClusterProvisioned"} {
+		if c, _ := condition(o, typ); c.Status == "False" {
+			return problems, &Health{Reason: cmp.Or(c.Reason, typ+"False"), Message: c.Message, Since: c.Since}
+		}
+	}
+	return problems, nil
+}

@@ -1,0 +1,109 @@
+package ray
+
+import (
+	"cmp"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// rayJobKind: a RayJob runs on a Ray cluster it creates (or one its clusterSelector names) and submits
+// its job from a Job of its own name. KubeRay names the RayCluster and the Job after the RayJob, hence
+// the shorter limit. It suspends in place only when KubeRay allows; otherwise its Ray job is stopped
+// through the dashboard. A finished RayJob runs again when started.
+func rayJobKind() *Kind {
+	return &Kind{
+		Resource:        "rayjobs",
+		Kind:            "RayJob",
+		MaxNameLength:   47,
+		ClusterSpecPath: []string{"spec", "rayClusterSpec"},
+		StatusOf:        rayJobStatus,
+		SignalsOf:       rayJobSignals,
+		SummarizeOwn:    summarizeRayJob,
+		ClustersOf:      func(s *Summary) []string { return []string{s.RayClusterName} },
+		HasSubmitter:    true,
+		Finishes:        true,
+		CanSuspend:      rayJobSuspendable,
+		StopBy:          StopViaDashboard,
+		StoppedInPlace:  rayJobStoppedInPlace,
+		RerunsFrom: func(status string) bool {
+			return status == StatusSucceeded || status == StatusFailed || status == StatusStopped
+		},
+	}
+}
+
+// rayJobSuspendable: KubeRay suspends only a RayJob that owns its cluster and deletes it when done.
+func rayJobSuspendable(o *unstructured.Unstructured) bool {
+	shutdown, _, _ := unstructured.NestedBool(o.Object, "spec", "shutdownAfterJobFinishes")
+	selector, _, _ := unstructured.NestedStringMap(o.Object, "spec", "clusterSelector")
+	return shutdown && len(selector) == 0
+}
+
+// rayJobStatus normalizes a RayJob's jobDeploymentStatus and jobStatus.
+func rayJobStatus(o *unstructured.Unstructured) string {
+	deployment, _, _ := unstructured.NestedString(o.Object, "status", "jobDeploymentStatus")
+	job, _, _ := unstructured.NestedString(o.Object, "status", "jobStatus")
+	switch deployment {
+	case "Failed", "ValidationFailed":
+		return StatusFailed
+	case "Suspending":
+		return StatusStopping
+	case "Suspended":
+		return StatusStopped
+	case "Retrying":
+		return StatusRetrying
+	}
+	switch job {
+	case "STOPPED":
+		return StatusStopped
+	case "FAILED":
+		return StatusFailed
+	case "SUCCEEDED":
+		if deployment == "Complete" {
+			return StatusSucceeded
+		}
+	}
+	switch deployment {
+	case "Complete":
+		return StatusSucceeded
+	case "Running":
+		return StatusRunning
+	}
+	return StatusPending // "", New, Initializing, Waiting
+}
+
+func summarizeRayJob(o *unstructured.Unstructured, s *Summary) {
+	s.JobStatus, _, _ = unstructured.NestedString(o.Object, "status", "jobStatus")
+	s.JobDeploymentStatus, _, _ = unstructured.NestedString(o.Object, "status", "jobDeploymentStatus")
+	s.Entrypoint, _, _ = unstructured.NestedString(o.Object, "spec", "entrypoint")
+	s.SubmissionMode, _, _ = unstructured.NestedString(o.Object, "spec", "submissionMode")
+	if s.SubmissionMode == "" {
+		s.SubmissionMode = "K8sJobMode" // KubeRay's default
+	}
+	s.StartTime = nestedTime(o, "status", "startTime")
+	s.EndTime = nestedTime(o, "status", "endTime")
+	s.RayClusterName, _, _ = unstructured.NestedString(o.Object, "status", "rayClusterName")
+	if s.RayClusterName == "" {
+		// A RayJob that runs on an existing cluster names it in its selector.
+		s.RayClusterName, _, _ = unstructured.NestedString(o.Object, "spec", "clusterSelector", "ray.io/cluster")
+	}
+}
+
+// rayJobSignals: a failed deployment is a problem, with the reason KubeRay gives; any other deployment
+// status but Running and Complete is why it waits.
+func rayJobSignals(o *unstructured.Unstructured, s *Summary, self InvolvedObjectRef) (problems []Problem, waiting *Health) {
+	deployment, _, _ := unstructured.NestedString(o.Object, "status", "jobDeploymentStatus")
+	reason, _, _ := unstructured.NestedString(o.Object, "status", "reason")
+	msg, _, _ := unstructured.NestedString(o.Object, "status", "message")
+	if deployment == "Failed" || deployment == "ValidationFailed" {
+		return []Problem{{Source: self, Reason: cmp.Or(reason, deployment), Message: msg, Since: s.EndTime}}, nil
+	} else if deployment != "" && deployment != "Running" && deployment != "Complete" {
+		return nil, &Health{Reason: deployment, Message: msg}
+	}
+	return nil, nil
+}
+
+// rayJobStoppedInPlace: a Stopped RayJob is suspended when KubeRay suspended it; one whose Ray job was
+// stopped through the dashboard runs again from its spec when started.
+func rayJobStoppedInPlace(s *Summary) bool {
+	return s.JobDeploymentStatus == "Suspended" || s.JobDeploymentStatus == "Suspending"
+}

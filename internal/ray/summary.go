@@ -1,0 +1,450 @@
+package ray
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// Object types: an instance is handed to KubeRay; a template is a stored manifest (a ConfigMap).
+const (
+	TypeInstance = "instance"
+	TypeTemplate = "template"
+)
+
+// Normalized statuses (see API.md, "Status").
+const (
+	StatusPending   = "Pending"
+	StatusRunning   = "Running"
+	StatusRetrying  = "Retrying"
+	StatusUpgrading = "Upgrading"
+	StatusStopping  = "Stopping"
+	StatusStopped   = "Stopped"
+	StatusSucceeded = "Succeeded"
+	StatusFailed    = "Failed"
+)
+
+// Resources are requested amounts: CPU in cores, memory in bytes, GPUs and NPUs in devices.
+type Resources struct {
+	CPU         float64 `json:"cpu"`
+	MemoryBytes int64   `json:"memoryBytes"`
+	GPU         int64   `json:"gpu"`
+	NPU         int64   `json:"npu"`
+}
+
+// Add adds n times r2 to r.
+func (r *Resources) Add(r2 Resources, n int64) {
+	r.CPU += r2.CPU * float64(n)
+	r.MemoryBytes += r2.MemoryBytes * n
+	r.GPU += r2.GPU * n
+	r.NPU += r2.NPU * n
+}
+
+// HeadSummary is what a list shows of the head group.
+type HeadSummary struct {
+	Resources Resources `json:"resources"`
+	// RayResources are the Ray logical resources one head pod offers (CPU, GPU, memory, custom; at most
+	// 16, names cut to 64 bytes).
+	RayResources RaySet `json:"rayResources,omitempty" swaggertype:"object,number"`
+}
+
+// WorkerGroup is what a list shows of a worker group.
+type WorkerGroup struct {
+	// Name is the group's name, cut to 253 bytes.
+	Name          string `json:"name"`
+	Replicas      int64  `json:"replicas"`
+	MinReplicas   int64  `json:"minReplicas"`
+	MaxReplicas   int64  `json:"maxReplicas"`
+	ReadyReplicas int64  `json:"readyReplicas"`
+	// Resources are the requests of one pod of the group.
+	Resources Resources `json:"resources"`
+	// RayResources are the Ray logical resources one pod of the group offers (at most 16, names cut to
+	// 64 bytes).
+	RayResources RaySet `json:"rayResources,omitempty" swaggertype:"object,number"`
+}
+
+// Summary is a list item: the same fields for every kind, plus a few per kind. What it takes from the
+// object is bounded (see bounds.go): a longer string is cut and ends with "…".
+type Summary struct {
+	Name      string `json:"name"`
+	Namespace string `json:"namespace"`
+	Kind      string `json:"kind"`
+	Type      string `json:"type"`
+	Status    string `json:"status"`
+	// RayVersion is spec.rayVersion, cut to 128 bytes.
+	RayVersion string `json:"rayVersion"`
+	// Creator is the annotation ray.openfuyao.com/creator, cut to 256 bytes.
+	Creator string `json:"creator"`
+	// CreatorSigned says whether the service wrote the creator (signed, at a create made through it);
+	// false where anyone who may edit the object could have set it.
+	CreatorSigned bool      `json:"creatorSigned"`
+	CreatedAt     time.Time `json:"createdAt"`
+	// Image is the head's first container's image, cut to 512 bytes.
+	Image string      `json:"image"`
+	Head  HeadSummary `json:"head"`
+	// WorkerGroups are the first 64 worker groups (Requested counts them all).
+	WorkerGroups []WorkerGroup `json:"workerGroups"`
+	// Requested totals the head and every worker replica.
+	Requested Resources `json:"requested"`
+
+	// RayJob only. JobStatus is status.jobStatus, cut to 128 bytes.
+	JobStatus string `json:"jobStatus,omitempty"`
+	// JobDeploymentStatus is status.jobDeploymentStatus, cut to 128 bytes.
+	JobDeploymentStatus string `json:"jobDeploymentStatus,omitempty"`
+	// Entrypoint is spec.entrypoint, cut to 4096 bytes (the manifest holds it whole).
+	Entrypoint string `json:"entrypoint,omitempty"`
+	// SubmissionMode is spec.submissionMode, cut to 128 bytes.
+	SubmissionMode string     `json:"submissionMode,omitempty"`
+	StartTime      *time.Time `json:"startTime,omitempty"`
+	EndTime        *time.Time `json:"endTime,omitempty"`
+	// RayClusterName is the RayJob's Ray cluster, cut to 253 bytes.
+	RayClusterName string `json:"rayClusterName,omitempty"`
+
+	// RayService only. ServiceStatus is status.serviceStatus, cut to 128 bytes.
+	ServiceStatus string `json:"serviceStatus,omitempty"`
+	// ActiveRayClusterName is the Ray cluster serving, cut to 253 bytes.
+	ActiveRayClusterName string `json:"activeRayClusterName,omitempty"`
+	// PendingRayClusterName is the Ray cluster being prepared, cut to 253 bytes.
+	PendingRayClusterName string `json:"pendingRayClusterName,omitempty"`
+	NumServeEndpoints     *int64 `json:"numServeEndpoints,omitempty"`
+
+	// Health is derived in the watch cache from the object's status and conditions, its pods and the
+	// Warning events about them; its reason is cut to 128 bytes and its message to 1024.
+	Health Health `json:"health"`
+	// Actions are what the caller may do now (see Kind.Possible); set in list items and details, for
+	// each caller, not in the cache.
+	Actions []string `json:"actions,omitzero" example:"stop,edit,scale,logs,dashboard"`
+	// problems are what holds the object back (see Problems); waiting is the condition that says why
+	// it is not ready yet, when nothing is known to hold it back.
+	problems []Problem
+	waiting  *Health
+}
+
+// Summarize computes the summary of an object of kind k from its manifest and status.
+func (k *Kind) Summarize(o *unstructured.Unstructured) Summary {
+	s := Summary{
+		Name:         o.GetName(),
+		Namespace:    o.GetNamespace(),
+		Kind:         k.Kind,
+		Type:         TypeInstance,
+		Creator:      o.GetAnnotations()[CreatorKey],
+		CreatedAt:    o.GetCreationTimestamp().UTC(),
+		WorkerGroups: []WorkerGroup{},
+	}
+	if spec, ok, _ := unstructured.NestedMap(o.Object, k.ClusterSpecPath...); ok {
+		summarizeClusterSpec(spec, &s)
+	}
+	s.Status = k.StatusOf(o)
+	if k.SummarizeOwn != nil {
+		k.SummarizeOwn(o, &s)
+	}
+	k.objectSignals(o, &s)
+	k.deriveHealth(&s, nil)
+	s.bound()
+	return s
+}
+
+// WithPods returns the summary completed by what the pods of its current Ray cluster say: ready
+// replicas per worker group and, for a kind that fails with its head, Failed when the head pod cannot
+// start. When the pods change nothing (none ready, no failing head), it returns base itself.
+func (k *Kind) WithPods(base *Summary, pods []*corev1.Pod, warnings []Problem) *Summary {
+	var ready map[string]int64
+	headFailing := false
+	for _, p := range pods {
+		if p.Labels[RayNodeTypeLabel] == NodeTypeHead {
+			headFailing = headFailing || podFailing(p)
+			continue
+		}
+		if podReady(p) {
+			if ready == nil {
+				ready = map[string]int64{}
+			}
+			ready[p.Labels[RayGroupLabel]]++
+		}
+	}
+	failed := k.FailsWithHead && headFailing && (base.Status == StatusPending || base.Status == StatusRunning)
+	issues := podProblems(pods)
+	if ready == nil && !failed && len(issues) == 0 && len(warnings) == 0 && !slices.ContainsFunc(base.WorkerGroups, func(g WorkerGroup) bool { return g.ReadyReplicas != 0 }) {
+		return base
+	}
+	s := *base
+	s.WorkerGroups = slices.Clone(base.WorkerGroups)
+	for i := range s.WorkerGroups {
+		s.WorkerGroups[i].ReadyReplicas = ready[s.WorkerGroups[i].Name]
+	}
+	if failed {
+		s.Status = StatusFailed
+	}
+	k.deriveHealth(&s, issues, warnings...)
+	s.bound()
+	return &s
+}
+
+func podReady(p *corev1.Pod) bool {
+	if p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning {
+		return false
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// failingWaitReasons are waiting reasons from which a container does not recover by itself.
+var failingWaitReasons = map[string]bool{
+	"CrashLoopBackOff": true, "ImagePullBackOff": true, "ErrImagePull": true, "InvalidImageName": true,
+	"CreateContainerConfigError": true, "CreateContainerError": true, "RunContainerError": true,
+}
+
+func podFailing(p *corev1.Pod) bool {
+	if p.Status.Phase == corev1.PodFailed {
+		return true
+	}
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.State.Waiting != nil && failingWaitReasons[cs.State.Waiting.Reason] {
+			return true
+		}
+	}
+	return false
+}
+
+// summarizeClusterSpec fills the fields every kind takes from its Ray cluster spec.
+func summarizeClusterSpec(spec map[string]any, s *Summary) {
+	s.RayVersion, _, _ = unstructured.NestedString(spec, "rayVersion")
+	if head, ok, _ := unstructured.NestedMap(spec, "headGroupSpec", "template"); ok {
+		pod := podSpecOf(head)
+		s.Head.Resources = PodRequests(pod)
+		params, _, _ := unstructured.NestedMap(spec, "headGroupSpec", "rayStartParams")
+		s.Head.RayResources = RayResources(params, pod)
+		if len(pod.Containers) > 0 {
+			s.Image = pod.Containers[0].Image
+		}
+		s.Requested.Add(s.Head.Resources, 1)
+	}
+	groups, _, _ := unstructured.NestedSlice(spec, "workerGroupSpecs")
+	for _, g := range groups {
+		gm, ok := g.(map[string]any)
+		if !ok {
+			continue
+		}
+		wg := WorkerGroup{}
+		wg.Name, _, _ = unstructured.NestedString(gm, "groupName")
+		wg.MinReplicas, _ = nestedInt(gm, "minReplicas")
+		wg.MaxReplicas, _ = nestedInt(gm, "maxReplicas")
+		replicas, found := nestedInt(gm, "replicas")
+		if !found {
+			replicas = wg.MinReplicas
+		}
+		if suspended, _, _ := unstructured.NestedBool(gm, "suspend"); suspended {
+			replicas = 0
+		}
+		numHosts, found := nestedInt(gm, "numOfHosts")
+		if !found || numHosts < 1 {
+			numHosts = 1
+		}
+		wg.Replicas = replicas
+		if tmpl, ok, _ := unstructured.NestedMap(gm, "template"); ok {
+			pod := podSpecOf(tmpl)
+			wg.Resources = PodRequests(pod)
+			params, _, _ := unstructured.NestedMap(gm, "rayStartParams")
+			wg.RayResources = RayResources(params, pod)
+		}
+		s.Requested.Add(wg.Resources, replicas*numHosts)
+		s.WorkerGroups = append(s.WorkerGroups, wg)
+	}
+}
+
+// RayResources are the logical resources a Ray node started with params offers: num-cpus, num-gpus,
+// memory and resources where rayStartParams set them, else what KubeRay derives from the Ray container's
+// limits (or requests): CPUs rounded up, GPUs from nvidia.com/gpu, NPUs from huawei.com/Ascend*, memory
+// in bytes.
+func RayResources(params map[string]any, pod corev1.PodSpec) RaySet {
+	out := map[string]float64{}
+	var limits corev1.ResourceList
+	if len(pod.Containers) > 0 {
+		limits = corev1.ResourceList{}
+		c := pod.Containers[0]
+		maps.Copy(limits, c.Resources.Requests)
+		maps.Copy(limits, c.Resources.Limits)
+	}
+	if v, ok := paramFloat(params, "num-cpus"); ok {
+		out["CPU"] = v
+	} else if q, ok := limits[corev1.ResourceCPU]; ok {
+		out["CPU"] = float64(q.Value())
+	}
+	if v, ok := paramFloat(params, "num-gpus"); ok {
+		out["GPU"] = v
+	} else if q, ok := limits["nvidia.com/gpu"]; ok {
+		out["GPU"] = float64(q.Value())
+	}
+	if v, ok := paramFloat(params, "memory"); ok {
+		out["memory"] = v
+	} else if q, ok := limits[corev1.ResourceMemory]; ok {
+		out["memory"] = float64(q.Value())
+	}
+	for n, q := range limits {
+		if strings.HasPrefix(string(n), "huawei.com/Ascend") {
+			out["NPU"] += float64(q.Value())
+		}
+	}
+	if raw, ok := params["resources"].(string); ok {
+		// rayStartParams carries custom resources as a JSON object in a string, often with quotes escaped.
+		var custom map[string]float64
+		if json.Unmarshal([]byte(strings.Trim(strings.ReplaceAll(raw, `\"`, `"`), `'" `)), &custom) == nil {
+			maps.Copy(out, custom)
+		}
+	}
+	return NewRaySet(out)
+}
+
+func paramFloat(params map[string]any, key string) (float64, bool) {
+	switch v := params[key].(type) {
+	case string:
+		f, err := strconv.ParseFloat(strings.Trim(v, `'" `), 64)
+		return f, err == nil
+	case int64:
+		return float64(v), true
+	case float64:
+		return v, true
+	}
+	return 0, false
+}
+
+// podSpecOf decodes the spec of a pod template given as unstructured content.
+func podSpecOf(template map[string]any) corev1.PodSpec {
+	var pod corev1.PodSpec
+	if spec, ok, _ := unstructured.NestedMap(template, "spec"); ok {
+		// A spec the apiserver accepted decodes; a broken one leaves zero requests, which is what it asks.
+		_ = runtime.DefaultUnstructuredConverter.FromUnstructured(spec, &pod)
+	}
+	return pod
+}
+
+// PodRequests is the effective request of a pod, as the scheduler counts it: the larger of the largest init
+// container and the sum of the app containers, plus the pod overhead. A container without requests counts
+// its limits, as the apiserver defaults requests to limits.
+func PodRequests(pod corev1.PodSpec) Resources {
+	var app, init Resources
+	for _, c := range pod.Containers {
+		app.Add(containerRequests(c), 1)
+	}
+	for _, c := range pod.InitContainers {
+		r := containerRequests(c)
+		if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
+			// A sidecar runs beside the app containers for the pod's whole life.
+			app.Add(r, 1)
+			continue
+		}
+		init = maxResources(init, r)
+	}
+	out := maxResources(app, init)
+	out.Add(fromList(pod.Overhead), 1)
+	return out
+}
+
+func containerRequests(c corev1.Container) Resources {
+	list := corev1.ResourceList{}
+	maps.Copy(list, c.Resources.Limits)
+	maps.Copy(list, c.Resources.Requests)
+	return fromList(list)
+}
+
+// fromList reads CPU, memory, NVIDIA GPUs and Ascend NPUs (any model) from a resource list.
+func fromList(list corev1.ResourceList) Resources {
+	var r Resources
+	for name, q := range list {
+		switch {
+		case name == corev1.ResourceCPU:
+			r.CPU += float64(q.MilliValue()) / 1000
+		case name == corev1.ResourceMemory:
+			r.MemoryBytes += q.Value()
+		case name == "nvidia.com/gpu":
+			r.GPU += q.Value()
+		case strings.HasPrefix(string(name), "huawei.com/Ascend"):
+			r.NPU += q.Value()
+		}
+	}
+	return r
+}
+
+func maxResources(a, b Resources) Resources {
+	if b.CPU > a.CPU {
+		a.CPU = b.CPU
+	}
+	if b.MemoryBytes > a.MemoryBytes {
+		a.MemoryBytes = b.MemoryBytes
+	}
+	if b.GPU > a.GPU {
+		a.GPU = b.GPU
+	}
+	if b.NPU > a.NPU {
+		a.NPU = b.NPU
+	}
+	return a
+}
+
+// statusCondition is one of an object's status.conditions.
+type statusCondition struct {
+	Status, Reason, Message string
+	// Since is its lastTransitionTime, when it has one.
+	Since *time.Time
+}
+
+// condition returns the named condition in status.conditions, and whether there is one.
+func condition(o *unstructured.Unstructured, typ string) (statusCondition, bool) {
+	conds, _, _ := unstructured.NestedSlice(o.Object, "status", "conditions")
+	for _, c := range conds {
+		cm, ok := c.(map[string]any)
+		if !ok || cm["type"] != typ {
+			continue
+		}
+		var sc statusCondition
+		sc.Status, _ = cm["status"].(string)
+		sc.Reason, _ = cm["reason"].(string)
+		sc.Message, _ = cm["message"].(string)
+		if t, err := time.Parse(time.RFC3339, fmt.Sprint(cm["lastTransitionTime"])); err == nil {
+			sc.Since = &t
+		}
+		return sc, true
+	}
+	return statusCondition{}, false
+}
+
+func nestedTime(o *unstructured.Unstructured, fields ...string) *time.Time {
+	v, ok, _ := unstructured.NestedString(o.Object, fields...)
+	if !ok {
+		return nil
+	}
+	t, err := time.Parse(time.RFC3339, v)
+	if err != nil {
+		return nil
+	}
+	t = t.UTC()
+	return &t
+}
+
+// nestedInt reads an integer field whether it was decoded as int64 (from the apiserver) or as float64
+// (from a plain JSON or YAML decoder).
+func nestedInt(obj map[string]any, fields ...string) (int64, bool) {
+	v, ok, _ := unstructured.NestedFieldNoCopy(obj, fields...)
+	if !ok {
+		return 0, false
+	}
+	switch n := v.(type) {
+	case int64:
+		return n, true
+	case float64:
+		return int64(n), true
+	}
+	return 0, false
+}

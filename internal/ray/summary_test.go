@@ -1,0 +1,103 @@
+package ray
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+
+	"ray-service/internal/ray/raytest"
+)
+
+func container(req, lim corev1.ResourceList) corev1.Container {
+	return corev1.Container{Resources: corev1.ResourceRequirements{Requests: req, Limits: lim}}
+}
+
+func list(kv ...string) corev1.ResourceList {
+	l := corev1.ResourceList{}
+	for i := 0; i < len(kv); i += 2 {
+		l[corev1.ResourceName(kv[i])] = resource.MustParse(kv[i+1])
+	}
+	return l
+}
+
+func TestPodRequests(t *testing.T) {
+	always := corev1.ContainerRestartPolicyAlways
+	sidecar := container(list("cpu", "100m", "memory", "64Mi"), nil)
+	sidecar.RestartPolicy = &always
+	pod := corev1.PodSpec{
+		InitContainers: []corev1.Container{
+			container(list("cpu", "3", "memory", "1Gi"), nil), // larger CPU than the app containers
+			sidecar,
+		},
+		Containers: []corev1.Container{
+			container(list("cpu", "500m", "memory", "2Gi"), nil),
+			container(nil, list("cpu", "1", "memory", "1Gi", "nvidia.com/gpu", "2")), // requests default to limits
+			container(list("huawei.com/Ascend910", "1"), list("huawei.com/Ascend910", "1")),
+			container(list("huawei.com/Ascend310P", "2"), nil),
+		},
+		Overhead: list("cpu", "250m", "memory", "128Mi"),
+	}
+	got := PodRequests(pod)
+	// app: cpu 1.5 + sidecar 0.1 = 1.6, init max 3 -> 3; memory app 3Gi+64Mi vs init 1Gi -> app; + overhead
+	assert.InDelta(t, 3.25, got.CPU, 1e-9)
+	assert.Equal(t, int64(3<<30+64<<20+128<<20), got.MemoryBytes)
+	assert.Equal(t, int64(2), got.GPU)
+	assert.Equal(t, int64(3), got.NPU)
+}
+
+func TestSummarizeRayCluster(t *testing.T) {
+	u := &unstructured.Unstructured{}
+	require.NoError(t, yaml.Unmarshal([]byte(raytest.ClusterYAML), &u.Object))
+	k, _ := NewKinds().Lookup("rayclusters")
+	s := k.Summarize(u)
+	assert.Equal(t, "Running", s.Status)
+	assert.Equal(t, "2.41.0", s.RayVersion)
+	assert.Equal(t, "alice", s.Creator)
+	assert.Equal(t, "rayproject/ray:2.41.0", s.Image)
+	assert.Equal(t, TypeInstance, s.Type)
+	assert.InDelta(t, 0.5, s.Head.Resources.CPU, 1e-9)
+	require.Len(t, s.WorkerGroups, 3)
+	assert.Equal(t, WorkerGroup{Name: "small", Replicas: 3, MinReplicas: 1, MaxReplicas: 5,
+		Resources:    Resources{CPU: 1, MemoryBytes: 1 << 30, GPU: 1},
+		RayResources: NewRaySet(map[string]float64{"CPU": 1, "GPU": 1, "memory": 1 << 30})}, s.WorkerGroups[0])
+	assert.Equal(t, int64(0), s.WorkerGroups[2].Replicas, "a suspended group runs no replicas")
+	// head 0.5 + 3*1 + 2 replicas * 2 hosts * 2 = 11.5 CPU
+	assert.InDelta(t, 11.5, s.Requested.CPU, 1e-9)
+	assert.Equal(t, int64(500<<20+3<<30), s.Requested.MemoryBytes)
+	assert.Equal(t, int64(3), s.Requested.GPU)
+}
+
+func TestCreatorLabelValue(t *testing.T) {
+	assert.Equal(t, "admin", CreatorLabelValue("admin"))
+	assert.Equal(t, "system_serviceaccount_ns_sa", CreatorLabelValue("system:serviceaccount:ns:sa"))
+	assert.Equal(t, "user_example.com", CreatorLabelValue("user@example.com"))
+	assert.Equal(t, "x", CreatorLabelValue(":x:"))
+	long := CreatorLabelValue(string(make([]byte, 0)) + "a" + string(bytesOf('b', 80)))
+	assert.Len(t, long, 63)
+}
+
+func bytesOf(c byte, n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = c
+	}
+	return b
+}
+
+func TestRayResources(t *testing.T) {
+	pod := corev1.PodSpec{Containers: []corev1.Container{
+		container(list("cpu", "1500m", "memory", "2Gi"), list("cpu", "2500m", "nvidia.com/gpu", "2", "huawei.com/Ascend910", "1")),
+		container(list("cpu", "8"), nil), // a sidecar: Ray does not count it
+	}}
+	assert.Equal(t, map[string]float64{"CPU": 3, "GPU": 2, "NPU": 1, "memory": 2 << 30}, RayResources(nil, pod).Map(),
+		"from the Ray container's limits, CPUs rounded up")
+	params := map[string]any{"num-cpus": "0", "num-gpus": int64(1), "memory": "1000",
+		"resources": `'{\"TPU\": 4, \"special\": 1}'`}
+	assert.Equal(t, map[string]float64{"GPU": 1, "NPU": 1, "memory": 1000, "TPU": 4, "special": 1}, RayResources(params, pod).Map(),
+		"rayStartParams win; num-cpus 0 offers no CPU")
+}
