@@ -142,18 +142,18 @@ func (f *fakeAuthz) UserName(context.Context, string) (string, error) { return "
 // fakeStore holds items per kind and namespace.
 type fakeStore struct{ items map[string][]*cache.Item }
 
-func (f *fakeStore) Items(k *ray.Kind, instances, _ auth.Scope) []*cache.Item {
+func (f *fakeStore) Items(k *ray.Kind, sc cache.Scopes) []*cache.Item {
 	var out []*cache.Item
 	for _, it := range f.items[k.Resource] {
-		if instances.Contains(it.Summary.Namespace) {
+		if sc.Instances.Contains(it.Summary.Namespace) {
 			out = append(out, it)
 		}
 	}
 	return out
 }
 
-func (f *fakeStore) List(k *ray.Kind, instances, templates auth.Scope, q *cache.Query) ([]ray.Summary, int) {
-	return q.Apply(f.Items(k, instances, templates))
+func (f *fakeStore) List(k *ray.Kind, sc cache.Scopes, q *cache.Query) ([]ray.Summary, int) {
+	return q.Apply(f.Items(k, sc))
 }
 
 func (f *fakeStore) Namespaces(*ray.Kind) []string { return []string{"a", "b"} }
@@ -162,7 +162,7 @@ func (f *fakeStore) Namespaces(*ray.Kind) []string { return []string{"a", "b"} }
 func (f *fakeStore) Epoch() string            { return "fake" }
 func (f *fakeStore) Changed() <-chan struct{} { return nil }
 func (f *fakeStore) Snapshot(k *ray.Kind, sc cache.Scopes) ([]*cache.Item, uint64) {
-	return f.Items(k, sc.Instances, sc.Templates), 0
+	return f.Items(k, sc), 0
 }
 func (f *fakeStore) Since(*ray.Kind, uint64, cache.Scopes, cache.Scopes) ([]cache.Change, uint64, error) {
 	return nil, 0, nil

@@ -83,7 +83,7 @@ func (s *Server) overview(c *gin.Context) {
 func (s *Server) overviewScopes(ctx context.Context, tok, ns string) (map[*ray.Kind]cache.Scopes, error) {
 	out := map[*ray.Kind]cache.Scopes{}
 	for _, k := range s.Kinds.All() {
-		sc, err := s.streamScopes(ctx, tok, k, ns, true)
+		sc, err := s.visibleScopes(ctx, tok, k, ns, true)
 		// The overview of a namespace is refused only where Ray clusters may not be listed; other kinds
 		// the caller may not list there count nothing.
 		if err != nil && (k.IsCluster || !apierrors.IsForbidden(err)) {
@@ -99,7 +99,7 @@ func (s *Server) overviewScopes(ctx context.Context, tok, ns string) (map[*ray.K
 func (s *Server) countsIn(scopes map[*ray.Kind]cache.Scopes) (*Counts, cache.Allocation) {
 	counts := &Counts{}
 	for _, k := range s.Kinds.All() {
-		*counts.of(k) = cache.Count(k, s.Store.Items(k, scopes[k].Instances, scopes[k].Templates))
+		*counts.of(k) = cache.Count(k, s.Store.Items(k, scopes[k]))
 	}
 	alloc := s.Store.Allocated(scopes[s.Kinds.Cluster()].Instances, "")
 	counts.ActiveRayClusters = alloc.ActiveRayClusters

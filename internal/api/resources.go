@@ -125,12 +125,12 @@ func (s *Server) list(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	kindScope, templateScope, err := s.visibleScopes(c.Request.Context(), token(c), k, c.Param("namespace"), q.Type != ray.TypeInstance)
+	scopes, err := s.visibleScopes(c.Request.Context(), token(c), k, c.Param("namespace"), q.Type != ray.TypeInstance)
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	page, total := s.Store.List(k, kindScope, templateScope, q)
+	page, total := s.Store.List(k, scopes, q)
 	if err := s.withActions(c.Request.Context(), token(c), k, page); err != nil {
 		s.fail(c, err)
 		return
@@ -142,23 +142,24 @@ func (s *Server) list(c *gin.Context) {
 // where it may list the kind; and, with templates, where it may see its templates, which are
 // ConfigMaps: where it may also list ConfigMaps. Asking for one namespace where the caller may not
 // list the kind is Forbidden.
-func (s *Server) visibleScopes(ctx context.Context, tok string, k *ray.Kind, ns string, templates bool) (instances, tpls auth.Scope, err error) {
+func (s *Server) visibleScopes(ctx context.Context, tok string, k *ray.Kind, ns string, templates bool) (cache.Scopes, error) {
 	candidates := s.Store.Namespaces(k)
-	instances, err = s.Authz.Scope(ctx, tok, auth.Attributes{Verb: "list", Group: ray.RayGroupVersion.Group, Resource: k.Resource, Namespace: ns}, candidates)
+	instances, err := s.Authz.Scope(ctx, tok, auth.Attributes{Verb: "list", Group: ray.RayGroupVersion.Group, Resource: k.Resource, Namespace: ns}, candidates)
 	if err != nil {
-		return auth.Scope{}, auth.Scope{}, err
+		return cache.Scopes{}, err
 	}
 	if ns != "" && instances.IsEmpty() {
-		return instances, auth.Scope{}, forbidden(k, "list", ns)
+		return cache.Scopes{}, forbidden(k, "list", ns)
 	}
+	sc := cache.Scopes{Instances: instances}
 	if templates {
 		cmScope, err := s.Authz.Scope(ctx, tok, auth.Attributes{Verb: "list", Resource: "configmaps", Namespace: ns}, candidates)
 		if err != nil {
-			return auth.Scope{}, auth.Scope{}, err
+			return cache.Scopes{}, err
 		}
-		tpls = instances.Intersect(cmScope)
+		sc.Templates = instances.Intersect(cmScope)
 	}
-	return instances, tpls, nil
+	return sc, nil
 }
 
 // parseListQuery reads and checks the list parameters.

@@ -51,9 +51,9 @@ type Authorizer interface {
 // Store is the watch cache as the handlers read it (cache.Store).
 type Store interface {
 	// Items returns the published instances and templates of a kind in two scopes; not to be changed.
-	Items(k *ray.Kind, instances, templates auth.Scope) []*cache.Item
+	Items(k *ray.Kind, sc cache.Scopes) []*cache.Item
 	// List returns the page a query asks for of the same, and how many match in all.
-	List(k *ray.Kind, instances, templates auth.Scope, q *cache.Query) ([]ray.Summary, int)
+	List(k *ray.Kind, sc cache.Scopes, q *cache.Query) ([]ray.Summary, int)
 	// Namespaces returns the namespaces that hold instances or templates of a kind.
 	Namespaces(k *ray.Kind) []string
 	// Allocated sums the requests of the Ray pods in the scope, of one Ray cluster when cluster is set.

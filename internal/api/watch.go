@@ -1,7 +1,6 @@
 package api
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -70,12 +69,6 @@ type ObjectWatchEvent struct {
 type OverviewLive struct {
 	Counts    *Counts          `json:"counts"`
 	Allocated cache.Allocation `json:"allocated"`
-}
-
-// streamScopes is visibleScopes as a stream holds them.
-func (s *Server) streamScopes(ctx context.Context, tok string, k *ray.Kind, ns string, templates bool) (cache.Scopes, error) {
-	in, tpl, err := s.visibleScopes(ctx, tok, k, ns, templates)
-	return cache.Scopes{Instances: in, Templates: tpl}, err
 }
 
 // scopeHash names scopes in event ids, so that a stream resumed by a caller whose rights changed in
@@ -168,7 +161,7 @@ func (s *Server) watchList(c *gin.Context) {
 	}
 	ns := c.Param("namespace")
 	templates := q.Type != ray.TypeInstance
-	scopes, err := s.streamScopes(c.Request.Context(), token(c), k, ns, templates)
+	scopes, err := s.visibleScopes(c.Request.Context(), token(c), k, ns, templates)
 	if err != nil {
 		s.fail(c, err)
 		return
@@ -200,7 +193,7 @@ func (s *Server) watchList(c *gin.Context) {
 		case <-st.heartbeat:
 			w.line(": heartbeat")
 		case <-st.reauth:
-			next, err := s.streamScopes(ctx, token(c), k, ns, templates)
+			next, err := s.visibleScopes(ctx, token(c), k, ns, templates)
 			if err == nil && ns == "" && next.Instances.IsEmpty() && !l.scopes.Instances.IsEmpty() {
 				err = forbidden(k, "list", "")
 			}

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"sync"
 
-	"ray-service/internal/auth"
 	"ray-service/internal/ray"
 )
 
@@ -149,27 +148,6 @@ func (s *Store) Epoch() string { return s.epoch }
 // a template or a Ray pod. Take it before reading, then wait on it.
 func (s *Store) Changed() <-chan struct{} { return s.notify.Wait() }
 
-// Scopes are where a caller may see the instances and the templates of a kind.
-type Scopes struct {
-	Instances, Templates auth.Scope
-}
-
-func (sc Scopes) equal(o Scopes) bool {
-	return sc.Instances.Equal(o.Instances) && sc.Templates.Equal(o.Templates)
-}
-
-// visible is what a list in scopes shows of a name: its instance when it has one (if the instance scope
-// holds it), else its template (if the template scope holds it). See Items.
-func (sc Scopes) visible(ns string, instance, template *Item) *Item {
-	switch {
-	case instance != nil && sc.Instances.Contains(ns):
-		return instance
-	case instance == nil && template != nil && sc.Templates.Contains(ns):
-		return template
-	}
-	return nil
-}
-
 // Change is what a stream learns of one name: what its scopes showed of it before and what they show
 // now (nil: nothing), and the number of the name's last change (the feed's position).
 type Change struct {
@@ -182,7 +160,7 @@ type Change struct {
 func (s *Store) Snapshot(k *ray.Kind, sc Scopes) ([]*Item, uint64) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return s.itemsLocked(k, sc.Instances, sc.Templates), s.feeds[k].seq
+	return s.itemsLocked(k, sc), s.feeds[k].seq
 }
 
 // Since returns, for every name of k whose visibility may differ between what the scopes before showed

@@ -115,9 +115,9 @@ func benchStore(b *testing.B, n int) (*Store, *ray.Kind) {
 }
 
 // listPage is the store's part of one list request (before the kept orders, it was
-// q.Apply(s.Items(k, scope, auth.Scope{})): clone, filter and sort every item).
+// q.Apply(s.Items(k, Scopes{Instances: scope})): clone, filter and sort every item).
 func listPage(s *Store, k *ray.Kind, scope auth.Scope, q *Query) ([]ray.Summary, int) {
-	return s.List(k, scope, auth.Scope{}, q)
+	return s.List(k, Scopes{Instances: scope}, q)
 }
 
 // BenchmarkListQuery measures the store's part of one list request over 1,000 to 100,000 cached
@@ -185,7 +185,7 @@ func BenchmarkInitialSync(b *testing.B) {
 				for _, e := range entries {
 					s.publishInstance(k, e)
 				}
-				if page, _ := s.List(k, auth.AllNamespaces(), auth.Scope{}, q); len(page) != 20 {
+				if page, _ := s.List(k, Scopes{Instances: auth.AllNamespaces()}, q); len(page) != 20 {
 					b.Fatal("no page")
 				}
 			}

@@ -39,7 +39,7 @@ func TestStorePublishesWholeSummaries(t *testing.T) {
 	require.NoError(t, err)
 	cluster := kinds.Cluster()
 	published := func() *Item {
-		items := store.Items(cluster, auth.AllNamespaces(), auth.Scope{})
+		items := store.Items(cluster, Scopes{Instances: auth.AllNamespaces()})
 		if len(items) != 1 {
 			return nil
 		}
@@ -82,7 +82,7 @@ func TestStorePublishesWholeSummaries(t *testing.T) {
 	assert.Equal(t, 0, store.Allocated(auth.Namespaces("elsewhere"), "").ActiveRayClusters)
 
 	require.NoError(t, dyn.Resource(cluster.GVR()).Namespace("team").Delete(ctx, "demo", metav1.DeleteOptions{}))
-	require.Eventually(t, func() bool { return len(store.Items(cluster, auth.AllNamespaces(), auth.Scope{})) == 0 },
+	require.Eventually(t, func() bool { return len(store.Items(cluster, Scopes{Instances: auth.AllNamespaces()})) == 0 },
 		5*time.Second, 10*time.Millisecond, "a deleted object is unpublished")
 	assert.Empty(t, store.Namespaces(cluster))
 }
