@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"cmp"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -215,14 +216,9 @@ func (s *Store) Since(k *ray.Kind, seq uint64, before, now Scopes) ([]Change, ui
 			out = append(out, c)
 		}
 	}
+	byName := order(SortByName, false)
 	slices.SortFunc(out, func(a, b Change) int {
-		if a.Seq != b.Seq {
-			if a.Seq < b.Seq {
-				return -1
-			}
-			return 1
-		}
-		return compareItems(SortByName, cmpItem(a), cmpItem(b))
+		return cmp.Or(cmp.Compare(a.Seq, b.Seq), byName(cmpItem(a), cmpItem(b)))
 	})
 	return out, f.seq, nil
 }

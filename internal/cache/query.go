@@ -96,18 +96,24 @@ func (q *Query) Apply(items []*Item) (page []ray.Summary, total int) {
 func (q *Query) Select(items []*Item) []*Item {
 	search := strings.ToLower(q.Search)
 	matched := slices.DeleteFunc(slices.Clone(items), func(it *Item) bool { return !q.matches(it, search) })
-	less := lessFunc(q.SortBy)
-	slices.SortFunc(matched, func(x, y *Item) int {
-		a, b := &x.Summary, &y.Summary
-		if c := less(a, b); c != 0 {
-			if q.Desc {
-				return -c
-			}
-			return c
-		}
-		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name), strings.Compare(a.Type, b.Type))
-	})
+	slices.SortFunc(matched, order(q.SortBy, q.Desc))
 	return matched
+}
+
+// order is the one order of the items of a list: by the sort key, descending if desc; ties by
+// namespace, name and type, ascending either way. A total order over the items of a kind. The kept
+// views (views.go) hold each key's ascending order and walk it backwards a run of equal keys at a time
+// for the descending one, which is this order too.
+func order(key string, desc bool) func(a, b *Item) int {
+	byKey := lessFunc(key)
+	return func(x, y *Item) int {
+		a, b := &x.Summary, &y.Summary
+		c := byKey(a, b)
+		if desc {
+			c = -c
+		}
+		return cmp.Or(c, strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name), strings.Compare(a.Type, b.Type))
+	}
 }
 
 func anyOf(values []string, v string) bool {

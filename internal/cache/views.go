@@ -1,7 +1,6 @@
 package cache
 
 import (
-	"cmp"
 	"slices"
 	"strings"
 	"sync"
@@ -14,7 +13,7 @@ import (
 // items are published, so that a list walks one order, counts what matches and copies only its page,
 // instead of sorting everything for every request.
 type views struct {
-	orders map[string][]*Item // by sort key, ascending; ties by namespace, then name
+	orders map[string][]*Item // by sort key, ascending (order(key, false))
 
 	// matches holds, for the last filtering queries, every item they matched in their order, so that
 	// the next page or refresh of the same query copies its page without walking every item. Any
@@ -39,30 +38,24 @@ func newViews() *views {
 	return v
 }
 
-// compareItems orders two items by a sort key, then by namespace, name and type: a total order over
-// the instances of a kind.
-func compareItems(key string, a, b *Item) int {
-	return cmp.Or(lessFunc(key)(&a.Summary, &b.Summary), strings.Compare(a.Summary.Namespace, b.Summary.Namespace),
-		strings.Compare(a.Summary.Name, b.Summary.Name), strings.Compare(a.Summary.Type, b.Summary.Type))
-}
-
 // replace puts item in every order in place of old (either may be nil).
 func (v *views) replace(old, item *Item) {
 	v.mu.Lock()
 	clear(v.matches)
 	v.matchedSize = 0
 	v.mu.Unlock()
-	for key, order := range v.orders {
+	for key, items := range v.orders {
+		ascending := order(key, false)
 		if old != nil {
-			if i, found := slices.BinarySearchFunc(order, old, func(x, t *Item) int { return compareItems(key, x, t) }); found {
-				order = slices.Delete(order, i, i+1)
+			if i, found := slices.BinarySearchFunc(items, old, ascending); found {
+				items = slices.Delete(items, i, i+1)
 			}
 		}
 		if item != nil {
-			i, _ := slices.BinarySearchFunc(order, item, func(x, t *Item) int { return compareItems(key, x, t) })
-			order = slices.Insert(order, i, item)
+			i, _ := slices.BinarySearchFunc(items, item, ascending)
+			items = slices.Insert(items, i, item)
 		}
-		v.orders[key] = order
+		v.orders[key] = items
 	}
 }
 
