@@ -216,3 +216,10 @@ func (k *Kind) DashboardPort(o *unstructured.Unstructured) int64 {
 	}
 	return port
 }
+
+// KindCount counts the objects of a kind: all of them (templates too), and those active (not Stopped,
+// Succeeded or Failed).
+type KindCount struct {
+	Total  int `json:"total"`
+	Active int `json:"active"`
+}
