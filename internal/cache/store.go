@@ -5,9 +5,7 @@ package cache
 
 import (
 	"context"
-	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -15,7 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
@@ -25,53 +22,6 @@ import (
 	"ray-service/internal/auth"
 	"ray-service/internal/ray"
 )
-
-// Entry is what the informer of a Ray kind (or of templates) keeps of one object: a little metadata
-// and the item of the object alone (its summary and labels; ObjectMeta.Labels stays empty, one copy is
-// enough). The manifest itself is not kept: details are read from the apiserver. What depends on pods
-// is added when the entry is published: the entry's own item when the pods add nothing, else a new one.
-type Entry struct {
-	metav1.TypeMeta   `json:",inline"`
-	metav1.ObjectMeta `json:"metadata"`
-	item              *Item
-}
-
-// Summary is the summary of the object alone (nil for a ConfigMap that is no template).
-func (e *Entry) Summary() *ray.Summary {
-	if e.item == nil {
-		return nil
-	}
-	return &e.item.Summary
-}
-
-// DeepCopyObject implements runtime.Object. It copies the metadata; the item is shared, as nothing
-// changes it once an entry is made.
-func (e *Entry) DeepCopyObject() runtime.Object {
-	c := *e
-	e.DeepCopyInto(&c.ObjectMeta)
-	return &c
-}
-
-// String helps in logs.
-func (e *Entry) String() string { return fmt.Sprintf("%s %s/%s", e.Kind, e.Namespace, e.Name) }
-
-// Item is what a list filters, sorts and shows of one object: its whole summary and its labels. An item
-// is never changed once published (a change publishes a new one), so readers share it without locks.
-// The summary is held in the item, so that a list walking thousands of items reads each from one place.
-type Item struct {
-	Summary ray.Summary
-	Labels  ray.LabelSet
-	// lowerName is the name lower-cased, for a search.
-	lowerName string
-	// bytes estimates the memory the item holds, for the change feed's bound.
-	bytes int
-}
-
-func newItem(s ray.Summary, labels ray.LabelSet) *Item {
-	it := &Item{Summary: s, Labels: labels, lowerName: strings.ToLower(s.Name)}
-	it.bytes = itemBytes(it)
-	return it
-}
 
 const (
 	podsByClusterIndex    = "rayCluster"
@@ -123,59 +73,6 @@ type Observer interface {
 
 // SetObserver sets the observer of Ray objects; call it before Start.
 func (s *Store) SetObserver(o Observer) { s.observer = o }
-
-// namespaced holds values by namespace, then name.
-type namespaced[T any] map[string]map[string]T
-
-func (m namespaced[T]) put(ns, name string, v T) {
-	if m[ns] == nil {
-		m[ns] = map[string]T{}
-	}
-	m[ns][name] = v
-}
-
-func (m namespaced[T]) remove(ns, name string) {
-	delete(m[ns], name)
-	if len(m[ns]) == 0 {
-		delete(m, ns)
-	}
-}
-
-// count returns how many values are in the namespaces of scope.
-func (m namespaced[T]) count(scope auth.Scope) int {
-	n := 0
-	for ns, byName := range m {
-		if scope.Contains(ns) {
-			n += len(byName)
-		}
-	}
-	return n
-}
-
-func (m namespaced[T]) get(ns, name string) (T, bool) {
-	v, ok := m[ns][name]
-	return v, ok
-}
-
-// in returns the values in the namespaces of scope.
-func (m namespaced[T]) in(scope auth.Scope) []T {
-	var out []T
-	each := func(byName map[string]T) {
-		for _, v := range byName {
-			out = append(out, v)
-		}
-	}
-	if scope.IsAll() {
-		for _, byName := range m {
-			each(byName)
-		}
-		return out
-	}
-	for _, ns := range scope.List() {
-		each(m[ns])
-	}
-	return out
-}
 
 // fromIndex lists what an informer holds in one namespace ("" for all), as T.
 func fromIndex[T any](inf cache.SharedIndexInformer, namespace string) []T {
@@ -484,56 +381,6 @@ func (s *Store) templateEntry(obj any) (*ray.Kind, *Entry) {
 	return s.kinds.ByKind(e.Kind), e
 }
 
-// Items returns the published instances of k in the instance scope and its templates in the template
-// scope, leaving out a template whose instance exists: that template is a step of a start or stop, and
-// the instance is what runs. The items are shared: callers must not change them.
-func (s *Store) Items(k *ray.Kind, sc Scopes) []*Item {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return s.itemsLocked(k, sc)
-}
-
-func (s *Store) itemsLocked(k *ray.Kind, sc Scopes) []*Item {
-	out := s.instances[k].in(sc.Instances)
-	if sc.Templates.IsEmpty() {
-		return out
-	}
-	for _, t := range s.templated[k].in(sc.Templates) {
-		if _, running := s.instances[k].get(t.Summary.Namespace, t.Summary.Name); !running {
-			out = append(out, t)
-		}
-	}
-	return out
-}
-
-// List returns the page q asks for of the published instances of k in the instance scope and its
-// templates in the template scope (see Items), and how many match in all. Without templates to merge
-// it walks a kept order and copies only the page.
-func (s *Store) List(k *ray.Kind, sc Scopes, q *Query) ([]ray.Summary, int) {
-	s.mu.RLock()
-	if sc.Templates.IsEmpty() || len(s.templated[k]) == 0 {
-		defer s.mu.RUnlock()
-		return s.ordered[k].page(sc.Instances, q, s.instances[k].count)
-	}
-	s.mu.RUnlock()
-	return q.Apply(s.Items(k, sc))
-}
-
-// Namespaces returns the namespaces that hold published instances or templates of k, sorted: where a
-// caller without cluster-wide rights may have something to see.
-func (s *Store) Namespaces(k *ray.Kind) []string {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	var out []string
-	for _, m := range []namespaced[*Item]{s.instances[k], s.templated[k]} {
-		for ns := range m {
-			out = append(out, ns)
-		}
-	}
-	slices.Sort(out)
-	return slices.Compact(out)
-}
-
 // summarize is k's summary of o, with whether the service signed its creator.
 func (s *Store) summarize(k *ray.Kind, o *unstructured.Unstructured) ray.Summary {
 	sum := k.Summarize(o)
@@ -605,89 +452,4 @@ func (s *Store) clusterItem(ns, name string) (*Item, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return s.instances[s.kinds.Cluster()].get(ns, name)
-}
-
-// entryTransform turns an object from the watch into its cache entry, showing it whole to the
-// observer first.
-func (s *Store) entryTransform(k *ray.Kind) cache.TransformFunc {
-	return func(obj any) (any, error) {
-		u, ok := obj.(*unstructured.Unstructured)
-		if !ok {
-			return obj, nil // already an entry, or a tombstone
-		}
-		e := &Entry{
-			TypeMeta: metav1.TypeMeta{APIVersion: k.APIVersion(), Kind: k.Kind},
-			ObjectMeta: metav1.ObjectMeta{
-				Name:              u.GetName(),
-				Namespace:         u.GetNamespace(),
-				UID:               u.GetUID(),
-				ResourceVersion:   u.GetResourceVersion(),
-				CreationTimestamp: u.GetCreationTimestamp(),
-				DeletionTimestamp: u.GetDeletionTimestamp(),
-			},
-			item: newItem(s.summarize(k, u), ray.NewLabelSet(u.GetLabels())),
-		}
-		if s.observer != nil {
-			s.observer.Observe(k, u, &e.item.Summary)
-		}
-		return e, nil
-	}
-}
-
-// templateTransform turns a template ConfigMap into an entry of its kind. A ConfigMap that is not a
-// template of a known kind that the service wrote is kept as an entry without a kind, which is never
-// published.
-func templateTransform(kinds *ray.Kinds, signer *ray.TemplateSigner) cache.TransformFunc {
-	return func(obj any) (any, error) {
-		cm, ok := obj.(*corev1.ConfigMap)
-		if !ok {
-			return obj, nil
-		}
-		e := &Entry{ObjectMeta: metav1.ObjectMeta{Name: cm.Name, Namespace: cm.Namespace, UID: cm.UID,
-			ResourceVersion: cm.ResourceVersion, CreationTimestamp: cm.CreationTimestamp}}
-		k := kinds.ByKind(cm.Labels[ray.TemplateKindLabel])
-		if k == nil {
-			return e, nil
-		}
-		tpl, err := signer.Read(k, cm)
-		if err != nil {
-			return e, nil
-		}
-		e.TypeMeta = metav1.TypeMeta{APIVersion: k.APIVersion(), Kind: k.Kind}
-		e.item = newItem(k.TemplateSummary(tpl), ray.NewLabelSet(tpl.Manifest.GetLabels()))
-		return e, nil
-	}
-}
-
-// trimPod keeps of a Ray pod what summaries, pod lists and the overview read.
-func trimPod(obj any) (any, error) {
-	p, ok := obj.(*corev1.Pod)
-	if !ok {
-		return obj, nil
-	}
-	t := &corev1.Pod{
-		TypeMeta: p.TypeMeta,
-		ObjectMeta: metav1.ObjectMeta{
-			Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion,
-			Labels: p.Labels, CreationTimestamp: p.CreationTimestamp, DeletionTimestamp: p.DeletionTimestamp,
-			OwnerReferences: p.OwnerReferences,
-		},
-		Spec: corev1.PodSpec{
-			NodeName: p.Spec.NodeName, Overhead: p.Spec.Overhead,
-			Containers: trimContainers(p.Spec.Containers), InitContainers: trimContainers(p.Spec.InitContainers),
-		},
-		Status: p.Status,
-	}
-	return t, nil
-}
-
-func trimContainers(cs []corev1.Container) []corev1.Container {
-	if cs == nil {
-		return nil
-	}
-	out := make([]corev1.Container, len(cs))
-	for i, c := range cs {
-		out[i] = corev1.Container{Name: c.Name, Image: c.Image, Resources: c.Resources, RestartPolicy: c.RestartPolicy}
-	}
-	return out
 }
