@@ -66,15 +66,15 @@ func (s *Summary) bound() {
 	for _, p := range []*string{&s.RayClusterName, &s.ActiveRayClusterName, &s.PendingRayClusterName} {
 		clipTo(p, MaxNameBytes)
 	}
-	s.Head.RayResources = boundRaySet(s.Head.RayResources)
+	s.Head.RayResources = boundLogical(s.Head.RayResources)
 	if len(s.WorkerGroups) > MaxWorkerGroups {
 		s.WorkerGroups = append([]WorkerGroup(nil), s.WorkerGroups[:MaxWorkerGroups]...)
 	}
 	for i := range s.WorkerGroups {
 		g := &s.WorkerGroups[i]
-		if len(g.Name) > MaxNameBytes || len(g.RayResources) > MaxRayResources || raySetNeedsClip(g.RayResources) {
+		if len(g.Name) > MaxNameBytes || len(g.RayResources) > MaxRayResources || logicalNeedsClip(g.RayResources) {
 			g.Name = Clip(g.Name, MaxNameBytes)
-			g.RayResources = boundRaySet(g.RayResources)
+			g.RayResources = boundLogical(g.RayResources)
 		}
 	}
 	boundHealth(&s.Health)
@@ -105,7 +105,7 @@ func boundHealth(h *Health) {
 	h.Reason, h.Message = Clip(h.Reason, MaxWordBytes), Clip(h.Message, MaxMessageBytes)
 }
 
-func raySetNeedsClip(r RaySet) bool {
+func logicalNeedsClip(r Logical) bool {
 	for _, a := range r {
 		if len(a.Name) > MaxRayResourceNameBytes {
 			return true
@@ -114,14 +114,14 @@ func raySetNeedsClip(r RaySet) bool {
 	return false
 }
 
-// boundRaySet keeps the first MaxRayResources amounts, their names cut; r itself when it is within.
-func boundRaySet(r RaySet) RaySet {
-	if len(r) <= MaxRayResources && !raySetNeedsClip(r) {
+// boundLogical keeps the first MaxRayResources amounts, their names cut; r itself when it is within.
+func boundLogical(r Logical) Logical {
+	if len(r) <= MaxRayResources && !logicalNeedsClip(r) {
 		return r
 	}
-	out := make(RaySet, 0, min(len(r), MaxRayResources))
+	out := make(Logical, 0, min(len(r), MaxRayResources))
 	for _, a := range r[:min(len(r), MaxRayResources)] {
-		out = append(out, RayAmount{Name: Clip(a.Name, MaxRayResourceNameBytes), Value: a.Value})
+		out = append(out, Amount{Name: Clip(a.Name, MaxRayResourceNameBytes), Value: a.Value})
 	}
 	return out
 }
@@ -130,7 +130,7 @@ func boundRaySet(r RaySet) RaySet {
 // The count is an estimate of what the summary holds, not an exact measure.
 const (
 	groupOverhead   = int(unsafe.Sizeof(WorkerGroup{}))
-	amountOverhead  = int(unsafe.Sizeof(RayAmount{}))
+	amountOverhead  = int(unsafe.Sizeof(Amount{}))
 	problemOverhead = int(unsafe.Sizeof(Problem{}))
 	timeOverhead    = int(unsafe.Sizeof(Health{}.Since)) + 24
 )
@@ -149,9 +149,9 @@ func (s *Summary) Bytes() int {
 			n += timeOverhead
 		}
 	}
-	n += raySetBytes(s.Head.RayResources)
+	n += logicalBytes(s.Head.RayResources)
 	for _, g := range s.WorkerGroups {
-		n += groupOverhead + len(g.Name) + raySetBytes(g.RayResources)
+		n += groupOverhead + len(g.Name) + logicalBytes(g.RayResources)
 	}
 	for _, p := range s.problems {
 		n += problemOverhead + len(p.Reason) + len(p.Message) + len(p.Source.Kind) + len(p.Source.Name) + timeOverhead
@@ -165,7 +165,7 @@ func (s *Summary) Bytes() int {
 	return n
 }
 
-func raySetBytes(r RaySet) int {
+func logicalBytes(r Logical) int {
 	n := 0
 	for _, a := range r {
 		n += amountOverhead + len(a.Name)

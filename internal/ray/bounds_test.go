@@ -111,7 +111,7 @@ func customResources(n int) string {
 
 // Summaries within the bounds are not changed, and share what they had.
 func TestSummaryWithinBoundsIsKept(t *testing.T) {
-	s := Summary{Name: "c", Creator: "alice", Image: "rayproject/ray:2.46.0", WorkerGroups: []WorkerGroup{{Name: "workers", RayResources: RaySet{{"CPU", 1}}}}}
+	s := Summary{Name: "c", Creator: "alice", Image: "rayproject/ray:2.46.0", WorkerGroups: []WorkerGroup{{Name: "workers", RayResources: Logical{{"CPU", 1}}}}}
 	before := s
 	s.bound()
 	require.Equal(t, before, s)

@@ -63,6 +63,7 @@ type EndingLimits struct {
 	LogTimeout time.Duration
 }
 
+// PodEndOf is how pod p ended: its node type, phase and each container's last state.
 func PodEndOf(p *corev1.Pod) PodEnd {
 	out := PodEnd{Name: p.Name, NodeType: nodeType(p), Phase: string(p.Status.Phase), Containers: []ContainerEnd{}}
 	for _, cs := range append(append([]corev1.ContainerStatus{}, p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {

@@ -42,7 +42,7 @@ func FuzzSummarize(f *testing.F) {
 		f.Add(s)
 	}
 	kinds := NewKinds()
-	f.Fuzz(func(t *testing.T, data []byte) {
+	f.Fuzz(func(_ *testing.T, data []byte) {
 		u := &unstructured.Unstructured{}
 		if err := yaml.Unmarshal(data, &u.Object); err != nil || u.Object == nil {
 			return

@@ -4,15 +4,15 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
-// How a kind is stopped when it cannot be suspended in place.
+// StopMode is how a kind is stopped when it cannot be suspended in place.
 type StopMode int
 
 const (
-	// StopBySuspendOnly: nothing but suspension stops it (the zero value: RayCluster).
+	// StopBySuspendOnly is the default: nothing but suspension stops it (the zero value: RayCluster).
 	StopBySuspendOnly StopMode = iota
-	// StopViaDashboard: stop the Ray job through its cluster's Ray dashboard (RayJob).
+	// StopViaDashboard stops the Ray job through its cluster's Ray dashboard (RayJob).
 	StopViaDashboard
-	// StopToTemplate: store the manifest as a template and delete the instance (RayService).
+	// StopToTemplate stores the manifest as a template and deletes the instance (RayService).
 	StopToTemplate
 )
 

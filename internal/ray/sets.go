@@ -10,13 +10,13 @@ import (
 	"strings"
 )
 
-// RaySet is a set of Ray logical resources by name (CPU, GPU, memory, custom), sorted by name, encoded
+// Logical is a set of Ray logical resources by name (CPU, GPU, memory, custom), sorted by name, encoded
 // as a JSON object of numbers. Every cached object keeps one per group; a sorted slice of a few pairs
 // takes about a fifth of the heap of a map of the same pairs.
-type RaySet []RayAmount
+type Logical []Amount
 
-// RayAmount is one Ray logical resource and how much of it there is.
-type RayAmount struct {
+// Amount is one Ray logical resource and how much of it there is.
+type Amount struct {
 	Name  string
 	Value float64
 }
@@ -24,9 +24,9 @@ type RayAmount struct {
 // wellKnownRayNames are the resource names nearly every set holds, shared instead of allocated per set.
 var wellKnownRayNames = []string{"CPU", "GPU", "NPU", "memory", "object_store_memory"}
 
-// NewRaySet returns the set of the non-zero, finite amounts of m.
-func NewRaySet(m map[string]float64) RaySet {
-	var out RaySet
+// NewLogical returns the set of the non-zero, finite amounts of m.
+func NewLogical(m map[string]float64) Logical {
+	var out Logical
 	for _, n := range slices.Sorted(maps.Keys(m)) {
 		if v := m[n]; v == 0 || math.IsNaN(v) || math.IsInf(v, 0) {
 			continue
@@ -34,13 +34,13 @@ func NewRaySet(m map[string]float64) RaySet {
 		if i := slices.Index(wellKnownRayNames, n); i >= 0 {
 			n = wellKnownRayNames[i]
 		}
-		out = append(out, RayAmount{Name: n, Value: m[n]})
+		out = append(out, Amount{Name: n, Value: m[n]})
 	}
 	return slices.Clip(out)
 }
 
 // Map returns the set as a map.
-func (r RaySet) Map() map[string]float64 {
+func (r Logical) Map() map[string]float64 {
 	m := make(map[string]float64, len(r))
 	for _, a := range r {
 		m[a.Name] = a.Value
@@ -49,7 +49,7 @@ func (r RaySet) Map() map[string]float64 {
 }
 
 // MarshalJSON encodes the set as an object, its names in order.
-func (r RaySet) MarshalJSON() ([]byte, error) {
+func (r Logical) MarshalJSON() ([]byte, error) {
 	var b bytes.Buffer
 	b.WriteByte('{')
 	for i, a := range r {
@@ -69,17 +69,17 @@ func (r RaySet) MarshalJSON() ([]byte, error) {
 }
 
 // UnmarshalJSON reads an object of numbers.
-func (r *RaySet) UnmarshalJSON(data []byte) error {
+func (r *Logical) UnmarshalJSON(data []byte) error {
 	var m map[string]float64
 	if err := json.Unmarshal(data, &m); err != nil {
 		return err
 	}
-	*r = NewRaySet(m)
+	*r = NewLogical(m)
 	return nil
 }
 
 // String helps in test failures and logs.
-func (r RaySet) String() string {
+func (r Logical) String() string {
 	parts := make([]string, len(r))
 	for i, a := range r {
 		parts[i] = a.Name + "=" + strconv.FormatFloat(a.Value, 'g', -1, 64)

@@ -13,9 +13,9 @@ import (
 func TestRaySetEncodesAsTheMapItHolds(t *testing.T) {
 	m := map[string]float64{"memory": 2 << 30, "CPU": 3, "TPU": 0.5, `odd "name"`: 1, "zero": 0,
 		"nan": math.NaN(), "inf": math.Inf(1)}
-	set := NewRaySet(m)
+	set := NewLogical(m)
 	got, err := json.Marshal(struct {
-		R RaySet `json:"r,omitempty"`
+		R Logical `json:"r,omitempty"`
 	}{set})
 	require.NoError(t, err)
 	delete(m, "zero")
@@ -27,13 +27,13 @@ func TestRaySetEncodesAsTheMapItHolds(t *testing.T) {
 	require.NoError(t, err)
 	assert.JSONEq(t, string(want), string(got), "zero and non-finite amounts are left out")
 
-	var back RaySet
+	var back Logical
 	require.NoError(t, json.Unmarshal([]byte(`{"GPU":1,"CPU":2}`), &back))
-	assert.Equal(t, RaySet{{"CPU", 2}, {"GPU", 1}}, back, "sorted by name")
+	assert.Equal(t, Logical{{"CPU", 2}, {"GPU", 1}}, back, "sorted by name")
 
 	empty, err := json.Marshal(struct {
-		R RaySet `json:"r,omitempty"`
-	}{NewRaySet(nil)})
+		R Logical `json:"r,omitempty"`
+	}{NewLogical(nil)})
 	require.NoError(t, err)
 	assert.JSONEq(t, `{}`, string(empty), "an empty set is left out like an empty map")
 }

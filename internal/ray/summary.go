@@ -53,7 +53,7 @@ type HeadSummary struct {
 	Resources Resources `json:"resources"`
 	// RayResources are the Ray logical resources one head pod offers (CPU, GPU, memory, custom; at most
 	// 16, names cut to 64 bytes).
-	RayResources RaySet `json:"rayResources,omitempty" swaggertype:"object,number"`
+	RayResources Logical `json:"rayResources,omitempty" swaggertype:"object,number"`
 }
 
 // WorkerGroup is what a list shows of a worker group.
@@ -68,7 +68,7 @@ type WorkerGroup struct {
 	Resources Resources `json:"resources"`
 	// RayResources are the Ray logical resources one pod of the group offers (at most 16, names cut to
 	// 64 bytes).
-	RayResources RaySet `json:"rayResources,omitempty" swaggertype:"object,number"`
+	RayResources Logical `json:"rayResources,omitempty" swaggertype:"object,number"`
 }
 
 // Summary is a list item: the same fields for every kind, plus a few per kind. What it takes from the
@@ -225,7 +225,7 @@ func summarizeClusterSpec(spec map[string]any, s *Summary) {
 		pod := podSpecOf(head)
 		s.Head.Resources = PodRequests(pod)
 		params, _, _ := unstructured.NestedMap(spec, "headGroupSpec", "rayStartParams")
-		s.Head.RayResources = RayResources(params, pod)
+		s.Head.RayResources = LogicalResources(params, pod)
 		if len(pod.Containers) > 0 {
 			s.Image = pod.Containers[0].Image
 		}
@@ -257,18 +257,18 @@ func summarizeClusterSpec(spec map[string]any, s *Summary) {
 			pod := podSpecOf(tmpl)
 			wg.Resources = PodRequests(pod)
 			params, _, _ := unstructured.NestedMap(gm, "rayStartParams")
-			wg.RayResources = RayResources(params, pod)
+			wg.RayResources = LogicalResources(params, pod)
 		}
 		s.Requested.Add(wg.Resources, replicas*numHosts)
 		s.WorkerGroups = append(s.WorkerGroups, wg)
 	}
 }
 
-// RayResources are the logical resources a Ray node started with params offers: num-cpus, num-gpus,
+// LogicalResources are the logical resources a Ray node started with params offers: num-cpus, num-gpus,
 // memory and resources where rayStartParams set them, else what KubeRay derives from the Ray container's
 // limits (or requests): CPUs rounded up, GPUs from nvidia.com/gpu, NPUs from huawei.com/Ascend*, memory
 // in bytes.
-func RayResources(params map[string]any, pod corev1.PodSpec) RaySet {
+func LogicalResources(params map[string]any, pod corev1.PodSpec) Logical {
 	out := map[string]float64{}
 	var limits corev1.ResourceList
 	if len(pod.Containers) > 0 {
@@ -304,7 +304,7 @@ func RayResources(params map[string]any, pod corev1.PodSpec) RaySet {
 			maps.Copy(out, custom)
 		}
 	}
-	return NewRaySet(out)
+	return NewLogical(out)
 }
 
 func paramFloat(params map[string]any, key string) (float64, bool) {

@@ -64,7 +64,7 @@ func TestSummarizeRayCluster(t *testing.T) {
 	require.Len(t, s.WorkerGroups, 3)
 	assert.Equal(t, WorkerGroup{Name: "small", Replicas: 3, MinReplicas: 1, MaxReplicas: 5,
 		Resources:    Resources{CPU: 1, MemoryBytes: 1 << 30, GPU: 1},
-		RayResources: NewRaySet(map[string]float64{"CPU": 1, "GPU": 1, "memory": 1 << 30})}, s.WorkerGroups[0])
+		RayResources: NewLogical(map[string]float64{"CPU": 1, "GPU": 1, "memory": 1 << 30})}, s.WorkerGroups[0])
 	assert.Equal(t, int64(0), s.WorkerGroups[2].Replicas, "a suspended group runs no replicas")
 	// head 0.5 + 3*1 + 2 replicas * 2 hosts * 2 = 11.5 CPU
 	assert.InDelta(t, 11.5, s.Requested.CPU, 1e-9)
@@ -94,10 +94,10 @@ func TestRayResources(t *testing.T) {
 		container(list("cpu", "1500m", "memory", "2Gi"), list("cpu", "2500m", "nvidia.com/gpu", "2", "huawei.com/Ascend910", "1")),
 		container(list("cpu", "8"), nil), // a sidecar: Ray does not count it
 	}}
-	assert.Equal(t, map[string]float64{"CPU": 3, "GPU": 2, "NPU": 1, "memory": 2 << 30}, RayResources(nil, pod).Map(),
+	assert.Equal(t, map[string]float64{"CPU": 3, "GPU": 2, "NPU": 1, "memory": 2 << 30}, LogicalResources(nil, pod).Map(),
 		"from the Ray container's limits, CPUs rounded up")
 	params := map[string]any{"num-cpus": "0", "num-gpus": int64(1), "memory": "1000",
 		"resources": `'{\"TPU\": 4, \"special\": 1}'`}
-	assert.Equal(t, map[string]float64{"GPU": 1, "NPU": 1, "memory": 1000, "TPU": 4, "special": 1}, RayResources(params, pod).Map(),
+	assert.Equal(t, map[string]float64{"GPU": 1, "NPU": 1, "memory": 1000, "TPU": 4, "special": 1}, LogicalResources(params, pod).Map(),
 		"rayStartParams win; num-cpus 0 offers no CPU")
 }

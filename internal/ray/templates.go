@@ -82,6 +82,7 @@ func (s *TemplateSigner) signature(cm *corev1.ConfigMap) string {
 	return base64.RawStdEncoding.EncodeToString(mac.Sum(nil))
 }
 
+// Sign signs a template's ConfigMap with the service's key (see signature).
 func (s *TemplateSigner) Sign(cm *corev1.ConfigMap) {
 	if cm.Annotations == nil {
 		cm.Annotations = map[string]string{}
@@ -204,5 +205,5 @@ const CreatorSignatureKey = "ray.openfuyao.com/creator-signature"
 // MinTemplateKeyBytes is the shortest key a TemplateSigner takes.
 const MinTemplateKeyBytes = 32
 
-// ErrNotATemplate: the ConfigMap is not labelled as a template of the kind.
+// ErrNotATemplate tells that the ConfigMap is not labelled as a template of the kind.
 var ErrNotATemplate = errors.New("not a template")
