@@ -405,9 +405,9 @@ func (s *Store) withPods(k *ray.Kind, base *ray.Summary) *ray.Summary {
 		pods = s.ClusterPods(base.Namespace, cluster)
 	}
 	var warnings []ray.Problem
-	for _, ref := range k.WarningSources(base, pods) {
+	k.WarningSources(base, pods, func(ref ray.InvolvedObjectRef) {
 		warnings = append(warnings, s.warningsAbout(base.Namespace, ref)...)
-	}
+	})
 	if cluster == "" && len(warnings) == 0 {
 		return base
 	}

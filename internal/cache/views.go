@@ -13,7 +13,8 @@ import (
 // items are published, so that a list walks one order, counts what matches and copies only its page,
 // instead of sorting everything for every request.
 type views struct {
-	orders map[string][]*Item // by sort key, ascending (order(key, false))
+	orders    map[string][]*Item              // by sort key, ascending
+	ascending map[string]func(a, b *Item) int // order(key, false) of each key, made once
 
 	// matches holds, for the last filtering queries, every item they matched in their order, so that
 	// the next page or refresh of the same query copies its page without walking every item. Any
@@ -31,9 +32,10 @@ const (
 )
 
 func newViews() *views {
-	v := &views{orders: map[string][]*Item{}, matches: map[string][]*Item{}}
+	v := &views{orders: map[string][]*Item{}, ascending: map[string]func(a, b *Item) int{}, matches: map[string][]*Item{}}
 	for _, key := range []string{SortByName, SortByCreatedAt, SortByStatus, SortByRayVersion} {
 		v.orders[key] = nil
+		v.ascending[key] = order(key, false)
 	}
 	return v
 }
@@ -45,7 +47,7 @@ func (v *views) replace(old, item *Item) {
 	v.matchedSize = 0
 	v.mu.Unlock()
 	for key, items := range v.orders {
-		ascending := order(key, false)
+		ascending := v.ascending[key]
 		if old != nil {
 			if i, found := slices.BinarySearchFunc(items, old, ascending); found {
 				items = slices.Delete(items, i, i+1)

@@ -65,17 +65,17 @@ func (k *Kind) EventsOf(name string, clusters, pods []string, events []corev1.Ev
 	return out
 }
 
-// WarningSources are the objects whose Warning events tell about object s of kind k: the object itself,
-// the Ray clusters it runs on and the pods given (those of its current cluster).
-func (k *Kind) WarningSources(s *Summary, pods []*corev1.Pod) []InvolvedObjectRef {
-	refs := []InvolvedObjectRef{{Kind: k.Kind, Name: s.Name}}
-	for _, c := range k.Clusters(s) {
-		if !k.IsCluster || c != s.Name {
-			refs = append(refs, InvolvedObjectRef{Kind: ClusterKind, Name: c})
+// WarningSources visits the objects whose Warning events tell about object s of kind k: the object
+// itself, the Ray clusters it runs on and the pods given (those of its current cluster). A visit, not
+// a slice: the cache asks it for every object it publishes.
+func (k *Kind) WarningSources(s *Summary, pods []*corev1.Pod, visit func(InvolvedObjectRef)) {
+	visit(InvolvedObjectRef{Kind: k.Kind, Name: s.Name})
+	for _, c := range k.ClustersOf(s) {
+		if c != "" && (!k.IsCluster || c != s.Name) {
+			visit(InvolvedObjectRef{Kind: ClusterKind, Name: c})
 		}
 	}
 	for _, p := range pods {
-		refs = append(refs, InvolvedObjectRef{Kind: "Pod", Name: p.Name})
+		visit(InvolvedObjectRef{Kind: "Pod", Name: p.Name})
 	}
-	return refs
 }
