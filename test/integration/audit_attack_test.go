@@ -136,9 +136,7 @@ func TestAttackAuditCopiedEventIsNoDuplicate(t *testing.T) {
 func TestAttackAuditTamperedRowIsReported(t *testing.T) {
 	ns := namespace(t, "audit-tamper")
 	admin := env.tokens["admin"]
-	svc, err := launchService(env.root, env.state, env.vars, "ray-service-audit-tamper.log", 60*time.Second)
-	require.NoError(t, err)
-	defer svc.stop()
+	svc := startInstance(t, "ray-service-audit-tamper.log")
 	for i := range 4 {
 		r, err := sendTo(svc.url, "POST", nsPath(ns, "rayclusters")+"?start=false", admin, "application/yaml",
 			[]byte(strings.Replace(minimalCluster, "NAME", fmt.Sprint("tamper-", i), 1)))
@@ -334,12 +332,8 @@ func TestAuditChainTwoReplicasOnPostgres(t *testing.T) {
 	admin := env.tokens["admin"]
 	dsn := postgresDatabase(t)
 	args := []string{"--history-dsn", dsn, "--history-lease", "history-audit-ha"}
-	a, err := launchService(env.root, env.state, env.vars, "ray-service-audit-ha-a.log", 60*time.Second, args...)
-	require.NoError(t, err)
-	defer a.stop()
-	b, err := launchService(env.root, env.state, env.vars, "ray-service-audit-ha-b.log", 60*time.Second, args...)
-	require.NoError(t, err)
-	defer b.stop()
+	a := startInstance(t, "ray-service-audit-ha-a.log", args...)
+	b := startInstance(t, "ray-service-audit-ha-b.log", args...)
 	const each = 12
 	var wg sync.WaitGroup
 	for i, svc := range []*serviceProc{a, b} {

@@ -103,9 +103,7 @@ func TestClusterHealthTab(t *testing.T) {
 	end := time.Now().Add(-2 * time.Hour).Truncate(time.Minute)
 	start := end.Add(-5 * time.Minute)
 	promURL, stopProm := startPrometheus(t, rayMetricsFixture(ns, loads, end.Add(-10*time.Minute), end))
-	svc, err := launchService(env.root, env.state, env.vars, "ray-service-clusterhealth.log", 60*time.Second, "--prometheus-url", promURL)
-	require.NoError(t, err)
-	defer svc.stop()
+	svc := startInstance(t, "ray-service-clusterhealth.log", "--prometheus-url", promURL)
 	window := fmt.Sprintf("start=%d&end=%d&step=30s", start.Unix(), end.Unix())
 	get := func(name, token string) (int, clusterHealthData) {
 		r, err := sendTo(svc.url, "GET", itemPath(ns, "rayclusters", name)+"/health?"+window, token, "", nil)

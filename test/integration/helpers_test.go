@@ -205,3 +205,36 @@ func tenant(t *testing.T, ns, name string) (user, token string) {
 	require.NoError(t, err)
 	return "system:serviceaccount:" + ns + ":" + name, tr.Status.Token
 }
+
+// instance is a service instance a test runs for itself, beside the shared one.
+type instance struct {
+	log         string        // its log's file name under the stack's logs; it also names its history and Lease
+	readyWithin time.Duration // how long it may take to become ready; 60 s when zero
+	environ     []string      // added to its environment
+	args        []string      // added to (and overriding) the default flags
+}
+
+// startInstance runs a service instance for t with args added to the default flags, fails t unless it
+// becomes ready within 60 s, and stops it when t ends.
+func startInstance(t *testing.T, log string, args ...string) *serviceProc {
+	t.Helper()
+	svc, err := instance{log: log, args: args}.start(t)
+	require.NoError(t, err)
+	return svc
+}
+
+// start runs i and stops it when t ends; it returns the error of an instance that did not become ready,
+// which is stopped already.
+func (i instance) start(t *testing.T) (*serviceProc, error) {
+	t.Helper()
+	within := i.readyWithin
+	if within == 0 {
+		within = 60 * time.Second
+	}
+	svc, err := launchServiceEnv(env.root, env.state, env.vars, i.log, within, i.environ, i.args...)
+	if err != nil {
+		return nil, err
+	}
+	t.Cleanup(func() { svc.stop() })
+	return svc, nil
+}

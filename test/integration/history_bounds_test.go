@@ -97,9 +97,7 @@ func TestAttackHistoryFloodIsBounded(t *testing.T) {
 	const jobs = 120
 	ns := namespace(t, "hist-flood")
 	bind(t, ns, "alice", "ray-editor")
-	svc, err := launchService(env.root, env.state, env.vars, "ray-service-history-flood.log", 60*time.Second)
-	require.NoError(t, err)
-	defer svc.stop()
+	svc := startInstance(t, "ray-service-history-flood.log")
 	file := filepath.Join(env.state, "history", "ray-service-history-flood.db")
 	// The service's own objects are recorded first: what grows after is the tenant's.
 	time.Sleep(3 * time.Second)

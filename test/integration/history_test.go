@@ -307,9 +307,7 @@ func TestHistory(t *testing.T) {
 	t.Run("sqlite", func(t *testing.T) { historyScenario(t, env.serviceURL) })
 	t.Run("postgres", func(t *testing.T) {
 		dsn := postgresDatabase(t)
-		svc, err := launchService(env.root, env.state, env.vars, "ray-service-history-pg.log", 60*time.Second, "--history-dsn", dsn)
-		require.NoError(t, err)
-		defer svc.stop()
+		svc := startInstance(t, "ray-service-history-pg.log", "--history-dsn", dsn)
 		historyScenario(t, svc.url)
 	})
 }
@@ -360,8 +358,7 @@ func TestHistoryRestart(t *testing.T) {
 	ns := namespace(t, "hist-restart")
 	admin := env.tokens["admin"]
 	args := []string{"--history-dsn", "sqlite:" + env.state + "/history/restart.db", "--history-lease", "history-restart"}
-	svc, err := launchService(env.root, env.state, env.vars, "ray-service-restart-1.log", 60*time.Second, args...)
-	require.NoError(t, err)
+	svc := startInstance(t, "ray-service-restart-1.log", args...)
 	require.Equal(t, 201, call(t, "POST", nsPath(ns, "rayjobs"), admin, "application/json", rayJob(t, "job", true)).Status)
 	require.Equal(t, 201, createCluster(t, admin, ns, "doomed", nil).Status)
 	waitStatus(t, ns, "rayjobs", "job", "Running")
@@ -380,9 +377,7 @@ func TestHistoryRestart(t *testing.T) {
 		return err != nil
 	})
 
-	svc, err = launchService(env.root, env.state, env.vars, "ray-service-restart-2.log", 60*time.Second, args...)
-	require.NoError(t, err)
-	defer svc.stop()
+	svc = startInstance(t, "ray-service-restart-2.log", args...)
 	job := recordOf(t, base(svc), "rayjobs", ns, "job", "Succeeded", func(r historyRecord) bool { return r.Status == "Succeeded" && r.Ending != nil })
 	require.NotNil(t, job.FinishedAt)
 	st := job.statuses()
@@ -400,12 +395,8 @@ func TestHistoryTwoReplicas(t *testing.T) {
 	admin := env.tokens["admin"]
 	dsn := postgresDatabase(t)
 	args := []string{"--history-dsn", dsn, "--history-lease", "history-ha"}
-	a, err := launchService(env.root, env.state, env.vars, "ray-service-ha-a.log", 60*time.Second, args...)
-	require.NoError(t, err)
-	defer a.stop()
-	b, err := launchService(env.root, env.state, env.vars, "ray-service-ha-b.log", 60*time.Second, args...)
-	require.NoError(t, err)
-	defer b.stop()
+	a := startInstance(t, "ray-service-ha-a.log", args...)
+	b := startInstance(t, "ray-service-ha-b.log", args...)
 	var leader, follower *serviceProc
 	eventually(t, 30*time.Second, "one leader", func() bool {
 		la, lb := metricOf(t, a.url, "ray_service_history_leader"), metricOf(t, b.url, "ray_service_history_leader")

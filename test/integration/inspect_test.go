@@ -316,8 +316,7 @@ func followHeadLog(t *testing.T, base, ns, cluster, line string) (*http.Response
 func TestFollowEndsOnShutdown(t *testing.T) {
 	ns := namespace(t, "follow-stop")
 	runningCluster(t, ns, "fs")
-	svc, err := launchService(env.root, env.state, env.vars, "ray-service-follow.log", 60*time.Second)
-	require.NoError(t, err)
+	svc := startInstance(t, "ray-service-follow.log")
 	res, sc := followHeadLog(t, svc.url, ns, "fs", "before shutdown")
 	defer res.Body.Close()
 	ended := make(chan struct{})

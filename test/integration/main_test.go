@@ -24,6 +24,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -174,6 +175,9 @@ type serviceProc struct {
 	cmd    *exec.Cmd
 	log    *os.File
 	done   chan struct{}
+
+	stopOnce sync.Once
+	stopped  bool // whether the first stop saw the process end in time
 }
 
 // launchService runs the service binary against the stack with the ray-service user's credentials and
@@ -264,18 +268,21 @@ func leaseName(base string) string {
 	return "history-" + strings.Trim(regexp.MustCompile(`[^a-z0-9-]+`).ReplaceAllString(strings.ToLower(base), "-"), "-")
 }
 
-// stop sends SIGTERM and waits for the process to end; it says whether it ended in time.
+// stop sends SIGTERM and waits for the process to end; it says whether it ended in time. Only the first
+// call acts (a test may stop an instance before its clean-up does); later ones say what it saw.
 func (p *serviceProc) stop() bool {
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	defer p.log.Close()
-	select {
-	case <-p.done:
-		return true
-	case <-time.After(20 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-		return false
-	}
+	p.stopOnce.Do(func() {
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		defer p.log.Close()
+		select {
+		case <-p.done:
+			p.stopped = true
+		case <-time.After(20 * time.Second):
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+	})
+	return p.stopped
 }
 
 // startService runs the service the tests share, and prepares the admin's clients.

@@ -170,10 +170,8 @@ func TestOverview(t *testing.T) {
 	start := end.Add(-5 * time.Minute)
 	fixture := prometheusFixture(ns, pods, end.Add(-10*time.Minute), end)
 	promURL, stopProm := startPrometheus(t, fixture)
-	svc, err := launchService(env.root, env.state, env.vars, "ray-service-overview.log", 60*time.Second, "--prometheus-url", promURL,
+	svc := startInstance(t, "ray-service-overview.log", "--prometheus-url", promURL,
 		"--grafana-url", "http://grafana.example/", "--grafana-dashboard-uid", "rayDefaultDashboard")
-	require.NoError(t, err)
-	defer svc.stop()
 	window := fmt.Sprintf("start=%d&end=%d&step=30s", start.Unix(), end.Unix())
 
 	d = overview(svc.url, "namespace="+ns+"&"+window)

@@ -344,9 +344,7 @@ func TestAttackMalformedNamesAreRefused(t *testing.T) {
 // Attack: each distinct namespace a caller names is an access review whose verdict is cached; random
 // namespaces grew the cache without bound. It now holds at most auth-cache-size verdicts.
 func TestAttackVerdictCacheIsBounded(t *testing.T) {
-	svc, err := launchService(env.root, env.state, env.vars, "ray-service-cache.log", 60*time.Second, "--auth-cache-size=50")
-	require.NoError(t, err)
-	defer svc.stop()
+	svc := startInstance(t, "ray-service-cache.log", "--auth-cache-size=50")
 	viewer := env.tokens["viewer"]
 	for i := range 200 {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -442,9 +440,7 @@ func TestAttackSlowAndLongRequestsAreBounded(t *testing.T) {
 	if os.Getenv("RAY_TEST_NO_LIMITS") == "1" { // to show what a service without these settings does
 		limits = nil
 	}
-	svc, err := launchService(env.root, env.state, env.vars, "ray-service-timeouts.log", 60*time.Second, limits...)
-	require.NoError(t, err)
-	defer svc.stop()
+	svc := startInstance(t, "ray-service-timeouts.log", limits...)
 	addr := strings.TrimPrefix(svc.url, "http://")
 	admin := env.tokens["admin"]
 
@@ -599,11 +595,9 @@ func TestAttackOverviewWindowsAreBounded(t *testing.T) {
 	if before {
 		args = args[:2]
 	}
-	svc, err := launchService(env.root, env.state, env.vars, "ray-service-slowprom.log", 60*time.Second, args...)
-	require.NoError(t, err)
-	defer svc.stop()
+	svc := startInstance(t, "ray-service-slowprom.log", args...)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	_, _, err = httpGetHeaders(ctx, svc.url+"/rest/ray/v1/overview?range=10m", map[string]string{"Authorization": "Bearer " + admin})
+	_, _, err := httpGetHeaders(ctx, svc.url+"/rest/ray/v1/overview?range=10m", map[string]string{"Authorization": "Bearer " + admin})
 	cancel()
 	require.Error(t, err, "the client gives up after a second")
 	time.Sleep(3 * time.Second)
@@ -718,16 +712,15 @@ func kubeconfigVia(t *testing.T, addr string) string {
 // words (addresses and ports included). It now says "not ready"; the reason goes to the log.
 func TestAttackReadyzTellsAnonymousCallersNothing(t *testing.T) {
 	f := forward(t, strings.TrimPrefix(env.vars["KUBE_APISERVER_URL"], "https://"))
-	svc, err := launchService(env.root, env.state, env.vars, "ray-service-readyz.log", 60*time.Second,
+	svc := startInstance(t, "ray-service-readyz.log",
 		"--kubeconfig", kubeconfigVia(t, f.ln.Addr().String()))
-	require.NoError(t, err)
-	defer svc.stop()
 	f.stop()
 	var body []byte
 	eventually(t, 30*time.Second, "not ready once the apiserver is gone", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		var status int
+		var err error
 		status, body, err = httpGet(ctx, svc.url+"/readyz")
 		return err == nil && status == 503
 	})

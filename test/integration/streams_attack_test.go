@@ -103,9 +103,7 @@ func (s *sseStream) during(d time.Duration) []sseEvent {
 // The heap is read after a collection (the service's profiler, --pprof-listen).
 func TestAttackFeedFloodDoesNotHoldMemory(t *testing.T) {
 	pprofAddr := freeAddr(t)
-	svc, err := launchService(env.root, env.state, env.vars, "ray-service-flood.log", 60*time.Second, "--pprof-listen="+pprofAddr)
-	require.NoError(t, err)
-	defer svc.stop()
+	svc := startInstance(t, "ray-service-flood.log", "--pprof-listen="+pprofAddr)
 	ns := namespace(t, "flood")
 	grantRole(t, ns, "bob", "flood", rbacv1.PolicyRule{APIGroups: []string{"ray.io"}, Resources: []string{"rayclusters"},
 		Verbs: []string{"patch", "get", "list", "create", "delete"}})
@@ -120,7 +118,7 @@ func TestAttackFeedFloodDoesNotHoldMemory(t *testing.T) {
 	u.SetAnnotations(map[string]string{"ray.openfuyao.com/creator": strings.Repeat("x", 200<<10)})
 	u.SetLabels(map[string]string{"flood": "start"})
 	require.NoError(t, unstructured.SetNestedField(u.Object, true, "spec", "suspend"))
-	_, err = bob.Create(ctx, u, metav1.CreateOptions{})
+	_, err := bob.Create(ctx, u, metav1.CreateOptions{})
 	require.NoError(t, err, "bob may create a RayCluster in his namespace")
 	eventually(t, 30*time.Second, "the service holds the cluster", func() bool { return listedOn(t, svc.url, ns, "rayclusters", "flood=start") == 1 })
 	time.Sleep(2 * time.Second) // the operator's first writes
@@ -205,14 +203,12 @@ func TestAttackObjectStreamShowsNoPodsWithoutPodRights(t *testing.T) {
 // token. They now count the authenticated user; an object stream is also refused before it starts
 // reading the namespace's events.
 func TestAttackStreamLimitsArePerUser(t *testing.T) {
-	svc, err := launchService(env.root, env.state, env.vars, "ray-service-peruser.log", 60*time.Second,
+	svc := startInstance(t, "ray-service-peruser.log",
 		"--max-watches-per-caller=2", "--max-log-follows-per-caller=1")
-	require.NoError(t, err)
-	defer svc.stop()
 	ns := namespace(t, "peruser")
 	runningCluster(t, ns, "pu")
 	ctx := context.Background()
-	_, err = env.admin.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "tenant"}}, metav1.CreateOptions{})
+	_, err := env.admin.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "tenant"}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	_, err = env.admin.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "tenant"}, Rules: []rbacv1.PolicyRule{
 		{APIGroups: []string{"ray.io"}, Resources: []string{"rayclusters"}, Verbs: []string{"get", "list", "watch"}},

@@ -260,15 +260,8 @@ func TestWatchOverview(t *testing.T) {
 // across namespaces, and ends the namespace's own stream with ERROR. Streams per caller are bounded,
 // idle streams send heartbeats, closed streams leave nothing behind, and a shutdown ends them cleanly.
 func TestWatchRightsAndBounds(t *testing.T) {
-	own, err := launchService(env.root, env.state, env.vars, "ray-service-watch.log", 60*time.Second,
+	own := startInstance(t, "ray-service-watch.log",
 		"--auth-cache-ttl=2s", "--max-watches-per-caller=3", "--watch-heartbeat=1s", "--shutdown-delay=2s")
-	require.NoError(t, err)
-	stopped := false
-	defer func() {
-		if !stopped {
-			own.stop()
-		}
-	}()
 	nsA, nsB := namespace(t, "rightsa"), namespace(t, "rightsb")
 	admin, carol := env.tokens["admin"], env.tokens["carol"]
 	for _, ns := range []string{nsA, nsB} {
@@ -348,7 +341,6 @@ func TestWatchRightsAndBounds(t *testing.T) {
 	// A shutdown ends an open stream cleanly, after the shutdown delay.
 	_, last := openWatch(t, own.url, watchPath(nsB, "rayclusters"), admin, "")
 	last.snapshot(t)
-	stopped = true
 	stopAt := time.Now()
 	go own.stop()
 	require.True(t, last.ended(15*time.Second), "the stream ends at shutdown")
