@@ -4,7 +4,6 @@ package integration
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -26,15 +25,6 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 )
-
-func runTool(t *testing.T, name string, args ...string) string {
-	t.Helper()
-	cmd := exec.Command(name, args...)
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	require.NoError(t, cmd.Run(), "%s %s:\n%s%s", name, strings.Join(args, " "), out.String(), errOut.String())
-	return out.String()
-}
 
 func docs(t *testing.T, manifest string) []map[string]any {
 	t.Helper()

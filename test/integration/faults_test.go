@@ -237,18 +237,6 @@ func specOf(t *testing.T, base, ns, name string) map[string]any {
 		"workers": nested(spec, "rayClusterConfig", "workerGroupSpecs")}
 }
 
-func nested(m map[string]any, path ...string) any {
-	var v any = m
-	for _, p := range path {
-		mm, ok := v.(map[string]any)
-		if !ok {
-			return nil
-		}
-		v = mm[p]
-	}
-	return v
-}
-
 // component is a process of the local stack, as its PID file names it.
 type component struct {
 	name    string

@@ -7,8 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -21,59 +19,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"sigs.k8s.io/yaml"
 )
-
-func itemPath(ns, kind, name string) string { return nsPath(ns, kind) + "/" + name }
-
-// statusOf reads an object's summary status through the service, as the admin.
-func statusOf(t *testing.T, ns, kind, name string) (summary, int) {
-	t.Helper()
-	r := call(t, "GET", itemPath(ns, kind, name), env.tokens["admin"], "", nil)
-	if r.Status != 200 {
-		return summary{}, r.Status
-	}
-	return decode[summary](t, r), 200
-}
-
-// runningCluster creates the minimal RayCluster ns/name as the admin and waits until it is Running.
-func runningCluster(t *testing.T, ns, name string) {
-	t.Helper()
-	require.Equal(t, 201, createCluster(t, env.tokens["admin"], ns, name, nil).Status)
-	waitStatus(t, ns, "rayclusters", name, "Running")
-}
-
-func waitStatus(t *testing.T, ns, kind, name, want string) summary {
-	t.Helper()
-	var last summary
-	eventually(t, 90*time.Second, fmt.Sprintf("%s/%s status %s", kind, name, want), func() bool {
-		s, code := statusOf(t, ns, kind, name)
-		last = s
-		return code == 200 && s.Status == want
-	})
-	captureStatus(t, ns, kind, name, want)
-	return last
-}
-
-// captureStatus saves the object's status (and spec.suspend) as a fixture of the status mapping's unit
-// test, when RAY_TEST_CAPTURE_STATUS names a directory: the mapping is tested on what KubeRay writes.
-func captureStatus(t *testing.T, ns, kind, name, want string) {
-	dir := os.Getenv("RAY_TEST_CAPTURE_STATUS")
-	if dir == "" {
-		return
-	}
-	gvr := rayClusters.GroupVersion().WithResource(kind)
-	o, err := getRay(t, gvr, ns, name)
-	require.NoError(t, err)
-	fixture := map[string]any{"kind": o.GetKind(), "want": want, "object": map[string]any{"status": o.Object["status"]}}
-	if suspend, ok, _ := unstructured.NestedBool(o.Object, "spec", "suspend"); ok {
-		fixture["object"].(map[string]any)["spec"] = map[string]any{"suspend": suspend}
-	}
-	b, err := json.MarshalIndent(fixture, "", "  ")
-	require.NoError(t, err)
-	file := filepath.Join(dir, fmt.Sprintf("%s-%s-%s.json", strings.ToLower(o.GetKind()), strings.ToLower(want), name))
-	require.NoError(t, os.WriteFile(file, append(b, '\n'), 0o644))
-}
 
 func post(t *testing.T, path string) *response {
 	return call(t, "POST", path, env.tokens["admin"], "", nil)
@@ -144,20 +90,6 @@ func TestRayClusterLifecycle(t *testing.T) {
 	}
 }
 
-// rayJob builds a RayJob manifest running in HTTPMode (the operator submits through the dashboard).
-func rayJob(t *testing.T, name string, suspendable bool) []byte {
-	t.Helper()
-	var obj map[string]any
-	require.NoError(t, yaml.Unmarshal(testdata(t, "rayjob-minimal.yaml"), &obj))
-	obj["metadata"].(map[string]any)["name"] = name
-	spec := obj["spec"].(map[string]any)
-	spec["submissionMode"] = "HTTPMode"
-	spec["shutdownAfterJobFinishes"] = suspendable
-	b, err := json.Marshal(obj)
-	require.NoError(t, err)
-	return b
-}
-
 func TestRayJobSuspendableLifecycle(t *testing.T) {
 	ns := namespace(t, "lc-job")
 	admin := env.tokens["admin"]
@@ -203,25 +135,6 @@ func TestRayJobFailedRunsAgain(t *testing.T) {
 	require.Equal(t, 200, post(t, itemPath(ns, "rayjobs", "fj")+"/start").Status)
 	assert.NotEqual(t, uid, mustUID(t, ns, "fj"))
 	waitStatus(t, ns, "rayjobs", "fj", "Running")
-}
-
-func currentRayCluster(t *testing.T, ns, job string) string {
-	t.Helper()
-	var name string
-	eventually(t, 30*time.Second, "the RayJob's cluster name", func() bool {
-		o, err := getRay(t, rayJobs, ns, job)
-		require.NoError(t, err)
-		name, _, _ = unstructured.NestedString(o.Object, "status", "rayClusterName")
-		return name != ""
-	})
-	return name
-}
-
-func mustUID(t *testing.T, ns, name string) string {
-	t.Helper()
-	o, err := getRay(t, rayJobs, ns, name)
-	require.NoError(t, err)
-	return string(o.GetUID())
 }
 
 func TestRayJobTemplateAndDashboardStop(t *testing.T) {

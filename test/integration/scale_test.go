@@ -17,11 +17,6 @@ type scaleResult struct {
 	Warnings []string `json:"warnings"`
 }
 
-func scaleAs(t *testing.T, token, ns, kind, name, body string) *response {
-	t.Helper()
-	return call(t, "POST", itemPath(ns, kind, name)+"/scale", token, "application/json", []byte(body))
-}
-
 // workers counts the running worker pods the pods route lists.
 func workers(t *testing.T, ns, kind, name string) int {
 	t.Helper()

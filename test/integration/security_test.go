@@ -3,7 +3,6 @@
 package integration
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -14,13 +13,9 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -32,18 +27,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 )
-
-// clientAs returns a Kubernetes client that acts as a stack user, straight to the apiserver.
-func clientAs(t *testing.T, user string) kubernetes.Interface {
-	t.Helper()
-	cs, err := kubernetes.NewForConfig(&rest.Config{Host: env.vars["KUBE_APISERVER_URL"], BearerToken: env.tokens[user],
-		TLSClientConfig: rest.TLSClientConfig{CAFile: env.vars["KUBE_CA_FILE"]}})
-	require.NoError(t, err)
-	return cs
-}
 
 // allowConfigMaps lets user create, update and read ConfigMaps in ns, and nothing of Ray.
 func allowConfigMaps(t *testing.T, ns, user string) {
@@ -151,17 +135,6 @@ func TestAttackStopDoesNotAdoptAPlantedTemplate(t *testing.T) {
 	assert.Equal(t, original.GetUID(), still.GetUID())
 }
 
-// metricsSize reads the service's /metrics.
-func metricsBody(t *testing.T) string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	status, body, err := httpGet(ctx, env.serviceURL+"/metrics")
-	require.NoError(t, err)
-	require.Equal(t, 200, status)
-	return string(body)
-}
-
 // Attack: every new request method was a new label value of the request metrics, kept forever, and a
 // request line of any length was read. Unknown methods now count as "other", and a request line or
 // headers past 64 KiB are refused with 431.
@@ -252,48 +225,6 @@ func consoleGateway(t *testing.T, token string) string {
 	srv := httptest.NewServer(rp)
 	t.Cleanup(srv.Close)
 	return srv.URL
-}
-
-// renderPage loads a page in headless Chromium, lets its scripts run (20 s of virtual time, which
-// passes as fast as the page lets it), and returns the DOM.
-func renderPage(t *testing.T, pageURL string) string {
-	t.Helper()
-	out, err := chromium(context.Background(), t, "--virtual-time-budget=20000", "--dump-dom", pageURL).Output()
-	require.NoError(t, err)
-	return string(out)
-}
-
-// chromium returns Debian's headless Chromium with a profile of its own, in a process group of its own:
-// when ctx ends, or the test does, the whole group is killed (the browser's helper processes too, which
-// otherwise keep writing into the profile), and the profile is removed once they are gone.
-func chromium(ctx context.Context, t *testing.T, args ...string) *exec.Cmd {
-	t.Helper()
-	bin, err := exec.LookPath("chromium")
-	require.NoError(t, err, "Debian's chromium is needed: .ci/run installs it")
-	profile, err := os.MkdirTemp("", "chromium-profile-")
-	require.NoError(t, err)
-	cmd := exec.CommandContext(ctx, bin, append([]string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-		"--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync",
-		"--user-data-dir=" + profile}, args...)...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	killGroup := func() error {
-		if cmd.Process == nil {
-			return nil
-		}
-		return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	}
-	cmd.Cancel = killGroup
-	t.Cleanup(func() {
-		_ = killGroup()
-		for range 50 {
-			if os.RemoveAll(profile) == nil {
-				return
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-		t.Errorf("the browser's profile %s could not be removed", profile)
-	})
-	return cmd
 }
 
 // Attack: the proxy authorized every method as get on services/proxy, so a caller allowed to read
@@ -395,24 +326,6 @@ func TestAttackDashboardURLIsNotFollowedOutOfItsNamespace(t *testing.T) {
 		host, _, _ := strings.Cut(strings.TrimPrefix(target, "http://"), ":")
 		assert.Zero(t, env.dashboards.seen("GET", host, "/api/version"), "%s was never asked", target)
 	}
-}
-
-// openFollow starts a log follow on svc as token; it returns the status and, on 200, the open response.
-// The request gives up after 15 s, so that a follow that never ends cannot hold the test.
-func openFollow(t *testing.T, svcURL, path, token string) (int, *http.Response) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	t.Cleanup(cancel)
-	req, err := http.NewRequestWithContext(ctx, "GET", svcURL+path+"/logs?follow=true", nil)
-	require.NoError(t, err)
-	req.Header.Set("Authorization", "Bearer "+token)
-	res, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	if res.StatusCode != 200 {
-		res.Body.Close()
-		return res.StatusCode, nil
-	}
-	return 200, res
 }
 
 // closedWithin reports whether the server closes conn within d (reading until EOF or an error).
@@ -525,59 +438,6 @@ func TestAttackSlowAndLongRequestsAreBounded(t *testing.T) {
 	})
 }
 
-// slowPrometheus forwards to the stack's Prometheus after a delay, and counts the queries whose client
-// went away before the answer.
-type slowPrometheus struct {
-	delay             time.Duration
-	mu                sync.Mutex
-	started, canceled int
-}
-
-func (p *slowPrometheus) start(t *testing.T) string {
-	t.Helper()
-	target, err := url.Parse(env.vars["PROMETHEUS_URL"])
-	require.NoError(t, err)
-	rp := httputil.NewSingleHostReverseProxy(target)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		// Read the query first: only then can the server see the client go away.
-		body, err := io.ReadAll(r.Body)
-		if err != nil {
-			return
-		}
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		p.mu.Lock()
-		p.started++
-		p.mu.Unlock()
-		p.mu.Lock()
-		delay := p.delay
-		p.mu.Unlock()
-		select {
-		case <-r.Context().Done():
-			p.mu.Lock()
-			p.canceled++
-			p.mu.Unlock()
-			return
-		case <-time.After(delay):
-		}
-		rp.ServeHTTP(w, r)
-	}))
-	t.Cleanup(srv.Close)
-	return srv.URL
-}
-
-// setDelay changes the delay of the queries that come next.
-func (p *slowPrometheus) setDelay(d time.Duration) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.delay = d
-}
-
-func (p *slowPrometheus) counts() (started, canceled int) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.started, p.canceled
-}
-
 // Attack: overview windows had no bound on their length, each distinct window's answers were cached for
 // a whole step with no bound on entries, and a caller that went away left its Prometheus queries running
 // until they timed out.
@@ -632,81 +492,7 @@ func TestAttackOverviewWindowsAreBounded(t *testing.T) {
 	assert.LessOrEqual(t, n, 40)
 }
 
-// tcpForwarder relays connections to target until cut: then it refuses new ones and closes the open
-// ones, as an apiserver that went away.
-type tcpForwarder struct {
-	ln    net.Listener
-	mu    sync.Mutex
-	conns []net.Conn
-	cut   bool
-	// delay holds back each chunk sent towards the target: a slow link, so that a test can act
-	// between the requests of one operation.
-	delay time.Duration
-}
-
 func forward(t *testing.T, target string) *tcpForwarder { return forwardSlow(t, target, 0) }
-
-// forwardSlow is forward with each chunk towards the target held back by delay.
-func forwardSlow(t *testing.T, target string, delay time.Duration) *tcpForwarder {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	f := &tcpForwarder{ln: ln, delay: delay}
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			up, err := net.Dial("tcp", target)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			f.mu.Lock()
-			f.conns = append(f.conns, c, up)
-			f.mu.Unlock()
-			go func() { _, _ = io.Copy(up, &slowReader{r: c, delay: f.delay}); up.Close() }()
-			go func() { _, _ = io.Copy(c, up); c.Close() }()
-		}
-	}()
-	t.Cleanup(f.stop)
-	return f
-}
-
-// slowReader holds back each read by delay.
-type slowReader struct {
-	r     io.Reader
-	delay time.Duration
-}
-
-func (s *slowReader) Read(p []byte) (int, error) {
-	n, err := s.r.Read(p)
-	if n > 0 && s.delay > 0 {
-		time.Sleep(s.delay)
-	}
-	return n, err
-}
-
-func (f *tcpForwarder) stop() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.cut = true
-	f.ln.Close()
-	for _, c := range f.conns {
-		c.Close()
-	}
-}
-
-// kubeconfigVia writes a copy of the service's kubeconfig whose server is reached through addr.
-func kubeconfigVia(t *testing.T, addr string) string {
-	t.Helper()
-	data, err := os.ReadFile(env.vars["SERVICE_KUBECONFIG"])
-	require.NoError(t, err)
-	kc := filepath.Join(t.TempDir(), "kubeconfig")
-	require.NoError(t, os.WriteFile(kc, []byte(strings.ReplaceAll(string(data), env.vars["KUBE_APISERVER_URL"], "https://"+addr)), 0o600))
-	return kc
-}
 
 // Attack: /readyz answers anyone, and told them why the service was not ready in the apiserver's own
 // words (addresses and ports included). It now says "not ready"; the reason goes to the log.

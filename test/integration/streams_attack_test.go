@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"regexp"
 	"strconv"
 	"strings"
@@ -23,28 +22,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 )
-
-// dynamicAs returns a dynamic client that acts as a stack user, straight to the apiserver.
-func dynamicAs(t *testing.T, user string) dynamic.Interface {
-	t.Helper()
-	d, err := dynamic.NewForConfig(&rest.Config{Host: env.vars["KUBE_APISERVER_URL"], BearerToken: env.tokens[user],
-		TLSClientConfig: rest.TLSClientConfig{CAFile: env.vars["KUBE_CA_FILE"]}, QPS: 500, Burst: 1000})
-	require.NoError(t, err)
-	return d
-}
-
-// freeAddr returns a loopback address nothing listens on.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer ln.Close()
-	return ln.Addr().String()
-}
 
 // heapAfterGC reads the heap in use of a service right after a garbage collection, from its profiler:
 // the least of a few readings, so that a collection running late does not count.
@@ -76,23 +55,6 @@ func listedOn(t *testing.T, base, ns, kind, selector string) int {
 	require.NoError(t, err)
 	require.Equal(t, 200, r.Status, "%s", r.Raw)
 	return decode[listData](t, r).Total
-}
-
-// during collects the events that come within d.
-func (s *sseStream) during(d time.Duration) []sseEvent {
-	deadline := time.After(d)
-	var got []sseEvent
-	for {
-		select {
-		case ev, ok := <-s.events:
-			if !ok {
-				return got
-			}
-			got = append(got, ev)
-		case <-deadline:
-			return got
-		}
-	}
 }
 
 // Attack: the change feed behind the streams kept the version before each of the last 4096 changes of

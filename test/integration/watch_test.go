@@ -10,9 +10,7 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
-	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -22,8 +20,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
-
-func watchPath(ns, kind string) string { return nsPath(ns, kind) + "/watch" }
 
 // statusesOf returns the statuses the events about name carried, each run of one status once, and
 // DELETED for a deletion.
@@ -347,18 +343,6 @@ func TestWatchRightsAndBounds(t *testing.T) {
 	require.NoError(t, last.err, "a clean end, not a broken connection")
 	assert.GreaterOrEqual(t, time.Since(stopAt), 1500*time.Millisecond, "streams are served through the shutdown delay")
 	<-own.done
-}
-
-// goroutinesOf reads the number of goroutines of the service at base.
-func goroutinesOf(t *testing.T, base string) int {
-	t.Helper()
-	status, body, err := httpGet(context.Background(), base+"/metrics")
-	require.NoError(t, err)
-	require.Equal(t, 200, status)
-	m := regexp.MustCompile(`(?m)^go_goroutines (\d+)`).FindSubmatch(body)
-	require.NotNil(t, m)
-	n, _ := strconv.Atoi(string(m[1]))
-	return n
 }
 
 // A browser's EventSource, behind a gateway that adds the caller's token as the openFuyao console
