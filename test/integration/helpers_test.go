@@ -1236,6 +1236,19 @@ func (p *serviceProc) stop() bool {
 	return p.stopped
 }
 
+// launched are the log files of the service instances of the run, for the check of the logs.
+var launched struct {
+	sync.Mutex
+	logs []string
+}
+
+// launchedLogs returns the log files of the instances launched so far.
+func launchedLogs() []string {
+	launched.Lock()
+	defer launched.Unlock()
+	return slices.Clone(launched.logs)
+}
+
 // launchService runs the service binary against the stack with the ray-service user's credentials and
 // waits until it is ready. args are added to (and may override) the defaults.
 func launchService(root, state string, vars map[string]string, logName string, readyWithin time.Duration, args ...string) (*serviceProc, error) {
@@ -1258,6 +1271,9 @@ func launchServiceEnv(root, state string, vars map[string]string, logName string
 	if err != nil {
 		return nil, err
 	}
+	launched.Lock()
+	launched.logs = append(launched.logs, logName)
+	launched.Unlock()
 	// Each service keeps a history of its own, in a file named for its log, under a Lease of its own.
 	base := strings.TrimSuffix(logName, ".log")
 	if err := os.MkdirAll(filepath.Join(state, "history"), 0o755); err != nil {

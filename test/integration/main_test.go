@@ -10,6 +10,7 @@ package integration
 
 import (
 	"bufio"
+	"flag"
 	"fmt"
 	"net"
 	"net/url"
@@ -91,10 +92,39 @@ func run(m *testing.M) int {
 	}
 	env = e
 	code := m.Run()
+	if !afterTests() {
+		code = 1
+	}
 	if code != 0 {
 		dumpLogs(state)
 	}
 	return code
+}
+
+// afterTests checks what every test that ran saw, once they have all ended: the answers against
+// docs/swagger and the logs against the tokens. They are no tests, so that -test.run cannot leave them
+// out: a subset is checked on what it did. It says whether both checks passed.
+func afterTests() bool {
+	if f := flag.Lookup("test.list"); f != nil && f.Value.String() != "" {
+		return true // only listing the tests
+	}
+	ok := true
+	report := func(what string, problems []string, err error) {
+		if err != nil {
+			problems = append(problems, err.Error())
+		}
+		for _, p := range problems {
+			fmt.Printf("FAIL %s: %s\n", what, p)
+			ok = false
+		}
+	}
+	answers := recordedAnswers()
+	problems, pairs, err := checkAnswers(env.root, answers)
+	fmt.Printf("answers against docs/swagger: %d answers checked, %d distinct route/status pairs\n", len(answers), pairs)
+	report("answers against docs/swagger", problems, err)
+	problems, err = checkLogsHoldNoTokens(env.state, env.tokens, launchedLogs())
+	report("logs against tokens", problems, err)
+	return ok
 }
 
 // loopbackOnly refuses to run where a network interface other than loopback is up.
