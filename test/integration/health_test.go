@@ -21,6 +21,7 @@ import (
 // Each way a Ray cluster gets stuck, made real on the stack, gives the health state and the reason a
 // user needs, with the pod it comes from; the list carries and filters by the same health.
 func TestHealthDiagnosis(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t, "health")
 	admin := env.tokens["admin"]
 	cases := map[string]func(obj map[string]any){
@@ -114,6 +115,7 @@ func TestHealthOfCordonedNodes(t *testing.T) {
 // In a namespace whose quota holds the head only, the operator cannot create the workers: the reason
 // and the quota's message reach the health (from the operator's condition and Warning events).
 func TestHealthOfExceededQuota(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t, "quota")
 	_, err := env.admin.CoreV1().ResourceQuotas(ns).Create(context.Background(), &corev1.ResourceQuota{
 		ObjectMeta: metav1.ObjectMeta{Name: "one-pod"},

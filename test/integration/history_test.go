@@ -176,6 +176,7 @@ func TestHistory(t *testing.T) {
 
 // The history's store behaves on PostgreSQL as on SQLite.
 func TestHistoryStoreOnPostgres(t *testing.T) {
+	t.Parallel()
 	historytest.Run(t, func(t *testing.T) (*history.Store, string) {
 		dsn := postgresDatabase(t)
 		s, err := history.Open(t.Context(), dsn)

@@ -25,6 +25,7 @@ func textLines(b []byte) []string {
 }
 
 func TestPodsAndLogs(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t, "logs")
 	admin := env.tokens["admin"]
 	require.Equal(t, 201, createCluster(t, admin, ns, "lg", nil).Status)
@@ -134,6 +135,7 @@ func TestPodsAndLogs(t *testing.T) {
 }
 
 func TestRayJobPodsAndLogsDefaultToSubmitter(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t, "joblogs")
 	admin := env.tokens["admin"]
 	r := call(t, "POST", nsPath(ns, "rayjobs"), admin, "application/yaml", testdata(t, "rayjob-minimal.yaml"))
@@ -157,6 +159,7 @@ func TestRayJobPodsAndLogsDefaultToSubmitter(t *testing.T) {
 }
 
 func TestEventsOfUnschedulableCluster(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t, "events")
 	admin := env.tokens["admin"]
 	r := createCluster(t, admin, ns, "huge", func(o map[string]any) {
@@ -198,6 +201,7 @@ func TestEventsOfUnschedulableCluster(t *testing.T) {
 }
 
 func TestDashboardProxy(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t, "dash")
 	admin := env.tokens["admin"]
 	runningCluster(t, ns, "dc")

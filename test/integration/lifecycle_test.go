@@ -36,6 +36,7 @@ func templateExists(t *testing.T, ns, kind, name string) bool {
 }
 
 func TestRayClusterLifecycle(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t, "lc-cluster")
 	r := createClusterAt(t, env.tokens["admin"], ns, "lc", "?start=false")
 	require.Equal(t, 201, r.Status, "%s", r.Raw)
@@ -91,6 +92,7 @@ func TestRayClusterLifecycle(t *testing.T) {
 }
 
 func TestRayJobSuspendableLifecycle(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t, "lc-job")
 	admin := env.tokens["admin"]
 	r := call(t, "POST", nsPath(ns, "rayjobs")+"?start=false", admin, "application/json", rayJob(t, "sj", true))
@@ -124,6 +126,7 @@ func TestRayJobSuspendableLifecycle(t *testing.T) {
 
 // A job whose Ray job fails is Failed; start runs it again.
 func TestRayJobFailedRunsAgain(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t, "lc-failed")
 	admin := env.tokens["admin"]
 	require.Equal(t, 201, call(t, "POST", nsPath(ns, "rayjobs"), admin, "application/json", rayJob(t, "fj", true)).Status)
@@ -138,6 +141,7 @@ func TestRayJobFailedRunsAgain(t *testing.T) {
 }
 
 func TestRayJobTemplateAndDashboardStop(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t, "lc-jobtpl")
 	admin := env.tokens["admin"]
 	r := call(t, "POST", nsPath(ns, "rayjobs")+"?start=false", admin, "application/json", rayJob(t, "tj", false))
@@ -202,6 +206,7 @@ func TestRayJobTemplateAndDashboardStop(t *testing.T) {
 }
 
 func TestRayServiceLifecycle(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t, "lc-svc")
 	admin := env.tokens["admin"]
 	r := call(t, "POST", nsPath(ns, "rayservices")+"?start=false", admin, "application/yaml", testdata(t, "rayservice-minimal.yaml"))
@@ -235,6 +240,7 @@ func TestRayServiceLifecycle(t *testing.T) {
 }
 
 func TestBatchDelete(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t, "batch")
 	admin := env.tokens["admin"]
 	require.Equal(t, 201, createCluster(t, admin, ns, "running", nil).Status)
@@ -287,6 +293,7 @@ func TestBatchDelete(t *testing.T) {
 
 // Start, stop and delete of one object from 20 goroutines at once: no 5xx, and a consistent end.
 func TestConcurrentLifecycle(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t, "race")
 	admin := env.tokens["admin"]
 	runningCluster(t, ns, "contended")
@@ -347,6 +354,7 @@ func TestConcurrentLifecycle(t *testing.T) {
 // A start cut short after the object was created (here: the caller may not delete the template) leaves
 // the object and the template, never neither; the list shows the object once; a later start completes.
 func TestInterruptedStartCompletes(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t, "interrupt")
 	bind(t, ns, "alice", "ray-editor")
 	ctx := context.Background()

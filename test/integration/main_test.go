@@ -6,6 +6,12 @@
 // Run through `make test`, which builds everything and runs this package inside a network namespace that
 // has only the loopback interface. The test refuses to start where other interfaces are up, unless
 // RAY_TEST_ALLOW_HOST_NETWORK=1.
+//
+// A test that owns its namespaces (or database) and changes nothing others see calls t.Parallel; Go
+// runs those after the serial ones. Tests that start or stop service instances, change rights beyond a
+// namespace of their own, inject faults, measure time or count across namespaces stay serial. What
+// every test saw (the answers against docs/swagger, the logs against the tokens) is checked in TestMain
+// once all of them have ended.
 package integration
 
 import (

@@ -184,6 +184,7 @@ func stored(t *testing.T, gvr schema.GroupVersionResource, ns, name string) (map
 }
 
 func TestInputHandling(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t, "input")
 	admin := env.tokens["admin"]
 	require.Equal(t, 201, createCluster(t, admin, ns, "keep", nil).Status)
@@ -281,6 +282,7 @@ func TestInputHandling(t *testing.T) {
 
 // The exported YAML goes back unchanged with PUT: 200, and the spec stays as it was.
 func TestYAMLRoundTrip(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t, "roundtrip")
 	admin := env.tokens["admin"]
 	for _, s := range []struct{ kind, file string }{

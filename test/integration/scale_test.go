@@ -36,6 +36,7 @@ func workers(t *testing.T, ns, kind, name string) int {
 // Scaling a worker group up and down makes KWOK's worker pods come and go; what cannot hold is 422
 // naming the field, and nothing is changed by it.
 func TestScaleWorkerGroup(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t, "scale")
 	admin := env.tokens["admin"]
 	runningCluster(t, ns, "sc")
@@ -79,6 +80,7 @@ func TestScaleWorkerGroup(t *testing.T) {
 // The cluster spec of a RayJob and of a RayService template scale the same way; a group the Ray
 // autoscaler owns warns.
 func TestScaleOtherKinds(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t, "scalekinds")
 	admin := env.tokens["admin"]
 	require.Equal(t, 201, call(t, "POST", nsPath(ns, "rayservices")+"?start=false", admin, "application/yaml", mustRename(t, "rayservice-minimal.yaml", "svc")).Status)

@@ -67,6 +67,7 @@ spec:
 // Attack: a user who may only create ConfigMaps plants one that looks like a template. It must not list
 // as a template "by" whoever it claims, and an admin's start must not follow it anywhere.
 func TestAttackPlantedTemplateIsNotFollowed(t *testing.T) {
+	t.Parallel()
 	team, prod := namespace(t, "planted"), namespace(t, "prod")
 	allowConfigMaps(t, team, "bob")
 	ctx := context.Background()
@@ -92,6 +93,7 @@ func TestAttackPlantedTemplateIsNotFollowed(t *testing.T) {
 // Attack: a template the service wrote, changed afterwards by someone who may update ConfigMaps, is no
 // longer trusted: starting it is refused and creates nothing.
 func TestAttackTamperedTemplateIsRefused(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t, "tampered")
 	allowConfigMaps(t, ns, "bob")
 	ctx := context.Background()
@@ -114,6 +116,7 @@ func TestAttackTamperedTemplateIsRefused(t *testing.T) {
 // Attack: a ConfigMap pre-created under the name of a running RayService's template must not be adopted
 // by the owner's stop, which would delete the real spec and keep the attacker's.
 func TestAttackStopDoesNotAdoptAPlantedTemplate(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t, "adopt")
 	allowConfigMaps(t, ns, "bob")
 	ctx := context.Background()
@@ -303,6 +306,7 @@ func TestAttackVerdictCacheIsBounded(t *testing.T) {
 // anywhere outside, or to the apiserver on loopback. Only an address in the object's own namespace's
 // service zone is taken now; anything else is replaced by the head service's.
 func TestAttackDashboardURLIsNotFollowedOutOfItsNamespace(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t, "dashurl")
 	admin := env.tokens["admin"]
 	r := call(t, "POST", nsPath(ns, "rayjobs"), admin, "application/json", rayJob(t, "dj", false))

@@ -19,6 +19,7 @@ import (
 // The stack itself: the operator reconciles a RayCluster into pods, KWOK runs them, suspension removes
 // them, and deletion garbage-collects them. Everything here goes through the Kubernetes API as the admin.
 func TestStackReconcilesRayCluster(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	ns := namespace(t, "stack-e2e")
 	rc := env.adminDyn.Resource(rayClusters).Namespace(ns)
@@ -64,6 +65,7 @@ func TestStackReconcilesRayCluster(t *testing.T) {
 
 // The user without permissions is refused by Kubernetes RBAC on the same create.
 func TestStackRefusesUserWithoutPermissions(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t, "stack-rbac")
 	cfg := &rest.Config{Host: env.vars["KUBE_APISERVER_URL"], BearerToken: env.tokens["nobody"],
 		TLSClientConfig: rest.TLSClientConfig{CAFile: env.vars["KUBE_CA_FILE"]}}

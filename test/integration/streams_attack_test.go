@@ -126,6 +126,7 @@ func TestAttackFeedFloodDoesNotHoldMemory(t *testing.T) {
 // Attack: an object's stream sent PODS frames (names, nodes, addresses, images, states) to a caller who
 // may read the Ray object but not list pods, while the pods route answers that caller 403.
 func TestAttackObjectStreamShowsNoPodsWithoutPodRights(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t, "podrights")
 	runningCluster(t, ns, "pr")
 	grantRole(t, ns, "carol", "ray-only", rbacv1.PolicyRule{APIGroups: []string{"ray.io"}, Resources: []string{"rayclusters"},

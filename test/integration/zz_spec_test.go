@@ -359,6 +359,7 @@ func recordedAnswers() []answer {
 // The check finds a documented field that is always sent missing from an answer, a field of the wrong
 // type, and an undocumented status; it passes the same answers whole.
 func TestAnswersCheckFindsWhatIsMissing(t *testing.T) {
+	t.Parallel()
 	const path = "/rest/ray/v1/namespaces/default/rayclusters"
 	whole := answer{method: "get", path: path, contentType: "application/json; charset=utf-8", status: 200,
 		body: []byte(`{"code":200,"msg":"OK","data":{"items":[],"total":0,"page":1,"pageSize":20}}`)}
