@@ -90,7 +90,8 @@ func loadSpec(root string) (*spec, error) {
 			continue
 		}
 		// swag names a definition package.Type, and an instance of a generic type package.Type-arguments.
-		always, ok := types.alwaysPresent(strings.SplitN(name, "-", 2)[0])
+		base, _, _ := strings.Cut(name, "-")
+		always, ok := types.alwaysPresent(base)
 		if !ok {
 			return nil, fmt.Errorf("definition %s: no Go struct of that name under internal/", name)
 		}
@@ -178,7 +179,7 @@ func (g *goStructs) alwaysPresent(name string) (map[string]bool, bool) {
 	if g.marshaled[name] {
 		return out, true
 	}
-	pkg := strings.SplitN(name, ".", 2)[0]
+	pkg, _, _ := strings.Cut(name, ".")
 	for _, f := range st.Fields.List {
 		tag := reflect.StructTag("")
 		if f.Tag != nil {
