@@ -91,6 +91,9 @@ func loadSpec(root string) (*spec, error) {
 		}
 		// swag names a definition package.Type, and an instance of a generic type package.Type-arguments.
 		base, _, _ := strings.Cut(name, "-")
+		if types.ambiguous[base] {
+			return nil, fmt.Errorf("definition %s: two Go structs of that name under internal/", name)
+		}
 		always, ok := types.alwaysPresent(base)
 		if !ok {
 			return nil, fmt.Errorf("definition %s: no Go struct of that name under internal/", name)
@@ -111,10 +114,11 @@ func loadSpec(root string) (*spec, error) {
 type goStructs struct {
 	structs   map[string]*ast.StructType // "pkg.Type"
 	marshaled map[string]bool            // "pkg.Type" with a MarshalJSON method
+	ambiguous map[string]bool            // "pkg.Type" of two packages of one name
 }
 
 func readStructs(dir string) (*goStructs, error) {
-	g := &goStructs{structs: map[string]*ast.StructType{}, marshaled: map[string]bool{}}
+	g := &goStructs{structs: map[string]*ast.StructType{}, marshaled: map[string]bool{}, ambiguous: map[string]bool{}}
 	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
 			return err
@@ -130,6 +134,9 @@ func readStructs(dir string) (*goStructs, error) {
 				for _, spec := range d.Specs {
 					if ts, ok := spec.(*ast.TypeSpec); ok {
 						if st, ok := ts.Type.(*ast.StructType); ok {
+							if _, twice := g.structs[pkg+"."+ts.Name.Name]; twice {
+								g.ambiguous[pkg+"."+ts.Name.Name] = true
+							}
 							g.structs[pkg+"."+ts.Name.Name] = st
 						}
 					}
@@ -195,6 +202,9 @@ func (g *goStructs) alwaysPresent(name string) (map[string]bool, bool) {
 			continue
 		}
 		if len(f.Names) == 0 && jsonName == "" { // embedded: its fields are the struct's
+			if _, pointer := f.Type.(*ast.StarExpr); pointer {
+				continue // a nil pointer writes none of them
+			}
 			if inner, ok := g.alwaysPresent(typeName(pkg, f.Type)); ok {
 				for n := range inner {
 					out[n] = true
