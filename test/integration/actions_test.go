@@ -22,6 +22,7 @@ var allActions = []string{"start", "stop", "delete", "edit", "scale", "logs", "d
 // RayCluster, a stopped one, a suspended RayJob and a RayService template, every action named is taken and succeeds, and
 // every action not named is refused, or (start of what runs, stop of what is stopped) changes nothing.
 func TestActionsAreWhatSucceeds(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t, "actions")
 	admin := env.tokens["admin"]
 	grantRole(t, ns, "bob", "editor",

@@ -69,6 +69,7 @@ func auditEntriesOf(t *testing.T, base, ns string, n int) auditData {
 // Attack: a tenant who may delete events in its namespace erased the trail, which was only events.
 // The trail is the service's own store now; its events are only a mirror.
 func TestAttackAuditSurvivesDeletedEvents(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t, "audit-erase")
 	admin := env.tokens["admin"]
 	require.Equal(t, 201, createClusterAt(t, admin, ns, "erased", "?start=false").Status)
@@ -99,6 +100,7 @@ func TestAttackAuditSurvivesDeletedEvents(t *testing.T) {
 // Attack: a signed event copied under another name by a tenant who may create events was a second
 // entry of the trail (the signature covered neither the event's name nor the object's UID).
 func TestAttackAuditCopiedEventIsNoDuplicate(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t, "audit-copy")
 	admin := env.tokens["admin"]
 	require.Equal(t, 201, createClusterAt(t, admin, ns, "copied", "?start=false").Status)
@@ -136,9 +138,7 @@ func TestAttackAuditCopiedEventIsNoDuplicate(t *testing.T) {
 func TestAttackAuditTamperedRowIsReported(t *testing.T) {
 	ns := namespace(t, "audit-tamper")
 	admin := env.tokens["admin"]
-	svc, err := launchService(env.root, env.state, env.vars, "ray-service-audit-tamper.log", 60*time.Second)
-	require.NoError(t, err)
-	defer svc.stop()
+	svc := startInstance(t, "ray-service-audit-tamper.log")
 	for i := range 4 {
 		r, err := sendTo(svc.url, "POST", nsPath(ns, "rayclusters")+"?start=false", admin, "application/yaml",
 			[]byte(strings.Replace(minimalCluster, "NAME", fmt.Sprint("tamper-", i), 1)))
@@ -207,6 +207,7 @@ func sendWithRequestID(t *testing.T, ns, name, id string) *http.Response {
 // quotes, 128 bytes). Only [A-Za-z0-9-]{1,64} is kept; anything else is replaced by an id of the
 // service's.
 func TestAttackRequestIDIsChecked(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t, "audit-reqid")
 	valid := regexp.MustCompile(`^[A-Za-z0-9-]{1,64}$`)
 	sent := map[string]string{
@@ -242,6 +243,7 @@ func TestAttackRequestIDIsChecked(t *testing.T) {
 // the 253 characters of a name: where the apiserver holds event names to it, the event and with it the
 // entry were lost. The entries are in the store now, and the mirror's names fit.
 func TestAttackAuditLongNames(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t, "audit-long")
 	admin := env.tokens["admin"]
 	name := strings.Repeat("long-", 50) + "abc"
@@ -334,12 +336,8 @@ func TestAuditChainTwoReplicasOnPostgres(t *testing.T) {
 	admin := env.tokens["admin"]
 	dsn := postgresDatabase(t)
 	args := []string{"--history-dsn", dsn, "--history-lease", "history-audit-ha"}
-	a, err := launchService(env.root, env.state, env.vars, "ray-service-audit-ha-a.log", 60*time.Second, args...)
-	require.NoError(t, err)
-	defer a.stop()
-	b, err := launchService(env.root, env.state, env.vars, "ray-service-audit-ha-b.log", 60*time.Second, args...)
-	require.NoError(t, err)
-	defer b.stop()
+	a := startInstance(t, "ray-service-audit-ha-a.log", args...)
+	b := startInstance(t, "ray-service-audit-ha-b.log", args...)
 	const each = 12
 	var wg sync.WaitGroup
 	for i, svc := range []*serviceProc{a, b} {
@@ -384,6 +382,7 @@ func TestAuditChainTwoReplicasOnPostgres(t *testing.T) {
 // The audit trail's store behaves on PostgreSQL as on SQLite: one linear chain from several handles at
 // once, pages, and tampering found.
 func TestAuditStoreOnPostgres(t *testing.T) {
+	t.Parallel()
 	historytest.RunAudit(t, func(t *testing.T) (*history.Store, string) {
 		dsn := postgresDatabase(t)
 		s, err := history.Open(t.Context(), dsn)

@@ -15,23 +15,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-type auditEntry struct {
-	Seq       int64     `json:"seq"`
-	Time      time.Time `json:"time"`
-	Action    string    `json:"action"`
-	Kind      string    `json:"kind"`
-	Namespace string    `json:"namespace"`
-	Name      string    `json:"name"`
-	User      string    `json:"user"`
-	RequestID string    `json:"requestID"`
-	Message   string    `json:"message"`
-}
-
-type auditData struct {
-	Items []auditEntry `json:"items"`
-	Total int          `json:"total"`
-}
-
 // Every write through the service leaves an entry naming the caller and the request, newest first;
 // the object's events show it; a look-alike event nobody signed does not count; callers see only the
 // namespaces where they may list events.
@@ -142,16 +125,4 @@ func TestAuditTrail(t *testing.T) {
 	})
 	assert.Equal(t, 400, call(t, "GET", "/rest/ray/v1/audit?namespace=Bad_NS", admin, "", nil).Status)
 	assert.Equal(t, 400, call(t, "GET", "/rest/ray/v1/audit?pageSize=501", admin, "", nil).Status)
-}
-
-// waitFor polls cond until it holds or d has passed, and says whether it held.
-func waitFor(d time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	return true
 }

@@ -4,7 +4,6 @@ package integration
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -26,15 +25,6 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 )
-
-func runTool(t *testing.T, name string, args ...string) string {
-	t.Helper()
-	cmd := exec.Command(name, args...)
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	require.NoError(t, cmd.Run(), "%s %s:\n%s%s", name, strings.Join(args, " "), out.String(), errOut.String())
-	return out.String()
-}
 
 func docs(t *testing.T, manifest string) []map[string]any {
 	t.Helper()
@@ -204,8 +194,8 @@ func TestHelmChart(t *testing.T) {
 		flags := []string{"--history-lease-namespace", fresh, "--template-key-file=", "--template-key-secret", fresh + "/ray-service-template-key",
 			"--audit-key-file=", "--audit-key-secret", fresh + "/ray-service-audit-key"}
 		start := func(sa string, r roles, within time.Duration) *serviceProc {
-			svc, err := launchService(env.root, env.state, env.vars, "ray-service-"+fresh+"-"+sa+".log", within,
-				append([]string{"--kubeconfig", grant(t, fresh, sa, r)}, flags...)...)
+			svc, err := instance{log: "ray-service-" + fresh + "-" + sa + ".log", readyWithin: within,
+				args: append([]string{"--kubeconfig", grant(t, fresh, sa, r)}, flags...)}.start(t)
 			if err != nil {
 				return nil
 			}
@@ -245,7 +235,6 @@ func TestHelmChart(t *testing.T) {
 	})
 	t.Run("the ClusterRole is enough", func(t *testing.T) {
 		svc := serviceAs(t, ns, "ray-service", chartRoles, keyFlags...)
-		defer svc.stop()
 		admin := env.tokens["admin"]
 		work := namespace(t, "chart-work")
 		require.Equal(t, 201, createCluster(t, admin, work, "under-chart", nil).Status)
@@ -283,8 +272,8 @@ func TestHelmChart(t *testing.T) {
 		launch := func(what, sa string, r roles) {
 			kubeconfig := grant(t, ns, sa, r)
 			wg.Go(func() {
-				svc, _ := launchServiceEnv(env.root, env.state, env.vars, "ray-service-"+sa+".log", 8*time.Second,
-					[]string{"KUBE_FEATURE_WatchListClient=false"}, append([]string{"--kubeconfig", kubeconfig, "--history-lease-namespace", ns}, keyFlags...)...)
+				svc, _ := instance{log: "ray-service-" + sa + ".log", readyWithin: 8 * time.Second, environ: []string{"KUBE_FEATURE_WatchListClient=false"},
+					args: append([]string{"--kubeconfig", kubeconfig, "--history-lease-namespace", ns}, keyFlags...)}.start(t)
 				mu.Lock()
 				variants = append(variants, variant{what: what, svc: svc})
 				mu.Unlock()
@@ -313,9 +302,6 @@ func TestHelmChart(t *testing.T) {
 		for _, v := range variants {
 			if v.what == "" {
 				reference = v.svc
-			}
-			if v.svc != nil {
-				defer v.svc.stop()
 			}
 		}
 		require.NotNil(t, reference, "the whole ClusterRole makes the service ready")
@@ -501,10 +487,8 @@ current-context: local
 func serviceAs(t *testing.T, ns, sa string, r roles, flags ...string) *serviceProc {
 	t.Helper()
 	kubeconfig := grant(t, ns, sa, r)
-	svc, err := launchService(env.root, env.state, env.vars, "ray-service-"+sa+".log", 60*time.Second, append([]string{"--kubeconfig", kubeconfig,
+	return startInstance(t, "ray-service-"+sa+".log", append([]string{"--kubeconfig", kubeconfig,
 		"--history-lease-namespace", ns}, flags...)...)
-	require.NoError(t, err)
-	return svc
 }
 
 // reasons are the reasons of the Kubernetes events an object stream sent so far.

@@ -13,28 +13,6 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-type healthPanel struct {
-	Name   string   `json:"name"`
-	Value  *float64 `json:"value"`
-	Level  string   `json:"level"`
-	Query  string   `json:"query"`
-	Reason string   `json:"reason"`
-	Series []struct {
-		T int64   `json:"t"`
-		V float64 `json:"v"`
-	} `json:"series"`
-}
-
-type clusterHealthData struct {
-	Cluster string `json:"cluster"`
-	Verdict struct {
-		Level   string `json:"level"`
-		Message string `json:"message"`
-	} `json:"verdict"`
-	Panels   []healthPanel `json:"panels"`
-	Warnings []string      `json:"warnings"`
-}
-
 // rayMetricsFixture writes, as OpenMetrics, what Ray nodes export for each cluster: gcs_server's
 // event-loop queueing time (a gauge), and the GCS health checks' and the dashboard API's latency
 // histograms, every observation of a cluster in one bucket (so each quantile is exact), 10 per 15 s.
@@ -103,9 +81,7 @@ func TestClusterHealthTab(t *testing.T) {
 	end := time.Now().Add(-2 * time.Hour).Truncate(time.Minute)
 	start := end.Add(-5 * time.Minute)
 	promURL, stopProm := startPrometheus(t, rayMetricsFixture(ns, loads, end.Add(-10*time.Minute), end))
-	svc, err := launchService(env.root, env.state, env.vars, "ray-service-clusterhealth.log", 60*time.Second, "--prometheus-url", promURL)
-	require.NoError(t, err)
-	defer svc.stop()
+	svc := startInstance(t, "ray-service-clusterhealth.log", "--prometheus-url", promURL)
 	window := fmt.Sprintf("start=%d&end=%d&step=30s", start.Unix(), end.Unix())
 	get := func(name, token string) (int, clusterHealthData) {
 		r, err := sendTo(svc.url, "GET", itemPath(ns, "rayclusters", name)+"/health?"+window, token, "", nil)

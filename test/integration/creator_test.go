@@ -20,6 +20,7 @@ import (
 // summary says whether the service wrote it: true for a create made through the service (and a
 // template it signed), false for one written past it or changed since.
 func TestCreatorSaysWhetherTheServiceWroteIt(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t, "creator")
 	admin := env.tokens["admin"]
 	require.Equal(t, 201, createClusterAt(t, admin, ns, "through-service", "?start=false").Status)

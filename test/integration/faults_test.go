@@ -51,9 +51,8 @@ func TestGracefulShutdownUnderLoad(t *testing.T) {
 	admin := env.tokens["admin"]
 	runningCluster(t, ns, "dr")
 	const delay, timeout = 3 * time.Second, 10 * time.Second
-	svc, err := launchService(env.root, env.state, env.vars, "ray-service-drain.log", 60*time.Second,
+	svc := startInstance(t, "ray-service-drain.log",
 		"--shutdown-delay", delay.String(), "--shutdown-timeout", timeout.String())
-	require.NoError(t, err)
 
 	// A log follow, open across the shutdown.
 	follow, sc := followHeadLog(t, svc.url, ns, "dr", "before shutdown")
@@ -164,9 +163,7 @@ func listEntries(t *testing.T, base, ns, kind, name string) []summary {
 func TestTwoReplicas(t *testing.T) {
 	ns := namespace(t, "replicas")
 	admin := env.tokens["admin"]
-	other, err := launchService(env.root, env.state, env.vars, "ray-service-replica.log", 60*time.Second)
-	require.NoError(t, err)
-	defer other.stop()
+	other := startInstance(t, "ray-service-replica.log")
 	a, b := env.serviceURL, other.url
 
 	// Visible through the other replica within a second, either way round.
@@ -238,18 +235,6 @@ func specOf(t *testing.T, base, ns, name string) map[string]any {
 	spec, _ := decode[summary](t, r).Object["spec"].(map[string]any)
 	return map[string]any{"serveConfigV2": spec["serveConfigV2"], "rayVersion": nested(spec, "rayClusterConfig", "rayVersion"),
 		"workers": nested(spec, "rayClusterConfig", "workerGroupSpecs")}
-}
-
-func nested(m map[string]any, path ...string) any {
-	var v any = m
-	for _, p := range path {
-		mm, ok := v.(map[string]any)
-		if !ok {
-			return nil
-		}
-		v = mm[p]
-	}
-	return v
 }
 
 // component is a process of the local stack, as its PID file names it.
@@ -601,10 +586,8 @@ func TestPrometheusFaults(t *testing.T) {
 	runningCluster(t, ns, "pf") // settled, so that the counts cannot change during the test
 	const timeout = 2 * time.Second
 	prom := &slowPrometheus{}
-	svc, err := launchService(env.root, env.state, env.vars, "ray-service-promfault.log", 60*time.Second,
+	svc := startInstance(t, "ray-service-promfault.log",
 		"--prometheus-url", prom.start(t), "--prometheus-timeout", timeout.String())
-	require.NoError(t, err)
-	defer svc.stop()
 
 	// overview answers one overview of ns (a new window each time, so that no answer is cached) and
 	// how long it took.
@@ -730,10 +713,9 @@ func TestInterruptedStopAndStart(t *testing.T) {
 	// first step done, holds; it says whether the kill came before the second step.
 	interrupt := func(action string, caught, secondDone func() bool) bool {
 		f := forwardSlow(t, strings.TrimPrefix(env.vars["KUBE_APISERVER_URL"], "https://"), 150*time.Millisecond)
-		svc, err := launchService(env.root, env.state, env.vars, "ray-service-interrupt-"+action+".log", 90*time.Second,
-			"--kubeconfig", kubeconfigVia(t, f.ln.Addr().String()))
+		svc, err := instance{log: "ray-service-interrupt-" + action + ".log", readyWithin: 90 * time.Second,
+			args: []string{"--kubeconfig", kubeconfigVia(t, f.ln.Addr().String())}}.start(t)
 		require.NoError(t, err)
-		defer svc.log.Close()
 		go func() { _, _ = sendTo(svc.url, "POST", itemPath(ns, "rayservices", "half")+"/"+action, admin, "", nil) }()
 		deadline := time.Now().Add(60 * time.Second)
 		for !caught() {

@@ -17,6 +17,7 @@ import (
 // sees the state and that the reason is withheld, in the list and in the detail, and no problem read
 // from a pod. Before, the list and the detail showed both to a caller the pods route answered 403.
 func TestHealthReasonNeedsTheRightToSeeItsSource(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t, "health-rights")
 	admin := env.tokens["admin"]
 	require.Equal(t, 201, createCluster(t, admin, ns, "gpu", func(obj map[string]any) {

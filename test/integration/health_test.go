@@ -18,63 +18,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-type health struct {
-	State   string     `json:"state"`
-	Reason  string     `json:"reason"`
-	Message string     `json:"message"`
-	Since   *time.Time `json:"since"`
-}
-
-type problem struct {
-	Source  struct{ Kind, Name string } `json:"source"`
-	Reason  string                      `json:"reason"`
-	Message string                      `json:"message"`
-}
-
-type healthDetail struct {
-	Status   string    `json:"status"`
-	Health   health    `json:"health"`
-	Problems []problem `json:"problems"`
-}
-
-func group(obj map[string]any, path ...any) map[string]any {
-	var cur any = obj
-	for _, p := range path {
-		switch k := p.(type) {
-		case string:
-			m := cur.(map[string]any)
-			if m[k] == nil {
-				m[k] = map[string]any{}
-			}
-			cur = m[k]
-		case int:
-			cur = cur.([]any)[k]
-		}
-	}
-	return cur.(map[string]any)
-}
-
-// failWith annotates a pod template so that the stack's KWOK makes its pods fail that way.
-func failWith(template map[string]any, how string) {
-	group(template, "metadata")["annotations"] = map[string]any{"ray-service.test/fail": how}
-}
-
-// waitHealth waits until the detail's health is state with reason, and returns the detail.
-func waitHealth(t *testing.T, ns, name, state, reason string) healthDetail {
-	t.Helper()
-	var d healthDetail
-	eventually(t, 60*time.Second, fmt.Sprintf("%s: health %s (%s)", name, state, reason), func() bool {
-		r := call(t, "GET", itemPath(ns, "rayclusters", name), env.tokens["admin"], "", nil)
-		require.Equal(t, 200, r.Status, string(r.Raw))
-		d = decode[healthDetail](t, r)
-		return d.Health.State == state && d.Health.Reason == reason
-	})
-	return d
-}
-
 // Each way a Ray cluster gets stuck, made real on the stack, gives the health state and the reason a
 // user needs, with the pod it comes from; the list carries and filters by the same health.
 func TestHealthDiagnosis(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t, "health")
 	admin := env.tokens["admin"]
 	cases := map[string]func(obj map[string]any){
@@ -168,6 +115,7 @@ func TestHealthOfCordonedNodes(t *testing.T) {
 // In a namespace whose quota holds the head only, the operator cannot create the workers: the reason
 // and the quota's message reach the health (from the operator's condition and Warning events).
 func TestHealthOfExceededQuota(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t, "quota")
 	_, err := env.admin.CoreV1().ResourceQuotas(ns).Create(context.Background(), &corev1.ResourceQuota{
 		ObjectMeta: metav1.ObjectMeta{Name: "one-pod"},

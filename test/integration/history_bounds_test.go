@@ -37,6 +37,7 @@ func rawRecord(t *testing.T, base, kind, uid, token string) map[string]any {
 // an ending is shown only to who may read it live: events to who may list events there, the pods' states
 // to who may list pods there.
 func TestAttackHistoryEndingNeedsEventAndPodRights(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t, "hist-rights")
 	admin := env.tokens["admin"]
 	require.Equal(t, 201, createCluster(t, admin, ns, "oom", func(obj map[string]any) {
@@ -97,9 +98,7 @@ func TestAttackHistoryFloodIsBounded(t *testing.T) {
 	const jobs = 120
 	ns := namespace(t, "hist-flood")
 	bind(t, ns, "alice", "ray-editor")
-	svc, err := launchService(env.root, env.state, env.vars, "ray-service-history-flood.log", 60*time.Second)
-	require.NoError(t, err)
-	defer svc.stop()
+	svc := startInstance(t, "ray-service-history-flood.log")
 	file := filepath.Join(env.state, "history", "ray-service-history-flood.db")
 	// The service's own objects are recorded first: what grows after is the tenant's.
 	time.Sleep(3 * time.Second)
@@ -167,6 +166,7 @@ func TestAttackHistoryFloodIsBounded(t *testing.T) {
 // was a transition kept for as long as the object lives: the timeline of a live object grew without
 // bound. The first 10 and the last 10 transitions are kept now, and how many were dropped between.
 func TestAttackHistoryFlappingIsBounded(t *testing.T) {
+	t.Parallel()
 	const flips = 30
 	ns := namespace(t, "hist-flap")
 	bind(t, ns, "alice", "ray-editor")

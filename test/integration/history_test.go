@@ -3,15 +3,7 @@
 package integration
 
 import (
-	"context"
-	"database/sql"
-	"encoding/json"
-	"fmt"
-	"io"
-	"net/http"
 	"net/url"
-	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -19,140 +11,10 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	utilrand "k8s.io/apimachinery/pkg/util/rand"
 
 	"ray-service/internal/history"
 	"ray-service/internal/history/historytest"
 )
-
-type historyRecord struct {
-	UID        string     `json:"uid"`
-	Kind       string     `json:"kind"`
-	Namespace  string     `json:"namespace"`
-	Name       string     `json:"name"`
-	Creator    string     `json:"creator"`
-	Status     string     `json:"status"`
-	Reason     string     `json:"reason"`
-	FinishedAt *time.Time `json:"finishedAt"`
-	DeletedAt  *time.Time `json:"deletedAt"`
-	Timeline   []struct {
-		Status string    `json:"status"`
-		At     time.Time `json:"at"`
-	} `json:"timeline"`
-	Ending *struct {
-		Events []struct {
-			Reason         string `json:"reason"`
-			InvolvedObject struct{ Kind, Name string }
-		} `json:"events"`
-		Pods []struct {
-			Name       string `json:"name"`
-			NodeType   string `json:"nodeType"`
-			Containers []struct {
-				Name     string `json:"name"`
-				State    string `json:"state"`
-				ExitCode *int32 `json:"exitCode"`
-				Reason   string `json:"reason"`
-			} `json:"containers"`
-		} `json:"pods"`
-		Log *struct {
-			Pod       string `json:"pod"`
-			Container string `json:"container"`
-			Text      string `json:"text"`
-			Truncated bool   `json:"truncated"`
-		} `json:"log"`
-	} `json:"ending"`
-	Manifest map[string]any `json:"manifest"`
-}
-
-type historyPage struct {
-	Items []historyRecord `json:"items"`
-	Total int             `json:"total"`
-}
-
-func (r historyRecord) statuses() []string {
-	var out []string
-	for _, t := range r.Timeline {
-		out = append(out, t.Status)
-	}
-	return out
-}
-
-// historyOf returns the records of kind named name in ns, as the service at base lists them to the admin.
-func historyOf(t *testing.T, base, kind, ns, name string) []historyRecord {
-	t.Helper()
-	r, err := sendTo(base, "GET", "/rest/ray/v1/history/"+kind+"?namespace="+ns+"&search="+url.QueryEscape(name)+"&pageSize=500",
-		env.tokens["admin"], "", nil)
-	require.NoError(t, err)
-	require.Equal(t, 200, r.Status, string(r.Raw))
-	var out []historyRecord
-	for _, it := range decode[historyPage](t, r).Items {
-		if it.Name == name {
-			out = append(out, it)
-		}
-	}
-	return out
-}
-
-// recordOf returns the one record of kind named name in ns once cond holds of it, in full.
-func recordOf(t *testing.T, base, kind, ns, name string, what string, cond func(historyRecord) bool) historyRecord {
-	t.Helper()
-	var got historyRecord
-	eventually(t, 60*time.Second, fmt.Sprintf("the history of %s %s/%s: %s", kind, ns, name, what), func() bool {
-		return historyShows(base, kind, ns, name, func(r historyRecord) bool { got = r; return cond(r) })
-	})
-	return got
-}
-
-// historyShows tells whether the service at base shows one record of kind named name in ns to the
-// admin, and cond holds of it in full.
-func historyShows(base, kind, ns, name string, cond func(historyRecord) bool) bool {
-	r, err := sendTo(base, "GET", "/rest/ray/v1/history/"+kind+"?namespace="+ns+"&search="+url.QueryEscape(name), env.tokens["admin"], "", nil)
-	if err != nil || r.Status != 200 {
-		return false
-	}
-	var page historyPage
-	if json.Unmarshal(r.Data, &page) != nil {
-		return false
-	}
-	var uids []string
-	for _, it := range page.Items {
-		if it.Name == name {
-			uids = append(uids, it.UID)
-		}
-	}
-	if len(uids) != 1 {
-		return false
-	}
-	r, err = sendTo(base, "GET", "/rest/ray/v1/history/"+kind+"/"+uids[0], env.tokens["admin"], "", nil)
-	if err != nil || r.Status != 200 {
-		return false
-	}
-	var rec historyRecord
-	return json.Unmarshal(r.Data, &rec) == nil && cond(rec)
-}
-
-// finishedJob runs a RayJob (HTTPMode, its cluster deleted 2 s after it ends) to status, with lines in
-// its head's log, and returns its cluster's name.
-func finishedJob(t *testing.T, ns, name, status string, lines []string) string {
-	t.Helper()
-	var obj map[string]any
-	require.NoError(t, json.Unmarshal(rayJob(t, name, true), &obj))
-	obj["spec"].(map[string]any)["ttlSecondsAfterFinished"] = 2
-	b, err := json.Marshal(obj)
-	require.NoError(t, err)
-	r := call(t, "POST", nsPath(ns, "rayjobs"), env.tokens["admin"], "application/json", b)
-	require.Equal(t, 201, r.Status, string(r.Raw))
-	waitStatus(t, ns, "rayjobs", name, "Running")
-	cluster := currentRayCluster(t, ns, name)
-	for _, p := range clusterPods(t, ns, cluster) {
-		if p.Labels["ray.io/node-type"] == "head" {
-			podLog(t, ns, p.Name, "ray-head", lines...)
-		}
-	}
-	require.Positive(t, env.dashboards.finish(cluster+"-head-svc."+ns, strings.ToUpper(status)))
-	waitStatus(t, ns, "rayjobs", name, status)
-	return cluster
-}
 
 // historyScenario: what ran, how it ended and why, kept after KubeRay and users deleted it, as the
 // service at base records it.
@@ -307,29 +169,14 @@ func TestHistory(t *testing.T) {
 	t.Run("sqlite", func(t *testing.T) { historyScenario(t, env.serviceURL) })
 	t.Run("postgres", func(t *testing.T) {
 		dsn := postgresDatabase(t)
-		svc, err := launchService(env.root, env.state, env.vars, "ray-service-history-pg.log", 60*time.Second, "--history-dsn", dsn)
-		require.NoError(t, err)
-		defer svc.stop()
+		svc := startInstance(t, "ray-service-history-pg.log", "--history-dsn", dsn)
 		historyScenario(t, svc.url)
 	})
 }
 
-// postgresDatabase creates a database of its own on the stack's PostgreSQL and returns its DSN.
-func postgresDatabase(t *testing.T) string {
-	t.Helper()
-	admin := env.vars["HISTORY_POSTGRES_DSN"]
-	require.NotEmpty(t, admin, "the stack runs PostgreSQL (WITH_POSTGRES=1)")
-	db, err := sql.Open("pgx", admin)
-	require.NoError(t, err)
-	defer func() { _ = db.Close() }()
-	name := "history_" + strings.ReplaceAll(utilrand.String(8), "-", "")
-	_, err = db.ExecContext(context.Background(), "CREATE DATABASE "+name)
-	require.NoError(t, err)
-	return strings.Replace(admin, "/postgres?", "/"+name+"?", 1)
-}
-
 // The history's store behaves on PostgreSQL as on SQLite.
 func TestHistoryStoreOnPostgres(t *testing.T) {
+	t.Parallel()
 	historytest.Run(t, func(t *testing.T) (*history.Store, string) {
 		dsn := postgresDatabase(t)
 		s, err := history.Open(t.Context(), dsn)
@@ -339,29 +186,13 @@ func TestHistoryStoreOnPostgres(t *testing.T) {
 	})
 }
 
-// metricOf reads one of the service's own metrics.
-func metricOf(t *testing.T, base, name string) float64 {
-	t.Helper()
-	res, err := http.Get(base + "/metrics")
-	require.NoError(t, err)
-	defer res.Body.Close()
-	body, err := io.ReadAll(res.Body)
-	require.NoError(t, err)
-	m := regexp.MustCompile(`(?m)^` + name + ` ([0-9.e+]+)$`).FindStringSubmatch(string(body))
-	require.NotNil(t, m, "%s in /metrics", name)
-	v, err := strconv.ParseFloat(m[1], 64)
-	require.NoError(t, err)
-	return v
-}
-
 // A restart loses nothing and records nothing twice: what changed while the service was down is
 // found when it is back, by comparing every object with what is recorded.
 func TestHistoryRestart(t *testing.T) {
 	ns := namespace(t, "hist-restart")
 	admin := env.tokens["admin"]
 	args := []string{"--history-dsn", "sqlite:" + env.state + "/history/restart.db", "--history-lease", "history-restart"}
-	svc, err := launchService(env.root, env.state, env.vars, "ray-service-restart-1.log", 60*time.Second, args...)
-	require.NoError(t, err)
+	svc := startInstance(t, "ray-service-restart-1.log", args...)
 	require.Equal(t, 201, call(t, "POST", nsPath(ns, "rayjobs"), admin, "application/json", rayJob(t, "job", true)).Status)
 	require.Equal(t, 201, createCluster(t, admin, ns, "doomed", nil).Status)
 	waitStatus(t, ns, "rayjobs", "job", "Running")
@@ -380,9 +211,7 @@ func TestHistoryRestart(t *testing.T) {
 		return err != nil
 	})
 
-	svc, err = launchService(env.root, env.state, env.vars, "ray-service-restart-2.log", 60*time.Second, args...)
-	require.NoError(t, err)
-	defer svc.stop()
+	svc = startInstance(t, "ray-service-restart-2.log", args...)
 	job := recordOf(t, base(svc), "rayjobs", ns, "job", "Succeeded", func(r historyRecord) bool { return r.Status == "Succeeded" && r.Ending != nil })
 	require.NotNil(t, job.FinishedAt)
 	st := job.statuses()
@@ -400,12 +229,8 @@ func TestHistoryTwoReplicas(t *testing.T) {
 	admin := env.tokens["admin"]
 	dsn := postgresDatabase(t)
 	args := []string{"--history-dsn", dsn, "--history-lease", "history-ha"}
-	a, err := launchService(env.root, env.state, env.vars, "ray-service-ha-a.log", 60*time.Second, args...)
-	require.NoError(t, err)
-	defer a.stop()
-	b, err := launchService(env.root, env.state, env.vars, "ray-service-ha-b.log", 60*time.Second, args...)
-	require.NoError(t, err)
-	defer b.stop()
+	a := startInstance(t, "ray-service-ha-a.log", args...)
+	b := startInstance(t, "ray-service-ha-b.log", args...)
 	var leader, follower *serviceProc
 	eventually(t, 30*time.Second, "one leader", func() bool {
 		la, lb := metricOf(t, a.url, "ray_service_history_leader"), metricOf(t, b.url, "ray_service_history_leader")

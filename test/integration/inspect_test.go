@@ -7,8 +7,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,63 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	rbacv1 "k8s.io/api/rbac/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 )
-
-var kwokLogs = schema.GroupVersionResource{Group: "kwok.x-k8s.io", Version: "v1alpha1", Resource: "logs"}
-
-type podInfo struct {
-	Name       string `json:"name"`
-	NodeType   string `json:"nodeType"`
-	Group      string `json:"group"`
-	Phase      string `json:"phase"`
-	Ready      bool   `json:"ready"`
-	Node       string `json:"node"`
-	IP         string `json:"ip"`
-	Containers []struct {
-		Name  string `json:"name"`
-		State string `json:"state"`
-	} `json:"containers"`
-}
-
-// podLog writes lines to a CRI-format log file and has KWOK serve it as the container's log.
-func podLog(t *testing.T, ns, pod, container string, lines ...string) string {
-	t.Helper()
-	dir := filepath.Join(env.vars["KWOK_LOGS_DIR"], ns)
-	require.NoError(t, os.MkdirAll(dir, 0o755))
-	file := filepath.Join(dir, pod+"-"+container+".log")
-	appendLog(t, file, lines...)
-	logs := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "Logs",
-		"metadata": map[string]any{"name": pod, "namespace": ns},
-		"spec": map[string]any{"logs": []any{map[string]any{
-			"containers": []any{container}, "logsFile": file, "follow": true}}},
-	}}
-	_, err := env.adminDyn.Resource(kwokLogs).Namespace(ns).Create(context.Background(), logs, metav1.CreateOptions{})
-	require.NoError(t, err)
-	return file
-}
-
-func appendLog(t *testing.T, file string, lines ...string) {
-	t.Helper()
-	f, err := os.OpenFile(file, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
-	require.NoError(t, err)
-	defer f.Close()
-	for _, l := range lines {
-		_, err := fmt.Fprintf(f, "%s stdout F %s\n", time.Now().UTC().Format(time.RFC3339Nano), l)
-		require.NoError(t, err)
-	}
-}
-
-func numbered(prefix string, n int) []string {
-	out := make([]string, n)
-	for i := range out {
-		out[i] = fmt.Sprintf("%s line %d", prefix, i+1)
-	}
-	return out
-}
 
 func textLines(b []byte) []string {
 	s := strings.TrimRight(string(b), "\n")
@@ -82,13 +24,8 @@ func textLines(b []byte) []string {
 	return strings.Split(s, "\n")
 }
 
-// goroutines reads the service's go_goroutines from its /metrics.
-func goroutines(t *testing.T) int {
-	t.Helper()
-	return goroutinesOf(t, env.serviceURL)
-}
-
 func TestPodsAndLogs(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t, "logs")
 	admin := env.tokens["admin"]
 	require.Equal(t, 201, createCluster(t, admin, ns, "lg", nil).Status)
@@ -198,6 +135,7 @@ func TestPodsAndLogs(t *testing.T) {
 }
 
 func TestRayJobPodsAndLogsDefaultToSubmitter(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t, "joblogs")
 	admin := env.tokens["admin"]
 	r := call(t, "POST", nsPath(ns, "rayjobs"), admin, "application/yaml", testdata(t, "rayjob-minimal.yaml"))
@@ -221,6 +159,7 @@ func TestRayJobPodsAndLogsDefaultToSubmitter(t *testing.T) {
 }
 
 func TestEventsOfUnschedulableCluster(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t, "events")
 	admin := env.tokens["admin"]
 	r := createCluster(t, admin, ns, "huge", func(o map[string]any) {
@@ -262,6 +201,7 @@ func TestEventsOfUnschedulableCluster(t *testing.T) {
 }
 
 func TestDashboardProxy(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t, "dash")
 	admin := env.tokens["admin"]
 	runningCluster(t, ns, "dc")
@@ -290,34 +230,11 @@ func TestDashboardProxy(t *testing.T) {
 	assert.Equal(t, base+"/", res.Header.Get("Location"))
 }
 
-// followHeadLog writes line to the log of the head pod of the running RayCluster ns/cluster, opens a
-// log follow of it on the service at base as the admin (openFollow), and returns the stream past that
-// first line.
-func followHeadLog(t *testing.T, base, ns, cluster, line string) (*http.Response, *bufio.Scanner) {
-	t.Helper()
-	for _, p := range clusterPods(t, ns, cluster) {
-		if p.Labels["ray.io/node-type"] == "head" {
-			podLog(t, ns, p.Name, "ray-head", line)
-		}
-	}
-	var res *http.Response
-	eventually(t, 20*time.Second, "a follow stream open", func() bool {
-		var status int
-		status, res = openFollow(t, base, itemPath(ns, "rayclusters", cluster), env.tokens["admin"])
-		return status == 200
-	})
-	sc := bufio.NewScanner(res.Body)
-	require.True(t, sc.Scan(), "the follow shows the log")
-	require.Equal(t, line, sc.Text())
-	return res, sc
-}
-
 // A follow ends when the service shuts down, and the shutdown does not wait for the client.
 func TestFollowEndsOnShutdown(t *testing.T) {
 	ns := namespace(t, "follow-stop")
 	runningCluster(t, ns, "fs")
-	svc, err := launchService(env.root, env.state, env.vars, "ray-service-follow.log", 60*time.Second)
-	require.NoError(t, err)
+	svc := startInstance(t, "ray-service-follow.log")
 	res, sc := followHeadLog(t, svc.url, ns, "fs", "before shutdown")
 	defer res.Body.Close()
 	ended := make(chan struct{})

@@ -7,8 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -21,59 +19,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"sigs.k8s.io/yaml"
 )
-
-func itemPath(ns, kind, name string) string { return nsPath(ns, kind) + "/" + name }
-
-// statusOf reads an object's summary status through the service, as the admin.
-func statusOf(t *testing.T, ns, kind, name string) (summary, int) {
-	t.Helper()
-	r := call(t, "GET", itemPath(ns, kind, name), env.tokens["admin"], "", nil)
-	if r.Status != 200 {
-		return summary{}, r.Status
-	}
-	return decode[summary](t, r), 200
-}
-
-// runningCluster creates the minimal RayCluster ns/name as the admin and waits until it is Running.
-func runningCluster(t *testing.T, ns, name string) {
-	t.Helper()
-	require.Equal(t, 201, createCluster(t, env.tokens["admin"], ns, name, nil).Status)
-	waitStatus(t, ns, "rayclusters", name, "Running")
-}
-
-func waitStatus(t *testing.T, ns, kind, name, want string) summary {
-	t.Helper()
-	var last summary
-	eventually(t, 90*time.Second, fmt.Sprintf("%s/%s status %s", kind, name, want), func() bool {
-		s, code := statusOf(t, ns, kind, name)
-		last = s
-		return code == 200 && s.Status == want
-	})
-	captureStatus(t, ns, kind, name, want)
-	return last
-}
-
-// captureStatus saves the object's status (and spec.suspend) as a fixture of the status mapping's unit
-// test, when RAY_TEST_CAPTURE_STATUS names a directory: the mapping is tested on what KubeRay writes.
-func captureStatus(t *testing.T, ns, kind, name, want string) {
-	dir := os.Getenv("RAY_TEST_CAPTURE_STATUS")
-	if dir == "" {
-		return
-	}
-	gvr := rayClusters.GroupVersion().WithResource(kind)
-	o, err := getRay(t, gvr, ns, name)
-	require.NoError(t, err)
-	fixture := map[string]any{"kind": o.GetKind(), "want": want, "object": map[string]any{"status": o.Object["status"]}}
-	if suspend, ok, _ := unstructured.NestedBool(o.Object, "spec", "suspend"); ok {
-		fixture["object"].(map[string]any)["spec"] = map[string]any{"suspend": suspend}
-	}
-	b, err := json.MarshalIndent(fixture, "", "  ")
-	require.NoError(t, err)
-	file := filepath.Join(dir, fmt.Sprintf("%s-%s-%s.json", strings.ToLower(o.GetKind()), strings.ToLower(want), name))
-	require.NoError(t, os.WriteFile(file, append(b, '\n'), 0o644))
-}
 
 func post(t *testing.T, path string) *response {
 	return call(t, "POST", path, env.tokens["admin"], "", nil)
@@ -90,6 +36,7 @@ func templateExists(t *testing.T, ns, kind, name string) bool {
 }
 
 func TestRayClusterLifecycle(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t, "lc-cluster")
 	r := createClusterAt(t, env.tokens["admin"], ns, "lc", "?start=false")
 	require.Equal(t, 201, r.Status, "%s", r.Raw)
@@ -144,21 +91,8 @@ func TestRayClusterLifecycle(t *testing.T) {
 	}
 }
 
-// rayJob builds a RayJob manifest running in HTTPMode (the operator submits through the dashboard).
-func rayJob(t *testing.T, name string, suspendable bool) []byte {
-	t.Helper()
-	var obj map[string]any
-	require.NoError(t, yaml.Unmarshal(testdata(t, "rayjob-minimal.yaml"), &obj))
-	obj["metadata"].(map[string]any)["name"] = name
-	spec := obj["spec"].(map[string]any)
-	spec["submissionMode"] = "HTTPMode"
-	spec["shutdownAfterJobFinishes"] = suspendable
-	b, err := json.Marshal(obj)
-	require.NoError(t, err)
-	return b
-}
-
 func TestRayJobSuspendableLifecycle(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t, "lc-job")
 	admin := env.tokens["admin"]
 	r := call(t, "POST", nsPath(ns, "rayjobs")+"?start=false", admin, "application/json", rayJob(t, "sj", true))
@@ -192,6 +126,7 @@ func TestRayJobSuspendableLifecycle(t *testing.T) {
 
 // A job whose Ray job fails is Failed; start runs it again.
 func TestRayJobFailedRunsAgain(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t, "lc-failed")
 	admin := env.tokens["admin"]
 	require.Equal(t, 201, call(t, "POST", nsPath(ns, "rayjobs"), admin, "application/json", rayJob(t, "fj", true)).Status)
@@ -205,26 +140,8 @@ func TestRayJobFailedRunsAgain(t *testing.T) {
 	waitStatus(t, ns, "rayjobs", "fj", "Running")
 }
 
-func currentRayCluster(t *testing.T, ns, job string) string {
-	t.Helper()
-	var name string
-	eventually(t, 30*time.Second, "the RayJob's cluster name", func() bool {
-		o, err := getRay(t, rayJobs, ns, job)
-		require.NoError(t, err)
-		name, _, _ = unstructured.NestedString(o.Object, "status", "rayClusterName")
-		return name != ""
-	})
-	return name
-}
-
-func mustUID(t *testing.T, ns, name string) string {
-	t.Helper()
-	o, err := getRay(t, rayJobs, ns, name)
-	require.NoError(t, err)
-	return string(o.GetUID())
-}
-
 func TestRayJobTemplateAndDashboardStop(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t, "lc-jobtpl")
 	admin := env.tokens["admin"]
 	r := call(t, "POST", nsPath(ns, "rayjobs")+"?start=false", admin, "application/json", rayJob(t, "tj", false))
@@ -289,6 +206,7 @@ func TestRayJobTemplateAndDashboardStop(t *testing.T) {
 }
 
 func TestRayServiceLifecycle(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t, "lc-svc")
 	admin := env.tokens["admin"]
 	r := call(t, "POST", nsPath(ns, "rayservices")+"?start=false", admin, "application/yaml", testdata(t, "rayservice-minimal.yaml"))
@@ -322,6 +240,7 @@ func TestRayServiceLifecycle(t *testing.T) {
 }
 
 func TestBatchDelete(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t, "batch")
 	admin := env.tokens["admin"]
 	require.Equal(t, 201, createCluster(t, admin, ns, "running", nil).Status)
@@ -374,6 +293,7 @@ func TestBatchDelete(t *testing.T) {
 
 // Start, stop and delete of one object from 20 goroutines at once: no 5xx, and a consistent end.
 func TestConcurrentLifecycle(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t, "race")
 	admin := env.tokens["admin"]
 	runningCluster(t, ns, "contended")
@@ -434,6 +354,7 @@ func TestConcurrentLifecycle(t *testing.T) {
 // A start cut short after the object was created (here: the caller may not delete the template) leaves
 // the object and the template, never neither; the list shows the object once; a later start completes.
 func TestInterruptedStartCompletes(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t, "interrupt")
 	bind(t, ns, "alice", "ray-editor")
 	ctx := context.Background()

@@ -6,25 +6,24 @@
 // Run through `make test`, which builds everything and runs this package inside a network namespace that
 // has only the loopback interface. The test refuses to start where other interfaces are up, unless
 // RAY_TEST_ALLOW_HOST_NETWORK=1.
+//
+// A test that owns its namespaces (or database) and changes nothing others see calls t.Parallel; Go
+// runs those after the serial ones. Tests that start or stop service instances, change rights beyond a
+// namespace of their own, inject faults, measure time or count across namespaces stay serial. What
+// every test saw (the answers against docs/swagger, the logs against the tokens) is checked in TestMain
+// once all of them have ended.
 package integration
 
 import (
 	"bufio"
-	"context"
-	"crypto/tls"
-	"crypto/x509"
+	"flag"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
-	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -99,16 +98,39 @@ func run(m *testing.M) int {
 	}
 	env = e
 	code := m.Run()
+	if !afterTests() {
+		code = 1
+	}
 	if code != 0 {
 		dumpLogs(state)
 	}
 	return code
 }
 
-func stopStack(root, state string) {
-	down := exec.Command(filepath.Join(root, "stack", "down.sh"), state)
-	down.Stdout, down.Stderr = os.Stderr, os.Stderr
-	_ = down.Run()
+// afterTests checks what every test that ran saw, once they have all ended: the answers against
+// docs/swagger and the logs against the tokens. They are no tests, so that -test.run cannot leave them
+// out: a subset is checked on what it did. It says whether both checks passed.
+func afterTests() bool {
+	if f := flag.Lookup("test.list"); f != nil && f.Value.String() != "" {
+		return true // only listing the tests
+	}
+	ok := true
+	report := func(what string, problems []string, err error) {
+		if err != nil {
+			problems = append(problems, err.Error())
+		}
+		for _, p := range problems {
+			fmt.Printf("FAIL %s: %s\n", what, p)
+			ok = false
+		}
+	}
+	answers := recordedAnswers()
+	problems, pairs, err := checkAnswers(env.root, answers)
+	fmt.Printf("answers against docs/swagger: %d answers checked, %d distinct route/status pairs\n", len(answers), pairs)
+	report("answers against docs/swagger", problems, err)
+	problems, err = checkLogsHoldNoTokens(env.state, env.tokens, launchedLogs())
+	report("logs against tokens", problems, err)
+	return ok
 }
 
 // loopbackOnly refuses to run where a network interface other than loopback is up.
@@ -164,118 +186,6 @@ func readEnvFile(path string) (map[string]string, error) {
 		}
 	}
 	return vars, sc.Err()
-}
-
-// serviceProc is a running service binary.
-type serviceProc struct {
-	url string
-	// client reaches url: it trusts the serving certificate of an instance that speaks HTTPS.
-	client *http.Client
-	cmd    *exec.Cmd
-	log    *os.File
-	done   chan struct{}
-}
-
-// launchService runs the service binary against the stack with the ray-service user's credentials and
-// waits until it is ready. args are added to (and may override) the defaults.
-func launchService(root, state string, vars map[string]string, logName string, readyWithin time.Duration, args ...string) (*serviceProc, error) {
-	return launchServiceEnv(root, state, vars, logName, readyWithin, nil, args...)
-}
-
-// launchServiceEnv is launchService with extra environment variables.
-func launchServiceEnv(root, state string, vars map[string]string, logName string, readyWithin time.Duration, environ []string, args ...string) (*serviceProc, error) {
-	bin := os.Getenv("RAY_SERVICE_BIN")
-	if bin == "" {
-		bin = filepath.Join(root, "bin", "ray-service")
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	logf, err := os.Create(filepath.Join(state, "logs", logName))
-	if err != nil {
-		return nil, err
-	}
-	// Each service keeps a history of its own, in a file named for its log, under a Lease of its own.
-	base := strings.TrimSuffix(logName, ".log")
-	if err := os.MkdirAll(filepath.Join(state, "history"), 0o755); err != nil {
-		return nil, err
-	}
-	all := append([]string{"--listen", addr, "--kubeconfig", vars["SERVICE_KUBECONFIG"],
-		"--prometheus-url", vars["PROMETHEUS_URL"], "--template-key-file", vars["TEMPLATE_KEY_FILE"], "--audit-key-file", vars["AUDIT_KEY_FILE"],
-		"--log-level", "debug",
-		"--shutdown-delay", "0s", "--history-dsn", "sqlite:" + filepath.Join(state, "history", base+".db"),
-		"--history-lease", leaseName(base), "--history-lease-namespace", "default"}, args...) // a test that needs a delay passes one; the last flag wins
-	cmd := exec.Command(bin, all...)
-	cmd.Env = append(append(os.Environ(), "HTTP_PROXY="+vars["OPERATOR_HTTP_PROXY"], "NO_PROXY=127.0.0.1,localhost"), environ...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting %s: %w", bin, err)
-	}
-	p := &serviceProc{url: "http://" + addr, client: http.DefaultClient, cmd: cmd, log: logf, done: make(chan struct{})}
-	if i := slices.Index(all, "--tls-cert-file"); i >= 0 && i+1 < len(all) {
-		// A self-signed serving certificate is its own root.
-		pem, err := os.ReadFile(all[i+1])
-		if err != nil {
-			return nil, err
-		}
-		roots := x509.NewCertPool()
-		roots.AppendCertsFromPEM(pem)
-		p.url = "https://" + addr
-		p.client = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}}}
-	}
-	go func() { _ = cmd.Wait(); close(p.done) }()
-	ctx, cancel := context.WithTimeout(context.Background(), readyWithin)
-	defer cancel()
-	for {
-		if status, _, err := p.get(ctx, "/readyz"); err == nil && status == 200 {
-			return p, nil
-		}
-		select {
-		case <-p.done:
-			return nil, fmt.Errorf("the service exited; see %s", logf.Name())
-		case <-ctx.Done():
-			p.stop()
-			return nil, fmt.Errorf("the service did not become ready; see %s", logf.Name())
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
-}
-
-// get reads path of the instance with its own client.
-func (p *serviceProc) get(ctx context.Context, path string) (int, []byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.url+path, nil)
-	if err != nil {
-		return 0, nil, err
-	}
-	res, err := p.client.Do(req)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer res.Body.Close()
-	b, err := io.ReadAll(res.Body)
-	return res.StatusCode, b, err
-}
-
-// leaseName makes a Lease name of a log file's base name.
-func leaseName(base string) string {
-	return "history-" + strings.Trim(regexp.MustCompile(`[^a-z0-9-]+`).ReplaceAllString(strings.ToLower(base), "-"), "-")
-}
-
-// stop sends SIGTERM and waits for the process to end; it says whether it ended in time.
-func (p *serviceProc) stop() bool {
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	defer p.log.Close()
-	select {
-	case <-p.done:
-		return true
-	case <-time.After(20 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-		return false
-	}
 }
 
 // startService runs the service the tests share, and prepares the admin's clients.

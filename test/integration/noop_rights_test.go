@@ -17,6 +17,7 @@ import (
 // it. Before, the viewer got 200 for each and left a signed "stop by viewer" in the trail, as often as it
 // liked.
 func TestNothingToDoNeedsTheRight(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t, "noop-rights")
 	admin := env.tokens["admin"]
 	require.Equal(t, 201, createClusterAt(t, admin, ns, "suspended", "?start=false").Status)

@@ -7,10 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -24,45 +20,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	resourcehelper "k8s.io/component-helpers/resource"
 )
-
-type figures struct {
-	CPU            *float64           `json:"cpu"`
-	MemoryBytes    *float64           `json:"memoryBytes"`
-	GPU            *float64           `json:"gpu"`
-	GPUMemoryBytes *float64           `json:"gpuMemoryBytes"`
-	NPU            *float64           `json:"npu"`
-	NPUMemoryBytes *float64           `json:"npuMemoryBytes"`
-	Ray            map[string]float64 `json:"ray"`
-}
-
-type point struct {
-	T int64   `json:"t"`
-	V float64 `json:"v"`
-}
-
-type overviewData struct {
-	Counts *struct {
-		RayClusters       struct{ Total, Active int } `json:"rayclusters"`
-		RayJobs           struct{ Total, Active int } `json:"rayjobs"`
-		RayServices       struct{ Total, Active int } `json:"rayservices"`
-		ActiveRayClusters int                         `json:"activeRayClusters"`
-	} `json:"counts"`
-	Allocated struct {
-		CPU         float64            `json:"cpu"`
-		MemoryBytes int64              `json:"memoryBytes"`
-		GPU         int64              `json:"gpu"`
-		NPU         int64              `json:"npu"`
-		Ray         map[string]float64 `json:"ray"`
-	} `json:"allocated"`
-	Used   figures `json:"used"`
-	Series struct {
-		Used      map[string][]point `json:"used"`
-		Allocated map[string][]point `json:"allocated"`
-		RayUsed   map[string][]point `json:"rayUsed"`
-	} `json:"series"`
-	GrafanaURL string   `json:"grafanaURL"`
-	Warnings   []string `json:"warnings"`
-}
 
 const overviewCluster = `
 apiVersion: ray.io/v1
@@ -170,10 +127,8 @@ func TestOverview(t *testing.T) {
 	start := end.Add(-5 * time.Minute)
 	fixture := prometheusFixture(ns, pods, end.Add(-10*time.Minute), end)
 	promURL, stopProm := startPrometheus(t, fixture)
-	svc, err := launchService(env.root, env.state, env.vars, "ray-service-overview.log", 60*time.Second, "--prometheus-url", promURL,
+	svc := startInstance(t, "ray-service-overview.log", "--prometheus-url", promURL,
 		"--grafana-url", "http://grafana.example/", "--grafana-dashboard-uid", "rayDefaultDashboard")
-	require.NoError(t, err)
-	defer svc.stop()
 	window := fmt.Sprintf("start=%d&end=%d&step=30s", start.Unix(), end.Unix())
 
 	d = overview(svc.url, "namespace="+ns+"&"+window)
@@ -360,50 +315,6 @@ func prometheusFixture(ns string, pods []corev1.Pod, from, to time.Time) string 
 	}
 	b.WriteString("# EOF\n")
 	return b.String()
-}
-
-// startPrometheus backfills the OpenMetrics text with promtool and serves it with Debian's Prometheus on
-// a free loopback port. The returned stop ends that Prometheus.
-func startPrometheus(t *testing.T, openmetrics string) (string, func()) {
-	t.Helper()
-	dir := t.TempDir()
-	src := filepath.Join(dir, "fixture.om")
-	require.NoError(t, os.WriteFile(src, []byte(openmetrics), 0o644))
-	data := filepath.Join(dir, "data")
-	out, err := exec.Command("promtool", "tsdb", "create-blocks-from", "openmetrics", src, data).CombinedOutput()
-	require.NoError(t, err, "%s", out)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	ln.Close()
-	cfg := filepath.Join(dir, "prometheus.yml")
-	require.NoError(t, os.WriteFile(cfg, []byte("global: {scrape_interval: 1m}\n"), 0o644))
-	logf, err := os.Create(filepath.Join(env.state, "logs", "prometheus-fixture.log"))
-	require.NoError(t, err)
-	cmd := exec.Command("prometheus", "--config.file="+cfg, "--storage.tsdb.path="+data, "--web.listen-address="+addr,
-		"--storage.tsdb.retention.time=30d")
-	cmd.Stdout, cmd.Stderr = logf, logf
-	require.NoError(t, cmd.Start())
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	stop := func() {
-		_ = cmd.Process.Kill()
-		<-done
-		logf.Close()
-	}
-	t.Cleanup(func() {
-		select {
-		case <-done:
-		default:
-			stop()
-		}
-	})
-	u := "http://" + addr
-	eventually(t, 60*time.Second, "the fixture Prometheus ready", func() bool {
-		status, _, err := httpGet(context.Background(), u+"/-/ready")
-		return err == nil && status == 200
-	})
-	return u, stop
 }
 
 // The local stack shows what Ray clusters use: KWOK emulates cAdvisor, kube-state-metrics, DCGM and

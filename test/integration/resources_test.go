@@ -6,8 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -15,77 +13,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	authorizationv1 "k8s.io/api/authorization/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
 )
-
-// summary is the part of a list item or detail the tests read.
-type summary struct {
-	Name       string `json:"name"`
-	Namespace  string `json:"namespace"`
-	Kind       string `json:"kind"`
-	Type       string `json:"type"`
-	Status     string `json:"status"`
-	RayVersion string `json:"rayVersion"`
-	Creator    string `json:"creator"`
-	// CreatorSigned says the service wrote the creator.
-	CreatorSigned bool      `json:"creatorSigned"`
-	CreatedAt     time.Time `json:"createdAt"`
-	Image         string    `json:"image"`
-	WorkerGroups  []struct {
-		Name          string `json:"name"`
-		Replicas      int64  `json:"replicas"`
-		MinReplicas   int64  `json:"minReplicas"`
-		MaxReplicas   int64  `json:"maxReplicas"`
-		ReadyReplicas int64  `json:"readyReplicas"`
-	} `json:"workerGroups"`
-	Requested struct {
-		CPU         float64 `json:"cpu"`
-		MemoryBytes int64   `json:"memoryBytes"`
-		GPU         int64   `json:"gpu"`
-	} `json:"requested"`
-	Object map[string]any `json:"object"`
-}
-
-type listData struct {
-	Items    []summary `json:"items"`
-	Total    int       `json:"total"`
-	Page     int       `json:"page"`
-	PageSize int       `json:"pageSize"`
-}
-
-func decode[T any](t *testing.T, r *response) T {
-	t.Helper()
-	var v T
-	require.NoError(t, json.Unmarshal(r.Data, &v), "data: %s", r.Data)
-	return v
-}
-
-func testdata(t *testing.T, name string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("testdata", name))
-	require.NoError(t, err)
-	return b
-}
-
-// renamed returns a manifest with another name, as YAML and as JSON.
-func renamed(t *testing.T, manifest []byte, name string) (yamlDoc, jsonDoc []byte) {
-	t.Helper()
-	var obj map[string]any
-	require.NoError(t, yaml.Unmarshal(manifest, &obj))
-	obj["metadata"].(map[string]any)["name"] = name
-	y, err := yaml.Marshal(obj)
-	require.NoError(t, err)
-	j, err := json.Marshal(obj)
-	require.NoError(t, err)
-	return y, j
-}
-
-func nsPath(ns, kind string) string { return "/rest/ray/v1/namespaces/" + ns + "/" + kind }
 
 // Each kind is created from each sample manifest, as JSON, as YAML and as an uploaded file; the
 // operator reconciles the RayClusters until their pods run and the summary says Running.
@@ -153,60 +84,6 @@ func TestCreateFromSamples(t *testing.T) {
 		r := call(t, "GET", nsPath(ns, "rayjobs")+"?pageSize=500", admin, "", nil)
 		return r.Status == 200 && decode[listData](t, r).Total == 21
 	})
-}
-
-// bind grants a cluster role to a user in one namespace.
-func bind(t *testing.T, ns, user, role string) {
-	t.Helper()
-	_, err := env.admin.RbacV1().RoleBindings(ns).Create(context.Background(), &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: user + "-" + role},
-		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role},
-		Subjects:   []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: user}},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	waitAllowed(t, user, ns, "get", "ray.io", "rayclusters")
-}
-
-// grantRole gives user a Role of the given name and rules in ns, and waits until the apiserver allows
-// the first rule's first verb on its first resource.
-func grantRole(t *testing.T, ns, user, name string, rules ...rbacv1.PolicyRule) {
-	t.Helper()
-	ctx := context.Background()
-	_, err := env.admin.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: rules}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	_, err = env.admin.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: user + "-" + name},
-		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: name},
-		Subjects: []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: user}}}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	first := rules[0]
-	waitAllowed(t, user, ns, first.Verbs[0], first.APIGroups[0], first.Resources[0])
-}
-
-// waitAllowed waits until the apiserver's RBAC cache, which learns of bindings a moment after they are
-// made, allows user the verb.
-func waitAllowed(t *testing.T, user, ns, verb, group, resource string) {
-	t.Helper()
-	eventually(t, 10*time.Second, user+" allowed to "+verb+" "+resource, func() bool {
-		sar, err := env.admin.AuthorizationV1().SubjectAccessReviews().Create(context.Background(), &authorizationv1.SubjectAccessReview{
-			Spec: authorizationv1.SubjectAccessReviewSpec{User: user, ResourceAttributes: &authorizationv1.ResourceAttributes{
-				Namespace: ns, Verb: verb, Group: group, Resource: resource}},
-		}, metav1.CreateOptions{})
-		require.NoError(t, err)
-		return sar.Status.Allowed
-	})
-}
-
-func createCluster(t *testing.T, token, ns, name string, mutate func(map[string]any)) *response {
-	t.Helper()
-	var obj map[string]any
-	require.NoError(t, yaml.Unmarshal([]byte(minimalCluster), &obj))
-	obj["metadata"].(map[string]any)["name"] = name
-	if mutate != nil {
-		mutate(obj)
-	}
-	b, err := json.Marshal(obj)
-	require.NoError(t, err)
-	return call(t, "POST", nsPath(ns, "rayclusters"), token, "application/json", b)
 }
 
 func TestAuthorization(t *testing.T) {
@@ -307,6 +184,7 @@ func stored(t *testing.T, gvr schema.GroupVersionResource, ns, name string) (map
 }
 
 func TestInputHandling(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t, "input")
 	admin := env.tokens["admin"]
 	require.Equal(t, 201, createCluster(t, admin, ns, "keep", nil).Status)
@@ -402,17 +280,9 @@ func TestInputHandling(t *testing.T) {
 	})
 }
 
-func mustRename(t *testing.T, file, name string) []byte {
-	y, _ := renamed(t, testdata(t, file), name)
-	return y
-}
-
-func createClusterAt(t *testing.T, token, ns, name, query string) *response {
-	return call(t, "POST", nsPath(ns, "rayclusters")+query, token, "application/yaml", []byte(strings.Replace(minimalCluster, "NAME", name, 1)))
-}
-
 // The exported YAML goes back unchanged with PUT: 200, and the spec stays as it was.
 func TestYAMLRoundTrip(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t, "roundtrip")
 	admin := env.tokens["admin"]
 	for _, s := range []struct{ kind, file string }{

@@ -17,11 +17,6 @@ type scaleResult struct {
 	Warnings []string `json:"warnings"`
 }
 
-func scaleAs(t *testing.T, token, ns, kind, name, body string) *response {
-	t.Helper()
-	return call(t, "POST", itemPath(ns, kind, name)+"/scale", token, "application/json", []byte(body))
-}
-
 // workers counts the running worker pods the pods route lists.
 func workers(t *testing.T, ns, kind, name string) int {
 	t.Helper()
@@ -41,6 +36,7 @@ func workers(t *testing.T, ns, kind, name string) int {
 // Scaling a worker group up and down makes KWOK's worker pods come and go; what cannot hold is 422
 // naming the field, and nothing is changed by it.
 func TestScaleWorkerGroup(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t, "scale")
 	admin := env.tokens["admin"]
 	runningCluster(t, ns, "sc")
@@ -84,6 +80,7 @@ func TestScaleWorkerGroup(t *testing.T) {
 // The cluster spec of a RayJob and of a RayService template scale the same way; a group the Ray
 // autoscaler owns warns.
 func TestScaleOtherKinds(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t, "scalekinds")
 	admin := env.tokens["admin"]
 	require.Equal(t, 201, call(t, "POST", nsPath(ns, "rayservices")+"?start=false", admin, "application/yaml", mustRename(t, "rayservice-minimal.yaml", "svc")).Status)

@@ -3,7 +3,6 @@
 package integration
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -14,13 +13,9 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -32,18 +27,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 )
-
-// clientAs returns a Kubernetes client that acts as a stack user, straight to the apiserver.
-func clientAs(t *testing.T, user string) kubernetes.Interface {
-	t.Helper()
-	cs, err := kubernetes.NewForConfig(&rest.Config{Host: env.vars["KUBE_APISERVER_URL"], BearerToken: env.tokens[user],
-		TLSClientConfig: rest.TLSClientConfig{CAFile: env.vars["KUBE_CA_FILE"]}})
-	require.NoError(t, err)
-	return cs
-}
 
 // allowConfigMaps lets user create, update and read ConfigMaps in ns, and nothing of Ray.
 func allowConfigMaps(t *testing.T, ns, user string) {
@@ -83,6 +67,7 @@ spec:
 // Attack: a user who may only create ConfigMaps plants one that looks like a template. It must not list
 // as a template "by" whoever it claims, and an admin's start must not follow it anywhere.
 func TestAttackPlantedTemplateIsNotFollowed(t *testing.T) {
+	t.Parallel()
 	team, prod := namespace(t, "planted"), namespace(t, "prod")
 	allowConfigMaps(t, team, "bob")
 	ctx := context.Background()
@@ -108,6 +93,7 @@ func TestAttackPlantedTemplateIsNotFollowed(t *testing.T) {
 // Attack: a template the service wrote, changed afterwards by someone who may update ConfigMaps, is no
 // longer trusted: starting it is refused and creates nothing.
 func TestAttackTamperedTemplateIsRefused(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t, "tampered")
 	allowConfigMaps(t, ns, "bob")
 	ctx := context.Background()
@@ -130,6 +116,7 @@ func TestAttackTamperedTemplateIsRefused(t *testing.T) {
 // Attack: a ConfigMap pre-created under the name of a running RayService's template must not be adopted
 // by the owner's stop, which would delete the real spec and keep the attacker's.
 func TestAttackStopDoesNotAdoptAPlantedTemplate(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t, "adopt")
 	allowConfigMaps(t, ns, "bob")
 	ctx := context.Background()
@@ -149,17 +136,6 @@ func TestAttackStopDoesNotAdoptAPlantedTemplate(t *testing.T) {
 	still, err := getRay(t, rayServices, ns, "minimal-service")
 	require.NoError(t, err, "the instance, with the real spec, is not deleted")
 	assert.Equal(t, original.GetUID(), still.GetUID())
-}
-
-// metricsSize reads the service's /metrics.
-func metricsBody(t *testing.T) string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	status, body, err := httpGet(ctx, env.serviceURL+"/metrics")
-	require.NoError(t, err)
-	require.Equal(t, 200, status)
-	return string(body)
 }
 
 // Attack: every new request method was a new label value of the request metrics, kept forever, and a
@@ -254,48 +230,6 @@ func consoleGateway(t *testing.T, token string) string {
 	return srv.URL
 }
 
-// renderPage loads a page in headless Chromium, lets its scripts run (20 s of virtual time, which
-// passes as fast as the page lets it), and returns the DOM.
-func renderPage(t *testing.T, pageURL string) string {
-	t.Helper()
-	out, err := chromium(context.Background(), t, "--virtual-time-budget=20000", "--dump-dom", pageURL).Output()
-	require.NoError(t, err)
-	return string(out)
-}
-
-// chromium returns Debian's headless Chromium with a profile of its own, in a process group of its own:
-// when ctx ends, or the test does, the whole group is killed (the browser's helper processes too, which
-// otherwise keep writing into the profile), and the profile is removed once they are gone.
-func chromium(ctx context.Context, t *testing.T, args ...string) *exec.Cmd {
-	t.Helper()
-	bin, err := exec.LookPath("chromium")
-	require.NoError(t, err, "Debian's chromium is needed: .ci/run installs it")
-	profile, err := os.MkdirTemp("", "chromium-profile-")
-	require.NoError(t, err)
-	cmd := exec.CommandContext(ctx, bin, append([]string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-		"--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync",
-		"--user-data-dir=" + profile}, args...)...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	killGroup := func() error {
-		if cmd.Process == nil {
-			return nil
-		}
-		return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	}
-	cmd.Cancel = killGroup
-	t.Cleanup(func() {
-		_ = killGroup()
-		for range 50 {
-			if os.RemoveAll(profile) == nil {
-				return
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-		t.Errorf("the browser's profile %s could not be removed", profile)
-	})
-	return cmd
-}
-
 // Attack: the proxy authorized every method as get on services/proxy, so a caller allowed to read
 // through it could also POST, PUT and DELETE. Each method now needs the verb the apiserver would ask.
 func TestAttackDashboardProxyVerbs(t *testing.T) {
@@ -344,9 +278,7 @@ func TestAttackMalformedNamesAreRefused(t *testing.T) {
 // Attack: each distinct namespace a caller names is an access review whose verdict is cached; random
 // namespaces grew the cache without bound. It now holds at most auth-cache-size verdicts.
 func TestAttackVerdictCacheIsBounded(t *testing.T) {
-	svc, err := launchService(env.root, env.state, env.vars, "ray-service-cache.log", 60*time.Second, "--auth-cache-size=50")
-	require.NoError(t, err)
-	defer svc.stop()
+	svc := startInstance(t, "ray-service-cache.log", "--auth-cache-size=50")
 	viewer := env.tokens["viewer"]
 	for i := range 200 {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -374,6 +306,7 @@ func TestAttackVerdictCacheIsBounded(t *testing.T) {
 // anywhere outside, or to the apiserver on loopback. Only an address in the object's own namespace's
 // service zone is taken now; anything else is replaced by the head service's.
 func TestAttackDashboardURLIsNotFollowedOutOfItsNamespace(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t, "dashurl")
 	admin := env.tokens["admin"]
 	r := call(t, "POST", nsPath(ns, "rayjobs"), admin, "application/json", rayJob(t, "dj", false))
@@ -397,24 +330,6 @@ func TestAttackDashboardURLIsNotFollowedOutOfItsNamespace(t *testing.T) {
 		host, _, _ := strings.Cut(strings.TrimPrefix(target, "http://"), ":")
 		assert.Zero(t, env.dashboards.seen("GET", host, "/api/version"), "%s was never asked", target)
 	}
-}
-
-// openFollow starts a log follow on svc as token; it returns the status and, on 200, the open response.
-// The request gives up after 15 s, so that a follow that never ends cannot hold the test.
-func openFollow(t *testing.T, svcURL, path, token string) (int, *http.Response) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	t.Cleanup(cancel)
-	req, err := http.NewRequestWithContext(ctx, "GET", svcURL+path+"/logs?follow=true", nil)
-	require.NoError(t, err)
-	req.Header.Set("Authorization", "Bearer "+token)
-	res, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	if res.StatusCode != 200 {
-		res.Body.Close()
-		return res.StatusCode, nil
-	}
-	return 200, res
 }
 
 // closedWithin reports whether the server closes conn within d (reading until EOF or an error).
@@ -442,9 +357,7 @@ func TestAttackSlowAndLongRequestsAreBounded(t *testing.T) {
 	if os.Getenv("RAY_TEST_NO_LIMITS") == "1" { // to show what a service without these settings does
 		limits = nil
 	}
-	svc, err := launchService(env.root, env.state, env.vars, "ray-service-timeouts.log", 60*time.Second, limits...)
-	require.NoError(t, err)
-	defer svc.stop()
+	svc := startInstance(t, "ray-service-timeouts.log", limits...)
 	addr := strings.TrimPrefix(svc.url, "http://")
 	admin := env.tokens["admin"]
 
@@ -529,59 +442,6 @@ func TestAttackSlowAndLongRequestsAreBounded(t *testing.T) {
 	})
 }
 
-// slowPrometheus forwards to the stack's Prometheus after a delay, and counts the queries whose client
-// went away before the answer.
-type slowPrometheus struct {
-	delay             time.Duration
-	mu                sync.Mutex
-	started, canceled int
-}
-
-func (p *slowPrometheus) start(t *testing.T) string {
-	t.Helper()
-	target, err := url.Parse(env.vars["PROMETHEUS_URL"])
-	require.NoError(t, err)
-	rp := httputil.NewSingleHostReverseProxy(target)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		// Read the query first: only then can the server see the client go away.
-		body, err := io.ReadAll(r.Body)
-		if err != nil {
-			return
-		}
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		p.mu.Lock()
-		p.started++
-		p.mu.Unlock()
-		p.mu.Lock()
-		delay := p.delay
-		p.mu.Unlock()
-		select {
-		case <-r.Context().Done():
-			p.mu.Lock()
-			p.canceled++
-			p.mu.Unlock()
-			return
-		case <-time.After(delay):
-		}
-		rp.ServeHTTP(w, r)
-	}))
-	t.Cleanup(srv.Close)
-	return srv.URL
-}
-
-// setDelay changes the delay of the queries that come next.
-func (p *slowPrometheus) setDelay(d time.Duration) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.delay = d
-}
-
-func (p *slowPrometheus) counts() (started, canceled int) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.started, p.canceled
-}
-
 // Attack: overview windows had no bound on their length, each distinct window's answers were cached for
 // a whole step with no bound on entries, and a caller that went away left its Prometheus queries running
 // until they timed out.
@@ -599,11 +459,9 @@ func TestAttackOverviewWindowsAreBounded(t *testing.T) {
 	if before {
 		args = args[:2]
 	}
-	svc, err := launchService(env.root, env.state, env.vars, "ray-service-slowprom.log", 60*time.Second, args...)
-	require.NoError(t, err)
-	defer svc.stop()
+	svc := startInstance(t, "ray-service-slowprom.log", args...)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	_, _, err = httpGetHeaders(ctx, svc.url+"/rest/ray/v1/overview?range=10m", map[string]string{"Authorization": "Bearer " + admin})
+	_, _, err := httpGetHeaders(ctx, svc.url+"/rest/ray/v1/overview?range=10m", map[string]string{"Authorization": "Bearer " + admin})
 	cancel()
 	require.Error(t, err, "the client gives up after a second")
 	time.Sleep(3 * time.Second)
@@ -638,96 +496,21 @@ func TestAttackOverviewWindowsAreBounded(t *testing.T) {
 	assert.LessOrEqual(t, n, 40)
 }
 
-// tcpForwarder relays connections to target until cut: then it refuses new ones and closes the open
-// ones, as an apiserver that went away.
-type tcpForwarder struct {
-	ln    net.Listener
-	mu    sync.Mutex
-	conns []net.Conn
-	cut   bool
-	// delay holds back each chunk sent towards the target: a slow link, so that a test can act
-	// between the requests of one operation.
-	delay time.Duration
-}
-
 func forward(t *testing.T, target string) *tcpForwarder { return forwardSlow(t, target, 0) }
-
-// forwardSlow is forward with each chunk towards the target held back by delay.
-func forwardSlow(t *testing.T, target string, delay time.Duration) *tcpForwarder {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	f := &tcpForwarder{ln: ln, delay: delay}
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			up, err := net.Dial("tcp", target)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			f.mu.Lock()
-			f.conns = append(f.conns, c, up)
-			f.mu.Unlock()
-			go func() { _, _ = io.Copy(up, &slowReader{r: c, delay: f.delay}); up.Close() }()
-			go func() { _, _ = io.Copy(c, up); c.Close() }()
-		}
-	}()
-	t.Cleanup(f.stop)
-	return f
-}
-
-// slowReader holds back each read by delay.
-type slowReader struct {
-	r     io.Reader
-	delay time.Duration
-}
-
-func (s *slowReader) Read(p []byte) (int, error) {
-	n, err := s.r.Read(p)
-	if n > 0 && s.delay > 0 {
-		time.Sleep(s.delay)
-	}
-	return n, err
-}
-
-func (f *tcpForwarder) stop() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.cut = true
-	f.ln.Close()
-	for _, c := range f.conns {
-		c.Close()
-	}
-}
-
-// kubeconfigVia writes a copy of the service's kubeconfig whose server is reached through addr.
-func kubeconfigVia(t *testing.T, addr string) string {
-	t.Helper()
-	data, err := os.ReadFile(env.vars["SERVICE_KUBECONFIG"])
-	require.NoError(t, err)
-	kc := filepath.Join(t.TempDir(), "kubeconfig")
-	require.NoError(t, os.WriteFile(kc, []byte(strings.ReplaceAll(string(data), env.vars["KUBE_APISERVER_URL"], "https://"+addr)), 0o600))
-	return kc
-}
 
 // Attack: /readyz answers anyone, and told them why the service was not ready in the apiserver's own
 // words (addresses and ports included). It now says "not ready"; the reason goes to the log.
 func TestAttackReadyzTellsAnonymousCallersNothing(t *testing.T) {
 	f := forward(t, strings.TrimPrefix(env.vars["KUBE_APISERVER_URL"], "https://"))
-	svc, err := launchService(env.root, env.state, env.vars, "ray-service-readyz.log", 60*time.Second,
+	svc := startInstance(t, "ray-service-readyz.log",
 		"--kubeconfig", kubeconfigVia(t, f.ln.Addr().String()))
-	require.NoError(t, err)
-	defer svc.stop()
 	f.stop()
 	var body []byte
 	eventually(t, 30*time.Second, "not ready once the apiserver is gone", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		var status int
+		var err error
 		status, body, err = httpGet(ctx, svc.url+"/readyz")
 		return err == nil && status == 503
 	})

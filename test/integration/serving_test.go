@@ -36,9 +36,7 @@ func TestMetricsApartFromTheAPI(t *testing.T) {
 	assert.Contains(t, manifest, "name: metrics, containerPort: 9091")
 
 	metricsAddr := freeAddr(t)
-	svc, err := launchService(env.root, env.state, env.vars, "ray-service-metrics-apart.log", 60*time.Second, "--metrics-listen", metricsAddr)
-	require.NoError(t, err)
-	defer svc.stop()
+	svc := startInstance(t, "ray-service-metrics-apart.log", "--metrics-listen", metricsAddr)
 	ctx := context.Background()
 	status, body, err := svc.get(ctx, "/metrics")
 	require.NoError(t, err)
@@ -95,10 +93,8 @@ func TestServesTLSAndReloads(t *testing.T) {
 	dir := t.TempDir()
 	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
 	first := selfSigned(t, certFile, keyFile, "first")
-	svc, err := launchService(env.root, env.state, env.vars, "ray-service-tls.log", 60*time.Second,
+	svc := startInstance(t, "ray-service-tls.log",
 		"--tls-cert-file", certFile, "--tls-key-file", keyFile)
-	require.NoError(t, err)
-	defer svc.stop()
 	addr := strings.TrimPrefix(svc.url, "https://")
 	assert.Equal(t, first, servedCertificate(t, addr))
 

@@ -14,53 +14,12 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
-	"sigs.k8s.io/yaml"
 )
-
-const minimalCluster = `
-apiVersion: ray.io/v1
-kind: RayCluster
-metadata:
-  name: NAME
-spec:
-  rayVersion: "2.46.0"
-  headGroupSpec:
-    rayStartParams: {}
-    template:
-      spec:
-        containers:
-        - name: ray-head
-          image: rayproject/ray:2.46.0
-          resources:
-            requests: {cpu: "1", memory: 2Gi}
-            limits: {cpu: "1", memory: 2Gi}
-  workerGroupSpecs:
-  - groupName: workers
-    replicas: 2
-    minReplicas: 0
-    maxReplicas: 4
-    rayStartParams: {}
-    template:
-      spec:
-        containers:
-        - name: ray-worker
-          image: rayproject/ray:2.46.0
-          resources:
-            requests: {cpu: "2", memory: 4Gi}
-            limits: {cpu: "2", memory: 4Gi}
-`
-
-func clusterManifest(t *testing.T, name string) *unstructured.Unstructured {
-	t.Helper()
-	u := &unstructured.Unstructured{}
-	require.NoError(t, yaml.Unmarshal([]byte(minimalCluster), &u.Object))
-	u.SetName(name)
-	return u
-}
 
 // The stack itself: the operator reconciles a RayCluster into pods, KWOK runs them, suspension removes
 // them, and deletion garbage-collects them. Everything here goes through the Kubernetes API as the admin.
 func TestStackReconcilesRayCluster(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	ns := namespace(t, "stack-e2e")
 	rc := env.adminDyn.Resource(rayClusters).Namespace(ns)
@@ -106,6 +65,7 @@ func TestStackReconcilesRayCluster(t *testing.T) {
 
 // The user without permissions is refused by Kubernetes RBAC on the same create.
 func TestStackRefusesUserWithoutPermissions(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t, "stack-rbac")
 	cfg := &rest.Config{Host: env.vars["KUBE_APISERVER_URL"], BearerToken: env.tokens["nobody"],
 		TLSClientConfig: rest.TLSClientConfig{CAFile: env.vars["KUBE_CA_FILE"]}}

@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"regexp"
 	"strconv"
 	"strings"
@@ -23,28 +22,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 )
-
-// dynamicAs returns a dynamic client that acts as a stack user, straight to the apiserver.
-func dynamicAs(t *testing.T, user string) dynamic.Interface {
-	t.Helper()
-	d, err := dynamic.NewForConfig(&rest.Config{Host: env.vars["KUBE_APISERVER_URL"], BearerToken: env.tokens[user],
-		TLSClientConfig: rest.TLSClientConfig{CAFile: env.vars["KUBE_CA_FILE"]}, QPS: 500, Burst: 1000})
-	require.NoError(t, err)
-	return d
-}
-
-// freeAddr returns a loopback address nothing listens on.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer ln.Close()
-	return ln.Addr().String()
-}
 
 // heapAfterGC reads the heap in use of a service right after a garbage collection, from its profiler:
 // the least of a few readings, so that a collection running late does not count.
@@ -78,23 +57,6 @@ func listedOn(t *testing.T, base, ns, kind, selector string) int {
 	return decode[listData](t, r).Total
 }
 
-// during collects the events that come within d.
-func (s *sseStream) during(d time.Duration) []sseEvent {
-	deadline := time.After(d)
-	var got []sseEvent
-	for {
-		select {
-		case ev, ok := <-s.events:
-			if !ok {
-				return got
-			}
-			got = append(got, ev)
-		case <-deadline:
-			return got
-		}
-	}
-}
-
 // Attack: the change feed behind the streams kept the version before each of the last 4096 changes of
 // every kind, whole, whether a stream was open or not, and a version copied the creator annotation
 // whatever its length. A tenant who may patch one RayCluster of its own gave it a 200 KiB annotation and
@@ -103,9 +65,7 @@ func (s *sseStream) during(d time.Duration) []sseEvent {
 // The heap is read after a collection (the service's profiler, --pprof-listen).
 func TestAttackFeedFloodDoesNotHoldMemory(t *testing.T) {
 	pprofAddr := freeAddr(t)
-	svc, err := launchService(env.root, env.state, env.vars, "ray-service-flood.log", 60*time.Second, "--pprof-listen="+pprofAddr)
-	require.NoError(t, err)
-	defer svc.stop()
+	svc := startInstance(t, "ray-service-flood.log", "--pprof-listen="+pprofAddr)
 	ns := namespace(t, "flood")
 	grantRole(t, ns, "bob", "flood", rbacv1.PolicyRule{APIGroups: []string{"ray.io"}, Resources: []string{"rayclusters"},
 		Verbs: []string{"patch", "get", "list", "create", "delete"}})
@@ -120,7 +80,7 @@ func TestAttackFeedFloodDoesNotHoldMemory(t *testing.T) {
 	u.SetAnnotations(map[string]string{"ray.openfuyao.com/creator": strings.Repeat("x", 200<<10)})
 	u.SetLabels(map[string]string{"flood": "start"})
 	require.NoError(t, unstructured.SetNestedField(u.Object, true, "spec", "suspend"))
-	_, err = bob.Create(ctx, u, metav1.CreateOptions{})
+	_, err := bob.Create(ctx, u, metav1.CreateOptions{})
 	require.NoError(t, err, "bob may create a RayCluster in his namespace")
 	eventually(t, 30*time.Second, "the service holds the cluster", func() bool { return listedOn(t, svc.url, ns, "rayclusters", "flood=start") == 1 })
 	time.Sleep(2 * time.Second) // the operator's first writes
@@ -166,6 +126,7 @@ func TestAttackFeedFloodDoesNotHoldMemory(t *testing.T) {
 // Attack: an object's stream sent PODS frames (names, nodes, addresses, images, states) to a caller who
 // may read the Ray object but not list pods, while the pods route answers that caller 403.
 func TestAttackObjectStreamShowsNoPodsWithoutPodRights(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t, "podrights")
 	runningCluster(t, ns, "pr")
 	grantRole(t, ns, "carol", "ray-only", rbacv1.PolicyRule{APIGroups: []string{"ray.io"}, Resources: []string{"rayclusters"},
@@ -205,14 +166,12 @@ func TestAttackObjectStreamShowsNoPodsWithoutPodRights(t *testing.T) {
 // token. They now count the authenticated user; an object stream is also refused before it starts
 // reading the namespace's events.
 func TestAttackStreamLimitsArePerUser(t *testing.T) {
-	svc, err := launchService(env.root, env.state, env.vars, "ray-service-peruser.log", 60*time.Second,
+	svc := startInstance(t, "ray-service-peruser.log",
 		"--max-watches-per-caller=2", "--max-log-follows-per-caller=1")
-	require.NoError(t, err)
-	defer svc.stop()
 	ns := namespace(t, "peruser")
 	runningCluster(t, ns, "pu")
 	ctx := context.Background()
-	_, err = env.admin.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "tenant"}}, metav1.CreateOptions{})
+	_, err := env.admin.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "tenant"}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	_, err = env.admin.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "tenant"}, Rules: []rbacv1.PolicyRule{
 		{APIGroups: []string{"ray.io"}, Resources: []string{"rayclusters"}, Verbs: []string{"get", "list", "watch"}},

@@ -10,9 +10,7 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
-	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -22,8 +20,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
-
-func watchPath(ns, kind string) string { return nsPath(ns, kind) + "/watch" }
 
 // statusesOf returns the statuses the events about name carried, each run of one status once, and
 // DELETED for a deletion.
@@ -260,15 +256,8 @@ func TestWatchOverview(t *testing.T) {
 // across namespaces, and ends the namespace's own stream with ERROR. Streams per caller are bounded,
 // idle streams send heartbeats, closed streams leave nothing behind, and a shutdown ends them cleanly.
 func TestWatchRightsAndBounds(t *testing.T) {
-	own, err := launchService(env.root, env.state, env.vars, "ray-service-watch.log", 60*time.Second,
+	own := startInstance(t, "ray-service-watch.log",
 		"--auth-cache-ttl=2s", "--max-watches-per-caller=3", "--watch-heartbeat=1s", "--shutdown-delay=2s")
-	require.NoError(t, err)
-	stopped := false
-	defer func() {
-		if !stopped {
-			own.stop()
-		}
-	}()
 	nsA, nsB := namespace(t, "rightsa"), namespace(t, "rightsb")
 	admin, carol := env.tokens["admin"], env.tokens["carol"]
 	for _, ns := range []string{nsA, nsB} {
@@ -348,25 +337,12 @@ func TestWatchRightsAndBounds(t *testing.T) {
 	// A shutdown ends an open stream cleanly, after the shutdown delay.
 	_, last := openWatch(t, own.url, watchPath(nsB, "rayclusters"), admin, "")
 	last.snapshot(t)
-	stopped = true
 	stopAt := time.Now()
 	go own.stop()
 	require.True(t, last.ended(15*time.Second), "the stream ends at shutdown")
 	require.NoError(t, last.err, "a clean end, not a broken connection")
 	assert.GreaterOrEqual(t, time.Since(stopAt), 1500*time.Millisecond, "streams are served through the shutdown delay")
 	<-own.done
-}
-
-// goroutinesOf reads the number of goroutines of the service at base.
-func goroutinesOf(t *testing.T, base string) int {
-	t.Helper()
-	status, body, err := httpGet(context.Background(), base+"/metrics")
-	require.NoError(t, err)
-	require.Equal(t, 200, status)
-	m := regexp.MustCompile(`(?m)^go_goroutines (\d+)`).FindSubmatch(body)
-	require.NotNil(t, m)
-	n, _ := strconv.Atoi(string(m[1]))
-	return n
 }
 
 // A browser's EventSource, behind a gateway that adds the caller's token as the openFuyao console

@@ -5,10 +5,18 @@ package integration
 import (
 	"encoding/json"
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"net/http"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -17,7 +25,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// This file's tests run last: they check what every earlier test saw against docs/swagger.
+// The answers the tests received are checked against docs/swagger once every test that ran has ended
+// (checkAnswers, from TestMain): a subset chosen with -test.run is checked too, and the check cannot be
+// filtered out.
 
 // recorded are the service's answers the tests received, as call saw them.
 var recorded struct {
@@ -58,13 +68,166 @@ type jsonSchema struct {
 	Additional json.RawMessage       `json:"additionalProperties"` // a schema, or true
 }
 
-func loadSpec(t *testing.T) *spec {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(env.root, "docs", "swagger", "swagger.json"))
-	require.NoError(t, err)
+// loadSpec reads docs/swagger/swagger.json. The swagger lists no required fields (swag marks none), so
+// each definition's required fields are read from the Go type it documents: a field without omitempty
+// (or omitzero) is in every answer that carries the type, so a documented one that is missing means the
+// answer was not made of the documented type.
+func loadSpec(root string) (*spec, error) {
+	b, err := os.ReadFile(filepath.Join(root, "docs", "swagger", "swagger.json"))
+	if err != nil {
+		return nil, err
+	}
 	var s spec
-	require.NoError(t, json.Unmarshal(b, &s))
-	return &s
+	if err := json.Unmarshal(b, &s); err != nil {
+		return nil, err
+	}
+	types, err := readStructs(filepath.Join(root, "internal"))
+	if err != nil {
+		return nil, err
+	}
+	for name, def := range s.Definitions {
+		if len(def.Required) > 0 || def.Type != "object" {
+			continue
+		}
+		// swag names a definition package.Type, and an instance of a generic type package.Type-arguments.
+		base, _, _ := strings.Cut(name, "-")
+		if types.ambiguous[base] {
+			return nil, fmt.Errorf("definition %s: two Go structs of that name under internal/", name)
+		}
+		always, ok := types.alwaysPresent(base)
+		if !ok {
+			return nil, fmt.Errorf("definition %s: no Go struct of that name under internal/", name)
+		}
+		for field := range def.Properties {
+			if always[field] {
+				def.Required = append(def.Required, field)
+			}
+		}
+		sort.Strings(def.Required)
+		s.Definitions[name] = def
+	}
+	return &s, nil
+}
+
+// goStructs are the struct types of the service's packages, by package name and type name, with the
+// types that encode themselves (a MarshalJSON method) apart.
+type goStructs struct {
+	structs   map[string]*ast.StructType // "pkg.Type"
+	marshaled map[string]bool            // "pkg.Type" with a MarshalJSON method
+	ambiguous map[string]bool            // "pkg.Type" of two packages of one name
+}
+
+func readStructs(dir string) (*goStructs, error) {
+	g := &goStructs{structs: map[string]*ast.StructType{}, marshaled: map[string]bool{}, ambiguous: map[string]bool{}}
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return err
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		pkg := f.Name.Name
+		for _, decl := range f.Decls {
+			switch d := decl.(type) {
+			case *ast.GenDecl:
+				for _, spec := range d.Specs {
+					if ts, ok := spec.(*ast.TypeSpec); ok {
+						if st, ok := ts.Type.(*ast.StructType); ok {
+							if _, twice := g.structs[pkg+"."+ts.Name.Name]; twice {
+								g.ambiguous[pkg+"."+ts.Name.Name] = true
+							}
+							g.structs[pkg+"."+ts.Name.Name] = st
+						}
+					}
+				}
+			case *ast.FuncDecl:
+				if d.Recv != nil && d.Name.Name == "MarshalJSON" {
+					if name := typeName(pkg, d.Recv.List[0].Type); name != "" {
+						g.marshaled[name] = true
+					}
+				}
+			}
+		}
+		return nil
+	})
+	return g, err
+}
+
+// typeName names the type of expr (T, *T, pkg.T, T[X]) as "pkg.T", pkg being the package expr is in
+// unless it says another; "" for any other type.
+func typeName(pkg string, expr ast.Expr) string {
+	switch e := expr.(type) {
+	case *ast.StarExpr:
+		return typeName(pkg, e.X)
+	case *ast.IndexExpr:
+		return typeName(pkg, e.X)
+	case *ast.IndexListExpr:
+		return typeName(pkg, e.X)
+	case *ast.Ident:
+		return pkg + "." + e.Name
+	case *ast.SelectorExpr:
+		if p, ok := e.X.(*ast.Ident); ok {
+			return p.Name + "." + e.Sel.Name
+		}
+	}
+	return ""
+}
+
+// alwaysPresent returns the JSON names of the fields of the struct name that encoding/json always
+// writes, the fields of embedded structs included; ok is false when no such struct is known. A type
+// that encodes itself has none that can be told.
+func (g *goStructs) alwaysPresent(name string) (map[string]bool, bool) {
+	st, ok := g.structs[name]
+	if !ok {
+		return nil, false
+	}
+	out := map[string]bool{}
+	if g.marshaled[name] {
+		return out, true
+	}
+	pkg, _, _ := strings.Cut(name, ".")
+	for _, f := range st.Fields.List {
+		tag := reflect.StructTag("")
+		if f.Tag != nil {
+			if v, err := strconv.Unquote(f.Tag.Value); err == nil {
+				tag = reflect.StructTag(v)
+			}
+		}
+		if tag.Get("swaggerignore") == "true" {
+			continue
+		}
+		jsonName, opts, _ := strings.Cut(tag.Get("json"), ",")
+		if jsonName == "-" && opts == "" {
+			continue
+		}
+		if len(f.Names) == 0 && jsonName == "" { // embedded: its fields are the struct's
+			if _, pointer := f.Type.(*ast.StarExpr); pointer {
+				continue // a nil pointer writes none of them
+			}
+			if inner, ok := g.alwaysPresent(typeName(pkg, f.Type)); ok {
+				for n := range inner {
+					out[n] = true
+				}
+			}
+			continue
+		}
+		optional := slices.Contains(strings.Split(opts, ","), "omitempty") || slices.Contains(strings.Split(opts, ","), "omitzero")
+		for _, n := range f.Names {
+			if !n.IsExported() || optional {
+				continue
+			}
+			if jsonName != "" {
+				out[jsonName] = true
+			} else {
+				out[n.Name] = true
+			}
+		}
+		if len(f.Names) == 0 && !optional { // embedded with a name of its own
+			out[jsonName] = true
+		}
+	}
+	return out, true
 }
 
 // route finds the documented path a request path falls under: the one with the fewest parameters.
@@ -95,13 +258,18 @@ func (s *spec) check(sc jsonSchema, v any, at string) []string {
 		errs = append(errs, s.check(part, v, at)...)
 	}
 	if v == nil {
-		return errs // absent or null: swag marks no field required, and pointers may be null
+		return errs // null (a nil pointer, slice or map) or absent: the object holding it says whether it may be absent
 	}
 	switch sc.Type {
 	case "object":
 		m, ok := v.(map[string]any)
 		if !ok {
 			return append(errs, fmt.Sprintf("%s: want an object, got %T", at, v))
+		}
+		for _, name := range sc.Required {
+			if _, ok := m[name]; !ok {
+				errs = append(errs, fmt.Sprintf("%s.%s: a documented field always sent is missing", at, name))
+			}
 		}
 		for name, p := range sc.Properties {
 			errs = append(errs, s.check(p, m[name], at+"."+name)...)
@@ -142,15 +310,13 @@ func (s *spec) check(sc jsonSchema, v any, at string) []string {
 	return errs
 }
 
-// Every answer the tests received has a documented route, method and status, and its JSON body fits
-// the documented jsonSchema: the docs and the behaviour cannot drift apart.
-func TestResponsesMatchSpec(t *testing.T) {
-	s := loadSpec(t)
-	recorded.Lock()
-	answers := append([]answer(nil), recorded.answers...)
-	recorded.Unlock()
-	if len(answers) < 500 {
-		t.Skipf("only %d answers recorded: run the whole suite", len(answers))
+// checkAnswers checks every answer the tests received: its route, method and status are documented, and
+// its JSON body fits the documented schema, with every documented field that is always sent. It returns
+// the problems, each with how often it was seen, and the number of distinct route/status pairs seen.
+func checkAnswers(root string, answers []answer) (problemList []string, pairs int, err error) {
+	s, err := loadSpec(root)
+	if err != nil {
+		return nil, 0, err
 	}
 	seen := map[string]bool{}
 	problems := map[string]int{}
@@ -187,15 +353,44 @@ func TestResponsesMatchSpec(t *testing.T) {
 			problems[key+": "+e]++
 		}
 	}
-	var keys []string
-	for k := range seen {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	t.Logf("%d answers checked, %d distinct route/status pairs", len(answers), len(keys))
 	for p, n := range problems {
-		assert.Fail(t, p, "%d times", n)
+		problemList = append(problemList, fmt.Sprintf("%s (%d times)", p, n))
 	}
+	sort.Strings(problemList)
+	return problemList, len(seen), nil
+}
+
+// recordedAnswers returns a copy of the answers recorded so far.
+func recordedAnswers() []answer {
+	recorded.Lock()
+	defer recorded.Unlock()
+	return append([]answer(nil), recorded.answers...)
+}
+
+// The check finds a documented field that is always sent missing from an answer, a field of the wrong
+// type, and an undocumented status; it passes the same answers whole.
+func TestAnswersCheckFindsWhatIsMissing(t *testing.T) {
+	t.Parallel()
+	const path = "/rest/ray/v1/namespaces/default/rayclusters"
+	whole := answer{method: "get", path: path, contentType: "application/json; charset=utf-8", status: 200,
+		body: []byte(`{"code":200,"msg":"OK","data":{"items":[],"total":0,"page":1,"pageSize":20}}`)}
+	problems, _, err := checkAnswers(env.root, []answer{whole})
+	require.NoError(t, err)
+	assert.Empty(t, problems, "a whole answer")
+
+	noTotal, noData, wrongType, undocumented := whole, whole, whole, whole
+	noTotal.body = []byte(`{"code":200,"msg":"OK","data":{"items":[],"page":1,"pageSize":20}}`)
+	noData.body = []byte(`{"code":200,"msg":"OK"}`)
+	wrongType.body = []byte(`{"code":200,"msg":"OK","data":{"items":[],"total":"0","page":1,"pageSize":20}}`)
+	undocumented.status = 418
+	problems, _, err = checkAnswers(env.root, []answer{noTotal, noData, wrongType, undocumented})
+	require.NoError(t, err)
+	joined := strings.Join(problems, "\n")
+	assert.Contains(t, joined, "body.data.total: a documented field always sent is missing")
+	assert.Contains(t, joined, "body.data: a documented field always sent is missing")
+	assert.Contains(t, joined, "body.data.total: want an integer")
+	assert.Contains(t, joined, "418: status not documented")
+	assert.Len(t, problems, 4, "%s", joined)
 }
 
 // The Swagger UI, rendered by headless Chromium, lists the operations.
@@ -207,4 +402,9 @@ func TestSwaggerUIRenders(t *testing.T) {
 		assert.Contains(t, dom, `data-path="`+path+`"`, path)
 	}
 	assert.GreaterOrEqual(t, strings.Count(dom, `class="opblock opblock-`), 15, "every operation listed")
+}
+
+// recordStream keeps the opening of a stream among the answers checked against the docs.
+func recordStream(method, path string, res *http.Response, body []byte) {
+	record(method, path, &response{Status: res.StatusCode, Header: res.Header, Raw: body})
 }
