@@ -10,7 +10,6 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
-	"time"
 
 	"github.com/gin-gonic/gin"
 	"go.uber.org/zap"
@@ -122,13 +121,6 @@ func (s *Server) dashboard(c *gin.Context) {
 	// the transport bounds the wait for the dashboard's answer.
 	liftDeadlines(c.Writer)
 	rp.ServeHTTP(c.Writer, c.Request)
-}
-
-// liftDeadlines clears the server's read and write deadlines of a streaming answer's connection.
-func liftDeadlines(w http.ResponseWriter) {
-	rc := http.NewResponseController(w)
-	_ = rc.SetReadDeadline(time.Time{})
-	_ = rc.SetWriteDeadline(time.Time{})
 }
 
 // dashboardRoot sends .../dashboard to .../dashboard/, so that the dashboard's relative links resolve.

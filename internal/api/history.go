@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
-	"time"
 
 	"github.com/gin-gonic/gin"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -112,34 +111,6 @@ func (s *Server) historyList(c *gin.Context) {
 		return
 	}
 	s.ok(c, http.StatusOK, Page[history.Record]{Items: items, Total: total, Page: q.Page, PageSize: q.PageSize})
-}
-
-func parseHistoryQuery(c *gin.Context, k *ray.Kind) (history.Query, error) {
-	var err error
-	q := history.Query{Kind: k.Kind, Search: c.Query("search"), Statuses: splitList(c.Query("status")),
-		Creators: splitList(c.Query("creator")), SortBy: c.DefaultQuery("sortBy", "createdAt")}
-	switch q.SortBy {
-	case "name", "createdAt", "finishedAt", "status":
-	default:
-		return q, badRequest("sortBy %q: want name, createdAt, finishedAt or status", q.SortBy)
-	}
-	if q.Desc, err = descParam(c); err != nil {
-		return q, err
-	}
-	for _, b := range []struct {
-		name string
-		to   **time.Time
-	}{{"finishedAfter", &q.FinishedAfter}, {"finishedBefore", &q.FinishedBefore}} {
-		if v := c.Query(b.name); v != "" {
-			t, err := time.Parse(time.RFC3339, v)
-			if err != nil {
-				return q, badRequest("%s %q: want an RFC 3339 time such as 2026-12-01T10:00:00Z", b.name, v)
-			}
-			*b.to = &t
-		}
-	}
-	q.Page, q.PageSize, err = pageParams(c)
-	return q, err
 }
 
 // historyRecord reads the record of the path's uid that the caller may see: one of the path's kind

@@ -6,11 +6,9 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"strconv"
 
 	"github.com/gin-gonic/gin"
 	"go.uber.org/zap"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"ray-service/internal/ray"
@@ -183,40 +181,4 @@ func (s *Server) logs(c *gin.Context) {
 			return
 		}
 	}
-}
-
-func logOptions(c *gin.Context) (*corev1.PodLogOptions, error) {
-	opts := &corev1.PodLogOptions{}
-	var err error
-	if opts.Follow, err = boolParam(c, "follow"); err != nil {
-		return nil, err
-	}
-	if opts.Previous, err = boolParam(c, "previous"); err != nil {
-		return nil, err
-	}
-	tail, err := intParam(c, "tailLines", DefaultTailLines, 0, MaxTailLines)
-	if err != nil {
-		return nil, err
-	}
-	t := int64(tail)
-	opts.TailLines = &t
-	if v := c.Query("sinceSeconds"); v != "" {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n < 1 {
-			return nil, badRequest("sinceSeconds %q: want a whole number of seconds from 1", v)
-		}
-		opts.SinceSeconds = &n
-	}
-	limit := int64(MaxLimitBytes)
-	if v := c.Query("limitBytes"); v != "" {
-		n, err := intParam(c, "limitBytes", 0, 1, MaxLimitBytes)
-		if err != nil {
-			return nil, err
-		}
-		limit = int64(n)
-		opts.LimitBytes = &limit
-	} else if !opts.Follow {
-		opts.LimitBytes = &limit
-	}
-	return opts, nil
 }

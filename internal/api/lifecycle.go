@@ -1,18 +1,13 @@
 package api
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
-	"io"
 	"net/http"
 	"strings"
 
 	"github.com/gin-gonic/gin"
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"ray-service/internal/audit"
 	"ray-service/internal/k8s"
@@ -162,30 +157,6 @@ func (s *Server) batchDelete(c *gin.Context) {
 		results[i] = *outcome[it]
 	}
 	s.ok(c, http.StatusOK, results)
-}
-
-// readJSON decodes a JSON body (what names it in messages) into v, refusing unknown fields.
-func readJSON(c *gin.Context, what string, v any) error {
-	if c.ContentType() != "application/json" {
-		return statusError(http.StatusUnsupportedMediaType, metav1.StatusReasonUnsupportedMediaType, "send the "+what+" as application/json")
-	}
-	body := http.MaxBytesReader(c.Writer, c.Request.Body, MaxBodyBytes)
-	data, err := io.ReadAll(body)
-	if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
-		return errTooLarge
-	}
-	if err != nil {
-		return badRequest("reading the request body: %v", err)
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return badRequest("invalid %s: %v", what, err)
-	}
-	if dec.More() {
-		return badRequest("invalid %s: one JSON object, nothing after it", what)
-	}
-	return nil
 }
 
 func readBatch(c *gin.Context) (*BatchDeleteRequest, error) {

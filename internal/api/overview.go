@@ -1,12 +1,10 @@
 package api
 
 import (
-	"context"
 	"net/http"
 	"time"
 
 	"github.com/gin-gonic/gin"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"ray-service/internal/auth"
@@ -77,21 +75,6 @@ func (s *Server) overview(c *gin.Context) {
 	}
 	counts, alloc := s.countsIn(scopes)
 	s.answerFigures(c, w, metrics.Scope{Namespaces: scopes[s.Kinds.Cluster()].Instances.List()}, alloc, counts)
-}
-
-// overviewScopes returns where the caller may see each kind, in ns or everywhere ("").
-func (s *Server) overviewScopes(ctx context.Context, tok, ns string) (map[*ray.Kind]cache.Scopes, error) {
-	out := map[*ray.Kind]cache.Scopes{}
-	for _, k := range s.Kinds.All() {
-		sc, err := s.visibleScopes(ctx, tok, k, ns, true)
-		// The overview of a namespace is refused only where Ray clusters may not be listed; other kinds
-		// the caller may not list there count nothing.
-		if err != nil && (k.IsCluster || !apierrors.IsForbidden(err)) {
-			return nil, err
-		}
-		out[k] = sc
-	}
-	return out, nil
 }
 
 // countsIn counts the objects of each kind in their scopes and sums what the Ray pods in the Ray

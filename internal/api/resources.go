@@ -1,22 +1,15 @@
 package api
 
 import (
-	"context"
 	"fmt"
 	"net/http"
-	"strconv"
-	"strings"
 
 	"github.com/gin-gonic/gin"
 	"go.uber.org/zap"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/yaml"
 
 	"ray-service/internal/audit"
-	"ray-service/internal/auth"
-	"ray-service/internal/cache"
 	"ray-service/internal/k8s"
 	"ray-service/internal/ray"
 )
@@ -51,14 +44,6 @@ const RecentEvents = 20
 type DeleteData struct {
 	Namespace string `json:"namespace"`
 	Name      string `json:"name"`
-}
-
-func forbidden(k *ray.Kind, verb, ns string) error {
-	where := "in all namespaces"
-	if ns != "" {
-		where = "in namespace " + strconv.Quote(ns)
-	}
-	return apierrors.NewForbidden(k.GVR().GroupResource(), "", fmt.Errorf("the caller may not %s %s %s", verb, k.Resource, where))
 }
 
 // listAll lists a kind across every namespace the caller may list it in.
@@ -136,137 +121,6 @@ func (s *Server) list(c *gin.Context) {
 		return
 	}
 	s.ok(c, http.StatusOK, Page[ray.Summary]{Items: page, Total: total, Page: q.Page, PageSize: q.PageSize})
-}
-
-// visibleScopes returns where the caller may see the instances of k in ns ("" for all namespaces):
-// where it may list the kind; and, with templates, where it may see its templates, which are
-// ConfigMaps: where it may also list ConfigMaps. Asking for one namespace where the caller may not
-// list the kind is Forbidden.
-func (s *Server) visibleScopes(ctx context.Context, tok string, k *ray.Kind, ns string, templates bool) (cache.Scopes, error) {
-	candidates := s.Store.Namespaces(k)
-	instances, err := s.Authz.Scope(ctx, tok, auth.Attributes{Verb: "list", Group: ray.RayGroupVersion.Group, Resource: k.Resource, Namespace: ns}, candidates)
-	if err != nil {
-		return cache.Scopes{}, err
-	}
-	if ns != "" && instances.IsEmpty() {
-		return cache.Scopes{}, forbidden(k, "list", ns)
-	}
-	sc := cache.Scopes{Instances: instances}
-	if templates {
-		cmScope, err := s.Authz.Scope(ctx, tok, auth.Attributes{Verb: "list", Resource: "configmaps", Namespace: ns}, candidates)
-		if err != nil {
-			return cache.Scopes{}, err
-		}
-		sc.Templates = instances.Intersect(cmScope)
-	}
-	return sc, nil
-}
-
-// parseListQuery reads and checks the list parameters.
-func parseListQuery(c *gin.Context) (*cache.Query, error) {
-	q := &cache.Query{Search: c.Query("search"), SortBy: cache.SortByCreatedAt, Desc: true, Page: 1, PageSize: 20}
-	q.Statuses = splitList(c.Query("status"))
-	q.RayVersions = splitList(c.Query("rayVersion"))
-	q.Creators = splitList(c.Query("creator"))
-	q.Healths = splitList(c.Query("health"))
-	for _, h := range q.Healths {
-		switch h {
-		case ray.HealthHealthy, ray.HealthProgressing, ray.HealthDegraded, ray.HealthFailed, ray.HealthStopped:
-		default:
-			return nil, badRequest("health %q: want Healthy, Progressing, Degraded, Failed or Stopped", h)
-		}
-	}
-	switch t := c.Query("type"); t {
-	case "", ray.TypeInstance, ray.TypeTemplate:
-		q.Type = t
-	default:
-		return nil, badRequest("type %q: want instance or template", t)
-	}
-	switch by := c.Query("sortBy"); by {
-	case "":
-	case cache.SortByName, cache.SortByCreatedAt, cache.SortByStatus, cache.SortByRayVersion:
-		q.SortBy = by
-	default:
-		return nil, badRequest("sortBy %q: want name, createdAt, status or rayVersion", by)
-	}
-	var err error
-	if q.Desc, err = descParam(c); err != nil {
-		return nil, err
-	}
-	if q.Page, q.PageSize, err = pageParams(c); err != nil {
-		return nil, err
-	}
-	if sel := c.Query("labelSelector"); sel != "" {
-		if q.Labels, err = labels.Parse(sel); err != nil {
-			return nil, badRequest("labelSelector: %v", err)
-		}
-	}
-	return q, nil
-}
-
-// descParam reads order: desc (the default) or asc.
-func descParam(c *gin.Context) (bool, error) {
-	switch o := c.Query("order"); o {
-	case "", "desc":
-		return true, nil
-	case "asc":
-		return false, nil
-	default:
-		return false, badRequest("order %q: want asc or desc", o)
-	}
-}
-
-// pageParams reads page (from 1) and pageSize (20 by default, at most 500), as every list pages.
-func pageParams(c *gin.Context) (page, size int, err error) {
-	if page, err = intParam(c, "page", 1, 1, 1<<30); err != nil {
-		return 0, 0, err
-	}
-	size, err = intParam(c, "pageSize", 20, 1, 500)
-	return page, size, err
-}
-
-func splitList(v string) []string {
-	var out []string
-	for p := range strings.SplitSeq(v, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
-func intParam(c *gin.Context, name string, def, lo, hi int) (int, error) {
-	v := c.Query(name)
-	if v == "" {
-		return def, nil
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < lo || n > hi {
-		return 0, badRequest("%s %q: want a whole number from %d to %d", name, v, lo, hi)
-	}
-	return n, nil
-}
-
-func boolParam(c *gin.Context, name string) (bool, error) {
-	v := c.Query(name)
-	if v == "" {
-		return false, nil
-	}
-	b, err := strconv.ParseBool(v)
-	if err != nil {
-		return false, badRequest("%s %q: want true or false", name, v)
-	}
-	return b, nil
-}
-
-// manifestRequest reads what create and replace share: dryRun and the manifest of the body.
-func manifestRequest(c *gin.Context) (*unstructured.Unstructured, bool, error) {
-	dryRun, err := boolParam(c, "dryRun")
-	if err != nil {
-		return nil, false, err
-	}
-	obj, err := readManifest(c.Writer, c.Request)
-	return obj, dryRun, err
 }
 
 // create creates an object from a JSON, YAML or uploaded manifest, as the caller.

@@ -21,7 +21,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/util/validation"
 
 	"ray-service/internal/auth"
 	"ray-service/internal/cache"
@@ -330,43 +329,6 @@ func (s *Server) withKind(c *gin.Context) {
 	}
 	c.Set(requestKey{}, &request{kind: k, objects: objs})
 	c.Next()
-}
-
-// checkPathNames refuses, before any access review or Kubernetes call, a namespace that is no
-// namespace name and an object name that is no Kubernetes object name ("" where the path has none).
-func checkPathNames(ns, name string) error {
-	if p := namespaceProblem(ns); p != "" {
-		return badRequest("namespace %q in the path is not a namespace name: %s", ns, p)
-	}
-	if p := nameProblem(name); p != "" {
-		return badRequest("name %q in the path is not a Kubernetes object name: %s", name, p)
-	}
-	return nil
-}
-
-// namespaceQuery reads the optional namespace query parameter, refusing what is no namespace name.
-func namespaceQuery(c *gin.Context) (string, error) {
-	ns := c.Query("namespace")
-	if p := namespaceProblem(ns); p != "" {
-		return "", badRequest("namespace %q is not a namespace name: %s", ns, p)
-	}
-	return ns, nil
-}
-
-// namespaceProblem says what makes ns no namespace name, "" when it is one or empty.
-func namespaceProblem(ns string) string {
-	if ns == "" {
-		return ""
-	}
-	return strings.Join(validation.IsDNS1123Label(ns), "; ")
-}
-
-// nameProblem says what makes name no Kubernetes object name, "" when it is one or empty.
-func nameProblem(name string) string {
-	if name == "" {
-		return ""
-	}
-	return strings.Join(validation.IsDNS1123Subdomain(name), "; ")
 }
 
 // req returns what withKind resolved.

@@ -3,15 +3,12 @@ package api
 import (
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"strconv"
 	"strings"
 
 	"github.com/gin-gonic/gin"
 	"go.uber.org/zap"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
-	"ray-service/internal/auth"
 	"ray-service/internal/cache"
 	"ray-service/internal/ray"
 )
@@ -69,22 +66,6 @@ type ObjectWatchEvent struct {
 type OverviewLive struct {
 	Counts    *Counts          `json:"counts"`
 	Allocated cache.Allocation `json:"allocated"`
-}
-
-// scopeHash names scopes in event ids, so that a stream resumed by a caller whose rights changed in
-// between starts again from a snapshot.
-func scopeHash(sc cache.Scopes) string {
-	h := fnv.New32a()
-	for _, s := range []auth.Scope{sc.Instances, sc.Templates} {
-		switch {
-		case s.IsAll():
-			h.Write([]byte("*"))
-		default:
-			h.Write([]byte(strings.Join(s.List(), ",")))
-		}
-		h.Write([]byte{0})
-	}
-	return strconv.FormatUint(uint64(h.Sum32()), 36)
 }
 
 // watchAll streams the items of a kind across namespaces.
@@ -323,14 +304,4 @@ func (l *listStream) send(changes []cache.Change, ids bool) int {
 		l.w.event(e.name, id, l.rights.shown(e.sum))
 	}
 	return len(events)
-}
-
-// revoked tells whether err says the caller may no longer do what its stream shows.
-func revoked(err error) bool { return apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) }
-
-// endWith sends err as the stream's last event.
-func (s *Server) endWith(w *sseWriter, err error) {
-	env, _ := errorEnvelope(err)
-	w.event(EventError, noID, env)
-	_ = w.flush()
 }
