@@ -36,23 +36,22 @@ const (
 //	@Success		200					{object}	Envelope{data=[]ray.PodInfo}
 //	@Failure		400,401,403,404,503,504	{object}	Envelope
 //	@Router			/rest/ray/v1/namespaces/{namespace}/{kind}/{name}/pods [get]
-func (s *Server) pods(c *gin.Context) {
-	r, cur, ok := s.resolve(c)
-	if !ok {
-		return
+func (s *Server) pods(c *gin.Context) (*response, error) {
+	r, cur, err := s.resolve(c)
+	if err != nil {
+		return nil, err
 	}
 	out := []ray.PodInfo{}
 	if cur.Instance != nil {
 		pods, err := r.objects.Pods(c.Request.Context(), cur.Instance)
 		if err != nil {
-			s.fail(c, err)
-			return
+			return nil, err
 		}
 		for i := range pods {
 			out = append(out, ray.Info(&pods[i]))
 		}
 	}
-	s.ok(c, http.StatusOK, out)
+	return ok(out), nil
 }
 
 // events lists the events of an object.
@@ -69,17 +68,16 @@ func (s *Server) pods(c *gin.Context) {
 //	@Success		200					{object}	Envelope{data=[]ray.EventInfo}
 //	@Failure		400,401,403,404,503,504	{object}	Envelope
 //	@Router			/rest/ray/v1/namespaces/{namespace}/{kind}/{name}/events [get]
-func (s *Server) events(c *gin.Context) {
-	r, cur, ok := s.resolve(c)
-	if !ok {
-		return
+func (s *Server) events(c *gin.Context) (*response, error) {
+	r, cur, err := s.resolve(c)
+	if err != nil {
+		return nil, err
 	}
 	events, err := r.objects.Events(c.Request.Context(), cur)
 	if err != nil {
-		s.fail(c, err)
-		return
+		return nil, err
 	}
-	s.ok(c, http.StatusOK, events)
+	return ok(events), nil
 }
 
 // logs streams the logs of one of the object's pods.
@@ -111,19 +109,17 @@ func (s *Server) events(c *gin.Context) {
 //	@Success		200						{string}	string	"the log text"
 //	@Failure		400,401,403,404,409,429,503	{object}	Envelope
 //	@Router			/rest/ray/v1/namespaces/{namespace}/{kind}/{name}/logs [get]
-func (s *Server) logs(c *gin.Context) {
+func (s *Server) logs(c *gin.Context) (*response, error) {
 	opts, err := logOptions(c)
 	if err != nil {
-		s.fail(c, err)
-		return
+		return nil, err
 	}
-	r, cur, ok := s.resolve(c)
-	if !ok {
-		return
+	r, cur, err := s.resolve(c)
+	if err != nil {
+		return nil, err
 	}
 	if cur.Instance == nil {
-		s.fail(c, statusError(http.StatusConflict, metav1.StatusReasonConflict, "a template has no pods and no logs: start it first"))
-		return
+		return nil, statusError(http.StatusConflict, metav1.StatusReasonConflict, "a template has no pods and no logs: start it first")
 	}
 	ctx := c.Request.Context()
 	if opts.Follow {
@@ -132,8 +128,7 @@ func (s *Server) logs(c *gin.Context) {
 		// lifted for it.
 		release, err := s.acquireFor(c, s.Follows)
 		if err != nil {
-			s.fail(c, err)
-			return
+			return nil, err
 		}
 		defer release()
 		var cancel context.CancelFunc
@@ -151,8 +146,7 @@ func (s *Server) logs(c *gin.Context) {
 	}
 	stream, err := r.objects.OpenLogs(ctx, cur.Instance, c.Query("pod"), c.Query("container"), opts)
 	if err != nil {
-		s.fail(c, err)
-		return
+		return nil, err
 	}
 	defer stream.Close()
 	c.Header("Content-Type", "text/plain; charset=utf-8")
@@ -162,6 +156,13 @@ func (s *Server) logs(c *gin.Context) {
 	c.Status(http.StatusOK)
 	c.Writer.WriteHeaderNow()
 	c.Writer.Flush()
+	copyLogs(ctx, c, stream, opts.Follow)
+	return nil, nil
+}
+
+// copyLogs sends the lines of an open log stream as they are read: each at once while following, else
+// whenever no more is read yet. It ends with the stream, or when ctx, the stream's, is done.
+func copyLogs(ctx context.Context, c *gin.Context, stream io.Reader, follow bool) {
 	lines := bufio.NewReaderSize(stream, 32<<10)
 	for {
 		line, err := lines.ReadSlice('\n')
@@ -169,7 +170,7 @@ func (s *Server) logs(c *gin.Context) {
 			if _, werr := c.Writer.Write(line); werr != nil {
 				return
 			}
-			if lines.Buffered() == 0 || opts.Follow {
+			if lines.Buffered() == 0 || follow {
 				c.Writer.Flush()
 			}
 		}

@@ -2,7 +2,6 @@ package api
 
 import (
 	"net/http"
-	"time"
 
 	"github.com/gin-gonic/gin"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -63,18 +62,17 @@ type Grafana struct {
 //	@Success		200				{object}	Envelope{data=OverviewData}
 //	@Failure		400,401,403,503	{object}	Envelope
 //	@Router			/rest/ray/v1/overview [get]
-func (s *Server) overview(c *gin.Context) {
-	w, ns, ok := s.windowAndNamespace(c)
-	if !ok {
-		return
+func (s *Server) overview(c *gin.Context) (*response, error) {
+	w, ns, err := windowAndNamespace(c)
+	if err != nil {
+		return nil, err
 	}
 	scopes, err := s.overviewScopes(c.Request.Context(), token(c), ns)
 	if err != nil {
-		s.fail(c, err)
-		return
+		return nil, err
 	}
 	counts, alloc := s.countsIn(scopes)
-	s.answerFigures(c, w, metrics.Scope{Namespaces: scopes[s.Kinds.Cluster()].Instances.List()}, alloc, counts)
+	return ok(s.figures(c, w, metrics.Scope{Namespaces: scopes[s.Kinds.Cluster()].Instances.List()}, alloc, counts)), nil
 }
 
 // countsIn counts the objects of each kind in their scopes and sums what the Ray pods in the Ray
@@ -106,42 +104,29 @@ func (s *Server) countsIn(scopes map[*ray.Kind]cache.Scopes) (*Counts, cache.All
 //	@Success		200					{object}	Envelope{data=OverviewData}
 //	@Failure		400,401,403,404,503	{object}	Envelope
 //	@Router			/rest/ray/v1/namespaces/{namespace}/rayclusters/{name}/metrics [get]
-func (s *Server) clusterMetrics(c *gin.Context) {
+func (s *Server) clusterMetrics(c *gin.Context) (*response, error) {
 	if !req(c).kind.IsCluster {
-		s.fail(c, statusError(http.StatusNotFound, metav1.StatusReasonNotFound, "metrics are per RayCluster: use rayclusters"))
-		return
+		return nil, statusError(http.StatusNotFound, metav1.StatusReasonNotFound, "metrics are per RayCluster: use rayclusters")
 	}
-	w, _, ok := s.windowAndNamespace(c)
-	if !ok {
-		return
+	w, _, err := windowAndNamespace(c)
+	if err != nil {
+		return nil, err
 	}
-	_, cur, ok := s.resolve(c)
-	if !ok {
-		return
+	_, cur, err := s.resolve(c)
+	if err != nil {
+		return nil, err
 	}
 	ns, name := c.Param("namespace"), c.Param("name")
 	alloc := s.Store.Allocated(auth.Namespaces(ns), name)
 	if cur.Template != nil {
 		alloc = cache.Allocation{Ray: map[string]float64{}}
 	}
-	s.answerFigures(c, w, metrics.Scope{Namespaces: []string{ns}, Cluster: name}, alloc, nil)
+	return ok(s.figures(c, w, metrics.Scope{Namespaces: []string{ns}, Cluster: name}, alloc, nil)), nil
 }
 
-func (s *Server) windowAndNamespace(c *gin.Context) (metrics.Window, string, bool) {
-	w, err := metrics.ParseWindow(c.Query("range"), c.Query("start"), c.Query("end"), c.Query("step"), time.Now())
-	if err != nil {
-		s.fail(c, badRequest("%v", err))
-		return w, "", false
-	}
-	ns, err := namespaceQuery(c)
-	if err != nil {
-		s.fail(c, err)
-		return w, "", false
-	}
-	return w, ns, true
-}
-
-func (s *Server) answerFigures(c *gin.Context, w metrics.Window, scope metrics.Scope, alloc cache.Allocation, counts *Counts) {
+// figures are the overview's figures of a scope: counts and allocated as given, used and series from
+// Prometheus.
+func (s *Server) figures(c *gin.Context, w metrics.Window, scope metrics.Scope, alloc cache.Allocation, counts *Counts) OverviewData {
 	data := OverviewData{Window: w, Counts: counts, Allocated: alloc, Warnings: []string{},
 		GrafanaURL: metrics.GrafanaURL(s.Grafana.URL, s.Grafana.DashboardUID, w, scope.Cluster)}
 	if s.Usage == nil {
@@ -154,7 +139,7 @@ func (s *Server) answerFigures(c *gin.Context, w metrics.Window, scope metrics.S
 		data.Used, data.Series = used, series
 		data.Warnings = append(data.Warnings, warnings...)
 	}
-	s.ok(c, http.StatusOK, data)
+	return data
 }
 
 // clusterHealth reports the cluster health tab of the Ray cluster an object runs on.
@@ -188,27 +173,24 @@ func (s *Server) answerFigures(c *gin.Context, w metrics.Window, scope metrics.S
 //	@Success		200						{object}	Envelope{data=metrics.ClusterHealth}
 //	@Failure		400,401,403,404,409,503	{object}	Envelope
 //	@Router			/rest/ray/v1/namespaces/{namespace}/{kind}/{name}/health [get]
-func (s *Server) clusterHealth(c *gin.Context) {
-	w, _, ok := s.windowAndNamespace(c)
-	if !ok {
-		return
+func (s *Server) clusterHealth(c *gin.Context) (*response, error) {
+	w, _, err := windowAndNamespace(c)
+	if err != nil {
+		return nil, err
 	}
-	r, cur, ok := s.resolve(c)
-	if !ok {
-		return
+	r, cur, err := s.resolve(c)
+	if err != nil {
+		return nil, err
 	}
 	sum := r.objects.Summarize(cur)
 	cluster := r.kind.CurrentCluster(&sum)
 	if cur.Template != nil || cluster == "" {
-		s.fail(c, statusError(http.StatusConflict, metav1.StatusReasonConflict, "it has no Ray cluster: start it first"))
-		return
+		return nil, statusError(http.StatusConflict, metav1.StatusReasonConflict, "it has no Ray cluster: start it first")
 	}
 	if s.Health == nil {
-		data := metrics.ClusterHealth{Window: w, Cluster: cluster, Panels: []metrics.Panel{},
+		return ok(metrics.ClusterHealth{Window: w, Cluster: cluster, Panels: []metrics.Panel{},
 			Verdict:  metrics.Verdict{Level: metrics.LevelNoData, Message: "no Prometheus is configured"},
-			Warnings: []string{"no Prometheus is configured: the cluster health tab is not measured"}}
-		s.ok(c, http.StatusOK, data)
-		return
+			Warnings: []string{"no Prometheus is configured: the cluster health tab is not measured"}}), nil
 	}
-	s.ok(c, http.StatusOK, s.Health.ClusterHealth(c.Request.Context(), w, c.Param("namespace"), cluster))
+	return ok(s.Health.ClusterHealth(c.Request.Context(), w, c.Param("namespace"), cluster)), nil
 }

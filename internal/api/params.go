@@ -12,6 +12,7 @@ import (
 
 	"ray-service/internal/cache"
 	"ray-service/internal/history"
+	"ray-service/internal/metrics"
 	"ray-service/internal/ray"
 )
 
@@ -211,4 +212,15 @@ func parseHistoryQuery(c *gin.Context, k *ray.Kind) (history.Query, error) {
 	}
 	q.Page, q.PageSize, err = pageParams(c)
 	return q, err
+}
+
+// windowAndNamespace reads the window of the overview's figures (range, or start, end and step) and
+// the optional namespace.
+func windowAndNamespace(c *gin.Context) (metrics.Window, string, error) {
+	w, err := metrics.ParseWindow(c.Query("range"), c.Query("start"), c.Query("end"), c.Query("step"), time.Now())
+	if err != nil {
+		return w, "", badRequest("%v", err)
+	}
+	ns, err := namespaceQuery(c)
+	return w, ns, err
 }

@@ -77,7 +77,7 @@ type DeleteData struct {
 //	@Success		200				{object}	Envelope{data=Page[ray.Summary]}
 //	@Failure		400,401,404,503	{object}	Envelope
 //	@Router			/rest/ray/v1/{kind} [get]
-func (s *Server) listAll(c *gin.Context) { s.list(c) }
+func (s *Server) listAll(c *gin.Context) (*response, error) { return s.list(c) }
 
 // list lists a kind in one namespace.
 //
@@ -103,24 +103,21 @@ func (s *Server) listAll(c *gin.Context) { s.list(c) }
 //	@Success		200					{object}	Envelope{data=Page[ray.Summary]}
 //	@Failure		400,401,403,404,503	{object}	Envelope
 //	@Router			/rest/ray/v1/namespaces/{namespace}/{kind} [get]
-func (s *Server) list(c *gin.Context) {
+func (s *Server) list(c *gin.Context) (*response, error) {
 	k := req(c).kind
 	q, err := parseListQuery(c)
 	if err != nil {
-		s.fail(c, err)
-		return
+		return nil, err
 	}
 	scopes, err := s.visibleScopes(c.Request.Context(), token(c), k, c.Param("namespace"), q.Type != ray.TypeInstance)
 	if err != nil {
-		s.fail(c, err)
-		return
+		return nil, err
 	}
 	page, total := s.Store.List(k, scopes, q)
 	if err := s.withActions(c.Request.Context(), token(c), k, page); err != nil {
-		s.fail(c, err)
-		return
+		return nil, err
 	}
-	s.ok(c, http.StatusOK, Page[ray.Summary]{Items: page, Total: total, Page: q.Page, PageSize: q.PageSize})
+	return ok(Page[ray.Summary]{Items: page, Total: total, Page: q.Page, PageSize: q.PageSize}), nil
 }
 
 // create creates an object from a JSON, YAML or uploaded manifest, as the caller.
@@ -148,32 +145,27 @@ func (s *Server) list(c *gin.Context) {
 //	@Failure		422							{object}	Envelope	"invalid: details name the fields"
 //	@Failure		503,504						{object}	Envelope
 //	@Router			/rest/ray/v1/namespaces/{namespace}/{kind} [post]
-func (s *Server) create(c *gin.Context) {
+func (s *Server) create(c *gin.Context) (*response, error) {
 	r := req(c)
 	obj, dryRun, err := manifestRequest(c)
 	if err != nil {
-		s.fail(c, err)
-		return
+		return nil, err
 	}
 	start := true
 	if c.Query("start") != "" {
 		if start, err = boolParam(c, "start"); err != nil {
-			s.fail(c, err)
-			return
+			return nil, err
 		}
 	}
 	cur, err := s.createAs(c, r, obj, c.Param("namespace"), start, dryRun)
 	if err != nil {
-		s.fail(c, err)
-		return
+		return nil, err
 	}
-	code := http.StatusCreated
 	if dryRun {
-		code = http.StatusOK
-	} else {
-		s.recordCurrent(c, audit.Create, r, cur, "")
+		return ok(s.detail(c, r, cur)), nil
 	}
-	s.ok(c, code, s.detail(c, r, cur))
+	s.recordCurrent(c, audit.Create, r, cur, "")
+	return withCode(http.StatusCreated, s.detail(c, r, cur)), nil
 }
 
 // createAs creates obj in ns as the caller, who is recorded as its creator: a create and a rerun from
@@ -204,30 +196,28 @@ func (s *Server) createAs(c *gin.Context, r *request, obj *unstructured.Unstruct
 //	@Success		200					{object}	Envelope{data=Detail}
 //	@Failure		400,401,403,404,503,504	{object}	Envelope
 //	@Router			/rest/ray/v1/namespaces/{namespace}/{kind}/{name} [get]
-func (s *Server) get(c *gin.Context) {
+func (s *Server) get(c *gin.Context) (*response, error) {
 	r := req(c)
 	// Events the caller may not list are left out of the detail, not refused.
 	cur, events, err := r.objects.ResolveWithEvents(c.Request.Context(), c.Param("namespace"), c.Param("name"))
 	if err != nil {
-		s.fail(c, err)
-		return
+		return nil, err
 	}
 	d := s.detail(c, r, cur)
 	if events != nil {
 		d.Events = events[:min(len(events), RecentEvents)]
 	}
-	s.ok(c, http.StatusOK, d)
+	return ok(d), nil
 }
 
 // resolve reads the object of the path as the caller: the instance, else its template.
-func (s *Server) resolve(c *gin.Context) (*request, *k8s.Current, bool) {
+func (s *Server) resolve(c *gin.Context) (*request, *k8s.Current, error) {
 	r := req(c)
 	cur, err := r.objects.Resolve(c.Request.Context(), c.Param("namespace"), c.Param("name"))
 	if err != nil {
-		s.fail(c, err)
-		return nil, nil, false
+		return nil, nil, err
 	}
-	return r, cur, true
+	return r, cur, nil
 }
 
 // detail shows an instance or a template.
@@ -283,26 +273,23 @@ func (s *Server) detail(c *gin.Context, r *request, cur *k8s.Current) Detail {
 //	@Failure		422							{object}	Envelope	"invalid: details name the fields"
 //	@Failure		503,504						{object}	Envelope
 //	@Router			/rest/ray/v1/namespaces/{namespace}/{kind}/{name} [put]
-func (s *Server) replace(c *gin.Context) {
+func (s *Server) replace(c *gin.Context) (*response, error) {
 	r := req(c)
 	obj, dryRun, err := manifestRequest(c)
 	if err != nil {
-		s.fail(c, err)
-		return
+		return nil, err
 	}
 	if err := r.kind.PrepareUpdate(obj, c.Param("namespace"), c.Param("name")); err != nil {
-		s.fail(c, err)
-		return
+		return nil, err
 	}
 	cur, err := r.objects.Replace(c.Request.Context(), obj, dryRun)
 	if err != nil {
-		s.fail(c, err)
-		return
+		return nil, err
 	}
 	if !dryRun {
 		s.recordCurrent(c, audit.Replace, r, cur, "")
 	}
-	s.ok(c, http.StatusOK, s.detail(c, r, cur))
+	return ok(s.detail(c, r, cur)), nil
 }
 
 // delete deletes an object as the caller.
@@ -317,19 +304,17 @@ func (s *Server) replace(c *gin.Context) {
 //	@Success		200						{object}	Envelope{data=DeleteData}
 //	@Failure		400,401,403,404,409,503,504	{object}	Envelope
 //	@Router			/rest/ray/v1/namespaces/{namespace}/{kind}/{name} [delete]
-func (s *Server) delete(c *gin.Context) {
+func (s *Server) delete(c *gin.Context) (*response, error) {
 	force, err := boolParam(c, "force")
 	if err != nil {
-		s.fail(c, err)
-		return
+		return nil, err
 	}
 	ns, name := c.Param("namespace"), c.Param("name")
 	if err := req(c).objects.Delete(c.Request.Context(), ns, name, force); err != nil {
-		s.fail(c, err)
-		return
+		return nil, err
 	}
 	s.recordWrite(c, audit.Delete, req(c).kind, ns, name, "", forcedDetail(force))
-	s.ok(c, http.StatusOK, DeleteData{Namespace: ns, Name: name})
+	return ok(DeleteData{Namespace: ns, Name: name}), nil
 }
 
 // exportYAML returns the object as YAML, read from the apiserver as the caller.
@@ -347,15 +332,14 @@ func (s *Server) delete(c *gin.Context) {
 //	@Success		200					{string}	string	"the manifest"
 //	@Failure		400,401,403,404,503	{object}	Envelope
 //	@Router			/rest/ray/v1/namespaces/{namespace}/{kind}/{name}/yaml [get]
-func (s *Server) exportYAML(c *gin.Context) {
+func (s *Server) exportYAML(c *gin.Context) (*response, error) {
 	download, err := boolParam(c, "download")
 	if err != nil {
-		s.fail(c, err)
-		return
+		return nil, err
 	}
-	_, cur, ok := s.resolve(c)
-	if !ok {
-		return
+	_, cur, err := s.resolve(c)
+	if err != nil {
+		return nil, err
 	}
 	var obj *unstructured.Unstructured
 	if cur.Template != nil {
@@ -366,13 +350,13 @@ func (s *Server) exportYAML(c *gin.Context) {
 	}
 	out, err := yaml.Marshal(obj.Object)
 	if err != nil {
-		s.fail(c, err)
-		return
+		return nil, err
 	}
+	res := &response{code: http.StatusOK, contentType: "application/yaml; charset=utf-8", body: out}
 	if download {
-		c.Header("Content-Disposition", fmt.Sprintf(`attachment; filename="%s.yaml"`, obj.GetName()))
+		res.header = http.Header{"Content-Disposition": {fmt.Sprintf(`attachment; filename="%s.yaml"`, obj.GetName())}}
 	}
-	c.Data(http.StatusOK, "application/yaml; charset=utf-8", out)
+	return res, nil
 }
 
 func forcedDetail(force bool) string {

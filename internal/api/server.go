@@ -4,7 +4,6 @@ package api
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -173,13 +172,13 @@ func NewRouter(d Deps) *gin.Engine {
 	r.ContextWithFallback = true
 	r.HandleMethodNotAllowed = true
 	r.Use(s.observe, s.recover, s.dashboardsOnlyThere)
-	r.NoRoute(func(c *gin.Context) {
-		s.fail(c, statusError(http.StatusNotFound, metav1.StatusReasonNotFound, fmt.Sprintf("no route %s %s", c.Request.Method, c.Request.URL.Path)))
-	})
-	r.NoMethod(func(c *gin.Context) {
-		s.fail(c, statusError(http.StatusMethodNotAllowed, metav1.StatusReasonMethodNotAllowed,
-			fmt.Sprintf("method %s is not allowed on %s", c.Request.Method, c.Request.URL.Path)))
-	})
+	r.NoRoute(s.handle(func(c *gin.Context) (*response, error) {
+		return nil, statusError(http.StatusNotFound, metav1.StatusReasonNotFound, fmt.Sprintf("no route %s %s", c.Request.Method, c.Request.URL.Path))
+	}))
+	r.NoMethod(s.handle(func(c *gin.Context) (*response, error) {
+		return nil, statusError(http.StatusMethodNotAllowed, metav1.StatusReasonMethodNotAllowed,
+			fmt.Sprintf("method %s is not allowed on %s", c.Request.Method, c.Request.URL.Path))
+	}))
 
 	r.GET("/healthz", s.healthz)
 	r.GET("/readyz", s.readyz)
@@ -190,39 +189,39 @@ func NewRouter(d Deps) *gin.Engine {
 	v1 := r.Group(BasePath)
 	s.swaggerRoutes(v1)
 	a := v1.Group("", s.authenticate)
-	a.GET("/overview", s.overview)
-	a.GET("/overview/watch", s.watchOverview)
-	a.GET("/audit", s.auditList)
-	a.GET("/audit/verify", s.auditVerify)
+	a.GET("/overview", s.handle(s.overview))
+	a.GET("/overview/watch", s.handle(s.watchOverview))
+	a.GET("/audit", s.handle(s.auditList))
+	a.GET("/audit/verify", s.handle(s.auditVerify))
 	h := a.Group("/history/:kind", s.withKind)
-	h.GET("", s.historyList)
-	h.GET("/:uid", s.historyGet)
-	h.POST("/:uid/rerun", s.historyRerun)
+	h.GET("", s.handle(s.historyList))
+	h.GET("/:uid", s.handle(s.historyGet))
+	h.POST("/:uid/rerun", s.handle(s.historyRerun))
 	all := a.Group("/:kind", s.withKind)
-	all.GET("", s.listAll)
-	all.GET("/watch", s.watchAll)
-	all.POST("/batch-delete", s.batchDelete)
+	all.GET("", s.handle(s.listAll))
+	all.GET("/watch", s.handle(s.watchAll))
+	all.POST("/batch-delete", s.handle(s.batchDelete))
 	ns := a.Group("/namespaces/:namespace/:kind", s.withKind)
-	ns.GET("", s.list)
-	ns.POST("", s.create)
-	ns.GET("/watch", s.watchList)
-	ns.GET("/:name", s.get)
-	ns.GET("/:name/watch", s.watchObject)
-	ns.PUT("/:name", s.replace)
-	ns.DELETE("/:name", s.delete)
-	ns.GET("/:name/yaml", s.exportYAML)
-	ns.POST("/:name/start", s.start)
-	ns.POST("/:name/stop", s.stop)
-	ns.POST("/:name/scale", s.scale)
-	ns.GET("/:name/pods", s.pods)
-	ns.GET("/:name/events", s.events)
-	ns.GET("/:name/logs", s.logs)
-	ns.GET("/:name/dashboard", s.dashboardRoot)
+	ns.GET("", s.handle(s.list))
+	ns.POST("", s.handle(s.create))
+	ns.GET("/watch", s.handle(s.watchList))
+	ns.GET("/:name", s.handle(s.get))
+	ns.GET("/:name/watch", s.handle(s.watchObject))
+	ns.PUT("/:name", s.handle(s.replace))
+	ns.DELETE("/:name", s.handle(s.delete))
+	ns.GET("/:name/yaml", s.handle(s.exportYAML))
+	ns.POST("/:name/start", s.handle(s.start))
+	ns.POST("/:name/stop", s.handle(s.stop))
+	ns.POST("/:name/scale", s.handle(s.scale))
+	ns.GET("/:name/pods", s.handle(s.pods))
+	ns.GET("/:name/events", s.handle(s.events))
+	ns.GET("/:name/logs", s.handle(s.logs))
+	ns.GET("/:name/dashboard", s.handle(s.dashboardRoot))
 	for method := range proxyVerbs {
-		ns.Handle(method, "/:name/dashboard/*path", s.dashboard)
+		ns.Handle(method, "/:name/dashboard/*path", s.handle(s.dashboard))
 	}
-	ns.GET("/:name/metrics", s.clusterMetrics)
-	ns.GET("/:name/health", s.clusterHealth)
+	ns.GET("/:name/metrics", s.handle(s.clusterMetrics))
+	ns.GET("/:name/health", s.handle(s.clusterHealth))
 	return r
 }
 
@@ -265,10 +264,11 @@ func (s *Server) recover(c *gin.Context) {
 				panic(v)
 			}
 			logger(c).Error("panic while serving", zap.Any("panic", v), zap.Stack("stack"))
-			if !c.Writer.Written() {
-				s.fail(c, errors.New("panic while serving"))
+			if c.Writer.Written() {
+				c.Abort()
+				return
 			}
-			c.Abort()
+			s.abort(c, errors.New("panic while serving"))
 		}
 	}()
 	c.Next()
@@ -281,17 +281,15 @@ func (s *Server) dashboardsOnlyThere(c *gin.Context) {
 		c.Next()
 		return
 	}
-	s.fail(c, statusError(http.StatusNotFound, metav1.StatusReasonNotFound, "this origin serves Ray dashboards only"))
-	c.Abort()
+	s.abort(c, statusError(http.StatusNotFound, metav1.StatusReasonNotFound, "this origin serves Ray dashboards only"))
 }
 
 // authenticate requires a bearer token. The token is checked by the apiserver at its first use.
 func (s *Server) authenticate(c *gin.Context) {
 	token := auth.TokenFromRequest(c.Request)
 	if token == "" {
-		s.fail(c, statusError(http.StatusUnauthorized, metav1.StatusReasonUnauthorized,
+		s.abort(c, statusError(http.StatusUnauthorized, metav1.StatusReasonUnauthorized,
 			"no bearer token: send X-OpenFuyao-Authorization or Authorization: Bearer <token>"))
-		c.Abort()
 		return
 	}
 	c.Set(tokenKey{}, token)
@@ -311,20 +309,17 @@ type request struct {
 func (s *Server) withKind(c *gin.Context) {
 	k, ok := s.Kinds.Lookup(c.Param("kind"))
 	if !ok {
-		s.fail(c, statusError(http.StatusNotFound, metav1.StatusReasonNotFound,
+		s.abort(c, statusError(http.StatusNotFound, metav1.StatusReasonNotFound,
 			fmt.Sprintf("unknown kind %q: use rayclusters, rayjobs or rayservices", c.Param("kind"))))
-		c.Abort()
 		return
 	}
 	if err := checkPathNames(c.Param("namespace"), c.Param("name")); err != nil {
-		s.fail(c, err)
-		c.Abort()
+		s.abort(c, err)
 		return
 	}
 	objs, err := s.Objects(k, token(c))
 	if err != nil {
-		s.fail(c, err)
-		c.Abort()
+		s.abort(c, err)
 		return
 	}
 	c.Set(requestKey{}, &request{kind: k, objects: objs})
@@ -402,30 +397,4 @@ func logger(c *gin.Context) *zap.Logger {
 		return l.(*zap.Logger)
 	}
 	return zap.NewNop()
-}
-
-// respond writes an envelope with its code as the HTTP status. The encoder marshals into a pooled
-// buffer and writes it at once, so a list costs no body-sized allocation.
-func (s *Server) respond(c *gin.Context, env Envelope) {
-	c.Header("Content-Type", "application/json; charset=utf-8")
-	c.Status(env.Code)
-	if err := json.NewEncoder(c.Writer).Encode(env); err != nil {
-		logger(c).Error("encoding the answer", zap.Error(err))
-	}
-}
-
-// ok writes data with the given success status.
-func (s *Server) ok(c *gin.Context, code int, data any) {
-	s.respond(c, Envelope{Code: code, Msg: http.StatusText(code), Data: data})
-}
-
-// fail writes err as errorEnvelope maps it, logging what the client is not told.
-func (s *Server) fail(c *gin.Context, err error) {
-	env, internal := errorEnvelope(err)
-	if internal {
-		logger(c).Error("request failed", zap.Error(err))
-	} else if env.Code >= 500 {
-		logger(c).Warn("request failed", zap.Error(err))
-	}
-	s.respond(c, env)
 }

@@ -43,12 +43,11 @@ type stream struct {
 
 // openStream takes a place among the watch streams for the caller (429 when there is none), bounds the
 // stream's life (the limit's duration, the service's shutdown, the client leaving), lifts the server's
-// deadlines and starts the answer. It is nil when the request was answered with an error.
-func (s *Server) openStream(c *gin.Context) *stream {
+// deadlines and starts the answer.
+func (s *Server) openStream(c *gin.Context) (*stream, error) {
 	release, err := s.acquireFor(c, s.Watches)
 	if err != nil {
-		s.fail(c, err)
-		return nil
+		return nil, err
 	}
 	var cancel context.CancelFunc
 	ctx := c.Request.Context()
@@ -72,7 +71,7 @@ func (s *Server) openStream(c *gin.Context) *stream {
 		stop()
 		cancel()
 		release()
-	}}
+	}}, nil
 }
 
 // revoked tells whether err says the caller may no longer do what its stream shows.

@@ -106,7 +106,7 @@ type OverviewLive struct {
 //	@Success		200				{object}	WatchEvent	"a stream of events; the schema shows each event's data under the event's name"
 //	@Failure		400,401,404,429,503	{object}	Envelope
 //	@Router			/rest/ray/v1/{kind}/watch [get]
-func (s *Server) watchAll(c *gin.Context) { s.watchList(c) }
+func (s *Server) watchAll(c *gin.Context) (*response, error) { return s.watchList(c) }
 
 // watchList streams the items of a kind in one namespace.
 //
@@ -133,23 +133,21 @@ func (s *Server) watchAll(c *gin.Context) { s.watchList(c) }
 //	@Success		200				{object}	WatchEvent	"a stream of events; the schema shows each event's data under the event's name"
 //	@Failure		400,401,403,404,429,503	{object}	Envelope
 //	@Router			/rest/ray/v1/namespaces/{namespace}/{kind}/watch [get]
-func (s *Server) watchList(c *gin.Context) {
+func (s *Server) watchList(c *gin.Context) (*response, error) {
 	k := req(c).kind
 	q, err := parseListQuery(c)
 	if err != nil {
-		s.fail(c, err)
-		return
+		return nil, err
 	}
 	ns := c.Param("namespace")
 	templates := q.Type != ray.TypeInstance
 	scopes, err := s.visibleScopes(c.Request.Context(), token(c), k, ns, templates)
 	if err != nil {
-		s.fail(c, err)
-		return
+		return nil, err
 	}
-	st := s.openStream(c)
-	if st == nil {
-		return
+	st, err := s.openStream(c)
+	if err != nil {
+		return nil, err
 	}
 	defer st.close()
 	ctx, w := st.ctx, st.w
@@ -161,7 +159,7 @@ func (s *Server) watchList(c *gin.Context) {
 	}
 	for {
 		if err := w.flush(); err != nil {
-			return
+			return nil, nil
 		}
 		changed := s.Store.Changed()
 		if l.catchUp() {
@@ -169,7 +167,7 @@ func (s *Server) watchList(c *gin.Context) {
 		}
 		select {
 		case <-ctx.Done():
-			return
+			return nil, nil
 		case <-changed:
 		case <-st.heartbeat:
 			w.line(": heartbeat")
@@ -182,7 +180,7 @@ func (s *Server) watchList(c *gin.Context) {
 			case revoked(err):
 				l.rescope(cache.Scopes{})
 				s.endWith(w, err)
-				return
+				return nil, nil
 			case err != nil:
 				// The rights could not be checked (the apiserver is away): the stream goes on as it was
 				// and tries again at the next tick.

@@ -37,20 +37,18 @@ const overviewInterval = time.Second
 //	@Success		200			{object}	OverviewLive	"a stream of OVERVIEW events, each with this data"
 //	@Failure		400,401,403,429,503	{object}	Envelope
 //	@Router			/rest/ray/v1/overview/watch [get]
-func (s *Server) watchOverview(c *gin.Context) {
+func (s *Server) watchOverview(c *gin.Context) (*response, error) {
 	ns, err := namespaceQuery(c)
 	if err != nil {
-		s.fail(c, err)
-		return
+		return nil, err
 	}
 	scopes, err := s.overviewScopes(c.Request.Context(), token(c), ns)
 	if err != nil {
-		s.fail(c, err)
-		return
+		return nil, err
 	}
-	st := s.openStream(c)
-	if st == nil {
-		return
+	st, err := s.openStream(c)
+	if err != nil {
+		return nil, err
 	}
 	defer st.close()
 	ctx, w := st.ctx, st.w
@@ -63,31 +61,31 @@ func (s *Server) watchOverview(c *gin.Context) {
 			w.raw(EventOverview, noID, data)
 			last = data
 			if err := w.flush(); err != nil {
-				return
+				return nil, nil
 			}
 			// At most one event a second: what changes meanwhile is in the next.
 			select {
 			case <-ctx.Done():
-				return
+				return nil, nil
 			case <-time.After(overviewInterval):
 			}
 			continue
 		}
 		select {
 		case <-ctx.Done():
-			return
+			return nil, nil
 		case <-changed:
 		case <-st.heartbeat:
 			w.line(": heartbeat")
 			if err := w.flush(); err != nil {
-				return
+				return nil, nil
 			}
 		case <-st.reauth:
 			next, err := s.overviewScopes(ctx, token(c), ns)
 			switch {
 			case revoked(err):
 				s.endWith(w, err)
-				return
+				return nil, nil
 			case err != nil:
 				logger(c).Warn("checking a watch stream's rights", zap.Error(err))
 			default:
@@ -122,19 +120,19 @@ func (s *Server) watchOverview(c *gin.Context) {
 //	@Success		200				{object}	ObjectWatchEvent	"a stream of events; the schema shows each event's data under the event's name"
 //	@Failure		400,401,403,404,429,503,504	{object}	Envelope
 //	@Router			/rest/ray/v1/namespaces/{namespace}/{kind}/{name}/watch [get]
-func (s *Server) watchObject(c *gin.Context) {
-	r, cur, ok := s.resolve(c)
-	if !ok {
-		return
+func (s *Server) watchObject(c *gin.Context) (*response, error) {
+	r, cur, err := s.resolve(c)
+	if err != nil {
+		return nil, err
 	}
 	ns, name, tok := c.Param("namespace"), c.Param("name"), token(c)
 	o := &objectStream{s: s, k: r.kind, ns: ns, name: name, opened: r.objects.Summarize(cur), seen: map[string]bool{}}
 	if id, err := strconv.ParseInt(c.GetHeader("Last-Event-ID"), 10, 64); err == nil {
 		o.cursor = id
 	}
-	st := s.openStream(c)
-	if st == nil {
-		return
+	st, err := s.openStream(c)
+	if err != nil {
+		return nil, err
 	}
 	defer st.close()
 	ctx, w := st.ctx, st.w
@@ -153,11 +151,11 @@ func (s *Server) watchObject(c *gin.Context) {
 			w.event(EventSynced, o.id(), SyncedData{Total: 1})
 		}
 		if err := w.flush(); err != nil {
-			return
+			return nil, nil
 		}
 		select {
 		case <-ctx.Done():
-			return
+			return nil, nil
 		case <-changed:
 		case <-eventsChanged:
 		case <-st.heartbeat:
@@ -170,7 +168,7 @@ func (s *Server) watchObject(c *gin.Context) {
 				fallthrough
 			case revoked(err):
 				s.endWith(w, err)
-				return
+				return nil, nil
 			case err != nil:
 				logger(c).Warn("checking a watch stream's rights", zap.Error(err))
 			}
