@@ -1,7 +1,11 @@
 package api
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
 	"net/http"
+	"time"
 
 	"github.com/gin-gonic/gin"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -193,4 +197,71 @@ func (s *Server) clusterHealth(c *gin.Context) (*response, error) {
 			Warnings: []string{"no Prometheus is configured: the cluster health tab is not measured"}}), nil
 	}
 	return ok(s.Health.ClusterHealth(c.Request.Context(), w, c.Param("namespace"), cluster)), nil
+}
+
+// overviewInterval is the least time between two OVERVIEW events of a stream.
+const overviewInterval = time.Second
+
+// watchOverview streams the overview's counts and allocated totals.
+//
+//	@Summary		Watch the overview
+//	@Description	Server-Sent Events: OVERVIEW with the overview's counts and allocated totals (as the overview
+//	@Description	computes them, from the watch cache) at once, then whenever they change, at most once a second.
+//	@Description	Each event is the whole state, so a reconnection needs no resumption. Rights are checked again
+//	@Description	at the verdict cache's TTL; a caller who may no longer list Ray clusters in the namespace gets
+//	@Description	ERROR and the stream ends. Heartbeats, bounds and ends as for list streams.
+//	@Tags			watch
+//	@Produce		text/event-stream
+//	@Produce		json
+//	@Security		Bearer
+//	@Param			namespace	query		string	false	"only this namespace"
+//	@Success		200			{object}	OverviewLive	"a stream of OVERVIEW events, each with this data"
+//	@Failure		400,401,403,429,503	{object}	Envelope
+//	@Router			/rest/ray/v1/overview/watch [get]
+func (s *Server) watchOverview(c *gin.Context) (*response, error) {
+	ns, err := namespaceQuery(c)
+	if err != nil {
+		return nil, err
+	}
+	scopes, err := s.overviewScopes(c.Request.Context(), token(c), ns)
+	if err != nil {
+		return nil, err
+	}
+	return nil, s.serveStream(c, &overviewStream{s: s, ns: ns, token: token(c), scopes: scopes}, overviewInterval)
+}
+
+// overviewStream is the state of one overview stream: its rights, and the data it last sent.
+type overviewStream struct {
+	s      *Server
+	ns     string
+	token  string
+	w      *sseWriter
+	scopes map[*ray.Kind]cache.Scopes
+	last   []byte
+}
+
+func (o *overviewStream) start(_ context.Context, w *sseWriter) { o.w = w }
+func (o *overviewStream) woken() <-chan struct{}                { return nil }
+func (o *overviewStream) stop()                                 {}
+
+// send sends OVERVIEW when the figures differ from those last sent; what changes within the pace
+// that follows is in the next.
+func (o *overviewStream) send() bool {
+	counts, alloc := o.s.countsIn(o.scopes)
+	data, err := json.Marshal(OverviewLive{Counts: counts, Allocated: alloc})
+	if err != nil || bytes.Equal(data, o.last) {
+		return false
+	}
+	o.w.raw(EventOverview, noID, data)
+	o.last = data
+	return true
+}
+
+// recheck moves the stream to the caller's rights now.
+func (o *overviewStream) recheck(ctx context.Context) error {
+	next, err := o.s.overviewScopes(ctx, o.token, o.ns)
+	if err == nil {
+		o.scopes = next
+	}
+	return err
 }
