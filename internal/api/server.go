@@ -193,35 +193,38 @@ func NewRouter(d Deps) *gin.Engine {
 	a.GET("/overview/watch", s.handle(s.watchOverview))
 	a.GET("/audit", s.handle(s.auditList))
 	a.GET("/audit/verify", s.handle(s.auditVerify))
+	// Routes served from the watch cache or the history read nothing as the caller and build no
+	// clients for it; the others take the caller's objects from asCaller.
 	h := a.Group("/history/:kind", s.withKind)
 	h.GET("", s.handle(s.historyList))
 	h.GET("/:uid", s.handle(s.historyGet))
-	h.POST("/:uid/rerun", s.handle(s.historyRerun))
+	h.POST("/:uid/rerun", s.asCaller, s.handle(s.historyRerun))
 	all := a.Group("/:kind", s.withKind)
 	all.GET("", s.handle(s.listAll))
 	all.GET("/watch", s.handle(s.watchAll))
-	all.POST("/batch-delete", s.handle(s.batchDelete))
+	all.POST("/batch-delete", s.asCaller, s.handle(s.batchDelete))
 	ns := a.Group("/namespaces/:namespace/:kind", s.withKind)
 	ns.GET("", s.handle(s.list))
-	ns.POST("", s.handle(s.create))
 	ns.GET("/watch", s.handle(s.watchList))
-	ns.GET("/:name", s.handle(s.get))
-	ns.GET("/:name/watch", s.handle(s.watchObject))
-	ns.PUT("/:name", s.handle(s.replace))
-	ns.DELETE("/:name", s.handle(s.delete))
-	ns.GET("/:name/yaml", s.handle(s.exportYAML))
-	ns.POST("/:name/start", s.handle(s.start))
-	ns.POST("/:name/stop", s.handle(s.stop))
-	ns.POST("/:name/scale", s.handle(s.scale))
-	ns.GET("/:name/pods", s.handle(s.pods))
-	ns.GET("/:name/events", s.handle(s.events))
-	ns.GET("/:name/logs", s.handle(s.logs))
 	ns.GET("/:name/dashboard", s.handle(s.dashboardRoot))
+	obj := ns.Group("", s.asCaller)
+	obj.POST("", s.handle(s.create))
+	obj.GET("/:name", s.handle(s.get))
+	obj.GET("/:name/watch", s.handle(s.watchObject))
+	obj.PUT("/:name", s.handle(s.replace))
+	obj.DELETE("/:name", s.handle(s.delete))
+	obj.GET("/:name/yaml", s.handle(s.exportYAML))
+	obj.POST("/:name/start", s.handle(s.start))
+	obj.POST("/:name/stop", s.handle(s.stop))
+	obj.POST("/:name/scale", s.handle(s.scale))
+	obj.GET("/:name/pods", s.handle(s.pods))
+	obj.GET("/:name/events", s.handle(s.events))
+	obj.GET("/:name/logs", s.handle(s.logs))
 	for method := range proxyVerbs {
-		ns.Handle(method, "/:name/dashboard/*path", s.handle(s.dashboard))
+		obj.Handle(method, "/:name/dashboard/*path", s.handle(s.dashboard))
 	}
-	ns.GET("/:name/metrics", s.handle(s.clusterMetrics))
-	ns.GET("/:name/health", s.handle(s.clusterHealth))
+	obj.GET("/:name/metrics", s.handle(s.clusterMetrics))
+	obj.GET("/:name/health", s.handle(s.clusterHealth))
 	return r
 }
 
@@ -297,15 +300,16 @@ func (s *Server) authenticate(c *gin.Context) {
 	c.Next()
 }
 
-// request is what withKind resolves once for a handler of the kind routes: the kind of the path and
-// its objects as the caller reads and writes them.
+// request is what the kind routes' middlewares resolve once for a handler: the kind of the path
+// (withKind) and, for a route that reads or writes as the caller, its objects of that kind as the
+// caller reads and writes them (asCaller; nil on routes served from the watch cache).
 type request struct {
 	kind    *ray.Kind
 	objects Objects
 }
 
-// withKind resolves the {kind} path parameter (anything but the three Ray kinds is 404) and the
-// caller's objects of that kind.
+// withKind resolves the {kind} path parameter (anything but the three Ray kinds is 404) and checks the
+// path's names.
 func (s *Server) withKind(c *gin.Context) {
 	k, ok := s.Kinds.Lookup(c.Param("kind"))
 	if !ok {
@@ -317,16 +321,23 @@ func (s *Server) withKind(c *gin.Context) {
 		s.abort(c, err)
 		return
 	}
-	objs, err := s.Objects(k, token(c))
+	c.Set(requestKey{}, &request{kind: k})
+	c.Next()
+}
+
+// asCaller makes the caller's objects of the path's kind (its clients), after withKind.
+func (s *Server) asCaller(c *gin.Context) {
+	r := req(c)
+	objs, err := s.Objects(r.kind, token(c))
 	if err != nil {
 		s.abort(c, err)
 		return
 	}
-	c.Set(requestKey{}, &request{kind: k, objects: objs})
+	r.objects = objs
 	c.Next()
 }
 
-// req returns what withKind resolved.
+// req returns what withKind and asCaller resolved.
 func req(c *gin.Context) *request { return c.MustGet(requestKey{}).(*request) }
 
 func token(c *gin.Context) string { return c.GetString(tokenKey{}) }
