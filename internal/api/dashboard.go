@@ -77,10 +77,13 @@ func (s *Server) dashboard(c *gin.Context) (*response, error) {
 	}
 	addr := ""
 	if cur.Instance != nil {
-		if st := r.kind.Status(cur.Instance); st == ray.StatusStopped || st == ray.StatusStopping {
+		// Every asset of a dashboard page is a request of its own: each summarizes the object once, as
+		// it says itself (its status and clusters; what its pods add changes neither).
+		sum := r.kind.Summarize(cur.Instance)
+		if st := sum.Status; st == ray.StatusStopped || st == ray.StatusStopping {
 			return nil, statusError(http.StatusConflict, metav1.StatusReasonConflict, "it is "+st+": its Ray cluster has no dashboard; start it first")
 		}
-		addr = s.Dashboards.Address(r.kind, cur.Instance)
+		addr = s.Dashboards.Address(r.kind, cur.Instance, &sum)
 	}
 	if addr == "" {
 		return nil, statusError(http.StatusConflict, metav1.StatusReasonConflict, "it has no Ray cluster running: start it first")

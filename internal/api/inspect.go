@@ -43,7 +43,7 @@ func (s *Server) pods(c *gin.Context) (*response, error) {
 	}
 	out := []ray.PodInfo{}
 	if cur.Instance != nil {
-		pods, err := r.objects.Pods(c.Request.Context(), cur.Instance)
+		pods, err := r.objects.Pods(c.Request.Context(), cur)
 		if err != nil {
 			return nil, err
 		}
@@ -144,7 +144,7 @@ func (s *Server) logs(c *gin.Context) (*response, error) {
 		}
 		liftDeadlines(c.Writer)
 	}
-	stream, err := r.objects.OpenLogs(ctx, cur.Instance, c.Query("pod"), c.Query("container"), opts)
+	stream, err := r.objects.OpenLogs(ctx, cur, c.Query("pod"), c.Query("container"), opts)
 	if err != nil {
 		return nil, err
 	}

@@ -82,9 +82,10 @@ type Objects interface {
 	Delete(ctx context.Context, ns, name string, force bool) error
 	// Summarize is the whole summary of what Resolve returned.
 	Summarize(cur *k8s.Current) ray.Summary
-	Pods(ctx context.Context, obj *unstructured.Unstructured) ([]corev1.Pod, error)
+	// Pods, Events and OpenLogs read the instance cur holds, summarized once (Summarize) for all.
+	Pods(ctx context.Context, cur *k8s.Current) ([]corev1.Pod, error)
 	Events(ctx context.Context, cur *k8s.Current) ([]ray.EventInfo, error)
-	OpenLogs(ctx context.Context, obj *unstructured.Unstructured, pod, container string, opts *corev1.PodLogOptions) (*k8s.LogStream, error)
+	OpenLogs(ctx context.Context, cur *k8s.Current, pod, container string, opts *corev1.PodLogOptions) (*k8s.LogStream, error)
 }
 
 // ObjectsFor returns the objects of kind k as the holder of token reads and writes them.
@@ -92,8 +93,9 @@ type ObjectsFor func(k *ray.Kind, token string) (Objects, error)
 
 // Dashboards reaches Ray dashboards (dashboard.Dashboards).
 type Dashboards interface {
-	// Address is host:port of the Ray dashboard of the cluster an instance runs on, "" without one.
-	Address(k *ray.Kind, o *unstructured.Unstructured) string
+	// Address is host:port of the Ray dashboard of the cluster an instance runs on (s is its summary),
+	// "" without one.
+	Address(k *ray.Kind, o *unstructured.Unstructured, s *ray.Summary) string
 	// Transport is how the proxy reaches them.
 	Transport() http.RoundTripper
 }
