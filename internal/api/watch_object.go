@@ -84,8 +84,8 @@ func (o *objectStream) id() string { return strconv.FormatInt(o.cursor, 10) }
 // start asks what the caller may be shown besides the object: its pods, its events.
 func (o *objectStream) start(ctx context.Context, w *sseWriter) {
 	o.w = w
-	o.checkPods(ctx, o.token)
-	o.followEvents(ctx, o.token)
+	o.checkPods(ctx)
+	o.followEvents(ctx)
 }
 
 // send sends what changed of the object, its pods and its events; the first time, the whole state and
@@ -117,8 +117,8 @@ func (o *objectStream) recheck(ctx context.Context) error {
 	case revoked(err):
 		return err
 	}
-	o.checkPods(ctx, o.token)
-	o.followEvents(ctx, o.token)
+	o.checkPods(ctx)
+	o.followEvents(ctx)
 	return err
 }
 
@@ -126,11 +126,11 @@ func (o *objectStream) stop() { o.stopEvents() }
 
 // followEvents holds the namespace's events while the caller may list them, and lets them go when it
 // may no longer. Asked again when the rights cannot be checked, it keeps what it has.
-func (o *objectStream) followEvents(ctx context.Context, tok string) {
+func (o *objectStream) followEvents(ctx context.Context) {
 	if o.s.WatchEvents == nil {
 		return
 	}
-	allowed, err := o.s.Authz.Allowed(ctx, tok, auth.Attributes{Verb: "list", Resource: "events", Namespace: o.ns})
+	allowed, err := o.s.Authz.Allowed(ctx, o.token, auth.Attributes{Verb: "list", Resource: "events", Namespace: o.ns})
 	switch {
 	case err != nil && !revoked(err):
 		return
@@ -161,8 +161,8 @@ func (o *objectStream) shown(sum *ray.Summary) *ray.Summary {
 
 // checkPods asks whether the caller may list pods in the namespace, as the pods route does: PODS are
 // sent only while it may. When the rights cannot be checked, it keeps what it had (none at first).
-func (o *objectStream) checkPods(ctx context.Context, tok string) {
-	allowed, err := o.s.Authz.Allowed(ctx, tok, auth.Attributes{Verb: "list", Resource: "pods", Namespace: o.ns})
+func (o *objectStream) checkPods(ctx context.Context) {
+	allowed, err := o.s.Authz.Allowed(ctx, o.token, auth.Attributes{Verb: "list", Resource: "pods", Namespace: o.ns})
 	switch {
 	case err != nil && !revoked(err):
 	case !allowed || err != nil:
