@@ -97,20 +97,17 @@ func (s *Server) auditOn() error {
 //	@Success		200				{object}	Envelope{data=Page[audit.Entry]}
 //	@Failure		400,401,403,503	{object}	Envelope
 //	@Router			/rest/ray/v1/audit [get]
-func (s *Server) auditList(c *gin.Context) {
+func (s *Server) auditList(c *gin.Context) (*response, error) {
 	ns, err := namespaceQuery(c)
 	if err != nil {
-		s.fail(c, err)
-		return
+		return nil, err
 	}
 	page, size, err := pageParams(c)
 	if err != nil {
-		s.fail(c, err)
-		return
+		return nil, err
 	}
 	if err := s.auditOn(); err != nil {
-		s.fail(c, err)
-		return
+		return nil, err
 	}
 	ctx := c.Request.Context()
 	// The caller's rights first: the namespaces it may list events in, among those the trail has
@@ -119,23 +116,18 @@ func (s *Server) auditList(c *gin.Context) {
 	var candidates []string
 	if ns == "" {
 		if candidates, err = s.Audit.Namespaces(ctx); err != nil {
-			s.fail(c, err)
-			return
+			return nil, err
 		}
 	}
 	scope, err := s.Authz.Scope(ctx, token(c), auth.Attributes{Verb: "list", Resource: "events", Namespace: ns}, candidates)
 	if err != nil {
-		s.fail(c, err)
-		return
+		return nil, err
 	}
-	empty := Page[audit.Entry]{Items: []audit.Entry{}, Page: page, PageSize: size}
 	switch {
 	case ns != "" && scope.IsEmpty():
-		s.fail(c, statusError(http.StatusForbidden, metav1.StatusReasonForbidden, fmt.Sprintf("the caller may not list events in namespace %q", ns)))
-		return
+		return nil, statusError(http.StatusForbidden, metav1.StatusReasonForbidden, fmt.Sprintf("the caller may not list events in namespace %q", ns))
 	case scope.IsEmpty():
-		s.ok(c, http.StatusOK, empty)
-		return
+		return ok(Page[audit.Entry]{Items: []audit.Entry{}, Page: page, PageSize: size}), nil
 	}
 	q := audit.Query{Page: page, PageSize: size}
 	if !scope.IsAll() {
@@ -143,10 +135,9 @@ func (s *Server) auditList(c *gin.Context) {
 	}
 	entries, total, err := s.Audit.List(ctx, q)
 	if err != nil {
-		s.fail(c, err)
-		return
+		return nil, err
 	}
-	s.ok(c, http.StatusOK, Page[audit.Entry]{Items: entries, Total: total, Page: page, PageSize: size})
+	return ok(Page[audit.Entry]{Items: entries, Total: total, Page: page, PageSize: size}), nil
 }
 
 // auditVerify checks the trail's chain.
@@ -165,28 +156,24 @@ func (s *Server) auditList(c *gin.Context) {
 //	@Success		200				{object}	Envelope{data=audit.Verification}
 //	@Failure		401,403,503		{object}	Envelope
 //	@Router			/rest/ray/v1/audit/verify [get]
-func (s *Server) auditVerify(c *gin.Context) {
+func (s *Server) auditVerify(c *gin.Context) (*response, error) {
 	if err := s.auditOn(); err != nil {
-		s.fail(c, err)
-		return
+		return nil, err
 	}
 	ctx := c.Request.Context()
-	ok, err := s.Authz.Allowed(ctx, token(c), auth.Attributes{Verb: "list", Resource: "events"})
+	allowed, err := s.Authz.Allowed(ctx, token(c), auth.Attributes{Verb: "list", Resource: "events"})
 	if err != nil {
-		s.fail(c, err)
-		return
+		return nil, err
 	}
-	if !ok {
-		s.fail(c, statusError(http.StatusForbidden, metav1.StatusReasonForbidden,
-			"checking the audit trail needs the right to list events in every namespace"))
-		return
+	if !allowed {
+		return nil, statusError(http.StatusForbidden, metav1.StatusReasonForbidden,
+			"checking the audit trail needs the right to list events in every namespace")
 	}
 	v, err := s.Audit.Verify(ctx)
 	if err != nil {
-		s.fail(c, err)
-		return
+		return nil, err
 	}
-	s.ok(c, http.StatusOK, v)
+	return ok(v), nil
 }
 
 // validRequestID tells whether a client's X-Request-ID is kept as the request's id: 1 to 64

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/gin-gonic/gin"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -198,4 +199,38 @@ func emptyYAML(doc []byte) bool {
 		}
 	}
 	return true
+}
+
+// manifestRequest reads what create and replace share: dryRun and the manifest of the body.
+func manifestRequest(c *gin.Context) (*unstructured.Unstructured, bool, error) {
+	dryRun, err := boolParam(c, "dryRun")
+	if err != nil {
+		return nil, false, err
+	}
+	obj, err := readManifest(c.Writer, c.Request)
+	return obj, dryRun, err
+}
+
+// readJSON decodes a JSON body (what names it in messages) into v, refusing unknown fields.
+func readJSON(c *gin.Context, what string, v any) error {
+	if c.ContentType() != "application/json" {
+		return statusError(http.StatusUnsupportedMediaType, metav1.StatusReasonUnsupportedMediaType, "send the "+what+" as application/json")
+	}
+	body := http.MaxBytesReader(c.Writer, c.Request.Body, MaxBodyBytes)
+	data, err := io.ReadAll(body)
+	if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+		return errTooLarge
+	}
+	if err != nil {
+		return badRequest("reading the request body: %v", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return badRequest("invalid %s: %v", what, err)
+	}
+	if dec.More() {
+		return badRequest("invalid %s: one JSON object, nothing after it", what)
+	}
+	return nil
 }

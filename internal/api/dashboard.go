@@ -10,7 +10,6 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
-	"time"
 
 	"github.com/gin-gonic/gin"
 	"go.uber.org/zap"
@@ -54,46 +53,47 @@ var proxyVerbs = map[string]string{
 //	@Router			/rest/ray/v1/namespaces/{namespace}/{kind}/{name}/dashboard/{path} [put]
 //	@Router			/rest/ray/v1/namespaces/{namespace}/{kind}/{name}/dashboard/{path} [patch]
 //	@Router			/rest/ray/v1/namespaces/{namespace}/{kind}/{name}/dashboard/{path} [delete]
-func (s *Server) dashboard(c *gin.Context) {
+func (s *Server) dashboard(c *gin.Context) (*response, error) {
 	if s.redirectToDashboardOrigin(c) {
-		return
+		return nil, nil
 	}
 	verb, known := proxyVerbs[c.Request.Method]
 	if !known {
-		s.fail(c, statusError(http.StatusMethodNotAllowed, metav1.StatusReasonMethodNotAllowed,
-			fmt.Sprintf("method %s is not proxied to Ray dashboards", c.Request.Method)))
-		return
+		return nil, statusError(http.StatusMethodNotAllowed, metav1.StatusReasonMethodNotAllowed,
+			fmt.Sprintf("method %s is not proxied to Ray dashboards", c.Request.Method))
 	}
 	ns := c.Param("namespace")
 	allowed, err := s.Authz.Allowed(c.Request.Context(), token(c), auth.Attributes{Verb: verb, Resource: "services", Subresource: "proxy", Namespace: ns})
 	if err != nil {
-		s.fail(c, err)
-		return
+		return nil, err
 	}
 	if !allowed {
-		s.fail(c, statusError(http.StatusForbidden, metav1.StatusReasonForbidden,
-			fmt.Sprintf("the caller may not %s services/proxy in namespace %q", verb, ns)))
-		return
+		return nil, statusError(http.StatusForbidden, metav1.StatusReasonForbidden,
+			fmt.Sprintf("the caller may not %s services/proxy in namespace %q", verb, ns))
 	}
-	r, cur, ok := s.resolve(c)
-	if !ok {
-		return
+	r, cur, err := s.resolve(c)
+	if err != nil {
+		return nil, err
 	}
 	addr := ""
 	if cur.Instance != nil {
-		if st := r.kind.Status(cur.Instance); st == ray.StatusStopped || st == ray.StatusStopping {
-			s.fail(c, statusError(http.StatusConflict, metav1.StatusReasonConflict, "it is "+st+": its Ray cluster has no dashboard; start it first"))
-			return
+		// Every asset of a dashboard page is a request of its own: each summarizes the object once, as
+		// it says itself (its status and clusters; what its pods add changes neither).
+		sum := r.kind.Summarize(cur.Instance)
+		if st := sum.Status; st == ray.StatusStopped || st == ray.StatusStopping {
+			return nil, statusError(http.StatusConflict, metav1.StatusReasonConflict, "it is "+st+": its Ray cluster has no dashboard; start it first")
 		}
-		addr = s.Dashboards.Address(r.kind, cur.Instance)
+		addr = s.Dashboards.Address(r.kind, cur.Instance, &sum)
 	}
 	if addr == "" {
-		s.fail(c, statusError(http.StatusConflict, metav1.StatusReasonConflict, "it has no Ray cluster running: start it first"))
-		return
+		return nil, statusError(http.StatusConflict, metav1.StatusReasonConflict, "it has no Ray cluster running: start it first")
 	}
 	prefix := dashboardPath(ns, r.kind.Resource, c.Param("name"))
 	origin := requestOrigin(c.Request)
 	path := c.Param("path")
+	// What keeps the dashboard from answering is answered as any error is, once the proxy returns: the
+	// proxy calls ErrorHandler only before it writes anything.
+	var proxyErr error
 	rp := &httputil.ReverseProxy{
 		Transport:     s.Dashboards.Transport(),
 		FlushInterval: -1,
@@ -112,23 +112,17 @@ func (s *Server) dashboard(c *gin.Context) {
 			logger(c).Warn("Ray dashboard unreachable", zap.String("address", addr), zap.Error(err))
 			var ne net.Error
 			if errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout() {
-				s.fail(c, statusError(http.StatusGatewayTimeout, metav1.StatusReasonTimeout, fmt.Sprintf("the Ray dashboard at %s did not answer in time", addr)))
+				proxyErr = statusError(http.StatusGatewayTimeout, metav1.StatusReasonTimeout, fmt.Sprintf("the Ray dashboard at %s did not answer in time", addr))
 				return
 			}
-			s.fail(c, statusError(http.StatusBadGateway, ReasonBadGateway, fmt.Sprintf("the Ray dashboard at %s did not answer", addr)))
+			proxyErr = statusError(http.StatusBadGateway, ReasonBadGateway, fmt.Sprintf("the Ray dashboard at %s did not answer", addr))
 		},
 	}
 	// A dashboard may stream (job logs, events): the server's deadlines for ordinary requests are lifted,
 	// the transport bounds the wait for the dashboard's answer.
 	liftDeadlines(c.Writer)
 	rp.ServeHTTP(c.Writer, c.Request)
-}
-
-// liftDeadlines clears the server's read and write deadlines of a streaming answer's connection.
-func liftDeadlines(w http.ResponseWriter) {
-	rc := http.NewResponseController(w)
-	_ = rc.SetReadDeadline(time.Time{})
-	_ = rc.SetWriteDeadline(time.Time{})
+	return nil, proxyErr
 }
 
 // dashboardRoot sends .../dashboard to .../dashboard/, so that the dashboard's relative links resolve.
@@ -145,11 +139,11 @@ func liftDeadlines(w http.ResponseWriter) {
 //	@Failure		400,401,404		{object}	Envelope
 //	@Failure		403				{object}	Envelope	"once the redirect is followed, for a caller without services/proxy"
 //	@Router			/rest/ray/v1/namespaces/{namespace}/{kind}/{name}/dashboard [get]
-func (s *Server) dashboardRoot(c *gin.Context) {
-	if s.redirectToDashboardOrigin(c) {
-		return
+func (s *Server) dashboardRoot(c *gin.Context) (*response, error) {
+	if !s.redirectToDashboardOrigin(c) {
+		c.Redirect(http.StatusMovedPermanently, strings.TrimSuffix(c.Request.URL.Path, "/")+"/")
 	}
-	c.Redirect(http.StatusMovedPermanently, strings.TrimSuffix(c.Request.URL.Path, "/")+"/")
+	return nil, nil
 }
 
 // dashboardPath is the path under which the proxy serves the Ray dashboard of an object, without the

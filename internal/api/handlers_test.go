@@ -104,7 +104,7 @@ func (f *fakeObjects) Summarize(cur *k8s.Current) ray.Summary {
 	return ray.Summary{Name: cur.Instance.GetName(), Namespace: cur.Instance.GetNamespace(), Type: ray.TypeInstance}
 }
 
-func (f *fakeObjects) Pods(context.Context, *unstructured.Unstructured) ([]corev1.Pod, error) {
+func (f *fakeObjects) Pods(context.Context, *k8s.Current) ([]corev1.Pod, error) {
 	f.record("pods")
 	return nil, f.err
 }
@@ -114,7 +114,7 @@ func (f *fakeObjects) Events(context.Context, *k8s.Current) ([]ray.EventInfo, er
 	return []ray.EventInfo{}, f.err
 }
 
-func (f *fakeObjects) OpenLogs(context.Context, *unstructured.Unstructured, string, string, *corev1.PodLogOptions) (*k8s.LogStream, error) {
+func (f *fakeObjects) OpenLogs(context.Context, *k8s.Current, string, string, *corev1.PodLogOptions) (*k8s.LogStream, error) {
 	f.record("logs")
 	return &k8s.LogStream{ReadCloser: io.NopCloser(strings.NewReader("line 1\n")), Pod: "p", Container: "c"}, f.err
 }

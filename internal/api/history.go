@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
-	"time"
 
 	"github.com/gin-gonic/gin"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -71,36 +70,30 @@ func (s *Server) historyOn() error {
 //	@Success		200				{object}	Envelope{data=Page[history.Record]}
 //	@Failure		400,401,403,404,503	{object}	Envelope
 //	@Router			/rest/ray/v1/history/{kind} [get]
-func (s *Server) historyList(c *gin.Context) {
+func (s *Server) historyList(c *gin.Context) (*response, error) {
 	if err := s.historyOn(); err != nil {
-		s.fail(c, err)
-		return
+		return nil, err
 	}
 	k := req(c).kind
 	q, err := parseHistoryQuery(c, k)
 	if err != nil {
-		s.fail(c, err)
-		return
+		return nil, err
 	}
 	ns, err := namespaceQuery(c)
 	if err != nil {
-		s.fail(c, err)
-		return
+		return nil, err
 	}
 	ctx := c.Request.Context()
 	candidates, err := s.History.Namespaces(ctx, k.Kind)
 	if err != nil {
-		s.fail(c, err)
-		return
+		return nil, err
 	}
 	scope, err := s.Authz.Scope(ctx, token(c), auth.Attributes{Verb: "list", Group: ray.RayGroupVersion.Group, Resource: k.Resource, Namespace: ns}, candidates)
 	if err != nil {
-		s.fail(c, err)
-		return
+		return nil, err
 	}
 	if ns != "" && scope.IsEmpty() {
-		s.fail(c, forbidden(k, "list", ns))
-		return
+		return nil, forbidden(k, "list", ns)
 	}
 	if !scope.IsAll() {
 		// The namespaces allowed (the one asked for, or those of the records the caller may list).
@@ -108,76 +101,40 @@ func (s *Server) historyList(c *gin.Context) {
 	}
 	items, total, err := s.History.List(ctx, q)
 	if err != nil {
-		s.fail(c, err)
-		return
+		return nil, err
 	}
-	s.ok(c, http.StatusOK, Page[history.Record]{Items: items, Total: total, Page: q.Page, PageSize: q.PageSize})
-}
-
-func parseHistoryQuery(c *gin.Context, k *ray.Kind) (history.Query, error) {
-	var err error
-	q := history.Query{Kind: k.Kind, Search: c.Query("search"), Statuses: splitList(c.Query("status")),
-		Creators: splitList(c.Query("creator")), SortBy: c.DefaultQuery("sortBy", "createdAt")}
-	switch q.SortBy {
-	case "name", "createdAt", "finishedAt", "status":
-	default:
-		return q, badRequest("sortBy %q: want name, createdAt, finishedAt or status", q.SortBy)
-	}
-	if q.Desc, err = descParam(c); err != nil {
-		return q, err
-	}
-	for _, b := range []struct {
-		name string
-		to   **time.Time
-	}{{"finishedAfter", &q.FinishedAfter}, {"finishedBefore", &q.FinishedBefore}} {
-		if v := c.Query(b.name); v != "" {
-			t, err := time.Parse(time.RFC3339, v)
-			if err != nil {
-				return q, badRequest("%s %q: want an RFC 3339 time such as 2026-12-01T10:00:00Z", b.name, v)
-			}
-			*b.to = &t
-		}
-	}
-	q.Page, q.PageSize, err = pageParams(c)
-	return q, err
+	return ok(Page[history.Record]{Items: items, Total: total, Page: q.Page, PageSize: q.PageSize}), nil
 }
 
 // historyRecord reads the record of the path's uid that the caller may see: one of the path's kind
 // in a namespace where the caller may list the kind now. Any other is NotFound, whether it exists or not.
-func (s *Server) historyRecord(c *gin.Context) (*history.Record, bool) {
+func (s *Server) historyRecord(c *gin.Context) (*history.Record, error) {
 	if err := s.historyOn(); err != nil {
-		s.fail(c, err)
-		return nil, false
+		return nil, err
 	}
 	k, uid := req(c).kind, c.Param("uid")
 	if !uidPattern.MatchString(uid) {
-		s.fail(c, badRequest("uid %q: want a Kubernetes UID such as 3f1c9a4e-0b7d-4c1e-9a57-2d8e6f0b1c3a", uid))
-		return nil, false
+		return nil, badRequest("uid %q: want a Kubernetes UID such as 3f1c9a4e-0b7d-4c1e-9a57-2d8e6f0b1c3a", uid)
 	}
 	ctx := c.Request.Context()
 	notFound := statusError(http.StatusNotFound, metav1.StatusReasonNotFound, fmt.Sprintf("no %s of uid %s in the history", k.Kind, uid))
 	r, err := s.History.Get(ctx, uid)
 	switch {
 	case errors.Is(err, history.ErrNotFound):
-		s.fail(c, notFound)
-		return nil, false
+		return nil, notFound
 	case err != nil:
-		s.fail(c, err)
-		return nil, false
+		return nil, err
 	case r.Kind != k.Kind:
-		s.fail(c, notFound)
-		return nil, false
+		return nil, notFound
 	}
-	ok, err := s.Authz.Allowed(ctx, token(c), auth.Attributes{Verb: "list", Group: ray.RayGroupVersion.Group, Resource: k.Resource, Namespace: r.Namespace})
+	allowed, err := s.Authz.Allowed(ctx, token(c), auth.Attributes{Verb: "list", Group: ray.RayGroupVersion.Group, Resource: k.Resource, Namespace: r.Namespace})
 	if err != nil {
-		s.fail(c, err)
-		return nil, false
+		return nil, err
 	}
-	if !ok {
-		s.fail(c, notFound)
-		return nil, false
+	if !allowed {
+		return nil, notFound
 	}
-	return r, true
+	return r, nil
 }
 
 // historyGet shows one record.
@@ -202,10 +159,10 @@ func (s *Server) historyRecord(c *gin.Context) (*history.Record, bool) {
 //	@Success		200				{object}	Envelope{data=HistoryDetail}
 //	@Failure		400,401,404,503	{object}	Envelope
 //	@Router			/rest/ray/v1/history/{kind}/{uid} [get]
-func (s *Server) historyGet(c *gin.Context) {
-	r, ok := s.historyRecord(c)
-	if !ok {
-		return
+func (s *Server) historyGet(c *gin.Context) (*response, error) {
+	r, err := s.historyRecord(c)
+	if err != nil {
+		return nil, err
 	}
 	if r.Ending != nil {
 		// Each part only to who may read it live there: events, pods' states, the log.
@@ -217,12 +174,11 @@ func (s *Server) historyGet(c *gin.Context) {
 			{auth.Attributes{Verb: "list", Resource: "pods", Namespace: r.Namespace}, func(e *ray.Ending) { e.Pods, e.PodsOmitted = nil, 0 }},
 			{auth.Attributes{Verb: "get", Resource: "pods", Subresource: "log", Namespace: r.Namespace}, func(e *ray.Ending) { e.Log, e.LogOmitted = nil, "" }},
 		} {
-			ok, err := s.Authz.Allowed(c.Request.Context(), token(c), part.attrs)
+			allowed, err := s.Authz.Allowed(c.Request.Context(), token(c), part.attrs)
 			if err != nil {
-				s.fail(c, err)
-				return
+				return nil, err
 			}
-			if !ok {
+			if !allowed {
 				part.hide(r.Ending)
 			}
 		}
@@ -230,11 +186,10 @@ func (s *Server) historyGet(c *gin.Context) {
 	d := HistoryDetail{Record: *r, Manifest: map[string]any{}}
 	if r.Spec != "" {
 		if err := json.Unmarshal([]byte(r.Spec), &d.Manifest); err != nil {
-			s.fail(c, fmt.Errorf("the recorded manifest of %s: %w", r.UID, err))
-			return
+			return nil, fmt.Errorf("the recorded manifest of %s: %w", r.UID, err)
 		}
 	}
-	s.ok(c, http.StatusOK, d)
+	return ok(d), nil
 }
 
 // historyRerun creates the object again from its record.
@@ -255,28 +210,25 @@ func (s *Server) historyGet(c *gin.Context) {
 //	@Failure		422						{object}	Envelope	"the recorded manifest is no longer valid: details name the fields"
 //	@Failure		503,504					{object}	Envelope
 //	@Router			/rest/ray/v1/history/{kind}/{uid}/rerun [post]
-func (s *Server) historyRerun(c *gin.Context) {
-	rec, ok := s.historyRecord(c)
-	if !ok {
-		return
+func (s *Server) historyRerun(c *gin.Context) (*response, error) {
+	rec, err := s.historyRecord(c)
+	if err != nil {
+		return nil, err
 	}
 	r := req(c)
 	obj := &unstructured.Unstructured{}
 	if cut := rec.Cut; cut != nil {
-		s.fail(c, statusError(http.StatusConflict, metav1.StatusReasonConflict, fmt.Sprintf(
+		return nil, statusError(http.StatusConflict, metav1.StatusReasonConflict, fmt.Sprintf(
 			"the history kept the manifest of %s only in part (%s; the whole one was %d bytes, sha256 %s): it cannot be rerun",
-			rec.UID, cut.Reason, cut.Size, cut.SHA256)))
-		return
+			rec.UID, cut.Reason, cut.Size, cut.SHA256))
 	}
 	if err := json.Unmarshal([]byte(rec.Spec), &obj.Object); err != nil || rec.Spec == "" {
-		s.fail(c, statusError(http.StatusConflict, metav1.StatusReasonConflict, fmt.Sprintf("the history holds no manifest of %s", rec.UID)))
-		return
+		return nil, statusError(http.StatusConflict, metav1.StatusReasonConflict, fmt.Sprintf("the history holds no manifest of %s", rec.UID))
 	}
 	cur, err := s.createAs(c, r, obj, rec.Namespace, true, false)
 	if err != nil {
-		s.fail(c, err)
-		return
+		return nil, err
 	}
 	s.recordCurrent(c, audit.Create, r, cur, "rerun of "+rec.UID)
-	s.ok(c, http.StatusCreated, s.detail(c, r, cur))
+	return withCode(http.StatusCreated, s.detail(c, r, cur)), nil
 }

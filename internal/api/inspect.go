@@ -6,11 +6,9 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"strconv"
 
 	"github.com/gin-gonic/gin"
 	"go.uber.org/zap"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"ray-service/internal/ray"
@@ -38,23 +36,22 @@ const (
 //	@Success		200					{object}	Envelope{data=[]ray.PodInfo}
 //	@Failure		400,401,403,404,503,504	{object}	Envelope
 //	@Router			/rest/ray/v1/namespaces/{namespace}/{kind}/{name}/pods [get]
-func (s *Server) pods(c *gin.Context) {
-	r, cur, ok := s.resolve(c)
-	if !ok {
-		return
+func (s *Server) pods(c *gin.Context) (*response, error) {
+	r, cur, err := s.resolve(c)
+	if err != nil {
+		return nil, err
 	}
 	out := []ray.PodInfo{}
 	if cur.Instance != nil {
-		pods, err := r.objects.Pods(c.Request.Context(), cur.Instance)
+		pods, err := r.objects.Pods(c.Request.Context(), cur)
 		if err != nil {
-			s.fail(c, err)
-			return
+			return nil, err
 		}
 		for i := range pods {
 			out = append(out, ray.Info(&pods[i]))
 		}
 	}
-	s.ok(c, http.StatusOK, out)
+	return ok(out), nil
 }
 
 // events lists the events of an object.
@@ -71,17 +68,16 @@ func (s *Server) pods(c *gin.Context) {
 //	@Success		200					{object}	Envelope{data=[]ray.EventInfo}
 //	@Failure		400,401,403,404,503,504	{object}	Envelope
 //	@Router			/rest/ray/v1/namespaces/{namespace}/{kind}/{name}/events [get]
-func (s *Server) events(c *gin.Context) {
-	r, cur, ok := s.resolve(c)
-	if !ok {
-		return
+func (s *Server) events(c *gin.Context) (*response, error) {
+	r, cur, err := s.resolve(c)
+	if err != nil {
+		return nil, err
 	}
 	events, err := r.objects.Events(c.Request.Context(), cur)
 	if err != nil {
-		s.fail(c, err)
-		return
+		return nil, err
 	}
-	s.ok(c, http.StatusOK, events)
+	return ok(events), nil
 }
 
 // logs streams the logs of one of the object's pods.
@@ -113,19 +109,17 @@ func (s *Server) events(c *gin.Context) {
 //	@Success		200						{string}	string	"the log text"
 //	@Failure		400,401,403,404,409,429,503	{object}	Envelope
 //	@Router			/rest/ray/v1/namespaces/{namespace}/{kind}/{name}/logs [get]
-func (s *Server) logs(c *gin.Context) {
+func (s *Server) logs(c *gin.Context) (*response, error) {
 	opts, err := logOptions(c)
 	if err != nil {
-		s.fail(c, err)
-		return
+		return nil, err
 	}
-	r, cur, ok := s.resolve(c)
-	if !ok {
-		return
+	r, cur, err := s.resolve(c)
+	if err != nil {
+		return nil, err
 	}
 	if cur.Instance == nil {
-		s.fail(c, statusError(http.StatusConflict, metav1.StatusReasonConflict, "a template has no pods and no logs: start it first"))
-		return
+		return nil, statusError(http.StatusConflict, metav1.StatusReasonConflict, "a template has no pods and no logs: start it first")
 	}
 	ctx := c.Request.Context()
 	if opts.Follow {
@@ -134,8 +128,7 @@ func (s *Server) logs(c *gin.Context) {
 		// lifted for it.
 		release, err := s.acquireFor(c, s.Follows)
 		if err != nil {
-			s.fail(c, err)
-			return
+			return nil, err
 		}
 		defer release()
 		var cancel context.CancelFunc
@@ -151,10 +144,9 @@ func (s *Server) logs(c *gin.Context) {
 		}
 		liftDeadlines(c.Writer)
 	}
-	stream, err := r.objects.OpenLogs(ctx, cur.Instance, c.Query("pod"), c.Query("container"), opts)
+	stream, err := r.objects.OpenLogs(ctx, cur, c.Query("pod"), c.Query("container"), opts)
 	if err != nil {
-		s.fail(c, err)
-		return
+		return nil, err
 	}
 	defer stream.Close()
 	c.Header("Content-Type", "text/plain; charset=utf-8")
@@ -164,6 +156,13 @@ func (s *Server) logs(c *gin.Context) {
 	c.Status(http.StatusOK)
 	c.Writer.WriteHeaderNow()
 	c.Writer.Flush()
+	copyLogs(ctx, c, stream, opts.Follow)
+	return nil, nil
+}
+
+// copyLogs sends the lines of an open log stream as they are read: each at once while following, else
+// whenever no more is read yet. It ends with the stream, or when ctx, the stream's, is done.
+func copyLogs(ctx context.Context, c *gin.Context, stream io.Reader, follow bool) {
 	lines := bufio.NewReaderSize(stream, 32<<10)
 	for {
 		line, err := lines.ReadSlice('\n')
@@ -171,7 +170,7 @@ func (s *Server) logs(c *gin.Context) {
 			if _, werr := c.Writer.Write(line); werr != nil {
 				return
 			}
-			if lines.Buffered() == 0 || opts.Follow {
+			if lines.Buffered() == 0 || follow {
 				c.Writer.Flush()
 			}
 		}
@@ -183,40 +182,4 @@ func (s *Server) logs(c *gin.Context) {
 			return
 		}
 	}
-}
-
-func logOptions(c *gin.Context) (*corev1.PodLogOptions, error) {
-	opts := &corev1.PodLogOptions{}
-	var err error
-	if opts.Follow, err = boolParam(c, "follow"); err != nil {
-		return nil, err
-	}
-	if opts.Previous, err = boolParam(c, "previous"); err != nil {
-		return nil, err
-	}
-	tail, err := intParam(c, "tailLines", DefaultTailLines, 0, MaxTailLines)
-	if err != nil {
-		return nil, err
-	}
-	t := int64(tail)
-	opts.TailLines = &t
-	if v := c.Query("sinceSeconds"); v != "" {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n < 1 {
-			return nil, badRequest("sinceSeconds %q: want a whole number of seconds from 1", v)
-		}
-		opts.SinceSeconds = &n
-	}
-	limit := int64(MaxLimitBytes)
-	if v := c.Query("limitBytes"); v != "" {
-		n, err := intParam(c, "limitBytes", 0, 1, MaxLimitBytes)
-		if err != nil {
-			return nil, err
-		}
-		limit = int64(n)
-		opts.LimitBytes = &limit
-	} else if !opts.Follow {
-		opts.LimitBytes = &limit
-	}
-	return opts, nil
 }

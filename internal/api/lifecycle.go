@@ -1,18 +1,13 @@
 package api
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
-	"io"
 	"net/http"
 	"strings"
 
 	"github.com/gin-gonic/gin"
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"ray-service/internal/audit"
 	"ray-service/internal/k8s"
@@ -48,7 +43,9 @@ const batchInParallel = 8
 //	@Failure		400,401,403,404,409,422	{object}	Envelope
 //	@Failure		503,504					{object}	Envelope
 //	@Router			/rest/ray/v1/namespaces/{namespace}/{kind}/{name}/start [post]
-func (s *Server) start(c *gin.Context) { s.lifecycle(c, audit.Start, Objects.Start) }
+func (s *Server) start(c *gin.Context) (*response, error) {
+	return s.lifecycle(c, audit.Start, Objects.Start)
+}
 
 // stop stops an object.
 //
@@ -71,19 +68,20 @@ func (s *Server) start(c *gin.Context) { s.lifecycle(c, audit.Start, Objects.Sta
 //	@Failure		400,401,403,404,409		{object}	Envelope
 //	@Failure		503,504					{object}	Envelope	"503: the Ray dashboard is unreachable"
 //	@Router			/rest/ray/v1/namespaces/{namespace}/{kind}/{name}/stop [post]
-func (s *Server) stop(c *gin.Context) { s.lifecycle(c, audit.Stop, Objects.Stop) }
+func (s *Server) stop(c *gin.Context) (*response, error) {
+	return s.lifecycle(c, audit.Stop, Objects.Stop)
+}
 
-func (s *Server) lifecycle(c *gin.Context, action string, op func(Objects, context.Context, string, string) (*k8s.Current, error)) {
+func (s *Server) lifecycle(c *gin.Context, action string, op func(Objects, context.Context, string, string) (*k8s.Current, error)) (*response, error) {
 	r := req(c)
 	cur, err := op(r.objects, c.Request.Context(), c.Param("namespace"), c.Param("name"))
 	if err != nil {
-		s.fail(c, err)
-		return
+		return nil, err
 	}
 	if !cur.Unchanged {
 		s.recordCurrent(c, action, r, cur, "")
 	}
-	s.ok(c, http.StatusOK, s.detail(c, r, cur))
+	return ok(s.detail(c, r, cur)), nil
 }
 
 // BatchDeleteRequest names the objects to delete.
@@ -123,11 +121,10 @@ type BatchResult struct {
 //	@Success		200					{object}	Envelope{data=[]BatchResult}
 //	@Failure		400,401,404,413,415	{object}	Envelope
 //	@Router			/rest/ray/v1/{kind}/batch-delete [post]
-func (s *Server) batchDelete(c *gin.Context) {
+func (s *Server) batchDelete(c *gin.Context) (*response, error) {
 	batch, err := readBatch(c)
 	if err != nil {
-		s.fail(c, err)
-		return
+		return nil, err
 	}
 	objs, ctx := req(c).objects, c.Request.Context()
 	// Duplicate items are deleted once and answered for each.
@@ -161,31 +158,7 @@ func (s *Server) batchDelete(c *gin.Context) {
 	for i, it := range batch.Items {
 		results[i] = *outcome[it]
 	}
-	s.ok(c, http.StatusOK, results)
-}
-
-// readJSON decodes a JSON body (what names it in messages) into v, refusing unknown fields.
-func readJSON(c *gin.Context, what string, v any) error {
-	if c.ContentType() != "application/json" {
-		return statusError(http.StatusUnsupportedMediaType, metav1.StatusReasonUnsupportedMediaType, "send the "+what+" as application/json")
-	}
-	body := http.MaxBytesReader(c.Writer, c.Request.Body, MaxBodyBytes)
-	data, err := io.ReadAll(body)
-	if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
-		return errTooLarge
-	}
-	if err != nil {
-		return badRequest("reading the request body: %v", err)
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return badRequest("invalid %s: %v", what, err)
-	}
-	if dec.More() {
-		return badRequest("invalid %s: one JSON object, nothing after it", what)
-	}
-	return nil
+	return ok(results), nil
 }
 
 func readBatch(c *gin.Context) (*BatchDeleteRequest, error) {
@@ -242,18 +215,16 @@ type ScaleResult struct {
 //	@Failure		400,401,403,404,409,413	{object}	Envelope
 //	@Failure		415,422,503,504			{object}	Envelope
 //	@Router			/rest/ray/v1/namespaces/{namespace}/{kind}/{name}/scale [post]
-func (s *Server) scale(c *gin.Context) {
+func (s *Server) scale(c *gin.Context) (*response, error) {
 	var sr ray.ScaleRequest
 	if err := readJSON(c, "scale request", &sr); err != nil {
-		s.fail(c, err)
-		return
+		return nil, err
 	}
 	r := req(c)
 	cur, warnings, err := r.objects.Scale(c.Request.Context(), c.Param("namespace"), c.Param("name"), sr)
 	if err != nil {
-		s.fail(c, err)
-		return
+		return nil, err
 	}
 	s.recordCurrent(c, audit.Scale, r, cur, scaleDetail(sr))
-	s.ok(c, http.StatusOK, ScaleResult{Detail: s.detail(c, r, cur), Warnings: warnings})
+	return ok(ScaleResult{Detail: s.detail(c, r, cur), Warnings: warnings}), nil
 }

@@ -1,12 +1,13 @@
 package api
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"net/http"
 	"time"
 
 	"github.com/gin-gonic/gin"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"ray-service/internal/auth"
@@ -65,33 +66,17 @@ type Grafana struct {
 //	@Success		200				{object}	Envelope{data=OverviewData}
 //	@Failure		400,401,403,503	{object}	Envelope
 //	@Router			/rest/ray/v1/overview [get]
-func (s *Server) overview(c *gin.Context) {
-	w, ns, ok := s.windowAndNamespace(c)
-	if !ok {
-		return
+func (s *Server) overview(c *gin.Context) (*response, error) {
+	w, ns, err := windowAndNamespace(c)
+	if err != nil {
+		return nil, err
 	}
 	scopes, err := s.overviewScopes(c.Request.Context(), token(c), ns)
 	if err != nil {
-		s.fail(c, err)
-		return
+		return nil, err
 	}
 	counts, alloc := s.countsIn(scopes)
-	s.answerFigures(c, w, metrics.Scope{Namespaces: scopes[s.Kinds.Cluster()].Instances.List()}, alloc, counts)
-}
-
-// overviewScopes returns where the caller may see each kind, in ns or everywhere ("").
-func (s *Server) overviewScopes(ctx context.Context, tok, ns string) (map[*ray.Kind]cache.Scopes, error) {
-	out := map[*ray.Kind]cache.Scopes{}
-	for _, k := range s.Kinds.All() {
-		sc, err := s.visibleScopes(ctx, tok, k, ns, true)
-		// The overview of a namespace is refused only where Ray clusters may not be listed; other kinds
-		// the caller may not list there count nothing.
-		if err != nil && (k.IsCluster || !apierrors.IsForbidden(err)) {
-			return nil, err
-		}
-		out[k] = sc
-	}
-	return out, nil
+	return ok(s.figures(c, w, metrics.Scope{Namespaces: scopes[s.Kinds.Cluster()].Instances.List()}, alloc, counts)), nil
 }
 
 // countsIn counts the objects of each kind in their scopes and sums what the Ray pods in the Ray
@@ -123,42 +108,29 @@ func (s *Server) countsIn(scopes map[*ray.Kind]cache.Scopes) (*Counts, cache.All
 //	@Success		200					{object}	Envelope{data=OverviewData}
 //	@Failure		400,401,403,404,503	{object}	Envelope
 //	@Router			/rest/ray/v1/namespaces/{namespace}/rayclusters/{name}/metrics [get]
-func (s *Server) clusterMetrics(c *gin.Context) {
+func (s *Server) clusterMetrics(c *gin.Context) (*response, error) {
 	if !req(c).kind.IsCluster {
-		s.fail(c, statusError(http.StatusNotFound, metav1.StatusReasonNotFound, "metrics are per RayCluster: use rayclusters"))
-		return
+		return nil, statusError(http.StatusNotFound, metav1.StatusReasonNotFound, "metrics are per RayCluster: use rayclusters")
 	}
-	w, _, ok := s.windowAndNamespace(c)
-	if !ok {
-		return
+	w, _, err := windowAndNamespace(c)
+	if err != nil {
+		return nil, err
 	}
-	_, cur, ok := s.resolve(c)
-	if !ok {
-		return
+	_, cur, err := s.resolve(c)
+	if err != nil {
+		return nil, err
 	}
 	ns, name := c.Param("namespace"), c.Param("name")
 	alloc := s.Store.Allocated(auth.Namespaces(ns), name)
 	if cur.Template != nil {
 		alloc = cache.Allocation{Ray: map[string]float64{}}
 	}
-	s.answerFigures(c, w, metrics.Scope{Namespaces: []string{ns}, Cluster: name}, alloc, nil)
+	return ok(s.figures(c, w, metrics.Scope{Namespaces: []string{ns}, Cluster: name}, alloc, nil)), nil
 }
 
-func (s *Server) windowAndNamespace(c *gin.Context) (metrics.Window, string, bool) {
-	w, err := metrics.ParseWindow(c.Query("range"), c.Query("start"), c.Query("end"), c.Query("step"), time.Now())
-	if err != nil {
-		s.fail(c, badRequest("%v", err))
-		return w, "", false
-	}
-	ns, err := namespaceQuery(c)
-	if err != nil {
-		s.fail(c, err)
-		return w, "", false
-	}
-	return w, ns, true
-}
-
-func (s *Server) answerFigures(c *gin.Context, w metrics.Window, scope metrics.Scope, alloc cache.Allocation, counts *Counts) {
+// figures are the overview's figures of a scope: counts and allocated as given, used and series from
+// Prometheus.
+func (s *Server) figures(c *gin.Context, w metrics.Window, scope metrics.Scope, alloc cache.Allocation, counts *Counts) OverviewData {
 	data := OverviewData{Window: w, Counts: counts, Allocated: alloc, Warnings: []string{},
 		GrafanaURL: metrics.GrafanaURL(s.Grafana.URL, s.Grafana.DashboardUID, w, scope.Cluster)}
 	if s.Usage == nil {
@@ -171,7 +143,7 @@ func (s *Server) answerFigures(c *gin.Context, w metrics.Window, scope metrics.S
 		data.Used, data.Series = used, series
 		data.Warnings = append(data.Warnings, warnings...)
 	}
-	s.ok(c, http.StatusOK, data)
+	return data
 }
 
 // clusterHealth reports the cluster health tab of the Ray cluster an object runs on.
@@ -205,27 +177,91 @@ func (s *Server) answerFigures(c *gin.Context, w metrics.Window, scope metrics.S
 //	@Success		200						{object}	Envelope{data=metrics.ClusterHealth}
 //	@Failure		400,401,403,404,409,503	{object}	Envelope
 //	@Router			/rest/ray/v1/namespaces/{namespace}/{kind}/{name}/health [get]
-func (s *Server) clusterHealth(c *gin.Context) {
-	w, _, ok := s.windowAndNamespace(c)
-	if !ok {
-		return
+func (s *Server) clusterHealth(c *gin.Context) (*response, error) {
+	w, _, err := windowAndNamespace(c)
+	if err != nil {
+		return nil, err
 	}
-	r, cur, ok := s.resolve(c)
-	if !ok {
-		return
+	r, cur, err := s.resolve(c)
+	if err != nil {
+		return nil, err
 	}
 	sum := r.objects.Summarize(cur)
 	cluster := r.kind.CurrentCluster(&sum)
 	if cur.Template != nil || cluster == "" {
-		s.fail(c, statusError(http.StatusConflict, metav1.StatusReasonConflict, "it has no Ray cluster: start it first"))
-		return
+		return nil, statusError(http.StatusConflict, metav1.StatusReasonConflict, "it has no Ray cluster: start it first")
 	}
 	if s.Health == nil {
-		data := metrics.ClusterHealth{Window: w, Cluster: cluster, Panels: []metrics.Panel{},
+		return ok(metrics.ClusterHealth{Window: w, Cluster: cluster, Panels: []metrics.Panel{},
 			Verdict:  metrics.Verdict{Level: metrics.LevelNoData, Message: "no Prometheus is configured"},
-			Warnings: []string{"no Prometheus is configured: the cluster health tab is not measured"}}
-		s.ok(c, http.StatusOK, data)
-		return
+			Warnings: []string{"no Prometheus is configured: the cluster health tab is not measured"}}), nil
 	}
-	s.ok(c, http.StatusOK, s.Health.ClusterHealth(c.Request.Context(), w, c.Param("namespace"), cluster))
+	return ok(s.Health.ClusterHealth(c.Request.Context(), w, c.Param("namespace"), cluster)), nil
+}
+
+// overviewInterval is the least time between two OVERVIEW events of a stream.
+const overviewInterval = time.Second
+
+// watchOverview streams the overview's counts and allocated totals.
+//
+//	@Summary		Watch the overview
+//	@Description	Server-Sent Events: OVERVIEW with the overview's counts and allocated totals (as the overview
+//	@Description	computes them, from the watch cache) at once, then whenever they change, at most once a second.
+//	@Description	Each event is the whole state, so a reconnection needs no resumption. Rights are checked again
+//	@Description	at the verdict cache's TTL; a caller who may no longer list Ray clusters in the namespace gets
+//	@Description	ERROR and the stream ends. Heartbeats, bounds and ends as for list streams.
+//	@Tags			watch
+//	@Produce		text/event-stream
+//	@Produce		json
+//	@Security		Bearer
+//	@Param			namespace	query		string	false	"only this namespace"
+//	@Success		200			{object}	OverviewLive	"a stream of OVERVIEW events, each with this data"
+//	@Failure		400,401,403,429,503	{object}	Envelope
+//	@Router			/rest/ray/v1/overview/watch [get]
+func (s *Server) watchOverview(c *gin.Context) (*response, error) {
+	ns, err := namespaceQuery(c)
+	if err != nil {
+		return nil, err
+	}
+	scopes, err := s.overviewScopes(c.Request.Context(), token(c), ns)
+	if err != nil {
+		return nil, err
+	}
+	return nil, s.serveStream(c, &overviewStream{s: s, ns: ns, token: token(c), scopes: scopes}, overviewInterval)
+}
+
+// overviewStream is the state of one overview stream: its rights, and the data it last sent.
+type overviewStream struct {
+	s      *Server
+	ns     string
+	token  string
+	w      *sseWriter
+	scopes map[*ray.Kind]cache.Scopes
+	last   []byte
+}
+
+func (o *overviewStream) start(_ context.Context, w *sseWriter) { o.w = w }
+func (o *overviewStream) woken() <-chan struct{}                { return nil }
+func (o *overviewStream) stop()                                 {}
+
+// send sends OVERVIEW when the figures differ from those last sent; what changes within the pace
+// that follows is in the next.
+func (o *overviewStream) send() bool {
+	counts, alloc := o.s.countsIn(o.scopes)
+	data, err := json.Marshal(OverviewLive{Counts: counts, Allocated: alloc})
+	if err != nil || bytes.Equal(data, o.last) {
+		return false
+	}
+	o.w.raw(EventOverview, noID, data)
+	o.last = data
+	return true
+}
+
+// recheck moves the stream to the caller's rights now.
+func (o *overviewStream) recheck(ctx context.Context) error {
+	next, err := o.s.overviewScopes(ctx, o.token, o.ns)
+	if err == nil {
+		o.scopes = next
+	}
+	return err
 }

@@ -1,22 +1,15 @@
 package api
 
 import (
-	"context"
 	"fmt"
 	"net/http"
-	"strconv"
-	"strings"
 
 	"github.com/gin-gonic/gin"
 	"go.uber.org/zap"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/yaml"
 
 	"ray-service/internal/audit"
-	"ray-service/internal/auth"
-	"ray-service/internal/cache"
 	"ray-service/internal/k8s"
 	"ray-service/internal/ray"
 )
@@ -53,14 +46,6 @@ type DeleteData struct {
 	Name      string `json:"name"`
 }
 
-func forbidden(k *ray.Kind, verb, ns string) error {
-	where := "in all namespaces"
-	if ns != "" {
-		where = "in namespace " + strconv.Quote(ns)
-	}
-	return apierrors.NewForbidden(k.GVR().GroupResource(), "", fmt.Errorf("the caller may not %s %s %s", verb, k.Resource, where))
-}
-
 // listAll lists a kind across every namespace the caller may list it in.
 //
 //	@Summary		List across namespaces
@@ -92,7 +77,7 @@ func forbidden(k *ray.Kind, verb, ns string) error {
 //	@Success		200				{object}	Envelope{data=Page[ray.Summary]}
 //	@Failure		400,401,404,503	{object}	Envelope
 //	@Router			/rest/ray/v1/{kind} [get]
-func (s *Server) listAll(c *gin.Context) { s.list(c) }
+func (s *Server) listAll(c *gin.Context) (*response, error) { return s.list(c) }
 
 // list lists a kind in one namespace.
 //
@@ -118,155 +103,21 @@ func (s *Server) listAll(c *gin.Context) { s.list(c) }
 //	@Success		200					{object}	Envelope{data=Page[ray.Summary]}
 //	@Failure		400,401,403,404,503	{object}	Envelope
 //	@Router			/rest/ray/v1/namespaces/{namespace}/{kind} [get]
-func (s *Server) list(c *gin.Context) {
+func (s *Server) list(c *gin.Context) (*response, error) {
 	k := req(c).kind
 	q, err := parseListQuery(c)
 	if err != nil {
-		s.fail(c, err)
-		return
+		return nil, err
 	}
 	scopes, err := s.visibleScopes(c.Request.Context(), token(c), k, c.Param("namespace"), q.Type != ray.TypeInstance)
 	if err != nil {
-		s.fail(c, err)
-		return
+		return nil, err
 	}
 	page, total := s.Store.List(k, scopes, q)
 	if err := s.withActions(c.Request.Context(), token(c), k, page); err != nil {
-		s.fail(c, err)
-		return
-	}
-	s.ok(c, http.StatusOK, Page[ray.Summary]{Items: page, Total: total, Page: q.Page, PageSize: q.PageSize})
-}
-
-// visibleScopes returns where the caller may see the instances of k in ns ("" for all namespaces):
-// where it may list the kind; and, with templates, where it may see its templates, which are
-// ConfigMaps: where it may also list ConfigMaps. Asking for one namespace where the caller may not
-// list the kind is Forbidden.
-func (s *Server) visibleScopes(ctx context.Context, tok string, k *ray.Kind, ns string, templates bool) (cache.Scopes, error) {
-	candidates := s.Store.Namespaces(k)
-	instances, err := s.Authz.Scope(ctx, tok, auth.Attributes{Verb: "list", Group: ray.RayGroupVersion.Group, Resource: k.Resource, Namespace: ns}, candidates)
-	if err != nil {
-		return cache.Scopes{}, err
-	}
-	if ns != "" && instances.IsEmpty() {
-		return cache.Scopes{}, forbidden(k, "list", ns)
-	}
-	sc := cache.Scopes{Instances: instances}
-	if templates {
-		cmScope, err := s.Authz.Scope(ctx, tok, auth.Attributes{Verb: "list", Resource: "configmaps", Namespace: ns}, candidates)
-		if err != nil {
-			return cache.Scopes{}, err
-		}
-		sc.Templates = instances.Intersect(cmScope)
-	}
-	return sc, nil
-}
-
-// parseListQuery reads and checks the list parameters.
-func parseListQuery(c *gin.Context) (*cache.Query, error) {
-	q := &cache.Query{Search: c.Query("search"), SortBy: cache.SortByCreatedAt, Desc: true, Page: 1, PageSize: 20}
-	q.Statuses = splitList(c.Query("status"))
-	q.RayVersions = splitList(c.Query("rayVersion"))
-	q.Creators = splitList(c.Query("creator"))
-	q.Healths = splitList(c.Query("health"))
-	for _, h := range q.Healths {
-		switch h {
-		case ray.HealthHealthy, ray.HealthProgressing, ray.HealthDegraded, ray.HealthFailed, ray.HealthStopped:
-		default:
-			return nil, badRequest("health %q: want Healthy, Progressing, Degraded, Failed or Stopped", h)
-		}
-	}
-	switch t := c.Query("type"); t {
-	case "", ray.TypeInstance, ray.TypeTemplate:
-		q.Type = t
-	default:
-		return nil, badRequest("type %q: want instance or template", t)
-	}
-	switch by := c.Query("sortBy"); by {
-	case "":
-	case cache.SortByName, cache.SortByCreatedAt, cache.SortByStatus, cache.SortByRayVersion:
-		q.SortBy = by
-	default:
-		return nil, badRequest("sortBy %q: want name, createdAt, status or rayVersion", by)
-	}
-	var err error
-	if q.Desc, err = descParam(c); err != nil {
 		return nil, err
 	}
-	if q.Page, q.PageSize, err = pageParams(c); err != nil {
-		return nil, err
-	}
-	if sel := c.Query("labelSelector"); sel != "" {
-		if q.Labels, err = labels.Parse(sel); err != nil {
-			return nil, badRequest("labelSelector: %v", err)
-		}
-	}
-	return q, nil
-}
-
-// descParam reads order: desc (the default) or asc.
-func descParam(c *gin.Context) (bool, error) {
-	switch o := c.Query("order"); o {
-	case "", "desc":
-		return true, nil
-	case "asc":
-		return false, nil
-	default:
-		return false, badRequest("order %q: want asc or desc", o)
-	}
-}
-
-// pageParams reads page (from 1) and pageSize (20 by default, at most 500), as every list pages.
-func pageParams(c *gin.Context) (page, size int, err error) {
-	if page, err = intParam(c, "page", 1, 1, 1<<30); err != nil {
-		return 0, 0, err
-	}
-	size, err = intParam(c, "pageSize", 20, 1, 500)
-	return page, size, err
-}
-
-func splitList(v string) []string {
-	var out []string
-	for p := range strings.SplitSeq(v, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
-func intParam(c *gin.Context, name string, def, lo, hi int) (int, error) {
-	v := c.Query(name)
-	if v == "" {
-		return def, nil
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < lo || n > hi {
-		return 0, badRequest("%s %q: want a whole number from %d to %d", name, v, lo, hi)
-	}
-	return n, nil
-}
-
-func boolParam(c *gin.Context, name string) (bool, error) {
-	v := c.Query(name)
-	if v == "" {
-		return false, nil
-	}
-	b, err := strconv.ParseBool(v)
-	if err != nil {
-		return false, badRequest("%s %q: want true or false", name, v)
-	}
-	return b, nil
-}
-
-// manifestRequest reads what create and replace share: dryRun and the manifest of the body.
-func manifestRequest(c *gin.Context) (*unstructured.Unstructured, bool, error) {
-	dryRun, err := boolParam(c, "dryRun")
-	if err != nil {
-		return nil, false, err
-	}
-	obj, err := readManifest(c.Writer, c.Request)
-	return obj, dryRun, err
+	return ok(Page[ray.Summary]{Items: page, Total: total, Page: q.Page, PageSize: q.PageSize}), nil
 }
 
 // create creates an object from a JSON, YAML or uploaded manifest, as the caller.
@@ -294,32 +145,27 @@ func manifestRequest(c *gin.Context) (*unstructured.Unstructured, bool, error) {
 //	@Failure		422							{object}	Envelope	"invalid: details name the fields"
 //	@Failure		503,504						{object}	Envelope
 //	@Router			/rest/ray/v1/namespaces/{namespace}/{kind} [post]
-func (s *Server) create(c *gin.Context) {
+func (s *Server) create(c *gin.Context) (*response, error) {
 	r := req(c)
 	obj, dryRun, err := manifestRequest(c)
 	if err != nil {
-		s.fail(c, err)
-		return
+		return nil, err
 	}
 	start := true
 	if c.Query("start") != "" {
 		if start, err = boolParam(c, "start"); err != nil {
-			s.fail(c, err)
-			return
+			return nil, err
 		}
 	}
 	cur, err := s.createAs(c, r, obj, c.Param("namespace"), start, dryRun)
 	if err != nil {
-		s.fail(c, err)
-		return
+		return nil, err
 	}
-	code := http.StatusCreated
 	if dryRun {
-		code = http.StatusOK
-	} else {
-		s.recordCurrent(c, audit.Create, r, cur, "")
+		return ok(s.detail(c, r, cur)), nil
 	}
-	s.ok(c, code, s.detail(c, r, cur))
+	s.recordCurrent(c, audit.Create, r, cur, "")
+	return withCode(http.StatusCreated, s.detail(c, r, cur)), nil
 }
 
 // createAs creates obj in ns as the caller, who is recorded as its creator: a create and a rerun from
@@ -350,30 +196,28 @@ func (s *Server) createAs(c *gin.Context, r *request, obj *unstructured.Unstruct
 //	@Success		200					{object}	Envelope{data=Detail}
 //	@Failure		400,401,403,404,503,504	{object}	Envelope
 //	@Router			/rest/ray/v1/namespaces/{namespace}/{kind}/{name} [get]
-func (s *Server) get(c *gin.Context) {
+func (s *Server) get(c *gin.Context) (*response, error) {
 	r := req(c)
 	// Events the caller may not list are left out of the detail, not refused.
 	cur, events, err := r.objects.ResolveWithEvents(c.Request.Context(), c.Param("namespace"), c.Param("name"))
 	if err != nil {
-		s.fail(c, err)
-		return
+		return nil, err
 	}
 	d := s.detail(c, r, cur)
 	if events != nil {
 		d.Events = events[:min(len(events), RecentEvents)]
 	}
-	s.ok(c, http.StatusOK, d)
+	return ok(d), nil
 }
 
 // resolve reads the object of the path as the caller: the instance, else its template.
-func (s *Server) resolve(c *gin.Context) (*request, *k8s.Current, bool) {
+func (s *Server) resolve(c *gin.Context) (*request, *k8s.Current, error) {
 	r := req(c)
 	cur, err := r.objects.Resolve(c.Request.Context(), c.Param("namespace"), c.Param("name"))
 	if err != nil {
-		s.fail(c, err)
-		return nil, nil, false
+		return nil, nil, err
 	}
-	return r, cur, true
+	return r, cur, nil
 }
 
 // detail shows an instance or a template.
@@ -429,26 +273,23 @@ func (s *Server) detail(c *gin.Context, r *request, cur *k8s.Current) Detail {
 //	@Failure		422							{object}	Envelope	"invalid: details name the fields"
 //	@Failure		503,504						{object}	Envelope
 //	@Router			/rest/ray/v1/namespaces/{namespace}/{kind}/{name} [put]
-func (s *Server) replace(c *gin.Context) {
+func (s *Server) replace(c *gin.Context) (*response, error) {
 	r := req(c)
 	obj, dryRun, err := manifestRequest(c)
 	if err != nil {
-		s.fail(c, err)
-		return
+		return nil, err
 	}
 	if err := r.kind.PrepareUpdate(obj, c.Param("namespace"), c.Param("name")); err != nil {
-		s.fail(c, err)
-		return
+		return nil, err
 	}
 	cur, err := r.objects.Replace(c.Request.Context(), obj, dryRun)
 	if err != nil {
-		s.fail(c, err)
-		return
+		return nil, err
 	}
 	if !dryRun {
 		s.recordCurrent(c, audit.Replace, r, cur, "")
 	}
-	s.ok(c, http.StatusOK, s.detail(c, r, cur))
+	return ok(s.detail(c, r, cur)), nil
 }
 
 // delete deletes an object as the caller.
@@ -463,19 +304,17 @@ func (s *Server) replace(c *gin.Context) {
 //	@Success		200						{object}	Envelope{data=DeleteData}
 //	@Failure		400,401,403,404,409,503,504	{object}	Envelope
 //	@Router			/rest/ray/v1/namespaces/{namespace}/{kind}/{name} [delete]
-func (s *Server) delete(c *gin.Context) {
+func (s *Server) delete(c *gin.Context) (*response, error) {
 	force, err := boolParam(c, "force")
 	if err != nil {
-		s.fail(c, err)
-		return
+		return nil, err
 	}
 	ns, name := c.Param("namespace"), c.Param("name")
 	if err := req(c).objects.Delete(c.Request.Context(), ns, name, force); err != nil {
-		s.fail(c, err)
-		return
+		return nil, err
 	}
 	s.recordWrite(c, audit.Delete, req(c).kind, ns, name, "", forcedDetail(force))
-	s.ok(c, http.StatusOK, DeleteData{Namespace: ns, Name: name})
+	return ok(DeleteData{Namespace: ns, Name: name}), nil
 }
 
 // exportYAML returns the object as YAML, read from the apiserver as the caller.
@@ -493,15 +332,14 @@ func (s *Server) delete(c *gin.Context) {
 //	@Success		200					{string}	string	"the manifest"
 //	@Failure		400,401,403,404,503	{object}	Envelope
 //	@Router			/rest/ray/v1/namespaces/{namespace}/{kind}/{name}/yaml [get]
-func (s *Server) exportYAML(c *gin.Context) {
+func (s *Server) exportYAML(c *gin.Context) (*response, error) {
 	download, err := boolParam(c, "download")
 	if err != nil {
-		s.fail(c, err)
-		return
+		return nil, err
 	}
-	_, cur, ok := s.resolve(c)
-	if !ok {
-		return
+	_, cur, err := s.resolve(c)
+	if err != nil {
+		return nil, err
 	}
 	var obj *unstructured.Unstructured
 	if cur.Template != nil {
@@ -512,13 +350,13 @@ func (s *Server) exportYAML(c *gin.Context) {
 	}
 	out, err := yaml.Marshal(obj.Object)
 	if err != nil {
-		s.fail(c, err)
-		return
+		return nil, err
 	}
+	res := &response{code: http.StatusOK, contentType: "application/yaml; charset=utf-8", body: out}
 	if download {
-		c.Header("Content-Disposition", fmt.Sprintf(`attachment; filename="%s.yaml"`, obj.GetName()))
+		res.header = http.Header{"Content-Disposition": {fmt.Sprintf(`attachment; filename="%s.yaml"`, obj.GetName())}}
 	}
-	c.Data(http.StatusOK, "application/yaml; charset=utf-8", out)
+	return res, nil
 }
 
 func forcedDetail(force bool) string {

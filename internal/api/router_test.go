@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
 
+	"ray-service/internal/cache"
 	"ray-service/internal/metrics"
 	"ray-service/internal/ray"
 )
@@ -72,4 +73,33 @@ func TestRouterWithoutKubernetes(t *testing.T) {
 	w = do("GET", "/metrics", "")
 	require.Equal(t, 200, w.Code)
 	assert.Contains(t, w.Body.String(), `ray_service_http_requests_total{code="401",method="GET",route="/rest/ray/v1/:kind"} 1`, w.Body.String())
+}
+
+// Routes served from the watch cache build no clients for the caller; those that call Kubernetes as
+// the caller build them once.
+func TestCacheRoutesBuildNoClients(t *testing.T) {
+	e := &handlerEnv{objects: &fakeObjects{current: instance("a", "x")}, authz: &fakeAuthz{allowed: true},
+		store: &fakeStore{items: map[string][]*cache.Item{"rayclusters": {item("a", "x", "Running")}}}}
+	built := 0
+	h := e.routerWith(func(d *Deps) {
+		objects := d.Objects
+		d.Objects = func(k *ray.Kind, token string) (Objects, error) {
+			built++
+			return objects(k, token)
+		}
+	})
+	for path, want := range map[string]int{
+		"/rest/ray/v1/rayclusters":                          0,
+		"/rest/ray/v1/namespaces/a/rayclusters":             0,
+		"/rest/ray/v1/namespaces/a/rayclusters/x/dashboard": 0,
+		"/rest/ray/v1/namespaces/a/rayclusters/x":           1,
+	} {
+		built = 0
+		r := httptest.NewRequest("GET", path, nil)
+		r.Header.Set("Authorization", "Bearer t")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		assert.Less(t, w.Code, 400, path)
+		assert.Equal(t, want, built, path)
+	}
 }

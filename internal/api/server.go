@@ -4,7 +4,6 @@ package api
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -21,7 +20,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/util/validation"
 
 	"ray-service/internal/auth"
 	"ray-service/internal/cache"
@@ -84,9 +82,10 @@ type Objects interface {
 	Delete(ctx context.Context, ns, name string, force bool) error
 	// Summarize is the whole summary of what Resolve returned.
 	Summarize(cur *k8s.Current) ray.Summary
-	Pods(ctx context.Context, obj *unstructured.Unstructured) ([]corev1.Pod, error)
+	// Pods, Events and OpenLogs read the instance cur holds, summarized once (Summarize) for all.
+	Pods(ctx context.Context, cur *k8s.Current) ([]corev1.Pod, error)
 	Events(ctx context.Context, cur *k8s.Current) ([]ray.EventInfo, error)
-	OpenLogs(ctx context.Context, obj *unstructured.Unstructured, pod, container string, opts *corev1.PodLogOptions) (*k8s.LogStream, error)
+	OpenLogs(ctx context.Context, cur *k8s.Current, pod, container string, opts *corev1.PodLogOptions) (*k8s.LogStream, error)
 }
 
 // ObjectsFor returns the objects of kind k as the holder of token reads and writes them.
@@ -94,8 +93,9 @@ type ObjectsFor func(k *ray.Kind, token string) (Objects, error)
 
 // Dashboards reaches Ray dashboards (dashboard.Dashboards).
 type Dashboards interface {
-	// Address is host:port of the Ray dashboard of the cluster an instance runs on, "" without one.
-	Address(k *ray.Kind, o *unstructured.Unstructured) string
+	// Address is host:port of the Ray dashboard of the cluster an instance runs on (s is its summary),
+	// "" without one.
+	Address(k *ray.Kind, o *unstructured.Unstructured, s *ray.Summary) string
 	// Transport is how the proxy reaches them.
 	Transport() http.RoundTripper
 }
@@ -174,13 +174,13 @@ func NewRouter(d Deps) *gin.Engine {
 	r.ContextWithFallback = true
 	r.HandleMethodNotAllowed = true
 	r.Use(s.observe, s.recover, s.dashboardsOnlyThere)
-	r.NoRoute(func(c *gin.Context) {
-		s.fail(c, statusError(http.StatusNotFound, metav1.StatusReasonNotFound, fmt.Sprintf("no route %s %s", c.Request.Method, c.Request.URL.Path)))
-	})
-	r.NoMethod(func(c *gin.Context) {
-		s.fail(c, statusError(http.StatusMethodNotAllowed, metav1.StatusReasonMethodNotAllowed,
-			fmt.Sprintf("method %s is not allowed on %s", c.Request.Method, c.Request.URL.Path)))
-	})
+	r.NoRoute(s.handle(func(c *gin.Context) (*response, error) {
+		return nil, statusError(http.StatusNotFound, metav1.StatusReasonNotFound, fmt.Sprintf("no route %s %s", c.Request.Method, c.Request.URL.Path))
+	}))
+	r.NoMethod(s.handle(func(c *gin.Context) (*response, error) {
+		return nil, statusError(http.StatusMethodNotAllowed, metav1.StatusReasonMethodNotAllowed,
+			fmt.Sprintf("method %s is not allowed on %s", c.Request.Method, c.Request.URL.Path))
+	}))
 
 	r.GET("/healthz", s.healthz)
 	r.GET("/readyz", s.readyz)
@@ -191,39 +191,42 @@ func NewRouter(d Deps) *gin.Engine {
 	v1 := r.Group(BasePath)
 	s.swaggerRoutes(v1)
 	a := v1.Group("", s.authenticate)
-	a.GET("/overview", s.overview)
-	a.GET("/overview/watch", s.watchOverview)
-	a.GET("/audit", s.auditList)
-	a.GET("/audit/verify", s.auditVerify)
+	a.GET("/overview", s.handle(s.overview))
+	a.GET("/overview/watch", s.handle(s.watchOverview))
+	a.GET("/audit", s.handle(s.auditList))
+	a.GET("/audit/verify", s.handle(s.auditVerify))
+	// Routes served from the watch cache or the history read nothing as the caller and build no
+	// clients for it; the others take the caller's objects from asCaller.
 	h := a.Group("/history/:kind", s.withKind)
-	h.GET("", s.historyList)
-	h.GET("/:uid", s.historyGet)
-	h.POST("/:uid/rerun", s.historyRerun)
+	h.GET("", s.handle(s.historyList))
+	h.GET("/:uid", s.handle(s.historyGet))
+	h.POST("/:uid/rerun", s.asCaller, s.handle(s.historyRerun))
 	all := a.Group("/:kind", s.withKind)
-	all.GET("", s.listAll)
-	all.GET("/watch", s.watchAll)
-	all.POST("/batch-delete", s.batchDelete)
+	all.GET("", s.handle(s.listAll))
+	all.GET("/watch", s.handle(s.watchAll))
+	all.POST("/batch-delete", s.asCaller, s.handle(s.batchDelete))
 	ns := a.Group("/namespaces/:namespace/:kind", s.withKind)
-	ns.GET("", s.list)
-	ns.POST("", s.create)
-	ns.GET("/watch", s.watchList)
-	ns.GET("/:name", s.get)
-	ns.GET("/:name/watch", s.watchObject)
-	ns.PUT("/:name", s.replace)
-	ns.DELETE("/:name", s.delete)
-	ns.GET("/:name/yaml", s.exportYAML)
-	ns.POST("/:name/start", s.start)
-	ns.POST("/:name/stop", s.stop)
-	ns.POST("/:name/scale", s.scale)
-	ns.GET("/:name/pods", s.pods)
-	ns.GET("/:name/events", s.events)
-	ns.GET("/:name/logs", s.logs)
-	ns.GET("/:name/dashboard", s.dashboardRoot)
+	ns.GET("", s.handle(s.list))
+	ns.GET("/watch", s.handle(s.watchList))
+	ns.GET("/:name/dashboard", s.handle(s.dashboardRoot))
+	obj := ns.Group("", s.asCaller)
+	obj.POST("", s.handle(s.create))
+	obj.GET("/:name", s.handle(s.get))
+	obj.GET("/:name/watch", s.handle(s.watchObject))
+	obj.PUT("/:name", s.handle(s.replace))
+	obj.DELETE("/:name", s.handle(s.delete))
+	obj.GET("/:name/yaml", s.handle(s.exportYAML))
+	obj.POST("/:name/start", s.handle(s.start))
+	obj.POST("/:name/stop", s.handle(s.stop))
+	obj.POST("/:name/scale", s.handle(s.scale))
+	obj.GET("/:name/pods", s.handle(s.pods))
+	obj.GET("/:name/events", s.handle(s.events))
+	obj.GET("/:name/logs", s.handle(s.logs))
 	for method := range proxyVerbs {
-		ns.Handle(method, "/:name/dashboard/*path", s.dashboard)
+		obj.Handle(method, "/:name/dashboard/*path", s.handle(s.dashboard))
 	}
-	ns.GET("/:name/metrics", s.clusterMetrics)
-	ns.GET("/:name/health", s.clusterHealth)
+	obj.GET("/:name/metrics", s.handle(s.clusterMetrics))
+	obj.GET("/:name/health", s.handle(s.clusterHealth))
 	return r
 }
 
@@ -266,10 +269,11 @@ func (s *Server) recover(c *gin.Context) {
 				panic(v)
 			}
 			logger(c).Error("panic while serving", zap.Any("panic", v), zap.Stack("stack"))
-			if !c.Writer.Written() {
-				s.fail(c, errors.New("panic while serving"))
+			if c.Writer.Written() {
+				c.Abort()
+				return
 			}
-			c.Abort()
+			s.abort(c, errors.New("panic while serving"))
 		}
 	}()
 	c.Next()
@@ -282,17 +286,15 @@ func (s *Server) dashboardsOnlyThere(c *gin.Context) {
 		c.Next()
 		return
 	}
-	s.fail(c, statusError(http.StatusNotFound, metav1.StatusReasonNotFound, "this origin serves Ray dashboards only"))
-	c.Abort()
+	s.abort(c, statusError(http.StatusNotFound, metav1.StatusReasonNotFound, "this origin serves Ray dashboards only"))
 }
 
 // authenticate requires a bearer token. The token is checked by the apiserver at its first use.
 func (s *Server) authenticate(c *gin.Context) {
 	token := auth.TokenFromRequest(c.Request)
 	if token == "" {
-		s.fail(c, statusError(http.StatusUnauthorized, metav1.StatusReasonUnauthorized,
+		s.abort(c, statusError(http.StatusUnauthorized, metav1.StatusReasonUnauthorized,
 			"no bearer token: send X-OpenFuyao-Authorization or Authorization: Bearer <token>"))
-		c.Abort()
 		return
 	}
 	c.Set(tokenKey{}, token)
@@ -300,76 +302,44 @@ func (s *Server) authenticate(c *gin.Context) {
 	c.Next()
 }
 
-// request is what withKind resolves once for a handler of the kind routes: the kind of the path and
-// its objects as the caller reads and writes them.
+// request is what the kind routes' middlewares resolve once for a handler: the kind of the path
+// (withKind) and, for a route that reads or writes as the caller, its objects of that kind as the
+// caller reads and writes them (asCaller; nil on routes served from the watch cache).
 type request struct {
 	kind    *ray.Kind
 	objects Objects
 }
 
-// withKind resolves the {kind} path parameter (anything but the three Ray kinds is 404) and the
-// caller's objects of that kind.
+// withKind resolves the {kind} path parameter (anything but the three Ray kinds is 404) and checks the
+// path's names.
 func (s *Server) withKind(c *gin.Context) {
 	k, ok := s.Kinds.Lookup(c.Param("kind"))
 	if !ok {
-		s.fail(c, statusError(http.StatusNotFound, metav1.StatusReasonNotFound,
+		s.abort(c, statusError(http.StatusNotFound, metav1.StatusReasonNotFound,
 			fmt.Sprintf("unknown kind %q: use rayclusters, rayjobs or rayservices", c.Param("kind"))))
-		c.Abort()
 		return
 	}
 	if err := checkPathNames(c.Param("namespace"), c.Param("name")); err != nil {
-		s.fail(c, err)
-		c.Abort()
+		s.abort(c, err)
 		return
 	}
-	objs, err := s.Objects(k, token(c))
-	if err != nil {
-		s.fail(c, err)
-		c.Abort()
-		return
-	}
-	c.Set(requestKey{}, &request{kind: k, objects: objs})
+	c.Set(requestKey{}, &request{kind: k})
 	c.Next()
 }
 
-// checkPathNames refuses, before any access review or Kubernetes call, a namespace that is no
-// namespace name and an object name that is no Kubernetes object name ("" where the path has none).
-func checkPathNames(ns, name string) error {
-	if p := namespaceProblem(ns); p != "" {
-		return badRequest("namespace %q in the path is not a namespace name: %s", ns, p)
+// asCaller makes the caller's objects of the path's kind (its clients), after withKind.
+func (s *Server) asCaller(c *gin.Context) {
+	r := req(c)
+	objs, err := s.Objects(r.kind, token(c))
+	if err != nil {
+		s.abort(c, err)
+		return
 	}
-	if p := nameProblem(name); p != "" {
-		return badRequest("name %q in the path is not a Kubernetes object name: %s", name, p)
-	}
-	return nil
+	r.objects = objs
+	c.Next()
 }
 
-// namespaceQuery reads the optional namespace query parameter, refusing what is no namespace name.
-func namespaceQuery(c *gin.Context) (string, error) {
-	ns := c.Query("namespace")
-	if p := namespaceProblem(ns); p != "" {
-		return "", badRequest("namespace %q is not a namespace name: %s", ns, p)
-	}
-	return ns, nil
-}
-
-// namespaceProblem says what makes ns no namespace name, "" when it is one or empty.
-func namespaceProblem(ns string) string {
-	if ns == "" {
-		return ""
-	}
-	return strings.Join(validation.IsDNS1123Label(ns), "; ")
-}
-
-// nameProblem says what makes name no Kubernetes object name, "" when it is one or empty.
-func nameProblem(name string) string {
-	if name == "" {
-		return ""
-	}
-	return strings.Join(validation.IsDNS1123Subdomain(name), "; ")
-}
-
-// req returns what withKind resolved.
+// req returns what withKind and asCaller resolved.
 func req(c *gin.Context) *request { return c.MustGet(requestKey{}).(*request) }
 
 func token(c *gin.Context) string { return c.GetString(tokenKey{}) }
@@ -440,30 +410,4 @@ func logger(c *gin.Context) *zap.Logger {
 		return l.(*zap.Logger)
 	}
 	return zap.NewNop()
-}
-
-// respond writes an envelope with its code as the HTTP status. The encoder marshals into a pooled
-// buffer and writes it at once, so a list costs no body-sized allocation.
-func (s *Server) respond(c *gin.Context, env Envelope) {
-	c.Header("Content-Type", "application/json; charset=utf-8")
-	c.Status(env.Code)
-	if err := json.NewEncoder(c.Writer).Encode(env); err != nil {
-		logger(c).Error("encoding the answer", zap.Error(err))
-	}
-}
-
-// ok writes data with the given success status.
-func (s *Server) ok(c *gin.Context, code int, data any) {
-	s.respond(c, Envelope{Code: code, Msg: http.StatusText(code), Data: data})
-}
-
-// fail writes err as errorEnvelope maps it, logging what the client is not told.
-func (s *Server) fail(c *gin.Context, err error) {
-	env, internal := errorEnvelope(err)
-	if internal {
-		logger(c).Error("request failed", zap.Error(err))
-	} else if env.Code >= 500 {
-		logger(c).Warn("request failed", zap.Error(err))
-	}
-	s.respond(c, env)
 }

@@ -1,17 +1,14 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"strconv"
 	"strings"
 
 	"github.com/gin-gonic/gin"
-	"go.uber.org/zap"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
-	"ray-service/internal/auth"
 	"ray-service/internal/cache"
 	"ray-service/internal/ray"
 )
@@ -71,22 +68,6 @@ type OverviewLive struct {
 	Allocated cache.Allocation `json:"allocated"`
 }
 
-// scopeHash names scopes in event ids, so that a stream resumed by a caller whose rights changed in
-// between starts again from a snapshot.
-func scopeHash(sc cache.Scopes) string {
-	h := fnv.New32a()
-	for _, s := range []auth.Scope{sc.Instances, sc.Templates} {
-		switch {
-		case s.IsAll():
-			h.Write([]byte("*"))
-		default:
-			h.Write([]byte(strings.Join(s.List(), ",")))
-		}
-		h.Write([]byte{0})
-	}
-	return strconv.FormatUint(uint64(h.Sum32()), 36)
-}
-
 // watchAll streams the items of a kind across namespaces.
 //
 //	@Summary		Watch a list across namespaces
@@ -125,7 +106,7 @@ func scopeHash(sc cache.Scopes) string {
 //	@Success		200				{object}	WatchEvent	"a stream of events; the schema shows each event's data under the event's name"
 //	@Failure		400,401,404,429,503	{object}	Envelope
 //	@Router			/rest/ray/v1/{kind}/watch [get]
-func (s *Server) watchAll(c *gin.Context) { s.watchList(c) }
+func (s *Server) watchAll(c *gin.Context) (*response, error) { return s.watchList(c) }
 
 // watchList streams the items of a kind in one namespace.
 //
@@ -152,80 +133,72 @@ func (s *Server) watchAll(c *gin.Context) { s.watchList(c) }
 //	@Success		200				{object}	WatchEvent	"a stream of events; the schema shows each event's data under the event's name"
 //	@Failure		400,401,403,404,429,503	{object}	Envelope
 //	@Router			/rest/ray/v1/namespaces/{namespace}/{kind}/watch [get]
-func (s *Server) watchList(c *gin.Context) {
+func (s *Server) watchList(c *gin.Context) (*response, error) {
 	k := req(c).kind
 	q, err := parseListQuery(c)
 	if err != nil {
-		s.fail(c, err)
-		return
+		return nil, err
 	}
 	ns := c.Param("namespace")
 	templates := q.Type != ray.TypeInstance
 	scopes, err := s.visibleScopes(c.Request.Context(), token(c), k, ns, templates)
 	if err != nil {
-		s.fail(c, err)
-		return
+		return nil, err
 	}
-	st := s.openStream(c)
-	if st == nil {
-		return
-	}
-	defer st.close()
-	ctx, w := st.ctx, st.w
-	l := &listStream{s: s, k: k, q: q, w: w, scopes: scopes, epoch: s.Store.Epoch(), rights: &rightsAsked{s: s, ctx: ctx, token: token(c)}}
-	if last := c.GetHeader("Last-Event-ID"); last == "" {
-		l.snapshot("")
-	} else if reason := l.resume(last); reason != "" {
-		l.snapshot(reason)
-	}
-	for {
-		if err := w.flush(); err != nil {
-			return
-		}
-		changed := s.Store.Changed()
-		if l.catchUp() {
-			continue
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-changed:
-		case <-st.heartbeat:
-			w.line(": heartbeat")
-		case <-st.reauth:
-			next, err := s.visibleScopes(ctx, token(c), k, ns, templates)
-			if err == nil && ns == "" && next.Instances.IsEmpty() && !l.scopes.Instances.IsEmpty() {
-				err = forbidden(k, "list", "")
-			}
-			switch {
-			case revoked(err):
-				l.rescope(cache.Scopes{})
-				s.endWith(w, err)
-				return
-			case err != nil:
-				// The rights could not be checked (the apiserver is away): the stream goes on as it was
-				// and tries again at the next tick.
-				logger(c).Warn("checking a watch stream's rights", zap.Error(err))
-			default:
-				l.rescope(next)
-			}
-			l.rights.known = nil // asked again at the next reason to show
-		}
-	}
+	l := &listStream{s: s, k: k, q: q, ns: ns, templates: templates, token: token(c), scopes: scopes,
+		epoch: s.Store.Epoch(), last: c.GetHeader("Last-Event-ID")}
+	return nil, s.serveStream(c, l, 0)
 }
 
 // listStream is the state of one list stream: where it is in the kind's change feed, with which rights.
 type listStream struct {
-	s      *Server
-	k      *ray.Kind
-	q      *cache.Query
-	w      *sseWriter
-	scopes cache.Scopes
-	epoch  string
-	seq    uint64
+	s         *Server
+	k         *ray.Kind
+	q         *cache.Query
+	ns        string
+	templates bool
+	token     string
+	w         *sseWriter
+	scopes    cache.Scopes
+	epoch     string
+	seq       uint64
+	// last is the Last-Event-ID the client resumes after, until the stream's first read of the feed.
+	last string
 	// rights remembers, until the next check of the rights, whether the caller may list what a health
 	// reason was read from in a namespace (see rightsAsked.shown).
 	rights *rightsAsked
+}
+
+// start sends a snapshot, unless the stream resumes where the client's last event id says.
+func (l *listStream) start(ctx context.Context, w *sseWriter) {
+	l.w, l.rights = w, &rightsAsked{s: l.s, ctx: ctx, token: l.token}
+	if l.last == "" {
+		l.snapshot("")
+	} else if reason := l.resume(l.last); reason != "" {
+		l.last = ""
+		l.snapshot(reason)
+	}
+}
+
+func (l *listStream) send() bool             { return l.catchUp() }
+func (l *listStream) woken() <-chan struct{} { return nil }
+func (l *listStream) stop()                  {}
+
+// recheck moves the stream to the caller's rights now; a caller who may list the kind nowhere any more
+// is told the items it saw are DELETED before the stream ends.
+func (l *listStream) recheck(ctx context.Context) error {
+	defer func() { l.rights.known = nil }() // asked again at the next reason to show
+	next, err := l.s.visibleScopes(ctx, l.token, l.k, l.ns, l.templates)
+	if err == nil && l.ns == "" && next.Instances.IsEmpty() && !l.scopes.Instances.IsEmpty() {
+		err = forbidden(l.k, "list", "")
+	}
+	switch {
+	case revoked(err):
+		l.rescope(cache.Scopes{})
+	case err == nil:
+		l.rescope(next)
+	}
+	return err
 }
 
 // id is the id of the event of change seq: the store's run, the position and the rights.
@@ -233,7 +206,8 @@ func (l *listStream) id(seq uint64) string {
 	return l.epoch + "." + strconv.FormatUint(seq, 10) + "." + scopeHash(l.scopes)
 }
 
-// resume takes up the stream after the event id last, and says why it cannot ("" when it can).
+// resume takes up the stream after the event id last, and says why it cannot ("" when it can). Whether
+// the feed still holds the changes since is known at the first catchUp, which reads them.
 func (l *listStream) resume(last string) string {
 	parts := strings.Split(last, ".")
 	seq, err := strconv.ParseUint(parts[min(1, len(parts)-1)], 10, 64)
@@ -244,9 +218,6 @@ func (l *listStream) resume(last string) string {
 		return fmt.Sprintf("Last-Event-ID %q is from another run of the service", last)
 	case parts[2] != scopeHash(l.scopes):
 		return fmt.Sprintf("Last-Event-ID %q was given for other rights of the caller", last)
-	}
-	if _, _, err := l.s.Store.Since(l.k, seq, l.scopes, l.scopes); err != nil {
-		return fmt.Sprintf("Last-Event-ID %q: %v", last, err)
 	}
 	l.seq = seq
 	return ""
@@ -266,15 +237,22 @@ func (l *listStream) snapshot(reason string) {
 	l.seq = seq
 }
 
-// catchUp sends what changed since the stream's position, and tells whether it sent anything.
+// catchUp sends what changed since the stream's position, and tells whether it sent anything. A
+// stream that resumes and whose position the feed no longer holds starts again from a snapshot.
 func (l *listStream) catchUp() bool {
 	changes, seq, err := l.s.Store.Since(l.k, l.seq, l.scopes, l.scopes)
-	if errors.Is(err, cache.ErrFeedGone) {
+	resumed := l.last
+	l.last = ""
+	switch {
+	case resumed != "" && err != nil:
+		l.snapshot(fmt.Sprintf("Last-Event-ID %q: %v", resumed, err))
+		return true
+	case errors.Is(err, cache.ErrFeedGone):
 		l.snapshot("the stream fell behind the changes the service keeps")
 		return true
 	}
 	l.seq = seq
-	return l.send(changes, true) > 0
+	return l.sendChanges(changes, true) > 0
 }
 
 // rescope moves the stream to new rights: what they show differently is sent without ids but the last
@@ -290,11 +268,12 @@ func (l *listStream) rescope(next cache.Scopes) {
 		return
 	}
 	l.seq = seq
-	l.send(changes, false)
+	l.sendChanges(changes, false)
 }
 
-// send sends the events of changes, and how many it sent. Without ids, only the last event has one.
-func (l *listStream) send(changes []cache.Change, ids bool) int {
+// sendChanges sends the events of changes, and how many it sent. Without ids, only the last event has
+// one.
+func (l *listStream) sendChanges(changes []cache.Change, ids bool) int {
 	type out struct {
 		name string
 		seq  uint64
@@ -323,14 +302,4 @@ func (l *listStream) send(changes []cache.Change, ids bool) int {
 		l.w.event(e.name, id, l.rights.shown(e.sum))
 	}
 	return len(events)
-}
-
-// revoked tells whether err says the caller may no longer do what its stream shows.
-func revoked(err error) bool { return apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) }
-
-// endWith sends err as the stream's last event.
-func (s *Server) endWith(w *sseWriter, err error) {
-	env, _ := errorEnvelope(err)
-	w.event(EventError, noID, env)
-	_ = w.flush()
 }

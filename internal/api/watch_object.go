@@ -10,92 +10,12 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
-	"go.uber.org/zap"
 	toolscache "k8s.io/client-go/tools/cache"
 
 	"ray-service/internal/auth"
 	"ray-service/internal/cache"
 	"ray-service/internal/ray"
 )
-
-// overviewInterval is the least time between two OVERVIEW events of a stream.
-const overviewInterval = time.Second
-
-// watchOverview streams the overview's counts and allocated totals.
-//
-//	@Summary		Watch the overview
-//	@Description	Server-Sent Events: OVERVIEW with the overview's counts and allocated totals (as the overview
-//	@Description	computes them, from the watch cache) at once, then whenever they change, at most once a second.
-//	@Description	Each event is the whole state, so a reconnection needs no resumption. Rights are checked again
-//	@Description	at the verdict cache's TTL; a caller who may no longer list Ray clusters in the namespace gets
-//	@Description	ERROR and the stream ends. Heartbeats, bounds and ends as for list streams.
-//	@Tags			watch
-//	@Produce		text/event-stream
-//	@Produce		json
-//	@Security		Bearer
-//	@Param			namespace	query		string	false	"only this namespace"
-//	@Success		200			{object}	OverviewLive	"a stream of OVERVIEW events, each with this data"
-//	@Failure		400,401,403,429,503	{object}	Envelope
-//	@Router			/rest/ray/v1/overview/watch [get]
-func (s *Server) watchOverview(c *gin.Context) {
-	ns, err := namespaceQuery(c)
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	scopes, err := s.overviewScopes(c.Request.Context(), token(c), ns)
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	st := s.openStream(c)
-	if st == nil {
-		return
-	}
-	defer st.close()
-	ctx, w := st.ctx, st.w
-	var last []byte
-	for {
-		changed := s.Store.Changed()
-		counts, alloc := s.countsIn(scopes)
-		data, err := json.Marshal(OverviewLive{Counts: counts, Allocated: alloc})
-		if err == nil && !bytes.Equal(data, last) {
-			w.raw(EventOverview, noID, data)
-			last = data
-			if err := w.flush(); err != nil {
-				return
-			}
-			// At most one event a second: what changes meanwhile is in the next.
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(overviewInterval):
-			}
-			continue
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-changed:
-		case <-st.heartbeat:
-			w.line(": heartbeat")
-			if err := w.flush(); err != nil {
-				return
-			}
-		case <-st.reauth:
-			next, err := s.overviewScopes(ctx, token(c), ns)
-			switch {
-			case revoked(err):
-				s.endWith(w, err)
-				return
-			case err != nil:
-				logger(c).Warn("checking a watch stream's rights", zap.Error(err))
-			default:
-				scopes = next
-			}
-		}
-	}
-}
 
 // watchObject streams one object.
 //
@@ -122,62 +42,17 @@ func (s *Server) watchOverview(c *gin.Context) {
 //	@Success		200				{object}	ObjectWatchEvent	"a stream of events; the schema shows each event's data under the event's name"
 //	@Failure		400,401,403,404,429,503,504	{object}	Envelope
 //	@Router			/rest/ray/v1/namespaces/{namespace}/{kind}/{name}/watch [get]
-func (s *Server) watchObject(c *gin.Context) {
-	r, cur, ok := s.resolve(c)
-	if !ok {
-		return
+func (s *Server) watchObject(c *gin.Context) (*response, error) {
+	r, cur, err := s.resolve(c)
+	if err != nil {
+		return nil, err
 	}
-	ns, name, tok := c.Param("namespace"), c.Param("name"), token(c)
-	o := &objectStream{s: s, k: r.kind, ns: ns, name: name, opened: r.objects.Summarize(cur), seen: map[string]bool{}}
+	o := &objectStream{s: s, k: r.kind, ns: c.Param("namespace"), name: c.Param("name"), token: token(c),
+		opened: r.objects.Summarize(cur), seen: map[string]bool{}}
 	if id, err := strconv.ParseInt(c.GetHeader("Last-Event-ID"), 10, 64); err == nil {
 		o.cursor = id
 	}
-	st := s.openStream(c)
-	if st == nil {
-		return
-	}
-	defer st.close()
-	ctx, w := st.ctx, st.w
-	o.w = w
-	o.checkPods(ctx, tok)
-	o.followEvents(ctx, tok)
-	defer o.stopEvents()
-	for first := true; ; first = false {
-		changed := s.Store.Changed()
-		var eventsChanged <-chan struct{}
-		if o.events != nil {
-			eventsChanged = o.events.Changed()
-		}
-		o.update(first)
-		if first {
-			w.event(EventSynced, o.id(), SyncedData{Total: 1})
-		}
-		if err := w.flush(); err != nil {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-changed:
-		case <-eventsChanged:
-		case <-st.heartbeat:
-			w.line(": heartbeat")
-		case <-st.reauth:
-			allowed, err := s.Authz.Allowed(ctx, tok, auth.Attributes{Verb: "get", Group: ray.RayGroupVersion.Group, Resource: r.kind.Resource, Namespace: ns, Name: name})
-			switch {
-			case err == nil && !allowed:
-				err = forbidden(r.kind, "get", ns)
-				fallthrough
-			case revoked(err):
-				s.endWith(w, err)
-				return
-			case err != nil:
-				logger(c).Warn("checking a watch stream's rights", zap.Error(err))
-			}
-			o.checkPods(ctx, tok)
-			o.followEvents(ctx, tok)
-		}
-	}
+	return nil, s.serveStream(c, o, 0)
 }
 
 // objectStream is the state of one object stream: what it last sent.
@@ -185,7 +60,9 @@ type objectStream struct {
 	s        *Server
 	k        *ray.Kind
 	ns, name string
+	token    string
 	w        *sseWriter
+	synced   bool
 	// opened is the summary read at the stream's start, sent when the cache does not hold the object yet.
 	opened  ray.Summary
 	item    *cache.Item
@@ -204,13 +81,56 @@ type objectStream struct {
 
 func (o *objectStream) id() string { return strconv.FormatInt(o.cursor, 10) }
 
+// start asks what the caller may be shown besides the object: its pods, its events.
+func (o *objectStream) start(ctx context.Context, w *sseWriter) {
+	o.w = w
+	o.checkPods(ctx)
+	o.followEvents(ctx)
+}
+
+// send sends what changed of the object, its pods and its events; the first time, the whole state and
+// SYNCED.
+func (o *objectStream) send() bool {
+	o.update(!o.synced)
+	if !o.synced {
+		o.w.event(EventSynced, o.id(), SyncedData{Total: 1})
+		o.synced = true
+	}
+	return false
+}
+
+// woken is closed at the next event of the namespace, while the caller may be shown them.
+func (o *objectStream) woken() <-chan struct{} {
+	if o.events == nil {
+		return nil
+	}
+	return o.events.Changed()
+}
+
+// recheck ends the stream of a caller who may no longer get the object, and asks again whether it
+// may be shown the pods and the events.
+func (o *objectStream) recheck(ctx context.Context) error {
+	allowed, err := o.s.Authz.Allowed(ctx, o.token, auth.Attributes{Verb: "get", Group: ray.RayGroupVersion.Group, Resource: o.k.Resource, Namespace: o.ns, Name: o.name})
+	switch {
+	case err == nil && !allowed:
+		return forbidden(o.k, "get", o.ns)
+	case revoked(err):
+		return err
+	}
+	o.checkPods(ctx)
+	o.followEvents(ctx)
+	return err
+}
+
+func (o *objectStream) stop() { o.stopEvents() }
+
 // followEvents holds the namespace's events while the caller may list them, and lets them go when it
 // may no longer. Asked again when the rights cannot be checked, it keeps what it has.
-func (o *objectStream) followEvents(ctx context.Context, tok string) {
+func (o *objectStream) followEvents(ctx context.Context) {
 	if o.s.WatchEvents == nil {
 		return
 	}
-	allowed, err := o.s.Authz.Allowed(ctx, tok, auth.Attributes{Verb: "list", Resource: "events", Namespace: o.ns})
+	allowed, err := o.s.Authz.Allowed(ctx, o.token, auth.Attributes{Verb: "list", Resource: "events", Namespace: o.ns})
 	switch {
 	case err != nil && !revoked(err):
 		return
@@ -241,8 +161,8 @@ func (o *objectStream) shown(sum *ray.Summary) *ray.Summary {
 
 // checkPods asks whether the caller may list pods in the namespace, as the pods route does: PODS are
 // sent only while it may. When the rights cannot be checked, it keeps what it had (none at first).
-func (o *objectStream) checkPods(ctx context.Context, tok string) {
-	allowed, err := o.s.Authz.Allowed(ctx, tok, auth.Attributes{Verb: "list", Resource: "pods", Namespace: o.ns})
+func (o *objectStream) checkPods(ctx context.Context) {
+	allowed, err := o.s.Authz.Allowed(ctx, o.token, auth.Attributes{Verb: "list", Resource: "pods", Namespace: o.ns})
 	switch {
 	case err != nil && !revoked(err):
 	case !allowed || err != nil:

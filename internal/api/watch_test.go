@@ -222,3 +222,53 @@ func TestWatchEndsAtShutdown(t *testing.T) {
 		assert.True(t, lines.ended(5*time.Second))
 	}
 }
+
+// sinceCounter is a feed whose reads are counted by the position they start from.
+type sinceCounter struct {
+	feedStore
+	from map[uint64]int
+}
+
+func (f *sinceCounter) Since(k *ray.Kind, seq uint64, before, now cache.Scopes) ([]cache.Change, uint64, error) {
+	f.mu.Lock()
+	f.from[seq]++
+	f.mu.Unlock()
+	return f.feedStore.Since(k, seq, before, now)
+}
+
+func (f *sinceCounter) reads(seq uint64) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.from[seq]
+}
+
+// A stream that resumes reads the feed from its position once: that read both tells that the feed
+// still holds the position and gives what changed since.
+func TestWatchResumeReadsTheFeedOnce(t *testing.T) {
+	store := &sinceCounter{feedStore: feedStore{fakeStore: fakeStore{items: map[string][]*cache.Item{"rayclusters": {item("a", "x", "Running")}}},
+		changed: make(chan struct{})}, from: map[uint64]int{}}
+	srv := watchEnv(t, store, func(d *Deps) { d.Streams.Heartbeat = 20 * time.Millisecond })
+	first := readSSE(t, openSSE(t.Context(), t, srv.URL+"/rest/ray/v1/rayclusters/watch", nil))
+	first.event()
+	synced := first.event()
+	require.Equal(t, "SYNCED", synced["event"])
+	hash := synced["id"][strings.LastIndex(synced["id"], ".")+1:]
+
+	res := openSSE(t.Context(), t, srv.URL+"/rest/ray/v1/rayclusters/watch", map[string]string{"Last-Event-ID": "fake.5." + hash})
+	require.Equal(t, 200, res.StatusCode)
+	lines := readSSE(t, res)
+	for heartbeats := 0; heartbeats < 3; {
+		select {
+		case line, ok := <-lines.lines:
+			require.True(t, ok, "the stream ended")
+			require.NotContains(t, line, "RESYNC", "the position is held")
+			if line == ": heartbeat" {
+				heartbeats++
+			}
+		case <-time.After(5 * time.Second):
+			require.FailNow(t, "no heartbeat within 5 s")
+		}
+	}
+	assert.Equal(t, 1, store.reads(5), "the feed is read once from the resumed position")
+	assert.Positive(t, store.reads(7), "and from where that read left it after")
+}

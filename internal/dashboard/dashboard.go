@@ -65,18 +65,18 @@ func (d *Dashboards) inNamespaceZone(dashboardURL, ns string) (string, bool) {
 // Transport is how the dashboards are reached: through the HTTP proxy the environment names, if any.
 func (d *Dashboards) Transport() http.RoundTripper { return d.Client.Transport }
 
-// Address is host:port of the Ray dashboard of the cluster object o of kind k runs on: what the operator
-// recorded for a RayJob where it names a service of the object's own namespace, else <head
-// service>.<namespace>.svc.<cluster domain>:<the head's dashboard port>. "" when the object has no
-// cluster yet. Whoever may write an object's status cannot send the proxy anywhere else.
-func (d *Dashboards) Address(k *ray.Kind, o *unstructured.Unstructured) string {
+// Address is host:port of the Ray dashboard of the cluster object o of kind k runs on (s is o's
+// summary): what the operator recorded for a RayJob where it names a service of the object's own
+// namespace, else <head service>.<namespace>.svc.<cluster domain>:<the head's dashboard port>. "" when
+// the object has no cluster yet. Whoever may write an object's status cannot send the proxy anywhere
+// else.
+func (d *Dashboards) Address(k *ray.Kind, o *unstructured.Unstructured, s *ray.Summary) string {
 	if v, _, _ := unstructured.NestedString(o.Object, "status", "dashboardURL"); v != "" {
 		if addr, ok := d.inNamespaceZone(v, o.GetNamespace()); ok {
 			return addr
 		}
 	}
-	s := k.Summarize(o)
-	svc := k.HeadService(o, &s)
+	svc := k.HeadService(o, s)
 	if svc == "" {
 		return ""
 	}

@@ -27,6 +27,7 @@ func TestDashboardAddressStaysInItsNamespace(t *testing.T) {
 		"j-abc-head-svc.team.svc.cluster.local:99999":       "j-abc-head-svc.team.svc.cluster.local:8265",
 	} {
 		require.NoError(t, unstructured.SetNestedField(o.Object, recorded, "status", "dashboardURL"))
-		assert.Equal(t, want, d.Address(job, o), recorded)
+		sum := job.Summarize(o)
+		assert.Equal(t, want, d.Address(job, o, &sum), recorded)
 	}
 }

@@ -4,11 +4,14 @@ import (
 	"context"
 	"testing"
 
+	"ray-service/internal/ray"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
 )
@@ -52,4 +55,35 @@ func TestResolveWithEvents(t *testing.T) {
 	e.failures["get rayjobs"] = 1
 	_, _, err = e.objs.ResolveWithEvents(ctx, "team", "job")
 	require.ErrorIs(t, err, errInjected, "the object's read failing is the answer")
+}
+
+// What one request reads of an object is summarized once for all its parts: the detail (events, the
+// pods whose events they are, the answer), the pods and the logs. The kind counts its summaries.
+func TestAnObjectIsSummarizedOncePerRead(t *testing.T) {
+	e := newLifecycleEnv(t, "rayjobs")
+	e.seed("job", map[string]any{"jobDeploymentStatus": "Running", "rayClusterName": "job-raycluster-x"})
+	counted := *e.objs.Kind
+	summaries, own := 0, counted.SummarizeOwn
+	counted.SummarizeOwn = func(o *unstructured.Unstructured, s *ray.Summary) {
+		summaries++
+		own(o, s)
+	}
+	e.objs.Kind = &counted
+	ctx := context.Background()
+
+	cur, _, err := e.objs.ResolveWithEvents(ctx, "team", "job")
+	require.NoError(t, err)
+	e.objs.Summarize(cur)
+	assert.Equal(t, 1, summaries, "a detail")
+
+	summaries = 0
+	cur, err = e.objs.Resolve(ctx, "team", "job")
+	require.NoError(t, err)
+	_, err = e.objs.Events(ctx, cur)
+	require.NoError(t, err)
+	_, err = e.objs.Pods(ctx, cur)
+	require.NoError(t, err)
+	_, err = e.objs.OpenLogs(ctx, cur, "", "", &corev1.PodLogOptions{})
+	require.Error(t, err, "the job has no pods")
+	assert.Equal(t, 1, summaries, "events, pods and logs of one read")
 }

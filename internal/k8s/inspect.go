@@ -14,12 +14,17 @@ import (
 	"ray-service/internal/ray"
 )
 
-// Pods lists the pods of an instance: those of its Ray clusters and of a submitter Job. Head pods come
-// first, then workers, then submitters, each by name.
-func (o *Objects) Pods(ctx context.Context, obj *unstructured.Unstructured) ([]corev1.Pod, error) {
+// Pods lists the pods of the instance cur holds: those of its Ray clusters and of a submitter Job. Head
+// pods come first, then workers, then submitters, each by name.
+func (o *Objects) Pods(ctx context.Context, cur *Current) ([]corev1.Pod, error) {
+	return o.podsOn(ctx, cur.Instance, o.clusters(cur))
+}
+
+// podsOn lists the pods of instance obj that runs on the Ray clusters named, as Pods does.
+func (o *Objects) podsOn(ctx context.Context, obj *unstructured.Unstructured, clusters []string) ([]corev1.Pod, error) {
 	ns := obj.GetNamespace()
 	var pods []corev1.Pod
-	for _, sel := range o.Kind.PodSelectors(obj.GetName(), o.Kind.ObjectClusters(obj)) {
+	for _, sel := range o.Kind.PodSelectors(obj.GetName(), clusters) {
 		list, err := o.Clients.Core.Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
 		if err != nil {
 			return nil, err
@@ -36,17 +41,22 @@ type LogStream struct {
 	Pod, Container string
 }
 
-// OpenLogs opens the log stream of one of the instance's pods (see LogTarget for the defaults and
-// refusals). A named pod that does not exist at all is NotFound, as is one that goes before its stream
-// opens.
-func (o *Objects) OpenLogs(ctx context.Context, obj *unstructured.Unstructured, pod, container string,
+// OpenLogs opens the log stream of one of the pods of the instance cur holds (see ray.Kind.LogTarget
+// for the defaults and refusals). A named pod that does not exist at all is NotFound, as is one that
+// goes before its stream opens.
+func (o *Objects) OpenLogs(ctx context.Context, cur *Current, pod, container string,
 	opts *corev1.PodLogOptions) (*LogStream, error) {
-	core := o.Clients.Core
-	pods, err := o.Pods(ctx, obj)
+	core, obj := o.Clients.Core, cur.Instance
+	clusters := o.clusters(cur)
+	pods, err := o.podsOn(ctx, obj, clusters)
 	if err != nil {
 		return nil, err
 	}
-	target, container, err := o.Kind.LogTarget(obj, pods, pod, container)
+	current := ""
+	if len(clusters) > 0 {
+		current = clusters[0]
+	}
+	target, container, err := o.Kind.LogTargetOn(current, pods, pod, container)
 	if err != nil && pod != "" && apierrors.IsBadRequest(err) {
 		if _, gerr := core.Pods(obj.GetNamespace()).Get(ctx, pod, metav1.GetOptions{}); apierrors.IsNotFound(gerr) {
 			gone := apierrors.NewNotFound(corev1.Resource("pods"), pod)
@@ -78,11 +88,11 @@ func (o *Objects) Events(ctx context.Context, cur *Current) ([]ray.EventInfo, er
 	if cur.Instance == nil {
 		return []ray.EventInfo{}, nil
 	}
-	obj := cur.Instance
+	obj, clusters := cur.Instance, o.clusters(cur)
 	var pods []corev1.Pod
 	var podsErr error
 	var wg sync.WaitGroup
-	wg.Go(func() { pods, podsErr = o.Pods(ctx, obj) })
+	wg.Go(func() { pods, podsErr = o.podsOn(ctx, obj, clusters) })
 	list, err := o.Clients.Core.Events(obj.GetNamespace()).List(ctx, metav1.ListOptions{})
 	wg.Wait()
 	if podsErr != nil && !apierrors.IsForbidden(podsErr) {
@@ -95,7 +105,7 @@ func (o *Objects) Events(ctx context.Context, cur *Current) ([]ray.EventInfo, er
 	for _, p := range pods {
 		names = append(names, p.Name)
 	}
-	return o.eventsOf(obj, names, list.Items), nil
+	return o.Kind.EventsOf(obj.GetName(), clusters, names, list.Items), nil
 }
 
 // ResolveWithEvents is Resolve and Events for a detail, with the apiserver reads made at once: the
@@ -133,18 +143,13 @@ func (o *Objects) ResolveWithEvents(ctx context.Context, ns, name string) (*Curr
 	for _, p := range submitters {
 		names = append(names, p.Name)
 	}
+	clusters := o.clusters(cur)
 	if o.m != nil && o.m.Cache != nil {
-		for _, c := range o.Kind.ObjectClusters(cur.Instance) {
+		for _, c := range clusters {
 			for _, p := range o.m.Cache.ClusterPods(ns, c) {
 				names = append(names, p.Name)
 			}
 		}
 	}
-	return cur, o.eventsOf(cur.Instance, names, list.Items), nil
-}
-
-// eventsOf returns those of events that concern obj, its Ray clusters, the named pods and its
-// submitter Job, newest first.
-func (o *Objects) eventsOf(obj *unstructured.Unstructured, pods []string, events []corev1.Event) []ray.EventInfo {
-	return o.Kind.EventsOf(obj.GetName(), o.Kind.ObjectClusters(obj), pods, events)
+	return cur, o.Kind.EventsOf(name, clusters, names, list.Items), nil
 }

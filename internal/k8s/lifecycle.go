@@ -282,7 +282,8 @@ func (o *Objects) stopRayJob(ctx context.Context, obj *unstructured.Unstructured
 	jobID, _, _ := unstructured.NestedString(obj.Object, "status", "jobId")
 	dashboard := ""
 	if o.m.Dashboards != nil {
-		dashboard = o.m.Dashboards.Address(o.Kind, obj)
+		sum := o.Kind.Summarize(obj)
+		dashboard = o.m.Dashboards.Address(o.Kind, obj, &sum)
 	}
 	if jobID == "" || dashboard == "" {
 		return apierrors.NewConflict(gr, name,

@@ -104,6 +104,9 @@ type Current struct {
 	Template *ray.Template
 	// Unchanged says that a start or stop found nothing to do and wrote nothing.
 	Unchanged bool
+	// summary is its summary once Summarize made it: a request that reads the object summarizes it once,
+	// whatever its parts (clusters, pods, events, the answer) ask of it.
+	summary *ray.Summary
 }
 
 // Resolve reads ns/name: the instance when there is one, else the template. Neither is NotFound.
@@ -171,15 +174,27 @@ func (o *Objects) Replace(ctx context.Context, obj *unstructured.Unstructured, d
 }
 
 // Summarize is the whole summary of what Resolve returned: an instance's status completed with what
-// its pods say, or a template's.
+// its pods say, or a template's. It is made once for cur, at the first call.
 func (o *Objects) Summarize(cur *Current) ray.Summary {
-	if cur.Template != nil {
-		return o.Kind.TemplateSummary(cur.Template)
+	if cur.summary == nil {
+		var sum ray.Summary
+		switch {
+		case cur.Template != nil:
+			sum = o.Kind.TemplateSummary(cur.Template)
+		case o.m.Cache == nil:
+			sum = o.Kind.Summarize(cur.Instance)
+		default:
+			sum = o.m.Cache.Summarize(o.Kind, cur.Instance)
+		}
+		cur.summary = &sum
 	}
-	if o.m.Cache == nil {
-		return o.Kind.Summarize(cur.Instance)
-	}
-	return o.m.Cache.Summarize(o.Kind, cur.Instance)
+	return *cur.summary
+}
+
+// clusters are the Ray clusters of the instance cur holds, the current one first.
+func (o *Objects) clusters(cur *Current) []string {
+	sum := o.Summarize(cur)
+	return o.Kind.Clusters(&sum)
 }
 
 // may asks whether the caller may do a, through the shared, cached reviewer.

@@ -1,0 +1,163 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"go.uber.org/zap"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+)
+
+// StreamOptions shape every watch stream.
+type StreamOptions struct {
+	// Heartbeat is how often an idle stream sends a comment, so that proxies keep it open.
+	Heartbeat time.Duration
+	// Reauthorize is how often a stream checks its caller's rights again (the verdict cache's TTL).
+	Reauthorize time.Duration
+	// WriteTimeout is how long sending one batch of events may take before the stream is dropped.
+	WriteTimeout time.Duration
+}
+
+func (o StreamOptions) withDefaults() StreamOptions {
+	if o.Heartbeat <= 0 {
+		o.Heartbeat = 15 * time.Second
+	}
+	if o.Reauthorize <= 0 {
+		o.Reauthorize = 30 * time.Second
+	}
+	if o.WriteTimeout <= 0 {
+		o.WriteTimeout = 10 * time.Second
+	}
+	return o
+}
+
+// stream is an open watch stream: its context (ended by the client, the shutdown or the time limit),
+// its writer, the ticks of its heartbeat and of its rights check, and what closes it.
+type stream struct {
+	ctx               context.Context
+	w                 *sseWriter
+	heartbeat, reauth <-chan time.Time
+	close             func()
+}
+
+// openStream takes a place among the watch streams for the caller (429 when there is none), bounds the
+// stream's life (the limit's duration, the service's shutdown, the client leaving), lifts the server's
+// deadlines and starts the answer.
+func (s *Server) openStream(c *gin.Context) (*stream, error) {
+	release, err := s.acquireFor(c, s.Watches)
+	if err != nil {
+		return nil, err
+	}
+	var cancel context.CancelFunc
+	ctx := c.Request.Context()
+	if d := s.Watches.maxDuration(); d > 0 {
+		ctx, cancel = context.WithTimeout(ctx, d)
+	} else {
+		ctx, cancel = context.WithCancel(ctx)
+	}
+	stop := func() bool { return true }
+	if s.Shutdown != nil {
+		stop = context.AfterFunc(s.Shutdown, cancel)
+	}
+	liftDeadlines(c.Writer)
+	opts := s.Streams.withDefaults()
+	w := newSSEWriter(c, opts.WriteTimeout)
+	w.line("retry: 3000")
+	heartbeat, reauth := time.NewTicker(opts.Heartbeat), time.NewTicker(opts.Reauthorize)
+	return &stream{ctx: ctx, w: w, heartbeat: heartbeat.C, reauth: reauth.C, close: func() {
+		heartbeat.Stop()
+		reauth.Stop()
+		stop()
+		cancel()
+		release()
+	}}, nil
+}
+
+// revoked tells whether err says the caller may no longer do what its stream shows.
+func revoked(err error) bool { return apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) }
+
+// endWith sends err as the stream's last event.
+func (s *Server) endWith(w *sseWriter, err error) {
+	env, _ := errorEnvelope(err)
+	w.event(EventError, noID, env)
+	_ = w.flush()
+}
+
+// liftDeadlines clears the server's read and write deadlines of a streaming answer's connection.
+func liftDeadlines(w http.ResponseWriter) {
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Time{})
+	_ = rc.SetWriteDeadline(time.Time{})
+}
+
+// A streamer is what makes one kind of watch stream: what it sends, and which rights it keeps
+// checking. serveStream does the rest, the same for the list, object and overview streams.
+type streamer interface {
+	// start sends what the stream starts with, once the answer has begun; ctx ends with the stream.
+	start(ctx context.Context, w *sseWriter)
+	// send sends what changed since it was last called (at the first call, what the stream shows
+	// first), and tells whether to go round again at once rather than wait for the next change.
+	send() (again bool)
+	// woken is closed at a change the stream follows besides the store's; nil when there is none.
+	woken() <-chan struct{}
+	// recheck checks the caller's rights again and makes what the stream shows follow them. An error
+	// that says the caller may no longer see it (revoked) ends the stream; another one is logged and
+	// the stream goes on as it was, to be checked again at the next tick.
+	recheck(ctx context.Context) error
+	// stop lets go of what the stream holds.
+	stop()
+}
+
+// serveStream serves h as a watch stream: it takes a place among the streams (an error before the
+// first byte, such as 429, is returned to be answered as any other), then sends what h sends whenever
+// the store or h changes, at most once per pace where h asks to go round again (0: at once), a
+// heartbeat comment when nothing happens, and checks the caller's rights at each Reauthorize tick,
+// until the client leaves, the service shuts down or the stream's time is up.
+func (s *Server) serveStream(c *gin.Context, h streamer, pace time.Duration) error {
+	st, err := s.openStream(c)
+	if err != nil {
+		return err
+	}
+	defer st.close()
+	ctx, w := st.ctx, st.w
+	h.start(ctx, w)
+	defer h.stop()
+	for {
+		// Taken before send reads, so that a change made meanwhile wakes the stream.
+		changed, woken := s.Store.Changed(), h.woken()
+		again := h.send()
+		if err := w.flush(); err != nil {
+			return nil
+		}
+		if again {
+			if pace > 0 {
+				select {
+				case <-ctx.Done():
+					return nil
+				case <-time.After(pace):
+				}
+			}
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-changed:
+		case <-woken:
+		case <-st.heartbeat:
+			w.line(": heartbeat")
+		case <-st.reauth:
+			switch err := h.recheck(ctx); {
+			case revoked(err):
+				s.endWith(w, err)
+				return nil
+			case err != nil:
+				// The rights could not be checked (the apiserver is away): the stream goes on as it was
+				// and tries again at the next tick.
+				logger(c).Warn("checking a watch stream's rights", zap.Error(err))
+			}
+		}
+	}
+}
