@@ -115,6 +115,11 @@ func (o *Objects) Delete(ctx context.Context, ns, name string, force bool) error
 	}
 	if cur.Instance != nil {
 		if o.Summarize(cur).Status == ray.StatusRunning && !force {
+			// The refusal of a Running object is advice to one who could delete it; whoever may not is
+			// told that, as the apiserver would tell them.
+			if err := o.mayDo(ctx, "delete", ns, name); err != nil {
+				return err
+			}
 			return apierrors.NewConflict(o.Kind.GVR().GroupResource(), name, errors.New("it is Running: stop it first, or delete with force=true"))
 		}
 		if err := o.deleteInstance(ctx, ns, name); err != nil {
@@ -143,17 +148,25 @@ func (o *Objects) nothingToDo(ctx context.Context, cur *Current, verb string) (*
 	} else {
 		ns, name = cur.Template.ConfigMap.Namespace, cur.Template.Manifest.GetName()
 	}
-	gr := o.Kind.GVR().GroupResource()
-	allowed, err := o.may(ctx, auth.Attributes{Verb: verb, Group: gr.Group, Resource: gr.Resource, Namespace: ns, Name: name})
-	if err != nil {
+	if err := o.mayDo(ctx, verb, ns, name); err != nil {
 		return nil, err
-	}
-	if !allowed {
-		return nil, apierrors.NewForbidden(gr, name, fmt.Errorf("the caller may not %s it", verb))
 	}
 	out := *cur
 	out.Unchanged = true
 	return &out, nil
+}
+
+// mayDo is Forbidden unless the caller may do verb on ns/name of the kind.
+func (o *Objects) mayDo(ctx context.Context, verb, ns, name string) error {
+	gr := o.Kind.GVR().GroupResource()
+	allowed, err := o.may(ctx, auth.Attributes{Verb: verb, Group: gr.Group, Resource: gr.Resource, Namespace: ns, Name: name})
+	if err != nil {
+		return err
+	}
+	if !allowed {
+		return apierrors.NewForbidden(gr, name, fmt.Errorf("the caller may not %s it", verb))
+	}
+	return nil
 }
 
 func (o *Objects) patchSuspend(ctx context.Context, ns, name string, suspend bool) (*unstructured.Unstructured, error) {

@@ -270,7 +270,13 @@ func TestDelete(t *testing.T) {
 	e := newLifecycleEnv(t, "rayclusters")
 	ctx := context.Background()
 	e.seed("busy", rayClusterReady)
+	authz := &fakeAuthorizer{allowed: false}
+	e.objs.m.Authz = authz
 	err := e.objs.Delete(ctx, "team", "busy", false)
+	assert.True(t, apierrors.IsForbidden(err), "one who may not delete it is not told it runs: %v", err)
+	assert.Equal(t, []string{"delete rayclusters team/busy"}, authz.asked)
+	authz.allowed = true
+	err = e.objs.Delete(ctx, "team", "busy", false)
 	assert.True(t, apierrors.IsConflict(err), "Running without force: %v", err)
 	inst, _ := e.state("busy")
 	assert.True(t, inst, "nothing deleted")
