@@ -166,7 +166,7 @@ func TestAttackHistoryFloodIsBounded(t *testing.T) {
 // was a transition kept for as long as the object lives: the timeline of a live object grew without
 // bound. The first 10 and the last 10 transitions are kept now, and how many were dropped between.
 func TestAttackHistoryFlappingIsBounded(t *testing.T) {
-	t.Parallel()
+	// Serial: each flip waits for the operator and the recorder, which parallel tests slow past its bound.
 	const flips = 30
 	ns := namespace(t, "hist-flap")
 	bind(t, ns, "alice", "ray-editor")

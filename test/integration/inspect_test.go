@@ -25,7 +25,7 @@ func textLines(b []byte) []string {
 }
 
 func TestPodsAndLogs(t *testing.T) {
-	t.Parallel()
+	// Serial: it counts the shared service's goroutines, which parallel tests' streams change.
 	ns := namespace(t, "logs")
 	admin := env.tokens["admin"]
 	require.Equal(t, 201, createCluster(t, admin, ns, "lg", nil).Status)
