@@ -48,7 +48,10 @@ func Manifest(t testing.TB, kind string, specPath []string, name string, status 
 	return u
 }
 
-// Pod is a Ray pod of team: Pending, or Running and Ready.
+// Pod is a Ray pod of team: Pending, or Running and Ready. Its labels are those KubeRay puts on every
+// Ray pod (ray-project/kuberay, kubectl-plugin/pkg/util/constant.go: RayClusterLabelKey,
+// RayIsRayNodeLabelKey, RayNodeGroupLabelKey, RayNodeTypeLabelKey); ray's own constants are not
+// imported here so that package ray's tests can use this one.
 func Pod(name, cluster, nodeType, group string, ready bool) *corev1.Pod {
 	p := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "team", Labels: map[string]string{
