@@ -152,6 +152,14 @@ func run() error {
 		hist, auditStore = store2, store2.Audit()
 	}
 	store.Start(ctx)
+	if !cfg.ReviewEveryNamespace {
+		bindings, err := auth.NewBindings(watchCore, cfg.ResyncPeriod)
+		if err != nil {
+			return err
+		}
+		go bindings.Run(ctx)
+		reviewer.UseBindings(bindings)
+	}
 
 	// Streams (log follows, watches) end when the server stops serving, after the shutdown delay: a
 	// client that reconnects then reaches another replica.
@@ -198,9 +206,15 @@ func run() error {
 		Watches:         api.NewWatchLimit(cfg.MaxWatches, cfg.MaxWatchesPerCaller, cfg.MaxWatchDuration),
 		Streams:         api.StreamOptions{Heartbeat: cfg.WatchHeartbeat, Reauthorize: cfg.AuthCacheTTL},
 		WatchEvents:     func(ns string) api.NamespaceEvents { return events.Acquire(ns) },
-		Audit:           trail,
-		History:         hist,
-		Ready:           draining.ready(readiness(store, core.Discovery(), kinds)),
+		DetailEvents: func(ns string) (api.NamespaceEvents, bool) {
+			if hold, ok := events.Lingering(ns); ok {
+				return hold, true
+			}
+			return nil, false
+		},
+		Audit:   trail,
+		History: hist,
+		Ready:   draining.ready(readiness(store, core.Discovery(), kinds)),
 	})
 	srv := &http.Server{Addr: cfg.Listen, Handler: router, ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout: cfg.ReadTimeout, WriteTimeout: cfg.WriteTimeout, IdleTimeout: cfg.IdleTimeout,

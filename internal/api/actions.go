@@ -2,83 +2,86 @@ package api
 
 import (
 	"context"
-	"sync"
-
-	"golang.org/x/sync/errgroup"
+	"math/bits"
 
 	"ray-service/internal/auth"
 	"ray-service/internal/ray"
 )
-
-// reviewsAtOnce bounds the access reviews one page's actions make at once.
-const reviewsAtOnce = 8
 
 // seeing is the right to be shown what was read from resource (pods, events) in ns.
 func seeing(resource, ns string) auth.Attributes {
 	return auth.Attributes{Verb: "list", Resource: resource, Namespace: ns}
 }
 
-// withActions sets, in each summary, the actions its caller may take now: those its state allows
-// whose every permission the caller has in the object's namespace; and withholds a health reason read
-// from pods or events the caller may not list there, as the pods and events routes would refuse them.
-// Each distinct permission of the page is reviewed once (the verdicts are cached as for lists), not
-// once per item.
+// withActions sets, in each summary, the actions its caller may take now and withholds a health
+// reason it may not be shown (see granted and shownAs).
 func (s *Server) withActions(ctx context.Context, tok string, k *ray.Kind, items []ray.Summary) error {
-	possible := make([]map[string][]auth.Attributes, len(items))
-	verdicts := map[auth.Attributes]bool{}
+	sums := make([]*ray.Summary, len(items))
 	for i := range items {
-		possible[i] = k.Possible(&items[i])
-		for _, needs := range possible[i] {
-			for _, a := range needs {
-				a.Name = ""
-				verdicts[a] = false
-			}
-		}
-		if on := items[i].Health.SeenOn(); on != "" {
-			verdicts[seeing(on, items[i].Namespace)] = false
-		}
+		sums[i] = &items[i]
 	}
-	asks := make([]auth.Attributes, 0, len(verdicts))
-	for a := range verdicts {
-		asks = append(asks, a)
-	}
-	var mu sync.Mutex
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(reviewsAtOnce)
-	for _, a := range asks {
-		g.Go(func() error {
-			ok, err := s.Authz.Allowed(gctx, tok, a)
-			mu.Lock()
-			verdicts[a] = ok
-			mu.Unlock()
-			return err
-		})
-	}
-	if err := g.Wait(); err != nil {
+	granted, err := s.granted(ctx, tok, k, sums)
+	if err != nil {
 		return err
 	}
-	for i := range items {
-		actions := []string{}
-		for _, action := range ray.ActionOrder {
-			needs, ok := possible[i][action]
-			if !ok {
-				continue
-			}
-			allowed := true
-			for _, a := range needs {
-				a.Name = ""
-				allowed = allowed && verdicts[a]
-			}
-			if allowed {
-				actions = append(actions, action)
-			}
-		}
-		items[i].Actions = actions
-		if on := items[i].Health.SeenOn(); on != "" && !verdicts[seeing(on, items[i].Namespace)] {
-			items[i].Health = items[i].Health.Withheld()
+	for _, sum := range sums {
+		var withheld bool
+		if sum.Actions, withheld = shownAs(k, sum, granted[sum.Namespace]); withheld {
+			sum.Health = sum.Health.Withheld()
 		}
 	}
 	return nil
+}
+
+// granted returns, for each namespace of the summaries, the permissions the caller has there of those
+// their possible actions and their health reasons need. Each distinct permission of a page is reviewed
+// once (the verdicts are cached as for lists), not once per item, and all at once.
+func (s *Server) granted(ctx context.Context, tok string, k *ray.Kind, sums []*ray.Summary) (map[string]ray.Permissions, error) {
+	needed := map[string]ray.Permissions{}
+	for _, sum := range sums {
+		n := k.Possible(sum)
+		need := n.All()
+		if p, ok := ray.Seeing(sum.Health.SeenOn()); ok {
+			need |= ray.Of(p)
+		}
+		needed[sum.Namespace] |= need
+	}
+	type asked struct {
+		ns string
+		p  ray.Permission
+	}
+	count := 0
+	for _, need := range needed {
+		count += bits.OnesCount16(uint16(need))
+	}
+	asks, of := make([]auth.Attributes, 0, count), make([]asked, 0, count)
+	for ns, need := range needed {
+		need.Each(func(p ray.Permission) {
+			asks = append(asks, k.Attributes(p, ns))
+			of = append(of, asked{ns, p})
+		})
+	}
+	verdicts, err := s.Authz.AllowedAll(ctx, tok, asks)
+	if err != nil {
+		return nil, err
+	}
+	granted := make(map[string]ray.Permissions, len(needed))
+	for i, a := range of {
+		if verdicts[i] {
+			granted[a.ns] |= ray.Of(a.p)
+		}
+	}
+	return granted, nil
+}
+
+// shownAs returns what a caller with the granted permissions in the summary's namespace may do with
+// the object now: the actions its state allows whose every permission is granted; and whether its
+// health reason is withheld, read from pods or events the caller may not list there, as the pods and
+// events routes would refuse them.
+func shownAs(k *ray.Kind, sum *ray.Summary, granted ray.Permissions) (actions []string, withheld bool) {
+	n := k.Possible(sum)
+	p, ok := ray.Seeing(sum.Health.SeenOn())
+	return n.Allowed(granted), ok && !granted.Has(p)
 }
 
 // rightsAsked asks the caller's rights once each and remembers the answers; an answer it could not get

@@ -21,6 +21,10 @@ type countingAuthz struct {
 	allow func(a auth.Attributes) bool
 }
 
+func (c *countingAuthz) AllowedAll(ctx context.Context, tok string, asks []auth.Attributes) ([]bool, error) {
+	return eachAllowed(ctx, c.Allowed, tok, asks)
+}
+
 func (c *countingAuthz) Allowed(_ context.Context, _ string, a auth.Attributes) (bool, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -65,10 +65,13 @@ func (s *Server) write(c *gin.Context, res *response) {
 	s.respond(c, Envelope{Code: res.code, Msg: http.StatusText(res.code), Data: res.data})
 }
 
+// jsonContentType is the content type of every JSON answer.
+const jsonContentType = "application/json; charset=utf-8"
+
 // respond writes an envelope with its code as the HTTP status. The encoder marshals into a pooled
 // buffer and writes it at once, so a list costs no body-sized allocation.
 func (s *Server) respond(c *gin.Context, env Envelope) {
-	c.Header("Content-Type", "application/json; charset=utf-8")
+	c.Header("Content-Type", jsonContentType)
 	c.Status(env.Code)
 	if err := json.NewEncoder(c.Writer).Encode(env); err != nil {
 		logger(c).Error("encoding the answer", zap.Error(err))

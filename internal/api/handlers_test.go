@@ -129,6 +129,22 @@ func (f *fakeAuthz) Allowed(context.Context, string, auth.Attributes) (bool, err
 	return f.allowed, nil
 }
 
+func (f *fakeAuthz) AllowedAll(ctx context.Context, tok string, asks []auth.Attributes) ([]bool, error) {
+	return eachAllowed(ctx, f.Allowed, tok, asks)
+}
+
+// eachAllowed answers asks one by one, as a fake authorizer's AllowedAll.
+func eachAllowed(ctx context.Context, allowed func(context.Context, string, auth.Attributes) (bool, error), tok string, asks []auth.Attributes) ([]bool, error) {
+	out := make([]bool, len(asks))
+	for i, a := range asks {
+		var err error
+		if out[i], err = allowed(ctx, tok, a); err != nil {
+			return out, err
+		}
+	}
+	return out, nil
+}
+
 func (f *fakeAuthz) Scope(_ context.Context, _ string, a auth.Attributes, _ []string) (auth.Scope, error) {
 	s, ok := f.scopes[a.Resource]
 	if !ok {
@@ -152,7 +168,7 @@ func (f *fakeStore) Items(k *ray.Kind, sc cache.Scopes) []*cache.Item {
 	return out
 }
 
-func (f *fakeStore) List(k *ray.Kind, sc cache.Scopes, q *cache.Query) ([]ray.Summary, int) {
+func (f *fakeStore) List(k *ray.Kind, sc cache.Scopes, q *cache.Query) ([]*cache.Item, int) {
 	return q.Apply(f.Items(k, sc))
 }
 
@@ -169,6 +185,12 @@ func (f *fakeStore) Since(*ray.Kind, uint64, cache.Scopes, cache.Scopes) ([]cach
 }
 func (f *fakeStore) Published(*ray.Kind, string, string) *cache.Item  { return nil }
 func (f *fakeStore) CachedPods(*ray.Kind, *ray.Summary) []ray.PodInfo { return nil }
+func (f *fakeStore) Manifest(*ray.Kind, string, string) (*unstructured.Unstructured, bool) {
+	return nil, false
+}
+func (f *fakeStore) ManifestWrites() uint64                                     { return 0 }
+func (f *fakeStore) KeepManifest(*ray.Kind, *unstructured.Unstructured, uint64) {}
+func (f *fakeStore) ForgetManifest(*ray.Kind, string, string)                   {}
 
 func (f *fakeStore) Allocated(scope auth.Scope, _ string) cache.Allocation {
 	a := cache.Allocation{Ray: map[string]float64{}}
@@ -213,6 +235,10 @@ func (e *handlerEnv) routerWith(change func(d *Deps)) http.Handler {
 type recordingAuthz struct {
 	fakeAuthz
 	asked []string
+}
+
+func (r *recordingAuthz) AllowedAll(ctx context.Context, tok string, asks []auth.Attributes) ([]bool, error) {
+	return eachAllowed(ctx, r.Allowed, tok, asks)
 }
 
 func (r *recordingAuthz) Allowed(_ context.Context, _ string, a auth.Attributes) (bool, error) {

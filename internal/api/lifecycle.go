@@ -138,6 +138,7 @@ func (s *Server) batchDelete(c *gin.Context) (*response, error) {
 		r := &BatchResult{Namespace: it.Namespace, Name: it.Name, Code: http.StatusOK, Msg: http.StatusText(http.StatusOK)}
 		outcome[it] = r
 		g.Go(func() error {
+			defer s.Store.ForgetManifest(req(c).kind, it.Namespace, it.Name)
 			if err := objs.Delete(ctx, it.Namespace, it.Name, batch.Force); err != nil {
 				env, internal := errorEnvelope(err)
 				if internal {

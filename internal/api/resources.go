@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"ray-service/internal/audit"
+	"ray-service/internal/auth"
 	"ray-service/internal/k8s"
 	"ray-service/internal/ray"
 )
@@ -114,10 +115,15 @@ func (s *Server) list(c *gin.Context) (*response, error) {
 		return nil, err
 	}
 	page, total := s.Store.List(k, scopes, q)
-	if err := s.withActions(c.Request.Context(), token(c), k, page); err != nil {
+	sums := make([]*ray.Summary, len(page))
+	for i, it := range page {
+		sums[i] = &it.Summary
+	}
+	granted, err := s.granted(c.Request.Context(), token(c), k, sums)
+	if err != nil {
 		return nil, err
 	}
-	return ok(Page[ray.Summary]{Items: page, Total: total, Page: q.Page, PageSize: q.PageSize}), nil
+	return listPage(k, page, granted, total, q.Page, q.PageSize)
 }
 
 // create creates an object from a JSON, YAML or uploaded manifest, as the caller.
@@ -183,10 +189,15 @@ func (s *Server) createAs(c *gin.Context, r *request, obj *unstructured.Unstruct
 	return r.objects.Create(ctx, obj, start, dryRun)
 }
 
-// get shows one object, read from the apiserver as the caller.
+// get shows one object: read from the apiserver as the caller, or from its second detail on, from the
+// watch cache.
 //
 //	@Summary		Detail
-//	@Description	The summary, the conditions and the whole object (without managedFields).
+//	@Description	The summary, the conditions and the whole object (without managedFields). The first detail of
+//	@Description	an object reads it from the apiserver as the caller; from then on the watch cache keeps its
+//	@Description	manifest current (the 1,024 objects shown last), and a detail of a RayCluster or a RayService is
+//	@Description	served from it: the caller's right to get the object and to list events checked by access
+//	@Description	review, its events from a watch of the namespace held for two minutes after its last detail.
 //	@Tags			resources
 //	@Produce		json
 //	@Security		Bearer
@@ -198,6 +209,11 @@ func (s *Server) createAs(c *gin.Context, r *request, obj *unstructured.Unstruct
 //	@Router			/rest/ray/v1/namespaces/{namespace}/{kind}/{name} [get]
 func (s *Server) get(c *gin.Context) (*response, error) {
 	r := req(c)
+	if d, cached := s.cachedDetail(c, r); cached {
+		s.HTTP.Details.WithLabelValues("cache").Inc()
+		return ok(d), nil
+	}
+	writes := s.Store.ManifestWrites()
 	// Events the caller may not list are left out of the detail, not refused.
 	cur, events, err := r.objects.ResolveWithEvents(c.Request.Context(), c.Param("namespace"), c.Param("name"))
 	if err != nil {
@@ -207,7 +223,51 @@ func (s *Server) get(c *gin.Context) (*response, error) {
 	if events != nil {
 		d.Events = events[:min(len(events), RecentEvents)]
 	}
+	if cur.Instance != nil {
+		s.Store.KeepManifest(r.kind, cur.Instance, writes)
+	}
+	s.HTTP.Details.WithLabelValues("apiserver").Inc()
 	return ok(d), nil
+}
+
+// cachedDetail is the detail of an instance whose manifest the watch cache keeps, read without the
+// apiserver: the caller's rights to get it and to list events in its namespace from access reviews
+// (their verdicts cached as for lists), its events from the namespace's watch. It is not served (false)
+// where the apiserver has the answer: an object not kept, a caller who may not get it (the apiserver
+// says 403 or 404), events not watched yet, and a kind with a submitter (the cache holds Ray pods,
+// not the submitter's pods, whose events a detail shows).
+func (s *Server) cachedDetail(c *gin.Context, r *request) (Detail, bool) {
+	k, ns, name := r.kind, c.Param("namespace"), c.Param("name")
+	if k.HasSubmitter || s.DetailEvents == nil {
+		return Detail{}, false
+	}
+	obj, kept := s.Store.Manifest(k, ns, name)
+	if !kept {
+		return Detail{}, false
+	}
+	verdicts, err := s.Authz.AllowedAll(c.Request.Context(), token(c), []auth.Attributes{
+		{Verb: "get", Group: ray.RayGroupVersion.Group, Resource: k.Resource, Namespace: ns, Name: name},
+		{Verb: "list", Resource: "events", Namespace: ns}})
+	if err != nil || !verdicts[0] {
+		return Detail{}, false
+	}
+	var events NamespaceEvents
+	if verdicts[1] {
+		var watched bool
+		if events, watched = s.DetailEvents(ns); !watched || !events.Synced() {
+			return Detail{}, false
+		}
+	}
+	d := s.detail(c, r, &k8s.Current{Instance: obj})
+	if events != nil {
+		var pods []string
+		for _, p := range s.Store.CachedPods(k, &d.Summary) {
+			pods = append(pods, p.Name)
+		}
+		all := events.Of(k, &d.Summary, pods)
+		d.Events = all[:min(len(all), RecentEvents)]
+	}
+	return d, true
 }
 
 // resolve reads the object of the path as the caller: the instance, else its template.

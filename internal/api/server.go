@@ -41,6 +41,8 @@ const MaxHeaderBytes = 64 << 10
 // (auth.Reviewer).
 type Authorizer interface {
 	Allowed(ctx context.Context, token string, a auth.Attributes) (bool, error)
+	// AllowedAll is Allowed for each of asks at once, in their order.
+	AllowedAll(ctx context.Context, token string, asks []auth.Attributes) ([]bool, error)
 	// Scope returns where the caller may do a: everywhere, or those of candidates where it may.
 	Scope(ctx context.Context, token string, a auth.Attributes, candidates []string) (auth.Scope, error)
 	UserName(ctx context.Context, token string) (string, error)
@@ -51,7 +53,7 @@ type Store interface {
 	// Items returns the published instances and templates of a kind in two scopes; not to be changed.
 	Items(k *ray.Kind, sc cache.Scopes) []*cache.Item
 	// List returns the page a query asks for of the same, and how many match in all.
-	List(k *ray.Kind, sc cache.Scopes, q *cache.Query) ([]ray.Summary, int)
+	List(k *ray.Kind, sc cache.Scopes, q *cache.Query) ([]*cache.Item, int)
 	// Namespaces returns the namespaces that hold instances or templates of a kind.
 	Namespaces(k *ray.Kind) []string
 	// Allocated sums the requests of the Ray pods in the scope, of one Ray cluster when cluster is set.
@@ -67,6 +69,14 @@ type Store interface {
 	Published(k *ray.Kind, ns, name string) *cache.Item
 	// CachedPods describes the cached Ray pods of an object's clusters.
 	CachedPods(k *ray.Kind, s *ray.Summary) []ray.PodInfo
+	// Manifest is the whole manifest of an instance, as the cache holds it now, when it keeps it (not to
+	// be changed); KeepManifest asks it to keep one just read from the apiserver for a detail.
+	// ManifestWrites is read before the apiserver read that KeepManifest is given; ForgetManifest is
+	// told of every write through the service (see cache.Store).
+	Manifest(k *ray.Kind, ns, name string) (*unstructured.Unstructured, bool)
+	ManifestWrites() uint64
+	KeepManifest(k *ray.Kind, u *unstructured.Unstructured, writes uint64)
+	ForgetManifest(k *ray.Kind, ns, name string)
 }
 
 // Objects are the objects of one kind as one caller reads and writes them (k8s.Objects).
@@ -141,6 +151,9 @@ type Deps struct {
 	Streams StreamOptions
 	// WatchEvents holds the Kubernetes events of a namespace for object streams; nil: they send none.
 	WatchEvents func(ns string) NamespaceEvents
+	// DetailEvents holds the Kubernetes events of a namespace for details, without a release: false
+	// where it cannot now; nil: details read events from the apiserver.
+	DetailEvents func(ns string) (NamespaceEvents, bool)
 	// Audit records each write made through the service and lists them; nil: none is recorded, and the
 	// audit routes answer 503.
 	Audit AuditTrail
@@ -213,12 +226,12 @@ func NewRouter(d Deps) *gin.Engine {
 	obj.POST("", s.handle(s.create))
 	obj.GET("/:name", s.handle(s.get))
 	obj.GET("/:name/watch", s.handle(s.watchObject))
-	obj.PUT("/:name", s.handle(s.replace))
-	obj.DELETE("/:name", s.handle(s.delete))
+	obj.PUT("/:name", s.writes, s.handle(s.replace))
+	obj.DELETE("/:name", s.writes, s.handle(s.delete))
 	obj.GET("/:name/yaml", s.handle(s.exportYAML))
-	obj.POST("/:name/start", s.handle(s.start))
-	obj.POST("/:name/stop", s.handle(s.stop))
-	obj.POST("/:name/scale", s.handle(s.scale))
+	obj.POST("/:name/start", s.writes, s.handle(s.start))
+	obj.POST("/:name/stop", s.writes, s.handle(s.stop))
+	obj.POST("/:name/scale", s.writes, s.handle(s.scale))
 	obj.GET("/:name/pods", s.handle(s.pods))
 	obj.GET("/:name/events", s.handle(s.events))
 	obj.GET("/:name/logs", s.handle(s.logs))
@@ -337,6 +350,13 @@ func (s *Server) asCaller(c *gin.Context) {
 	}
 	r.objects = objs
 	c.Next()
+}
+
+// writes marks a route that may write the object of its path: once it has answered, whatever it
+// answered, the watch cache stops serving the object's detail until it is read again (read your writes).
+func (s *Server) writes(c *gin.Context) {
+	c.Next()
+	s.Store.ForgetManifest(req(c).kind, c.Param("namespace"), c.Param("name"))
 }
 
 // req returns what withKind and asCaller resolved.

@@ -20,6 +20,10 @@ type rightsAuthz struct {
 	users map[string]string
 }
 
+func (r *rightsAuthz) AllowedAll(ctx context.Context, tok string, asks []auth.Attributes) ([]bool, error) {
+	return eachAllowed(ctx, r.Allowed, tok, asks)
+}
+
 func (r *rightsAuthz) Allowed(_ context.Context, _ string, a auth.Attributes) (bool, error) {
 	if a.Resource == "pods" {
 		return r.pods, nil

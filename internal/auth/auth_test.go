@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -11,9 +12,10 @@ import (
 	"github.com/stretchr/testify/require"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 )
@@ -46,7 +48,7 @@ func TestReviewerCachesPerToken(t *testing.T) {
 			UserInfo: authenticationv1.UserInfo{Username: "alice"}}}, nil
 	})
 	tokens := map[string]bool{}
-	r := NewReviewer(func(token string) (kubernetes.Interface, error) {
+	r := NewReviewer(func(token string) (ReviewClients, error) {
 		tokens[token] = true
 		if token == "bad" {
 			bad := fake.NewSimpleClientset()
@@ -93,7 +95,7 @@ func TestReviewerCacheIsBounded(t *testing.T) {
 	cs.PrependReactor("create", "selfsubjectaccessreviews", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, &authorizationv1.SelfSubjectAccessReview{Status: authorizationv1.SubjectAccessReviewStatus{Allowed: true}}, nil
 	})
-	r := NewReviewer(func(string) (kubernetes.Interface, error) { return cs, nil }, time.Hour, 100)
+	r := NewReviewer(func(string) (ReviewClients, error) { return cs, nil }, time.Hour, 100)
 	for i := range 1000 {
 		ok, err := r.Allowed(context.Background(), "t", Attributes{Verb: "list", Resource: "rayclusters", Namespace: fmt.Sprint("ns-", i)})
 		require.NoError(t, err)
@@ -101,4 +103,55 @@ func TestReviewerCacheIsBounded(t *testing.T) {
 		require.LessOrEqual(t, r.Len(), 100)
 	}
 	assert.GreaterOrEqual(t, r.Len(), 90, "a full cache drops a tenth, not everything")
+}
+
+// With the RoleBindings known, a list across a thousand namespaces reviews the caller only where a
+// RoleBinding names it, its user or one of its groups (a ServiceAccount by its user name), and finds the
+// same namespaces as reviewing every one.
+func TestScopeReviewsWhereBindingsNameTheCaller(t *testing.T) {
+	cs := fake.NewSimpleClientset()
+	allowedIn := map[string]bool{}
+	var reviewed atomic.Int32
+	cs.PrependReactor("create", "selfsubjectaccessreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		reviewed.Add(1)
+		ns := a.(k8stesting.CreateAction).GetObject().(*authorizationv1.SelfSubjectAccessReview).Spec.ResourceAttributes.Namespace
+		return true, &authorizationv1.SelfSubjectAccessReview{Status: authorizationv1.SubjectAccessReviewStatus{Allowed: allowedIn[ns]}}, nil
+	})
+	cs.PrependReactor("create", "selfsubjectreviews", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, &authenticationv1.SelfSubjectReview{Status: authenticationv1.SelfSubjectReviewStatus{UserInfo: authenticationv1.UserInfo{
+			Username: "system:serviceaccount:home:alice", Groups: []string{"ml-team", "system:authenticated"}}}}, nil
+	})
+	var candidates []string
+	for i := range 1000 {
+		candidates = append(candidates, fmt.Sprintf("ns-%04d", i))
+	}
+	bind := func(ns string, s rbacv1.Subject) {
+		_, err := cs.RbacV1().RoleBindings(ns).Create(t.Context(), &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "b", Namespace: ns},
+			Subjects: []rbacv1.Subject{s}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	bind("ns-0001", rbacv1.Subject{Kind: rbacv1.GroupKind, Name: "ml-team"})
+	bind("ns-0002", rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: "alice", Namespace: "home"})
+	bind("ns-0003", rbacv1.Subject{Kind: rbacv1.UserKind, Name: "bob"}) // someone else
+	bind("ns-0004", rbacv1.Subject{Kind: rbacv1.GroupKind, Name: "ml-team"})
+	allowedIn["ns-0001"], allowedIn["ns-0002"], allowedIn["ns-0003"] = true, true, true // ns-0003: what RBAC would not say
+	r := NewReviewer(func(string) (ReviewClients, error) { return cs, nil }, time.Minute, 0)
+	b, err := NewBindings(cs, 0)
+	require.NoError(t, err)
+	go b.Run(t.Context())
+	require.Eventually(t, b.HasSynced, 5*time.Second, 10*time.Millisecond)
+	r.UseBindings(b)
+	a := Attributes{Verb: "list", Group: "ray.io", Resource: "rayclusters"}
+	scope, err := r.Scope(t.Context(), "t", a, candidates)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"ns-0001", "ns-0002"}, scope.List())
+	assert.EqualValues(t, 1+3, reviewed.Load(), "cluster-wide, then the namespaces naming the caller (ns-0001, ns-0002, ns-0004)")
+
+	// Without bindings, every namespace is reviewed.
+	reviewed.Store(0)
+	r = NewReviewer(func(string) (ReviewClients, error) { return cs, nil }, time.Minute, 0)
+	scope, err = r.Scope(t.Context(), "t", a, candidates)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"ns-0001", "ns-0002", "ns-0003"}, scope.List())
+	assert.EqualValues(t, 1001, reviewed.Load())
 }

@@ -5,10 +5,13 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+	"golang.org/x/sync/singleflight"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
+	authenticationv1client "k8s.io/client-go/kubernetes/typed/authentication/v1"
+	authorizationv1client "k8s.io/client-go/kubernetes/typed/authorization/v1"
 )
 
 // Attributes name an action on a resource, as a SelfSubjectAccessReview asks it. An empty Namespace
@@ -22,8 +25,14 @@ type Attributes struct {
 	Name        string
 }
 
-// ClientsFor returns a Kubernetes client that acts as the holder of token.
-type ClientsFor func(token string) (kubernetes.Interface, error)
+// ReviewClients are the APIs a Reviewer asks with a caller's token (a kubernetes.Interface has them).
+type ReviewClients interface {
+	AuthorizationV1() authorizationv1client.AuthorizationV1Interface
+	AuthenticationV1() authenticationv1client.AuthenticationV1Interface
+}
+
+// ClientsFor returns the clients that act as the holder of token.
+type ClientsFor func(token string) (ReviewClients, error)
 
 // Reviewer asks the apiserver, with the caller's own token, who the caller is and what the caller may do.
 // Verdicts are cached briefly under a hash of the token, at most maxEntries of them, so that no caller
@@ -35,10 +44,18 @@ type Reviewer struct {
 	now        func() time.Time
 
 	mu      sync.RWMutex // lookups share it; only a new verdict takes it alone
-	allowed map[string]verdict
+	allowed map[verdictKey]verdict
 	users   map[string]userEntry
 	swept   time.Time
+	// bindings, when set, tells where RoleBindings name a caller (see Scope).
+	bindings *Bindings
+	// asking joins the callers that miss the same verdict at once into one review.
+	asking singleflight.Group
 }
+
+// UseBindings has Scope review a caller only in the namespaces where a RoleBinding names it (see
+// Bindings); call it before the reviewer is used.
+func (r *Reviewer) UseBindings(b *Bindings) { r.bindings = b }
 
 type verdict struct {
 	allowed bool
@@ -46,9 +63,18 @@ type verdict struct {
 }
 
 type userEntry struct {
-	name    string
+	id      Identity
 	expires time.Time
 }
+
+// Identity is who the apiserver authenticates a token as.
+type Identity struct {
+	Name   string
+	Groups []string
+}
+
+// reviewTimeout bounds one access review.
+const reviewTimeout = 30 * time.Second
 
 // DefaultMaxEntries bounds the verdicts and user names a Reviewer caches, where NewReviewer is given 0.
 const DefaultMaxEntries = 10000
@@ -59,7 +85,7 @@ func NewReviewer(clients ClientsFor, ttl time.Duration, maxEntries int) *Reviewe
 		maxEntries = DefaultMaxEntries
 	}
 	return &Reviewer{clients: clients, ttl: ttl, maxEntries: maxEntries, now: time.Now,
-		allowed: map[string]verdict{}, users: map[string]userEntry{}}
+		allowed: map[verdictKey]verdict{}, users: map[string]userEntry{}}
 }
 
 // Len is how many verdicts and user names are cached.
@@ -74,26 +100,79 @@ func (r *Reviewer) Allowed(ctx context.Context, token string, a Attributes) (boo
 	return r.allowedAs(ctx, token, TokenHash(token), a)
 }
 
-// verdictKey is the cache key of a verdict on a for the token of that hash.
-func verdictKey(hash string, a Attributes) string {
-	return hash + "\x00" + a.Verb + "\x00" + a.Group + "\x00" + a.Resource + "\x00" + a.Subresource +
-		"\x00" + a.Namespace + "\x00" + a.Name
+// verdictKey is the cache key of a verdict on an action for the token of that hash.
+type verdictKey struct {
+	hash string
+	Attributes
 }
 
-// cached returns the cached verdict under key, if there is one still fresh.
-func (r *Reviewer) cached(key string, now time.Time) (allowed, ok bool) {
+// AllowedAll tells, for each of asks, whether the holder of token may do it: the cached verdicts read
+// at once, the others asked for in parallel (reviewsInParallel at a time). The token is hashed once,
+// however many verdicts a request needs (a list page needs one per permission and namespace).
+func (r *Reviewer) AllowedAll(ctx context.Context, token string, asks []Attributes) ([]bool, error) {
+	hash := TokenHash(token)
+	verdicts := make([]bool, len(asks))
+	now := r.now()
+	var missing []int
 	r.mu.RLock()
-	v, found := r.allowed[key]
+	for i, a := range asks {
+		v, found := r.allowed[verdictKey{hash, a}]
+		if verdicts[i] = v.allowed; !found || !now.Before(v.expires) {
+			missing = append(missing, i)
+		}
+	}
+	r.mu.RUnlock()
+	switch len(missing) {
+	case 0:
+		return verdicts, nil
+	case 1:
+		var err error
+		verdicts[missing[0]], err = r.review(ctx, token, hash, asks[missing[0]], now)
+		return verdicts, err
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(reviewsInParallel)
+	for _, i := range missing {
+		g.Go(func() error {
+			var err error
+			verdicts[i], err = r.review(gctx, token, hash, asks[i], now)
+			return err
+		})
+	}
+	return verdicts, g.Wait()
+}
+
+// cached returns the cached verdict on a, if there is one still fresh.
+func (r *Reviewer) cached(hash string, a Attributes, now time.Time) (allowed, ok bool) {
+	r.mu.RLock()
+	v, found := r.allowed[verdictKey{hash, a}]
 	r.mu.RUnlock()
 	return v.allowed, found && now.Before(v.expires)
 }
 
 func (r *Reviewer) allowedAs(ctx context.Context, token, hash string, a Attributes) (bool, error) {
-	key := verdictKey(hash, a)
 	now := r.now()
-	if allowed, ok := r.cached(key, now); ok {
+	if allowed, ok := r.cached(hash, a, now); ok {
 		return allowed, nil
 	}
+	return r.review(ctx, token, hash, a, now)
+}
+
+// review asks the apiserver whether the holder of token may do a, and caches the verdict. Requests that
+// miss the same verdict at once (all of a page's clients when it expires) share one review.
+func (r *Reviewer) review(ctx context.Context, token, hash string, a Attributes, now time.Time) (bool, error) {
+	key := hash + "\x00" + a.Verb + "\x00" + a.Group + "\x00" + a.Resource + "\x00" + a.Subresource + "\x00" + a.Namespace + "\x00" + a.Name
+	v, err, _ := r.asking.Do(key, func() (any, error) {
+		// Shared: one caller going away does not fail the others.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reviewTimeout)
+		defer cancel()
+		return r.reviewOnce(ctx, token, hash, a, now)
+	})
+	allowed, _ := v.(bool)
+	return allowed, err
+}
+
+func (r *Reviewer) reviewOnce(ctx context.Context, token, hash string, a Attributes, now time.Time) (bool, error) {
 	cs, err := r.clients(token)
 	if err != nil {
 		return false, err
@@ -110,35 +189,41 @@ func (r *Reviewer) allowedAs(ctx context.Context, token, hash string, a Attribut
 	}
 	r.mu.Lock()
 	r.makeRoomLocked(now)
-	r.allowed[key] = verdict{allowed: res.Status.Allowed, expires: now.Add(r.ttl)}
+	r.allowed[verdictKey{hash, a}] = verdict{allowed: res.Status.Allowed, expires: now.Add(r.ttl)}
 	r.mu.Unlock()
 	return res.Status.Allowed, nil
 }
 
 // UserName returns the user name the apiserver authenticates token as.
 func (r *Reviewer) UserName(ctx context.Context, token string) (string, error) {
+	id, err := r.Identity(ctx, token)
+	return id.Name, err
+}
+
+// Identity returns who the apiserver authenticates token as: its user name and groups.
+func (r *Reviewer) Identity(ctx context.Context, token string) (Identity, error) {
 	key := TokenHash(token)
 	now := r.now()
 	r.mu.RLock()
 	u, ok := r.users[key]
 	r.mu.RUnlock()
 	if ok && now.Before(u.expires) {
-		return u.name, nil
+		return u.id, nil
 	}
 	cs, err := r.clients(token)
 	if err != nil {
-		return "", err
+		return Identity{}, err
 	}
 	res, err := cs.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
 	if err != nil {
-		return "", err
+		return Identity{}, err
 	}
-	name := res.Status.UserInfo.Username
+	id := Identity{Name: res.Status.UserInfo.Username, Groups: res.Status.UserInfo.Groups}
 	r.mu.Lock()
 	r.makeRoomLocked(now)
-	r.users[key] = userEntry{name: name, expires: now.Add(r.ttl)}
+	r.users[key] = userEntry{id: id, expires: now.Add(r.ttl)}
 	r.mu.Unlock()
-	return name, nil
+	return id, nil
 }
 
 // makeRoomLocked keeps room for one more entry: it drops stale entries at most once a ttl, and when the

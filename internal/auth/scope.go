@@ -4,7 +4,6 @@ import (
 	"context"
 	"slices"
 
-	"golang.org/x/sync/errgroup"
 	"k8s.io/apimachinery/pkg/util/sets"
 )
 
@@ -62,10 +61,10 @@ const reviewsInParallel = 8
 
 // Scope returns where the holder of token may do a: every namespace when a.Namespace is "" and the
 // caller may do it cluster-wide; otherwise those of candidates (for a.Namespace "") or a.Namespace
-// itself where it is allowed. Reviews of several namespaces run in parallel, bounded.
+// itself where it is allowed. Reviews of several namespaces run in parallel, bounded; with bindings
+// (UseBindings), only the candidates where a RoleBinding names the caller are reviewed.
 func (r *Reviewer) Scope(ctx context.Context, token string, a Attributes, candidates []string) (Scope, error) {
-	hash := TokenHash(token)
-	allowed, err := r.allowedAs(ctx, token, hash, a)
+	allowed, err := r.Allowed(ctx, token, a)
 	if err != nil {
 		return Scope{}, err
 	}
@@ -78,30 +77,21 @@ func (r *Reviewer) Scope(ctx context.Context, token string, a Attributes, candid
 		return Scope{}, nil
 	}
 	candidates = slices.Compact(slices.Sorted(slices.Values(candidates)))
-	verdicts := make([]bool, len(candidates))
-	// Cached verdicts first, without a goroutine each; only the others are asked for, in parallel.
-	now := r.now()
-	var missing []int
-	for i, ns := range candidates {
-		na := a
-		na.Namespace = ns
-		var ok bool
-		if verdicts[i], ok = r.cached(verdictKey(hash, na), now); !ok {
-			missing = append(missing, i)
+	if r.bindings != nil {
+		// Where no RoleBinding names the caller, RBAC answers as it did cluster-wide: no.
+		if id, err := r.Identity(ctx, token); err == nil {
+			if naming, ok := r.bindings.Naming(id); ok {
+				candidates = slices.DeleteFunc(candidates, func(ns string) bool { return !naming.Has(ns) })
+			}
 		}
 	}
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(reviewsInParallel)
-	for _, i := range missing {
-		g.Go(func() error {
-			na := a
-			na.Namespace = candidates[i]
-			var err error
-			verdicts[i], err = r.allowedAs(gctx, token, hash, na)
-			return err
-		})
+	asks := make([]Attributes, len(candidates))
+	for i, ns := range candidates {
+		asks[i] = a
+		asks[i].Namespace = ns
 	}
-	if err := g.Wait(); err != nil {
+	verdicts, err := r.AllowedAll(ctx, token, asks)
+	if err != nil {
 		return Scope{}, err
 	}
 	out := Namespaces()

@@ -3,6 +3,7 @@ package cache
 import (
 	"context"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/informers"
@@ -20,7 +21,22 @@ type EventWatches struct {
 
 	mu   sync.Mutex
 	byNS map[string]*namespaceEvents
+	// lingering are the holds details keep, by namespace (see Lingering).
+	lingering map[string]*lingeringHold
 }
+
+// lingeringHold is a detail's hold on a namespace's events, released when unused for Linger.
+type lingeringHold struct {
+	hold *NamespaceEvents
+	last time.Time // the last detail's
+}
+
+// Linger is how long the events of a namespace stay watched after its last detail; MaxLingering bounds
+// the namespaces watched that way.
+const (
+	Linger       = 2 * time.Minute
+	MaxLingering = 64
+)
 
 type namespaceEvents struct {
 	refs   int
@@ -31,7 +47,49 @@ type namespaceEvents struct {
 
 // NewEventWatches returns the event watches made with core, the service's own client.
 func NewEventWatches(core kubernetes.Interface) *EventWatches {
-	return &EventWatches{core: core, byNS: map[string]*namespaceEvents{}}
+	return &EventWatches{core: core, byNS: map[string]*namespaceEvents{}, lingering: map[string]*lingeringHold{}}
+}
+
+// Lingering returns a hold on the events of ns for a detail, which needs no release: it lasts until
+// no detail has asked for the namespace for Linger, so that the details after the first read the
+// namespace's events from the watch. ok is false where MaxLingering namespaces are held already.
+func (w *EventWatches) Lingering(ns string) (events *NamespaceEvents, ok bool) {
+	w.mu.Lock()
+	if l := w.lingering[ns]; l != nil {
+		l.last = time.Now()
+		w.mu.Unlock()
+		return l.hold, true
+	}
+	full := len(w.lingering) >= MaxLingering
+	w.mu.Unlock()
+	if full {
+		return nil, false
+	}
+	hold := w.Acquire(ns)
+	w.mu.Lock()
+	if l := w.lingering[ns]; l != nil { // another detail came first
+		l.last = time.Now()
+		w.mu.Unlock()
+		hold.Release()
+		return l.hold, true
+	}
+	l := &lingeringHold{hold: hold, last: time.Now()}
+	var expire func()
+	expire = func() {
+		w.mu.Lock()
+		if idle := time.Since(l.last); idle < Linger {
+			time.AfterFunc(Linger-idle, expire)
+			w.mu.Unlock()
+			return
+		}
+		delete(w.lingering, ns)
+		w.mu.Unlock()
+		hold.Release()
+	}
+	time.AfterFunc(Linger, expire)
+	w.lingering[ns] = l
+	w.mu.Unlock()
+	return hold, true
 }
 
 // NamespaceEvents is one stream's hold on the events of a namespace.

@@ -1,8 +1,10 @@
 package cache
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
+	"sync/atomic"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -50,6 +52,25 @@ type Item struct {
 	lowerName string
 	// bytes estimates the memory the item holds, for the change feed's bound.
 	bytes int
+	// encoded is the summary's JSON, made at the first page that shows it (see JSON).
+	encoded atomic.Pointer[[]byte]
+}
+
+// JSON is the summary encoded as a list item is, without actions (its last field, which a page adds
+// for each caller): made once per item, at the first page that shows it, and shared by every page
+// after, as the item never changes.
+func (it *Item) JSON() ([]byte, error) {
+	if b := it.encoded.Load(); b != nil {
+		return *b, nil
+	}
+	s := it.Summary
+	s.Actions = nil
+	b, err := json.Marshal(&s)
+	if err != nil {
+		return nil, err
+	}
+	it.encoded.Store(&b)
+	return b, nil
 }
 
 func newItem(s ray.Summary, labels ray.LabelSet) *Item {

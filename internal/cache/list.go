@@ -30,8 +30,8 @@ func (s *Store) itemsLocked(k *ray.Kind, sc Scopes) []*Item {
 
 // List returns the page q asks for of the published instances of k in the instance scope and its
 // templates in the template scope (see Items), and how many match in all. Without templates to merge
-// it walks a kept order and copies only the page.
-func (s *Store) List(k *ray.Kind, sc Scopes, q *Query) ([]ray.Summary, int) {
+// it walks a kept order. The items are shared: callers must not change them.
+func (s *Store) List(k *ray.Kind, sc Scopes, q *Query) ([]*Item, int) {
 	s.mu.RLock()
 	if sc.Templates.IsEmpty() || len(s.templated[k]) == 0 {
 		defer s.mu.RUnlock()

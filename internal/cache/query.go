@@ -78,18 +78,14 @@ func (q *Query) matches(it *Item, search string) bool {
 		(q.Labels == nil || q.Labels.Matches(it.Labels))
 }
 
-// Apply returns the summaries of the page Query asks for, and how many items match in all. The items
-// are not changed; only the page is copied.
-func (q *Query) Apply(items []*Item) (page []ray.Summary, total int) {
+// Apply returns the items of the page Query asks for, and how many items match in all. The items are
+// shared, not changed.
+func (q *Query) Apply(items []*Item) (page []*Item, total int) {
 	matched := q.Select(items)
 	total = len(matched)
 	start := min((q.Page-1)*q.PageSize, total)
 	end := min(start+q.PageSize, total)
-	page = make([]ray.Summary, 0, end-start)
-	for _, it := range matched[start:end] {
-		page = append(page, it.Summary)
-	}
-	return page, total
+	return append(make([]*Item, 0, end-start), matched[start:end]...), total
 }
 
 // Select returns the items that pass the query's filters, in its order, without copying them.

@@ -36,14 +36,14 @@ func TestQueryApply(t *testing.T) {
 	assert.Equal(t, 25, total)
 	assert.Len(t, page, 10)
 	for i := 1; i < len(page); i++ {
-		assert.False(t, page[i].CreatedAt.After(page[i-1].CreatedAt), "descending createdAt")
+		assert.False(t, page[i].Summary.CreatedAt.After(page[i-1].Summary.CreatedAt), "descending createdAt")
 	}
 
 	q = &Query{Search: "JOB-1", Statuses: []string{ray.StatusRunning, ray.StatusFailed}, SortBy: SortByName, Page: 1, PageSize: 100}
 	page, total = q.Apply(items)
 	var names []string
 	for _, s := range page {
-		names = append(names, s.Name)
+		names = append(names, s.Summary.Name)
 	}
 	assert.Equal(t, []string{"job-11", "job-12", "job-14", "job-15", "job-17", "job-18"}, names)
 	assert.Equal(t, 6, total)
@@ -52,7 +52,7 @@ func TestQueryApply(t *testing.T) {
 	q = &Query{Labels: sel, Creators: []string{"bob"}, SortBy: SortByName, Page: 2, PageSize: 5}
 	page, total = q.Apply(items)
 	assert.Equal(t, 12, total)
-	assert.Equal(t, "job-11", page[0].Name)
+	assert.Equal(t, "job-11", page[0].Summary.Name)
 
 	q.Page = 4
 	page, total = q.Apply(items)
@@ -68,5 +68,5 @@ func TestQueryFiltersByHealth(t *testing.T) {
 	q := &Query{Healths: []string{ray.HealthHealthy}, SortBy: SortByName, Page: 1, PageSize: 10}
 	page, total := q.Apply(items)
 	require.Equal(t, 1, total)
-	assert.Equal(t, ray.HealthHealthy, page[0].Health.State)
+	assert.Equal(t, ray.HealthHealthy, page[0].Summary.Health.State)
 }

@@ -59,6 +59,8 @@ type Store struct {
 	epoch  string
 	// observer, when set (before Start), is told of every Ray object received and of every one gone.
 	observer Observer
+	// manifests are the whole manifests of the objects recently shown in detail.
+	manifests *manifests
 }
 
 // Observer is told of every version of a Ray object the watch cache receives, whole, before it is
@@ -96,7 +98,7 @@ func fromIndex[T any](inf cache.SharedIndexInformer, namespace string) []T {
 func NewStore(dyn dynamic.Interface, core kubernetes.Interface, kinds *ray.Kinds, templates *ray.TemplateSigner, resync time.Duration) (*Store, error) {
 	s := &Store{kinds: kinds, signer: templates, informers: map[*ray.Kind]cache.SharedIndexInformer{},
 		instances: map[*ray.Kind]namespaced[*Item]{}, templated: map[*ray.Kind]namespaced[*Item]{}, ordered: map[*ray.Kind]*views{},
-		feeds: map[*ray.Kind]*feed{}, notify: newNotifier(), epoch: newEpoch()}
+		feeds: map[*ray.Kind]*feed{}, notify: newNotifier(), epoch: newEpoch(), manifests: newManifests()}
 	df := dynamicinformer.NewDynamicSharedInformerFactory(dyn, resync)
 	for _, k := range kinds.All() {
 		s.instances[k], s.templated[k], s.ordered[k] = namespaced[*Item]{}, namespaced[*Item]{}, newViews()
@@ -259,6 +261,7 @@ func (s *Store) unpublishInstance(k *ray.Kind, obj any) {
 	if !ok {
 		return
 	}
+	s.manifests.forget(k, e.Namespace, e.Name, false)
 	if s.observer != nil {
 		var pods []corev1.Pod
 		if sum := e.Summary(); sum != nil {

@@ -116,7 +116,7 @@ func benchStore(b *testing.B, n int) (*Store, *ray.Kind) {
 
 // listPage is the store's part of one list request (before the kept orders, it was
 // q.Apply(s.Items(k, Scopes{Instances: scope})): clone, filter and sort every item).
-func listPage(s *Store, k *ray.Kind, scope auth.Scope, q *Query) ([]ray.Summary, int) {
+func listPage(s *Store, k *ray.Kind, scope auth.Scope, q *Query) ([]*Item, int) {
 	return s.List(k, Scopes{Instances: scope}, q)
 }
 

@@ -32,6 +32,7 @@ func (s *Store) entryTransform(k *ray.Kind) cache.TransformFunc {
 		if s.observer != nil {
 			s.observer.Observe(k, u, &e.item.Summary)
 		}
+		s.manifests.observe(k, u)
 		return e, nil
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"sync"
 
 	"ray-service/internal/auth"
-	"ray-service/internal/ray"
 )
 
 // views are the published instances of one kind in every order a list can ask for, kept sorted as
@@ -61,24 +60,24 @@ func (v *views) replace(old, item *Item) {
 	}
 }
 
-// page walks the order q asks for and returns the summaries of its page, and how many items in scope
+// page walks the order q asks for and returns the items of its page, and how many items in scope
 // match in all. inScope counts the items in a scope: a query that filters nothing takes its total from
 // it and stops walking at the end of its page. A filtering query keeps what it matched for the next
 // page or refresh of the same query, until the items change.
-func (v *views) page(scope auth.Scope, q *Query, inScope func(auth.Scope) int) (page []ray.Summary, total int) {
+func (v *views) page(scope auth.Scope, q *Query, inScope func(auth.Scope) int) (page []*Item, total int) {
 	key := q.SortBy
 	if _, ok := v.orders[key]; !ok {
 		key = SortByCreatedAt
 	}
 	start := (q.Page - 1) * q.PageSize
 	if !q.filters() {
-		page = make([]ray.Summary, 0, q.PageSize)
+		page = make([]*Item, 0, q.PageSize)
 		v.walk(key, q.Desc, func(it *Item) bool {
 			if !scope.Contains(it.Summary.Namespace) {
 				return true
 			}
 			if total >= start {
-				page = append(page, it.Summary)
+				page = append(page, it)
 			}
 			total++
 			return len(page) < q.PageSize
@@ -100,11 +99,7 @@ func (v *views) page(scope auth.Scope, q *Query, inScope func(auth.Scope) int) (
 		v.keep(id, matched)
 	}
 	from, to := min(start, len(matched)), min(start+q.PageSize, len(matched))
-	page = make([]ray.Summary, 0, to-from)
-	for _, it := range matched[from:to] {
-		page = append(page, it.Summary)
-	}
-	return page, len(matched)
+	return append(make([]*Item, 0, to-from), matched[from:to]...), len(matched)
 }
 
 // walk visits the items in the order of key, descending if desc, until visit returns false. Descending

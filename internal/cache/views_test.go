@@ -91,11 +91,11 @@ func TestViewsAgreeWithApply(t *testing.T) {
 	added := mk("ns-0", "job-1zz")
 	v.replace(nil, added)
 	removed := before[0]
-	v.replace(current[removed.Namespace+"/"+removed.Name], nil)
+	v.replace(current[removed.Summary.Namespace+"/"+removed.Summary.Name], nil)
 	after, total2 := v.page(auth.AllNamespaces(), q, count)
 	assert.Equal(t, total, total2, "one added, one removed")
-	assert.Equal(t, "job-1zz", strings.ToLower(after[len(after)-1].Name), "the added item is listed")
-	assert.NotEqual(t, removed.Namespace+"/"+removed.Name, after[0].Namespace+"/"+after[0].Name, "the removed item is not")
+	assert.Equal(t, "job-1zz", strings.ToLower(after[len(after)-1].Summary.Name), "the added item is listed")
+	assert.NotEqual(t, removed.Summary.Namespace+"/"+removed.Summary.Name, after[0].Summary.Namespace+"/"+after[0].Summary.Name, "the removed item is not")
 }
 
 // TestKeptMatchesStayBounded: however many distinct queries run, the kept matches stay within their

@@ -71,6 +71,10 @@ type Config struct {
 	AuthCacheTTL time.Duration `mapstructure:"auth-cache-ttl"`
 	// AuthCacheSize bounds the access review verdicts and user names cached.
 	AuthCacheSize int `mapstructure:"auth-cache-size"`
+	// ReviewEveryNamespace reviews a caller in every namespace a list across namespaces may show, not
+	// only where a RoleBinding names it: for an apiserver whose authorizers other than RBAC grant per
+	// namespace.
+	ReviewEveryNamespace bool `mapstructure:"review-every-namespace"`
 	// ResyncPeriod is the informers' resync period (0 disables resync).
 	ResyncPeriod time.Duration `mapstructure:"resync-period"`
 	// DashboardOrigin, when set (scheme://host[:port]), is a separate origin that alone serves the Ray
@@ -141,6 +145,7 @@ func Load(args []string) (*Config, error) {
 	fs.Duration("watch-heartbeat", 15*time.Second, "how often an idle watch stream sends a heartbeat comment")
 	fs.Duration("auth-cache-ttl", 30*time.Second, "how long an access review verdict is cached (and how often watch streams check rights again)")
 	fs.Int("auth-cache-size", 10000, "the most access review verdicts and user names cached")
+	fs.Bool("review-every-namespace", false, "review a caller's rights in every namespace of a list across namespaces, not only where a RoleBinding names it (for authorizers other than RBAC that grant per namespace)")
 	fs.Duration("resync-period", 0, "informer resync period (0: none)")
 	fs.String("dashboard-origin", "", "a separate origin (scheme://host[:port]) that alone serves the Ray dashboard proxy")
 	fs.String("pprof-listen", "", "a loopback address (e.g. 127.0.0.1:6060) to serve the Go profiler on; empty: off")

@@ -9,11 +9,14 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"ray-service/internal/auth"
 	"syscall"
 	"time"
 
+	authenticationv1client "k8s.io/client-go/kubernetes/typed/authentication/v1"
+	authorizationv1client "k8s.io/client-go/kubernetes/typed/authorization/v1"
+
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/transport"
@@ -79,11 +82,33 @@ func (f *ClientFactory) ForToken(token string) (*Clients, error) {
 	return &Clients{Dynamic: dyn, Core: core}, nil
 }
 
-// ReviewerFor returns the clientset the caller's access reviews are made with (authentication and
-// authorization APIs).
-func (f *ClientFactory) ReviewerFor(token string) (kubernetes.Interface, error) {
+// ReviewerFor returns the clients the caller's access reviews are made with: the authentication and
+// authorization APIs alone, not a whole clientset (made for every review, which a clientset of every
+// API group would make costly).
+func (f *ClientFactory) ReviewerFor(token string) (auth.ReviewClients, error) {
 	c := f.Config(token)
-	return kubernetes.NewForConfigAndClient(c, &http.Client{Transport: c.Transport})
+	hc := &http.Client{Transport: c.Transport}
+	authz, err := authorizationv1client.NewForConfigAndClient(c, hc)
+	if err != nil {
+		return nil, err
+	}
+	authn, err := authenticationv1client.NewForConfigAndClient(c, hc)
+	if err != nil {
+		return nil, err
+	}
+	return reviewClients{authz, authn}, nil
+}
+
+type reviewClients struct {
+	authz authorizationv1client.AuthorizationV1Interface
+	authn authenticationv1client.AuthenticationV1Interface
+}
+
+func (c reviewClients) AuthorizationV1() authorizationv1client.AuthorizationV1Interface {
+	return c.authz
+}
+func (c reviewClients) AuthenticationV1() authenticationv1client.AuthenticationV1Interface {
+	return c.authn
 }
 
 // PatientDial dials as net.Dialer does, but while the address refuses connections it tries again

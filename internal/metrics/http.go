@@ -11,6 +11,8 @@ type HTTP struct {
 	Requests *prometheus.CounterVec
 	Duration *prometheus.HistogramVec
 	InFlight prometheus.Gauge
+	// Details counts the details served, by where the object was read: "cache" or "apiserver".
+	Details *prometheus.CounterVec
 }
 
 // methods are the request methods that are label values; any other is "other", so that no client can
@@ -51,7 +53,11 @@ func NewRegistry() (*prometheus.Registry, *HTTP) {
 			Name: "ray_service_http_requests_in_flight",
 			Help: "HTTP requests being served.",
 		}),
+		Details: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ray_service_details_total",
+			Help: "Details of Ray objects served, by where the object was read: the watch cache or the apiserver.",
+		}, []string{"source"}),
 	}
-	reg.MustRegister(h.Requests, h.Duration, h.InFlight)
+	reg.MustRegister(h.Requests, h.Duration, h.InFlight, h.Details)
 	return reg, h
 }

@@ -1,20 +1,14 @@
 package ray
 
 import (
-	"slices"
-	"sort"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 )
 
 func possibleActions(k *Kind, s Summary) []string {
-	var out []string
-	for a := range k.Possible(&s) {
-		out = append(out, a)
-	}
-	sort.Slice(out, func(i, j int) bool { return slices.Index(ActionOrder, out[i]) < slices.Index(ActionOrder, out[j]) })
-	return out
+	n := k.Possible(&s)
+	return n.Allowed(n.All())
 }
 
 // What each state allows, by the rules the lifecycle routes follow.
@@ -47,8 +41,18 @@ func TestPossibleActions(t *testing.T) {
 	} {
 		assert.Equal(t, c.want, possibleActions(c.k, c.s), c.what)
 	}
-	// Every action needs the right to read the object first.
-	for a, needs := range cluster.Possible(&Summary{Name: "c", Kind: ClusterKind, Type: TypeInstance, Status: StatusStopped}) {
-		assert.Equal(t, "get", needs[len(needs)-1].Verb, a)
+	// Every action needs the right to read the object first: the kind, or a template's ConfigMap.
+	stopped := cluster.Possible(&Summary{Name: "c", Kind: ClusterKind, Type: TypeInstance, Status: StatusStopped})
+	template := service.Possible(&Summary{Name: "s", Kind: "RayService", Type: TypeTemplate, Status: StatusStopped})
+	for _, a := range ActionOrder {
+		if needs, ok := stopped.Of(a); ok {
+			assert.True(t, needs.Has(PermGet), a)
+		}
+		if needs, ok := template.Of(a); ok {
+			assert.True(t, needs.Has(PermConfigMapGet) && !needs.Has(PermGet), a)
+		}
 	}
+	// No permission granted: no action; all but the object's read: none either.
+	assert.Empty(t, stopped.Allowed(0))
+	assert.Empty(t, stopped.Allowed(stopped.All()&^Of(PermGet)))
 }

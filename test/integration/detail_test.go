@@ -1,0 +1,136 @@
+//go:build integration
+
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"regexp"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// detailsServed reads how many details an instance served from source ("cache" or "apiserver").
+func detailsServed(t *testing.T, base, source string) float64 {
+	t.Helper()
+	res, err := http.Get(base + "/metrics")
+	require.NoError(t, err)
+	defer res.Body.Close()
+	body, err := io.ReadAll(res.Body)
+	require.NoError(t, err)
+	m := regexp.MustCompile(`(?m)^ray_service_details_total\{source="` + source + `"\} ([0-9.e+]+)$`).FindSubmatch(body)
+	if m == nil {
+		return 0
+	}
+	v, err := strconv.ParseFloat(string(m[1]), 64)
+	require.NoError(t, err)
+	return v
+}
+
+// cachedDetail is what the test compares of two details.
+type cachedDetail struct {
+	Object map[string]any `json:"object"`
+	Events []struct {
+		Reason  string `json:"reason"`
+		Message string `json:"message"`
+	} `json:"events"`
+	Actions []string `json:"actions"`
+	Status  string   `json:"status"`
+}
+
+// From its second detail on, an object's detail is served from the watch cache: the same answer as the
+// apiserver's, every change made elsewhere shown, a write through the service shown at once, events
+// from the namespace's watch, and the caller's rights checked as before.
+func TestDetailFromTheCache(t *testing.T) {
+	t.Parallel()
+	svc := startInstance(t, "detail-cache.log")
+	ns := namespace(t, "detail")
+	admin := env.tokens["admin"]
+	require.Equal(t, 201, createCluster(t, admin, ns, "demo", func(o map[string]any) {
+		o["spec"].(map[string]any)["suspend"] = true // nothing reconciles it any more once Stopped
+	}).Status)
+	waitStatus(t, ns, "rayclusters", "demo", "Stopped")
+	path := itemPath(ns, "rayclusters", "demo")
+	detail := func(token string) (int, cachedDetail) {
+		t.Helper()
+		r, err := sendTo(svc.url, "GET", path, token, "", nil)
+		require.NoError(t, err)
+		var d cachedDetail
+		if r.Status == 200 {
+			require.NoError(t, json.Unmarshal(r.Data, &d))
+		}
+		return r.Status, d
+	}
+
+	code, first := detail(admin)
+	require.Equal(t, 200, code)
+	assert.InDelta(t, 1.0, detailsServed(t, svc.url, "apiserver"), 0, "the first detail reads the apiserver")
+	var cached cachedDetail
+	eventually(t, 15*time.Second, "a detail served from the cache, the object as the apiserver has it", func() bool {
+		before := detailsServed(t, svc.url, "cache")
+		_, cached = detail(admin)
+		direct, err := env.adminDyn.Resource(rayClusters).Namespace(ns).Get(context.Background(), "demo", metav1.GetOptions{})
+		require.NoError(t, err)
+		direct.SetManagedFields(nil)
+		raw, err := json.Marshal(direct.Object)
+		require.NoError(t, err)
+		var want map[string]any // numbers as JSON decodes them
+		require.NoError(t, json.Unmarshal(raw, &want))
+		return detailsServed(t, svc.url, "cache") == before+1 && assert.ObjectsAreEqual(want, cached.Object)
+	})
+	assert.Equal(t, first.Actions, cached.Actions)
+	assert.Equal(t, first.Status, cached.Status)
+	fromAPIServer := detailsServed(t, svc.url, "apiserver")
+
+	// A change made elsewhere, and an event about the object: shown from the cache.
+	_, err := env.adminDyn.Resource(rayClusters).Namespace(ns).Patch(context.Background(), "demo", types.MergePatchType,
+		[]byte(`{"metadata":{"labels":{"changed":"elsewhere"}}}`), metav1.PatchOptions{})
+	require.NoError(t, err)
+	_, err = env.admin.CoreV1().Events(ns).Create(context.Background(), &corev1.Event{
+		ObjectMeta:     metav1.ObjectMeta{Name: "demo-note"},
+		InvolvedObject: corev1.ObjectReference{Kind: "RayCluster", Name: "demo", Namespace: ns}, Reason: "Noted", Message: "a note",
+		Type: "Normal", LastTimestamp: metav1.Now(), Source: corev1.EventSource{Component: "test"},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	eventually(t, 10*time.Second, "the label and the event in the detail", func() bool {
+		_, d := detail(admin)
+		labels, _ := nested(d.Object, "metadata", "labels").(map[string]any)
+		return labels["changed"] == "elsewhere" && len(d.Events) > 0 && d.Events[0].Reason == "Noted"
+	})
+	assert.InDelta(t, fromAPIServer, detailsServed(t, svc.url, "apiserver"), 0, "served from the cache all along")
+
+	// A write through the service is in the very next detail, which reads the apiserver again.
+	r, err := sendTo(svc.url, "POST", path+"/scale", admin, "application/json", []byte(`{"group":"workers","replicas":2}`))
+	require.NoError(t, err)
+	require.Equal(t, 200, r.Status, "%s", r.Raw)
+	_, d := detail(admin)
+	groups, _ := nested(d.Object, "spec", "workerGroupSpecs").([]any)
+	require.NotEmpty(t, groups)
+	assert.EqualValues(t, 2, groups[0].(map[string]any)["replicas"], "read your writes")
+	assert.InDelta(t, fromAPIServer+1, detailsServed(t, svc.url, "apiserver"), 0, "the write is read from the apiserver")
+
+	// Rights: one bound nowhere is refused as the apiserver refuses it; one who may get the object but
+	// not list events is shown none.
+	_, nobody := tenant(t, ns, "nobody")
+	code, _ = detail(nobody)
+	assert.Equal(t, 403, code)
+	reader, readerToken := tenant(t, ns, "reader")
+	grantRole(t, ns, reader, "get-rayclusters", rbacv1.PolicyRule{APIGroups: []string{"ray.io"}, Resources: []string{"rayclusters"}, Verbs: []string{"get"}})
+	cache := detailsServed(t, svc.url, "cache")
+	for range 2 {
+		code, d = detail(readerToken)
+		require.Equal(t, 200, code)
+		assert.Empty(t, d.Events, "no events for one who may not list them")
+	}
+	assert.Greater(t, detailsServed(t, svc.url, "cache"), cache, "served from the cache")
+}
