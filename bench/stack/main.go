@@ -25,11 +25,13 @@ import (
 	"sync/atomic"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -50,6 +52,13 @@ type config struct {
 	// streams, when set, runs the watch benchmark with that many streams instead of the list's.
 	streams    int
 	servicePID int
+	// compareBin, when set, is a second service binary measured beside the first on the same stack.
+	compareBin string
+	// patchRate is how many changes a second the load test under changes makes.
+	patchRate int
+	// tenants are namespaces of other tenants made for the first-list measure; tenantIn of them bind
+	// the measured tenant.
+	tenants, tenantIn int
 }
 
 func main() {
@@ -67,6 +76,10 @@ func main() {
 	flag.StringVar(&c.profileDir, "profile", "", "a directory to write the service's CPU profile during the load test and its heap profile into")
 	flag.IntVar(&c.streams, "watch", 0, "run the watch benchmark with this many streams instead (its defaults: -objects 1000, -out docs/benchmarks-watch.md)")
 	flag.IntVar(&c.servicePID, "service-pid", 0, "the service's process id, for its CPU time")
+	flag.StringVar(&c.compareBin, "compare", "", "another service binary (e.g. one built from an earlier commit) to measure beside this one, on the same stack and objects")
+	flag.IntVar(&c.tenants, "tenants", 1000, "namespaces of other tenants for a tenant's first list across namespaces (0: not measured)")
+	flag.IntVar(&c.tenantIn, "tenant-in", 50, "of them, the namespaces the measured tenant may list RayClusters in")
+	flag.IntVar(&c.patchRate, "patch-rate", 20, "changes a second (a RayCluster's annotation patched) during the load test under changes")
 	envFile := flag.String("env", "", "the stack's env file")
 	flag.Parse()
 	if c.streams > 0 {
@@ -221,7 +234,14 @@ func run(c config) error {
 	// The detail of a running RayCluster, against the two reads it makes of the apiserver.
 	if c.running > 0 {
 		if err := add("service: detail of a running RayCluster", c.serviceURL+"/rest/ray/v1/namespaces/perf-ns-00/rayclusters/perf-00000",
-			admin, "", 300); err != nil {
+			admin, "target p50 ≤ 1 ms, p99 ≤ 5 ms", 300); err != nil {
+			return err
+		}
+		suspended := fmt.Sprintf("/namespaces/perf-ns-%02d/rayclusters/perf-%05d", c.running%c.namespaces, c.running)
+		if err := add("service: detail of a suspended RayCluster", c.serviceURL+"/rest/ray/v1"+suspended, admin, "", 300); err != nil {
+			return err
+		}
+		if err := add("kube-apiserver: GET the suspended RayCluster", c.apiserverURL+"/apis/ray.io/v1"+suspended, admin, "", 300); err != nil {
 			return err
 		}
 		p50, p99, err := pairLatency(client, c.apiserverURL+"/apis/ray.io/v1/namespaces/perf-ns-00/rayclusters/perf-00000",
@@ -234,13 +254,35 @@ func run(c config) error {
 		fmt.Printf("%-70s p50 %8s  p99 %8s\n", what, ms(p50), ms(p99))
 	}
 	profiled := profile(c)
-	rps, p99, errs := load(client, c.serviceURL+filtered, admin, c.workers, c.loadDuration)
+	loadRows, err := throughput(ctx, c, dyn, client, c.serviceURL, filtered, admin, "service")
+	if err != nil {
+		return err
+	}
 	if err := <-profiled; err != nil {
 		return err
 	}
-	rows = append(rows, row{fmt.Sprintf("service: the filtered page, %d concurrent clients for %s", c.workers, c.loadDuration),
-		fmt.Sprintf("%.0f req/s", rps), ms(p99), fmt.Sprintf("%d errors", errs)})
-	fmt.Printf("load: %.0f req/s, p99 %s, %d errors\n", rps, ms(p99), errs)
+	rows = append(rows, loadRows...)
+	if c.compareBin != "" {
+		other, stop, err := startService(c, c.compareBin, "127.0.0.1:18087", nil)
+		if err != nil {
+			return fmt.Errorf("the compared binary: %w", err)
+		}
+		name := "compared binary (" + filepath.Base(c.compareBin) + ")"
+		using = client
+		err = add(name+": filtered, sorted page (admin)", other+filtered, admin, "", 300)
+		if err == nil && c.running > 0 {
+			err = add(name+": detail of a running RayCluster", other+"/rest/ray/v1/namespaces/perf-ns-00/rayclusters/perf-00000", admin, "", 300)
+		}
+		if err == nil {
+			var more []row
+			more, err = throughput(ctx, c, dyn, client, other, filtered, admin, name)
+			rows = append(rows, more...)
+		}
+		stop()
+		if err != nil {
+			return err
+		}
+	}
 	perObject := float64(heapAfter-heapBefore) / float64(c.objects-c.running)
 	fmt.Printf("heap: %.0f bytes per cached RayCluster\n", perObject)
 	ready, p50, p99, err := secondInstance(c, client, c.serviceURL+filtered, alice)
@@ -251,7 +293,201 @@ func run(c config) error {
 	what := fmt.Sprintf("service: the filtered page as a user allowed in 5 of %d namespaces, verdicts not cached", c.namespaces)
 	rows = append(rows, row{what, ms(p50), ms(p99), "50 requests, each a first list"})
 	fmt.Printf("%-70s p50 %8s  p99 %8s\n", what, ms(p50), ms(p99))
+	more, err := tenants(ctx, c, core, dyn, client)
+	if err != nil {
+		return fmt.Errorf("tenants: %w", err)
+	}
+	rows = append(rows, more...)
 	return write(c, rows, perObject, ready, quiet, settled)
+}
+
+// tenants measures a tenant's first list across many namespaces, as on a platform: c.tenants more
+// namespaces, each with a suspended RayCluster and a RoleBinding of its own tenant (a ServiceAccount),
+// the measured tenant bound in c.tenantIn of them. Each list is a first one (an instance that caches no
+// verdict), with the RoleBindings known and, for comparison, reviewing every namespace.
+func tenants(ctx context.Context, c config, core kubernetes.Interface, dyn dynamic.Interface, client *http.Client) ([]row, error) {
+	if c.tenants == 0 {
+		return nil, nil
+	}
+	start := time.Now()
+	const home = "perf-home"
+	if _, err := core.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: home}}, metav1.CreateOptions{}); err != nil {
+		return nil, err
+	}
+	if _, err := core.CoreV1().ServiceAccounts(home).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "carol"}}, metav1.CreateOptions{}); err != nil {
+		return nil, err
+	}
+	expiry := int64(3600)
+	tr, err := core.CoreV1().ServiceAccounts(home).CreateToken(ctx, "carol",
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &expiry}}, metav1.CreateOptions{})
+	if err != nil {
+		return nil, err
+	}
+	viewer := func(name, sa string) *rbacv1.RoleBinding {
+		return &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
+			RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "ray-viewer"},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa, Namespace: home}}}
+	}
+	every := max(1, c.tenants/max(1, c.tenantIn))
+	next := atomic.Int64{}
+	var wg sync.WaitGroup
+	errc := make(chan error, 32)
+	for range 32 {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= c.tenants {
+					return
+				}
+				ns := fmt.Sprintf("perf-tenant-%04d", i)
+				err := func() error {
+					if _, err := core.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+						return err
+					}
+					if _, err := core.RbacV1().RoleBindings(ns).Create(ctx, viewer("owner", fmt.Sprintf("tenant-%04d", i)), metav1.CreateOptions{}); err != nil {
+						return err
+					}
+					if i%every == 0 {
+						if _, err := core.RbacV1().RoleBindings(ns).Create(ctx, viewer("carol-viewer", "carol"), metav1.CreateOptions{}); err != nil {
+							return err
+						}
+					}
+					u := cluster(0, false)
+					u.SetName("tenant-cluster")
+					_, err := dyn.Resource(rayClusters).Namespace(ns).Create(ctx, u, metav1.CreateOptions{})
+					return err
+				}()
+				if err != nil {
+					errc <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errc)
+	if err := <-errc; err != nil {
+		return nil, err
+	}
+	if err := waitListed(c, c.objects+c.tenants); err != nil {
+		return nil, err
+	}
+	fmt.Printf("made %d tenant namespaces (carol in %d) in %s\n", c.tenants, (c.tenants+every-1)/every, time.Since(start).Round(time.Second))
+	var rows []row
+	for _, m := range []struct {
+		how   string
+		extra []string
+		n     int
+	}{
+		{"the RoleBindings known", nil, 50},
+		{"--review-every-namespace", []string{"--review-every-namespace"}, 10},
+	} {
+		base, stop, err := startService(c, c.serviceBin, "127.0.0.1:18089", append([]string{"--auth-cache-ttl", "1ms"}, m.extra...))
+		if err != nil {
+			return nil, err
+		}
+		time.Sleep(3 * time.Second) // the RoleBindings listed
+		url := base + "/rest/ray/v1/rayclusters?pageSize=20"
+		body, err := get(client, url, "Bearer "+tr.Status.Token)
+		if err == nil && !strings.Contains(string(body), fmt.Sprintf(`"total":%d,`, (c.tenants+every-1)/every)) {
+			err = fmt.Errorf("carol does not see her %d RayClusters: %.300s", (c.tenants+every-1)/every, body)
+		}
+		var p50, p99 time.Duration
+		if err == nil {
+			p50, p99, err = latency(client, url, "Bearer "+tr.Status.Token, m.n)
+		}
+		stop()
+		if err != nil {
+			return nil, err
+		}
+		what := fmt.Sprintf("service: a tenant's first list across %d namespaces, allowed in %d (%s)", c.namespaces+c.tenants+1,
+			(c.tenants+every-1)/every, m.how)
+		rows = append(rows, row{what, ms(p50), ms(p99), fmt.Sprintf("%d requests, each a first list; target ≤ 100 ms", m.n)})
+		fmt.Printf("%-70s p50 %8s  p99 %8s\n", what, ms(p50), ms(p99))
+	}
+	return rows, nil
+}
+
+// throughput loads a service (at base) with the filtered page from c.workers clients, quiet and while
+// RayClusters change at c.patchRate a second, and its /healthz the same way: the HTTP floor of the same
+// server with the same load generator, in the same run.
+func throughput(ctx context.Context, c config, dyn dynamic.Interface, client *http.Client, base, filtered, auth, name string) ([]row, error) {
+	var rows []row
+	measure := func(what, url, auth string) float64 {
+		rps, p99, errs := load(client, url, auth, c.workers, c.loadDuration)
+		rows = append(rows, row{fmt.Sprintf("%s: %s, %d concurrent clients for %s", name, what, c.workers, c.loadDuration),
+			fmt.Sprintf("%.0f req/s", rps), ms(p99), fmt.Sprintf("%d errors", errs)})
+		fmt.Printf("%s: %s: %.0f req/s, p99 %s, %d errors\n", name, what, rps, ms(p99), errs)
+		return rps
+	}
+	quiet := measure("the filtered page", base+filtered, auth)
+	floor := measure("/healthz (the HTTP floor)", base+"/healthz", "")
+	stop := patching(ctx, c, dyn)
+	changing := measure(fmt.Sprintf("the filtered page while %d RayClusters a second change", c.patchRate), base+filtered, auth)
+	patched, err := stop()
+	if err != nil {
+		return nil, fmt.Errorf("patching during the load test: %w", err)
+	}
+	rows[len(rows)-1].note += fmt.Sprintf("; %d patches", patched)
+	rows = append(rows, row{fmt.Sprintf("%s: the filtered page's throughput as a share of /healthz's", name),
+		fmt.Sprintf("%.0f%% quiet", 100*quiet/floor), fmt.Sprintf("%.0f%% changing", 100*changing/floor), "target ≥ 50%"})
+	return rows, nil
+}
+
+// patching changes an annotation of one RayCluster after another, c.patchRate a second, until the
+// returned function is called; it returns how many patches were made.
+func patching(ctx context.Context, c config, dyn dynamic.Interface) func() (int, error) {
+	done, result := make(chan struct{}), make(chan error, 1)
+	n := 0
+	go func() {
+		tick := time.NewTicker(time.Second / time.Duration(max(1, c.patchRate)))
+		defer tick.Stop()
+		for i := 0; ; i++ {
+			select {
+			case <-done:
+				result <- nil
+				return
+			case <-tick.C:
+			}
+			j := (i * 7919) % c.objects
+			patch := fmt.Appendf(nil, `{"metadata":{"annotations":{"bench/touched":"%d"}}}`, i)
+			if _, err := dyn.Resource(rayClusters).Namespace(fmt.Sprintf("perf-ns-%02d", j%c.namespaces)).
+				Patch(ctx, fmt.Sprintf("perf-%05d", j), types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+				result <- err
+				<-done
+				return
+			}
+			n++
+		}
+	}()
+	return func() (int, error) {
+		close(done)
+		err := <-result
+		return n, err
+	}
+}
+
+// startService starts a service binary on listen against the stack, with extra arguments, and waits
+// until it is ready; it returns the service's base URL and how to stop it.
+func startService(c config, bin, listen string, extra []string) (string, func(), error) {
+	args := append([]string{"--listen", listen, "--kubeconfig", c.env["SERVICE_KUBECONFIG"], "--prometheus-url", c.env["PROMETHEUS_URL"],
+		"--template-key-file", c.env["TEMPLATE_KEY_FILE"], "--audit-key-file", c.env["AUDIT_KEY_FILE"], "--log-level", "warn"}, extra...)
+	cmd := exec.Command(bin, args...)
+	if err := cmd.Start(); err != nil {
+		return "", nil, err
+	}
+	stop := func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }
+	base := "http://" + listen
+	for start := time.Now(); time.Since(start) < 3*time.Minute; time.Sleep(100 * time.Millisecond) {
+		if res, err := http.Get(base + "/readyz"); err == nil {
+			res.Body.Close()
+			if res.StatusCode == 200 {
+				return base, stop, nil
+			}
+		}
+	}
+	stop()
+	return "", nil, errors.New("not ready in 3 minutes")
 }
 
 // seed creates the namespaces, binds alice as a viewer in 5 of them, and creates the RayClusters

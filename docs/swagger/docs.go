@@ -1184,7 +1184,7 @@ const docTemplate = `{
                         "Bearer": []
                     }
                 ],
-                "description": "The summary, the conditions and the whole object (without managedFields).",
+                "description": "The summary, the conditions and the whole object (without managedFields). The first detail of\nan object reads it from the apiserver as the caller; from then on the watch cache keeps its\nmanifest current (the 1,024 objects shown last), and a detail of a RayCluster or a RayService is\nserved from it: the caller's right to get the object and to list events checked by access\nreview, its events from a watch of the namespace held for two minutes after its last detail.",
                 "produces": [
                     "application/json"
                 ],
