@@ -5,6 +5,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -329,44 +330,24 @@ func tenants(ctx context.Context, c config, core kubernetes.Interface, dyn dynam
 			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa, Namespace: home}}}
 	}
 	every := max(1, c.tenants/max(1, c.tenantIn))
-	next := atomic.Int64{}
-	var wg sync.WaitGroup
-	errc := make(chan error, 32)
-	for range 32 {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= c.tenants {
-					return
-				}
-				ns := fmt.Sprintf("perf-tenant-%04d", i)
-				err := func() error {
-					if _, err := core.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-						return err
-					}
-					if _, err := core.RbacV1().RoleBindings(ns).Create(ctx, viewer("owner", fmt.Sprintf("tenant-%04d", i)), metav1.CreateOptions{}); err != nil {
-						return err
-					}
-					if i%every == 0 {
-						if _, err := core.RbacV1().RoleBindings(ns).Create(ctx, viewer("carol-viewer", "carol"), metav1.CreateOptions{}); err != nil {
-							return err
-						}
-					}
-					u := cluster(0, false)
-					u.SetName("tenant-cluster")
-					_, err := dyn.Resource(rayClusters).Namespace(ns).Create(ctx, u, metav1.CreateOptions{})
-					return err
-				}()
-				if err != nil {
-					errc <- err
-					return
-				}
+	if err := inParallel(0, c.tenants, func(i int) error {
+		ns := fmt.Sprintf("perf-tenant-%04d", i)
+		if _, err := core.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+			return err
+		}
+		if _, err := core.RbacV1().RoleBindings(ns).Create(ctx, viewer("owner", fmt.Sprintf("tenant-%04d", i)), metav1.CreateOptions{}); err != nil {
+			return err
+		}
+		if i%every == 0 {
+			if _, err := core.RbacV1().RoleBindings(ns).Create(ctx, viewer("carol-viewer", "carol"), metav1.CreateOptions{}); err != nil {
+				return err
 			}
-		})
-	}
-	wg.Wait()
-	close(errc)
-	if err := <-errc; err != nil {
+		}
+		u := cluster(0, false)
+		u.SetName("tenant-cluster")
+		_, err := dyn.Resource(rayClusters).Namespace(ns).Create(ctx, u, metav1.CreateOptions{})
+		return err
+	}); err != nil {
 		return nil, err
 	}
 	if err := waitListed(c, c.objects+c.tenants); err != nil {
@@ -437,33 +418,38 @@ func throughput(ctx context.Context, c config, dyn dynamic.Interface, client *ht
 // patching changes an annotation of one RayCluster after another, c.patchRate a second, until the
 // returned function is called; it returns how many patches were made.
 func patching(ctx context.Context, c config, dyn dynamic.Interface) func() (int, error) {
-	done, result := make(chan struct{}), make(chan error, 1)
-	n := 0
-	go func() {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	var n atomic.Int64
+	var mu sync.Mutex
+	var first error
+	wg.Go(func() {
 		tick := time.NewTicker(time.Second / time.Duration(max(1, c.patchRate)))
 		defer tick.Stop()
 		for i := 0; ; i++ {
 			select {
 			case <-done:
-				result <- nil
 				return
 			case <-tick.C:
 			}
-			j := (i * 7919) % c.objects
-			patch := fmt.Appendf(nil, `{"metadata":{"annotations":{"bench/touched":"%d"}}}`, i)
-			if _, err := dyn.Resource(rayClusters).Namespace(fmt.Sprintf("perf-ns-%02d", j%c.namespaces)).
-				Patch(ctx, fmt.Sprintf("perf-%05d", j), types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-				result <- err
-				<-done
-				return
-			}
-			n++
+			wg.Go(func() { // each on its own, so that a slow apiserver does not lower the rate
+				j := (i * 7919) % c.objects
+				patch := fmt.Appendf(nil, `{"metadata":{"annotations":{"bench/touched":"%d"}}}`, i)
+				if _, err := dyn.Resource(rayClusters).Namespace(fmt.Sprintf("perf-ns-%02d", j%c.namespaces)).
+					Patch(ctx, fmt.Sprintf("perf-%05d", j), types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+					mu.Lock()
+					first = cmp.Or(first, err)
+					mu.Unlock()
+					return
+				}
+				n.Add(1)
+			})
 		}
-	}()
+	})
 	return func() (int, error) {
 		close(done)
-		err := <-result
-		return n, err
+		wg.Wait()
+		return int(n.Load()), first
 	}
 }
 
@@ -490,8 +476,6 @@ func startService(c config, bin, listen string, extra []string) (string, func(),
 	return "", nil, errors.New("not ready in 3 minutes")
 }
 
-// seed creates the namespaces, binds alice as a viewer in 5 of them, and creates the RayClusters
-// suspended, in parallel.
 // makeNamespaces makes the namespaces the RayClusters go to, alice allowed to view the first five.
 func makeNamespaces(ctx context.Context, c config, core kubernetes.Interface) error {
 	for i := range c.namespaces {
@@ -512,6 +496,14 @@ func makeNamespaces(ctx context.Context, c config, core kubernetes.Interface) er
 
 // seed makes the RayClusters of indices from..to-1, in parallel; those below c.running are left running.
 func seed(ctx context.Context, c config, dyn dynamic.Interface, from, to int) error {
+	return inParallel(from, to, func(i int) error {
+		_, err := dyn.Resource(rayClusters).Namespace(fmt.Sprintf("perf-ns-%02d", i%c.namespaces)).Create(ctx, cluster(i, i < c.running), metav1.CreateOptions{})
+		return err
+	})
+}
+
+// inParallel calls do with each of from..to-1 from 32 goroutines, and returns the first error.
+func inParallel(from, to int, do func(i int) error) error {
 	next := atomic.Int64{}
 	next.Store(int64(from))
 	var wg sync.WaitGroup
@@ -523,7 +515,7 @@ func seed(ctx context.Context, c config, dyn dynamic.Interface, from, to int) er
 				if i >= to {
 					return
 				}
-				if _, err := dyn.Resource(rayClusters).Namespace(fmt.Sprintf("perf-ns-%02d", i%c.namespaces)).Create(ctx, cluster(i, i < c.running), metav1.CreateOptions{}); err != nil {
+				if err := do(i); err != nil {
 					errc <- err
 					return
 				}

@@ -231,7 +231,7 @@ func (l *listStream) snapshot(reason string) {
 	items, seq := l.s.Store.Snapshot(l.k, l.scopes)
 	matched := l.q.Select(items)
 	for _, it := range matched {
-		l.w.event(EventAdded, noID, l.rights.shown(&it.Summary))
+		l.item(EventAdded, noID, it)
 	}
 	l.w.event(EventSynced, l.id(seq), SyncedData{Total: len(matched)})
 	l.seq = seq
@@ -277,7 +277,7 @@ func (l *listStream) sendChanges(changes []cache.Change, ids bool) int {
 	type out struct {
 		name string
 		seq  uint64
-		sum  *ray.Summary
+		it   *cache.Item
 	}
 	var events []out
 	for _, c := range changes {
@@ -285,11 +285,11 @@ func (l *listStream) sendChanges(changes []cache.Change, ids bool) int {
 		after := c.After != nil && l.q.Matches(c.After)
 		switch {
 		case before && after && c.Before != c.After:
-			events = append(events, out{EventModified, c.Seq, &c.After.Summary})
+			events = append(events, out{EventModified, c.Seq, c.After})
 		case before && !after:
-			events = append(events, out{EventDeleted, c.Seq, &c.Before.Summary})
+			events = append(events, out{EventDeleted, c.Seq, c.Before})
 		case after && !before:
-			events = append(events, out{EventAdded, c.Seq, &c.After.Summary})
+			events = append(events, out{EventAdded, c.Seq, c.After})
 		}
 	}
 	for i, e := range events {
@@ -299,7 +299,22 @@ func (l *listStream) sendChanges(changes []cache.Change, ids bool) int {
 		} else if i == len(events)-1 {
 			id = l.id(l.seq)
 		}
-		l.w.event(e.name, id, l.rights.shown(e.sum))
+		l.item(e.name, id, e.it)
 	}
 	return len(events)
+}
+
+// item sends an event of an item: its summary as the cache encoded it once for every page and stream
+// (see cache.Item.JSON), unless the caller is not shown its health reason.
+func (l *listStream) item(name, id string, it *cache.Item) {
+	if shown := l.rights.shown(&it.Summary); shown != &it.Summary {
+		l.w.event(name, id, shown)
+		return
+	}
+	data, err := it.JSON()
+	if err != nil {
+		l.w.event(name, id, &it.Summary)
+		return
+	}
+	l.w.raw(name, id, data)
 }

@@ -105,17 +105,19 @@ func TestReviewerCacheIsBounded(t *testing.T) {
 	assert.GreaterOrEqual(t, r.Len(), 90, "a full cache drops a tenth, not everything")
 }
 
-// With the RoleBindings known, a list across a thousand namespaces reviews the caller only where a
-// RoleBinding names it, its user or one of its groups (a ServiceAccount by its user name), and finds the
-// same namespaces as reviewing every one.
-func TestScopeReviewsWhereBindingsNameTheCaller(t *testing.T) {
+// With the RoleBindings known, a list across a thousand namespaces reviews the caller once per role it
+// is bound in a namespace (its user, one of its groups, a ServiceAccount by its user name), and once
+// cluster-wide for the namespaces that bind it nothing; and finds the same namespaces as reviewing
+// every one, where RBAC decides (the namespaces that bind the same ClusterRoles answer the same).
+func TestScopeReviewsOncePerRoleTheCallerIsBound(t *testing.T) {
 	cs := fake.NewSimpleClientset()
 	allowedIn := map[string]bool{}
 	var reviewed atomic.Int32
 	cs.PrependReactor("create", "selfsubjectaccessreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		reviewed.Add(1)
-		ns := a.(k8stesting.CreateAction).GetObject().(*authorizationv1.SelfSubjectAccessReview).Spec.ResourceAttributes.Namespace
-		return true, &authorizationv1.SelfSubjectAccessReview{Status: authorizationv1.SubjectAccessReviewStatus{Allowed: allowedIn[ns]}}, nil
+		attrs := a.(k8stesting.CreateAction).GetObject().(*authorizationv1.SelfSubjectAccessReview).Spec.ResourceAttributes
+		return true, &authorizationv1.SelfSubjectAccessReview{Status: authorizationv1.SubjectAccessReviewStatus{
+			Allowed: allowedIn[attrs.Namespace+" "+attrs.Verb]}}, nil
 	})
 	cs.PrependReactor("create", "selfsubjectreviews", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, &authenticationv1.SelfSubjectReview{Status: authenticationv1.SelfSubjectReviewStatus{UserInfo: authenticationv1.UserInfo{
@@ -125,16 +127,19 @@ func TestScopeReviewsWhereBindingsNameTheCaller(t *testing.T) {
 	for i := range 1000 {
 		candidates = append(candidates, fmt.Sprintf("ns-%04d", i))
 	}
-	bind := func(ns string, s rbacv1.Subject) {
+	bind := func(ns string, role rbacv1.RoleRef, s rbacv1.Subject) {
 		_, err := cs.RbacV1().RoleBindings(ns).Create(t.Context(), &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "b", Namespace: ns},
-			Subjects: []rbacv1.Subject{s}}, metav1.CreateOptions{})
+			RoleRef: role, Subjects: []rbacv1.Subject{s}}, metav1.CreateOptions{})
 		require.NoError(t, err)
 	}
-	bind("ns-0001", rbacv1.Subject{Kind: rbacv1.GroupKind, Name: "ml-team"})
-	bind("ns-0002", rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: "alice", Namespace: "home"})
-	bind("ns-0003", rbacv1.Subject{Kind: rbacv1.UserKind, Name: "bob"}) // someone else
-	bind("ns-0004", rbacv1.Subject{Kind: rbacv1.GroupKind, Name: "ml-team"})
-	allowedIn["ns-0001"], allowedIn["ns-0002"], allowedIn["ns-0003"] = true, true, true // ns-0003: what RBAC would not say
+	viewer := rbacv1.RoleRef{Kind: "ClusterRole", Name: "ray-viewer"}
+	bind("ns-0001", viewer, rbacv1.Subject{Kind: rbacv1.GroupKind, Name: "ml-team"})
+	bind("ns-0002", viewer, rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: "alice", Namespace: "home"})
+	bind("ns-0003", viewer, rbacv1.Subject{Kind: rbacv1.UserKind, Name: "bob"}) // someone else
+	bind("ns-0004", rbacv1.RoleRef{Kind: "Role", Name: "own"}, rbacv1.Subject{Kind: rbacv1.GroupKind, Name: "ml-team"})
+	// What RBAC would answer: the viewer's namespaces alike, ns-0004's Role lets it get only.
+	allowedIn["ns-0001 list"], allowedIn["ns-0002 list"], allowedIn["ns-0004 get"] = true, true, true
+	allowedIn["ns-0001 get"], allowedIn["ns-0002 get"] = true, true
 	r := NewReviewer(func(string) (ReviewClients, error) { return cs, nil }, time.Minute, 0)
 	b, err := NewBindings(cs, 0)
 	require.NoError(t, err)
@@ -145,13 +150,26 @@ func TestScopeReviewsWhereBindingsNameTheCaller(t *testing.T) {
 	scope, err := r.Scope(t.Context(), "t", a, candidates)
 	require.NoError(t, err)
 	assert.Equal(t, []string{"ns-0001", "ns-0002"}, scope.List())
-	assert.EqualValues(t, 1+3, reviewed.Load(), "cluster-wide, then the namespaces naming the caller (ns-0001, ns-0002, ns-0004)")
+	assert.EqualValues(t, 1+2, reviewed.Load(), "cluster-wide, then the viewer's first namespace and ns-0004")
+
+	// A page's actions: one review per verb and class, not per namespace.
+	reviewed.Store(0)
+	var asks []Attributes
+	for _, ns := range []string{"ns-0001", "ns-0002", "ns-0004", "ns-0500"} {
+		for _, verb := range []string{"get", "delete"} {
+			asks = append(asks, Attributes{Verb: verb, Group: "ray.io", Resource: "rayclusters", Namespace: ns})
+		}
+	}
+	verdicts, err := r.AllowedAll(t.Context(), "t", asks)
+	require.NoError(t, err)
+	assert.Equal(t, []bool{true, false, true, false, true, false, false, false}, verdicts)
+	assert.EqualValues(t, 2*3, reviewed.Load(), "two verbs in each of three classes: the viewer's namespaces, ns-0004, and cluster-wide for ns-0500")
 
 	// Without bindings, every namespace is reviewed.
 	reviewed.Store(0)
 	r = NewReviewer(func(string) (ReviewClients, error) { return cs, nil }, time.Minute, 0)
 	scope, err = r.Scope(t.Context(), "t", a, candidates)
 	require.NoError(t, err)
-	assert.Equal(t, []string{"ns-0001", "ns-0002", "ns-0003"}, scope.List())
+	assert.Equal(t, []string{"ns-0001", "ns-0002"}, scope.List())
 	assert.EqualValues(t, 1001, reviewed.Load())
 }

@@ -2,11 +2,12 @@ package auth
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"time"
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -25,7 +26,8 @@ type Bindings struct {
 
 const bySubject = "subject"
 
-// NewBindings watches every RoleBinding with core, the service's own client, keeping its subjects only.
+// NewBindings watches every RoleBinding with core, the service's own client, keeping its subjects and
+// role only.
 func NewBindings(core kubernetes.Interface, resync time.Duration) (*Bindings, error) {
 	f := informers.NewSharedInformerFactory(core, resync)
 	inf := f.Rbac().V1().RoleBindings().Informer()
@@ -35,7 +37,7 @@ func NewBindings(core kubernetes.Interface, resync time.Duration) (*Bindings, er
 			return obj, nil
 		}
 		return &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: rb.Name, Namespace: rb.Namespace,
-			UID: rb.UID, ResourceVersion: rb.ResourceVersion}, Subjects: rb.Subjects}, nil
+			UID: rb.UID, ResourceVersion: rb.ResourceVersion}, Subjects: rb.Subjects, RoleRef: rb.RoleRef}, nil
 	}); err != nil {
 		return nil, err
 	}
@@ -72,24 +74,40 @@ func (b *Bindings) Run(ctx context.Context) { b.inf.Run(ctx.Done()) }
 // HasSynced tells whether every RoleBinding has been listed once.
 func (b *Bindings) HasSynced() bool { return b.inf.HasSynced() }
 
-// Naming returns the namespaces where a RoleBinding names the user or one of its groups; ok is false
-// until the RoleBindings are listed.
-func (b *Bindings) Naming(u Identity) (namespaces sets.Set[string], ok bool) {
+// Classes returns, for each namespace where a RoleBinding names the user or one of its groups, the
+// roles bound to it there, as a key: two namespaces with the same key grant the caller the same under
+// RBAC (the same ClusterRoles, besides the ClusterRoleBindings that hold everywhere), so one review
+// answers for both. A namespace that binds it a Role of its own has a key of its own. ok is false until
+// the RoleBindings are listed.
+func (b *Bindings) Classes(u Identity) (classes map[string]string, ok bool) {
 	if !b.inf.HasSynced() {
 		return nil, false
 	}
-	out := sets.New[string]()
+	roles := map[string][]string{}
+	seen := map[string]bool{}
 	add := func(key string) {
 		objs, _ := b.inf.GetIndexer().ByIndex(bySubject, key)
 		for _, o := range objs {
-			if rb, ok := o.(*rbacv1.RoleBinding); ok {
-				out.Insert(rb.Namespace)
+			rb, ok := o.(*rbacv1.RoleBinding)
+			if !ok || seen[rb.Namespace+"/"+rb.Name] {
+				continue
 			}
+			seen[rb.Namespace+"/"+rb.Name] = true
+			role := rb.RoleRef.Kind + ":" + rb.RoleRef.Name
+			if rb.RoleRef.Kind != "ClusterRole" {
+				role = rb.RoleRef.Kind + ":" + rb.Namespace + "/" + rb.RoleRef.Name
+			}
+			roles[rb.Namespace] = append(roles[rb.Namespace], role)
 		}
 	}
 	add("user:" + u.Name)
 	for _, g := range u.Groups {
 		add("group:" + g)
 	}
-	return out, true
+	classes = make(map[string]string, len(roles))
+	for ns, rs := range roles {
+		slices.Sort(rs)
+		classes[ns] = strings.Join(slices.Compact(rs), "\x00")
+	}
+	return classes, true
 }

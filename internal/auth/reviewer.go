@@ -1,7 +1,10 @@
 package auth
 
 import (
+	"cmp"
 	"context"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -109,7 +112,67 @@ type verdictKey struct {
 // AllowedAll tells, for each of asks, whether the holder of token may do it: the cached verdicts read
 // at once, the others asked for in parallel (reviewsInParallel at a time). The token is hashed once,
 // however many verdicts a request needs (a list page needs one per permission and namespace).
+//
+// With bindings (UseBindings), asks in namespaces that grant the caller the same are asked once: in a
+// namespace where no RoleBinding names the caller, as cluster-wide (RBAC answers the same from its
+// ClusterRoleBindings); where RoleBindings bind it the same ClusterRoles, in the first such namespace
+// (see Bindings.Classes). A list across a thousand namespaces and the actions of its page then need a
+// review per role the caller holds, not per namespace.
 func (r *Reviewer) AllowedAll(ctx context.Context, token string, asks []Attributes) ([]bool, error) {
+	if same := r.equivalent(ctx, token, asks); same != nil {
+		unique := slices.Compact(slices.SortedFunc(slices.Values(same), compareAttributes))
+		answers, err := r.allowedAll(ctx, token, unique)
+		verdicts := make([]bool, len(asks))
+		for i, a := range same {
+			j, _ := slices.BinarySearchFunc(unique, a, compareAttributes)
+			verdicts[i] = answers[j]
+		}
+		return verdicts, err
+	}
+	return r.allowedAll(ctx, token, asks)
+}
+
+// equivalent returns, for each of asks, the ask the apiserver answers the same for the caller under
+// RBAC (see AllowedAll); nil without bindings, or before they or the caller are known.
+func (r *Reviewer) equivalent(ctx context.Context, token string, asks []Attributes) []Attributes {
+	if r.bindings == nil {
+		return nil
+	}
+	id, err := r.Identity(ctx, token)
+	if err != nil {
+		return nil
+	}
+	classes, ok := r.bindings.Classes(id)
+	if !ok {
+		return nil
+	}
+	first := map[string]string{} // the least namespace of each class, the same at every request
+	for ns, class := range classes {
+		if f, ok := first[class]; !ok || ns < f {
+			first[class] = ns
+		}
+	}
+	out := make([]Attributes, len(asks))
+	for i, a := range asks {
+		if a.Namespace != "" {
+			class, named := classes[a.Namespace]
+			a.Namespace = "" // named nowhere: as cluster-wide
+			if named {
+				a.Namespace = first[class]
+			}
+		}
+		out[i] = a
+	}
+	return out
+}
+
+func compareAttributes(a, b Attributes) int {
+	return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Resource, b.Resource), strings.Compare(a.Verb, b.Verb),
+		strings.Compare(a.Group, b.Group), strings.Compare(a.Subresource, b.Subresource), strings.Compare(a.Name, b.Name))
+}
+
+// allowedAll is AllowedAll for each ask as it is.
+func (r *Reviewer) allowedAll(ctx context.Context, token string, asks []Attributes) ([]bool, error) {
 	hash := TokenHash(token)
 	verdicts := make([]bool, len(asks))
 	now := r.now()

@@ -62,7 +62,7 @@ const reviewsInParallel = 8
 // Scope returns where the holder of token may do a: every namespace when a.Namespace is "" and the
 // caller may do it cluster-wide; otherwise those of candidates (for a.Namespace "") or a.Namespace
 // itself where it is allowed. Reviews of several namespaces run in parallel, bounded; with bindings
-// (UseBindings), only the candidates where a RoleBinding names the caller are reviewed.
+// (UseBindings), one namespace of each class is reviewed (see AllowedAll).
 func (r *Reviewer) Scope(ctx context.Context, token string, a Attributes, candidates []string) (Scope, error) {
 	allowed, err := r.Allowed(ctx, token, a)
 	if err != nil {
@@ -77,14 +77,6 @@ func (r *Reviewer) Scope(ctx context.Context, token string, a Attributes, candid
 		return Scope{}, nil
 	}
 	candidates = slices.Compact(slices.Sorted(slices.Values(candidates)))
-	if r.bindings != nil {
-		// Where no RoleBinding names the caller, RBAC answers as it did cluster-wide: no.
-		if id, err := r.Identity(ctx, token); err == nil {
-			if naming, ok := r.bindings.Naming(id); ok {
-				candidates = slices.DeleteFunc(candidates, func(ns string) bool { return !naming.Has(ns) })
-			}
-		}
-	}
 	asks := make([]Attributes, len(candidates))
 	for i, ns := range candidates {
 		asks[i] = a

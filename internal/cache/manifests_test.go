@@ -9,10 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	dynamicfake "k8s.io/client-go/dynamic/fake"
-	"k8s.io/client-go/kubernetes/fake"
 
 	"ray-service/internal/ray"
 	"ray-service/internal/ray/raytest"
@@ -22,17 +18,8 @@ import (
 // with every newer version it receives, and not after a write through the service until it is read
 // again; a deleted object's is gone.
 func TestManifestsFollowTheInformer(t *testing.T) {
-	kinds := ray.NewKinds()
-	listKinds := map[schema.GroupVersionResource]string{}
-	for _, k := range kinds.All() {
-		listKinds[k.GVR()] = k.Kind + "List"
-	}
-	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), listKinds)
-	store, err := NewStore(dyn, fake.NewSimpleClientset(), kinds, signer(t), 0)
-	require.NoError(t, err)
+	kinds, dyn, _, store := startedStore(t)
 	ctx := t.Context()
-	store.Start(ctx)
-	require.True(t, store.WaitForSync(ctx))
 	k := kinds.Cluster()
 	objects := dyn.Resource(k.GVR()).Namespace("team")
 	version := func(rv, label string) *unstructured.Unstructured {

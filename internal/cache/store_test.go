@@ -18,9 +18,9 @@ import (
 	"ray-service/internal/ray/raytest"
 )
 
-// The store publishes each object's whole summary when the object or a pod of its Ray cluster
-// changes: a read needs no second step.
-func TestStorePublishesWholeSummaries(t *testing.T) {
+// startedStore is a store on fake clients, started and synced until t ends.
+func startedStore(t *testing.T) (*ray.Kinds, *dynamicfake.FakeDynamicClient, *fake.Clientset, *Store) {
+	t.Helper()
 	kinds := ray.NewKinds()
 	listKinds := map[schema.GroupVersionResource]string{}
 	for _, k := range kinds.All() {
@@ -30,11 +30,18 @@ func TestStorePublishesWholeSummaries(t *testing.T) {
 	core := fake.NewSimpleClientset()
 	store, err := NewStore(dyn, core, kinds, signer(t), 0)
 	require.NoError(t, err)
-	ctx := t.Context()
-	store.Start(ctx)
-	require.True(t, store.WaitForSync(ctx))
+	store.Start(t.Context())
+	require.True(t, store.WaitForSync(t.Context()))
+	return kinds, dyn, core, store
+}
 
-	_, err = dyn.Resource(kinds.Cluster().GVR()).Namespace("team").Create(ctx,
+// The store publishes each object's whole summary when the object or a pod of its Ray cluster
+// changes: a read needs no second step.
+func TestStorePublishesWholeSummaries(t *testing.T) {
+	kinds, dyn, core, store := startedStore(t)
+	ctx := t.Context()
+
+	_, err := dyn.Resource(kinds.Cluster().GVR()).Namespace("team").Create(ctx,
 		raytest.Manifest(t, kinds.Cluster().Kind, kinds.Cluster().ClusterSpecPath, "demo", map[string]any{"state": "ready"}), metav1.CreateOptions{})
 	require.NoError(t, err)
 	cluster := kinds.Cluster()

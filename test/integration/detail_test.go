@@ -5,10 +5,7 @@ package integration
 import (
 	"context"
 	"encoding/json"
-	"io"
-	"net/http"
-	"regexp"
-	"strconv"
+	"slices"
 	"testing"
 	"time"
 
@@ -23,17 +20,7 @@ import (
 // detailsServed reads how many details an instance served from source ("cache" or "apiserver").
 func detailsServed(t *testing.T, base, source string) float64 {
 	t.Helper()
-	res, err := http.Get(base + "/metrics")
-	require.NoError(t, err)
-	defer res.Body.Close()
-	body, err := io.ReadAll(res.Body)
-	require.NoError(t, err)
-	m := regexp.MustCompile(`(?m)^ray_service_details_total\{source="` + source + `"\} ([0-9.e+]+)$`).FindSubmatch(body)
-	if m == nil {
-		return 0
-	}
-	v, err := strconv.ParseFloat(string(m[1]), 64)
-	require.NoError(t, err)
+	v, _ := seriesOf(t, base, `ray_service_details_total\{source="`+source+`"\}`)
 	return v
 }
 
@@ -133,4 +120,49 @@ func TestDetailFromTheCache(t *testing.T) {
 		assert.Empty(t, d.Events, "no events for one who may not list them")
 	}
 	assert.Greater(t, detailsServed(t, svc.url, "cache"), cache, "served from the cache")
+}
+
+// A list across namespaces shows what the caller's RoleBindings grant, whichever subject names it: its
+// user, a group it is in; a binding made or removed later is followed; one naming someone else grants
+// nothing. The namespaces reviewed are those a RoleBinding names the caller in.
+func TestListAcrossNamespacesFollowsRoleBindings(t *testing.T) {
+	t.Parallel()
+	svc := startInstance(t, "bindings.log", "--auth-cache-ttl=1s")
+	home, byGroup, byUser := namespace(t, "bind-home"), namespace(t, "bind-group"), namespace(t, "bind-user")
+	admin := env.tokens["admin"]
+	for _, ns := range []string{home, byGroup, byUser} {
+		require.Equal(t, 201, createCluster(t, admin, ns, "c", nil).Status)
+	}
+	user, token := tenant(t, home, "lister")
+	rb := func(ns, name string, s rbacv1.Subject) {
+		_, err := env.admin.RbacV1().RoleBindings(ns).Create(context.Background(), &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
+			RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "ray-viewer"},
+			Subjects: []rbacv1.Subject{s}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	rb(byGroup, "by-group", rbacv1.Subject{APIGroup: "rbac.authorization.k8s.io", Kind: rbacv1.GroupKind, Name: "system:serviceaccounts:" + home})
+	rb(byUser, "someone-else", rbacv1.Subject{APIGroup: "rbac.authorization.k8s.io", Kind: rbacv1.UserKind, Name: "someone-else"})
+	seen := func() []string {
+		r, err := sendTo(svc.url, "GET", "/rest/ray/v1/rayclusters?pageSize=500", token, "", nil)
+		require.NoError(t, err)
+		require.Equal(t, 200, r.Status, "%s", r.Raw)
+		var page listData
+		require.NoError(t, json.Unmarshal(r.Data, &page))
+		var out []string
+		for _, it := range page.Items {
+			if it.Namespace == home || it.Namespace == byGroup || it.Namespace == byUser {
+				out = append(out, it.Namespace)
+			}
+		}
+		slices.Sort(out)
+		return out
+	}
+	eventually(t, 15*time.Second, "the namespace its group is bound in", func() bool { return slices.Equal(seen(), []string{byGroup}) })
+
+	rb(byUser, "by-user", rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: "lister", Namespace: home})
+	waitAllowed(t, user, byUser, "list", "ray.io", "rayclusters")
+	eventually(t, 15*time.Second, "a binding made later", func() bool { return slices.Equal(seen(), []string{byGroup, byUser}) })
+
+	require.NoError(t, env.admin.RbacV1().RoleBindings(byGroup).Delete(context.Background(), "by-group", metav1.DeleteOptions{}))
+	eventually(t, 15*time.Second, "a binding removed", func() bool { return slices.Equal(seen(), []string{byUser}) })
 }

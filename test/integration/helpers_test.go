@@ -1116,16 +1116,27 @@ func postgresDatabase(t *testing.T) string {
 // metricOf reads one of the service's own metrics.
 func metricOf(t *testing.T, base, name string) float64 {
 	t.Helper()
+	v, ok := seriesOf(t, base, name)
+	require.True(t, ok, "%s in /metrics", name)
+	return v
+}
+
+// seriesOf reads a series of the service's own metrics (a name, a pattern of its labels), and whether
+// it is there.
+func seriesOf(t *testing.T, base, series string) (float64, bool) {
+	t.Helper()
 	res, err := http.Get(base + "/metrics")
 	require.NoError(t, err)
 	defer res.Body.Close()
 	body, err := io.ReadAll(res.Body)
 	require.NoError(t, err)
-	m := regexp.MustCompile(`(?m)^` + name + ` ([0-9.e+]+)$`).FindStringSubmatch(string(body))
-	require.NotNil(t, m, "%s in /metrics", name)
+	m := regexp.MustCompile(`(?m)^` + series + ` ([0-9.e+]+)$`).FindStringSubmatch(string(body))
+	if m == nil {
+		return 0, false
+	}
 	v, err := strconv.ParseFloat(m[1], 64)
 	require.NoError(t, err)
-	return v
+	return v, true
 }
 
 // metricsSize reads the service's /metrics.
