@@ -254,15 +254,18 @@ func run(c config) error {
 		rows = append(rows, row{what, ms(p50), ms(p99), ""})
 		fmt.Printf("%-70s p50 %8s  p99 %8s\n", what, ms(p50), ms(p99))
 	}
-	profiled := profile(c)
 	loadRows, err := throughput(ctx, c, dyn, client, c.serviceURL, filtered, admin, "service")
 	if err != nil {
 		return err
 	}
-	if err := <-profiled; err != nil {
-		return err
-	}
 	rows = append(rows, loadRows...)
+	if c.profileDir != "" { // a load of its own, so that profiling slows no figure
+		profiled := profile(c)
+		load(client, c.serviceURL+filtered, admin, c.workers, c.loadDuration)
+		if err := <-profiled; err != nil {
+			return err
+		}
+	}
 	if c.compareBin != "" {
 		other, stop, err := startService(c, c.compareBin, "127.0.0.1:18087", nil)
 		if err != nil {
