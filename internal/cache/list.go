@@ -32,6 +32,7 @@ func (s *Store) itemsLocked(k *ray.Kind, sc Scopes) []*Item {
 // templates in the template scope (see Items), and how many match in all. Without templates to merge
 // it walks a kept order. The items are shared: callers must not change them.
 func (s *Store) List(k *ray.Kind, sc Scopes, q *Query) ([]*Item, int) {
+	s.sortViews(k)
 	s.mu.RLock()
 	if sc.Templates.IsEmpty() || len(s.templated[k]) == 0 {
 		defer s.mu.RUnlock()
@@ -54,4 +55,16 @@ func (s *Store) Namespaces(k *ray.Kind) []string {
 	}
 	slices.Sort(out)
 	return slices.Compact(out)
+}
+
+// sortViews makes the kept orders of k's items at the first list (see views.sort).
+func (s *Store) sortViews(k *ray.Kind) {
+	s.mu.RLock()
+	sorted := s.ordered[k].sorted
+	s.mu.RUnlock()
+	if !sorted {
+		s.mu.Lock()
+		s.ordered[k].sort()
+		s.mu.Unlock()
+	}
 }

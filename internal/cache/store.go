@@ -176,6 +176,9 @@ func (s *Store) HasSynced() bool {
 			return false
 		}
 	}
+	for _, k := range s.kinds.All() { // what the informers listed, sorted before the first list asks
+		s.sortViews(k)
+	}
 	return true
 }
 

@@ -21,6 +21,12 @@ type views struct {
 	mu          sync.Mutex
 	matches     map[string][]*Item
 	matchedSize int // items held in matches, at most maxMatched
+
+	// Until the first read (see sort), published items are only gathered: an informer's first list
+	// of 100,000 objects, inserted one by one into four sorted orders, moved n²/4 pointers each.
+	sorted  bool
+	pending []*Item
+	dropped map[*Item]bool
 }
 
 // maxMatchedQueries bounds the queries whose matches are kept; the items kept are at most
@@ -45,6 +51,18 @@ func (v *views) replace(old, item *Item) {
 	clear(v.matches)
 	v.matchedSize = 0
 	v.mu.Unlock()
+	if !v.sorted {
+		if old != nil {
+			if v.dropped == nil {
+				v.dropped = map[*Item]bool{}
+			}
+			v.dropped[old] = true
+		}
+		if item != nil {
+			v.pending = append(v.pending, item)
+		}
+		return
+	}
 	for key, items := range v.orders {
 		ascending := v.ascending[key]
 		if old != nil {
@@ -60,11 +78,25 @@ func (v *views) replace(old, item *Item) {
 	}
 }
 
+// sort makes the orders of the items gathered so far, once: from then on each change is put in place.
+// It changes the views: the store calls it under its write lock.
+func (v *views) sort() {
+	if v.sorted {
+		return
+	}
+	live := slices.DeleteFunc(v.pending, func(it *Item) bool { return v.dropped[it] })
+	for key := range v.orders {
+		v.orders[key] = slices.SortedFunc(slices.Values(live), v.ascending[key])
+	}
+	v.sorted, v.pending, v.dropped = true, nil, nil
+}
+
 // page walks the order q asks for and returns the items of its page, and how many items in scope
 // match in all. inScope counts the items in a scope: a query that filters nothing takes its total from
 // it and stops walking at the end of its page. A filtering query keeps what it matched for the next
 // page or refresh of the same query, until the items change.
 func (v *views) page(scope auth.Scope, q *Query, inScope func(auth.Scope) int) (page []*Item, total int) {
+	v.sort() // done by the store before, under its write lock; here for the views' own tests
 	key := q.SortBy
 	if _, ok := v.orders[key]; !ok {
 		key = SortByCreatedAt

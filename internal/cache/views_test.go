@@ -112,3 +112,27 @@ func TestKeptMatchesStayBounded(t *testing.T) {
 		assert.LessOrEqual(t, v.matchedSize, maxMatchedFactor*50)
 	}
 }
+
+// What is published before the first list (an informer's first list, pods changing meanwhile) is
+// gathered and sorted once: replaced and removed items are not listed.
+func TestViewsGatherUntilTheFirstList(t *testing.T) {
+	v := newViews()
+	mk := func(name string) *Item {
+		return newItem(ray.Summary{Name: name, Namespace: "ns", Type: ray.TypeInstance}, nil)
+	}
+	a, b, c := mk("a"), mk("b"), mk("c")
+	v.replace(nil, c)
+	v.replace(nil, a)
+	v.replace(nil, b)
+	a2 := mk("a")
+	v.replace(a, a2)
+	v.replace(b, nil)
+	require.False(t, v.sorted)
+	page, total := v.page(auth.AllNamespaces(), &Query{SortBy: SortByName, Page: 1, PageSize: 10}, func(auth.Scope) int { return 2 })
+	assert.Equal(t, 2, total)
+	assert.Equal(t, []*Item{a2, c}, page)
+	assert.True(t, v.sorted)
+	v.replace(nil, b) // from now on put in place
+	page, _ = v.page(auth.AllNamespaces(), &Query{SortBy: SortByName, Page: 1, PageSize: 10}, func(auth.Scope) int { return 3 })
+	assert.Equal(t, []*Item{a2, b, c}, page)
+}
