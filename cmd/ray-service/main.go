@@ -152,9 +152,9 @@ func run() error {
 		hist, auditStore = store2, store2.Audit()
 	}
 	store.Start(ctx)
+	var bindings *auth.Bindings // where RoleBindings name callers: their reviews by class
 	if !cfg.ReviewEveryNamespace {
-		bindings, err := auth.NewBindings(watchCore, cfg.ResyncPeriod)
-		if err != nil {
+		if bindings, err = auth.NewBindings(watchCore, cfg.ResyncPeriod); err != nil {
 			return err
 		}
 		go bindings.Run(ctx)
@@ -214,7 +214,7 @@ func run() error {
 		},
 		Audit:   trail,
 		History: hist,
-		Ready:   draining.ready(readiness(store, core.Discovery(), kinds)),
+		Ready:   draining.ready(readiness(store, bindings, core.Discovery(), kinds)),
 	})
 	srv := &http.Server{Addr: cfg.Listen, Handler: router, ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout: cfg.ReadTimeout, WriteTimeout: cfg.WriteTimeout, IdleTimeout: cfg.IdleTimeout,
@@ -388,10 +388,13 @@ func servePprof(addr string, log *zap.Logger) {
 
 // readiness: ready once the caches have synced, the apiserver is ready itself (its storage answers)
 // and it serves the three KubeRay resources.
-func readiness(store *cache.Store, disc discovery.DiscoveryInterface, kinds *ray.Kinds) func(context.Context) error {
+func readiness(store *cache.Store, bindings *auth.Bindings, disc discovery.DiscoveryInterface, kinds *ray.Kinds) func(context.Context) error {
 	return func(ctx context.Context) error {
 		if !store.HasSynced() {
 			return errors.New("watch caches not synced yet")
+		}
+		if bindings != nil && !bindings.HasSynced() {
+			return errors.New("the RoleBindings not listed yet")
 		}
 		if err := disc.RESTClient().Get().AbsPath("/readyz").Do(ctx).Error(); err != nil {
 			return fmt.Errorf("the apiserver is not ready: %w", err)

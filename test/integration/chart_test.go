@@ -330,6 +330,25 @@ func TestHelmChart(t *testing.T) {
 		}
 		time.Sleep(time.Until(started.Add(25 * time.Second)))
 
+		// A tenant bound in a namespace of its own each round, by a RoleBinding made then: each service
+		// must show it the namespace's RayCluster (the RoleBindings tell where to review it).
+		tenantUser, tenantToken := tenant(t, probe, "chart-tenant")
+		bound := map[int]string{}
+		tenantSees := func(svc *serviceProc, ns string) bool {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			status, body, err := httpGetHeaders(ctx, svc.url+"/rest/ray/v1/rayclusters?search=bound", map[string]string{"Authorization": "Bearer " + tenantToken})
+			require.NoError(t, err)
+			if status != 200 {
+				return false
+			}
+			for _, it := range decode[listData](t, &response{Data: dataOf(t, body)}).Items {
+				if it.Namespace == ns {
+					return true
+				}
+			}
+			return false
+		}
 		sees := func(svc *serviceProc, step int) bool {
 			get := func(path string) listData {
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -347,6 +366,7 @@ func TestHelmChart(t *testing.T) {
 				}
 			}
 			return clusters == step && ready == 2*step && get(nsPath(probe, "rayjobs")+"?search=probe-").Total == step &&
+				tenantSees(svc, bound[step]) &&
 				get(nsPath(probe, "rayservices")+"?type=instance").Total == step &&
 				get(nsPath(probe, "rayservices")+"?type=template").Total == step &&
 				(step == 1 || (streams[svc].has(fmt.Sprint("Probe-", step)) && audited(writes[svc]) &&
@@ -381,6 +401,9 @@ func TestHelmChart(t *testing.T) {
 				require.NoError(t, err)
 			}
 			suffix := fmt.Sprint("-", step)
+			bound[step] = namespace(t, "chart-bound")
+			require.Equal(t, 201, createCluster(t, admin, bound[step], "bound", nil).Status)
+			bind(t, bound[step], tenantUser, "ray-viewer")
 			require.Equal(t, 201, createCluster(t, admin, probe, "probe"+suffix, nil).Status)
 			require.Equal(t, 201, call(t, "POST", nsPath(probe, "rayjobs"), admin, "application/yaml", mustRename(t, "rayjob-minimal.yaml", "probe"+suffix)).Status)
 			require.Equal(t, 201, call(t, "POST", nsPath(probe, "rayservices"), admin, "application/yaml", mustRename(t, "rayservice-minimal.yaml", "probe"+suffix)).Status)
@@ -407,7 +430,7 @@ func TestHelmChart(t *testing.T) {
 			check.Wait()
 			time.Sleep(2 * time.Second)
 		}
-		assert.Len(t, variants, 18)
+		assert.Len(t, variants, 20)
 		for _, v := range variants {
 			switch {
 			case v.what == "":
