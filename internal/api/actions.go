@@ -8,11 +8,6 @@ import (
 	"ray-service/internal/ray"
 )
 
-// seeing is the right to be shown what was read from resource (pods, events) in ns.
-func seeing(resource, ns string) auth.Attributes {
-	return auth.Attributes{Verb: "list", Resource: resource, Namespace: ns}
-}
-
 // withActions sets, in each summary, the actions its caller may take now and withholds a health
 // reason it may not be shown (see granted and shownAs).
 func (s *Server) withActions(ctx context.Context, tok string, k *ray.Kind, items []ray.Summary) error {
@@ -88,9 +83,17 @@ func shownAs(k *ray.Kind, sum *ray.Summary, granted ray.Permissions) (actions []
 // is false and asked again next time.
 type rightsAsked struct {
 	s     *Server
+	k     *ray.Kind
 	ctx   context.Context
 	token string
 	known map[auth.Attributes]bool
+}
+
+// sees tells whether the caller may be shown what was read from seenOn in ns (see ray.Seeing): the one
+// rule lists, details and streams follow.
+func (r *rightsAsked) sees(seenOn, ns string) bool {
+	p, needed := ray.Seeing(seenOn)
+	return !needed || r.allowed(r.k.Attributes(p, ns))
 }
 
 func (r *rightsAsked) allowed(a auth.Attributes) bool {
@@ -111,7 +114,7 @@ func (r *rightsAsked) allowed(a auth.Attributes) bool {
 // shown is sum as the caller may see it: a health reason read from pods or events it may not list in
 // the namespace is withheld, as in a list.
 func (r *rightsAsked) shown(sum *ray.Summary) *ray.Summary {
-	if on := sum.Health.SeenOn(); on == "" || r.allowed(seeing(on, sum.Namespace)) {
+	if r.sees(sum.Health.SeenOn(), sum.Namespace) {
 		return sum
 	}
 	c := *sum
@@ -124,7 +127,7 @@ func (r *rightsAsked) shown(sum *ray.Summary) *ray.Summary {
 func (r *rightsAsked) visibleProblems(ns string, problems []ray.Problem) []ray.Problem {
 	shown := []ray.Problem{}
 	for _, p := range problems {
-		if on := p.SeenOn(); on == "" || r.allowed(seeing(on, ns)) {
+		if r.sees(p.SeenOn(), ns) {
 			shown = append(shown, p)
 		}
 	}

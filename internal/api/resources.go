@@ -284,7 +284,7 @@ func (s *Server) resolve(c *gin.Context) (*request, *k8s.Current, error) {
 func (s *Server) detail(c *gin.Context, r *request, cur *k8s.Current) Detail {
 	d := Detail{Summary: r.objects.Summarize(cur), Conditions: []any{}, Events: []ray.EventInfo{}}
 	one := []ray.Summary{d.Summary}
-	rights := &rightsAsked{s: s, ctx: c.Request.Context(), token: token(c)}
+	rights := &rightsAsked{s: s, k: r.kind, ctx: c.Request.Context(), token: token(c)}
 	problems := rights.visibleProblems(d.Namespace, d.Summary.Problems())
 	if err := s.withActions(c.Request.Context(), token(c), r.kind, one); err != nil {
 		// The answer stands (a write it follows is done): no action is named rather than a wrong one, and

@@ -171,7 +171,7 @@ type listStream struct {
 
 // start sends a snapshot, unless the stream resumes where the client's last event id says.
 func (l *listStream) start(ctx context.Context, w *sseWriter) {
-	l.w, l.rights = w, &rightsAsked{s: l.s, ctx: ctx, token: l.token}
+	l.w, l.rights = w, &rightsAsked{s: l.s, k: l.k, ctx: ctx, token: l.token}
 	if l.last == "" {
 		l.snapshot("")
 	} else if reason := l.resume(l.last); reason != "" {
