@@ -175,6 +175,17 @@ func (f *fakeStore) List(k *ray.Kind, sc cache.Scopes, q *cache.Query) ([]*cache
 func (f *fakeStore) Namespaces(*ray.Kind) []string { return []string{"a", "b"} }
 
 // The fake store never changes: its feed is empty.
+func (f *fakeStore) Count(k *ray.Kind, sc cache.Scopes) ray.KindCount {
+	c := ray.KindCount{}
+	for _, it := range f.Items(k, sc) {
+		c.Total++
+		if k.Active(it.Summary.Status) {
+			c.Active++
+		}
+	}
+	return c
+}
+
 func (f *fakeStore) Epoch() string            { return "fake" }
 func (f *fakeStore) Changed() <-chan struct{} { return nil }
 func (f *fakeStore) Snapshot(k *ray.Kind, sc cache.Scopes) ([]*cache.Item, uint64) {

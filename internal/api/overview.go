@@ -84,7 +84,7 @@ func (s *Server) overview(c *gin.Context) (*response, error) {
 func (s *Server) countsIn(scopes map[*ray.Kind]cache.Scopes) (*Counts, cache.Allocation) {
 	counts := &Counts{}
 	for _, k := range s.Kinds.All() {
-		*counts.of(k) = cache.Count(k, s.Store.Items(k, scopes[k]))
+		*counts.of(k) = s.Store.Count(k, scopes[k])
 	}
 	alloc := s.Store.Allocated(scopes[s.Kinds.Cluster()].Instances, "")
 	counts.ActiveRayClusters = alloc.ActiveRayClusters

@@ -50,8 +50,8 @@ type Authorizer interface {
 
 // Store is the watch cache as the handlers read it (cache.Store).
 type Store interface {
-	// Items returns the published instances and templates of a kind in two scopes; not to be changed.
-	Items(k *ray.Kind, sc cache.Scopes) []*cache.Item
+	// Count counts the published instances and templates of a kind in two scopes, and those active.
+	Count(k *ray.Kind, sc cache.Scopes) ray.KindCount
 	// List returns the page a query asks for of the same, and how many match in all.
 	List(k *ray.Kind, sc cache.Scopes, q *cache.Query) ([]*cache.Item, int)
 	// Namespaces returns the namespaces that hold instances or templates of a kind.

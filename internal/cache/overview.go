@@ -55,12 +55,35 @@ func (s *Store) Allocated(scope auth.Scope, cluster string) Allocation {
 	return a
 }
 
-// Count counts items of kind k: all of them, and those active.
-func Count(k *ray.Kind, items []*Item) ray.KindCount {
-	c := ray.KindCount{Total: len(items)}
-	for _, it := range items {
-		if k.Active(it.Summary.Status) {
-			c.Active++
+// Count counts the items of k that Items would return for the scopes: all of them, and those active.
+// Instances are counted per namespace as they are published, so that an overview of a hundred thousand
+// objects walks namespaces, not objects; templates, which are few, are walked.
+func (s *Store) Count(k *ray.Kind, sc Scopes) ray.KindCount {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var c ray.KindCount
+	each := func(ns string) {
+		c.Total += len(s.instances[k][ns])
+		c.Active += s.active[k][ns]
+	}
+	if sc.Instances.IsAll() {
+		for ns := range s.instances[k] {
+			each(ns)
+		}
+	} else {
+		for _, ns := range sc.Instances.List() {
+			each(ns)
+		}
+	}
+	if sc.Templates.IsEmpty() {
+		return c
+	}
+	for _, t := range s.templated[k].in(sc.Templates) {
+		if _, running := s.instances[k].get(t.Summary.Namespace, t.Summary.Name); !running {
+			c.Total++
+			if k.Active(t.Summary.Status) {
+				c.Active++
+			}
 		}
 	}
 	return c

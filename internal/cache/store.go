@@ -53,6 +53,8 @@ type Store struct {
 	templated map[*ray.Kind]namespaced[*Item]
 	// ordered holds each kind's instances in every order a list asks for.
 	ordered map[*ray.Kind]*views
+	// active counts each kind's active instances per namespace, for the overview.
+	active map[*ray.Kind]map[string]int
 	// feeds keep each kind's last changes for live streams; notify wakes them at every change.
 	feeds  map[*ray.Kind]*feed
 	notify *notifier
@@ -98,10 +100,11 @@ func fromIndex[T any](inf cache.SharedIndexInformer, namespace string) []T {
 func NewStore(dyn dynamic.Interface, core kubernetes.Interface, kinds *ray.Kinds, templates *ray.TemplateSigner, resync time.Duration) (*Store, error) {
 	s := &Store{kinds: kinds, signer: templates, informers: map[*ray.Kind]cache.SharedIndexInformer{},
 		instances: map[*ray.Kind]namespaced[*Item]{}, templated: map[*ray.Kind]namespaced[*Item]{}, ordered: map[*ray.Kind]*views{},
-		feeds: map[*ray.Kind]*feed{}, notify: newNotifier(), epoch: newEpoch(), manifests: newManifests()}
+		active: map[*ray.Kind]map[string]int{}, feeds: map[*ray.Kind]*feed{}, notify: newNotifier(), epoch: newEpoch(), manifests: newManifests()}
 	df := dynamicinformer.NewDynamicSharedInformerFactory(dyn, resync)
 	for _, k := range kinds.All() {
 		s.instances[k], s.templated[k], s.ordered[k] = namespaced[*Item]{}, namespaced[*Item]{}, newViews()
+		s.active[k] = map[string]int{}
 		s.feeds[k] = newFeed(FeedWindow, FeedBytes)
 		inf := df.ForResource(k.GVR()).Informer()
 		if err := inf.SetTransform(s.entryTransform(k)); err != nil {
@@ -253,6 +256,7 @@ func (s *Store) putInstanceLocked(k *ray.Kind, e *Entry) bool {
 	s.feeds[k].record(e.Namespace, e.Name, old, tpl)
 	s.instances[k].put(e.Namespace, e.Name, item)
 	s.ordered[k].replace(old, item)
+	s.countActiveLocked(k, e.Namespace, old, item)
 	return true
 }
 
@@ -283,7 +287,25 @@ func (s *Store) unpublishInstance(k *ray.Kind, obj any) {
 		s.feeds[k].record(e.Namespace, e.Name, old, tpl)
 		s.instances[k].remove(e.Namespace, e.Name)
 		s.ordered[k].replace(old, nil)
+		s.countActiveLocked(k, e.Namespace, old, nil)
 		s.notify.Notify()
+	}
+}
+
+// countActiveLocked keeps the count of k's active instances in ns as an instance there goes from old to
+// now (nil: none).
+func (s *Store) countActiveLocked(k *ray.Kind, ns string, old, now *Item) {
+	n := s.active[k][ns]
+	if old != nil && k.Active(old.Summary.Status) {
+		n--
+	}
+	if now != nil && k.Active(now.Summary.Status) {
+		n++
+	}
+	if n == 0 {
+		delete(s.active[k], ns)
+	} else {
+		s.active[k][ns] = n
 	}
 }
 

@@ -8,8 +8,10 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes/fake"
 
@@ -99,4 +101,55 @@ func signer(t *testing.T) *ray.TemplateSigner {
 	s, err := ray.NewTemplateSigner(raytest.Key)
 	require.NoError(t, err)
 	return s
+}
+
+// The overview's counts, kept per namespace as objects are published, are what counting the published
+// items gives, through creations, changes of status and deletions.
+func TestCountIsWhatThePublishedItemsGive(t *testing.T) {
+	kinds, dyn, _, store := startedStore(t)
+	ctx, cluster := t.Context(), kinds.Cluster()
+	clusters := func(ns string) dynamic.ResourceInterface { return dyn.Resource(cluster.GVR()).Namespace(ns) }
+	create := func(ns, name string, status map[string]any) {
+		u := raytest.Manifest(t, cluster.Kind, cluster.ClusterSpecPath, name, status)
+		u.SetNamespace(ns)
+		_, err := clusters(ns).Create(ctx, u, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	counted := func(sc Scopes) ray.KindCount {
+		c := ray.KindCount{}
+		for _, it := range store.Items(cluster, sc) {
+			c.Total++
+			if cluster.Active(it.Summary.Status) {
+				c.Active++
+			}
+		}
+		return c
+	}
+	scopes := []Scopes{{Instances: auth.AllNamespaces()}, {Instances: auth.Namespaces("a")}, {Instances: auth.Namespaces("b", "c")}, {}}
+	agree := func(what string, total, active int) {
+		t.Helper()
+		require.Eventually(t, func() bool { return store.Count(cluster, scopes[0]) == ray.KindCount{Total: total, Active: active} },
+			5*time.Second, 10*time.Millisecond, what)
+		for _, sc := range scopes {
+			assert.Equal(t, counted(sc), store.Count(cluster, sc), what)
+		}
+	}
+	create("a", "one", map[string]any{"state": "ready"})
+	create("a", "two", map[string]any{"state": "ready"})
+	create("b", "three", map[string]any{"state": "suspended"})
+	agree("created", 3, 2)
+	assert.Equal(t, ray.KindCount{Total: 2, Active: 2}, store.Count(cluster, scopes[1]))
+
+	two, err := clusters("a").Get(ctx, "two", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.NoError(t, unstructured.SetNestedField(two.Object, "suspended", "status", "state"))
+	_, err = clusters("a").UpdateStatus(ctx, two, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	agree("one stopped", 3, 1)
+	require.NoError(t, clusters("a").Delete(ctx, "one", metav1.DeleteOptions{}))
+	agree("the active one deleted", 2, 0)
+	require.NoError(t, clusters("a").Delete(ctx, "two", metav1.DeleteOptions{}))
+	require.NoError(t, clusters("b").Delete(ctx, "three", metav1.DeleteOptions{}))
+	agree("all deleted", 0, 0)
+	assert.Empty(t, store.active[cluster], "no namespace is left counted")
 }
