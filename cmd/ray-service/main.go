@@ -153,12 +153,14 @@ func run() error {
 	}
 	store.Start(ctx)
 	var bindings *auth.Bindings // where RoleBindings name callers: their reviews by class
+	var rightsVersion func() uint64
 	if !cfg.ReviewEveryNamespace {
 		if bindings, err = auth.NewBindings(watchCore, cfg.ResyncPeriod); err != nil {
 			return err
 		}
 		go bindings.Run(ctx)
 		reviewer.UseBindings(bindings)
+		rightsVersion = bindings.Version
 	}
 
 	// Streams (log follows, watches) end when the server stops serving, after the shutdown delay: a
@@ -195,6 +197,7 @@ func run() error {
 		Dashboards:      dashboards,
 		DashboardOrigin: cfg.DashboardOrigin,
 		Authz:           reviewer,
+		RightsVersion:   rightsVersion,
 		Log:             log,
 		Gatherer:        apiMetrics,
 		HTTP:            httpMetrics,

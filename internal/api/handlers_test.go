@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -155,8 +156,14 @@ func (f *fakeAuthz) Scope(_ context.Context, _ string, a auth.Attributes, _ []st
 
 func (f *fakeAuthz) UserName(context.Context, string) (string, error) { return "alice@example", nil }
 
-// fakeStore holds items per kind and namespace.
-type fakeStore struct{ items map[string][]*cache.Item }
+// fakeStore holds items per kind and namespace. Tests change its items at will: its version is new at
+// each ask, so that no kept page answers for it.
+type fakeStore struct {
+	items   map[string][]*cache.Item
+	version atomic.Uint64
+}
+
+func (f *fakeStore) Version(*ray.Kind) uint64 { return f.version.Add(1) }
 
 func (f *fakeStore) Items(k *ray.Kind, sc cache.Scopes) []*cache.Item {
 	var out []*cache.Item
@@ -168,13 +175,6 @@ func (f *fakeStore) Items(k *ray.Kind, sc cache.Scopes) []*cache.Item {
 	return out
 }
 
-func (f *fakeStore) List(k *ray.Kind, sc cache.Scopes, q *cache.Query) ([]*cache.Item, int) {
-	return q.Apply(f.Items(k, sc))
-}
-
-func (f *fakeStore) Namespaces(*ray.Kind) []string { return []string{"a", "b"} }
-
-// The fake store never changes: its feed is empty.
 func (f *fakeStore) Count(k *ray.Kind, sc cache.Scopes) ray.KindCount {
 	c := ray.KindCount{}
 	for _, it := range f.Items(k, sc) {
@@ -186,6 +186,13 @@ func (f *fakeStore) Count(k *ray.Kind, sc cache.Scopes) ray.KindCount {
 	return c
 }
 
+func (f *fakeStore) List(k *ray.Kind, sc cache.Scopes, q *cache.Query) ([]*cache.Item, int) {
+	return q.Apply(f.Items(k, sc))
+}
+
+func (f *fakeStore) Namespaces(*ray.Kind) []string { return []string{"a", "b"} }
+
+// The fake store never changes: its feed is empty.
 func (f *fakeStore) Epoch() string            { return "fake" }
 func (f *fakeStore) Changed() <-chan struct{} { return nil }
 func (f *fakeStore) Snapshot(k *ray.Kind, sc cache.Scopes) ([]*cache.Item, uint64) {

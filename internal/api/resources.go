@@ -3,6 +3,7 @@ package api
 import (
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/gin-gonic/gin"
 	"go.uber.org/zap"
@@ -110,6 +111,12 @@ func (s *Server) list(c *gin.Context) (*response, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The versions are read before the page is made: a change in between only makes the next ask miss.
+	key := pageKey{caller: c.GetString(callerKey{}), kind: k, namespace: c.Param("namespace"), query: c.Request.URL.RawQuery}
+	objects, rights, now := s.Store.Version(k), s.rightsVersion(), time.Now()
+	if body, ok := s.pages.get(key, objects, rights, now); ok {
+		return &response{code: http.StatusOK, contentType: jsonContentType, body: body}, nil
+	}
 	scopes, err := s.visibleScopes(c.Request.Context(), token(c), k, c.Param("namespace"), q.Type != ray.TypeInstance)
 	if err != nil {
 		return nil, err
@@ -123,7 +130,19 @@ func (s *Server) list(c *gin.Context) (*response, error) {
 	if err != nil {
 		return nil, err
 	}
-	return listPage(k, page, granted, total, q.Page, q.PageSize)
+	res, err := listPage(k, page, granted, total, q.Page, q.PageSize)
+	if err == nil {
+		s.pages.put(key, objects, rights, now, res.body)
+	}
+	return res, err
+}
+
+// rightsVersion is the version of the callers' rights besides their verdicts (Deps.RightsVersion).
+func (s *Server) rightsVersion() uint64 {
+	if s.RightsVersion == nil {
+		return 0
+	}
+	return s.RightsVersion()
 }
 
 // create creates an object from a JSON, YAML or uploaded manifest, as the caller.

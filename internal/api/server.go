@@ -65,6 +65,8 @@ type Store interface {
 	Changed() <-chan struct{}
 	Snapshot(k *ray.Kind, sc cache.Scopes) ([]*cache.Item, uint64)
 	Since(k *ray.Kind, seq uint64, before, now cache.Scopes) ([]cache.Change, uint64, error)
+	// Version is the number of the last change of a kind's published objects.
+	Version(k *ray.Kind) uint64
 	// Published is the item of one object (its instance, else its template), nil without one.
 	Published(k *ray.Kind, ns, name string) *cache.Item
 	// CachedPods describes the cached Ray pods of an object's clusters.
@@ -131,7 +133,10 @@ type Deps struct {
 	// dashboard proxy, so that what a dashboard answers never runs on the console's origin.
 	DashboardOrigin string
 	Authz           Authorizer
-	Log             *zap.Logger
+	// RightsVersion counts the changes of what the callers' rights are read from besides their
+	// verdicts (the RoleBindings); nil: nothing but the verdicts.
+	RightsVersion func() uint64
+	Log           *zap.Logger
 	// Gatherer holds the service's own metrics for /metrics (nil: /metrics is served elsewhere); HTTP
 	// records requests into it.
 	Gatherer prometheus.Gatherer
@@ -169,6 +174,8 @@ type Server struct {
 
 	readyMu     sync.Mutex
 	readyReason string
+	// pages are the list pages last answered (see pages.go).
+	pages *pages
 }
 
 // Keys of what the middlewares put into a request's context.
@@ -181,7 +188,7 @@ type (
 
 // NewRouter returns the HTTP handler of the service.
 func NewRouter(d Deps) *gin.Engine {
-	s := &Server{Deps: d}
+	s := &Server{Deps: d, pages: newPages(PageBytes, PageReuse)}
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
 	r.ContextWithFallback = true

@@ -145,6 +145,7 @@ func TestScopeReviewsOncePerRoleTheCallerIsBound(t *testing.T) {
 	require.NoError(t, err)
 	go b.Run(t.Context())
 	require.Eventually(t, b.HasSynced, 5*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return b.Version() == 4 }, 5*time.Second, 10*time.Millisecond, "each RoleBinding counted")
 	r.UseBindings(b)
 	a := Attributes{Verb: "list", Group: "ray.io", Resource: "rayclusters"}
 	scope, err := r.Scope(t.Context(), "t", a, candidates)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -22,6 +23,8 @@ import (
 // seen: turn it off for them (--review-every-namespace).
 type Bindings struct {
 	inf cache.SharedIndexInformer
+	// version counts the RoleBindings' changes.
+	version atomic.Uint64
 }
 
 const bySubject = "subject"
@@ -65,8 +68,21 @@ func NewBindings(core kubernetes.Interface, resync time.Duration) (*Bindings, er
 	}}); err != nil {
 		return nil, err
 	}
-	return &Bindings{inf: inf}, nil
+	b := &Bindings{inf: inf}
+	count := func() { b.version.Add(1) }
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { count() },
+		UpdateFunc: func(any, any) { count() },
+		DeleteFunc: func(any) { count() },
+	}); err != nil {
+		return nil, err
+	}
+	return b, nil
 }
+
+// Version is the number of RoleBinding changes seen: where a caller's rights come from changed only
+// when it changed.
+func (b *Bindings) Version() uint64 { return b.version.Load() }
 
 // Run watches until ctx ends.
 func (b *Bindings) Run(ctx context.Context) { b.inf.Run(ctx.Done()) }

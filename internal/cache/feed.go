@@ -156,6 +156,14 @@ type Change struct {
 	Seq           uint64
 }
 
+// Version is the number of the last change published of k: whatever lists or counts of k show differs
+// only when it differs.
+func (s *Store) Version(k *ray.Kind) uint64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.feeds[k].seq
+}
+
 // Snapshot returns the items of k visible in scopes (see Items) and the number of the last change they
 // include.
 func (s *Store) Snapshot(k *ray.Kind, sc Scopes) ([]*Item, uint64) {
