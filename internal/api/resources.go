@@ -60,7 +60,8 @@ type DeleteData struct {
 //	@Description	caller may do now (start, stop, delete, edit, scale, logs, dashboard), from the item's state by the
 //	@Description	rules the routes follow and from the caller's rights in its namespace, each distinct permission of
 //	@Description	the page reviewed once. An action named is not refused for a reason known beforehand. Watch events
-//	@Description	carry health, not actions.
+//	@Description	carry health, not actions. The same page asked again by the same caller while nothing of the kind
+//	@Description	and no RoleBinding changed is the same answer, for up to a second.
 //	@Tags			resources
 //	@Produce		json
 //	@Security		Bearer
