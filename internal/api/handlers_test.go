@@ -195,8 +195,8 @@ func (f *fakeStore) Namespaces(*ray.Kind) []string { return []string{"a", "b"} }
 // The fake store never changes: its feed is empty.
 func (f *fakeStore) Epoch() string            { return "fake" }
 func (f *fakeStore) Changed() <-chan struct{} { return nil }
-func (f *fakeStore) Snapshot(k *ray.Kind, sc cache.Scopes) ([]*cache.Item, uint64) {
-	return f.Items(k, sc), 0
+func (f *fakeStore) Matching(k *ray.Kind, sc cache.Scopes, q *cache.Query) ([]*cache.Item, uint64) {
+	return q.Select(f.Items(k, sc)), 0
 }
 func (f *fakeStore) Since(*ray.Kind, uint64, cache.Scopes, cache.Scopes) ([]cache.Change, uint64, error) {
 	return nil, 0, nil

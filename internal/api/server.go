@@ -60,10 +60,10 @@ type Store interface {
 	Allocated(scope auth.Scope, cluster string) cache.Allocation
 
 	// What watch streams read: the store's run, a channel closed at its next change, the visible items
-	// and the number of the last change, and what changed since a number.
+	// a query matches, in its order, and the number of the last change, and what changed since a number.
 	Epoch() string
 	Changed() <-chan struct{}
-	Snapshot(k *ray.Kind, sc cache.Scopes) ([]*cache.Item, uint64)
+	Matching(k *ray.Kind, sc cache.Scopes, q *cache.Query) ([]*cache.Item, uint64)
 	Since(k *ray.Kind, seq uint64, before, now cache.Scopes) ([]cache.Change, uint64, error)
 	// Version is the number of the last change of a kind's published objects.
 	Version(k *ray.Kind) uint64

@@ -228,8 +228,7 @@ func (l *listStream) snapshot(reason string) {
 	if reason != "" {
 		l.w.event(EventResync, resetID, ResyncData{Reason: reason})
 	}
-	items, seq := l.s.Store.Snapshot(l.k, l.scopes)
-	matched := l.q.Select(items)
+	matched, seq := l.s.Store.Matching(l.k, l.scopes, l.q)
 	for _, it := range matched {
 		l.item(EventAdded, noID, it)
 	}

@@ -172,6 +172,18 @@ func (s *Store) Snapshot(k *ray.Kind, sc Scopes) ([]*Item, uint64) {
 	return s.itemsLocked(k, sc), s.feeds[k].seq
 }
 
+// Matching is q.Select of what Snapshot returns, with the number of the last change it includes: read
+// in a kept order, unless templates are merged in.
+func (s *Store) Matching(k *ray.Kind, sc Scopes, q *Query) ([]*Item, uint64) {
+	s.sortViews(k)
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if sc.Templates.IsEmpty() || len(s.templated[k]) == 0 {
+		return s.ordered[k].matching(sc.Instances, q), s.feeds[k].seq
+	}
+	return q.Select(s.itemsLocked(k, sc)), s.feeds[k].seq
+}
+
 // Since returns, for every name of k whose visibility may differ between what the scopes before showed
 // after change seq and what the scopes now show at present, what was shown then and what is shown now,
 // ordered by the number of each name's last change; and the number of the last change. The names are

@@ -134,6 +134,24 @@ func (v *views) page(scope auth.Scope, q *Query, inScope func(auth.Scope) int) (
 	return append(make([]*Item, 0, to-from), matched[from:to]...), len(matched)
 }
 
+// matching returns every item in scope that q matches, in q's order, whatever its page.
+func (v *views) matching(scope auth.Scope, q *Query) []*Item {
+	v.sort() // as in page
+	key := q.SortBy
+	if _, ok := v.orders[key]; !ok {
+		key = SortByCreatedAt
+	}
+	search := strings.ToLower(q.Search)
+	var matched []*Item
+	v.walk(key, q.Desc, func(it *Item) bool {
+		if scope.Contains(it.Summary.Namespace) && q.matches(it, search) {
+			matched = append(matched, it)
+		}
+		return true
+	})
+	return matched
+}
+
 // walk visits the items in the order of key, descending if desc, until visit returns false. Descending
 // by the key, ties stay ascending by namespace and name: each run of equal keys is visited forwards.
 func (v *views) walk(key string, desc bool, visit func(*Item) bool) {

@@ -3,6 +3,7 @@ package cache
 import (
 	"fmt"
 	"math/rand"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -15,7 +16,8 @@ import (
 	"ray-service/internal/ray"
 )
 
-// The kept orders answer every list exactly as sorting everything does (Query.Apply, the reference),
+// The kept orders answer every list exactly as sorting everything does (Query.Apply and Select, the
+// references),
 // after items are added, replaced and removed, with many ties in every key.
 func TestViewsAgreeWithApply(t *testing.T) {
 	rnd := rand.New(rand.NewSource(7))
@@ -76,6 +78,9 @@ func TestViewsAgreeWithApply(t *testing.T) {
 						gotPage, gotTotal := v.page(scope, &q, count)
 						require.Equal(t, wantTotal, gotTotal, "%+v", q)
 						require.Equal(t, wantPage, gotPage, "%+v", q)
+						if page == 1 { // what a stream's snapshot sends: every match, in the query's order
+							require.True(t, slices.Equal(q.Select(inScope), v.matching(scope, &q)), "%+v", q)
+						}
 						queries++
 					}
 				}
