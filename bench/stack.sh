@@ -24,7 +24,7 @@ source "$state/env"
 bin=${RAY_SERVICE_BIN:-bin/ray-service}
 "$bin" --listen 127.0.0.1:18088 --kubeconfig "$SERVICE_KUBECONFIG" --prometheus-url "$PROMETHEUS_URL" \
   --template-key-file "$TEMPLATE_KEY_FILE" --audit-key-file "$AUDIT_KEY_FILE" --pprof-listen 127.0.0.1:18090 --log-level warn \
-  --max-watches 5000 --max-watches-per-caller 0 2>"$state/logs/ray-service.log" &
+  --max-watches 20000 --max-watches-per-caller 0 2>"$state/logs/ray-service.log" &
 svc=$!
 for _ in $(seq 1 120); do curl -sf http://127.0.0.1:18088/readyz >/dev/null && break; sleep 0.5; done
 go run ./bench/stack -env "$state/env" -service http://127.0.0.1:18088 -pprof http://127.0.0.1:18090 -service-bin "$bin" -service-pid "$svc" "$@"

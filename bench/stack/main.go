@@ -254,36 +254,52 @@ func run(c config) error {
 		rows = append(rows, row{what, ms(p50), ms(p99), ""})
 		fmt.Printf("%-70s p50 %8s  p99 %8s\n", what, ms(p50), ms(p99))
 	}
-	loadRows, err := throughput(ctx, c, dyn, client, c.serviceURL, filtered, admin, "service")
-	if err != nil {
-		return err
-	}
-	rows = append(rows, loadRows...)
-	if c.profileDir != "" { // a load of its own, so that profiling slows no figure
-		profiled := profile(c)
-		load(client, c.serviceURL+filtered, admin, c.workers, c.loadDuration)
-		if err := <-profiled; err != nil {
-			return err
-		}
-	}
+	// With another build to compare, both run from here on, and their loads alternate, so that a stack
+	// that grows busier or quieter during the run weighs on both alike.
+	other, name := "", ""
 	if c.compareBin != "" {
-		other, stop, err := startService(c, c.compareBin, "127.0.0.1:18087", nil)
+		var stop func()
+		other, stop, err = startService(c, c.compareBin, "127.0.0.1:18087", nil)
 		if err != nil {
 			return fmt.Errorf("the compared binary: %w", err)
 		}
-		name := "compared binary (" + filepath.Base(c.compareBin) + ")"
+		defer stop()
+		name = "compared binary (" + filepath.Base(c.compareBin) + ")"
 		using = client
 		err = add(name+": filtered, sorted page (admin)", other+filtered, admin, "", 300)
 		if err == nil && c.running > 0 {
 			err = add(name+": detail of a running RayCluster", other+"/rest/ray/v1/namespaces/perf-ns-00/rayclusters/perf-00000", admin, "", 300)
 		}
-		if err == nil {
-			var more []row
-			more, err = throughput(ctx, c, dyn, client, other, filtered, admin, name)
+		if err != nil {
+			return err
+		}
+	}
+	loads := 1
+	if other != "" {
+		loads = 2
+	}
+	for round := 1; round <= loads; round++ {
+		suffix := ""
+		if loads > 1 {
+			suffix = fmt.Sprintf(" (round %d)", round)
+		}
+		loadRows, err := throughput(ctx, c, dyn, client, c.serviceURL, filtered, admin, "service"+suffix)
+		if err != nil {
+			return err
+		}
+		rows = append(rows, loadRows...)
+		if other != "" {
+			more, err := throughput(ctx, c, dyn, client, other, filtered, admin, name+suffix)
+			if err != nil {
+				return err
+			}
 			rows = append(rows, more...)
 		}
-		stop()
-		if err != nil {
+	}
+	if c.profileDir != "" { // a load of its own, so that profiling slows no figure
+		profiled := profile(c)
+		load(client, c.serviceURL+filtered, admin, c.workers, c.loadDuration)
+		if err := <-profiled; err != nil {
 			return err
 		}
 	}
