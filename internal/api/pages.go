@@ -13,11 +13,12 @@ import (
 // bytes it was given, while the three things a page is made of are as they were: the published objects
 // of its kind (the store's version of the kind), where the caller's rights come from (the RoleBindings'
 // version, when the service watches them) and the caller's verdicts, which the reviewer keeps for its
-// ttl and which a kept page reuses for at most PageReuse more. A page is kept per caller (the token's
-// hash), kind, namespace and query string, and the kept pages hold at most PageBytes.
+// ttl and which a kept page reuses for at most Deps.PageReuse more (at most MaxPageReuse, at most the
+// verdicts' ttl). A page is kept per caller (the token's hash), kind, namespace and query string, and the
+// kept pages hold at most PageBytes.
 
-// PageReuse is how long a page answers again while nothing it is made of changed.
-const PageReuse = time.Second
+// MaxPageReuse is the longest a page answers again while nothing it is made of changed.
+const MaxPageReuse = time.Second
 
 // PageBytes bounds what the kept pages hold.
 const PageBytes = 8 << 20
@@ -71,6 +72,9 @@ func (p *pages) get(key pageKey, objects, rights uint64, now time.Time) ([]byte,
 // put keeps body as the page of key made from those versions at made. The versions must have been read
 // before what the page shows was: a change in between then only makes the page miss.
 func (p *pages) put(key pageKey, objects, rights uint64, made time.Time, body []byte) {
+	if p.reuse <= 0 {
+		return
+	}
 	e := &pageEntry{key: key, objects: objects, rights: rights, made: made, body: body}
 	if e.size() > p.maxBytes/16 { // a page this large is rare and would push many out
 		return

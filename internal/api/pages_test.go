@@ -91,7 +91,9 @@ func TestListAskedAgainIsTheKeptPage(t *testing.T) {
 	store := &versionedStore{fakeStore: fakeStore{items: map[string][]*cache.Item{"rayclusters": {item("a", "x", "Running")}}}}
 	var rights uint64
 	h := (&handlerEnv{authz: &fakeAuthz{allowed: true, scopes: map[string]auth.Scope{"rayclusters": auth.AllNamespaces()}}}).
-		routerWith(func(d *Deps) { d.Store, d.RightsVersion = store, func() uint64 { return rights } })
+		routerWith(func(d *Deps) {
+			d.Store, d.RightsVersion, d.PageReuse = store, func() uint64 { return rights }, time.Minute
+		})
 	ask := func(token, query string) string {
 		rec := httptest.NewRecorder()
 		req := httptest.NewRequest(http.MethodGet, BasePath+"/rayclusters?"+query, nil)
@@ -118,4 +120,11 @@ func TestListAskedAgainIsTheKeptPage(t *testing.T) {
 	assert.Equal(t, 5, store.lists, "a RoleBinding changed: the page is made again")
 	assert.Equal(t, 1, strings.Count(ask("t", "sortBy=name"), `"name":"y"`))
 	assert.Equal(t, 5, store.lists)
+
+	// Without reuse (verdicts not kept), every ask makes its page.
+	h = (&handlerEnv{authz: &fakeAuthz{allowed: true, scopes: map[string]auth.Scope{"rayclusters": auth.AllNamespaces()}}}).
+		routerWith(func(d *Deps) { d.Store = store })
+	ask("t", "sortBy=name")
+	ask("t", "sortBy=name")
+	assert.Equal(t, 7, store.lists)
 }

@@ -136,7 +136,10 @@ type Deps struct {
 	// RightsVersion counts the changes of what the callers' rights are read from besides their
 	// verdicts (the RoleBindings); nil: nothing but the verdicts.
 	RightsVersion func() uint64
-	Log           *zap.Logger
+	// PageReuse is how long a list page answers again the same caller's same ask while nothing it is
+	// made of changed (see pages.go); 0: never.
+	PageReuse time.Duration
+	Log       *zap.Logger
 	// Gatherer holds the service's own metrics for /metrics (nil: /metrics is served elsewhere); HTTP
 	// records requests into it.
 	Gatherer prometheus.Gatherer
@@ -188,7 +191,7 @@ type (
 
 // NewRouter returns the HTTP handler of the service.
 func NewRouter(d Deps) *gin.Engine {
-	s := &Server{Deps: d, pages: newPages(PageBytes, PageReuse)}
+	s := &Server{Deps: d, pages: newPages(PageBytes, min(d.PageReuse, MaxPageReuse))}
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
 	r.ContextWithFallback = true
