@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http/httptest"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,6 +18,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	authenticationv1client "k8s.io/client-go/kubernetes/typed/authentication/v1"
+	authorizationv1client "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	k8stesting "k8s.io/client-go/testing"
 )
 
@@ -173,4 +176,71 @@ func TestScopeReviewsOncePerRoleTheCallerIsBound(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []string{"ns-0001", "ns-0002"}, scope.List())
 	assert.EqualValues(t, 1001, reviewed.Load())
+}
+
+// splitClients asks access reviews and identity reviews of two fakes, which answer at once: one fake
+// answers one request at a time.
+type splitClients struct{ authz, authn *fake.Clientset }
+
+func (s splitClients) AuthorizationV1() authorizationv1client.AuthorizationV1Interface {
+	return s.authz.AuthorizationV1()
+}
+func (s splitClients) AuthenticationV1() authenticationv1client.AuthenticationV1Interface {
+	return s.authn.AuthenticationV1()
+}
+
+// A tenant's first list needs the cluster-wide verdict and, when that is no, who the caller is (for
+// the classes of its namespaces): both are asked at once, and two asks of who it is at once share one.
+func TestScopeAsksWhoTheCallerIsWhileReviewingClusterWide(t *testing.T) {
+	authz, authn := fake.NewSimpleClientset(), fake.NewSimpleClientset()
+	asked := make(chan struct{})
+	var identities atomic.Int32
+	authn.PrependReactor("create", "selfsubjectreviews", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if identities.Add(1) == 1 {
+			close(asked)
+		}
+		return true, &authenticationv1.SelfSubjectReview{Status: authenticationv1.SelfSubjectReviewStatus{UserInfo: authenticationv1.UserInfo{
+			Username: "carol", Groups: []string{"system:authenticated"}}}}, nil
+	})
+	overlapped := false
+	authz.PrependReactor("create", "selfsubjectaccessreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.(k8stesting.CreateAction).GetObject().(*authorizationv1.SelfSubjectAccessReview).Spec.ResourceAttributes.Namespace == "" {
+			select { // the cluster-wide review answers once the identity is asked, or after a second
+			case <-asked:
+				overlapped = true
+			case <-time.After(time.Second):
+			}
+		}
+		return true, &authorizationv1.SelfSubjectAccessReview{}, nil
+	})
+	cs := fake.NewSimpleClientset()
+	b, err := NewBindings(cs, 0)
+	require.NoError(t, err)
+	go b.Run(t.Context())
+	require.Eventually(t, b.HasSynced, 5*time.Second, 10*time.Millisecond)
+	r := NewReviewer(func(string) (ReviewClients, error) { return splitClients{authz, authn}, nil }, time.Minute, 0)
+	r.UseBindings(b)
+	scope, err := r.Scope(t.Context(), "t", Attributes{Verb: "list", Group: "ray.io", Resource: "rayclusters"}, []string{"a", "b"})
+	require.NoError(t, err)
+	assert.True(t, scope.IsEmpty())
+	assert.True(t, overlapped, "who the caller is was asked while the cluster-wide review was under way")
+
+	slow := fake.NewSimpleClientset()
+	var slowAsked atomic.Int32
+	slow.PrependReactor("create", "selfsubjectreviews", func(k8stesting.Action) (bool, runtime.Object, error) {
+		slowAsked.Add(1)
+		time.Sleep(100 * time.Millisecond)
+		return true, &authenticationv1.SelfSubjectReview{Status: authenticationv1.SelfSubjectReviewStatus{UserInfo: authenticationv1.UserInfo{Username: "dave"}}}, nil
+	})
+	r = NewReviewer(func(string) (ReviewClients, error) { return splitClients{authz, slow}, nil }, time.Minute, 0)
+	var same sync.WaitGroup
+	for range 8 {
+		same.Go(func() {
+			id, err := r.Identity(t.Context(), "u")
+			assert.NoError(t, err)
+			assert.Equal(t, "dave", id.Name)
+		})
+	}
+	same.Wait()
+	assert.EqualValues(t, 1, slowAsked.Load(), "eight asks at once, one review")
 }

@@ -273,20 +273,27 @@ func (r *Reviewer) Identity(ctx context.Context, token string) (Identity, error)
 	if ok && now.Before(u.expires) {
 		return u.id, nil
 	}
-	cs, err := r.clients(token)
-	if err != nil {
-		return Identity{}, err
-	}
-	res, err := cs.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
-	if err != nil {
-		return Identity{}, err
-	}
-	id := Identity{Name: res.Status.UserInfo.Username, Groups: res.Status.UserInfo.Groups}
-	r.mu.Lock()
-	r.makeRoomLocked(now)
-	r.users[key] = userEntry{id: id, expires: now.Add(r.ttl)}
-	r.mu.Unlock()
-	return id, nil
+	// Callers who ask at once (a list's two scopes, a stream's first check) share one review.
+	v, err, _ := r.asking.Do("identity\x00"+key, func() (any, error) {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reviewTimeout)
+		defer cancel()
+		cs, err := r.clients(token)
+		if err != nil {
+			return Identity{}, err
+		}
+		res, err := cs.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+		if err != nil {
+			return Identity{}, err
+		}
+		id := Identity{Name: res.Status.UserInfo.Username, Groups: res.Status.UserInfo.Groups}
+		r.mu.Lock()
+		r.makeRoomLocked(now)
+		r.users[key] = userEntry{id: id, expires: now.Add(r.ttl)}
+		r.mu.Unlock()
+		return id, nil
+	})
+	id, _ := v.(Identity)
+	return id, err
 }
 
 // makeRoomLocked keeps room for one more entry: it drops stale entries at most once a ttl, and when the
