@@ -1,10 +1,12 @@
 package api
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -127,4 +129,38 @@ func TestListAskedAgainIsTheKeptPage(t *testing.T) {
 	ask("t", "sortBy=name")
 	ask("t", "sortBy=name")
 	assert.Equal(t, 7, store.lists)
+}
+
+// meetingAuthz answers each Scope once the other scope of the same list is asked too, or after a
+// second: whether the two met tells that they were asked at once.
+type meetingAuthz struct {
+	fakeAuthz
+	arrived chan string
+	met     atomic.Bool
+}
+
+func (m *meetingAuthz) Scope(ctx context.Context, tok string, a auth.Attributes, candidates []string) (auth.Scope, error) {
+	select {
+	case m.arrived <- a.Resource: // the other is waiting
+		m.met.Store(true)
+	case other := <-m.arrived:
+		m.met.Store(other != a.Resource)
+	case <-time.After(time.Second):
+	}
+	return m.fakeAuthz.Scope(ctx, tok, a, candidates)
+}
+
+// A list with templates needs where the caller may list the kind and where it may list ConfigMaps:
+// each may cost the apiserver a round trip or two, and both are asked at once.
+func TestListAsksItsTwoScopesAtOnce(t *testing.T) {
+	authz := &meetingAuthz{fakeAuthz: fakeAuthz{allowed: true, scopes: map[string]auth.Scope{"rayclusters": auth.AllNamespaces()}},
+		arrived: make(chan string)}
+	h := (&handlerEnv{store: &fakeStore{items: map[string][]*cache.Item{"rayclusters": {item("a", "x", "Running")}}}}).
+		routerWith(func(d *Deps) { d.Authz = authz })
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest(http.MethodGet, BasePath+"/rayclusters", nil)
+	req.Header.Set("Authorization", "Bearer t")
+	h.ServeHTTP(rec, req)
+	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+	assert.True(t, authz.met.Load(), "the ConfigMaps' scope was asked while the RayClusters' was")
 }

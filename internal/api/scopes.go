@@ -6,6 +6,7 @@ import (
 	"hash/fnv"
 	"strconv"
 	"strings"
+	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
@@ -20,19 +21,27 @@ import (
 // list the kind is Forbidden.
 func (s *Server) visibleScopes(ctx context.Context, tok string, k *ray.Kind, ns string, templates bool) (cache.Scopes, error) {
 	candidates := s.Store.Namespaces(k)
-	instances, err := s.Authz.Scope(ctx, tok, auth.Attributes{Verb: "list", Group: ray.RayGroupVersion.Group, Resource: k.Resource, Namespace: ns}, candidates)
-	if err != nil {
-		return cache.Scopes{}, err
+	// Both scopes are asked at once: each may take the apiserver a round trip or two.
+	var cmScope auth.Scope
+	var cmErr error
+	var asked sync.WaitGroup
+	if templates {
+		asked.Go(func() {
+			cmScope, cmErr = s.Authz.Scope(ctx, tok, auth.Attributes{Verb: "list", Resource: "configmaps", Namespace: ns}, candidates)
+		})
 	}
-	if ns != "" && instances.IsEmpty() {
+	instances, err := s.Authz.Scope(ctx, tok, auth.Attributes{Verb: "list", Group: ray.RayGroupVersion.Group, Resource: k.Resource, Namespace: ns}, candidates)
+	asked.Wait()
+	switch {
+	case err != nil:
+		return cache.Scopes{}, err
+	case ns != "" && instances.IsEmpty():
 		return cache.Scopes{}, forbidden(k, "list", ns)
+	case cmErr != nil:
+		return cache.Scopes{}, cmErr
 	}
 	sc := cache.Scopes{Instances: instances}
 	if templates {
-		cmScope, err := s.Authz.Scope(ctx, tok, auth.Attributes{Verb: "list", Resource: "configmaps", Namespace: ns}, candidates)
-		if err != nil {
-			return cache.Scopes{}, err
-		}
 		sc.Templates = instances.Intersect(cmScope)
 	}
 	return sc, nil
