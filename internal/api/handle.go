@@ -3,6 +3,7 @@ package api
 import (
 	"encoding/json"
 	"net/http"
+	"strconv"
 
 	"github.com/gin-gonic/gin"
 	"go.uber.org/zap"
@@ -59,6 +60,8 @@ func (s *Server) write(c *gin.Context, res *response) {
 		}
 	}
 	if res.contentType != "" {
+		// Its length known, the answer goes out whole, not in chunks.
+		c.Writer.Header().Set("Content-Length", strconv.Itoa(len(res.body)))
 		c.Data(res.code, res.contentType, res.body)
 		return
 	}

@@ -59,6 +59,28 @@ func (p *pageStore) List(*ray.Kind, cache.Scopes, *cache.Query) ([]*cache.Item, 
 // as the cache summarizes them, in twenty namespaces, each item's actions from verdicts the reviewer has
 // cached, encoded and written through every middleware. What the service adds to the store's part.
 func BenchmarkListPage(b *testing.B) {
+	serveEach(b, listPageRouter(b, false), listPageRequest())
+}
+
+// BenchmarkListPageAgain is the same page asked again while nothing changed: the kept page.
+func BenchmarkListPageAgain(b *testing.B) {
+	serveEach(b, listPageRouter(b, true), listPageRequest())
+}
+
+// unchangedStore is a pageStore that never changes.
+type unchangedStore struct{ pageStore }
+
+func (u *unchangedStore) Version(*ray.Kind) uint64 { return 1 }
+
+func listPageRequest() *http.Request {
+	req := httptest.NewRequest(http.MethodGet, BasePath+"/rayclusters?search=perf-01&status=Stopped&sortBy=name&order=asc&page=2", nil)
+	// A service account token is a signed JWT of about a kilobyte.
+	req.Header.Set("Authorization", "Bearer "+strings.Repeat("eyJhbGciOiJSUzI1NiIsImtpZCI6IjEifQ.", 27))
+	return req
+}
+
+// listPageRouter serves the page of BenchmarkListPage; unchanged, from a store that never changes.
+func listPageRouter(b *testing.B, unchanged bool) http.Handler {
 	kinds := ray.NewKinds()
 	k := kinds.Cluster()
 	page := make([]*cache.Item, 20)
@@ -74,13 +96,12 @@ func BenchmarkListPage(b *testing.B) {
 	})
 	reviewer := auth.NewReviewer(func(string) (auth.ReviewClients, error) { return core, nil }, time.Hour, 0)
 	e := &handlerEnv{store: &fakeStore{}}
-	h := e.routerWith(func(d *Deps) {
+	return e.routerWith(func(d *Deps) {
 		d.Kinds, d.Store, d.Authz = kinds, &pageStore{page: page}, reviewer
+		if unchanged {
+			d.Store, d.PageReuse = &unchangedStore{pageStore{page: page}}, time.Second
+		}
 	})
-	req := httptest.NewRequest(http.MethodGet, BasePath+"/rayclusters?search=perf-01&status=Stopped&sortBy=name&order=asc&page=2", nil)
-	// A service account token is a signed JWT of about a kilobyte.
-	req.Header.Set("Authorization", "Bearer "+strings.Repeat("eyJhbGciOiJSUzI1NiIsImtpZCI6IjEifQ.", 27))
-	serveEach(b, h, req)
 }
 
 // serveEach serves req with h at every round of b, which fails unless it is answered 200.

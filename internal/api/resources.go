@@ -108,15 +108,16 @@ func (s *Server) listAll(c *gin.Context) (*response, error) { return s.list(c) }
 //	@Router			/rest/ray/v1/namespaces/{namespace}/{kind} [get]
 func (s *Server) list(c *gin.Context) (*response, error) {
 	k := req(c).kind
-	q, err := parseListQuery(c)
-	if err != nil {
-		return nil, err
-	}
 	// The versions are read before the page is made: a change in between only makes the next ask miss.
+	// Only a valid query's page is kept: a kept one needs no parsing.
 	key := pageKey{caller: c.GetString(callerKey{}), kind: k, namespace: c.Param("namespace"), query: c.Request.URL.RawQuery}
 	objects, rights, now := s.Store.Version(k), s.rightsVersion(), time.Now()
 	if body, ok := s.pages.get(key, objects, rights, now); ok {
 		return &response{code: http.StatusOK, contentType: jsonContentType, body: body}, nil
+	}
+	q, err := parseListQuery(c)
+	if err != nil {
+		return nil, err
 	}
 	scopes, err := s.visibleScopes(c.Request.Context(), token(c), k, c.Param("namespace"), q.Type != ray.TypeInstance)
 	if err != nil {

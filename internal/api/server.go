@@ -261,7 +261,7 @@ func (s *Server) observe(c *gin.Context) {
 		id = uuid.NewString()
 	}
 	c.Header("X-Request-ID", id)
-	log := s.Log.With(zap.String("requestID", id))
+	log := &requestLog{base: s.Log, id: id}
 	c.Set(loggerKey{}, log)
 	s.HTTP.InFlight.Inc()
 	defer s.HTTP.InFlight.Dec()
@@ -280,7 +280,7 @@ func (s *Server) observe(c *gin.Context) {
 	if route == "/healthz" || route == "/readyz" || route == "/metrics" {
 		return
 	}
-	log.Info("request", zap.String("method", c.Request.Method), zap.String("path", c.Request.URL.Path),
+	s.Log.Info("request", zap.String("requestID", id), zap.String("method", c.Request.Method), zap.String("path", c.Request.URL.Path),
 		zap.String("route", route), zap.Int("status", code), zap.Duration("elapsed", elapsed),
 		zap.String("caller", c.GetString(callerKey{})))
 }
@@ -437,7 +437,21 @@ func (s *Server) noteReadiness(err error) {
 
 func logger(c *gin.Context) *zap.Logger {
 	if l, ok := c.Get(loggerKey{}); ok {
-		return l.(*zap.Logger)
+		return l.(*requestLog).logger()
 	}
 	return zap.NewNop()
+}
+
+// requestLog is the logger of a request, made at its first use: a logger with a field costs a copy of
+// its encoder, which most requests, logging nothing, need not pay.
+type requestLog struct {
+	base *zap.Logger
+	id   string
+	once sync.Once
+	log  *zap.Logger
+}
+
+func (r *requestLog) logger() *zap.Logger {
+	r.once.Do(func() { r.log = r.base.With(zap.String("requestID", r.id)) })
+	return r.log
 }
