@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -116,10 +117,16 @@ func serveEach(b *testing.B, h http.Handler, req *http.Request) {
 	}
 }
 
-// BenchmarkListStreamSnapshot opens a list stream of every RayCluster, as the stack benchmark's
-// clients do, over a loopback connection, and reads it until SYNCED: a thousand RayClusters in twenty
-// namespaces in a watch cache on fake clients, rights from verdicts the reviewer has cached.
-func BenchmarkListStreamSnapshot(b *testing.B) {
+// streamBench is a watch cache of a thousand RayClusters in twenty namespaces on fake clients, served
+// with rights from verdicts the reviewer has cached.
+type streamBench struct {
+	srv   *httptest.Server
+	dyn   *dynamicfake.FakeDynamicClient
+	kind  *ray.Kind
+	token string
+}
+
+func newStreamBench(b *testing.B) *streamBench {
 	kinds := ray.NewKinds()
 	k := kinds.Cluster()
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(k8sruntime.NewScheme(), map[schema.GroupVersionResource]string{
@@ -143,27 +150,77 @@ func BenchmarkListStreamSnapshot(b *testing.B) {
 	})
 	reviewer := auth.NewReviewer(func(string) (auth.ReviewClients, error) { return core, nil }, time.Hour, 0)
 	e := &handlerEnv{store: &fakeStore{}}
-	srv := httptest.NewServer(e.routerWith(func(d *Deps) { d.Kinds, d.Store, d.Authz = kinds, store, reviewer }))
-	defer srv.Close()
-	token := strings.Repeat("eyJhbGciOiJSUzI1NiIsImtpZCI6IjEifQ.", 27)
+	srv := httptest.NewServer(e.routerWith(func(d *Deps) {
+		d.Kinds, d.Store, d.Authz = kinds, store, reviewer
+		d.Streams = StreamOptions{Heartbeat: time.Hour, Reauthorize: time.Hour}
+	}))
+	b.Cleanup(srv.Close)
+	return &streamBench{srv: srv, dyn: dyn, kind: k, token: strings.Repeat("eyJhbGciOiJSUzI1NiIsImtpZCI6IjEifQ.", 27)}
+}
+
+// open opens a stream of every RayCluster and returns its lines after SYNCED.
+func (s *streamBench) open(b *testing.B, ctx context.Context) (*bufio.Scanner, int) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.srv.URL+BasePath+"/rayclusters/watch", nil)
+	require.NoError(b, err)
+	req.Header.Set("Authorization", "Bearer "+s.token)
+	res, err := s.srv.Client().Do(req)
+	require.NoError(b, err)
+	b.Cleanup(func() { res.Body.Close() })
+	sc := bufio.NewScanner(res.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	items := 0
+	for sc.Scan() && string(sc.Bytes()) != "event: "+EventSynced {
+		if string(sc.Bytes()) == "event: "+EventAdded {
+			items++
+		}
+	}
+	return sc, items
+}
+
+// BenchmarkStreamFanOut is one change reaching 500 open list streams: from the change made to the
+// watch cache's client until every stream has read its MODIFIED event.
+func BenchmarkStreamFanOut(b *testing.B) {
+	s := newStreamBench(b)
+	ctx, cancel := context.WithCancel(b.Context())
+	defer cancel()
+	const streams = 500
+	got := make(chan struct{}, streams)
+	for range streams {
+		sc, _ := s.open(b, ctx)
+		go func() {
+			for sc.Scan() {
+				if string(sc.Bytes()) == "event: "+EventModified {
+					got <- struct{}{}
+				}
+			}
+		}()
+	}
+	clusters := s.dyn.Resource(s.kind.GVR()).Namespace("perf-ns-00")
+	i := 0
+	b.ReportAllocs()
+	for b.Loop() {
+		i++
+		u, err := clusters.Get(ctx, "perf-00000", metav1.GetOptions{})
+		require.NoError(b, err)
+		u.SetLabels(map[string]string{"round": strconv.Itoa(i)})
+		_, err = clusters.Update(ctx, u, metav1.UpdateOptions{})
+		require.NoError(b, err)
+		for range streams {
+			<-got
+		}
+	}
+}
+
+// BenchmarkListStreamSnapshot opens a list stream of every RayCluster, as the stack benchmark's
+// clients do, over a loopback connection, and reads it until SYNCED: a thousand RayClusters in twenty
+// namespaces in a watch cache on fake clients, rights from verdicts the reviewer has cached.
+func BenchmarkListStreamSnapshot(b *testing.B) {
+	s := newStreamBench(b)
 	b.ReportAllocs()
 	for b.Loop() {
 		ctx, cancel := context.WithCancel(b.Context())
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+BasePath+"/rayclusters/watch", nil)
-		require.NoError(b, err)
-		req.Header.Set("Authorization", "Bearer "+token)
-		res, err := srv.Client().Do(req)
-		require.NoError(b, err)
-		sc := bufio.NewScanner(res.Body)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		items := 0
-		for sc.Scan() && sc.Text() != "event: "+EventSynced {
-			if sc.Text() == "event: "+EventAdded {
-				items++
-			}
-		}
+		_, items := s.open(b, ctx)
 		cancel()
-		res.Body.Close()
 		require.Equal(b, 1000, items)
 	}
 }
