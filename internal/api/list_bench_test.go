@@ -159,7 +159,7 @@ func newStreamBench(b *testing.B) *streamBench {
 }
 
 // open opens a stream of every RayCluster and returns its lines after SYNCED.
-func (s *streamBench) open(b *testing.B, ctx context.Context) (*bufio.Scanner, int) {
+func (s *streamBench) open(ctx context.Context, b *testing.B) (*bufio.Scanner, int) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.srv.URL+BasePath+"/rayclusters/watch", nil)
 	require.NoError(b, err)
 	req.Header.Set("Authorization", "Bearer "+s.token)
@@ -186,7 +186,7 @@ func BenchmarkStreamFanOut(b *testing.B) {
 	const streams = 500
 	got := make(chan struct{}, streams)
 	for range streams {
-		sc, _ := s.open(b, ctx)
+		sc, _ := s.open(ctx, b)
 		go func() {
 			for sc.Scan() {
 				if string(sc.Bytes()) == "event: "+EventModified {
@@ -219,7 +219,7 @@ func BenchmarkListStreamSnapshot(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		ctx, cancel := context.WithCancel(b.Context())
-		_, items := s.open(b, ctx)
+		_, items := s.open(ctx, b)
 		cancel()
 		require.Equal(b, 1000, items)
 	}

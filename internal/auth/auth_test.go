@@ -234,13 +234,14 @@ func TestScopeAsksWhoTheCallerIsWhileReviewingClusterWide(t *testing.T) {
 	})
 	r = NewReviewer(func(string) (ReviewClients, error) { return splitClients{authz, slow}, nil }, time.Minute, 0)
 	var same sync.WaitGroup
-	for range 8 {
-		same.Go(func() {
-			id, err := r.Identity(t.Context(), "u")
-			assert.NoError(t, err)
-			assert.Equal(t, "dave", id.Name)
-		})
+	ids, errs := make([]Identity, 8), make([]error, 8)
+	for i := range 8 {
+		same.Go(func() { ids[i], errs[i] = r.Identity(t.Context(), "u") })
 	}
 	same.Wait()
+	for i := range 8 {
+		require.NoError(t, errs[i])
+		assert.Equal(t, "dave", ids[i].Name)
+	}
 	assert.EqualValues(t, 1, slowAsked.Load(), "eight asks at once, one review")
 }
