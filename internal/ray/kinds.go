@@ -201,10 +201,10 @@ const DefaultDashboardPort = 8265
 // "dashboard", else DefaultDashboardPort.
 func (k *Kind) DashboardPort(o *unstructured.Unstructured) int64 {
 	port := int64(DefaultDashboardPort)
-	containers, _, _ := unstructured.NestedSlice(o.Object, append(slices.Clone(k.ClusterSpecPath), "headGroupSpec", "template", "spec", "containers")...)
+	containers := nestedSlice(o.Object, append(slices.Clone(k.ClusterSpecPath), "headGroupSpec", "template", "spec", "containers")...)
 	for _, c := range containers {
 		cm, _ := c.(map[string]any)
-		ports, _, _ := unstructured.NestedSlice(cm, "ports")
+		ports := nestedSlice(cm, "ports")
 		for _, p := range ports {
 			pm, _ := p.(map[string]any)
 			if pm["name"] == "dashboard" {

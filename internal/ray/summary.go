@@ -139,7 +139,7 @@ func (k *Kind) Summarize(o *unstructured.Unstructured) Summary {
 		CreatedAt:    o.GetCreationTimestamp().UTC(),
 		WorkerGroups: []WorkerGroup{},
 	}
-	if spec, ok, _ := unstructured.NestedMap(o.Object, k.ClusterSpecPath...); ok {
+	if spec, ok := nestedMap(o.Object, k.ClusterSpecPath...); ok {
 		summarizeClusterSpec(spec, &s)
 	}
 	s.Status = k.StatusOf(o)
@@ -221,17 +221,17 @@ func podFailing(p *corev1.Pod) bool {
 // summarizeClusterSpec fills the fields every kind takes from its Ray cluster spec.
 func summarizeClusterSpec(spec map[string]any, s *Summary) {
 	s.RayVersion, _, _ = unstructured.NestedString(spec, "rayVersion")
-	if head, ok, _ := unstructured.NestedMap(spec, "headGroupSpec", "template"); ok {
+	if head, ok := nestedMap(spec, "headGroupSpec", "template"); ok {
 		pod := podSpecOf(head)
 		s.Head.Resources = PodRequests(pod)
-		params, _, _ := unstructured.NestedMap(spec, "headGroupSpec", "rayStartParams")
+		params, _ := nestedMap(spec, "headGroupSpec", "rayStartParams")
 		s.Head.RayResources = LogicalResources(params, pod)
 		if len(pod.Containers) > 0 {
 			s.Image = pod.Containers[0].Image
 		}
 		s.Requested.Add(s.Head.Resources, 1)
 	}
-	groups, _, _ := unstructured.NestedSlice(spec, "workerGroupSpecs")
+	groups := nestedSlice(spec, "workerGroupSpecs")
 	for _, g := range groups {
 		gm, ok := g.(map[string]any)
 		if !ok {
@@ -253,10 +253,10 @@ func summarizeClusterSpec(spec map[string]any, s *Summary) {
 			numHosts = 1
 		}
 		wg.Replicas = replicas
-		if tmpl, ok, _ := unstructured.NestedMap(gm, "template"); ok {
+		if tmpl, ok := nestedMap(gm, "template"); ok {
 			pod := podSpecOf(tmpl)
 			wg.Resources = PodRequests(pod)
-			params, _, _ := unstructured.NestedMap(gm, "rayStartParams")
+			params, _ := nestedMap(gm, "rayStartParams")
 			wg.RayResources = LogicalResources(params, pod)
 		}
 		s.Requested.Add(wg.Resources, replicas*numHosts)
@@ -323,7 +323,7 @@ func paramFloat(params map[string]any, key string) (float64, bool) {
 // podSpecOf decodes the spec of a pod template given as unstructured content.
 func podSpecOf(template map[string]any) corev1.PodSpec {
 	var pod corev1.PodSpec
-	if spec, ok, _ := unstructured.NestedMap(template, "spec"); ok {
+	if spec, ok := nestedMap(template, "spec"); ok {
 		// A spec the apiserver accepted decodes; a broken one leaves zero requests, which is what it asks.
 		_ = runtime.DefaultUnstructuredConverter.FromUnstructured(spec, &pod)
 	}
@@ -402,7 +402,7 @@ type statusCondition struct {
 
 // condition returns the named condition in status.conditions, and whether there is one.
 func condition(o *unstructured.Unstructured, typ string) (statusCondition, bool) {
-	conds, _, _ := unstructured.NestedSlice(o.Object, "status", "conditions")
+	conds := nestedSlice(o.Object, "status", "conditions")
 	for _, c := range conds {
 		cm, ok := c.(map[string]any)
 		if !ok || cm["type"] != typ {
@@ -435,6 +435,21 @@ func nestedTime(o *unstructured.Unstructured, fields ...string) *time.Time {
 
 // nestedInt reads an integer field whether it was decoded as int64 (from the apiserver) or as float64
 // (from a plain JSON or YAML decoder).
+// nestedMap and nestedSlice read a field of unstructured content as unstructured's NestedMap and
+// NestedSlice do, without copying it: what summarizes an object only reads it, and a copy of a Ray
+// cluster's spec at each read was most of what summarizing cost.
+func nestedMap(obj map[string]any, fields ...string) (map[string]any, bool) {
+	v, _, _ := unstructured.NestedFieldNoCopy(obj, fields...)
+	m, ok := v.(map[string]any)
+	return m, ok
+}
+
+func nestedSlice(obj map[string]any, fields ...string) []any {
+	v, _, _ := unstructured.NestedFieldNoCopy(obj, fields...)
+	s, _ := v.([]any)
+	return s
+}
+
 func nestedInt(obj map[string]any, fields ...string) (int64, bool) {
 	v, ok, _ := unstructured.NestedFieldNoCopy(obj, fields...)
 	if !ok {
