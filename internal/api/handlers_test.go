@@ -203,7 +203,7 @@ func (f *fakeStore) Since(*ray.Kind, uint64, cache.Scopes, cache.Scopes) ([]cach
 }
 func (f *fakeStore) Published(*ray.Kind, string, string) *cache.Item  { return nil }
 func (f *fakeStore) CachedPods(*ray.Kind, *ray.Summary) []ray.PodInfo { return nil }
-func (f *fakeStore) Manifest(*ray.Kind, string, string) (*unstructured.Unstructured, bool) {
+func (f *fakeStore) Manifest(*ray.Kind, string, string) (*cache.Manifest, bool) {
 	return nil, false
 }
 func (f *fakeStore) ManifestWrites() uint64                                     { return 0 }

@@ -76,7 +76,7 @@ func (u *unchangedStore) Version(*ray.Kind) uint64 { return 1 }
 func listPageRequest() *http.Request {
 	req := httptest.NewRequest(http.MethodGet, BasePath+"/rayclusters?search=perf-01&status=Stopped&sortBy=name&order=asc&page=2", nil)
 	// A service account token is a signed JWT of about a kilobyte.
-	req.Header.Set("Authorization", "Bearer "+strings.Repeat("eyJhbGciOiJSUzI1NiIsImtpZCI6IjEifQ.", 27))
+	req.Header.Set("Authorization", "Bearer "+benchToken)
 	return req
 }
 
@@ -127,6 +127,29 @@ type streamBench struct {
 }
 
 func newStreamBench(b *testing.B) *streamBench {
+	c := newBenchCache(b, fake.NewSimpleClientset())
+	e := &handlerEnv{store: &fakeStore{}}
+	srv := httptest.NewServer(e.routerWith(func(d *Deps) {
+		d.Kinds, d.Store, d.Authz = c.kinds, c.store, c.reviewer
+		d.Streams = StreamOptions{Heartbeat: time.Hour, Reauthorize: time.Hour}
+	}))
+	b.Cleanup(srv.Close)
+	return &streamBench{srv: srv, dyn: c.dyn, kind: c.kinds.Cluster(), token: benchToken}
+}
+
+// benchToken is a service account token's size: a signed JWT of about a kilobyte.
+var benchToken = strings.Repeat("eyJhbGciOiJSUzI1NiIsImtpZCI6IjEifQ.", 27)
+
+// benchCache is a watch cache of a thousand RayClusters in twenty namespaces on fake clients (core
+// holds the pods), and a reviewer whose verdicts are all yes and cached.
+type benchCache struct {
+	kinds    *ray.Kinds
+	dyn      *dynamicfake.FakeDynamicClient
+	store    *cache.Store
+	reviewer *auth.Reviewer
+}
+
+func newBenchCache(b *testing.B, core *fake.Clientset) *benchCache {
 	kinds := ray.NewKinds()
 	k := kinds.Cluster()
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(k8sruntime.NewScheme(), map[schema.GroupVersionResource]string{
@@ -135,27 +158,22 @@ func newStreamBench(b *testing.B) *streamBench {
 		u := raytest.Cluster(b)
 		u.SetNamespace(fmt.Sprintf("perf-ns-%02d", i%20))
 		u.SetName(fmt.Sprintf("perf-%05d", i))
+		u.SetResourceVersion(strconv.Itoa(i + 1)) // as the apiserver gives
 		_, err := dyn.Resource(k.GVR()).Namespace(u.GetNamespace()).Create(b.Context(), u, metav1.CreateOptions{})
 		require.NoError(b, err)
 	}
 	signer, err := ray.NewTemplateSigner(raytest.Key)
 	require.NoError(b, err)
-	store, err := cache.NewStore(dyn, fake.NewSimpleClientset(), kinds, signer, 0)
+	store, err := cache.NewStore(dyn, core, kinds, signer, 0)
 	require.NoError(b, err)
 	store.Start(b.Context())
 	require.True(b, store.WaitForSync(b.Context()))
-	core := fake.NewSimpleClientset()
-	core.PrependReactor("create", "selfsubjectaccessreviews", func(clienttesting.Action) (bool, k8sruntime.Object, error) {
+	reviews := fake.NewSimpleClientset()
+	reviews.PrependReactor("create", "selfsubjectaccessreviews", func(clienttesting.Action) (bool, k8sruntime.Object, error) {
 		return true, &authorizationv1.SelfSubjectAccessReview{Status: authorizationv1.SubjectAccessReviewStatus{Allowed: true}}, nil
 	})
-	reviewer := auth.NewReviewer(func(string) (auth.ReviewClients, error) { return core, nil }, time.Hour, 0)
-	e := &handlerEnv{store: &fakeStore{}}
-	srv := httptest.NewServer(e.routerWith(func(d *Deps) {
-		d.Kinds, d.Store, d.Authz = kinds, store, reviewer
-		d.Streams = StreamOptions{Heartbeat: time.Hour, Reauthorize: time.Hour}
-	}))
-	b.Cleanup(srv.Close)
-	return &streamBench{srv: srv, dyn: dyn, kind: k, token: strings.Repeat("eyJhbGciOiJSUzI1NiIsImtpZCI6IjEifQ.", 27)}
+	reviewer := auth.NewReviewer(func(string) (auth.ReviewClients, error) { return reviews, nil }, time.Hour, 0)
+	return &benchCache{kinds: kinds, dyn: dyn, store: store, reviewer: reviewer}
 }
 
 // open opens a stream of every RayCluster and returns its lines after SYNCED.

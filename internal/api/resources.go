@@ -1,7 +1,9 @@
 package api
 
 import (
+	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"time"
 
@@ -36,7 +38,33 @@ type Detail struct {
 	Problems     []ray.Problem   `json:"problems"`
 	DashboardURL string          `json:"dashboardURL,omitempty" example:"/rest/ray/v1/namespaces/default/rayclusters/demo/dashboard/"`
 	Events       []ray.EventInfo `json:"events"`
-	Object       map[string]any  `json:"object"`
+	Object       objectJSON      `json:"object" swaggertype:"object"`
+}
+
+// objectJSON is the whole object of a detail: encoded with the answer, or already encoded once by the
+// watch cache for every detail of the version it keeps.
+type objectJSON struct {
+	object  map[string]any
+	encoded []byte
+}
+
+func (o objectJSON) MarshalJSON() ([]byte, error) {
+	if o.encoded != nil {
+		return o.encoded, nil
+	}
+	return json.Marshal(o.object)
+}
+
+// withoutManagedFields is object without metadata.managedFields, sharing all else with it.
+func withoutManagedFields(object map[string]any) map[string]any {
+	meta, ok := object["metadata"].(map[string]any)
+	if _, managed := meta["managedFields"]; !ok || !managed {
+		return object
+	}
+	out, trimmed := maps.Clone(object), maps.Clone(meta)
+	delete(trimmed, "managedFields")
+	out["metadata"] = trimmed
+	return out
 }
 
 // RecentEvents is how many events a detail shows.
@@ -262,8 +290,8 @@ func (s *Server) cachedDetail(c *gin.Context, r *request) (Detail, bool) {
 	if k.HasSubmitter || s.DetailEvents == nil {
 		return Detail{}, false
 	}
-	obj, kept := s.Store.Manifest(k, ns, name)
-	if !kept {
+	kept, ok := s.Store.Manifest(k, ns, name)
+	if !ok {
 		return Detail{}, false
 	}
 	verdicts, err := s.Authz.AllowedAll(c.Request.Context(), token(c), []auth.Attributes{
@@ -279,7 +307,11 @@ func (s *Server) cachedDetail(c *gin.Context, r *request) (Detail, bool) {
 			return Detail{}, false
 		}
 	}
-	d := s.detail(c, r, &k8s.Current{Instance: obj})
+	encoded, err := kept.JSON()
+	if err != nil {
+		return Detail{}, false
+	}
+	d := s.detailOf(c, r, &k8s.Current{Instance: kept.Unstructured}, objectJSON{encoded: encoded})
 	if events != nil {
 		var pods []string
 		for _, p := range s.Store.CachedPods(k, &d.Summary) {
@@ -303,7 +335,15 @@ func (s *Server) resolve(c *gin.Context) (*request, *k8s.Current, error) {
 
 // detail shows an instance or a template.
 func (s *Server) detail(c *gin.Context, r *request, cur *k8s.Current) Detail {
-	d := Detail{Summary: r.objects.Summarize(cur), Conditions: []any{}, Events: []ray.EventInfo{}}
+	if cur.Template != nil {
+		return s.detailOf(c, r, cur, objectJSON{object: cur.Template.DetailObject().Object})
+	}
+	return s.detailOf(c, r, cur, objectJSON{object: withoutManagedFields(cur.Instance.Object)})
+}
+
+// detailOf is the detail of what cur holds, whose whole object is object.
+func (s *Server) detailOf(c *gin.Context, r *request, cur *k8s.Current, object objectJSON) Detail {
+	d := Detail{Summary: r.objects.Summarize(cur), Conditions: []any{}, Events: []ray.EventInfo{}, Object: object}
 	one := []ray.Summary{d.Summary}
 	rights := &rightsAsked{s: s, k: r.kind, ctx: c.Request.Context(), token: token(c)}
 	problems := rights.visibleProblems(d.Namespace, d.Summary.Problems())
@@ -318,15 +358,15 @@ func (s *Server) detail(c *gin.Context, r *request, cur *k8s.Current) Detail {
 	}
 	d.Actions, d.Health, d.Problems = one[0].Actions, one[0].Health, problems
 	if cur.Template != nil {
-		d.Object = cur.Template.DetailObject().Object
 		return d
 	}
-	obj := cur.Instance.DeepCopy()
-	unstructured.RemoveNestedField(obj.Object, "metadata", "managedFields")
-	d.Object = obj.Object
+	obj := cur.Instance
 	d.DashboardURL = s.DashboardOrigin + dashboardPath(obj.GetNamespace(), r.kind.Resource, obj.GetName()) + "/"
-	if conds, ok, _ := unstructured.NestedSlice(obj.Object, "status", "conditions"); ok {
-		d.Conditions = conds
+	// Encoded, not changed: the object's own conditions serve.
+	if conds, ok, _ := unstructured.NestedFieldNoCopy(obj.Object, "status", "conditions"); ok {
+		if conds, ok := conds.([]any); ok {
+			d.Conditions = conds
+		}
 	}
 	return d
 }
@@ -426,8 +466,7 @@ func (s *Server) exportYAML(c *gin.Context) (*response, error) {
 	if cur.Template != nil {
 		obj = cur.Template.DetailObject()
 	} else {
-		obj = cur.Instance
-		unstructured.RemoveNestedField(obj.Object, "metadata", "managedFields")
+		obj = &unstructured.Unstructured{Object: withoutManagedFields(cur.Instance.Object)}
 	}
 	out, err := yaml.Marshal(obj.Object)
 	if err != nil {

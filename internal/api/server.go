@@ -75,7 +75,7 @@ type Store interface {
 	// be changed); KeepManifest asks it to keep one just read from the apiserver for a detail.
 	// ManifestWrites is read before the apiserver read that KeepManifest is given; ForgetManifest is
 	// told of every write through the service (see cache.Store).
-	Manifest(k *ray.Kind, ns, name string) (*unstructured.Unstructured, bool)
+	Manifest(k *ray.Kind, ns, name string) (*cache.Manifest, bool)
 	ManifestWrites() uint64
 	KeepManifest(k *ray.Kind, u *unstructured.Unstructured, writes uint64)
 	ForgetManifest(k *ray.Kind, ns, name string)

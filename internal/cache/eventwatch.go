@@ -108,6 +108,7 @@ func (w *EventWatches) Acquire(ns string) *NamespaceEvents {
 		f := informers.NewSharedInformerFactoryWithOptions(w.core, 0, informers.WithNamespace(ns))
 		inf := f.Core().V1().Events().Informer()
 		_ = inf.SetTransform(trimEvent)
+		_ = inf.AddIndexers(cache.Indexers{involvedIndex: involvedObject})
 		ctx, cancel := context.WithCancel(context.Background())
 		e = &namespaceEvents{inf: inf, stop: cancel, notify: newNotifier()}
 		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -138,16 +139,31 @@ func (n *NamespaceEvents) Synced() bool { return n.e.inf.HasSynced() }
 func (n *NamespaceEvents) Changed() <-chan struct{} { return n.e.notify.Wait() }
 
 // Of returns the events of the object s sums up, of kind k: its own, its Ray clusters', the named
-// pods' and its submitter Job's, newest first, as a detail shows them.
+// pods' and its submitter Job's, newest first, as a detail shows them. Only those events are read, by
+// the index of what they are about, not every event of the namespace.
 func (n *NamespaceEvents) Of(k *ray.Kind, s *ray.Summary, pods []string) []ray.EventInfo {
-	objs := n.e.inf.GetStore().List()
-	events := make([]corev1.Event, 0, len(objs))
-	for _, o := range objs {
-		if e, ok := o.(*corev1.Event); ok {
-			events = append(events, *e)
+	clusters := k.Clusters(s)
+	var events []corev1.Event
+	for _, ref := range k.EventRefs(s.Name, clusters, pods) {
+		objs, _ := n.e.inf.GetIndexer().ByIndex(involvedIndex, involvedKey(n.ns, ref.Kind, ref.Name))
+		for _, o := range objs {
+			if e, ok := o.(*corev1.Event); ok {
+				events = append(events, *e)
+			}
 		}
 	}
-	return k.EventsOf(s.Name, k.Clusters(s), pods, events)
+	return k.EventsOf(s.Name, clusters, pods, events)
+}
+
+// involvedIndex indexes a namespace's events by the object they are about.
+const involvedIndex = "involvedObject"
+
+func involvedObject(obj any) ([]string, error) {
+	e, ok := obj.(*corev1.Event)
+	if !ok {
+		return nil, nil
+	}
+	return []string{involvedKey(e.Namespace, e.InvolvedObject.Kind, e.InvolvedObject.Name)}, nil
 }
 
 // trimEvent keeps of an event what a detail shows.

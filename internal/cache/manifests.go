@@ -2,6 +2,7 @@ package cache
 
 import (
 	"container/list"
+	"encoding/json"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -10,7 +11,8 @@ import (
 )
 
 // Bounds of the manifests kept for details: at most this many objects, and about this many bytes of
-// them (estimated as their JSON). The least recently shown go first.
+// them (estimated as their JSON, twice: the object and its encoding, made at its first detail). The
+// least recently shown go first.
 const (
 	maxManifests      = 1024
 	maxManifestsBytes = 32 << 20
@@ -37,8 +39,24 @@ type manifestKey struct {
 type keptManifest struct {
 	key manifestKey
 	// obj is the newest version received since the object was tracked; nil until one is.
-	obj  *unstructured.Unstructured
+	obj  *Manifest
 	size int
+}
+
+// Manifest is one version of an object's manifest kept for details, without managedFields; it is
+// the cache's own and not to be changed. Its JSON is made at the first detail that shows the version
+// and shared by every detail after.
+type Manifest struct {
+	*unstructured.Unstructured
+	once    sync.Once
+	encoded []byte
+	err     error
+}
+
+// JSON is the manifest encoded as JSON, made once.
+func (m *Manifest) JSON() ([]byte, error) {
+	m.once.Do(func() { m.encoded, m.err = json.Marshal(m.Object) })
+	return m.encoded, m.err
 }
 
 func newManifests() *manifests {
@@ -62,9 +80,9 @@ func (m *manifests) observe(k *ray.Kind, u *unstructured.Unstructured) {
 
 func (m *manifests) setLocked(kept *keptManifest, u *unstructured.Unstructured) {
 	u.SetManagedFields(nil)
-	size := jsonSize(u.Object)
+	size := 2 * jsonSize(u.Object)
 	m.bytes += size - kept.size
-	kept.obj, kept.size = u, size
+	kept.obj, kept.size = &Manifest{Unstructured: u}, size
 	m.trimLocked()
 }
 
@@ -87,7 +105,7 @@ func (m *manifests) track(k *ray.Kind, u *unstructured.Unstructured, writes uint
 }
 
 // get returns the manifest kept of the object at resource version rv, and marks it as just shown.
-func (m *manifests) get(k *ray.Kind, ns, name, rv string) (*unstructured.Unstructured, bool) {
+func (m *manifests) get(k *ray.Kind, ns, name, rv string) (*Manifest, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	el, ok := m.byKey[manifestKey{k, ns, name}]
@@ -155,7 +173,7 @@ func jsonSize(v any) int {
 // Manifest returns the whole manifest of the instance ns/name of k, without managedFields, as the cache
 // holds it now, when it keeps it: from the object's second detail on, until it is deleted or others
 // are shown more recently (see maxManifests). It is shared: callers must not change it.
-func (s *Store) Manifest(k *ray.Kind, ns, name string) (*unstructured.Unstructured, bool) {
+func (s *Store) Manifest(k *ray.Kind, ns, name string) (*Manifest, bool) {
 	rv, ok := s.entryVersion(k, ns, name)
 	if !ok {
 		return nil, false
@@ -187,14 +205,20 @@ func (s *Store) ForgetManifest(k *ray.Kind, ns, name string) {
 
 // entryVersion is the resource version of the entry the informer of k holds of ns/name.
 func (s *Store) entryVersion(k *ray.Kind, ns, name string) (string, bool) {
-	inf := s.informers[k]
-	if inf == nil {
-		return "", false
-	}
-	o, ok, _ := inf.GetIndexer().GetByKey(ns + "/" + name)
-	e, isEntry := o.(*Entry)
-	if !ok || !isEntry {
+	e := s.entry(k, ns, name)
+	if e == nil {
 		return "", false
 	}
 	return e.ResourceVersion, true
+}
+
+// entry is the entry the informer of k holds of ns/name, nil without one.
+func (s *Store) entry(k *ray.Kind, ns, name string) *Entry {
+	inf := s.informers[k]
+	if inf == nil {
+		return nil
+	}
+	o, _, _ := inf.GetIndexer().GetByKey(ns + "/" + name)
+	e, _ := o.(*Entry)
+	return e
 }

@@ -92,7 +92,7 @@ func TestManifestsAreBounded(t *testing.T) {
 
 	m = newManifests()
 	for i := range 8 {
-		m.track(k, obj(i, maxManifestsBytes/4), 0)
+		m.track(k, obj(i, maxManifestsBytes/8), 0) // counted twice: the object and its encoding
 	}
 	assert.LessOrEqual(t, m.bytes, maxManifestsBytes)
 	assert.Equal(t, 3, m.lru.Len(), "three quarters of the bytes fit, with their metadata")

@@ -419,8 +419,21 @@ func (s *Store) summarize(k *ray.Kind, o *unstructured.Unstructured) ray.Summary
 // Summarize computes the whole summary of an object read from the apiserver, as the store would publish
 // it: from the object, and from the cached pods of its Ray cluster.
 func (s *Store) Summarize(k *ray.Kind, o *unstructured.Unstructured) ray.Summary {
-	base := s.summarize(k, o)
+	base, ok := s.entrySummary(k, o.GetNamespace(), o.GetName(), o.GetResourceVersion())
+	if !ok {
+		base = s.summarize(k, o)
+	}
 	return *s.withPods(k, &base)
+}
+
+// entrySummary is the summary the informer's entry of ns/name was made with, when the entry is of
+// resource version rv: the same object, summarized once already.
+func (s *Store) entrySummary(k *ray.Kind, ns, name, rv string) (ray.Summary, bool) {
+	e := s.entry(k, ns, name)
+	if e == nil || rv == "" || e.ResourceVersion != rv || e.item == nil {
+		return ray.Summary{}, false
+	}
+	return e.item.Summary, true
 }
 
 // withPods returns the summary completed by what the pods of the object's current Ray cluster say,

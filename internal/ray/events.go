@@ -1,6 +1,7 @@
 package ray
 
 import (
+	"slices"
 	"sort"
 	"time"
 
@@ -24,18 +25,34 @@ type InvolvedObjectRef struct {
 	Name string `json:"name"`
 }
 
-// EventsOf returns those of events that concern the object name of k, the Ray clusters it runs on,
-// the named pods and its submitter Job, newest first.
-func (k *Kind) EventsOf(name string, clusters, pods []string, events []corev1.Event) []EventInfo {
-	want := map[InvolvedObjectRef]bool{{Kind: k.Kind, Name: name}: true}
+// EventRefs names, each once, the objects whose events are those of the object name of k: itself, the
+// Ray clusters it runs on, the named pods and its submitter Job.
+func (k *Kind) EventRefs(name string, clusters, pods []string) []InvolvedObjectRef {
+	refs := make([]InvolvedObjectRef, 0, 2+len(clusters)+len(pods))
+	add := func(kind, name string) {
+		ref := InvolvedObjectRef{Kind: kind, Name: name}
+		if !slices.Contains(refs, ref) {
+			refs = append(refs, ref)
+		}
+	}
+	add(k.Kind, name)
 	for _, c := range clusters {
-		want[InvolvedObjectRef{Kind: ClusterKind, Name: c}] = true
+		add(ClusterKind, c)
 	}
 	for _, p := range pods {
-		want[InvolvedObjectRef{Kind: "Pod", Name: p}] = true
+		add("Pod", p)
 	}
 	if k.HasSubmitter {
-		want[InvolvedObjectRef{Kind: "Job", Name: name}] = true
+		add("Job", name)
+	}
+	return refs
+}
+
+// EventsOf returns those of events that concern the object name of k (see EventRefs), newest first.
+func (k *Kind) EventsOf(name string, clusters, pods []string, events []corev1.Event) []EventInfo {
+	want := map[InvolvedObjectRef]bool{}
+	for _, ref := range k.EventRefs(name, clusters, pods) {
+		want[ref] = true
 	}
 	out := []EventInfo{}
 	for _, e := range events {
