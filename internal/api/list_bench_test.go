@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -241,4 +243,56 @@ func BenchmarkListStreamSnapshot(b *testing.B) {
 		cancel()
 		require.Equal(b, 1000, items)
 	}
+}
+
+// BenchmarkIdleStreamHeap is what an open list stream holds while nothing changes: 200 streams of
+// every RayCluster (the stack benchmark's), each opened on its own connection and read until SYNCED,
+// then left idle; the live heap after a collection, less what it was before, per stream ("B/stream"),
+// and the goroutine stacks in use likewise ("stack-B/stream"). The clients are bare connections whose
+// buffers are dropped once SYNCED is read, so that what is counted is the service's, but for a
+// connection's few hundred bytes on the client's side. A first stream, before, encodes the items once.
+func BenchmarkIdleStreamHeap(b *testing.B) {
+	s := newStreamBench(b)
+	const streams = 200
+	addr := strings.TrimPrefix(s.srv.URL, "http://")
+	open := func() net.Conn {
+		conn, err := net.Dial("tcp", addr)
+		require.NoError(b, err)
+		_, err = fmt.Fprintf(conn, "GET %s/rayclusters/watch HTTP/1.1\r\nHost: bench\r\nAuthorization: Bearer %s\r\n\r\n", BasePath, s.token)
+		require.NoError(b, err)
+		br := bufio.NewReaderSize(conn, 64<<10)
+		for {
+			line, err := br.ReadSlice('\n')
+			require.NoError(b, err)
+			if string(line) == "event: "+EventSynced+"\n" {
+				return conn
+			}
+		}
+	}
+	open().Close()
+	var heap, stack float64
+	rounds := 0
+	for b.Loop() {
+		var before, after runtime.MemStats
+		time.Sleep(200 * time.Millisecond) // the streams of the round before see their clients leave
+		runtime.GC()
+		runtime.GC() // the second empties what the first moved aside of the pools (net/http's buffers)
+		runtime.ReadMemStats(&before)
+		conns := make([]net.Conn, 0, streams)
+		for range streams {
+			conns = append(conns, open())
+		}
+		time.Sleep(100 * time.Millisecond) // every stream idle
+		runtime.GC()
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		heap += (float64(after.HeapAlloc) - float64(before.HeapAlloc)) / streams
+		stack += (float64(after.StackInuse) - float64(before.StackInuse)) / streams
+		rounds++
+		for _, c := range conns {
+			c.Close()
+		}
+	}
+	b.ReportMetric(heap/float64(rounds), "B/stream")
+	b.ReportMetric(stack/float64(rounds), "stack-B/stream")
 }

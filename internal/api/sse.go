@@ -3,6 +3,7 @@ package api
 import (
 	"bytes"
 	"encoding/json"
+	"net"
 	"net/http"
 	"strconv"
 	"time"
@@ -42,9 +43,13 @@ const (
 // sseChunk bytes, so that a snapshot of thousands of items never sits whole in memory. Each write must
 // be done within writeTimeout: a client that does not read its stream loses it. After a failed write
 // the writer drops what it is given, and flush says why.
+//
+// Once detached (HTTP/1.1), the stream holds its connection itself and writes each batch as one chunk
+// of the chunked answer the server began; the server's buffers for the connection are let go.
 type sseWriter struct {
 	w            gin.ResponseWriter
 	rc           *http.ResponseController
+	conn         net.Conn // set once detached
 	buf          bytes.Buffer
 	writeTimeout time.Duration
 	err          error
@@ -106,13 +111,33 @@ func (e *sseWriter) line(s string) {
 // send writes what the buffer holds.
 func (e *sseWriter) send() {
 	if e.err == nil && e.buf.Len() > 0 {
+		deadline := time.Time{}
 		if e.writeTimeout > 0 {
-			_ = e.rc.SetWriteDeadline(time.Now().Add(e.writeTimeout))
+			deadline = time.Now().Add(e.writeTimeout)
 		}
-		_, e.err = e.w.Write(e.buf.Bytes())
+		if e.conn != nil {
+			_ = e.conn.SetWriteDeadline(deadline)
+			e.err = e.chunk(e.buf.Bytes())
+		} else {
+			if !deadline.IsZero() {
+				_ = e.rc.SetWriteDeadline(deadline)
+			}
+			_, e.err = e.w.Write(e.buf.Bytes())
+		}
 	}
 	e.buf.Reset()
 }
+
+// chunk writes data as one chunk of the chunked answer, in one write.
+func (e *sseWriter) chunk(data []byte) error {
+	head := strconv.AppendInt(make([]byte, 0, 18), int64(len(data)), 16)
+	head = append(head, '\r', '\n')
+	bufs := net.Buffers{head, data, crlf}
+	_, err := bufs.WriteTo(e.conn)
+	return err
+}
+
+var crlf = []byte("\r\n")
 
 // flush sends what was added, through every buffer on the way to the client.
 func (e *sseWriter) flush() error {
@@ -120,8 +145,42 @@ func (e *sseWriter) flush() error {
 	if e.buf.Cap() > sseKeep {
 		e.buf = bytes.Buffer{}
 	}
-	if e.err == nil {
+	if e.err == nil && e.conn == nil {
 		e.err = e.rc.Flush()
 	}
 	return e.err
+}
+
+// detach sends what was added, then takes the connection from the HTTP server, and returns it: from
+// then on the stream writes to it itself. It returns nil where the connection cannot be taken (HTTP/2,
+// where streams share a connection, or a writer that does not allow it) or a write failed: the stream
+// then goes on through the server.
+func (e *sseWriter) detach() net.Conn {
+	if e.flush() != nil {
+		return nil
+	}
+	// The server's own writer is asked: gin's refuses once a body has begun, which is the point here
+	// (everything written so far is flushed, and the answer is chunked: see chunk).
+	rw := http.ResponseWriter(e.w)
+	if u, ok := rw.(interface{ Unwrap() http.ResponseWriter }); ok {
+		rw = u.Unwrap()
+	}
+	conn, _, err := http.NewResponseController(rw).Hijack() // the server's buffers for the connection are let go
+	if err != nil {
+		return nil
+	}
+	e.conn, e.w, e.rc = conn, nil, nil
+	return conn
+}
+
+// end ends a detached answer: the chunked answer's last chunk, then the connection closed.
+func (e *sseWriter) end() {
+	if e.conn == nil {
+		return
+	}
+	if e.err == nil {
+		_ = e.conn.SetWriteDeadline(time.Now().Add(time.Second))
+		_, _ = e.conn.Write([]byte("0\r\n\r\n"))
+	}
+	_ = e.conn.Close()
 }

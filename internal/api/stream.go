@@ -34,12 +34,16 @@ func (o StreamOptions) withDefaults() StreamOptions {
 }
 
 // stream is an open watch stream: its context (ended by the client, the shutdown or the time limit),
-// its writer, the ticks of its heartbeat and of its rights check, and what closes it.
+// its writer, the ticks of its heartbeat and of its rights check, its logger, and what closes it.
 type stream struct {
 	ctx               context.Context
 	w                 *sseWriter
 	heartbeat, reauth <-chan time.Time
-	close             func()
+	log               *zap.Logger
+	// request lets go of the request's context: the stream's own ends with it until detach.
+	request func() bool
+	cancel  context.CancelFunc
+	close   func()
 }
 
 // openStream takes a place among the watch streams for the caller (429 when there is none), bounds the
@@ -50,13 +54,16 @@ func (s *Server) openStream(c *gin.Context) (*stream, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The stream's context outlives the request's once the stream holds its connection (detach); until
+	// then it ends with it.
 	var cancel context.CancelFunc
-	ctx := c.Request.Context()
+	ctx := context.WithoutCancel(c.Request.Context())
 	if d := s.Watches.maxDuration(); d > 0 {
 		ctx, cancel = context.WithTimeout(ctx, d)
 	} else {
 		ctx, cancel = context.WithCancel(ctx)
 	}
+	request := context.AfterFunc(c.Request.Context(), cancel)
 	stop := func() bool { return true }
 	if s.Shutdown != nil {
 		stop = context.AfterFunc(s.Shutdown, cancel)
@@ -66,13 +73,38 @@ func (s *Server) openStream(c *gin.Context) (*stream, error) {
 	w := newSSEWriter(c, opts.WriteTimeout)
 	w.line("retry: 3000")
 	heartbeat, reauth := time.NewTicker(opts.Heartbeat), time.NewTicker(opts.Reauthorize)
-	return &stream{ctx: ctx, w: w, heartbeat: heartbeat.C, reauth: reauth.C, close: func() {
-		heartbeat.Stop()
-		reauth.Stop()
-		stop()
-		cancel()
-		release()
-	}}, nil
+	return &stream{ctx: ctx, w: w, heartbeat: heartbeat.C, reauth: reauth.C, log: logger(c), request: request, cancel: cancel,
+		close: func() {
+			heartbeat.Stop()
+			reauth.Stop()
+			request()
+			stop()
+			cancel()
+			release()
+			w.end()
+		}}, nil
+}
+
+// detach has the stream hold its connection itself, on HTTP/1.1: the server's buffers and goroutine
+// for the connection are let go, which is most of what an idle stream held. The client's leaving is
+// then seen by a read of the connection, which returns when the client closes it (or sends anything,
+// which a stream's client does not). It tells whether the stream was detached; if not, it goes on
+// through the server as it began.
+func (st *stream) detach(r *http.Request) bool {
+	if !r.ProtoAtLeast(1, 1) || r.ProtoAtLeast(2, 0) {
+		return false // HTTP/1.0 is not chunked; HTTP/2 streams share their connection
+	}
+	conn := st.w.detach()
+	if conn == nil {
+		return false
+	}
+	st.request()
+	go func() {
+		var b [1]byte
+		_, _ = conn.Read(b[:])
+		st.cancel()
+	}()
+	return true
 }
 
 // revoked tells whether err says the caller may no longer do what its stream shows.
@@ -120,22 +152,42 @@ func (s *Server) serveStream(c *gin.Context, h streamer, pace time.Duration) err
 	if err != nil {
 		return err
 	}
+	h.start(st.ctx, st.w)
+	if st.detach(c.Request) {
+		// The answer has begun; the request is done for the server, and the stream goes on by itself.
+		go func() {
+			defer st.close()
+			defer h.stop()
+			defer func() { // what the server's recovery did for the stream before it was detached
+				if v := recover(); v != nil {
+					st.log.Error("panic in a watch stream", zap.Any("panic", v), zap.Stack("stack"))
+				}
+			}()
+			s.follow(st, h, pace)
+		}()
+		return nil
+	}
 	defer st.close()
-	ctx, w := st.ctx, st.w
-	h.start(ctx, w)
 	defer h.stop()
+	s.follow(st, h, pace)
+	return nil
+}
+
+// follow sends what h sends until the stream ends (see serveStream).
+func (s *Server) follow(st *stream, h streamer, pace time.Duration) {
+	ctx, w := st.ctx, st.w
 	for {
 		// Taken before send reads, so that a change made meanwhile wakes the stream.
 		changed, woken := s.Store.Changed(), h.woken()
 		again := h.send()
 		if err := w.flush(); err != nil {
-			return nil
+			return
 		}
 		if again {
 			if pace > 0 {
 				select {
 				case <-ctx.Done():
-					return nil
+					return
 				case <-time.After(pace):
 				}
 			}
@@ -143,7 +195,7 @@ func (s *Server) serveStream(c *gin.Context, h streamer, pace time.Duration) err
 		}
 		select {
 		case <-ctx.Done():
-			return nil
+			return
 		case <-changed:
 		case <-woken:
 		case <-st.heartbeat:
@@ -152,11 +204,11 @@ func (s *Server) serveStream(c *gin.Context, h streamer, pace time.Duration) err
 			switch err := h.recheck(ctx); {
 			case revoked(err):
 				s.endWith(w, err)
-				return nil
+				return
 			case err != nil:
 				// The rights could not be checked (the apiserver is away): the stream goes on as it was
 				// and tries again at the next tick.
-				logger(c).Warn("checking a watch stream's rights", zap.Error(err))
+				st.log.Warn("checking a watch stream's rights", zap.Error(err))
 			}
 		}
 	}
