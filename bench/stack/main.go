@@ -774,15 +774,28 @@ func load(client *http.Client, url, auth string, workers int, dur time.Duration)
 // heap reads the service's live heap (HeapAlloc: bytes of reachable objects) right after a garbage
 // collection, from its profiler.
 func heap(pprofURL string) (uint64, error) {
+	m, err := memStats(pprofURL)
+	return m["HeapAlloc"], err
+}
+
+// memStats reads the service's memory figures (runtime.MemStats, as its heap profile prints them: HeapAlloc,
+// StackInuse, …) right after a garbage collection, from its profiler.
+func memStats(pprofURL string) (map[string]uint64, error) {
 	body, err := get(http.DefaultClient, pprofURL+"/debug/pprof/heap?gc=1&debug=1", "")
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	m := regexp.MustCompile(`(?m)^# HeapAlloc = ([0-9]+)$`).FindSubmatch(body)
-	if m == nil {
-		return 0, errors.New("no HeapAlloc in the heap profile")
+	m := map[string]uint64{}
+	for _, f := range regexp.MustCompile(`(?m)^# (\w+) = ([0-9]+)$`).FindAllSubmatch(body, -1) {
+		n, err := strconv.ParseUint(string(f[2]), 10, 64)
+		if err == nil {
+			m[string(f[1])] = n
+		}
 	}
-	return strconv.ParseUint(string(m[1]), 10, 64)
+	if _, ok := m["HeapAlloc"]; !ok {
+		return nil, errors.New("no HeapAlloc in the heap profile")
+	}
+	return m, nil
 }
 
 // profile writes, when asked to, the service's CPU profile over the load test and its heap profile

@@ -52,7 +52,7 @@ func watchBench(c config) error {
 	}
 	quiet, settled := waitQuiet(ctx, core, c, 0)
 	fmt.Printf("seeded %d suspended RayClusters; the stack settled after %s (settled: %v)\n", c.objects, quiet.Round(time.Second), settled)
-	heapBefore, err := heap(c.pprofURL)
+	memBefore, err := memStats(c.pprofURL)
 	if err != nil {
 		return err
 	}
@@ -93,7 +93,7 @@ func watchBench(c config) error {
 	openCPU := cpuAfter - cpuBefore
 	fmt.Printf("%d streams opened, each with a snapshot of %d items, in %s; the service used %.2f s of CPU\n",
 		c.streams, c.objects, allSynced.Round(time.Millisecond), openCPU)
-	heapAfter, err := heap(c.pprofURL)
+	memAfter, err := memStats(c.pprofURL)
 	if err != nil {
 		return err
 	}
@@ -106,8 +106,11 @@ func watchBench(c config) error {
 			return err
 		}
 	}
-	perStream := (float64(heapAfter) - float64(heapBefore)) / float64(c.streams)
-	fmt.Printf("heap: %.0f bytes per open stream\n", perStream)
+	per := func(figure string) float64 {
+		return (float64(memAfter[figure]) - float64(memBefore[figure])) / float64(c.streams)
+	}
+	perStream, stackPerStream := per("HeapAlloc"), per("StackInuse")
+	fmt.Printf("heap: %.0f bytes per open stream; goroutine stacks %.0f bytes\n", perStream, stackPerStream)
 
 	time.Sleep(2 * time.Second)
 	idle, err := cpuOver(c.servicePID, 10*time.Second)
@@ -150,6 +153,7 @@ func watchBench(c config) error {
 	fmt.Fprintf(&b, "| opening the %d streams at once, each with its snapshot of %d items | all synced after %s (a stream's p50 %s); the service's CPU meanwhile %.2f s, %.2f ms a stream; target ≤ 1 s |\n",
 		c.streams, c.objects, allSynced.Round(time.Millisecond), ms(snapshots[len(snapshots)/2]), openCPU, 1000*openCPU/float64(c.streams))
 	fmt.Fprintf(&b, "| live heap per open stream (after a collection) | %.0f bytes; target ≤ 8 KB |\n", perStream)
+	fmt.Fprintf(&b, "| goroutine stacks per open stream (not in the heap) | %.0f bytes |\n", stackPerStream)
 	fmt.Fprintf(&b, "| service CPU over 10 s with every stream idle | %.2f%% of one core |\n", idle*100)
 	return os.WriteFile(c.out, []byte(b.String()), 0o644)
 }
