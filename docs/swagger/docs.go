@@ -4080,8 +4080,7 @@ const docTemplate = `{
                     "type": "integer"
                 },
                 "object": {
-                    "type": "object",
-                    "additionalProperties": {}
+                    "type": "object"
                 },
                 "pendingRayClusterName": {
                     "description": "PendingRayClusterName is the Ray cluster being prepared, cut to 253 bytes.",
@@ -4499,8 +4498,7 @@ const docTemplate = `{
                     "type": "integer"
                 },
                 "object": {
-                    "type": "object",
-                    "additionalProperties": {}
+                    "type": "object"
                 },
                 "pendingRayClusterName": {
                     "description": "PendingRayClusterName is the Ray cluster being prepared, cut to 253 bytes.",
