@@ -262,6 +262,9 @@ func (s *Server) get(c *gin.Context) (*response, error) {
 		s.HTTP.Details.WithLabelValues("cache").Inc()
 		return ok(d), nil
 	}
+	if err := s.callerObjects(c); err != nil {
+		return nil, err
+	}
 	writes := s.Store.ManifestWrites()
 	// Events the caller may not list are left out of the detail, not refused.
 	cur, events, err := r.objects.ResolveWithEvents(c.Request.Context(), c.Param("namespace"), c.Param("name"))
@@ -311,7 +314,7 @@ func (s *Server) cachedDetail(c *gin.Context, r *request) (Detail, bool) {
 	if err != nil {
 		return Detail{}, false
 	}
-	d := s.detailOf(c, r, &k8s.Current{Instance: kept.Unstructured}, objectJSON{encoded: encoded})
+	d := s.detailOf(c, r, &k8s.Current{Instance: kept.Unstructured}, s.Store.Summarize(k, kept.Unstructured), objectJSON{encoded: encoded})
 	if events != nil {
 		var pods []string
 		for _, p := range s.Store.CachedPods(k, &d.Summary) {
@@ -336,14 +339,14 @@ func (s *Server) resolve(c *gin.Context) (*request, *k8s.Current, error) {
 // detail shows an instance or a template.
 func (s *Server) detail(c *gin.Context, r *request, cur *k8s.Current) Detail {
 	if cur.Template != nil {
-		return s.detailOf(c, r, cur, objectJSON{object: cur.Template.DetailObject().Object})
+		return s.detailOf(c, r, cur, r.objects.Summarize(cur), objectJSON{object: cur.Template.DetailObject().Object})
 	}
-	return s.detailOf(c, r, cur, objectJSON{object: withoutManagedFields(cur.Instance.Object)})
+	return s.detailOf(c, r, cur, r.objects.Summarize(cur), objectJSON{object: withoutManagedFields(cur.Instance.Object)})
 }
 
-// detailOf is the detail of what cur holds, whose whole object is object.
-func (s *Server) detailOf(c *gin.Context, r *request, cur *k8s.Current, object objectJSON) Detail {
-	d := Detail{Summary: r.objects.Summarize(cur), Conditions: []any{}, Events: []ray.EventInfo{}, Object: object}
+// detailOf is the detail of what cur holds, summarized as sum, whose whole object is object.
+func (s *Server) detailOf(c *gin.Context, r *request, cur *k8s.Current, sum ray.Summary, object objectJSON) Detail {
+	d := Detail{Summary: sum, Conditions: []any{}, Events: []ray.EventInfo{}, Object: object}
 	one := []ray.Summary{d.Summary}
 	rights := &rightsAsked{s: s, k: r.kind, ctx: c.Request.Context(), token: token(c)}
 	problems := rights.visibleProblems(d.Namespace, d.Summary.Problems())

@@ -69,6 +69,8 @@ type Store interface {
 	Version(k *ray.Kind) uint64
 	// Published is the item of one object (its instance, else its template), nil without one.
 	Published(k *ray.Kind, ns, name string) *cache.Item
+	// Summarize is the whole summary of an instance, as the cache would publish it (cache.Store.Summarize).
+	Summarize(k *ray.Kind, o *unstructured.Unstructured) ray.Summary
 	// CachedPods describes the cached Ray pods of an object's clusters.
 	CachedPods(k *ray.Kind, s *ray.Summary) []ray.PodInfo
 	// Manifest is the whole manifest of an instance, as the cache holds it now, when it keeps it (not to
@@ -232,9 +234,10 @@ func NewRouter(d Deps) *gin.Engine {
 	ns.GET("", s.handle(s.list))
 	ns.GET("/watch", s.handle(s.watchList))
 	ns.GET("/:name/dashboard", s.handle(s.dashboardRoot))
+	// The detail builds the caller's clients only where the watch cache cannot answer it.
+	ns.GET("/:name", s.handle(s.get))
 	obj := ns.Group("", s.asCaller)
 	obj.POST("", s.handle(s.create))
-	obj.GET("/:name", s.handle(s.get))
 	obj.GET("/:name/watch", s.handle(s.watchObject))
 	obj.PUT("/:name", s.writes, s.handle(s.replace))
 	obj.DELETE("/:name", s.writes, s.handle(s.delete))
@@ -352,14 +355,26 @@ func (s *Server) withKind(c *gin.Context) {
 
 // asCaller makes the caller's objects of the path's kind (its clients), after withKind.
 func (s *Server) asCaller(c *gin.Context) {
-	r := req(c)
-	objs, err := s.Objects(r.kind, token(c))
-	if err != nil {
+	if err := s.callerObjects(c); err != nil {
 		s.abort(c, err)
 		return
 	}
-	r.objects = objs
 	c.Next()
+}
+
+// callerObjects makes the caller's objects of the path's kind, for a route that needs them only when
+// the watch cache cannot answer (the detail).
+func (s *Server) callerObjects(c *gin.Context) error {
+	r := req(c)
+	if r.objects != nil {
+		return nil
+	}
+	objs, err := s.Objects(r.kind, token(c))
+	if err != nil {
+		return err
+	}
+	r.objects = objs
+	return nil
 }
 
 // writes marks a route that may write the object of its path: once it has answered, whatever it
