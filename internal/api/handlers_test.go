@@ -203,8 +203,8 @@ func (f *fakeStore) Since(*ray.Kind, uint64, cache.Scopes, cache.Scopes) ([]cach
 }
 func (f *fakeStore) Published(*ray.Kind, string, string) *cache.Item  { return nil }
 func (f *fakeStore) CachedPods(*ray.Kind, *ray.Summary) []ray.PodInfo { return nil }
-func (f *fakeStore) Summarize(k *ray.Kind, o *unstructured.Unstructured) ray.Summary {
-	return k.Summarize(o)
+func (f *fakeStore) SummarizeManifest(k *ray.Kind, m *cache.Manifest) ray.Summary {
+	return k.Summarize(m.Unstructured)
 }
 func (f *fakeStore) Manifest(*ray.Kind, string, string) (*cache.Manifest, bool) {
 	return nil, false

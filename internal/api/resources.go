@@ -314,7 +314,7 @@ func (s *Server) cachedDetail(c *gin.Context, r *request) (Detail, bool) {
 	if err != nil {
 		return Detail{}, false
 	}
-	d := s.detailOf(c, r, &k8s.Current{Instance: kept.Unstructured}, s.Store.Summarize(k, kept.Unstructured), objectJSON{encoded: encoded})
+	d := s.detailOf(c, r, &k8s.Current{Instance: kept.Unstructured}, s.Store.SummarizeManifest(k, kept), objectJSON{encoded: encoded})
 	if events != nil {
 		var pods []string
 		for _, p := range s.Store.CachedPods(k, &d.Summary) {

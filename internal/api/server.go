@@ -69,8 +69,8 @@ type Store interface {
 	Version(k *ray.Kind) uint64
 	// Published is the item of one object (its instance, else its template), nil without one.
 	Published(k *ray.Kind, ns, name string) *cache.Item
-	// Summarize is the whole summary of an instance, as the cache would publish it (cache.Store.Summarize).
-	Summarize(k *ray.Kind, o *unstructured.Unstructured) ray.Summary
+	// SummarizeManifest is the whole summary of a manifest the cache keeps, as the cache would publish it.
+	SummarizeManifest(k *ray.Kind, m *cache.Manifest) ray.Summary
 	// CachedPods describes the cached Ray pods of an object's clusters.
 	CachedPods(k *ray.Kind, s *ray.Summary) []ray.PodInfo
 	// Manifest is the whole manifest of an instance, as the cache holds it now, when it keeps it (not to

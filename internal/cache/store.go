@@ -419,21 +419,21 @@ func (s *Store) summarize(k *ray.Kind, o *unstructured.Unstructured) ray.Summary
 // Summarize computes the whole summary of an object read from the apiserver, as the store would publish
 // it: from the object, and from the cached pods of its Ray cluster.
 func (s *Store) Summarize(k *ray.Kind, o *unstructured.Unstructured) ray.Summary {
-	base, ok := s.entrySummary(k, o.GetNamespace(), o.GetName(), o.GetResourceVersion())
-	if !ok {
-		base = s.summarize(k, o)
-	}
+	base := s.summarize(k, o)
 	return *s.withPods(k, &base)
 }
 
-// entrySummary is the summary the informer's entry of ns/name was made with, when the entry is of
-// resource version rv: the same object, summarized once already.
-func (s *Store) entrySummary(k *ray.Kind, ns, name, rv string) (ray.Summary, bool) {
-	e := s.entry(k, ns, name)
-	if e == nil || rv == "" || e.ResourceVersion != rv || e.item == nil {
-		return ray.Summary{}, false
+// SummarizeManifest is Summarize of a manifest the cache keeps (see Manifest). A kept manifest is
+// what the apiserver stored at its resource version, so where the informer's entry is of the same
+// version, the summary the entry was made with is that manifest's, and is not made again. (An object
+// of the same version from elsewhere, such as a dry run's answer, may differ: it is summarized anew.)
+func (s *Store) SummarizeManifest(k *ray.Kind, m *Manifest) ray.Summary {
+	e := s.entry(k, m.GetNamespace(), m.GetName())
+	if e == nil || e.item == nil || e.ResourceVersion != m.GetResourceVersion() {
+		return s.Summarize(k, m.Unstructured)
 	}
-	return e.item.Summary, true
+	base := e.item.Summary
+	return *s.withPods(k, &base)
 }
 
 // withPods returns the summary completed by what the pods of the object's current Ray cluster say,
