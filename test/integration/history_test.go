@@ -203,7 +203,7 @@ func TestHistoryRestart(t *testing.T) {
 
 	// While it is down: the job ends and the cluster is deleted.
 	cluster := currentRayCluster(t, ns, "job")
-	require.Positive(t, env.dashboards.finish(cluster+"-head-svc."+ns, "SUCCEEDED"))
+	finishJobs(t, ns, cluster, "SUCCEEDED")
 	waitStatus(t, ns, "rayjobs", "job", "Succeeded")
 	require.Equal(t, 200, call(t, "DELETE", itemPath(ns, "rayclusters", "doomed")+"?force=true", admin, "", nil).Status)
 	eventually(t, 30*time.Second, "doomed gone", func() bool {
