@@ -57,8 +57,8 @@ func (o objectJSON) MarshalJSON() ([]byte, error) {
 
 // withoutManagedFields is object without metadata.managedFields, sharing all else with it.
 func withoutManagedFields(object map[string]any) map[string]any {
-	meta, ok := object["metadata"].(map[string]any)
-	if _, managed := meta["managedFields"]; !ok || !managed {
+	meta, _ := object["metadata"].(map[string]any)
+	if _, managed := meta["managedFields"]; !managed {
 		return object
 	}
 	out, trimmed := maps.Clone(object), maps.Clone(meta)
@@ -338,10 +338,13 @@ func (s *Server) resolve(c *gin.Context) (*request, *k8s.Current, error) {
 
 // detail shows an instance or a template.
 func (s *Server) detail(c *gin.Context, r *request, cur *k8s.Current) Detail {
+	var object objectJSON
 	if cur.Template != nil {
-		return s.detailOf(c, r, cur, r.objects.Summarize(cur), objectJSON{object: cur.Template.DetailObject().Object})
+		object.object = cur.Template.DetailObject().Object
+	} else {
+		object.object = withoutManagedFields(cur.Instance.Object)
 	}
-	return s.detailOf(c, r, cur, r.objects.Summarize(cur), objectJSON{object: withoutManagedFields(cur.Instance.Object)})
+	return s.detailOf(c, r, cur, r.objects.Summarize(cur), object)
 }
 
 // detailOf is the detail of what cur holds, summarized as sum, whose whole object is object.

@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -271,4 +273,57 @@ func TestWatchResumeReadsTheFeedOnce(t *testing.T) {
 	}
 	assert.Equal(t, 1, store.reads(5), "the feed is read once from the resumed position")
 	assert.Positive(t, store.reads(7), "and from where that read left it after")
+}
+
+// An HTTP/1.1 stream takes its connection from the server once its snapshot is sent; its place among
+// the streams is given back when its client leaves (seen by its own read of the connection), and a
+// stream the service ends finishes its chunked answer cleanly.
+func TestStreamHoldsItsConnection(t *testing.T) {
+	store := &feedStore{fakeStore: fakeStore{items: map[string][]*cache.Item{"rayclusters": {item("a", "x", "Running")}}}, changed: make(chan struct{})}
+	e := &handlerEnv{objects: &fakeObjects{current: instance("a", "x")}, authz: &fakeAuthz{allowed: true,
+		scopes: map[string]auth.Scope{"rayclusters": auth.Namespaces("a")}}}
+	srv := httptest.NewUnstartedServer(e.routerWith(func(d *Deps) {
+		d.Store = store
+		d.Watches = NewWatchLimit(10, 1, 0)
+	}))
+	var hijacked sync.Map
+	srv.Config.ConnState = func(c net.Conn, s http.ConnState) {
+		if s == http.StateHijacked {
+			hijacked.Store(c.RemoteAddr().String(), true)
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	url := srv.URL + "/rest/ray/v1/rayclusters/watch"
+
+	ctx, leave := context.WithCancel(t.Context())
+	first := openSSE(ctx, t, url, nil)
+	require.Equal(t, 200, first.StatusCode)
+	lines := readSSE(t, first)
+	assert.Equal(t, "ADDED", lines.event()["event"])
+	assert.Equal(t, "SYNCED", lines.event()["event"])
+	count := 0
+	hijacked.Range(func(any, any) bool { count++; return true })
+	assert.Equal(t, 1, count, "the stream holds its connection")
+	store.wake(nil) // it goes on after the handler returned: a change is read and the stream stays open
+	assert.Equal(t, 429, openSSE(t.Context(), t, url, nil).StatusCode, "its place is held")
+
+	leave()
+	require.Eventually(t, func() bool {
+		res := openSSE(t.Context(), t, url, nil)
+		res.Body.Close()
+		return res.StatusCode == 200
+	}, 5*time.Second, 20*time.Millisecond, "the place is given back when the client leaves")
+
+	// Ended by the service (its time is up): the chunked answer ends, not the connection mid-answer.
+	short := httptest.NewServer(e.routerWith(func(d *Deps) {
+		d.Store = store
+		d.Watches = NewWatchLimit(10, 1, 200*time.Millisecond)
+	}))
+	t.Cleanup(short.Close)
+	res := openSSE(t.Context(), t, short.URL+"/rest/ray/v1/rayclusters/watch", nil)
+	require.Equal(t, 200, res.StatusCode)
+	body, err := io.ReadAll(res.Body)
+	require.NoError(t, err, "a clean end of the answer")
+	assert.Contains(t, string(body), "event: SYNCED")
 }
