@@ -183,6 +183,7 @@ func run() error {
 	registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ray_service_audit_append_failures_total",
 		Help: "Writes the audit trail's store could not take (each is logged in full)."}, func() float64 { return float64(trail.Failures()) }))
 	draining := &drain{}
+	detached := &api.Detached{} // streams that hold their connection: the shutdown waits for them too
 	// /metrics is served on the API's address unless it has an address of its own.
 	var apiMetrics prometheus.Gatherer = registry
 	if cfg.MetricsListen != "" {
@@ -210,6 +211,7 @@ func run() error {
 		Follows:     api.NewFollowLimit(cfg.MaxLogFollows, cfg.MaxLogFollowsPerCaller, cfg.MaxLogFollowDuration),
 		Watches:     api.NewWatchLimit(cfg.MaxWatches, cfg.MaxWatchesPerCaller, cfg.MaxWatchDuration),
 		Streams:     api.StreamOptions{Heartbeat: cfg.WatchHeartbeat, Reauthorize: cfg.AuthCacheTTL},
+		Detached:    detached,
 		WatchEvents: func(ns string) api.NamespaceEvents { return events.Acquire(ns) },
 		DetailEvents: func(ns string) (api.NamespaceEvents, bool) {
 			if hold, ok := events.Lingering(ns); ok {
@@ -277,7 +279,10 @@ func run() error {
 	endStreams()
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	defer cancel()
-	return srv.Shutdown(sctx)
+	if err := srv.Shutdown(sctx); err != nil {
+		return err
+	}
+	return detached.Wait(sctx)
 }
 
 // startHistory opens the history database and starts its recorder, which writes while this replica

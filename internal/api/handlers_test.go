@@ -239,6 +239,7 @@ func (e *handlerEnv) routerWith(change func(d *Deps)) http.Handler {
 	reg, httpMetrics := metrics.NewRegistry()
 	d := Deps{
 		Kinds: ray.NewKinds(), Store: e.store, Authz: e.authz, Log: zap.NewNop(), Gatherer: reg, HTTP: httpMetrics,
+		Detached: &Detached{},
 		Objects: func(*ray.Kind, string) (Objects, error) {
 			if e.objectsErr != nil {
 				return nil, e.objectsErr

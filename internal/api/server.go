@@ -159,6 +159,9 @@ type Deps struct {
 	// Watches bounds the watch streams the same way; Streams shapes them.
 	Watches *FollowLimit
 	Streams StreamOptions
+	// Detached, when set, lets HTTP/1.1 watch streams hold their connection themselves once started
+	// (see stream.go), and counts them for the shutdown to wait on; nil: they stay with the server.
+	Detached *Detached
 	// WatchEvents holds the Kubernetes events of a namespace for object streams; nil: they send none.
 	WatchEvents func(ns string) NamespaceEvents
 	// DetailEvents holds the Kubernetes events of a namespace for details, without a release: false

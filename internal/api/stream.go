@@ -2,7 +2,9 @@ package api
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -107,6 +109,26 @@ func (st *stream) detach(r *http.Request) bool {
 	return true
 }
 
+// Detached counts the streams that hold their connection themselves (see stream.detach). The HTTP
+// server's Shutdown waits for the requests it serves, and a detached stream is no longer one: whoever
+// shuts the service down waits for these too, so that each ends its answer before the process exits.
+type Detached struct{ wg sync.WaitGroup }
+
+// Wait waits until every detached stream has ended, or ctx is done.
+func (d *Detached) Wait(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() {
+		d.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("watch streams still ending: %w", ctx.Err())
+	}
+}
+
 // revoked tells whether err says the caller may no longer do what its stream shows.
 func revoked(err error) bool { return apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) }
 
@@ -153,9 +175,11 @@ func (s *Server) serveStream(c *gin.Context, h streamer, pace time.Duration) err
 		return err
 	}
 	h.start(st.ctx, st.w)
-	if st.detach(c.Request) {
+	if s.Detached != nil && st.detach(c.Request) {
 		// The answer has begun; the request is done for the server, and the stream goes on by itself.
+		s.Detached.wg.Add(1)
 		go func() {
+			defer s.Detached.wg.Done()
 			defer st.close()
 			defer h.stop()
 			defer func() { // what the server's recovery did for the stream before it was detached

@@ -210,7 +210,8 @@ func TestWatchResyncs(t *testing.T) {
 func TestWatchEndsAtShutdown(t *testing.T) {
 	store := &feedStore{fakeStore: fakeStore{items: map[string][]*cache.Item{}}, changed: make(chan struct{})}
 	shutdown, stop := context.WithCancel(context.Background())
-	srv := watchEnv(t, store, func(d *Deps) { d.Shutdown = shutdown })
+	detached := &Detached{}
+	srv := watchEnv(t, store, func(d *Deps) { d.Shutdown, d.Detached = shutdown, detached })
 	var all []*sseLines
 	for _, path := range []string{"/rest/ray/v1/rayclusters/watch", "/rest/ray/v1/overview/watch", "/rest/ray/v1/namespaces/a/rayclusters/x/watch"} {
 		res := openSSE(t.Context(), t, srv.URL+path, nil)
@@ -220,6 +221,10 @@ func TestWatchEndsAtShutdown(t *testing.T) {
 		all = append(all, lines)
 	}
 	stop()
+	// What the shutdown waits for after the server's own: the streams that hold their connection.
+	wait, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	require.NoError(t, detached.Wait(wait))
 	for _, lines := range all {
 		assert.True(t, lines.ended(5*time.Second))
 	}
