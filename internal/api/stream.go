@@ -177,9 +177,7 @@ func (s *Server) serveStream(c *gin.Context, h streamer, pace time.Duration) err
 	h.start(st.ctx, st.w)
 	if s.Detached != nil && st.detach(c.Request) {
 		// The answer has begun; the request is done for the server, and the stream goes on by itself.
-		s.Detached.wg.Add(1)
-		go func() {
-			defer s.Detached.wg.Done()
+		s.Detached.wg.Go(func() {
 			defer st.close()
 			defer h.stop()
 			defer func() { // what the server's recovery did for the stream before it was detached
@@ -188,7 +186,7 @@ func (s *Server) serveStream(c *gin.Context, h streamer, pace time.Duration) err
 				}
 			}()
 			s.follow(st, h, pace)
-		}()
+		})
 		return nil
 	}
 	defer st.close()
