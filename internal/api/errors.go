@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"ray-service/internal/audit"
+	"ray-service/internal/k8s"
 )
 
 // Envelope is the body of every JSON response: code is the HTTP status. Errors add reason and, for
@@ -67,6 +68,9 @@ func errorEnvelope(err error) (env Envelope, internal bool) {
 		env = Envelope{Code: http.StatusServiceUnavailable, Msg: err.Error(), Reason: string(metav1.StatusReasonServiceUnavailable)}
 	case errors.Is(err, context.DeadlineExceeded):
 		env = Envelope{Code: http.StatusGatewayTimeout, Msg: "the Kubernetes API did not answer in time", Reason: string(metav1.StatusReasonTimeout)}
+	case errors.Is(err, k8s.ErrConnectionLost):
+		env = Envelope{Code: http.StatusServiceUnavailable, Reason: string(metav1.StatusReasonServiceUnavailable),
+			Msg: "the connection to the Kubernetes API broke before its answer arrived; a change may or may not have been made"}
 	case unreachable(err):
 		env = Envelope{Code: http.StatusServiceUnavailable, Msg: "the Kubernetes API is unreachable", Reason: string(metav1.StatusReasonServiceUnavailable)}
 	default:

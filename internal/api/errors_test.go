@@ -12,6 +12,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"ray-service/internal/k8s"
 )
 
 func TestErrorEnvelope(t *testing.T) {
@@ -39,6 +41,7 @@ func TestErrorEnvelope(t *testing.T) {
 		{"apiserver internal", apierrors.NewInternalError(errors.New("etcd secret detail")), 503, "ServiceUnavailable", true},
 		{"unreachable", refused, 503, "ServiceUnavailable", false},
 		{"wrapped unreachable", fmt.Errorf("listing: %w", refused), 503, "ServiceUnavailable", false},
+		{"answer cut off", fmt.Errorf("unexpected error when reading response body: %w", k8s.ErrConnectionLost), 503, "ServiceUnavailable", false},
 		{"deadline", context.DeadlineExceeded, 504, "Timeout", false},
 		{"plain", errors.New("boom"), 500, "InternalError", true},
 	}

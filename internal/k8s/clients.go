@@ -52,7 +52,7 @@ func NewClientFactory(cfg *rest.Config) (*ClientFactory, error) {
 	base.QPS, base.Burst = 100, 200
 	// Set once here: client-go otherwise derives it for every client made.
 	base.UserAgent = rest.DefaultKubernetesUserAgent()
-	return &ClientFactory{base: base, transport: rt}, nil
+	return &ClientFactory{base: base, transport: markLost{rt}}, nil
 }
 
 // Config returns a rest.Config that authenticates as the caller with the given bearer token.

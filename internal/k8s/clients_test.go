@@ -2,12 +2,19 @@ package k8s
 
 import (
 	"context"
+	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
 )
 
 // PatientDial connects once the address listens again, within its wait, and gives up after it.
@@ -45,4 +52,40 @@ func TestPatientDialWaitsForTheListener(t *testing.T) {
 	defer cancel()
 	_, err = PatientDial(10*time.Second, 50*time.Millisecond)(ctx, "tcp", closed)
 	require.ErrorIs(t, err, context.DeadlineExceeded, "the caller's context bounds the wait")
+}
+
+// An answer that breaks off after its status line (the apiserver killed mid-write) is marked as a lost
+// connection, so that it maps to a transient 503 and not to an internal error; a watch's reads are left
+// as client-go's decoder expects them.
+func TestAnswerCutOffIsALostConnection(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Length", "4096")
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write([]byte(`{"apiVersion":"ray.io/v1",`))
+		w.(http.Flusher).Flush()
+		conn, _, err := http.NewResponseController(w).Hijack()
+		if err == nil {
+			_ = conn.Close()
+		}
+	}))
+	defer srv.Close()
+	f, err := NewClientFactory(&rest.Config{Host: srv.URL})
+	require.NoError(t, err)
+	c, err := f.ForToken("t")
+	require.NoError(t, err)
+	gvr := schema.GroupVersionResource{Group: "ray.io", Version: "v1", Resource: "rayclusters"}
+	obj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "ray.io/v1", "kind": "RayCluster",
+		"metadata": map[string]any{"name": "a"}}}
+	_, err = c.Dynamic.Resource(gvr).Namespace("n").Create(context.Background(), obj, metav1.CreateOptions{})
+	require.Error(t, err)
+	assert.ErrorIs(t, err, ErrConnectionLost)
+	assert.ErrorIs(t, err, io.ErrUnexpectedEOF, "the cause stays in the chain")
+
+	// The same cut on a watch's body is not marked.
+	resp, err := f.transport.RoundTrip(httptest.NewRequest(http.MethodGet, srv.URL+"/apis/ray.io/v1/rayclusters?watch=true", nil).WithContext(context.Background()))
+	require.NoError(t, err)
+	_, err = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, io.ErrUnexpectedEOF, err)
 }
