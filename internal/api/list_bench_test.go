@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -295,4 +296,53 @@ func BenchmarkIdleStreamHeap(b *testing.B) {
 	}
 	b.ReportMetric(heap/float64(rounds), "B/stream")
 	b.ReportMetric(stack/float64(rounds), "stack-B/stream")
+}
+
+// BenchmarkListPageOverLoopback is the kept page served over loopback HTTP/1.1 to 32 keep-alive clients
+// (the stack benchmark's load, without the stack), beside the floor: a bare net/http handler writing
+// the same bytes, and /healthz. The figures per request include the clients' share of the machine.
+func BenchmarkListPageOverLoopback(b *testing.B) {
+	router := listPageRouter(b, true)
+	rec := httptest.NewRecorder()
+	router.ServeHTTP(rec, listPageRequest())
+	page := rec.Body.Bytes()
+	bare := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", jsonContentType)
+		w.Header().Set("Content-Length", strconv.Itoa(len(page)))
+		_, _ = w.Write(page)
+	})
+	for _, c := range []struct {
+		name string
+		h    http.Handler
+		path string
+	}{
+		{"service", router, listPageRequest().URL.RequestURI()},
+		{"bare-same-bytes", bare, "/"},
+		{"service-healthz", router, "/healthz"},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			srv := httptest.NewServer(c.h)
+			defer srv.Close()
+			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+			b.SetParallelism(16) // 32 clients on 2 cores
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					req, _ := http.NewRequest(http.MethodGet, srv.URL+c.path, nil)
+					req.Header.Set("Authorization", "Bearer "+benchToken)
+					res, err := client.Do(req)
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					_, _ = io.Copy(io.Discard, res.Body)
+					res.Body.Close()
+					if res.StatusCode != http.StatusOK {
+						b.Errorf("status %d", res.StatusCode)
+						return
+					}
+				}
+			})
+		})
+	}
 }
