@@ -193,8 +193,9 @@ func (f *fakeStore) List(k *ray.Kind, sc cache.Scopes, q *cache.Query) ([]*cache
 func (f *fakeStore) Namespaces(*ray.Kind) []string { return []string{"a", "b"} }
 
 // The fake store never changes: its feed is empty.
-func (f *fakeStore) Epoch() string            { return "fake" }
-func (f *fakeStore) Changed() <-chan struct{} { return nil }
+func (f *fakeStore) Epoch() string                         { return "fake" }
+func (f *fakeStore) Changed() <-chan struct{}              { return nil }
+func (f *fakeStore) KindChanged(*ray.Kind) <-chan struct{} { return nil }
 func (f *fakeStore) Matching(k *ray.Kind, sc cache.Scopes, q *cache.Query) ([]*cache.Item, uint64) {
 	return q.Select(f.Items(k, sc)), 0
 }

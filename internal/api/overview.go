@@ -242,6 +242,7 @@ type overviewStream struct {
 
 func (o *overviewStream) start(_ context.Context, w *sseWriter) { o.w = w }
 func (o *overviewStream) woken() <-chan struct{}                { return nil }
+func (o *overviewStream) changed() <-chan struct{}              { return o.s.Store.Changed() }
 func (o *overviewStream) stop()                                 {}
 
 // send sends OVERVIEW when the figures differ from those last sent; what changes within the pace

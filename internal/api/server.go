@@ -63,6 +63,8 @@ type Store interface {
 	// a query matches, in its order, and the number of the last change, and what changed since a number.
 	Epoch() string
 	Changed() <-chan struct{}
+	// KindChanged is closed at the next change of what a kind publishes, which its list streams follow.
+	KindChanged(k *ray.Kind) <-chan struct{}
 	Matching(k *ray.Kind, sc cache.Scopes, q *cache.Query) ([]*cache.Item, uint64)
 	Since(k *ray.Kind, seq uint64, before, now cache.Scopes) ([]cache.Change, uint64, error)
 	// Version is the number of the last change of a kind's published objects.

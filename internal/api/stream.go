@@ -154,6 +154,9 @@ type streamer interface {
 	// send sends what changed since it was last called (at the first call, what the stream shows
 	// first), and tells whether to go round again at once rather than wait for the next change.
 	send() (again bool)
+	// changed is closed at the next change of the store the stream follows: of its kind for a list
+	// stream, any for the others. Taken before send reads.
+	changed() <-chan struct{}
 	// woken is closed at a change the stream follows besides the store's; nil when there is none.
 	woken() <-chan struct{}
 	// recheck checks the caller's rights again and makes what the stream shows follow them. An error
@@ -200,7 +203,7 @@ func (s *Server) follow(st *stream, h streamer, pace time.Duration) {
 	ctx, w := st.ctx, st.w
 	for {
 		// Taken before send reads, so that a change made meanwhile wakes the stream.
-		changed, woken := s.Store.Changed(), h.woken()
+		changed, woken := h.changed(), h.woken()
 		again := h.send()
 		if err := w.flush(); err != nil {
 			return

@@ -182,7 +182,11 @@ func (l *listStream) start(ctx context.Context, w *sseWriter) {
 
 func (l *listStream) send() bool             { return l.catchUp() }
 func (l *listStream) woken() <-chan struct{} { return nil }
-func (l *listStream) stop()                  {}
+
+// changed is the kind's: a list stream shows nothing else, and a pod or an event that changes no
+// summary (most of them) would wake every list stream for nothing.
+func (l *listStream) changed() <-chan struct{} { return l.s.Store.KindChanged(l.k) }
+func (l *listStream) stop()                    {}
 
 // recheck moves the stream to the caller's rights now; a caller who may list the kind nowhere any more
 // is told the items it saw are DELETED before the stream ends.

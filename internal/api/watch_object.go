@@ -100,6 +100,8 @@ func (o *objectStream) send() bool {
 }
 
 // woken is closed at the next event of the namespace, while the caller may be shown them.
+func (o *objectStream) changed() <-chan struct{} { return o.s.Store.Changed() }
+
 func (o *objectStream) woken() <-chan struct{} {
 	if o.events == nil {
 		return nil

@@ -35,6 +35,8 @@ func (f *feedStore) Changed() <-chan struct{} {
 	return f.changed
 }
 
+func (f *feedStore) KindChanged(*ray.Kind) <-chan struct{} { return f.Changed() }
+
 func (f *feedStore) Since(*ray.Kind, uint64, cache.Scopes, cache.Scopes) ([]cache.Change, uint64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

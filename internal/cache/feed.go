@@ -52,10 +52,12 @@ type feed struct {
 	size int
 	// bytes is what the kept changes hold; maxBytes its bound.
 	bytes, maxBytes int
+	// notify wakes the kind's list streams at each change recorded: they follow no other.
+	notify *notifier
 }
 
 func newFeed(window, maxBytes int) *feed {
-	return &feed{ring: make([]change, window), maxBytes: maxBytes}
+	return &feed{ring: make([]change, window), maxBytes: maxBytes, notify: newNotifier()}
 }
 
 // heldBytes is what an item holds, as the feed counts it.
@@ -72,6 +74,9 @@ func heldBytes(it *Item) int {
 // record keeps a change of ns/name whose state before was instance and template, and lets the oldest
 // changes go while the kept ones hold more than the bound (the newest one is always kept).
 func (f *feed) record(ns, name string, instance, template *Item) {
+	// Recorded under the store's lock, before what changed is published: a stream woken now reads it
+	// once the lock is let go.
+	defer f.notify.Notify()
 	f.seq++
 	if f.size == len(f.ring) {
 		f.bytes -= f.ring[f.next].bytes
@@ -148,6 +153,11 @@ func (s *Store) Epoch() string { return s.epoch }
 // Changed returns a channel closed at the next change the store publishes: of an object of any kind,
 // a template or a Ray pod. Take it before reading, then wait on it.
 func (s *Store) Changed() <-chan struct{} { return s.notify.Wait() }
+
+// KindChanged returns a channel closed at the next change of what k publishes (a change its feed
+// records): what a list stream of k follows. A pod or event that changes no summary does not close it.
+// Take it before reading what changed.
+func (s *Store) KindChanged(k *ray.Kind) <-chan struct{} { return s.feeds[k].notify.Wait() }
 
 // Change is what a stream learns of one name: what its scopes showed of it before and what they show
 // now (nil: nothing), and the number of the name's last change (the feed's position).

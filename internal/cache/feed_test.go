@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes/fake"
@@ -161,6 +162,38 @@ func TestFeedNotifies(t *testing.T) {
 		t.Fatal("woken by a change that changed nothing")
 	default:
 	}
+}
+
+// A kind's list streams wake at a change of what that kind publishes only: not at another kind's, and
+// not at a pod change that changes no summary (which wakes what follows every change).
+func TestKindChangedOnlyAtTheKindsChanges(t *testing.T) {
+	e := newFeedEnv(t)
+	closed := func(ch <-chan struct{}) bool {
+		select {
+		case <-ch:
+			return true
+		default:
+			return false
+		}
+	}
+	var job *ray.Kind
+	for _, k := range e.store.kinds.All() {
+		if k != e.kind {
+			job = k
+			break
+		}
+	}
+	clusters, jobs, every := e.store.KindChanged(e.kind), e.store.KindChanged(job), e.store.Changed()
+	e.put("a", "x", "ready", false)
+	assert.True(t, closed(clusters), "a RayCluster change wakes the RayClusters' streams")
+	assert.False(t, closed(jobs), "and not another kind's")
+	assert.True(t, closed(every))
+
+	clusters, every = e.store.KindChanged(e.kind), e.store.Changed()
+	e.store.podChanged(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "p",
+		Labels: map[string]string{ray.RayClusterLabel: "elsewhere"}}})
+	assert.True(t, closed(every), "a pod change wakes what follows every change")
+	assert.False(t, closed(clusters), "not the list streams when no summary changed")
 }
 
 // The feed is bounded in bytes too: changes that hold large items push the oldest out, a reader behind
