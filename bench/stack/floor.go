@@ -5,63 +5,54 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"os"
+	"os/exec"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 )
 
 // fanOutFloor measures what any Go server pays to send one event to n clients on their own loopback
-// connections, with nothing of the service's: a bare TCP server in this process, one goroutine per
-// connection that waits for the event (a channel closed, as the service's streams wait for a change)
-// and writes it in one write, and n clients that read as the benchmark's followers do. It sends rounds
-// events, spaced apart, each of the size of a real MODIFIED event (frame), and returns the times from
-// each event to its read at every client.
+// connections, with nothing of the service's: a bare TCP server in a process of its own (this program
+// again, with -floor-serve), one goroutine per connection that waits for the event (a channel closed,
+// as the service's streams wait for a change) and writes it in one write, and n clients here that read
+// as the benchmark's followers do. It sends rounds events, spaced apart, each of the size of a real
+// MODIFIED event (frame), and returns the times from each event to its read at every client.
 func fanOutFloor(n, rounds int, frame []byte) ([]time.Duration, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	self, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
-	defer ln.Close()
-	var mu sync.Mutex
-	next := make(chan struct{})
-	current := func() chan struct{} {
-		mu.Lock()
-		defer mu.Unlock()
-		return next
+	cmd := exec.Command(self, "-floor-serve", strconv.Itoa(n), "-floor-frame", strconv.Quote(string(frame)))
+	cmd.Stderr = os.Stderr
+	trigger, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
 	}
-	var sentAt atomic.Int64
-	var conns []net.Conn
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
 	defer func() {
-		for _, c := range conns {
-			_ = c.Close()
-		}
+		_ = trigger.Close() // the server ends when its input does
+		_ = cmd.Wait()
 	}()
-	accepted := make(chan error, 1)
-	go func() {
-		for range n {
-			conn, err := ln.Accept()
-			if err != nil {
-				accepted <- err
-				return
-			}
-			mu.Lock()
-			conns = append(conns, conn)
-			mu.Unlock()
-			go func() {
-				for {
-					<-current()
-					if _, err := conn.Write(frame); err != nil {
-						return
-					}
-				}
-			}()
-		}
-		accepted <- nil
-	}()
+	addr, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		return nil, fmt.Errorf("the floor's server: %w", err)
+	}
+	addr = strings.TrimSpace(addr)
 
-	var lmu sync.Mutex
+	var sentAt atomic.Int64
+	var mu sync.Mutex
 	var lat []time.Duration
 	clients := make([]net.Conn, 0, n)
 	defer func() {
@@ -70,7 +61,7 @@ func fanOutFloor(n, rounds int, frame []byte) ([]time.Duration, error) {
 		}
 	}()
 	for range n {
-		conn, err := net.Dial("tcp", ln.Addr().String())
+		conn, err := net.Dial("tcp", addr)
 		if err != nil {
 			return nil, err
 		}
@@ -84,32 +75,77 @@ func fanOutFloor(n, rounds int, frame []byte) ([]time.Duration, error) {
 				}
 				if bytes.HasPrefix(line, []byte("data: ")) {
 					d := time.Duration(time.Now().UnixNano() - sentAt.Load())
-					lmu.Lock()
+					mu.Lock()
 					lat = append(lat, d)
-					lmu.Unlock()
+					mu.Unlock()
 				}
 			}
 		}()
 	}
-	if err := <-accepted; err != nil {
-		return nil, err
-	}
-	time.Sleep(time.Second) // every writer waiting
+	time.Sleep(2 * time.Second) // every connection accepted, every writer waiting
 	for range rounds {
-		mu.Lock()
-		fire := next
-		next = make(chan struct{})
-		mu.Unlock()
 		sentAt.Store(time.Now().UnixNano())
-		close(fire)
+		if _, err := trigger.Write([]byte{'\n'}); err != nil {
+			return nil, err
+		}
 		time.Sleep(300 * time.Millisecond)
 	}
 	time.Sleep(time.Second)
-	lmu.Lock()
-	defer lmu.Unlock()
+	mu.Lock()
+	defer mu.Unlock()
 	if len(lat) < n*rounds {
 		return nil, fmt.Errorf("the floor's clients read %d of %d events", len(lat), n*rounds)
 	}
 	slices.Sort(lat)
 	return slices.Clone(lat), nil
+}
+
+// serveFloor is the floor's server (-floor-serve): it prints its address, accepts n connections, and at
+// each line of its input sends frame to every one, each from the goroutine of its connection, until
+// its input ends.
+func serveFloor(n int, frame []byte) error {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+	fmt.Println(ln.Addr().String())
+	var mu sync.Mutex
+	next := make(chan struct{})
+	current := func() chan struct{} {
+		mu.Lock()
+		defer mu.Unlock()
+		return next
+	}
+	go func() {
+		for range n {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer conn.Close()
+				for {
+					<-current()
+					if _, err := conn.Write(frame); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	in := bufio.NewReader(os.Stdin)
+	for {
+		if _, err := in.ReadString('\n'); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+		mu.Lock()
+		fire := next
+		next = make(chan struct{})
+		mu.Unlock()
+		close(fire)
+	}
 }

@@ -83,8 +83,32 @@ func main() {
 	flag.IntVar(&c.tenants, "tenants", 1000, "namespaces of other tenants for a tenant's first list across namespaces (0: not measured)")
 	flag.IntVar(&c.tenantIn, "tenant-in", 50, "of them, the namespaces the measured tenant may list RayClusters in")
 	flag.IntVar(&c.patchRate, "patch-rate", 20, "changes a second (a RayCluster's annotation patched) during the load test under changes")
+	floorServe := flag.Int("floor-serve", 0, "serve the watch benchmark's floor to this many connections (used by the benchmark itself)")
+	floorFrame := flag.String("floor-frame", "", "the floor's event, quoted (with -floor-serve)")
+	floorOnly := flag.Int("floor-only", 0, "measure only the watch benchmark's floor, with this many connections and an event of 1 KiB, without a stack")
 	envFile := flag.String("env", "", "the stack's env file")
 	flag.Parse()
+	if *floorServe > 0 {
+		frame, err := strconv.Unquote(*floorFrame)
+		if err == nil {
+			err = serveFloor(*floorServe, []byte(frame))
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "floor:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if *floorOnly > 0 {
+		frame := []byte("event: MODIFIED\ndata: {\"name\":\"" + strings.Repeat("x", 1000) + "\"}\n\n")
+		lat, err := fanOutFloor(*floorOnly, 40, frame)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "floor:", err)
+			os.Exit(1)
+		}
+		fmt.Printf("the floor, %d connections: p50 %s p99 %s max %s\n", *floorOnly, ms(lat[len(lat)/2]), ms(lat[len(lat)*99/100]), ms(lat[len(lat)-1]))
+		return
+	}
 	if c.streams > 0 {
 		set := map[string]bool{}
 		flag.Visit(func(f *flag.Flag) { set[f.Name] = true })

@@ -1,6 +1,9 @@
 package cache
 
 import (
+	"maps"
+	"strings"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
@@ -18,8 +21,36 @@ type Allocation struct {
 }
 
 // Allocated sums the effective requests of every Pending or Running Ray pod in the scope, of one Ray
-// cluster when cluster is not "".
+// cluster when cluster is not "". A sum is kept until a pod or a RayCluster changes: every overview
+// asks for it, and a thousand pods take a millisecond to sum.
 func (s *Store) Allocated(scope auth.Scope, cluster string) Allocation {
+	at := [2]uint64{s.podsSeq.Load(), s.Version(s.kinds.Cluster())}
+	key := cluster + "\x00*"
+	if !scope.IsAll() {
+		key = cluster + "\x00" + strings.Join(scope.List(), ",")
+	}
+	s.allocMu.Lock()
+	if s.allocAt != at || s.allocKept == nil || len(s.allocKept) >= maxAllocKept {
+		s.allocAt, s.allocKept = at, map[string]Allocation{}
+	}
+	kept, ok := s.allocKept[key]
+	s.allocMu.Unlock()
+	if !ok {
+		kept = s.allocate(scope, cluster)
+		s.allocMu.Lock()
+		if s.allocAt == at {
+			s.allocKept[key] = kept
+		}
+		s.allocMu.Unlock()
+	}
+	kept.Ray = maps.Clone(kept.Ray)
+	return kept
+}
+
+// maxAllocKept bounds the sums kept: one per scope and cluster asked for since the last change.
+const maxAllocKept = 256
+
+func (s *Store) allocate(scope auth.Scope, cluster string) Allocation {
 	a := Allocation{Ray: map[string]float64{}}
 	var sel labels.Selector
 	if cluster != "" {

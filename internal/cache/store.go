@@ -7,6 +7,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -63,6 +64,13 @@ type Store struct {
 	observer Observer
 	// manifests are the whole manifests of the objects recently shown in detail.
 	manifests *manifests
+
+	// podsSeq counts the changes of Ray pods the handlers were told of; allocKept are the sums of
+	// Allocated made at the pods' and RayClusters' versions allocAt.
+	podsSeq   atomic.Uint64
+	allocMu   sync.Mutex
+	allocAt   [2]uint64
+	allocKept map[string]Allocation
 }
 
 // Observer is told of every version of a Ray object the watch cache receives, whole, before it is
@@ -311,6 +319,7 @@ func (s *Store) countActiveLocked(k *ray.Kind, ns string, old, now *Item) {
 
 // podChanged publishes again every object that runs on the pod's Ray cluster.
 func (s *Store) podChanged(obj any) {
+	s.podsSeq.Add(1)
 	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = t.Obj
 	}

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
@@ -267,4 +269,40 @@ func BenchmarkWriteStorm(b *testing.B) {
 		runtime.KeepAlive(s)
 	}
 	b.ReportMetric(grew/(1<<20), "MiB-grown")
+}
+
+// BenchmarkAllocated is the overview's allocated figures over 500 running RayClusters, a head and a
+// worker pod each (the stack benchmark's running clusters): kept while nothing changes, and summed
+// again after each pod change.
+func BenchmarkAllocated(b *testing.B) {
+	s, _ := benchStoreIndexed(b, 500)
+	res := corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("2Gi")},
+		Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("2Gi")},
+	}
+	for i := range 500 {
+		for _, node := range []string{ray.NodeTypeHead, ray.NodeTypeWorker} {
+			p := raytest.Pod(fmt.Sprintf("cluster-%05d-%s", i, node), fmt.Sprintf("cluster-%05d", i), node, "small", true)
+			p.Namespace = fmt.Sprintf("ns-%02d", i%20)
+			p.Spec.Containers = []corev1.Container{{Name: "ray", Image: "rayproject/ray:2.41.0", Resources: res}}
+			if err := s.pods.GetIndexer().Add(p); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	for _, changing := range []bool{false, true} {
+		b.Run(map[bool]string{false: "kept", true: "after-each-pod-change"}[changing], func(b *testing.B) {
+			var a Allocation
+			b.ReportAllocs()
+			for b.Loop() {
+				if changing {
+					s.podsSeq.Add(1)
+				}
+				a = s.Allocated(auth.AllNamespaces(), "")
+			}
+			if a.ActiveRayClusters != 500 || a.CPU != 1000 {
+				b.Fatalf("allocated %+v", a)
+			}
+		})
+	}
 }
