@@ -51,6 +51,8 @@ type config struct {
 	pprofURL                     string
 	serviceBin, out              string
 	profileDir                   string
+	stormRate                    int
+	stormFor                     time.Duration
 	env                          map[string]string
 	// streams, when set, runs the watch benchmark with that many streams instead of the list's.
 	streams    int
@@ -82,6 +84,8 @@ func main() {
 	flag.StringVar(&c.compareBin, "compare", "", "another service binary (e.g. one built from an earlier commit) to measure beside this one, on the same stack and objects")
 	flag.IntVar(&c.tenants, "tenants", 1000, "namespaces of other tenants for a tenant's first list across namespaces (0: not measured)")
 	flag.IntVar(&c.tenantIn, "tenant-in", 50, "of them, the namespaces the measured tenant may list RayClusters in")
+	flag.IntVar(&c.stormRate, "storm-rate", 1000, "changes a second of the write storm (0: none)")
+	flag.DurationVar(&c.stormFor, "storm-for", time.Minute, "how long the write storm lasts")
 	flag.IntVar(&c.patchRate, "patch-rate", 20, "changes a second (a RayCluster's annotation patched) during the load test under changes")
 	floorServe := flag.Int("floor-serve", 0, "serve the watch benchmark's floor to this many connections (used by the benchmark itself)")
 	floorFrame := flag.String("floor-frame", "", "the floor's event, quoted (with -floor-serve)")
@@ -356,6 +360,15 @@ func run(c config) error {
 		return fmt.Errorf("tenants: %w", err)
 	}
 	rows = append(rows, more...)
+	if c.stormRate > 0 { // last: the storm leaves the objects larger
+		for _, streams := range []int{0, 100} {
+			r, err := writeStorm(ctx, c, dyn, c.stormRate, c.stormFor, streams)
+			if err != nil {
+				return err
+			}
+			rows = append(rows, r)
+		}
+	}
 	return write(c, rows, perObject, ready, quiet, settled)
 }
 
@@ -505,13 +518,21 @@ func bareServer(body []byte) (url string, stop func(), err error) {
 // patching changes an annotation of one RayCluster after another, c.patchRate a second, until the
 // returned function is called; it returns how many patches were made.
 func patching(ctx context.Context, c config, dyn dynamic.Interface) func() (int, error) {
+	return patchingWith(ctx, c, dyn, c.patchRate, func(i int) []byte {
+		return fmt.Appendf(nil, `{"metadata":{"annotations":{"bench/touched":"%d"}}}`, i)
+	})
+}
+
+// patchingWith merge-patches one RayCluster after another with patch(i), rate a second, until the
+// returned function is called; it returns how many patches were made.
+func patchingWith(ctx context.Context, c config, dyn dynamic.Interface, rate int, patch func(i int) []byte) func() (int, error) {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	var n atomic.Int64
 	var mu sync.Mutex
 	var first error
 	wg.Go(func() {
-		tick := time.NewTicker(time.Second / time.Duration(max(1, c.patchRate)))
+		tick := time.NewTicker(time.Second / time.Duration(max(1, rate)))
 		defer tick.Stop()
 		for i := 0; ; i++ {
 			select {
@@ -521,9 +542,8 @@ func patching(ctx context.Context, c config, dyn dynamic.Interface) func() (int,
 			}
 			wg.Go(func() { // each on its own, so that a slow apiserver does not lower the rate
 				j := (i * 7919) % c.objects
-				patch := fmt.Appendf(nil, `{"metadata":{"annotations":{"bench/touched":"%d"}}}`, i)
 				if _, err := dyn.Resource(rayClusters).Namespace(fmt.Sprintf("perf-ns-%02d", j%c.namespaces)).
-					Patch(ctx, fmt.Sprintf("perf-%05d", j), types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+					Patch(ctx, fmt.Sprintf("perf-%05d", j), types.MergePatchType, patch(i), metav1.PatchOptions{}); err != nil {
 					mu.Lock()
 					first = cmp.Or(first, err)
 					mu.Unlock()
@@ -538,6 +558,59 @@ func patching(ctx context.Context, c config, dyn dynamic.Interface) func() (int,
 		wg.Wait()
 		return int(n.Load()), first
 	}
+}
+
+// writeStorm patches RayClusters at rate a second for dur, each patch an annotation of its own size up
+// to 32 KiB and a label that changes the summary, while streams list streams of every RayCluster read
+// along; it reports the service's live heap before, at its highest (sampled every 2 s) and after.
+func writeStorm(ctx context.Context, c config, dyn dynamic.Interface, rate int, dur time.Duration, streams int) (row, error) {
+	before, err := heap(c.pprofURL)
+	if err != nil {
+		return row{}, err
+	}
+	sctx, stop := context.WithCancel(ctx)
+	defer stop()
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: -1, DisableCompression: true}}
+	for range streams {
+		go func() {
+			req, _ := http.NewRequestWithContext(sctx, "GET", c.serviceURL+"/rest/ray/v1/rayclusters/watch", nil)
+			req.Header.Set("Authorization", "Bearer "+c.env["ADMIN_TOKEN"])
+			if res, err := client.Do(req); err == nil {
+				_, _ = io.Copy(io.Discard, res.Body)
+				res.Body.Close()
+			}
+		}()
+	}
+	time.Sleep(2 * time.Second)
+	start := time.Now()
+	patched := patchingWith(ctx, c, dyn, rate, func(i int) []byte {
+		return fmt.Appendf(nil, `{"metadata":{"labels":{"bench-storm":"%d"},"annotations":{"bench/blob":"%s"}}}`,
+			i, strings.Repeat("x", (i*4099)%(32<<10)))
+	})
+	peak := before
+	for time.Since(start) < dur {
+		time.Sleep(2 * time.Second)
+		if h, err := heap(c.pprofURL); err == nil {
+			peak = max(peak, h)
+		}
+	}
+	n, err := patched()
+	if err != nil {
+		return row{}, fmt.Errorf("the write storm: %w", err)
+	}
+	took := time.Since(start)
+	stop()
+	time.Sleep(3 * time.Second)
+	after, err := heap(c.pprofURL)
+	if err != nil {
+		return row{}, err
+	}
+	mb := func(v uint64) string { return fmt.Sprintf("%+.1f MB", (float64(v)-float64(before))/1e6) }
+	r := row{fmt.Sprintf("service: live heap under a write storm (%d patches in %s, %.0f a second, annotations up to 32 KiB), %d list streams open",
+		n, took.Round(time.Second), float64(n)/took.Seconds(), streams), "peak " + mb(peak), "after " + mb(after),
+		fmt.Sprintf("asked %d a second; target ≤ 50 MB", rate)}
+	fmt.Printf("%s: peak %s, after %s\n", r.what, mb(peak), mb(after))
+	return r, nil
 }
 
 // startService starts a service binary on listen against the stack, with extra arguments, and waits
