@@ -88,7 +88,7 @@ func fanOutFloor(n, rounds int, frame []byte) ([]time.Duration, error) {
 		if _, err := trigger.Write([]byte{'\n'}); err != nil {
 			return nil, err
 		}
-		time.Sleep(300 * time.Millisecond)
+		time.Sleep(500 * time.Millisecond)
 	}
 	time.Sleep(time.Second)
 	mu.Lock()
@@ -110,13 +110,10 @@ func serveFloor(n int, frame []byte) error {
 	}
 	defer ln.Close()
 	fmt.Println(ln.Addr().String())
+	// Each event is a generation, and a channel closed at it; a writer that falls behind sends every one
+	// it missed at once.
 	var mu sync.Mutex
-	next := make(chan struct{})
-	current := func() chan struct{} {
-		mu.Lock()
-		defer mu.Unlock()
-		return next
-	}
+	next, gen := make(chan struct{}), 0
 	go func() {
 		for range n {
 			conn, err := ln.Accept()
@@ -125,11 +122,23 @@ func serveFloor(n int, frame []byte) error {
 			}
 			go func() {
 				defer conn.Close()
+				sent := 0
 				for {
-					<-current()
-					if _, err := conn.Write(frame); err != nil {
+					mu.Lock()
+					now, wait := gen, next
+					mu.Unlock()
+					if now == sent {
+						<-wait
+						continue
+					}
+					out := frame
+					if now-sent > 1 {
+						out = bytes.Repeat(frame, now-sent)
+					}
+					if _, err := conn.Write(out); err != nil {
 						return
 					}
+					sent = now
 				}
 			}()
 		}
@@ -143,9 +152,9 @@ func serveFloor(n int, frame []byte) error {
 			return err
 		}
 		mu.Lock()
-		fire := next
+		gen++
+		close(next)
 		next = make(chan struct{})
 		mu.Unlock()
-		close(fire)
 	}
 }

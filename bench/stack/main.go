@@ -986,11 +986,33 @@ func secondInstance(c config, client *http.Client, url, auth string) (ready, p50
 	cmd := exec.Command(c.serviceBin, "--listen", "127.0.0.1:18089", "--kubeconfig", c.env["SERVICE_KUBECONFIG"],
 		"--prometheus-url", c.env["PROMETHEUS_URL"], "--template-key-file", c.env["TEMPLATE_KEY_FILE"], "--audit-key-file", c.env["AUDIT_KEY_FILE"], "--log-level", "warn",
 		"--auth-cache-ttl", "1ms")
+	if c.profileDir != "" { // its CPU while its caches sync
+		cmd.Args = append(cmd.Args, "--pprof-listen", "127.0.0.1:18091")
+	}
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
 		return 0, 0, 0, err
 	}
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	if c.profileDir != "" {
+		profiled := make(chan error, 1)
+		defer func() {
+			if perr := <-profiled; err == nil && perr != nil {
+				err = perr
+			}
+		}()
+		go func() {
+			for time.Since(start) < 10*time.Second {
+				body, err := get(&http.Client{Timeout: time.Minute}, "http://127.0.0.1:18091/debug/pprof/profile?seconds=20", "")
+				if err == nil {
+					profiled <- os.WriteFile(filepath.Join(c.profileDir, "cpu-start.pprof"), body, 0o644)
+					return
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			profiled <- errors.New("the second instance's profiler did not answer")
+		}()
+	}
 	for ready == 0 {
 		if time.Since(start) > 3*time.Minute {
 			return 0, 0, 0, errors.New("the second instance was not ready in 3 minutes")

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 )
 
 // Object types: an instance is handed to KubeRay; a template is a stored manifest (a ConfigMap).
@@ -320,14 +320,76 @@ func paramFloat(params map[string]any, key string) (float64, bool) {
 	return 0, false
 }
 
-// podSpecOf decodes the spec of a pod template given as unstructured content.
+// podSpecOf reads of a pod template given as unstructured content what summaries use: each container's
+// name, image, requests, limits and restart policy, and the pod's overhead. It reads them in place:
+// decoding the whole spec through the unstructured converter took 70 % of an informer's transform,
+// which every object of a first list goes through. A field of the wrong type reads as absent; a
+// quantity that does not parse is left out, which counts no request for it.
 func podSpecOf(template map[string]any) corev1.PodSpec {
 	var pod corev1.PodSpec
-	if spec, ok := nestedMap(template, "spec"); ok {
-		// A spec the apiserver accepted decodes; a broken one leaves zero requests, which is what it asks.
-		_ = runtime.DefaultUnstructuredConverter.FromUnstructured(spec, &pod)
+	spec, ok := nestedMap(template, "spec")
+	if !ok {
+		return pod
 	}
+	pod.Containers = containersOf(spec["containers"])
+	pod.InitContainers = containersOf(spec["initContainers"])
+	pod.Overhead = resourceListOf(spec["overhead"])
 	return pod
+}
+
+func containersOf(v any) []corev1.Container {
+	list, ok := v.([]any)
+	if !ok {
+		return nil
+	}
+	out := make([]corev1.Container, 0, len(list))
+	for _, item := range list {
+		m, ok := item.(map[string]any)
+		if !ok {
+			continue
+		}
+		var c corev1.Container
+		c.Name, _ = m["name"].(string)
+		c.Image, _ = m["image"].(string)
+		if res, ok := m["resources"].(map[string]any); ok {
+			c.Resources.Requests = resourceListOf(res["requests"])
+			c.Resources.Limits = resourceListOf(res["limits"])
+		}
+		if p, ok := m["restartPolicy"].(string); ok {
+			policy := corev1.ContainerRestartPolicy(p)
+			c.RestartPolicy = &policy
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// resourceListOf reads a resource list: quantities as strings ("500m", "2Gi") or JSON numbers.
+func resourceListOf(v any) corev1.ResourceList {
+	m, ok := v.(map[string]any)
+	if !ok || len(m) == 0 {
+		return nil
+	}
+	out := make(corev1.ResourceList, len(m))
+	for name, q := range m {
+		var text string
+		switch x := q.(type) {
+		case string:
+			text = x
+		case int64:
+			text = strconv.FormatInt(x, 10)
+		case int:
+			text = strconv.Itoa(x)
+		case float64:
+			text = strconv.FormatFloat(x, 'f', -1, 64)
+		default:
+			continue
+		}
+		if parsed, err := resource.ParseQuantity(text); err == nil {
+			out[corev1.ResourceName(name)] = parsed
+		}
+	}
+	return out
 }
 
 // PodRequests is the effective request of a pod, as the scheduler counts it: the larger of the largest init

@@ -1,6 +1,9 @@
 package ray
 
 import (
+	"encoding/json"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -8,6 +11,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"sigs.k8s.io/yaml"
 
 	"ray-service/internal/ray/raytest"
@@ -100,4 +105,73 @@ func TestRayResources(t *testing.T) {
 		"resources": `'{\"TPU\": 4, \"special\": 1}'`}
 	assert.Equal(t, map[string]float64{"GPU": 1, "NPU": 1, "memory": 1000, "TPU": 4, "special": 1}, LogicalResources(params, pod).Map(),
 		"rayStartParams win; num-cpus 0 offers no CPU")
+}
+
+// podSpecOf reads what the unstructured converter decodes of the fields summaries use, from every pod
+// template of the project's manifests and from templates with numbers, sidecars and overhead.
+func TestPodSpecOfReadsAsTheConverter(t *testing.T) {
+	var templates []map[string]any
+	var walk func(v any)
+	walk = func(v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			if spec, ok := x["spec"].(map[string]any); ok {
+				if _, ok := spec["containers"]; ok {
+					templates = append(templates, x)
+				}
+			}
+			for _, c := range x {
+				walk(c)
+			}
+		case []any:
+			for _, c := range x {
+				walk(c)
+			}
+		}
+	}
+	files, err := filepath.Glob("../../test/integration/testdata/ray*.yaml")
+	require.NoError(t, err)
+	for _, file := range files {
+		data, err := os.ReadFile(file)
+		require.NoError(t, err)
+		var obj map[string]any
+		require.NoError(t, yaml.Unmarshal(data, &obj), file)
+		walk(obj)
+	}
+	require.NotEmpty(t, templates, "pod templates in the manifests")
+	synthetic := `
+spec:
+  overhead: {cpu: 250m, memory: 64Mi}
+  initContainers:
+  - {name: setup, image: busybox, resources: {requests: {cpu: 2, memory: 1Gi}}}
+  - {name: sidecar, image: envoy, restartPolicy: Always, resources: {limits: {cpu: 0.5, memory: 128Mi}}}
+  containers:
+  - name: ray-head
+    image: rayproject/ray:2.41.0
+    resources:
+      requests: {cpu: 1.5, memory: "3221225472", nvidia.com/gpu: 1}
+      limits: {cpu: "2", memory: 4Gi, nvidia.com/gpu: "1", huawei.com/Ascend910: 8}
+  - {name: logs, image: fluent-bit, resources: {requests: {cpu: 100m}}}
+`
+	var tmpl map[string]any
+	require.NoError(t, yaml.Unmarshal([]byte(synthetic), &tmpl))
+	templates = append(templates, tmpl)
+	// As the apiserver's JSON decodes: whole numbers as int64.
+	data, err := json.Marshal(tmpl)
+	require.NoError(t, err)
+	var asDecoded map[string]any
+	require.NoError(t, utiljson.Unmarshal(data, &asDecoded))
+	templates = append(templates, asDecoded)
+	for i, tmpl := range templates {
+		var want corev1.PodSpec
+		require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(tmpl["spec"].(map[string]any), &want), "template %d", i)
+		got := podSpecOf(tmpl)
+		assert.Equal(t, PodRequests(want), PodRequests(got), "template %d: requests", i)
+		assert.Equal(t, LogicalResources(nil, want), LogicalResources(nil, got), "template %d: Ray resources", i)
+		require.Len(t, got.Containers, len(want.Containers), "template %d", i)
+		for j := range want.Containers {
+			assert.Equal(t, want.Containers[j].Image, got.Containers[j].Image, "template %d", i)
+		}
+	}
+	t.Logf("%d pod templates compared", len(templates))
 }
