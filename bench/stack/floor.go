@@ -88,7 +88,7 @@ func fanOutFloor(n, rounds int, frame []byte) ([]time.Duration, error) {
 		if _, err := trigger.Write([]byte{'\n'}); err != nil {
 			return nil, err
 		}
-		time.Sleep(500 * time.Millisecond)
+		time.Sleep(300 * time.Millisecond) // as the changes of the service's figure
 	}
 	time.Sleep(time.Second)
 	mu.Lock()
