@@ -62,8 +62,11 @@ func watchBench(c config) error {
 	var first struct {
 		Data struct{ Items []json.RawMessage } `json:"data"`
 	}
-	if err := json.Unmarshal(page, &first); err != nil || len(first.Data.Items) == 0 {
-		return fmt.Errorf("no item in the first page (%v): %.300s", err, page)
+	if err := json.Unmarshal(page, &first); err != nil {
+		return fmt.Errorf("the first page: %w", err)
+	}
+	if len(first.Data.Items) == 0 {
+		return fmt.Errorf("no item in the first page: %.300s", page)
 	}
 	frame := fmt.Appendf(nil, "id: 0123456789abcdef.1234.0123456789abcdef\nevent: MODIFIED\ndata: %s\n\n", first.Data.Items[0])
 	frame = fmt.Appendf(nil, "%x\r\n%s\r\n", len(frame), frame) // one chunk of a chunked answer

@@ -306,7 +306,7 @@ func BenchmarkListPageOverLoopback(b *testing.B) {
 	rec := httptest.NewRecorder()
 	router.ServeHTTP(rec, listPageRequest())
 	page := rec.Body.Bytes()
-	bare := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	bare := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", jsonContentType)
 		w.Header().Set("Content-Length", strconv.Itoa(len(page)))
 		_, _ = w.Write(page)

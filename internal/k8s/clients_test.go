@@ -58,7 +58,7 @@ func TestPatientDialWaitsForTheListener(t *testing.T) {
 // connection, so that it maps to a transient 503 and not to an internal error; a watch's reads are left
 // as client-go's decoder expects them.
 func TestAnswerCutOffIsALostConnection(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Content-Length", "4096")
 		w.WriteHeader(http.StatusCreated)
@@ -79,8 +79,8 @@ func TestAnswerCutOffIsALostConnection(t *testing.T) {
 		"metadata": map[string]any{"name": "a"}}}
 	_, err = c.Dynamic.Resource(gvr).Namespace("n").Create(context.Background(), obj, metav1.CreateOptions{})
 	require.Error(t, err)
-	assert.ErrorIs(t, err, ErrConnectionLost)
-	assert.ErrorIs(t, err, io.ErrUnexpectedEOF, "the cause stays in the chain")
+	require.ErrorIs(t, err, ErrConnectionLost)
+	require.ErrorIs(t, err, io.ErrUnexpectedEOF, "the cause stays in the chain")
 
 	// The same cut on a watch's body is not marked.
 	resp, err := f.transport.RoundTrip(httptest.NewRequest(http.MethodGet, srv.URL+"/apis/ray.io/v1/rayclusters?watch=true", nil).WithContext(context.Background()))
