@@ -969,8 +969,17 @@ func memStats(pprofURL string) (map[string]uint64, error) {
 			m[string(f[1])] = n
 		}
 	}
+	// The goroutine stacks are printed as "# Stack = StackInuse / StackSys".
+	if f := regexp.MustCompile(`(?m)^# Stack = ([0-9]+) / [0-9]+$`).FindSubmatch(body); f != nil {
+		if n, err := strconv.ParseUint(string(f[1]), 10, 64); err == nil {
+			m["StackInuse"] = n
+		}
+	}
 	if _, ok := m["HeapAlloc"]; !ok {
 		return nil, errors.New("no HeapAlloc in the heap profile")
+	}
+	if _, ok := m["StackInuse"]; !ok {
+		return nil, errors.New("no goroutine stacks (# Stack) in the heap profile")
 	}
 	return m, nil
 }

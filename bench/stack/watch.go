@@ -191,7 +191,7 @@ func watchBench(c config) error {
 	b.WriteString("| figure | value |\n|---|---|\n")
 	fmt.Fprintf(&b, "| time from a change (a label patched through the apiserver) to its MODIFIED event at a client, %d changes × %d streams | p50 %s, p99 %s, max %s (%d events, %d missing) |\n",
 		changes, c.streams, ms(p(0.5)), ms(p(0.99)), ms(lat[len(lat)-1]), len(lat), missing)
-	fmt.Fprintf(&b, "| the floor: a bare Go server in the benchmark sends one event (%d bytes, in one write) to each of %d clients on their own connections, 40 times | p50 %s, p99 %s, max %s from the event to its read; the service's target p99 ≤ 100 ms |\n",
+	fmt.Fprintf(&b, "| the floor: a bare Go server (a process of its own) sends one event (%d bytes, in one write) to each of %d clients on their own connections, 40 times | p50 %s, p99 %s, max %s from the event to its read; the service's target p99 ≤ 100 ms |\n",
 		len(frame), c.streams, ms(fq(0.5)), ms(fq(0.99)), ms(floor[len(floor)-1]))
 	fmt.Fprintf(&b, "| opening the %d streams at once, each with its snapshot of %d items | all synced after %s (a stream's p50 %s); the service's CPU meanwhile %.2f s, %.2f ms a stream; target ≤ 1 s |\n",
 		c.streams, c.objects, allSynced.Round(time.Millisecond), ms(snapshots[len(snapshots)/2]), openCPU, 1000*openCPU/float64(c.streams))
