@@ -16,33 +16,14 @@ stop() { # name...: SIGTERM to each process group, then wait up to 5 s for all, 
       pids+=("$pid")
     fi
   done
-  gone 50 "${pids[@]}" && { for name in "$@"; do rm -f "$STATE/pids/$name.pid"; done; return; }
-  for pid in "${pids[@]}"; do running "$pid" && { kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null; }; done
-  # Until the killed are gone: a process that still holds its port would keep the next stack's
-  # component from listening on it.
-  gone 50 "${pids[@]}"
-  for name in "$@"; do rm -f "$STATE/pids/$name.pid"; done
-}
-# running PID: the process or any of its process group is still there and not a zombie (a killed
-# process whose parent has not reaped it holds no port).
-running() {
-  local p
-  for p in "$1" $(pgrep -g "$1" 2>/dev/null); do
-    case $(ps -o stat= -p "$p" 2>/dev/null) in "" | Z*) ;; *) return 0 ;; esac
-  done
-  return 1
-}
-# gone TENTHS PID...: waits up to TENTHS tenths of a second until none of them is running.
-gone() {
-  local end=$((${EPOCHREALTIME/./} + $1 * 100000)) pid alive
-  shift
-  while :; do
-    alive=0
-    for pid in "$@"; do running "$pid" && alive=1; done
-    [ "$alive" = 0 ] && return 0
-    [ "${EPOCHREALTIME/./}" -ge "$end" ] && return 1
+  for _ in $(seq 1 50); do
+    local alive=0
+    for pid in "${pids[@]}"; do kill -0 "$pid" 2>/dev/null && alive=1; done
+    [ "$alive" = 0 ] && break
     sleep 0.1
   done
+  for pid in "${pids[@]}"; do kill -0 "$pid" 2>/dev/null && kill -KILL -- "-$pid" 2>/dev/null; done
+  for name in "$@"; do rm -f "$STATE/pids/$name.pid"; done
 }
 stop prometheus ray-operator kwok kube-controller-manager kube-scheduler
 stop kube-apiserver postgres
