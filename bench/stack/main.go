@@ -823,23 +823,9 @@ func httpClient(caFile string) (*http.Client, error) {
 }
 
 func get(client *http.Client, url, auth string) ([]byte, error) {
-	req, err := http.NewRequest("GET", url, nil)
-	if err != nil {
-		return nil, err
-	}
-	if auth != "" {
-		req.Header.Set("Authorization", auth)
-	}
-	res, err := client.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer res.Body.Close()
-	body, err := io.ReadAll(res.Body)
-	if err == nil && res.StatusCode != 200 {
-		err = fmt.Errorf("%s: %s", res.Status, body)
-	}
-	return body, err
+	var body bytes.Buffer
+	err := getInto(client, url, auth, &body)
+	return body.Bytes(), err
 }
 
 // latency sends n requests one after another on a keep-alive connection (after a few to warm up).
