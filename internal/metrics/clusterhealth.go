@@ -3,6 +3,7 @@ package metrics
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -39,6 +40,11 @@ type Panel struct {
 	Critical float64 `json:"critical"`
 	Metric   string  `json:"metric" example:"ray_operation_queue_time_ms"`
 	Query    string  `json:"query"`
+	// Source says what the figure was read from: which of the metric's forms (Ray's generations
+	// export some figures differently), or gcs_server.out's event stats through the Ray dashboard.
+	Source string `json:"source,omitempty" example:"ray_operation_queue_time_ms histogram, GCS main loop (Ray 2.50 and later)"`
+	// Split breaks the figure down where the panel does: the job API's by request method.
+	Split []Split `json:"split,omitempty"`
 	// Reason says why there is no data.
 	Reason string `json:"reason,omitempty"`
 }
@@ -58,45 +64,134 @@ type ClusterHealth struct {
 	Warnings []string `json:"warnings"`
 }
 
-// panelDef defines a panel: its query over the cluster's series, with {sel} standing for the matchers
-// of the cluster and {rate} for the rate window.
+// panelDef defines a panel: the sources of its figure, tried in order (the first with samples answers),
+// each a query over the cluster's series with {sel} standing for the matchers of the cluster and {rate}
+// for the rate window; and what a user must do when none answers.
 type panelDef struct {
-	name, title, unit, metric, query string
-	warning, critical                float64
-	missing                          string
+	name, title, unit string
+	sources           []source
+	warning, critical float64
+	missing           string
+	// split, where set, breaks the figure down (e.g. by request method): a query whose series carry
+	// the label splitBy.
+	split, splitBy string
 }
 
-// healthPanels are the four panels, with Ray's metric names (src/ray/stats/metric_defs.cc,
-// gcs_health_check_manager.cc, python/ray/dashboard/dashboard_metrics.py).
+// source is one way Prometheus may hold a panel's figure: Ray's generations and exporters name and
+// type it differently.
+type source struct {
+	// name says what the figure was read from, as the panel reports it.
+	name, metric, query string
+}
+
+// jobHandlers are the Ray job API's handlers as the dashboard's metrics middleware names them in the
+// label endpoint (handler.__name__; python/ray/dashboard/http_server_head.py, Ray 2.9 and later): POST
+// /api/jobs/ submit_job, POST .../{id}/stop stop_job, DELETE .../{id} delete_job, GET list_jobs,
+// get_job_info and get_job_logs (python/ray/dashboard/modules/job/job_head.py). tail_job_logs, the
+// websocket of GET .../{id}/logs/tail, is left out: its duration is the stream's life. Ray before 2.4
+// named the request path instead (/api/jobs/..., which says no method).
+const (
+	jobHandlers = `submit_job|stop_job|delete_job|get_job_info|list_jobs|get_job_logs`
+	jobPaths    = `/api/jobs/?|/api/jobs/[^/]+(/stop|/logs)?/?`
+	// logStreams are the endpoints whose duration is a stream's life, not a request's.
+	logStreams = `tail_job_logs|.*/logs/tail/?`
+)
+
+// dashboardRequests is the dashboard's request-duration histogram's buckets where the label endpoint
+// (or, where the scrape kept the target's own endpoint label, the port's name, exported_endpoint)
+// matches re: a PodMonitor without honorLabels, as KubeRay's (config/prometheus/podMonitor.yaml), gives
+// every target the label endpoint, so Ray's own arrives as exported_endpoint.
+func dashboardRequests(re string) string {
+	const m = `ray_dashboard_api_requests_duration_seconds_bucket`
+	return `(label_replace(rate(` + m + `{{sel},exported_endpoint=~"` + re + `"}[{rate}]), "endpoint", "$1", "exported_endpoint", "(.+)")` +
+		` or rate(` + m + `{{sel},exported_endpoint="",endpoint=~"` + re + `"}[{rate}]))`
+}
+
+// byMethod labels the job API's series with the request method of their handler.
+func byMethod(v string) string {
+	for _, m := range [][2]string{{"POST", "submit_job|stop_job|/api/jobs/[^/]+/stop/?"}, {"DELETE", "delete_job"},
+		{"GET", "get_job_info|list_jobs|get_job_logs|/api/jobs/[^/]+/logs/?"}} {
+		v = `label_replace(` + v + `, "method", "` + m[0] + `", "endpoint", "` + m[1] + `")`
+	}
+	return v
+}
+
+// gcsMainLoop is the name of gcs_server's main event loop (instrumented_io_context main_service in
+// src/ray/gcs/gcs_server_main.cc, Ray 2.50 and later).
+const gcsMainLoop = "gcs_server_main_io_context"
+
+// healthPanels are the four panels.
 var healthPanels = []panelDef{
-	{name: "gcsEventPressure", title: "GCS event pressure", unit: "ms", metric: "ray_operation_queue_time_ms",
-		// The longest time an event of any handler of gcs_server's event loop waited to run: when it
-		// grows, the GCS falls behind and calls to it time out.
-		query:   `max(ray_operation_queue_time_ms{{sel},Component="gcs_server"})`,
+	{name: "gcsEventPressure", title: "GCS event pressure", unit: "ms",
+		// How long an event of gcs_server's event loop waits to run: when it grows, the GCS falls behind
+		// and calls to it time out.
+		sources: []source{
+			// Ray 2.50 and later (ray-project/ray PR 55762, src/ray/common/metrics.h): a histogram, tag
+			// Name the io_context, buckets 1, 10, 100, 1000, 10000 ms, on by default
+			// (RAY_emit_main_service_metrics): the mean queueing time of the main loop's events.
+			{name: "ray_operation_queue_time_ms histogram, GCS main loop (Ray 2.50 and later)", metric: "ray_operation_queue_time_ms",
+				query: `sum(rate(ray_operation_queue_time_ms_sum{{sel},Name="` + gcsMainLoop + `"}[{rate}])) / sum(rate(ray_operation_queue_time_ms_count{{sel},Name="` + gcsMainLoop + `"}[{rate}]))`},
+			// Ray 2.49 and before (src/ray/stats/metric_defs.cc): a gauge per handler, tag Method, exported
+			// only with RAY_event_stats_metrics=1: the longest wait among gcs_server's handlers.
+			{name: "ray_operation_queue_time_ms gauge, gcs_server's handlers (Ray 2.49 and before, RAY_event_stats_metrics=1)", metric: "ray_operation_queue_time_ms",
+				query: `max(ray_operation_queue_time_ms{{sel},Component="gcs_server"})`},
+			// Ray 2.39 and later: a probe posted to each GCS io_context at intervals, its wait (a gauge, tag
+			// Name; src/ray/stats/metric_defs.cc, PR 47989).
+			{name: "ray_io_context_event_loop_lag_ms, GCS event loops", metric: "ray_io_context_event_loop_lag_ms",
+				query: `max(ray_io_context_event_loop_lag_ms{{sel},Component="gcs_server"})`},
+		},
 		warning: 100, critical: 1000,
-		missing: "ray_operation_queue_time_ms is not scraped (Ray exports event-loop stats with RAY_event_stats_metrics=1)"},
-	{name: "nodeHealthChecks", title: "Node health checks", unit: "ms", metric: "ray_health_check_rpc_latency_ms",
-		// p99 latency of the GCS's health checks of the raylets: a node that does not answer within the
-		// timeout (10 s by default) is marked dead and restarted.
-		query:   `histogram_quantile(0.99, sum by (le) (rate(ray_health_check_rpc_latency_ms_bucket{{sel}}[{rate}])))`,
+		missing: "Prometheus has no GCS event-loop figure of the cluster: Ray 2.50 and later export ray_operation_queue_time_ms " +
+			"from the head by default; on Ray 2.49 and before set RAY_event_stats_metrics=1 in the head's environment, or grant " +
+			"the right to proxy services (services/proxy) in the namespace, so that gcs_server.out's event stats are read " +
+			"through the Ray dashboard"},
+	{name: "nodeHealthChecks", title: "Node health checks", unit: "ms",
+		// p99 latency of the GCS's health checks of the raylets (a histogram without tags of its own,
+		// src/ray/gcs/gcs_health_check_manager.cc): a node is marked dead after 5 failed checks in a row
+		// (health_check_failure_threshold), one every 3 s, each failed after 10 s
+		// (health_check_period_ms, health_check_timeout_ms; src/ray/common/ray_config_def.h).
+		sources: []source{{name: "ray_health_check_rpc_latency_ms histogram", metric: "ray_health_check_rpc_latency_ms",
+			query: `histogram_quantile(0.99, sum by (le) (rate(ray_health_check_rpc_latency_ms_bucket{{sel}}[{rate}])))`}},
 		warning: 1000, critical: 5000,
-		missing: "ray_health_check_rpc_latency_ms is not scraped from the head"},
-	{name: "jobAPIPressure", title: "Job API pressure", unit: "s", metric: "ray_dashboard_api_requests_duration_seconds",
-		// p95 latency of the job API (submit, list, get, stop, delete, logs).
-		query:   `histogram_quantile(0.95, sum by (le) (rate(ray_dashboard_api_requests_duration_seconds_bucket{{sel},endpoint=~"/api/jobs.*"}[{rate}])))`,
+		missing: "ray_health_check_rpc_latency_ms is not scraped from the head: scrape the head's metrics port (8080, named metrics)"},
+	{name: "jobAPIPressure", title: "Job API pressure", unit: "s",
+		// p95 latency of the job API (submit, stop, delete, get, list, logs; log streams left out), and
+		// of each method (python/ray/dashboard/dashboard_metrics.py: labels endpoint, http_status,
+		// SessionName, Component; no method).
+		sources: []source{{name: "ray_dashboard_api_requests_duration_seconds histogram, the job API's handlers", metric: "ray_dashboard_api_requests_duration_seconds",
+			query: `histogram_quantile(0.95, sum by (le) ` + dashboardRequests(jobHandlers+"|"+jobPaths) + `)`}},
+		split:   `histogram_quantile(0.95, sum by (le, method) (` + byMethod(dashboardRequests(jobHandlers+"|"+jobPaths)) + `))`,
+		splitBy: "method",
 		warning: 1, critical: 5,
-		missing: "no job API request was measured in the window (ray_dashboard_api_requests_duration_seconds)"},
-	{name: "dashboardPressure", title: "Dashboard pressure", unit: "s", metric: "ray_dashboard_api_requests_duration_seconds",
-		// p95 latency of every dashboard HTTP API call: the head's network, gcs_server and the
-		// dashboard process' load show here.
-		query:   `histogram_quantile(0.95, sum by (le) (rate(ray_dashboard_api_requests_duration_seconds_bucket{{sel}}[{rate}])))`,
+		missing: dashPortMissing},
+	{name: "dashboardPressure", title: "Dashboard pressure", unit: "s",
+		// p95 latency of every dashboard HTTP API call but log streams: the head's network, gcs_server
+		// and the dashboard process' load show here.
+		sources: []source{{name: "ray_dashboard_api_requests_duration_seconds histogram, every endpoint", metric: "ray_dashboard_api_requests_duration_seconds",
+			query: `histogram_quantile(0.95, sum by (le) (rate(ray_dashboard_api_requests_duration_seconds_bucket{{sel},endpoint!~"` + logStreams + `",exported_endpoint!~"` + logStreams + `"}[{rate}])))`}},
 		warning: 1, critical: 5,
-		missing: "ray_dashboard_api_requests_duration_seconds is not scraped from the head"},
+		missing: dashPortMissing},
+}
+
+// dashPortMissing says what a cluster whose dashboard is not scraped lacks.
+const dashPortMissing = "ray_dashboard_api_requests_duration_seconds is not scraped: the Ray dashboard exports it on its own port, " +
+	"44227 (DASHBOARD_METRIC_PORT); declare containerPort 44227 named dash-metrics on the head's Ray container and scrape " +
+	"it (the chart's PodMonitor scrapes the ports metrics and dash-metrics)"
+
+// noJobCalls is the reason of a job API panel without data on a cluster whose dashboard is scraped.
+const noJobCalls = "no job API request was made in the window (the dashboard's other requests are measured)"
+
+// Split is a panel's figure broken down, e.g. by request method.
+type Split struct {
+	Name   string   `json:"name" example:"POST"`
+	Value  *float64 `json:"value"`
+	Series []Point  `json:"series"`
 }
 
 // HealthExpressions returns the panels' queries for one Ray cluster, selected by its namespace and
-// name (both checked as Kubernetes names: nothing else from the request reaches a query).
-func HealthExpressions(namespace, cluster string, w Window) (map[string]string, error) {
+// name (both checked as Kubernetes names: nothing else from the request reaches a query): for each
+// panel, its sources' queries in order, and under "<panel>.split" its breakdown's.
+func HealthExpressions(namespace, cluster string, w Window) (map[string][]string, error) {
 	if errs := validation.IsDNS1123Label(namespace); len(errs) > 0 {
 		return nil, fmt.Errorf("namespace %q: %s", namespace, strings.Join(errs, "; "))
 	}
@@ -105,51 +200,105 @@ func HealthExpressions(namespace, cluster string, w Window) (map[string]string, 
 	}
 	sel := `namespace="` + namespace + `",ray_io_cluster="` + cluster + `"`
 	// A rate over a step, and at least two minutes: a few scrapes.
-	rate := model.Duration(max(w.Step, 2*time.Minute)).String()
-	out := map[string]string{}
+	r := strings.NewReplacer("{sel}", sel, "{rate}", model.Duration(max(w.Step, 2*time.Minute)).String())
+	out := map[string][]string{}
 	for _, p := range healthPanels {
-		out[p.name] = strings.NewReplacer("{sel}", sel, "{rate}", rate).Replace(p.query)
+		for _, src := range p.sources {
+			out[p.name] = append(out[p.name], r.Replace(src.query))
+		}
+		if p.split != "" {
+			out[p.name+".split"] = []string{r.Replace(p.split)}
+		}
 	}
 	return out, nil
 }
 
 // ClusterHealth answers the cluster health tab of one Ray cluster over the window. A panel whose
-// metric Prometheus lacks says "no data" and why; the others answer all the same.
+// sources Prometheus all lacks says "no data" and what to do; the others answer all the same.
 func (q *Querier) ClusterHealth(ctx context.Context, w Window, namespace, cluster string) ClusterHealth {
 	out := ClusterHealth{Window: w, Cluster: cluster, Panels: make([]Panel, len(healthPanels)), Warnings: []string{}}
 	exprs, err := HealthExpressions(namespace, cluster, w)
 	for i, d := range healthPanels {
-		out.Panels[i] = Panel{Name: d.name, Title: d.title, Unit: d.unit, Metric: d.metric, Warning: d.warning,
-			Critical: d.critical, Series: []Point{}, Level: LevelNoData, Query: exprs[d.name]}
+		out.Panels[i] = Panel{Name: d.name, Title: d.title, Unit: d.unit, Metric: d.sources[0].metric, Warning: d.warning,
+			Critical: d.critical, Series: []Point{}, Level: LevelNoData}
+		if q := exprs[d.name]; len(q) > 0 {
+			out.Panels[i].Query = q[0]
+		}
 	}
 	if err != nil {
 		out.Warnings = append(out.Warnings, err.Error())
 		out.Verdict = verdict(out.Panels)
 		return out
 	}
+	// Every source and breakdown is asked at once; each panel takes its first source with samples.
+	type answer struct {
+		m   model.Matrix
+		err error
+	}
+	answers := make([][]answer, len(healthPanels))
+	splits := make([]answer, len(healthPanels))
 	var wg sync.WaitGroup
-	for i := range out.Panels {
-		wg.Go(func() {
-			p, d := &out.Panels[i], healthPanels[i]
-			m, err := q.rangeQuery(ctx, p.Query, w)
-			switch {
-			case err != nil:
-				p.Reason = fmt.Sprintf("Prometheus query failed: %v", err)
-			case len(m) == 0 || len(m[0].Values) == 0:
-				p.Reason = d.missing
-			default:
-				p.Series = points(m[0])
-				v, ok := lastAt(p.Series, w.End)
-				if !ok {
-					p.Reason = "no sample at the end of the window"
-					return
-				}
-				p.Value = &v
-				p.Level = level(v, d.warning, d.critical)
-			}
-		})
+	for i, d := range healthPanels {
+		answers[i] = make([]answer, len(d.sources))
+		for j, expr := range exprs[d.name] {
+			wg.Go(func() { answers[i][j].m, answers[i][j].err = q.rangeQuery(ctx, expr, w) })
+		}
+		if d.split != "" {
+			expr := exprs[d.name+".split"][0]
+			wg.Go(func() { splits[i].m, splits[i].err = q.rangeQuery(ctx, expr, w) })
+		}
 	}
 	wg.Wait()
+	for i, d := range healthPanels {
+		p := &out.Panels[i]
+		var failed error
+		for j, a := range answers[i] {
+			if a.err != nil {
+				failed = a.err
+				continue
+			}
+			if len(a.m) == 0 || len(a.m[0].Values) == 0 {
+				continue
+			}
+			p.Source, p.Metric, p.Query = d.sources[j].name, d.sources[j].metric, exprs[d.name][j]
+			p.Series = points(a.m[0])
+			break
+		}
+		switch {
+		case p.Source == "" && failed != nil:
+			p.Reason = fmt.Sprintf("Prometheus query failed: %v", failed)
+			continue
+		case p.Source == "":
+			p.Reason = d.missing
+			continue
+		}
+		v, ok := lastAt(p.Series, w.End)
+		if !ok {
+			p.Reason = "no sample at the end of the window"
+			continue
+		}
+		p.Value = &v
+		p.Level = level(v, d.warning, d.critical)
+		if d.split != "" && splits[i].err == nil {
+			for _, s := range splits[i].m {
+				name := string(s.Metric[model.LabelName(d.splitBy)])
+				if name == "" {
+					continue // a path that says no method
+				}
+				sp := Split{Name: name, Series: points(s)}
+				if v, ok := lastAt(sp.Series, w.End); ok {
+					sp.Value = &v
+				}
+				p.Split = append(p.Split, sp)
+			}
+			slices.SortFunc(p.Split, func(a, b Split) int { return strings.Compare(a.Name, b.Name) })
+		}
+	}
+	// A job API without requests on a cluster whose dashboard is scraped is quiet, not unscraped.
+	if job, dash := panelNamed(out.Panels, "jobAPIPressure"), panelNamed(out.Panels, "dashboardPressure"); job.Source == "" &&
+		job.Reason == dashPortMissing && dash.Source != "" {
+		job.Reason = noJobCalls
+	}
 	for _, p := range out.Panels {
 		if strings.HasPrefix(p.Reason, "Prometheus query failed") {
 			out.Warnings = append(out.Warnings, p.Title+": "+p.Reason)
@@ -157,6 +306,16 @@ func (q *Querier) ClusterHealth(ctx context.Context, w Window, namespace, cluste
 	}
 	out.Verdict = verdict(out.Panels)
 	return out
+}
+
+// panelNamed is the panel of that name.
+func panelNamed(panels []Panel, name string) *Panel {
+	for i := range panels {
+		if panels[i].Name == name {
+			return &panels[i]
+		}
+	}
+	return &Panel{}
 }
 
 func level(v, warning, critical float64) string {

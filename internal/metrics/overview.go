@@ -180,6 +180,9 @@ type query struct {
 	// metric is the series whose presence tells an empty answer (no pod in scope uses it: 0) from a
 	// missing exporter (no answer: a warning).
 	metric string
+	// requests names the allocated figure of the same resource: where Ray pods in scope request it and
+	// none of metric's series names one of them, the figure is unknown, not 0.
+	requests string
 }
 
 // parts are the pieces a query is assembled from; each is built from checked input only.
@@ -203,21 +206,21 @@ var queries = []query{
 		expr: func(p parts) string {
 			return `sum(container_memory_working_set_bytes{container!="",container!="POD"` + p.ns + `} * on(namespace, pod) group_left() ` + p.rayPods + `)`
 		}},
-	{group: usedGroup, name: "gpu", missing: "DCGM exporter's DCGM_FI_DEV_GPU_UTIL", metric: "DCGM_FI_DEV_GPU_UTIL",
+	{group: usedGroup, name: "gpu", missing: "DCGM exporter's DCGM_FI_DEV_GPU_UTIL", metric: "DCGM_FI_DEV_GPU_UTIL", requests: "gpu",
 		expr: func(p parts) string {
-			return `sum(DCGM_FI_DEV_GPU_UTIL{pod!=""` + p.ns + `} * on(namespace, pod) group_left() ` + p.rayPods + `) / 100`
+			return `sum(` + byPod("DCGM_FI_DEV_GPU_UTIL", dcgmPods) + ` * on(namespace, pod) group_left() ` + p.rayPods + `) / 100`
 		}},
-	{group: usedGroup, name: "gpuMemoryBytes", missing: "DCGM exporter's DCGM_FI_DEV_FB_USED", metric: "DCGM_FI_DEV_FB_USED",
+	{group: usedGroup, name: "gpuMemoryBytes", missing: "DCGM exporter's DCGM_FI_DEV_FB_USED", metric: "DCGM_FI_DEV_FB_USED", requests: "gpu",
 		expr: func(p parts) string {
-			return `sum(DCGM_FI_DEV_FB_USED{pod!=""` + p.ns + `} * on(namespace, pod) group_left() ` + p.rayPods + `) * 1048576`
+			return `sum(` + byPod("DCGM_FI_DEV_FB_USED", dcgmPods) + ` * on(namespace, pod) group_left() ` + p.rayPods + `) * 1048576`
 		}},
-	{group: usedGroup, name: "npu", missing: "Ascend npu-exporter's container_npu_utilization", metric: "container_npu_utilization",
+	{group: usedGroup, name: "npu", missing: "Ascend npu-exporter's container_npu_utilization", metric: "container_npu_utilization", requests: "npu",
 		expr: func(p parts) string {
-			return `sum(label_replace(container_npu_utilization{pod_name!=""` + p.ns + `}, "pod", "$1", "pod_name", "(.+)") * on(namespace, pod) group_left() ` + p.rayPods + `) / 100`
+			return `sum(` + byPod("container_npu_utilization", npuPods) + ` * on(namespace, pod) group_left() ` + p.rayPods + `) / 100`
 		}},
-	{group: usedGroup, name: "npuMemoryBytes", missing: "Ascend npu-exporter's container_npu_used_memory", metric: "container_npu_used_memory",
+	{group: usedGroup, name: "npuMemoryBytes", missing: "Ascend npu-exporter's container_npu_used_memory", metric: "container_npu_used_memory", requests: "npu",
 		expr: func(p parts) string {
-			return `sum(label_replace(container_npu_used_memory{pod_name!=""` + p.ns + `}, "pod", "$1", "pod_name", "(.+)") * on(namespace, pod) group_left() ` + p.rayPods + `) * 1048576`
+			return `sum(` + byPod("container_npu_used_memory", npuPods) + ` * on(namespace, pod) group_left() ` + p.rayPods + `) * 1048576`
 		}},
 	{group: usedGroup, name: "ray", byName: true, missing: "Ray's ray_resources",
 		expr: func(p parts) string {
@@ -230,7 +233,73 @@ var queries = []query{
 	{group: allocatedGroup, name: "gpu", missing: "kube-state-metrics' kube_pod_container_resource_requests", metric: "kube_pod_container_resource_requests",
 		expr: func(p parts) string { return requested(p, `resource="nvidia_com_gpu"`) }},
 	{group: allocatedGroup, name: "npu", missing: "kube-state-metrics' kube_pod_container_resource_requests", metric: "kube_pod_container_resource_requests",
-		expr: func(p parts) string { return requested(p, `resource=~"huawei_com_Ascend.*"`) }},
+		expr: func(p parts) string { return requested(p, npuChips) }},
+	{group: allocatedGroup, name: "vnpu", missing: "kube-state-metrics' kube_pod_container_resource_requests", metric: "kube_pod_container_resource_requests",
+		expr: func(p parts) string { return requested(p, vnpuSlices) }},
+}
+
+// Ascend's resources as kube-state-metrics names them (each character outside [a-zA-Z0-9_] an
+// underscore: internal/store/utils.go, kube-state-metrics v2.20.0). Whole chips are huawei.com/Ascend910,
+// Ascend310, Ascend310P (and the mixed-insert Ascend310P-V, -VPro, -IPro) and, on Atlas 350 and later,
+// huawei.com/npu (mind-cluster v26.1.0, component/ascend-common/api/default_name.go); a static vNPU is a
+// template slice of a chip, huawei.com/Ascend910-2c or Ascend310P-4c.3cpu (ascend-device-plugin
+// pkg/common/constants.go), a dynamic one huawei.com/npu-core: counted apart, never as chips.
+const (
+	npuChips   = `resource=~"huawei_com_Ascend.*|huawei_com_npu",resource!~"` + vnpuPattern + `"`
+	vnpuSlices = `resource=~"` + vnpuPattern + `"`
+	// vnpuPattern matches the vNPU resources' names.
+	vnpuPattern = `huawei_com_Ascend[0-9A-Za-z]+_[0-9]+c.*|huawei_com_npu_core`
+)
+
+// podLabels says where a series names the workload's pod: the matchers that pick the series labelled
+// this way, and the labels holding the pod's name and namespace ("": the series' own pod or namespace).
+type podLabels struct{ match, pod, namespace string }
+
+// dcgmPods are the ways DCGM exporter's series name the pod a GPU is assigned to. The exporter writes
+// pod, namespace and container (internal/pkg/transformation/const.go, dcgm-exporter 4.5.3-4.8.2), or
+// pod_name, pod_namespace and container_name with --use-old-namespace. Its chart's ServiceMonitor keeps
+// honorLabels: false (deployment/values.yaml), so the Prometheus Operator's own pod and namespace of the
+// target (the exporter's pod) win, and the exporter's arrive as exported_pod and exported_namespace.
+var dcgmPods = []podLabels{
+	{match: `exported_pod!=""`, pod: "exported_pod", namespace: "exported_namespace"},
+	{match: `exported_pod="",pod_name!=""`, pod: "pod_name", namespace: "pod_namespace"},
+	{match: `exported_pod="",pod_name="",pod!=""`},
+}
+
+// npuPods are the ways npu-exporter's container series name their pod: labels id, model_name, vdie_id,
+// pcie_bus_info, namespace, pod_name and container_name (component/npu-exporter collector/common/
+// metrics_collector.go, Ascend mind-cluster v26.1.0). Only namespace collides with a target's label:
+// scraped without honorLabels (its documented ServiceMonitor), it arrives as exported_namespace.
+var npuPods = []podLabels{
+	{match: `pod_name!="",exported_namespace!=""`, pod: "pod_name", namespace: "exported_namespace"},
+	{match: `pod_name!="",exported_namespace=""`, pod: "pod_name"},
+}
+
+// unmappedCause says, by resource, what keeps an exporter's series from naming the pods using it.
+var unmappedCause = map[string]string{
+	"gpu": "dcgm-exporter maps GPUs to pods only with its Kubernetes mapping on (DCGM_EXPORTER_KUBERNETES=true, " +
+		"as its chart sets, and the kubelet's pod-resources socket mounted); its series are read by the labels " +
+		"exported_pod, pod_name or pod",
+	"npu": "npu-exporter names the pod of a chip in pod_name only for whole chips mapped through its container " +
+		"runtime (containerd or docker socket mounted); its series are read by pod_name with namespace or " +
+		"exported_namespace",
+}
+
+// byPod is metric's series with the labels namespace and pod naming the workload's pod, however the
+// scrape labelled them: one selection for each way, which pick disjoint series.
+func byPod(metric string, ways []podLabels) string {
+	sels := make([]string, 0, len(ways))
+	for _, w := range ways {
+		e := metric + "{" + w.match + "}"
+		if w.pod != "" {
+			e = `label_replace(` + e + `, "pod", "$1", "` + w.pod + `", "(.+)")`
+		}
+		if w.namespace != "" {
+			e = `label_replace(` + e + `, "namespace", "$1", "` + w.namespace + `", "(.+)")`
+		}
+		sels = append(sels, e)
+	}
+	return "(" + strings.Join(sels, " or ") + ")"
 }
 
 // requested sums the requests of Ray pods that are Pending or Running.
@@ -252,12 +321,20 @@ func Expressions(sc Scope, step time.Duration) (map[string]string, error) {
 	return out, nil
 }
 
-// promql is the query as sent: where the exporter is scraped but no pod in scope has the figure, 0.
+// unmappedLabel marks the answer of a query whose exporter is scraped while none of its series names a
+// pod in scope: 0 if no Ray pod in scope asked for the resource, else unknown.
+const unmappedLabel = "unmapped"
+
+// promql is the query as sent: where the exporter is scraped but no pod in scope has the figure, 0,
+// marked with unmappedLabel where the figure is a device's use.
 func (q query) promql(p parts) string {
-	if q.metric == "" {
+	switch {
+	case q.metric == "":
 		return q.expr(p)
+	case q.requests == "":
+		return "(" + q.expr(p) + ") or on() (0 * max(" + q.metric + "))"
 	}
-	return "(" + q.expr(p) + ") or (0 * max(" + q.metric + "))"
+	return "(" + q.expr(p) + `) or on() label_replace(0 * max(` + q.metric + `), "` + unmappedLabel + `", "true", "", "")`
 }
 
 // scopeParts checks the scope and builds the query parts from it. Namespaces and cluster names must be
@@ -364,6 +441,16 @@ func (q *Querier) Usage(ctx context.Context, w Window, sc Scope) (Used, Series, 
 		})
 	}
 	wg.Wait()
+	// What Ray pods in scope request at the end of the window, by figure: whether a used figure whose
+	// exporter names none of them is 0 or unknown.
+	requested := map[string]float64{}
+	for i, qu := range queries {
+		if qu.group == allocatedGroup && errs[i] == nil && len(results[i]) > 0 {
+			if v, ok := lastAt(points(results[i][0]), w.End); ok {
+				requested[qu.name] = v
+			}
+		}
+	}
 	var warnings []string
 	for i, qu := range queries {
 		label := qu.group + " " + qu.name
@@ -393,8 +480,23 @@ func (q *Querier) Usage(ctx context.Context, w Window, sc Scope) (Used, Series, 
 			pts = points(results[i][0])
 		}
 		if qu.group == allocatedGroup {
+			if qu.name == "vnpu" {
+				if n := requested["vnpu"]; n > 0 {
+					warnings = append(warnings, fmt.Sprintf("allocated npu: Ray pods in scope request %g vNPU slices "+
+						"(huawei.com/Ascend*-<n>c or npu-core), which are not counted as NPUs; npu-exporter exports no "+
+						"container figures for vNPUs, so their use is not measured", n))
+				}
+				continue
+			}
 			series.Allocated[qu.name] = pts
 			continue
+		}
+		if len(results[i]) > 0 && results[i][0].Metric[unmappedLabel] != "" {
+			if n := requested[qu.requests]; n > 0 {
+				warnings = append(warnings, fmt.Sprintf("%s: %s is scraped, but none of its series names a Ray pod in "+
+					"scope while they request %g %s: %s", label, qu.metric, n, strings.ToUpper(qu.requests), unmappedCause[qu.requests]))
+				continue
+			}
 		}
 		series.Used[qu.name] = pts
 		v, ok := lastAt(pts, w.End)

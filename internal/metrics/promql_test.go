@@ -13,14 +13,18 @@ import (
 
 // The overview's PromQL, evaluated by Prometheus' own engine with `promtool test rules` on series that
 // hold the edge cases: pod-level and pause rows of cAdvisor, a counter reset, pods of no Ray cluster,
-// another namespace, a Succeeded Ray pod, duplicate kube_pod_info series, npu-exporter's pod_name label,
-// and an exporter that is there while no pod in scope uses it.
+// another namespace, a Succeeded Ray pod, duplicate kube_pod_info series, DCGM series labelled each way
+// a scrape leaves them (exported_pod under its chart's honorLabels: false, pod_name with
+// --use-old-namespace, pod with honorLabels: true), npu-exporter's pod_name with its namespace as is or
+// as exported_namespace, vNPU slices, and an exporter that is there while no pod in scope uses it.
 func TestPromQLEdgeCases(t *testing.T) {
 	promtool, err := exec.LookPath("promtool")
 	require.NoError(t, err, "promtool (Debian package prometheus) is needed: .ci/run installs it")
 	exprs, err := Expressions(Scope{Namespaces: []string{"ray"}}, 30*time.Second)
 	require.NoError(t, err)
 	cluster, err := Expressions(Scope{Namespaces: []string{"ray"}, Cluster: "c1"}, 30*time.Second)
+	require.NoError(t, err)
+	elsewhere, err := Expressions(Scope{Namespaces: []string{"elsewhere"}}, 30*time.Second)
 	require.NoError(t, err)
 
 	rayPod := func(ns, pod, cluster string) string {
@@ -48,6 +52,16 @@ func TestPromQLEdgeCases(t *testing.T) {
 		{"series": `container_npu_utilization{namespace="ray",pod_name="c1-worker",id="0"}`, "values": "40x40"},
 		{"series": `container_npu_utilization{namespace="ray",pod_name="web",id="1"}`, "values": "90x40"},
 		{"series": `DCGM_FI_DEV_GPU_UTIL{namespace="ray",pod="web",gpu="0"}`, "values": "100x40"},
+		// dcgm-exporter as its chart scrapes it: the target's pod and namespace are the exporter's.
+		{"series": `DCGM_FI_DEV_GPU_UTIL{namespace="gpu-operator",pod="dcgm-exporter-x",exported_namespace="ray",exported_pod="c1-worker",exported_container="ray-worker",gpu="1"}`, "values": "60x40"},
+		{"series": `DCGM_FI_DEV_GPU_UTIL{namespace="gpu-operator",pod="dcgm-exporter-x",pod_namespace="ray",pod_name="c2-head",container_name="ray-head",gpu="2"}`, "values": "20x40"},
+		{"series": `DCGM_FI_DEV_GPU_UTIL{namespace="ray",pod="c1-head",container="ray-head",gpu="3"}`, "values": "10x40"},
+		{"series": `DCGM_FI_DEV_GPU_UTIL{namespace="gpu-operator",pod="dcgm-exporter-x",gpu="4"}`, "values": "100x40"},
+		{"series": `DCGM_FI_DEV_GPU_UTIL{namespace="gpu-operator",pod="dcgm-exporter-x",exported_namespace="ray",exported_pod="web",gpu="5"}`, "values": "100x40"},
+		{"series": `container_npu_utilization{namespace="npu-exporter",exported_namespace="ray",pod_name="c2-head",id="3"}`, "values": "30x40"},
+		{"series": `container_npu_utilization{namespace="ray",exported_namespace="elsewhere",pod_name="c1-head",id="4"}`, "values": "99x40"},
+		{"series": `kube_pod_container_resource_requests{namespace="ray",pod="c1-head",container="ray-head",resource="huawei_com_Ascend910_2c"}`, "values": "1x40"},
+		{"series": `kube_pod_container_resource_requests{namespace="ray",pod="c1-head",container="ray-head",resource="huawei_com_Ascend310P_4c_3cpu"}`, "values": "2x40"},
 		{"series": `kube_pod_status_phase{namespace="ray",pod="c1-head",phase="Running"}`, "values": "1x40"},
 		{"series": `kube_pod_status_phase{namespace="ray",pod="c1-worker",phase="Pending"}`, "values": "1x40"},
 		{"series": `kube_pod_status_phase{namespace="ray",pod="c1-done",phase="Running"}`, "values": "0x40"},
@@ -68,15 +82,19 @@ func TestPromQLEdgeCases(t *testing.T) {
 		return map[string]any{"expr": expr, "eval_time": "8m", "exp_samples": want}
 	}
 	total := func(v float64) sample { return sample{Labels: "{}", Value: v} }
+	unmapped := sample{Labels: `{unmapped="true"}`, Value: 0}
 	tests := []map[string]any{
 		check(exprs["used.cpu"], total(1.75)),
 		check(cluster["used.cpu"], total(0.75)),
 		check(exprs["used.memoryBytes"], total(1000)),
-		check(exprs["used.npu"], total(0.4)),
-		check(exprs["used.gpu"], total(0)),  // the exporter is there, no Ray pod has a GPU
-		check(exprs["used.gpuMemoryBytes"]), // the exporter's memory series are not there at all: no answer
+		check(exprs["used.npu"], total(0.7)),
+		check(exprs["used.gpu"], total(0.9)),
+		check(cluster["used.gpu"], total(0.7)),
+		check(elsewhere["used.gpu"], unmapped), // the exporter is there, no Ray pod in scope has a GPU
+		check(exprs["used.gpuMemoryBytes"]),    // the exporter's memory series are not there at all: no answer
 		check(exprs["allocated.cpu"], total(3)),
 		check(exprs["allocated.npu"], total(1)),
+		check(exprs["allocated.vnpu"], total(3)),
 		check(exprs["allocated.gpu"], total(0)),
 		check(exprs["used.ray"], sample{Labels: `{Name="CPU"}`, Value: 3}),
 	}
