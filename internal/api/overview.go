@@ -4,14 +4,17 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"go.uber.org/zap"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"ray-service/internal/auth"
 	"ray-service/internal/cache"
+	"ray-service/internal/k8s"
 	"ray-service/internal/metrics"
 	"ray-service/internal/ray"
 )
@@ -196,7 +199,46 @@ func (s *Server) clusterHealth(c *gin.Context) (*response, error) {
 			Verdict:  metrics.Verdict{Level: metrics.LevelNoData, Message: "no Prometheus is configured"},
 			Warnings: []string{"no Prometheus is configured: the cluster health tab is not measured"}}), nil
 	}
-	return ok(s.Health.ClusterHealth(c.Request.Context(), w, c.Param("namespace"), cluster)), nil
+	h := s.Health.ClusterHealth(c.Request.Context(), w, c.Param("namespace"), cluster)
+	s.gcsLog(c, r.kind, cur, &sum, cluster, &h)
+	return ok(h), nil
+}
+
+// gcsLog answers the GCS event pressure panel from gcs_server.out where Prometheus had nothing: read
+// through the cluster's Ray dashboard, for a caller who may proxy to its services (as the dashboard
+// route asks), from the head pod the cache holds.
+func (s *Server) gcsLog(c *gin.Context, k *ray.Kind, cur *k8s.Current, sum *ray.Summary, cluster string, h *metrics.ClusterHealth) {
+	if !h.GCSWanting() || s.Dashboards == nil || cur.Instance == nil {
+		return
+	}
+	ctx, ns := c.Request.Context(), c.Param("namespace")
+	allowed, err := s.Authz.Allowed(ctx, token(c), auth.Attributes{Verb: "get", Resource: "services", Subresource: "proxy", Namespace: ns})
+	switch {
+	case err != nil:
+		h.NoGCSLog("the caller's right to proxy services could not be reviewed: " + err.Error())
+		return
+	case !allowed:
+		h.NoGCSLog(fmt.Sprintf("the caller may not get services/proxy in namespace %q", ns))
+		return
+	}
+	ip := ""
+	for _, p := range s.Store.CachedPods(k, sum) {
+		if p.NodeType == "head" && p.Cluster == cluster && p.IP != "" && p.Phase == "Running" {
+			ip = p.IP
+		}
+	}
+	addr := s.Dashboards.Address(k, cur.Instance, sum)
+	if ip == "" || addr == "" {
+		h.NoGCSLog("the cluster has no running head pod")
+		return
+	}
+	prints, err := s.Dashboards.GCSEventStats(ctx, addr, ip)
+	if err != nil {
+		logger(c).Info("reading gcs_server.out", zap.String("address", addr), zap.Error(err))
+		h.NoGCSLog(err.Error())
+		return
+	}
+	h.WithGCSLog(prints)
 }
 
 // overviewInterval is the least time between two OVERVIEW events of a stream.

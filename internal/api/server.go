@@ -114,6 +114,9 @@ type Dashboards interface {
 	Address(k *ray.Kind, o *unstructured.Unstructured, s *ray.Summary) string
 	// Transport is how the proxy reaches them.
 	Transport() http.RoundTripper
+	// GCSEventStats reads the main-loop event stats gcs_server printed on the head node at nodeIP,
+	// through the dashboard at addr.
+	GCSEventStats(ctx context.Context, addr, nodeIP string) ([]metrics.LoopPrint, error)
 }
 
 // Usage answers the overview's Prometheus questions (metrics.Querier).

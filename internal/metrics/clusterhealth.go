@@ -44,7 +44,10 @@ type Panel struct {
 	// export some figures differently), or gcs_server.out's event stats through the Ray dashboard.
 	Source string `json:"source,omitempty" example:"ray_operation_queue_time_ms histogram, GCS main loop (Ray 2.50 and later)"`
 	// Split breaks the figure down where the panel does: the job API's by request method.
-	Split []Split `json:"split,omitempty"`
+	Split []Figure `json:"split,omitempty"`
+	// Figures go with the figure where its source has them: gcs_server.out's events a second
+	// (eventsPerSecond) and events not yet run (activeEvents).
+	Figures []Figure `json:"figures,omitempty"`
 	// Reason says why there is no data.
 	Reason string `json:"reason,omitempty"`
 }
@@ -181,9 +184,12 @@ const dashPortMissing = "ray_dashboard_api_requests_duration_seconds is not scra
 // noJobCalls is the reason of a job API panel without data on a cluster whose dashboard is scraped.
 const noJobCalls = "no job API request was made in the window (the dashboard's other requests are measured)"
 
-// Split is a panel's figure broken down, e.g. by request method.
-type Split struct {
-	Name   string   `json:"name" example:"POST"`
+// Figure is a part of a panel's figure (e.g. the job API's requests of one method) or a figure that
+// goes with it (e.g. the GCS's events a second).
+type Figure struct {
+	Name string `json:"name" example:"POST"`
+	// Unit, where it is not the panel's.
+	Unit   string   `json:"unit,omitempty"`
 	Value  *float64 `json:"value"`
 	Series []Point  `json:"series"`
 }
@@ -285,13 +291,13 @@ func (q *Querier) ClusterHealth(ctx context.Context, w Window, namespace, cluste
 				if name == "" {
 					continue // a path that says no method
 				}
-				sp := Split{Name: name, Series: points(s)}
+				sp := Figure{Name: name, Series: points(s)}
 				if v, ok := lastAt(sp.Series, w.End); ok {
 					sp.Value = &v
 				}
 				p.Split = append(p.Split, sp)
 			}
-			slices.SortFunc(p.Split, func(a, b Split) int { return strings.Compare(a.Name, b.Name) })
+			slices.SortFunc(p.Split, func(a, b Figure) int { return strings.Compare(a.Name, b.Name) })
 		}
 	}
 	// A job API without requests on a cluster whose dashboard is scraped is quiet, not unscraped.
@@ -348,4 +354,83 @@ func verdict(panels []Panel) Verdict {
 		return Verdict{Level: worst, Message: "every panel with data is within its thresholds"}
 	}
 	return Verdict{Level: worst, Message: strings.Join(names, ", ") + " " + worst}
+}
+
+// GCSLogSource names the GCS event pressure read from gcs_server.out.
+const GCSLogSource = "gcs_server.out's main-loop event stats, through the Ray dashboard's log API"
+
+// LoopPrint is one print of gcs_server's main-loop event stats: when, the events posted since the
+// start and those not yet run, and the mean time an event waited (ms).
+type LoopPrint struct {
+	At             time.Time
+	Total, Active  int64
+	QueueingMeanMs float64
+}
+
+// gcsPrintInterval is how often gcs_server prints its event stats (event_stats_print_interval_ms).
+const gcsPrintInterval = time.Minute
+
+// WithGCSLog answers the GCS event pressure panel, where Prometheus had none of its sources, from what
+// gcs_server printed, as the openFuyao Ray guide's Fluent Bit script reads it: the mean queueing time
+// (the panel's figure), and with it the events posted a second (the total's growth between prints) and
+// the active events. The value is the last print in the window, if no older than two print intervals.
+func (h *ClusterHealth) WithGCSLog(prints []LoopPrint) {
+	p := panelNamed(h.Panels, "gcsEventPressure")
+	if p.Name == "" || p.Source != "" {
+		return
+	}
+	var queue, rate, active []Point
+	for i, pr := range prints {
+		if pr.At.Before(h.Window.Start) || pr.At.After(h.Window.End) {
+			continue
+		}
+		t := pr.At.Unix()
+		queue = append(queue, Point{T: t, V: pr.QueueingMeanMs})
+		active = append(active, Point{T: t, V: float64(pr.Active)})
+		if i > 0 {
+			if d := pr.At.Sub(prints[i-1].At).Seconds(); d > 0 && pr.Total >= prints[i-1].Total {
+				rate = append(rate, Point{T: t, V: float64(pr.Total-prints[i-1].Total) / d})
+			}
+		}
+	}
+	if len(queue) == 0 {
+		p.Reason += "; gcs_server.out has no event stats printed in the window"
+		return
+	}
+	p.Source, p.Metric, p.Query, p.Reason, p.Series = GCSLogSource, "gcs_server.out", "", "", queue
+	p.Figures = []Figure{{Name: "eventsPerSecond", Unit: "1/s", Series: orEmpty(rate)}, {Name: "activeEvents", Unit: "events", Series: active}}
+	last := queue[len(queue)-1]
+	if h.Window.End.Sub(time.Unix(last.T, 0)) > 2*gcsPrintInterval {
+		p.Reason = "gcs_server.out printed no event stats in the last two minutes of the window"
+		return
+	}
+	p.Value = &last.V
+	for i := range p.Figures {
+		if s := p.Figures[i].Series; len(s) > 0 && s[len(s)-1].T == last.T {
+			p.Figures[i].Value = &s[len(s)-1].V
+		}
+	}
+	d := healthPanels[0]
+	p.Level = level(last.V, d.warning, d.critical)
+	h.Verdict = verdict(h.Panels)
+}
+
+// GCSWanting tells whether the GCS event pressure panel has no source yet.
+func (h *ClusterHealth) GCSWanting() bool {
+	p := panelNamed(h.Panels, "gcsEventPressure")
+	return p.Name != "" && p.Source == ""
+}
+
+// NoGCSLog says, on a GCS event pressure panel without data, why gcs_server.out was not read either.
+func (h *ClusterHealth) NoGCSLog(why string) {
+	if p := panelNamed(h.Panels, "gcsEventPressure"); p.Name != "" && p.Source == "" {
+		p.Reason += "; gcs_server.out not read: " + why
+	}
+}
+
+func orEmpty(p []Point) []Point {
+	if p == nil {
+		return []Point{}
+	}
+	return p
 }

@@ -55,7 +55,9 @@ func TestHealthPromQLAcrossRayGenerations(t *testing.T) {
 	w := Window{Start: time.Unix(0, 0), End: time.Unix(480, 0), Step: 30 * time.Second}
 	var series []map[string]string
 	add := func(s, values string) { series = append(series, map[string]string{"series": s, "values": values}) }
-	sel := func(c, extra string) string { return `namespace="team",ray_io_cluster="` + c + `",pod="` + c + `-head"` + extra }
+	sel := func(c, extra string) string {
+		return `namespace="team",ray_io_cluster="` + c + `",pod="` + c + `-head"` + extra
+	}
 	// histogram adds a histogram's cumulative buckets with 10 observations per sample in (lo, hi].
 	histogram := func(name, labels string, _, hi float64) {
 		for _, le := range []float64{0.01, 0.05, 0.075, 0.5, 0.75, 1, 10, 20, 40, math.Inf(1)} {

@@ -1,0 +1,115 @@
+package dashboard
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"ray-service/internal/metrics"
+)
+
+// What gcs_server prints of its main event loop every event_stats_print_interval_ms (60 s by default;
+// src/ray/gcs/gcs_server.cc, src/ray/common/event_stats.cc StatsString in the Ray sources), as the
+// openFuyao Ray guide's Fluent Bit script reads it: a line
+//
+//	[2025-11-30 10:00:00,123 I 1234 1234] (gcs_server) gcs_server.cc:957: Main service Event stats:
+//
+// two empty lines, then "Global stats: 32 total (13 active)" and "Queueing time: mean = 45.12ms, max =
+// ..." (Ray 2.10 and later print milliseconds with two decimals; 2.9 and before three decimals, a
+// space and a unit of ns, us, ms or s: "mean = 280.820 us"), then the events' rows. The head's log
+// API serves the file: GET /api/v0/logs/file?node_ip=...&filename=gcs_server.out&lines=N
+// (python/ray/dashboard/modules/state/state_head.py); Ray before 2.10 prefixes each chunk it streams
+// with "1" (and "0" before an error).
+
+// GCSLogLines bounds the lines of gcs_server.out read at once (each print is a few hundred lines).
+const GCSLogLines = 20000
+
+// maxGCSLog bounds what is read of the answer.
+const maxGCSLog = 8 << 20
+
+var (
+	statsHeader = regexp.MustCompile(`^1?\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3}) [A-Z] \d+ \d+\] \(gcs_server\) [^ ]+: Main service Event stats:\s*$`)
+	globalStats = regexp.MustCompile(`^1?Global stats: (\d+) total \((\d+) active\)`)
+	queueing    = regexp.MustCompile(`^1?Queueing time: mean = (-?[0-9.]+) ?(ns|us|µs|ms|s)\b`)
+)
+
+// ParseEventStats reads the main loop's event stats printed in a gcs_server.out (times in loc: Ray
+// prints the head's local time), oldest first. A print cut short (the log's first lines) is left out.
+func ParseEventStats(r io.Reader, loc *time.Location) ([]metrics.LoopPrint, error) {
+	var out []metrics.LoopPrint
+	var cur *metrics.LoopPrint
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	haveGlobal := false
+	for sc.Scan() {
+		line := strings.TrimRight(sc.Text(), "\r")
+		if m := statsHeader.FindStringSubmatch(line); m != nil {
+			at, err := time.ParseInLocation("2006-01-02 15:04:05", m[1], loc)
+			if err != nil {
+				continue
+			}
+			ms, _ := strconv.Atoi(m[2])
+			cur, haveGlobal = &metrics.LoopPrint{At: at.Add(time.Duration(ms) * time.Millisecond)}, false
+			continue
+		}
+		if cur == nil {
+			continue
+		}
+		if m := globalStats.FindStringSubmatch(line); m != nil {
+			cur.Total, _ = strconv.ParseInt(m[1], 10, 64)
+			cur.Active, _ = strconv.ParseInt(m[2], 10, 64)
+			haveGlobal = true
+			continue
+		}
+		if m := queueing.FindStringSubmatch(line); m != nil && haveGlobal {
+			v, err := strconv.ParseFloat(m[1], 64)
+			if err == nil {
+				cur.QueueingMeanMs = v * map[string]float64{"ns": 1e-6, "us": 1e-3, "µs": 1e-3, "ms": 1, "s": 1e3}[m[2]]
+				out = append(out, *cur)
+			}
+			cur = nil
+		}
+	}
+	return out, sc.Err()
+}
+
+// GCSEventStats reads the event stats gcs_server printed on the head node at nodeIP, through the Ray
+// dashboard at addr (host:port).
+func (d *Dashboards) GCSEventStats(ctx context.Context, addr, nodeIP string) ([]metrics.LoopPrint, error) {
+	q := url.Values{"node_ip": {nodeIP}, "filename": {"gcs_server.out"}, "lines": {strconv.Itoa(GCSLogLines)}}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/api/v0/logs/file?"+q.Encode(), nil)
+	if err != nil {
+		return nil, err
+	}
+	res, err := d.Client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("the Ray dashboard is unreachable: %w", err)
+	}
+	defer res.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(res.Body, maxGCSLog))
+	if err != nil {
+		return nil, fmt.Errorf("reading gcs_server.out from the Ray dashboard: %w", err)
+	}
+	if res.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("the Ray dashboard answered %s for gcs_server.out: %s", res.Status, firstLine(body))
+	}
+	// Ray before 2.10 streams each chunk (of whole lines) after a "1", which the parser passes over, or
+	// "0" and the error.
+	if rest, ok := bytes.CutPrefix(body, []byte("0")); ok && bytes.Contains(rest[:min(len(rest), 200)], []byte("error")) {
+		return nil, fmt.Errorf("the Ray dashboard could not read gcs_server.out: %s", firstLine(rest))
+	}
+	return ParseEventStats(bytes.NewReader(body), time.UTC)
+}
+
+func firstLine(b []byte) string {
+	line, _, _ := strings.Cut(strings.TrimSpace(string(b[:min(len(b), 300)])), "\n")
+	return line
+}
