@@ -155,7 +155,11 @@ start ray-operator env HTTP_PROXY="$OPERATOR_HTTP_PROXY" http_proxy="$OPERATOR_H
   --log-stdout-encoder=console --feature-gates=RayClusterStatusConditions=true,RayJobDeletionPolicy=true
 if [ "$WITH_PROMETHEUS" = 1 ]; then
   mkdir -p "$STATE/prom-targets"; rm -rf "$STATE/prometheus"
-  # KWOK's per-node endpoints: cAdvisor, kube-state-metrics, DCGM, npu-exporter and Ray series of the pods.
+  # KWOK's per-node endpoints: cAdvisor and kube-state-metrics as kube-prometheus-stack scrapes them
+  # (honorLabels: true), and the exporters as their monitors do, without honorLabels: DCGM as its
+  # chart's exporter pod, npu-exporter as its own, the Ray nodes' and dashboards' ports as a PodMonitor
+  # names them (endpoint). Series KWOK writes that the real exporter would not (label emit="false", see
+  # kwok-metrics.yaml) are dropped.
   kwok_scrape=""
   if [ "$WITH_KWOK_METRICS" = 1 ]; then
     kwok_scrape="- job_name: kwok
@@ -163,12 +167,27 @@ if [ "$WITH_PROMETHEUS" = 1 ]; then
   honor_labels: true
   tls_config: {ca_file: '$P/ca.crt'}
   static_configs:"
+    exporters_scrape="- job_name: kwok-exporters
+  scheme: https
+  honor_labels: false
+  tls_config: {ca_file: '$P/ca.crt'}
+  metric_relabel_configs:
+  - {source_labels: [emit], regex: 'false', action: drop}
+  - {regex: emit, action: labeldrop}
+  static_configs:"
     for i in $(seq 0 $((NUM_NODES - 1))); do
-      for m in cadvisor kube-state accelerators ray; do
+      for m in cadvisor kube-state; do
         kwok_scrape+="
   - {targets: ['127.0.0.1:$KWOK_PORT'], labels: {__metrics_path__: /metrics/nodes/kwok-node-$i/metrics/$m, node: kwok-node-$i}}"
       done
+      exporters_scrape+="
+  - {targets: ['127.0.0.1:$KWOK_PORT'], labels: {__metrics_path__: /metrics/nodes/kwok-node-$i/metrics/dcgm, namespace: gpu-operator, pod: nvidia-dcgm-exporter-$i, container: nvidia-dcgm-exporter, endpoint: gpu-metrics}}
+  - {targets: ['127.0.0.1:$KWOK_PORT'], labels: {__metrics_path__: /metrics/nodes/kwok-node-$i/metrics/npu, namespace: npu-exporter, pod: npu-exporter-$i, container: npu-exporter, endpoint: http}}
+  - {targets: ['127.0.0.1:$KWOK_PORT'], labels: {__metrics_path__: /metrics/nodes/kwok-node-$i/metrics/ray, node: kwok-node-$i, endpoint: metrics}}
+  - {targets: ['127.0.0.1:$KWOK_PORT'], labels: {__metrics_path__: /metrics/nodes/kwok-node-$i/metrics/ray-dashboard, node: kwok-node-$i, endpoint: dash-metrics}}"
     done
+    kwok_scrape+="
+$exporters_scrape"
   fi
   cat >"$STATE/prometheus.yml" <<PROM
 global: {scrape_interval: 5s, evaluation_interval: 5s}

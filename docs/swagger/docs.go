@@ -2417,7 +2417,7 @@ const docTemplate = `{
                         "Bearer": []
                     }
                 ],
-                "description": "Four panels from Ray's own Prometheus metrics, for the Ray cluster of the object (a RayCluster\nitself; a RayJob's or RayService's current cluster), selected by the namespace and the\nray_io_cluster label that KubeRay's PodMonitor sets from the pods' ray.io/cluster label:\ngcsEventPressure, the longest queueing time of gcs_server's event-loop handlers\n(max(ray_operation_queue_time_ms{Component=\"gcs_server\"}), ms; warning from 100, critical from\n1000; Ray exports it with RAY_event_stats_metrics=1); nodeHealthChecks, the p99 latency of the\nGCS's node health checks (ray_health_check_rpc_latency_ms, ms; 1000, 5000); jobAPIPressure, the\np95 latency of the dashboard's /api/jobs endpoints (ray_dashboard_api_requests_duration_seconds,\ns; 1, 5); dashboardPressure, the p95 latency of every dashboard API call (the same metric; 1, 5).\nThe metric names are Ray's own (src/ray/stats/metric_defs.cc, src/ray/gcs/gcs_server/\ngcs_health_check_manager.cc, python/ray/dashboard/dashboard_metrics.py in the Ray sources).\nEach panel has its value at the end of the window, its series, its level (ok, warning, critical,\nor no data with the reason), its thresholds, its metric and the query that produced it; the\nverdict is the worst level. Prometheus trouble never fails the answer: panels say no data, with\na warning. For callers who may get the object; a template has no cluster (409).",
+                "description": "Four panels from Ray's own Prometheus metrics, for the Ray cluster of the object (a RayCluster\nitself; a RayJob's or RayService's current cluster), selected by the namespace and the\nray_io_cluster label that KubeRay's PodMonitor sets from the pods' ray.io/cluster label. Each\npanel tries its sources in order and names the one that answered in source:\ngcsEventPressure (ms; warning from 100, critical from 1000): the mean queueing time of\ngcs_server's main event loop from the ray_operation_queue_time_ms histogram (Ray 2.50 and\nlater, Name=\"gcs_server_main_io_context\"), else the longest wait of gcs_server's handlers from\nthe older gauge (Ray 2.49 and before with RAY_event_stats_metrics=1), else\nray_io_context_event_loop_lag_ms, else, for a caller who may get services/proxy in the\nnamespace, the \"Main service Event stats\" gcs_server.out prints every minute, read through the\ncluster's Ray dashboard (/api/v0/logs/file), with figures eventsPerSecond and activeEvents.\nnodeHealthChecks (ms; 1000, 5000): the p99 latency of the GCS's node health checks\n(ray_health_check_rpc_latency_ms). jobAPIPressure (s; 1, 5): the p95 latency of the job API\n(submit_job, stop_job, delete_job, get_job_info, list_jobs, get_job_logs, or their paths;\nlog streams left out) from ray_dashboard_api_requests_duration_seconds, its label endpoint or,\nscraped without honorLabels, exported_endpoint; split by method (POST, DELETE, GET).\ndashboardPressure (s; 1, 5): the p95 latency of every dashboard API call but log streams.\nThe dashboard's histogram is exported on its own port 44227, which must be declared (named\ndash-metrics) and scraped. Each panel has its value at the end of the window, its series, its\nlevel (ok, warning, critical, or no data with what to do), its thresholds, its metric and the\nquery that produced it; the verdict is the worst level. Prometheus trouble never fails the\nanswer: panels say no data, with a warning. For callers who may get the object; a template has\nno cluster (409).",
                 "produces": [
                     "application/json"
                 ],
@@ -4824,11 +4824,40 @@ const docTemplate = `{
                 }
             }
         },
+        "metrics.Figure": {
+            "type": "object",
+            "properties": {
+                "name": {
+                    "type": "string",
+                    "example": "POST"
+                },
+                "series": {
+                    "type": "array",
+                    "items": {
+                        "$ref": "#/definitions/metrics.Point"
+                    }
+                },
+                "unit": {
+                    "description": "Unit, where it is not the panel's.",
+                    "type": "string"
+                },
+                "value": {
+                    "type": "number"
+                }
+            }
+        },
         "metrics.Panel": {
             "type": "object",
             "properties": {
                 "critical": {
                     "type": "number"
+                },
+                "figures": {
+                    "description": "Figures go with the figure where its source has them: gcs_server.out's events a second\n(eventsPerSecond) and events not yet run (activeEvents).",
+                    "type": "array",
+                    "items": {
+                        "$ref": "#/definitions/metrics.Figure"
+                    }
                 },
                 "level": {
                     "type": "string",
@@ -4859,6 +4888,18 @@ const docTemplate = `{
                     "type": "array",
                     "items": {
                         "$ref": "#/definitions/metrics.Point"
+                    }
+                },
+                "source": {
+                    "description": "Source says what the figure was read from: which of the metric's forms (Ray's generations\nexport some figures differently), or gcs_server.out's event stats through the Ray dashboard.",
+                    "type": "string",
+                    "example": "ray_operation_queue_time_ms histogram, GCS main loop (Ray 2.50 and later)"
+                },
+                "split": {
+                    "description": "Split breaks the figure down where the panel does: the job API's by request method.",
+                    "type": "array",
+                    "items": {
+                        "$ref": "#/definitions/metrics.Figure"
                     }
                 },
                 "title": {

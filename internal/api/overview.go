@@ -154,19 +154,27 @@ func (s *Server) figures(c *gin.Context, w metrics.Window, scope metrics.Scope, 
 //	@Summary		Cluster health
 //	@Description	Four panels from Ray's own Prometheus metrics, for the Ray cluster of the object (a RayCluster
 //	@Description	itself; a RayJob's or RayService's current cluster), selected by the namespace and the
-//	@Description	ray_io_cluster label that KubeRay's PodMonitor sets from the pods' ray.io/cluster label:
-//	@Description	gcsEventPressure, the longest queueing time of gcs_server's event-loop handlers
-//	@Description	(max(ray_operation_queue_time_ms{Component="gcs_server"}), ms; warning from 100, critical from
-//	@Description	1000; Ray exports it with RAY_event_stats_metrics=1); nodeHealthChecks, the p99 latency of the
-//	@Description	GCS's node health checks (ray_health_check_rpc_latency_ms, ms; 1000, 5000); jobAPIPressure, the
-//	@Description	p95 latency of the dashboard's /api/jobs endpoints (ray_dashboard_api_requests_duration_seconds,
-//	@Description	s; 1, 5); dashboardPressure, the p95 latency of every dashboard API call (the same metric; 1, 5).
-//	@Description	The metric names are Ray's own (src/ray/stats/metric_defs.cc, src/ray/gcs/gcs_server/
-//	@Description	gcs_health_check_manager.cc, python/ray/dashboard/dashboard_metrics.py in the Ray sources).
-//	@Description	Each panel has its value at the end of the window, its series, its level (ok, warning, critical,
-//	@Description	or no data with the reason), its thresholds, its metric and the query that produced it; the
-//	@Description	verdict is the worst level. Prometheus trouble never fails the answer: panels say no data, with
-//	@Description	a warning. For callers who may get the object; a template has no cluster (409).
+//	@Description	ray_io_cluster label that KubeRay's PodMonitor sets from the pods' ray.io/cluster label. Each
+//	@Description	panel tries its sources in order and names the one that answered in source:
+//	@Description	gcsEventPressure (ms; warning from 100, critical from 1000): the mean queueing time of
+//	@Description	gcs_server's main event loop from the ray_operation_queue_time_ms histogram (Ray 2.50 and
+//	@Description	later, Name="gcs_server_main_io_context"), else the longest wait of gcs_server's handlers from
+//	@Description	the older gauge (Ray 2.49 and before with RAY_event_stats_metrics=1), else
+//	@Description	ray_io_context_event_loop_lag_ms, else, for a caller who may get services/proxy in the
+//	@Description	namespace, the "Main service Event stats" gcs_server.out prints every minute, read through the
+//	@Description	cluster's Ray dashboard (/api/v0/logs/file), with figures eventsPerSecond and activeEvents.
+//	@Description	nodeHealthChecks (ms; 1000, 5000): the p99 latency of the GCS's node health checks
+//	@Description	(ray_health_check_rpc_latency_ms). jobAPIPressure (s; 1, 5): the p95 latency of the job API
+//	@Description	(submit_job, stop_job, delete_job, get_job_info, list_jobs, get_job_logs, or their paths;
+//	@Description	log streams left out) from ray_dashboard_api_requests_duration_seconds, its label endpoint or,
+//	@Description	scraped without honorLabels, exported_endpoint; split by method (POST, DELETE, GET).
+//	@Description	dashboardPressure (s; 1, 5): the p95 latency of every dashboard API call but log streams.
+//	@Description	The dashboard's histogram is exported on its own port 44227, which must be declared (named
+//	@Description	dash-metrics) and scraped. Each panel has its value at the end of the window, its series, its
+//	@Description	level (ok, warning, critical, or no data with what to do), its thresholds, its metric and the
+//	@Description	query that produced it; the verdict is the worst level. Prometheus trouble never fails the
+//	@Description	answer: panels say no data, with a warning. For callers who may get the object; a template has
+//	@Description	no cluster (409).
 //	@Tags			overview
 //	@Produce		json
 //	@Security		Bearer

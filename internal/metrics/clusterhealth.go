@@ -68,8 +68,10 @@ type ClusterHealth struct {
 }
 
 // panelDef defines a panel: the sources of its figure, tried in order (the first with samples answers),
-// each a query over the cluster's series with {sel} standing for the matchers of the cluster and {rate}
-// for the rate window; and what a user must do when none answers.
+// each a query over the cluster's series with {sel} standing for the matchers of the cluster, {rate} for
+// the rate window, {by} for the labels a figure is kept apart by (none: one cluster; in the chart's
+// Grafana dashboard, each cluster's) and {by_le} for those and le; and what a user must do when none
+// answers.
 type panelDef struct {
 	name, title, unit string
 	sources           []source
@@ -133,15 +135,15 @@ var healthPanels = []panelDef{
 			// Name the io_context, buckets 1, 10, 100, 1000, 10000 ms, on by default
 			// (RAY_emit_main_service_metrics): the mean queueing time of the main loop's events.
 			{name: "ray_operation_queue_time_ms histogram, GCS main loop (Ray 2.50 and later)", metric: "ray_operation_queue_time_ms",
-				query: `sum(rate(ray_operation_queue_time_ms_sum{{sel},Name="` + gcsMainLoop + `"}[{rate}])) / sum(rate(ray_operation_queue_time_ms_count{{sel},Name="` + gcsMainLoop + `"}[{rate}]))`},
+				query: `sum by ({by}) (rate(ray_operation_queue_time_ms_sum{{sel},Name="` + gcsMainLoop + `"}[{rate}])) / sum by ({by}) (rate(ray_operation_queue_time_ms_count{{sel},Name="` + gcsMainLoop + `"}[{rate}]))`},
 			// Ray 2.49 and before (src/ray/stats/metric_defs.cc): a gauge per handler, tag Method, exported
 			// only with RAY_event_stats_metrics=1: the longest wait among gcs_server's handlers.
 			{name: "ray_operation_queue_time_ms gauge, gcs_server's handlers (Ray 2.49 and before, RAY_event_stats_metrics=1)", metric: "ray_operation_queue_time_ms",
-				query: `max(ray_operation_queue_time_ms{{sel},Component="gcs_server"})`},
+				query: `max by ({by}) (ray_operation_queue_time_ms{{sel},Component="gcs_server"})`},
 			// Ray 2.39 and later: a probe posted to each GCS io_context at intervals, its wait (a gauge, tag
 			// Name; src/ray/stats/metric_defs.cc, PR 47989).
 			{name: "ray_io_context_event_loop_lag_ms, GCS event loops", metric: "ray_io_context_event_loop_lag_ms",
-				query: `max(ray_io_context_event_loop_lag_ms{{sel},Component="gcs_server"})`},
+				query: `max by ({by}) (ray_io_context_event_loop_lag_ms{{sel},Component="gcs_server"})`},
 		},
 		warning: 100, critical: 1000,
 		missing: "Prometheus has no GCS event-loop figure of the cluster: Ray 2.50 and later export ray_operation_queue_time_ms " +
@@ -154,7 +156,7 @@ var healthPanels = []panelDef{
 		// (health_check_failure_threshold), one every 3 s, each failed after 10 s
 		// (health_check_period_ms, health_check_timeout_ms; src/ray/common/ray_config_def.h).
 		sources: []source{{name: "ray_health_check_rpc_latency_ms histogram", metric: "ray_health_check_rpc_latency_ms",
-			query: `histogram_quantile(0.99, sum by (le) (rate(ray_health_check_rpc_latency_ms_bucket{{sel}}[{rate}])))`}},
+			query: `histogram_quantile(0.99, sum by ({by_le}) (rate(ray_health_check_rpc_latency_ms_bucket{{sel}}[{rate}])))`}},
 		warning: 1000, critical: 5000,
 		missing: "ray_health_check_rpc_latency_ms is not scraped from the head: scrape the head's metrics port (8080, named metrics)"},
 	{name: "jobAPIPressure", title: "Job API pressure", unit: "s",
@@ -162,8 +164,8 @@ var healthPanels = []panelDef{
 		// of each method (python/ray/dashboard/dashboard_metrics.py: labels endpoint, http_status,
 		// SessionName, Component; no method).
 		sources: []source{{name: "ray_dashboard_api_requests_duration_seconds histogram, the job API's handlers", metric: "ray_dashboard_api_requests_duration_seconds",
-			query: `histogram_quantile(0.95, sum by (le) ` + dashboardRequests(jobHandlers+"|"+jobPaths) + `)`}},
-		split:   `histogram_quantile(0.95, sum by (le, method) (` + byMethod(dashboardRequests(jobHandlers+"|"+jobPaths)) + `))`,
+			query: `histogram_quantile(0.95, sum by ({by_le}) ` + dashboardRequests(jobHandlers+"|"+jobPaths) + `)`}},
+		split:   `histogram_quantile(0.95, sum by ({by_le}, method) (` + byMethod(dashboardRequests(jobHandlers+"|"+jobPaths)) + `))`,
 		splitBy: "method",
 		warning: 1, critical: 5,
 		missing: dashPortMissing},
@@ -171,7 +173,7 @@ var healthPanels = []panelDef{
 		// p95 latency of every dashboard HTTP API call but log streams: the head's network, gcs_server
 		// and the dashboard process' load show here.
 		sources: []source{{name: "ray_dashboard_api_requests_duration_seconds histogram, every endpoint", metric: "ray_dashboard_api_requests_duration_seconds",
-			query: `histogram_quantile(0.95, sum by (le) (rate(ray_dashboard_api_requests_duration_seconds_bucket{{sel},endpoint!~"` + logStreams + `",exported_endpoint!~"` + logStreams + `"}[{rate}])))`}},
+			query: `histogram_quantile(0.95, sum by ({by_le}) (rate(ray_dashboard_api_requests_duration_seconds_bucket{{sel},endpoint!~"` + logStreams + `",exported_endpoint!~"` + logStreams + `"}[{rate}])))`}},
 		warning: 1, critical: 5,
 		missing: dashPortMissing},
 }
@@ -206,7 +208,18 @@ func HealthExpressions(namespace, cluster string, w Window) (map[string][]string
 	}
 	sel := `namespace="` + namespace + `",ray_io_cluster="` + cluster + `"`
 	// A rate over a step, and at least two minutes: a few scrapes.
-	r := strings.NewReplacer("{sel}", sel, "{rate}", model.Duration(max(w.Step, 2*time.Minute)).String())
+	return healthExpressions(strings.NewReplacer("{sel}", sel, "{rate}", model.Duration(max(w.Step, 2*time.Minute)).String(),
+		"{by}", "", "{by_le}", "le")), nil
+}
+
+// GrafanaHealthExpressions are the panels' queries as the chart's Grafana dashboard asks them: of the
+// clusters its variable Cluster selects, each apart.
+func GrafanaHealthExpressions() map[string][]string {
+	return healthExpressions(strings.NewReplacer("{sel}", `ray_io_cluster=~"$Cluster"`, "{rate}", "2m",
+		"{by}", "namespace, ray_io_cluster", "{by_le}", "namespace, ray_io_cluster, le"))
+}
+
+func healthExpressions(r *strings.Replacer) map[string][]string {
 	out := map[string][]string{}
 	for _, p := range healthPanels {
 		for _, src := range p.sources {
@@ -216,7 +229,7 @@ func HealthExpressions(namespace, cluster string, w Window) (map[string][]string
 			out[p.name+".split"] = []string{r.Replace(p.split)}
 		}
 	}
-	return out, nil
+	return out
 }
 
 // ClusterHealth answers the cluster health tab of one Ray cluster over the window. A panel whose

@@ -23,7 +23,7 @@ func TestHealthExpressions(t *testing.T) {
 	exprs, err := HealthExpressions("team", "demo", w)
 	require.NoError(t, err)
 	require.Len(t, exprs["gcsEventPressure"], 3, "Ray 2.50's histogram, the older gauge, the event loop's lag")
-	assert.Equal(t, `max(ray_operation_queue_time_ms{namespace="team",ray_io_cluster="demo",Component="gcs_server"})`, exprs["gcsEventPressure"][1])
+	assert.Equal(t, `max by () (ray_operation_queue_time_ms{namespace="team",ray_io_cluster="demo",Component="gcs_server"})`, exprs["gcsEventPressure"][1])
 	assert.Equal(t, `histogram_quantile(0.99, sum by (le) (rate(ray_health_check_rpc_latency_ms_bucket{namespace="team",ray_io_cluster="demo"}[2m])))`,
 		exprs["nodeHealthChecks"][0])
 	assert.Contains(t, exprs["jobAPIPressure"][0], `submit_job|stop_job|delete_job`)

@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -183,6 +184,9 @@ type query struct {
 	// requests names the allocated figure of the same resource: where Ray pods in scope request it and
 	// none of metric's series names one of them, the figure is unknown, not 0.
 	requests string
+	// present, where set, is the series that tells the exporter is scraped in metric's stead: one the
+	// exporter writes whether or not a pod uses the device.
+	present string
 }
 
 // parts are the pieces a query is assembled from; each is built from checked input only.
@@ -214,11 +218,11 @@ var queries = []query{
 		expr: func(p parts) string {
 			return `sum(` + byPod("DCGM_FI_DEV_FB_USED", dcgmPods) + ` * on(namespace, pod) group_left() ` + p.rayPods + `) * 1048576`
 		}},
-	{group: usedGroup, name: "npu", missing: "Ascend npu-exporter's container_npu_utilization", metric: "container_npu_utilization", requests: "npu",
+	{group: usedGroup, name: "npu", missing: "Ascend npu-exporter's npu_chip_info_utilization", metric: "container_npu_utilization", requests: "npu", present: npuChipSeries,
 		expr: func(p parts) string {
 			return `sum(` + byPod("container_npu_utilization", npuPods) + ` * on(namespace, pod) group_left() ` + p.rayPods + `) / 100`
 		}},
-	{group: usedGroup, name: "npuMemoryBytes", missing: "Ascend npu-exporter's container_npu_used_memory", metric: "container_npu_used_memory", requests: "npu",
+	{group: usedGroup, name: "npuMemoryBytes", missing: "Ascend npu-exporter's npu_chip_info_utilization", metric: "container_npu_used_memory", requests: "npu", present: npuChipSeries,
 		expr: func(p parts) string {
 			return `sum(` + byPod("container_npu_used_memory", npuPods) + ` * on(namespace, pod) group_left() ` + p.rayPods + `) * 1048576`
 		}},
@@ -250,6 +254,10 @@ const (
 	// vnpuPattern matches the vNPU resources' names.
 	vnpuPattern = `huawei_com_Ascend[0-9A-Za-z]+_[0-9]+c.*|huawei_com_npu_core`
 )
+
+// npuChipSeries is npu-exporter's per-chip utilization, written for every chip whether a container uses
+// it or not (its container series only for chips in use): what tells the exporter is scraped.
+const npuChipSeries = "npu_chip_info_utilization"
 
 // podLabels says where a series names the workload's pod: the matchers that pick the series labelled
 // this way, and the labels holding the pod's name and namespace ("": the series' own pod or namespace).
@@ -334,7 +342,8 @@ func (q query) promql(p parts) string {
 	case q.requests == "":
 		return "(" + q.expr(p) + ") or on() (0 * max(" + q.metric + "))"
 	}
-	return "(" + q.expr(p) + `) or on() label_replace(0 * max(` + q.metric + `), "` + unmappedLabel + `", "true", "", "")`
+	present := cmp.Or(q.present, q.metric)
+	return "(" + q.expr(p) + `) or on() label_replace(0 * max(` + present + `), "` + unmappedLabel + `", "true", "", "")`
 }
 
 // scopeParts checks the scope and builds the query parts from it. Namespaces and cluster names must be
@@ -633,4 +642,11 @@ func GrafanaURL(base, uid string, w Window, cluster string) string {
 		u += "&var-Cluster=" + cluster
 	}
 	return u
+}
+
+// GrafanaGPUExpression is the GPUs in use by each Ray cluster the chart's Grafana dashboard's variable
+// Cluster selects, read as the overview reads them.
+func GrafanaGPUExpression() string {
+	return `sum by (namespace, created_by_name) (` + byPod("DCGM_FI_DEV_GPU_UTIL", dcgmPods) +
+		` * on(namespace, pod) group_left(created_by_name) max by (namespace, pod, created_by_name) (kube_pod_info{created_by_kind="RayCluster", created_by_name=~"$Cluster"})) / 100`
 }

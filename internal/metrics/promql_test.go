@@ -59,6 +59,7 @@ func TestPromQLEdgeCases(t *testing.T) {
 		{"series": `DCGM_FI_DEV_GPU_UTIL{namespace="gpu-operator",pod="dcgm-exporter-x",gpu="4"}`, "values": "100x40"},
 		{"series": `DCGM_FI_DEV_GPU_UTIL{namespace="gpu-operator",pod="dcgm-exporter-x",exported_namespace="ray",exported_pod="web",gpu="5"}`, "values": "100x40"},
 		{"series": `container_npu_utilization{namespace="npu-exporter",exported_namespace="ray",pod_name="c2-head",id="3"}`, "values": "30x40"},
+		{"series": `npu_chip_info_utilization{namespace="npu-exporter",id="3"}`, "values": "30x40"},
 		{"series": `container_npu_utilization{namespace="ray",exported_namespace="elsewhere",pod_name="c1-head",id="4"}`, "values": "99x40"},
 		{"series": `kube_pod_container_resource_requests{namespace="ray",pod="c1-head",container="ray-head",resource="huawei_com_Ascend910_2c"}`, "values": "1x40"},
 		{"series": `kube_pod_container_resource_requests{namespace="ray",pod="c1-head",container="ray-head",resource="huawei_com_Ascend310P_4c_3cpu"}`, "values": "2x40"},
@@ -91,6 +92,7 @@ func TestPromQLEdgeCases(t *testing.T) {
 		check(exprs["used.gpu"], total(0.9)),
 		check(cluster["used.gpu"], total(0.7)),
 		check(elsewhere["used.gpu"], unmapped), // the exporter is there, no Ray pod in scope has a GPU
+		check(elsewhere["used.npu"], unmapped), // npu-exporter is there (its chips), no Ray pod in scope has an NPU
 		check(exprs["used.gpuMemoryBytes"]),    // the exporter's memory series are not there at all: no answer
 		check(exprs["allocated.cpu"], total(3)),
 		check(exprs["allocated.npu"], total(1)),

@@ -143,6 +143,9 @@ func TestHelmChart(t *testing.T) {
 	monitored := runTool(t, helm, "template", "openfuyao-ray", chart, "-n", ns, "--set", "ray-service.podMonitor.enabled=true")
 	assert.Equal(t, 1, kinds(monitored)["PodMonitor"])
 	assert.Contains(t, monitored, "podTargetLabels: [ray.io/cluster, ray.io/node-type]", "series carry ray_io_cluster, as the health tab selects them")
+	for _, port := range []string{"metrics", "dash-metrics"} {
+		assert.Contains(t, monitored, "- port: "+port+"\n", "the PodMonitor scrapes the Ray nodes' and the dashboard's metrics ports")
+	}
 	assert.Contains(t, market, "Cluster health", "the Grafana dashboard has the cluster health row")
 	optedOut := runTool(t, helm, "template", "openfuyao-ray", chart, "-n", ns, "--set", "ray-service.networkPolicy.enabled=false")
 	assert.Zero(t, kinds(optedOut)["NetworkPolicy"])

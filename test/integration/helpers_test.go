@@ -961,7 +961,19 @@ type healthPanel struct {
 	Value  *float64 `json:"value"`
 	Level  string   `json:"level"`
 	Query  string   `json:"query"`
+	Source string   `json:"source"`
 	Reason string   `json:"reason"`
+	Series []struct {
+		T int64   `json:"t"`
+		V float64 `json:"v"`
+	} `json:"series"`
+	Split   []healthFigure `json:"split"`
+	Figures []healthFigure `json:"figures"`
+}
+
+type healthFigure struct {
+	Name   string   `json:"name"`
+	Value  *float64 `json:"value"`
 	Series []struct {
 		T int64   `json:"t"`
 		V float64 `json:"v"`
@@ -1363,6 +1375,18 @@ type standIn struct {
 	mu       sync.Mutex
 	jobs     map[string]map[string]*fakeJob // dashboard host -> job id -> job
 	requests []seenRequest
+	// gcsLogs are the gcs_server.out of the head nodes, by dashboard host prefix and node IP.
+	gcsLogs map[string]gcsLog
+}
+
+type gcsLog struct{ nodeIP, text string }
+
+// setGCSLog makes the dashboards of hosts starting with prefix serve text as the gcs_server.out of the
+// node at nodeIP.
+func (s *standIn) setGCSLog(prefix, nodeIP, text string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.gcsLogs[prefix] = gcsLog{nodeIP: nodeIP, text: text}
 }
 
 func (s *standIn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -1380,7 +1404,7 @@ func (s *standIn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.requests = append(s.requests, seenRequest{Method: r.Method, Host: host, Path: r.URL.Path,
+	s.requests = append(s.requests, seenRequest{Method: r.Method, Host: host, Path: r.URL.Path, Query: r.URL.RawQuery,
 		Credentials: r.Header.Get("Authorization") != "" || r.Header.Get("X-OpenFuyao-Authorization") != ""})
 	table := s.jobs[host]
 	if table == nil {
@@ -1410,6 +1434,22 @@ func (s *standIn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "http://attacker.example/phish", http.StatusFound)
 	case p == "/redirect-root":
 		http.Redirect(w, r, "/api/version", http.StatusFound)
+	case p == "/api/v0/logs/file":
+		// Ray's log API (python/ray/dashboard/modules/state/state_head.py, Ray 2.10 and later): the
+		// file's last lines as they are, text/plain; 400 without a node, 404 for a node it does not know.
+		q := r.URL.Query()
+		if q.Get("node_ip") == "" && q.Get("node_id") == "" {
+			reply(400, map[string]any{"result": false, "msg": "Both node_id and node_ip are not given", "data": map[string]any{}})
+			return
+		}
+		for prefix, l := range s.gcsLogs {
+			if strings.HasPrefix(host, prefix) && q.Get("filename") == "gcs_server.out" && q.Get("node_ip") == l.nodeIP {
+				w.Header().Set("Content-Type", "text/plain")
+				_, _ = w.Write([]byte(l.text))
+				return
+			}
+		}
+		reply(404, map[string]any{"result": false, "msg": "Node with IP " + q.Get("node_ip") + " not found", "data": map[string]any{}})
 	case strings.HasPrefix(p, "/api/version"):
 		reply(200, map[string]string{"version": "standin", "ray_version": "2.46.0", "ray_commit": "standin"})
 	case strings.HasPrefix(p, "/api/serve/applications"):
@@ -1508,6 +1548,20 @@ func (s *standIn) seen(method, hostPrefix, pathSuffix string) int {
 	return n
 }
 
+// seenQuery counts the requests matching method and path made to hosts starting with prefix whose
+// query contains query.
+func (s *standIn) seenQuery(method, hostPrefix, path, query string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, r := range s.requests {
+		if r.Method == method && strings.HasPrefix(r.Host, hostPrefix) && r.Path == path && strings.Contains(r.Query, query) {
+			n++
+		}
+	}
+	return n
+}
+
 // credentialsSeen tells whether any request to hosts starting with prefix carried credentials.
 func (s *standIn) credentialsSeen(hostPrefix string) bool {
 	s.mu.Lock()
@@ -1526,7 +1580,7 @@ func startStandIn(addr string) (*standIn, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &standIn{jobs: map[string]map[string]*fakeJob{}}
+	s := &standIn{jobs: map[string]map[string]*fakeJob{}, gcsLogs: map[string]gcsLog{}}
 	s.srv = &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = s.srv.Serve(ln) }()
 	return s, nil
@@ -1547,7 +1601,7 @@ func (j *fakeJob) info() map[string]any {
 }
 
 type seenRequest struct {
-	Method, Host, Path string
+	Method, Host, Path, Query string
 	// Credentials tells whether the request carried an Authorization or X-OpenFuyao-Authorization header.
 	Credentials bool
 }

@@ -317,16 +317,23 @@ func prometheusFixture(ns string, pods []corev1.Pod, from, to time.Time) string 
 	return b.String()
 }
 
-// The local stack shows what Ray clusters use: KWOK emulates cAdvisor, kube-state-metrics, DCGM and
-// Ray's series from each pod's requests and annotations, and the stack's Prometheus scrapes them. The
-// overview, the cluster's metrics and its health tab then show live figures, through the real scrape
-// path, with no warning for what the stack emulates.
+// The local stack shows what Ray clusters use: KWOK emulates cAdvisor, kube-state-metrics, DCGM,
+// npu-exporter and Ray's series from each pod's requests and annotations, and the stack's Prometheus
+// scrapes them as their monitors do (DCGM's and npu-exporter's pod labels renamed exported_*, the Ray
+// dashboard's endpoint too). The overview, the cluster's metrics and its health tab then show live
+// figures, through the real scrape path, with no warning for what the stack emulates. The cluster runs
+// the image of a current Ray (2.52) and another the seed's Ray 2.41 with RAY_event_stats_metrics=1: both
+// health tabs have every panel.
 func TestOverviewLiveUsage(t *testing.T) {
 	ns := namespace(t, "live")
 	admin := env.tokens["admin"]
 	r := createCluster(t, admin, ns, "busy", func(obj map[string]any) {
 		group(obj, "spec", "headGroupSpec", "template", "metadata")["annotations"] = map[string]any{
-			"kwok.x-k8s.io/usage-cpu": "1500m", "kwok.x-k8s.io/usage-memory": "3Gi"}
+			"kwok.x-k8s.io/usage-cpu": "1500m", "kwok.x-k8s.io/usage-memory": "3Gi", "ray-service.local/npu-utilization": "70"}
+		head := group(obj, "spec", "headGroupSpec", "template", "spec", "containers", 0)
+		head["image"] = "rayproject/ray:2.52.0"
+		group(head, "resources", "requests")["huawei.com/Ascend910"] = "1"
+		group(head, "resources", "limits")["huawei.com/Ascend910"] = "1"
 		w := group(obj, "spec", "workerGroupSpecs", 0, "template")
 		group(w, "metadata")["annotations"] = map[string]any{
 			"kwok.x-k8s.io/usage-cpu": "250m", "kwok.x-k8s.io/usage-memory": "1Gi", "ray-service.local/gpu-utilization": "80"}
@@ -343,34 +350,65 @@ func TestOverviewLiveUsage(t *testing.T) {
 		require.Equal(t, 200, r.Status, string(r.Raw))
 		require.NoError(t, json.Unmarshal(r.Data, into))
 	}
-	// Head 1.5 CPUs and 3 GiB; two workers 0.25 CPU, 1 GiB and 80 % of one GPU each.
-	const wantCPU, wantMem, wantGPU = 2.0, float64(5 << 30), 1.6
+	// Head 1.5 CPUs, 3 GiB and 70 % of an NPU; two workers 0.25 CPU, 1 GiB and 80 % of one GPU each.
+	const wantCPU, wantMem, wantGPU, wantNPU = 2.0, float64(5 << 30), 1.6, 0.7
 	var d overviewData
 	started := time.Now()
 	eventually(t, 2*time.Minute, "live used figures in the overview", func() bool {
 		get("/rest/ray/v1/overview?namespace="+ns, &d)
-		return d.Used.CPU != nil && d.Used.MemoryBytes != nil && d.Used.GPU != nil &&
-			math.Abs(*d.Used.CPU-wantCPU) < 0.05*wantCPU && *d.Used.MemoryBytes == wantMem && math.Abs(*d.Used.GPU-wantGPU) < 1e-9
+		return d.Used.CPU != nil && d.Used.MemoryBytes != nil && d.Used.GPU != nil && d.Used.NPU != nil &&
+			math.Abs(*d.Used.CPU-wantCPU) < 0.05*wantCPU && *d.Used.MemoryBytes == wantMem && math.Abs(*d.Used.GPU-wantGPU) < 1e-9 &&
+			math.Abs(*d.Used.NPU-wantNPU) < 1e-9
 	})
 	t.Logf("used CPU %.3f, memory %.0f, GPU %.2f, %s after the cluster ran", *d.Used.CPU, *d.Used.MemoryBytes, *d.Used.GPU,
 		time.Since(started).Round(time.Second))
 	assert.Empty(t, d.Warnings, "nothing the stack emulates is missing")
 	require.NotNil(t, d.Used.GPUMemoryBytes)
 	assert.InDelta(t, float64(2*4096<<20), *d.Used.GPUMemoryBytes, 0, "two GPUs, 4 GiB each by default")
-	require.NotNil(t, d.Used.NPU)
-	assert.Zero(t, *d.Used.NPU, "no NPU requested: none used, and no warning")
+	require.NotNil(t, d.Used.NPUMemoryBytes)
+	assert.InDelta(t, float64(8192<<20), *d.Used.NPUMemoryBytes, 0, "one NPU, 8 GiB by default")
 	assert.InDelta(t, wantCPU, d.Used.Ray["CPU"], 0.05*wantCPU, "Ray's logical CPUs in use")
 
 	var m overviewData
 	get(itemPath(ns, "rayclusters", "busy")+"/metrics", &m)
 	require.NotNil(t, m.Used.MemoryBytes)
 	assert.InDelta(t, wantMem, *m.Used.MemoryBytes, 0, "the cluster's own metrics")
-	var h clusterHealthData
-	eventually(t, time.Minute, "the health tab from the head's Ray metrics", func() bool {
-		get(itemPath(ns, "rayclusters", "busy")+"/health", &h)
-		return h.Verdict.Level == "ok"
+	healthy := func(name string) clusterHealthData {
+		var h clusterHealthData
+		eventually(t, time.Minute, "the health tab of "+name+" from the head's Ray metrics", func() bool {
+			get(itemPath(ns, "rayclusters", name)+"/health", &h)
+			for _, p := range h.Panels {
+				if p.Value == nil {
+					return false
+				}
+			}
+			return h.Verdict.Level == "ok"
+		})
+		return h
+	}
+	h := healthy("busy")
+	assert.Contains(t, panelOf(h, "gcsEventPressure").Source, "Ray 2.50 and later")
+	assert.InDelta(t, 5, *panelOf(h, "gcsEventPressure").Value, 1e-6, "the main loop's mean queueing time, 5 ms by default")
+	require.NotEmpty(t, panelOf(h, "jobAPIPressure").Split, "the job API by method")
+
+	// The seed's Ray 2.41, with the event stats exported.
+	r = createCluster(t, admin, ns, "seed241", func(obj map[string]any) {
+		head := group(obj, "spec", "headGroupSpec", "template", "spec", "containers", 0)
+		head["image"] = "rayproject/ray:2.41.0"
+		head["env"] = []any{map[string]any{"name": "RAY_event_stats_metrics", "value": "1"}}
+		group(obj, "spec", "headGroupSpec", "template", "metadata")["annotations"] = map[string]any{"ray-service.local/gcs-queue-ms": "150"}
 	})
-	for _, p := range h.Panels {
-		assert.NotNil(t, p.Value, "%s has a value", p.Name)
+	require.Equal(t, 201, r.Status, string(r.Raw))
+	waitStatus(t, ns, "rayclusters", "seed241", "Running")
+	var old clusterHealthData
+	eventually(t, time.Minute, "the seed's cluster's GCS panel from the older gauge", func() bool {
+		get(itemPath(ns, "rayclusters", "seed241")+"/health", &old)
+		p := panelOf(old, "gcsEventPressure")
+		return p.Value != nil && *p.Value == 150
+	})
+	assert.Contains(t, panelOf(old, "gcsEventPressure").Source, "Ray 2.49 and before")
+	assert.Equal(t, "warning", panelOf(old, "gcsEventPressure").Level)
+	for _, p := range old.Panels {
+		assert.NotNil(t, p.Value, "%s has a value: %s", p.Name, p.Reason)
 	}
 }
