@@ -279,16 +279,27 @@ func prometheusFixture(ns string, pods []corev1.Pod, from, to time.Time) string 
 	}
 	all = append(all, mem(head, "ray-head", 1<<30), mem(workers[0], "ray-worker", 1<<30), mem(workers[1], "ray-worker", 1<<30),
 		mem(head, "", 50<<30), mem(head, "POD", 1<<20), mem("web-1", "web", 8<<30))
+	// DCGM as its chart scrapes it (honorLabels: false): the target's pod and namespace are the
+	// exporter's, the GPU's pod arrives as exported_pod; a GPU no pod is assigned to has none.
+	dcgm := func(p, c string, gpu int) string {
+		return fmt.Sprintf(`namespace="gpu-operator",pod="nvidia-dcgm-exporter-x",container="nvidia-dcgm-exporter",exported_namespace="%s",exported_pod="%s",exported_container="%s",gpu="%d",UUID="GPU-%d",device="nvidia%d",modelName="NVIDIA A100-SXM4-40GB",Hostname="kwok-node-0"`, ns, p, c, gpu, gpu, gpu)
+	}
 	for i, w := range workers {
 		all = append(all,
-			series{"DCGM_FI_DEV_GPU_UTIL", pod(w, fmt.Sprintf(`,container="ray-worker",gpu="%d",UUID="GPU-%d"`, i, i)), constant([]float64{50, 30}[i]), "gauge"},
-			series{"DCGM_FI_DEV_FB_USED", pod(w, fmt.Sprintf(`,container="ray-worker",gpu="%d",UUID="GPU-%d"`, i, i)), constant(1024), "gauge"})
+			series{"DCGM_FI_DEV_GPU_UTIL", dcgm(w, "ray-worker", i), constant([]float64{50, 30}[i]), "gauge"},
+			series{"DCGM_FI_DEV_FB_USED", dcgm(w, "ray-worker", i), constant(1024), "gauge"})
+	}
+	// npu-exporter without honorLabels: its namespace arrives as exported_namespace.
+	npu := func(p string, id int) string {
+		return fmt.Sprintf(`namespace="npu-exporter",pod="npu-exporter-x",exported_namespace="%s",pod_name="%s",container_name="ray-worker",id="%d",model_name="910B3"`, ns, p, id)
 	}
 	all = append(all,
-		series{"DCGM_FI_DEV_GPU_UTIL", pod("web-1", `,container="web",gpu="9",UUID="GPU-9"`), constant(100), "gauge"},
-		series{"container_npu_utilization", fmt.Sprintf(`namespace="%s",pod_name="%s",id="0"`, ns, workers[0]), constant(40), "gauge"},
-		series{"container_npu_used_memory", fmt.Sprintf(`namespace="%s",pod_name="%s",id="0"`, ns, workers[0]), constant(2048), "gauge"},
-		series{"container_npu_utilization", fmt.Sprintf(`namespace="%s",pod_name="web-1",id="1"`, ns), constant(90), "gauge"},
+		series{"DCGM_FI_DEV_GPU_UTIL", dcgm("web-1", "web", 9), constant(100), "gauge"},
+		series{"DCGM_FI_DEV_GPU_UTIL", `namespace="gpu-operator",pod="nvidia-dcgm-exporter-x",gpu="3",UUID="GPU-3"`, constant(0), "gauge"},
+		series{"container_npu_utilization", npu(workers[0], 0), constant(40), "gauge"},
+		series{"container_npu_used_memory", npu(workers[0], 0), constant(2048), "gauge"},
+		series{"container_npu_utilization", npu("web-1", 1), constant(90), "gauge"},
+		series{"npu_chip_info_utilization", `namespace="npu-exporter",pod="npu-exporter-x",id="0",model_name="910B3"`, constant(40), "gauge"},
 		series{"ray_resources", pod(head, `,Name="CPU",State="USED"`), constant(3), "gauge"},
 		series{"ray_resources", pod(head, `,Name="GPU",State="USED"`), constant(1), "gauge"},
 		series{"ray_resources", pod(head, `,Name="CPU",State="AVAILABLE"`), constant(1), "gauge"},

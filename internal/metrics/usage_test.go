@@ -1,0 +1,66 @@
+package metrics
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// fakePrometheus answers each range query with the first series whose key the query contains, one
+// sample at the window's end, and nothing where no key matches.
+func fakePrometheus(t *testing.T, answers []struct {
+	contains, labels string
+	v                float64
+}) string {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		require.NoError(t, r.ParseForm())
+		q, end := r.Form.Get("query"), r.Form.Get("end")
+		result := []any{}
+		for _, a := range answers {
+			if strings.Contains(q, a.contains) {
+				var m map[string]string
+				require.NoError(t, json.Unmarshal([]byte(a.labels), &m))
+				result = append(result, map[string]any{"metric": m, "values": []any{[]any{json.Number(end), strconv.FormatFloat(a.v, 'f', -1, 64)}}})
+				break
+			}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{"status": "success", "data": map[string]any{"resultType": "matrix", "result": result}})
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// An exporter that is scraped but names none of the Ray pods that request its device gives no figure
+// and a warning saying why; where no Ray pod requests the device, 0 is the figure. vNPU slices are said
+// apart.
+func TestUsageSaysWhatNoPodMapsTo(t *testing.T) {
+	w := Window{Start: time.Unix(1000, 0), End: time.Unix(1600, 0), Step: time.Minute}
+	url := fakePrometheus(t, []struct {
+		contains, labels string
+		v                float64
+	}{
+		{`or on() label_replace(0 * max(DCGM_FI_DEV_GPU_UTIL)`, `{"unmapped":"true"}`, 0},
+		{`resource="nvidia_com_gpu"`, `{}`, 2},
+		{`or on() label_replace(0 * max(npu_chip_info_utilization)`, `{"unmapped":"true"}`, 0},
+		{`resource=~"huawei_com_Ascend[0-9A-Za-z]+_[0-9]+c.*|huawei_com_npu_core"`, `{}`, 3},
+	})
+	q, err := NewQuerier(url, 5*time.Second, 0)
+	require.NoError(t, err)
+	used, _, warnings := q.Usage(t.Context(), w, Scope{Namespaces: []string{"ray"}})
+	assert.Nil(t, used.GPU, "Ray pods request 2 GPUs and DCGM names none of them: unknown, not 0")
+	require.NotNil(t, used.NPU)
+	assert.Zero(t, *used.NPU, "no Ray pod requests a whole NPU: 0")
+	joined := strings.Join(warnings, "\n")
+	assert.Contains(t, joined, "used gpu: DCGM_FI_DEV_GPU_UTIL is scraped, but none of its series names a Ray pod in scope while they request 2 GPU")
+	assert.Contains(t, joined, "DCGM_EXPORTER_KUBERNETES=true")
+	assert.Contains(t, joined, "request 3 vNPU slices")
+	assert.NotContains(t, joined, "used npu:")
+}
