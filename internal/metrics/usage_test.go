@@ -20,13 +20,19 @@ func fakePrometheus(t *testing.T, answers []struct {
 	v                float64
 }) string {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		require.NoError(t, r.ParseForm())
+		if err := r.ParseForm(); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
 		q, end := r.Form.Get("query"), r.Form.Get("end")
 		result := []any{}
 		for _, a := range answers {
 			if strings.Contains(q, a.contains) {
 				var m map[string]string
-				require.NoError(t, json.Unmarshal([]byte(a.labels), &m))
+				if err := json.Unmarshal([]byte(a.labels), &m); err != nil {
+					http.Error(w, err.Error(), http.StatusInternalServerError)
+					return
+				}
 				result = append(result, map[string]any{"metric": m, "values": []any{[]any{json.Number(end), strconv.FormatFloat(a.v, 'f', -1, 64)}}})
 				break
 			}

@@ -282,7 +282,7 @@ func TestClusterHealthFromGCSLog(t *testing.T) {
 	require.Len(t, p.Figures, 2)
 	for _, f := range p.Figures {
 		require.NotNil(t, f.Value, f.Name)
-		assert.Equal(t, map[string]float64{"eventsPerSecond": 10, "activeEvents": 0}[f.Name], *f.Value, f.Name)
+		assert.InDelta(t, map[string]float64{"eventsPerSecond": 10, "activeEvents": 0}[f.Name], *f.Value, 1e-9, f.Name)
 	}
 	assert.Positive(t, env.dashboards.seenQuery("GET", "seed-head-svc."+ns, "/api/v0/logs/file", "node_ip="+headIP))
 	assert.False(t, env.dashboards.credentialsSeen("seed-head-svc."+ns), "the caller's token never reaches the dashboard")
