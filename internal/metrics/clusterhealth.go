@@ -171,7 +171,12 @@ var healthPanels = []panelDef{
 		missing: dashPortMissing},
 	{name: "dashboardPressure", title: "Dashboard pressure", unit: "s",
 		// p95 latency of every dashboard HTTP API call but log streams: the head's network, gcs_server
-		// and the dashboard process' load show here.
+		// and the dashboard process' load show here. Ray's docs give histogram_quantile(0.95,
+		// sum(rate(ray_dashboard_api_requests_duration_seconds_bucket[5m])) by (le)) (the dashboard's
+		// metrics section of the observability guide); this is that, of one cluster, but for log streams,
+		// whose duration is a stream's life. Neither Ray's default Grafana dashboards
+		// (python/ray/dashboard/modules/metrics/dashboards/) nor KubeRay's (config/grafana, copies of
+		// them) query any of the four panels' metrics.
 		sources: []source{{name: "ray_dashboard_api_requests_duration_seconds histogram, every endpoint", metric: "ray_dashboard_api_requests_duration_seconds",
 			query: `histogram_quantile(0.95, sum by ({by_le}) (rate(ray_dashboard_api_requests_duration_seconds_bucket{{sel},endpoint!~"` + logStreams + `",exported_endpoint!~"` + logStreams + `"}[{rate}])))`}},
 		warning: 1, critical: 5,
