@@ -146,6 +146,10 @@ func TestHelmChart(t *testing.T) {
 	for _, port := range []string{"metrics", "dash-metrics"} {
 		assert.Contains(t, monitored, "- port: "+port+"\n", "the PodMonitor scrapes the Ray nodes' and the dashboard's metrics ports")
 	}
+	older := runTool(t, helm, "template", "openfuyao-ray", chart, "-n", ns, "--set", "ray-service.podMonitor.enabled=true",
+		"--set", "ray-service.podMonitor.port=ray-metrics")
+	assert.Contains(t, older, "- port: ray-metrics\n", "the values of earlier versions still name the port")
+	assert.NotContains(t, older, "- port: dash-metrics\n")
 	assert.Contains(t, market, "Cluster health", "the Grafana dashboard has the cluster health row")
 	optedOut := runTool(t, helm, "template", "openfuyao-ray", chart, "-n", ns, "--set", "ray-service.networkPolicy.enabled=false")
 	assert.Zero(t, kinds(optedOut)["NetworkPolicy"])
