@@ -32,7 +32,8 @@ import (
 // GCSLogLines bounds the lines of gcs_server.out read at once (each print is a few hundred lines).
 const GCSLogLines = 20000
 
-// maxGCSLog bounds what is read of the answer.
+// maxGCSLog bounds what is kept of the answer: its last bytes, the newest prints (a print cut at the
+// start is passed over).
 const maxGCSLog = 8 << 20
 
 var (
@@ -94,7 +95,7 @@ func (d *Dashboards) GCSEventStats(ctx context.Context, addr, nodeIP string) ([]
 		return nil, fmt.Errorf("the Ray dashboard is unreachable: %w", err)
 	}
 	defer res.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(res.Body, maxGCSLog))
+	body, err := lastBytes(res.Body, maxGCSLog)
 	if err != nil {
 		return nil, fmt.Errorf("reading gcs_server.out from the Ray dashboard: %w", err)
 	}
@@ -107,6 +108,30 @@ func (d *Dashboards) GCSEventStats(ctx context.Context, addr, nodeIP string) ([]
 		return nil, fmt.Errorf("the Ray dashboard could not read gcs_server.out: %s", firstLine(rest))
 	}
 	return ParseEventStats(bytes.NewReader(body), time.UTC)
+}
+
+// lastBytes reads r to its end and keeps its last limit bytes: the log's newest lines, which the API
+// sends last; limit bounds what it keeps.
+func lastBytes(r io.Reader, limit int) ([]byte, error) {
+	buf := make([]byte, 0, 64<<10)
+	chunk := make([]byte, 64<<10)
+	for {
+		n, err := r.Read(chunk)
+		buf = append(buf, chunk[:n]...)
+		if len(buf) > 2*limit {
+			buf = append(buf[:0], buf[len(buf)-limit:]...)
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	if len(buf) > limit {
+		buf = buf[len(buf)-limit:]
+	}
+	return buf, nil
 }
 
 func firstLine(b []byte) string {

@@ -89,3 +89,12 @@ func TestGCSEventStatsThroughTheLogAPI(t *testing.T) {
 	require.ErrorContains(t, err, "404 Not Found")
 	require.ErrorContains(t, err, "Node with IP 10.0.0.8 not found")
 }
+
+// What is kept of a long answer is its end: the newest prints.
+func TestLastBytesKeepsTheNewest(t *testing.T) {
+	long := strings.Repeat("old line\n", 100000) + "newest\n"
+	got, err := lastBytes(strings.NewReader(long), 1000)
+	require.NoError(t, err)
+	assert.Len(t, got, 1000)
+	assert.True(t, strings.HasSuffix(string(got), "old line\nnewest\n"))
+}

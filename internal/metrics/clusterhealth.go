@@ -281,7 +281,9 @@ func (q *Querier) ClusterHealth(ctx context.Context, w Window, namespace, cluste
 				failed = a.err
 				continue
 			}
-			if len(a.m) == 0 || len(a.m[0].Values) == 0 {
+			// A source answers with a figure, not only with series: a quantile or a mean over a window
+			// without observations is NaN at every step (points leaves it out).
+			if len(a.m) == 0 || len(points(a.m[0])) == 0 {
 				continue
 			}
 			p.Source, p.Metric, p.Query = d.sources[j].name, d.sources[j].metric, exprs[d.name][j]

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -484,10 +485,7 @@ func (q *Querier) Usage(ctx context.Context, w Window, sc Scope) (Used, Series, 
 			}
 			continue
 		}
-		var pts []Point
-		if len(results[i]) > 0 {
-			pts = points(results[i][0])
-		}
+		pts, unmapped := mergeMapped(results[i], w.End)
 		if qu.group == allocatedGroup {
 			if qu.name == "vnpu" {
 				if n := requested["vnpu"]; n > 0 {
@@ -500,7 +498,7 @@ func (q *Querier) Usage(ctx context.Context, w Window, sc Scope) (Used, Series, 
 			series.Allocated[qu.name] = pts
 			continue
 		}
-		if len(results[i]) > 0 && results[i][0].Metric[unmappedLabel] != "" {
+		if unmapped {
 			if n := requested[qu.requests]; n > 0 {
 				warnings = append(warnings, fmt.Sprintf("%s: %s is scraped, but none of its series names a Ray pod in "+
 					"scope while they request %g %s: %s", label, qu.metric, n, strings.ToUpper(qu.requests), unmappedCause[qu.requests]))
@@ -529,6 +527,26 @@ func (q *Querier) Usage(ctx context.Context, w Window, sc Scope) (Used, Series, 
 		}
 	}
 	return used, series, warnings
+}
+
+// mergeMapped is a figure's series over the window: where a device's exporter named no pod in scope at
+// some steps, the answer holds a second series, the 0 marked unmappedLabel, for those steps (the query's
+// "or on()" takes it only where the figure has no sample). It tells whether the sample at end is that 0.
+func mergeMapped(m model.Matrix, end time.Time) ([]Point, bool) {
+	if len(m) == 1 {
+		return points(m[0]), m[0].Metric[unmappedLabel] != ""
+	}
+	var out []Point
+	unmapped := false
+	for _, s := range m {
+		pts := points(s)
+		if s.Metric[unmappedLabel] != "" && len(pts) > 0 && pts[len(pts)-1].T == end.Unix() {
+			unmapped = true
+		}
+		out = append(out, pts...)
+	}
+	slices.SortFunc(out, func(a, b Point) int { return cmp.Compare(a.T, b.T) })
+	return out, unmapped
 }
 
 // A NaN or infinite sample (PromQL's answer to 0/0, e.g. a mean over a window with no observations) is

@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"encoding/json"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -69,4 +71,40 @@ func TestUsageSaysWhatNoPodMapsTo(t *testing.T) {
 	assert.Contains(t, joined, "DCGM_EXPORTER_KUBERNETES=true")
 	assert.Contains(t, joined, "request 3 vNPU slices")
 	assert.NotContains(t, joined, "used npu:")
+}
+
+// A device's figure mapped at first and unmapped at the window's end is one series of both parts, and
+// unmapped.
+func TestMergeMappedAcrossTheWindow(t *testing.T) {
+	end := time.Unix(1600, 0)
+	m := model.Matrix{
+		{Metric: model.Metric{}, Values: []model.SamplePair{{Timestamp: 1000_000, Value: 0.5}, {Timestamp: 1300_000, Value: 0.4}}},
+		{Metric: model.Metric{unmappedLabel: "true"}, Values: []model.SamplePair{{Timestamp: 1600_000, Value: 0}}},
+	}
+	pts, unmapped := mergeMapped(m, end)
+	assert.True(t, unmapped)
+	assert.Equal(t, []Point{{T: 1000, V: 0.5}, {T: 1300, V: 0.4}, {T: 1600, V: 0}}, pts)
+	pts, unmapped = mergeMapped(m[:1], end)
+	assert.False(t, unmapped)
+	assert.Len(t, pts, 2)
+}
+
+// A source whose every step is NaN (a mean or quantile without observations) is no answer: the next
+// source answers.
+func TestHealthSourceOfNaNIsNone(t *testing.T) {
+	w := Window{Start: time.Unix(1000, 0), End: time.Unix(1600, 0), Step: time.Minute}
+	url := fakePrometheus(t, []struct {
+		contains, labels string
+		v                float64
+	}{
+		{`rate(ray_operation_queue_time_ms_sum`, `{}`, math.NaN()},
+		{`max by () (ray_operation_queue_time_ms{`, `{}`, 40},
+	})
+	q, err := NewQuerier(url, 5*time.Second, 0)
+	require.NoError(t, err)
+	h := q.ClusterHealth(t.Context(), w, "team", "demo")
+	p := panelNamed(h.Panels, "gcsEventPressure")
+	require.NotNil(t, p.Value, p.Reason)
+	assert.InDelta(t, 40, *p.Value, 0)
+	assert.Contains(t, p.Source, "gauge")
 }
