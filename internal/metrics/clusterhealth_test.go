@@ -3,9 +3,7 @@ package metrics
 import (
 	"fmt"
 	"math"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
@@ -13,7 +11,6 @@ import (
 	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"sigs.k8s.io/yaml"
 )
 
 // The panels' queries select the cluster by namespace and ray_io_cluster only, and nothing that is not
@@ -136,18 +133,7 @@ func TestHealthPromQLAcrossRayGenerations(t *testing.T) {
 	check("paths", "jobAPIPressure.split", 0, method("POST", quantile(0.95, 10, 0, 10, 0.5, 0.75)))
 	check("paths", "dashboardPressure", 0, total(quantile(0.95, 10, 0, 10, 0.5, 0.75)))
 
-	file := map[string]any{
-		"rule_files":          []string{},
-		"evaluation_interval": "15s",
-		"tests":               []any{map[string]any{"interval": "15s", "input_series": series, "promql_expr_test": tests}},
-	}
-	b, err := yaml.Marshal(file)
-	require.NoError(t, err)
-	path := filepath.Join(t.TempDir(), "health_test.yml")
-	require.NoError(t, os.WriteFile(path, b, 0o644))
-	out, err := exec.Command(promtool, "test", "rules", path).CombinedOutput()
-	require.NoError(t, err, "promtool test rules:\n%s", out)
-	require.Contains(t, string(out), "SUCCESS", "%s", out)
+	promtoolTest(t, promtool, series, tests)
 }
 
 // Levels follow the thresholds; the verdict is the worst level with data, naming its panels.

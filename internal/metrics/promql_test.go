@@ -100,6 +100,13 @@ func TestPromQLEdgeCases(t *testing.T) {
 		check(exprs["allocated.gpu"], total(0)),
 		check(exprs["used.ray"], sample{Labels: `{Name="CPU"}`, Value: 3}),
 	}
+	promtoolTest(t, promtool, series, tests)
+}
+
+// promtoolTest has Prometheus' own engine evaluate each test's expression on the input series, a sample
+// every 15 s (promtool test rules), and fails t where an answer differs.
+func promtoolTest[S, T any](t *testing.T, promtool string, series []S, tests []T) {
+	t.Helper()
 	file := map[string]any{
 		"rule_files":          []string{},
 		"evaluation_interval": "15s",
@@ -107,7 +114,7 @@ func TestPromQLEdgeCases(t *testing.T) {
 	}
 	b, err := yaml.Marshal(file)
 	require.NoError(t, err)
-	path := filepath.Join(t.TempDir(), "overview_test.yml")
+	path := filepath.Join(t.TempDir(), "promql_test.yml")
 	require.NoError(t, os.WriteFile(path, b, 0o644))
 	out, err := exec.Command(promtool, "test", "rules", path).CombinedOutput()
 	require.NoError(t, err, "promtool test rules:\n%s", out)
