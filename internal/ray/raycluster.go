@@ -30,11 +30,14 @@ func rayClusterKind() *Kind {
 	}
 }
 
-// rayClusterStatus normalizes a RayCluster's state and conditions.
+// rayClusterStatus normalizes a RayCluster's state and conditions. Where the operator writes the
+// RayClusterSuspended condition (gate RayClusterStatusConditions), it outranks status.state: a resumed
+// cluster keeps state "suspended" until its pods run again (raycluster_controller.go
+// calculateStatus, KubeRay v1.5 and v1.6), and is starting, not stopped, once the condition is False.
 func rayClusterStatus(o *unstructured.Unstructured) string {
 	suspend, _, _ := unstructured.NestedBool(o.Object, "spec", "suspend")
 	state, _, _ := unstructured.NestedString(o.Object, "status", "state")
-	if c, _ := condition(o, "RayClusterSuspended"); c.Status == "True" || state == "suspended" {
+	if c, ok := condition(o, "RayClusterSuspended"); c.Status == "True" || (!ok && state == "suspended") {
 		return StatusStopped
 	}
 	if c, _ := condition(o, "RayClusterSuspending"); c.Status == "True" || suspend {

@@ -77,6 +77,8 @@ func TestStatusTable(t *testing.T) {
 		{"cluster suspending", cluster, obj(m{"suspend": true}, m{"state": "ready", "conditions": l{cond("RayClusterSuspending", "True", "RayClusterSuspending")}}), StatusStopping},
 		{"cluster suspend asked", cluster, obj(m{"suspend": true}, m{"state": "ready"}), StatusStopping},
 		{"cluster suspended", cluster, obj(m{"suspend": true}, m{"state": "suspended", "conditions": l{cond("RayClusterSuspended", "True", "RayClusterSuspended")}}), StatusStopped},
+		{"cluster suspended, no conditions gate", cluster, obj(m{"suspend": true}, m{"state": "suspended"}), StatusStopped},
+		{"cluster resumed, pods not yet up", cluster, obj(m{"suspend": false}, m{"state": "suspended", "conditions": l{cond("RayClusterSuspended", "False", "RayClusterSuspended")}}), StatusPending},
 		{"job new", job, obj(nil, nil), StatusPending},
 		{"job initializing", job, obj(nil, m{"jobDeploymentStatus": "Initializing"}), StatusPending},
 		{"job waiting", job, obj(nil, m{"jobDeploymentStatus": "Waiting"}), StatusPending},
