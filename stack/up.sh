@@ -152,7 +152,7 @@ start kwok "$BIN/kwok" --kubeconfig="$KC" --config="$STACK_DIR/kwok.yaml" \
 start ray-operator env HTTP_PROXY="$OPERATOR_HTTP_PROXY" http_proxy="$OPERATOR_HTTP_PROXY" NO_PROXY=127.0.0.1,localhost \
   "$BIN/ray-operator" --kubeconfig="$KC" --enable-leader-election=false \
   --metrics-addr="127.0.0.1:$OPERATOR_METRICS_PORT" --health-probe-bind-address="127.0.0.1:$OPERATOR_PROBE_PORT" \
-  --log-stdout-encoder=console --feature-gates=RayClusterStatusConditions=true,RayJobDeletionPolicy=true
+  --log-stdout-encoder=console --feature-gates=RayClusterStatusConditions=true,RayJobDeletionPolicy=true,RayCronJob=true,RayServiceIncrementalUpgrade=true
 if [ "$WITH_PROMETHEUS" = 1 ]; then
   mkdir -p "$STATE/prom-targets"; rm -rf "$STATE/prometheus"
   # KWOK's per-node endpoints: cAdvisor and kube-state-metrics as kube-prometheus-stack scrapes them
