@@ -13,9 +13,11 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"go.uber.org/zap"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"ray-service/internal/auth"
+	"ray-service/internal/k8s"
 	"ray-service/internal/ray"
 )
 
@@ -32,7 +34,11 @@ var proxyVerbs = map[string]string{
 //	@Description	cluster), reached by the head service's in-cluster name and dashboard port, honouring the
 //	@Description	HTTP proxy environment variables. Each method needs the verb the apiserver would ask on
 //	@Description	services/proxy in the namespace: get (GET, HEAD, OPTIONS), create (POST), update (PUT, PATCH),
-//	@Description	delete (DELETE). The caller's credentials and cookies are not passed on. What the dashboard
+//	@Description	delete (DELETE). The caller's credentials and cookies are not passed on. A Ray cluster in
+//	@Description	token mode (authOptions.mode: token) gets its token in X-Ray-Authorization, as KubeRay sends
+//	@Description	it, when the caller may get the Secret holding it; otherwise the dashboard's own answer (401,
+//	@Description	its login) comes back, and an X-Ray-Authorization the caller sends is passed on. No one's
+//	@Description	Kubernetes token is sent to a dashboard, including one with enableK8sTokenAuth. What the dashboard
 //	@Description	answers is kept to its own box on the console's origin: Set-Cookie and headers that act on
 //	@Description	the whole origin are dropped, redirects stay under the proxy path, and a Content-Security-Policy
 //	@Description	lets its pages load and connect only under the proxy path (the origin is the request's, or
@@ -88,6 +94,16 @@ func (s *Server) dashboard(c *gin.Context) (*response, error) {
 	if addr == "" {
 		return nil, statusError(http.StatusConflict, metav1.StatusReasonConflict, "it has no Ray cluster running: start it first")
 	}
+	// A token-mode Ray cluster's dashboard gets its token as KubeRay sends it, where the caller may read
+	// the Secret that holds it; any other caller meets the dashboard's own login (or sends a token they
+	// hold themselves). No one's Kubernetes token is passed on, not even where Ray would take one.
+	rayToken, err := r.objects.DashboardToken(c.Request.Context(), cur.Instance)
+	if err != nil {
+		if !apierrors.IsForbidden(err) && !errors.Is(err, k8s.ErrNoRayToken) {
+			return nil, err
+		}
+		logger(c).Debug("no Ray token for the dashboard", zap.Error(err))
+	}
 	prefix := dashboardPath(ns, r.kind.Resource, c.Param("name"))
 	origin := requestOrigin(c.Request)
 	path := c.Param("path")
@@ -102,6 +118,9 @@ func (s *Server) dashboard(c *gin.Context) (*response, error) {
 			pr.Out.URL.Path, pr.Out.URL.RawPath = path, ""
 			for _, h := range []string{auth.OpenFuyaoHeader, auth.StandardHeader, "Cookie"} {
 				pr.Out.Header.Del(h)
+			}
+			if rayToken != "" {
+				pr.Out.Header.Set(ray.RayAuthHeader, "Bearer "+rayToken)
 			}
 		},
 		ModifyResponse: func(res *http.Response) error {

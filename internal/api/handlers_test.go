@@ -35,6 +35,9 @@ type fakeObjects struct {
 	created  *unstructured.Unstructured
 	start    bool
 	deleteOf map[string]error
+	// rayToken and rayTokenErr answer DashboardToken.
+	rayToken    string
+	rayTokenErr error
 }
 
 func (f *fakeObjects) record(call string) {
@@ -118,6 +121,10 @@ func (f *fakeObjects) Events(context.Context, *k8s.Current) ([]ray.EventInfo, er
 func (f *fakeObjects) OpenLogs(context.Context, *k8s.Current, string, string, *corev1.PodLogOptions) (*k8s.LogStream, error) {
 	f.record("logs")
 	return &k8s.LogStream{ReadCloser: io.NopCloser(strings.NewReader("line 1\n")), Pod: "p", Container: "c"}, f.err
+}
+
+func (f *fakeObjects) DashboardToken(context.Context, *unstructured.Unstructured) (string, error) {
+	return f.rayToken, f.rayTokenErr
 }
 
 // fakeAuthz allows what its scopes say: per resource, where the caller may list it.

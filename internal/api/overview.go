@@ -208,14 +208,14 @@ func (s *Server) clusterHealth(c *gin.Context) (*response, error) {
 			Warnings: []string{"no Prometheus is configured: the cluster health tab is not measured"}}), nil
 	}
 	h := s.Health.ClusterHealth(c.Request.Context(), w, c.Param("namespace"), cluster)
-	s.gcsLog(c, r.kind, cur, &sum, cluster, &h)
+	s.gcsLog(c, r.objects, r.kind, cur, &sum, cluster, &h)
 	return ok(h), nil
 }
 
 // gcsLog answers the GCS event pressure panel from gcs_server.out where Prometheus had nothing: read
 // through the cluster's Ray dashboard, for a caller who may proxy to its services (as the dashboard
 // route asks), from the head pod the cache holds.
-func (s *Server) gcsLog(c *gin.Context, k *ray.Kind, cur *k8s.Current, sum *ray.Summary, cluster string, h *metrics.ClusterHealth) {
+func (s *Server) gcsLog(c *gin.Context, r Objects, k *ray.Kind, cur *k8s.Current, sum *ray.Summary, cluster string, h *metrics.ClusterHealth) {
 	if !h.GCSWanting() || s.Dashboards == nil || cur.Instance == nil {
 		return
 	}
@@ -240,7 +240,13 @@ func (s *Server) gcsLog(c *gin.Context, k *ray.Kind, cur *k8s.Current, sum *ray.
 		h.NoGCSLog("the cluster has no running head pod")
 		return
 	}
-	prints, err := s.Dashboards.GCSEventStats(ctx, addr, ip)
+	// A token-mode cluster's log API takes its token, as the caller may read it.
+	rayToken, err := r.DashboardToken(ctx, cur.Instance)
+	if err != nil {
+		h.NoGCSLog("its Ray dashboard takes a token the caller cannot send: " + err.Error())
+		return
+	}
+	prints, err := s.Dashboards.GCSEventStats(ctx, addr, ip, rayToken)
 	if err != nil {
 		logger(c).Info("reading gcs_server.out", zap.String("address", addr), zap.Error(err))
 		h.NoGCSLog(err.Error())

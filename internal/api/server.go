@@ -102,6 +102,9 @@ type Objects interface {
 	Pods(ctx context.Context, cur *k8s.Current) ([]corev1.Pod, error)
 	Events(ctx context.Context, cur *k8s.Current) ([]ray.EventInfo, error)
 	OpenLogs(ctx context.Context, cur *k8s.Current, pod, container string, opts *corev1.PodLogOptions) (*k8s.LogStream, error)
+	// DashboardToken is the token the dashboard of the instance's Ray cluster takes, as the caller may
+	// read it: "" where it takes none; a Forbidden or k8s.ErrNoRayToken where there is none to send.
+	DashboardToken(ctx context.Context, obj *unstructured.Unstructured) (string, error)
 }
 
 // ObjectsFor returns the objects of kind k as the holder of token reads and writes them.
@@ -115,8 +118,8 @@ type Dashboards interface {
 	// Transport is how the proxy reaches them.
 	Transport() http.RoundTripper
 	// GCSEventStats reads the main-loop event stats gcs_server printed on the head node at nodeIP,
-	// through the dashboard at addr.
-	GCSEventStats(ctx context.Context, addr, nodeIP string) ([]metrics.LoopPrint, error)
+	// through the dashboard at addr, with its Ray token ("": none).
+	GCSEventStats(ctx context.Context, addr, nodeIP, rayToken string) ([]metrics.LoopPrint, error)
 }
 
 // Usage answers the overview's Prometheus questions (metrics.Querier).

@@ -84,12 +84,16 @@ func (d *Dashboards) Address(k *ray.Kind, o *unstructured.Unstructured, s *ray.S
 }
 
 // StopJob asks the Ray dashboard at addr (host:port) to stop the Ray job jobID, through its job API
-// (POST /api/jobs/{id}/stop). The error says what the dashboard did: "is unreachable: ..." or
-// "refused to stop job ...: <status> <body>".
-func (d *Dashboards) StopJob(ctx context.Context, addr, jobID string) error {
+// (POST /api/jobs/{id}/stop), with the cluster's token where it takes one ("": none), sent as KubeRay
+// sends it. The error says what the dashboard did: "is unreachable: ..." or "refused to stop job ...:
+// <status> <body>".
+func (d *Dashboards) StopJob(ctx context.Context, addr, jobID, token string) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+"/api/jobs/"+url.PathEscape(jobID)+"/stop", nil)
 	if err != nil {
 		return err
+	}
+	if token != "" {
+		req.Header.Set(ray.RayAuthHeader, "Bearer "+token)
 	}
 	res, err := d.Client.Do(req)
 	if err != nil {

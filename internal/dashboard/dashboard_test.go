@@ -1,7 +1,11 @@
 package dashboard
 
 import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -30,4 +34,20 @@ func TestDashboardAddressStaysInItsNamespace(t *testing.T) {
 		sum := job.Summarize(o)
 		assert.Equal(t, want, d.Address(job, o, &sum), recorded)
 	}
+}
+
+// A job's stop carries the cluster's Ray token where it takes one, in the header KubeRay uses, and
+// nothing where it takes none.
+func TestStopJobSendsTheRayToken(t *testing.T) {
+	var got []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = append(got, r.Method+" "+r.URL.Path+" ["+r.Header.Get("X-Ray-Authorization")+"]")
+		_, _ = w.Write([]byte(`{"stopped":true}`))
+	}))
+	defer srv.Close()
+	d := NewDashboards("cluster.local", time.Second)
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	require.NoError(t, d.StopJob(t.Context(), addr, "raysubmit_1", ""))
+	require.NoError(t, d.StopJob(t.Context(), addr, "raysubmit_1", "t0k"))
+	assert.Equal(t, []string{"POST /api/jobs/raysubmit_1/stop []", "POST /api/jobs/raysubmit_1/stop [Bearer t0k]"}, got)
 }

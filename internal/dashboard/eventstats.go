@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"ray-service/internal/metrics"
+	"ray-service/internal/ray"
 )
 
 // What gcs_server prints of its main event loop every event_stats_print_interval_ms (60 s by default;
@@ -83,10 +84,13 @@ func ParseEventStats(r io.Reader, loc *time.Location) ([]metrics.LoopPrint, erro
 }
 
 // GCSEventStats reads the event stats gcs_server printed on the head node at nodeIP, through the Ray
-// dashboard at addr (host:port).
-func (d *Dashboards) GCSEventStats(ctx context.Context, addr, nodeIP string) ([]metrics.LoopPrint, error) {
+// dashboard at addr (host:port), with the cluster's token where it takes one ("": none).
+func (d *Dashboards) GCSEventStats(ctx context.Context, addr, nodeIP, rayToken string) ([]metrics.LoopPrint, error) {
 	q := url.Values{"node_ip": {nodeIP}, "filename": {"gcs_server.out"}, "lines": {strconv.Itoa(GCSLogLines)}}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/api/v0/logs/file?"+q.Encode(), nil)
+	if rayToken != "" && err == nil {
+		req.Header.Set(ray.RayAuthHeader, "Bearer "+rayToken)
+	}
 	if err != nil {
 		return nil, err
 	}

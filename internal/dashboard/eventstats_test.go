@@ -68,9 +68,9 @@ func TestParseEventStatsOfEachGeneration(t *testing.T) {
 // The dashboard is asked for the head node's gcs_server.out by its IP; what it refuses is an error that
 // says so.
 func TestGCSEventStatsThroughTheLogAPI(t *testing.T) {
-	var asked string
+	var asked, rayAuth string
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		asked = r.URL.RequestURI()
+		asked, rayAuth = r.URL.RequestURI(), r.Header.Get("X-Ray-Authorization")
 		if r.URL.Query().Get("node_ip") != "10.0.0.7" {
 			http.Error(w, "Node with IP 10.0.0.8 not found", http.StatusNotFound)
 			return
@@ -81,11 +81,15 @@ func TestGCSEventStatsThroughTheLogAPI(t *testing.T) {
 	defer srv.Close()
 	d := NewDashboards("cluster.local", time.Second)
 	addr := strings.TrimPrefix(srv.URL, "http://")
-	got, err := d.GCSEventStats(t.Context(), addr, "10.0.0.7")
+	got, err := d.GCSEventStats(t.Context(), addr, "10.0.0.7", "")
 	require.NoError(t, err)
 	assert.Len(t, got, 2)
 	assert.Equal(t, "/api/v0/logs/file?filename=gcs_server.out&lines=20000&node_ip=10.0.0.7", asked)
-	_, err = d.GCSEventStats(t.Context(), addr, "10.0.0.8")
+	assert.Empty(t, rayAuth, "no token where the cluster takes none")
+	_, err = d.GCSEventStats(t.Context(), addr, "10.0.0.7", "t0k")
+	require.NoError(t, err)
+	assert.Equal(t, "Bearer t0k", rayAuth, "a token-mode cluster's token, as KubeRay sends it")
+	_, err = d.GCSEventStats(t.Context(), addr, "10.0.0.8", "")
 	require.ErrorContains(t, err, "404 Not Found")
 	require.ErrorContains(t, err, "Node with IP 10.0.0.8 not found")
 }

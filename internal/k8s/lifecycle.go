@@ -302,7 +302,14 @@ func (o *Objects) stopRayJob(ctx context.Context, obj *unstructured.Unstructured
 		return apierrors.NewConflict(gr, name,
 			errors.New("its Ray job has not been submitted yet; stop it again once it runs, or delete it"))
 	}
-	if err := o.m.Dashboards.StopJob(ctx, dashboard, jobID); err != nil {
+	token, err := o.DashboardToken(ctx, obj)
+	if err != nil {
+		if errors.Is(err, ErrNoRayToken) {
+			return apierrors.NewConflict(gr, name, fmt.Errorf("its Ray cluster takes a token, and there is none to send: %w", err))
+		}
+		return err
+	}
+	if err := o.m.Dashboards.StopJob(ctx, dashboard, jobID, token); err != nil {
 		return apierrors.NewServiceUnavailable(fmt.Sprintf("the Ray dashboard of %s/%s %v", ns, name, err))
 	}
 	return nil

@@ -5,6 +5,7 @@ package integration
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -12,6 +13,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"mime/multipart"
 	"net"
 	"net/http"
@@ -1377,6 +1379,12 @@ type standIn struct {
 	requests []seenRequest
 	// gcsLogs are the gcs_server.out of the head nodes, by dashboard host prefix and node IP.
 	gcsLogs map[string]gcsLog
+
+	// admin reads what a dashboard's head pod says of token authentication.
+	admin kubernetes.Interface
+	// tokens are the Ray tokens the dashboards took, by dashboard host: the logs are searched for them.
+	tokens   map[string]string
+	authSeen map[string]authSeen
 }
 
 type gcsLog struct{ nodeIP, text string }
@@ -1389,12 +1397,124 @@ func (s *standIn) setGCSLog(prefix, nodeIP, text string) {
 	s.gcsLogs[prefix] = gcsLog{nodeIP: nodeIP, text: text}
 }
 
+// rayToken is the token the dashboard at host (<head service>.<namespace>.svc...) takes, as its head pod
+// says: RAY_AUTH_MODE=token and RAY_AUTH_TOKEN from a Secret's key, as KubeRay v1.6 writes them
+// (controllers/ray/common/pod.go SetContainerTokenAuthEnvVars). "" where it takes none.
+func (s *standIn) rayToken(ctx context.Context, host string) (string, error) {
+	// The operator asks a RayJob's or RayService's dashboard every few seconds: what a head pod says is
+	// read once a second at most.
+	s.mu.Lock()
+	seen, ok := s.authSeen[host]
+	s.mu.Unlock()
+	if ok && time.Since(seen.at) < time.Second {
+		return seen.token, nil
+	}
+	token, err := s.readRayToken(ctx, host)
+	if err == nil {
+		s.mu.Lock()
+		s.authSeen[host] = authSeen{token: token, at: time.Now()}
+		s.mu.Unlock()
+	}
+	return token, err
+}
+
+type authSeen struct {
+	token string
+	at    time.Time
+}
+
+func (s *standIn) readRayToken(ctx context.Context, host string) (string, error) {
+	svcName, rest, _ := strings.Cut(host, ".")
+	ns, _, _ := strings.Cut(rest, ".")
+	svc, err := s.admin.CoreV1().Services(ns).Get(ctx, svcName, metav1.GetOptions{})
+	if err != nil || svc.Spec.Selector["ray.io/cluster"] == "" {
+		return "", nil // no head service: the stand-in answers as an open dashboard
+	}
+	pods, err := s.admin.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{
+		LabelSelector: "ray.io/node-type=head,ray.io/cluster=" + svc.Spec.Selector["ray.io/cluster"]})
+	if err != nil || len(pods.Items) == 0 {
+		return "", err
+	}
+	for _, c := range pods.Items[0].Spec.Containers {
+		mode, ref := "", (*corev1.SecretKeySelector)(nil)
+		for _, e := range c.Env {
+			switch {
+			case e.Name == "RAY_AUTH_MODE":
+				mode = e.Value
+			case e.Name == "RAY_AUTH_TOKEN" && e.ValueFrom != nil:
+				ref = e.ValueFrom.SecretKeyRef
+			}
+		}
+		if mode != "token" || ref == nil {
+			continue
+		}
+		secret, err := s.admin.CoreV1().Secrets(ns).Get(ctx, ref.Name, metav1.GetOptions{})
+		if err != nil {
+			return "", err
+		}
+		token := strings.TrimSpace(string(secret.Data[ref.Key]))
+		if token == "" {
+			return "", fmt.Errorf("secret %s has no %s", ref.Name, ref.Key)
+		}
+		s.mu.Lock()
+		s.tokens[host] = token
+		s.mu.Unlock()
+		return token, nil
+	}
+	return "", nil
+}
+
+// rayTokens are the Ray tokens the dashboards took so far.
+func (s *standIn) rayTokens() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Collect(maps.Values(s.tokens))
+}
+
+// tokenRefused answers as Ray's dashboard in token mode does (Ray 2.52,
+// python/ray/_private/authentication/http_token_authentication.py): the token from Authorization,
+// X-Ray-Authorization or the ray-authentication-token cookie; 401 without one, 403 with a wrong one.
+// The page itself and /api/authentication_mode are open, so that the page can ask for the token. It
+// tells whether it refused.
+func (s *standIn) tokenRefused(w http.ResponseWriter, r *http.Request, host string) bool {
+	if r.URL.Path == "/" || r.URL.Path == "/api/authentication_mode" {
+		return false
+	}
+	want, err := s.rayToken(r.Context(), host)
+	if err != nil {
+		http.Error(w, "stand-in: "+err.Error(), http.StatusInternalServerError)
+		return true
+	}
+	if want == "" {
+		return false
+	}
+	got := cmp.Or(r.Header.Get("Authorization"), r.Header.Get("X-Ray-Authorization"))
+	if c, err := r.Cookie("ray-authentication-token"); got == "" && err == nil {
+		got = "Bearer " + c.Value
+	}
+	switch {
+	case got == "":
+		http.Error(w, "Unauthorized: Missing authentication token", http.StatusUnauthorized)
+	case got != "Bearer "+want:
+		http.Error(w, "Forbidden: Invalid authentication token", http.StatusForbidden)
+	default:
+		return false
+	}
+	s.mu.Lock()
+	s.requests = append(s.requests, seenRequest{Method: r.Method, Host: host, Path: r.URL.Path, Query: r.URL.RawQuery, Refused: true})
+	s.mu.Unlock()
+	return true
+}
+
 func (s *standIn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	host := r.URL.Host
 	if host == "" {
 		host = r.Host
 	}
 	host = strings.Split(host, ":")[0]
+	if s.tokenRefused(w, r, host) {
+		return
+	}
 	if r.URL.Path == "/slow" { // a dashboard that does not answer in time (served outside the lock)
 		select {
 		case <-r.Context().Done():
@@ -1535,13 +1655,14 @@ func finishJobs(t *testing.T, ns, cluster, status string) {
 	})
 }
 
-// seen counts the requests matching method and a path suffix made to hosts starting with prefix.
+// seen counts the requests matching method and a path suffix made to hosts starting with prefix, and
+// answered (not refused for their Ray token).
 func (s *standIn) seen(method, hostPrefix, pathSuffix string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := 0
 	for _, r := range s.requests {
-		if r.Method == method && strings.HasPrefix(r.Host, hostPrefix) && strings.HasSuffix(strings.TrimSuffix(r.Path, "/"), pathSuffix) {
+		if !r.Refused && r.Method == method && strings.HasPrefix(r.Host, hostPrefix) && strings.HasSuffix(strings.TrimSuffix(r.Path, "/"), pathSuffix) {
 			n++
 		}
 	}
@@ -1575,12 +1696,12 @@ func (s *standIn) credentialsSeen(hostPrefix string) bool {
 }
 
 // startStandIn listens on addr (host:port) until the test binary ends.
-func startStandIn(addr string) (*standIn, error) {
+func startStandIn(addr string, admin kubernetes.Interface) (*standIn, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
 	}
-	s := &standIn{jobs: map[string]map[string]*fakeJob{}, gcsLogs: map[string]gcsLog{}}
+	s := &standIn{jobs: map[string]map[string]*fakeJob{}, gcsLogs: map[string]gcsLog{}, admin: admin, tokens: map[string]string{}, authSeen: map[string]authSeen{}}
 	s.srv = &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = s.srv.Serve(ln) }()
 	return s, nil
@@ -1604,6 +1725,8 @@ type seenRequest struct {
 	Method, Host, Path, Query string
 	// Credentials tells whether the request carried an Authorization or X-OpenFuyao-Authorization header.
 	Credentials bool
+	// Refused: a token-mode dashboard refused it for its token.
+	Refused bool
 }
 
 var jobPath = regexp.MustCompile(`^/api/jobs/?([^/]*)(/stop|/logs)?/?$`)

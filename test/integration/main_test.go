@@ -18,6 +18,7 @@ import (
 	"bufio"
 	"flag"
 	"fmt"
+	"maps"
 	"net"
 	"net/url"
 	"os"
@@ -92,7 +93,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "integration:", err)
 		return 1
 	}
-	if e.dashboards, err = startStandIn(proxy.Host); err != nil {
+	if e.dashboards, err = startStandIn(proxy.Host, e.admin); err != nil {
 		fmt.Fprintln(os.Stderr, "integration: stand-in Ray dashboard:", err)
 		return 1
 	}
@@ -128,7 +129,11 @@ func afterTests() bool {
 	problems, pairs, err := checkAnswers(env.root, answers)
 	fmt.Printf("answers against docs/swagger: %d answers checked, %d distinct route/status pairs\n", len(answers), pairs)
 	report("answers against docs/swagger", problems, err)
-	problems, err = checkLogsHoldNoTokens(env.state, env.tokens, launchedLogs())
+	tokens := maps.Clone(env.tokens)
+	for i, t := range env.dashboards.rayTokens() {
+		tokens[fmt.Sprintf("Ray token %d", i)] = t
+	}
+	problems, err = checkLogsHoldNoTokens(env.state, tokens, launchedLogs())
 	report("logs against tokens", problems, err)
 	return ok
 }
