@@ -4031,6 +4031,13 @@ const docTemplate = `{
                     "type": "string",
                     "example": "/rest/ray/v1/namespaces/default/rayclusters/demo/dashboard/"
                 },
+                "deletionRules": {
+                    "description": "DeletionRules are what the operator deletes once it ends (spec.deletionStrategy: its\ndeletionRules, or the older onSuccess/onFailure), at most 16.",
+                    "type": "array",
+                    "items": {
+                        "$ref": "#/definitions/ray.DeletionRule"
+                    }
+                },
                 "endTime": {
                     "type": "string"
                 },
@@ -4086,6 +4093,10 @@ const docTemplate = `{
                     "description": "PendingRayClusterName is the Ray cluster being prepared, cut to 253 bytes.",
                     "type": "string"
                 },
+                "preRunningDeadlineSeconds": {
+                    "description": "PreRunningDeadlineSeconds is spec.preRunningDeadlineSeconds (KubeRay v1.6): how long it may take\nfrom its start to Running before the operator fails it (PreRunningDeadlineExceeded).",
+                    "type": "integer"
+                },
                 "problems": {
                     "description": "Problems are what holds the object back, each with the pod or object it was seen on: the first 32,\ntheir reasons cut to 128 bytes and their messages to 1024; those read from pods or Warning events\nonly for a caller who may list them in the namespace.",
                     "type": "array",
@@ -4109,6 +4120,13 @@ const docTemplate = `{
                         }
                     ]
                 },
+                "rollout": {
+                    "description": "Rollout is where an incremental upgrade stands: each cluster's role, target capacity and share of\ntraffic, as the operator reports them. Absent where it reports none.",
+                    "type": "array",
+                    "items": {
+                        "$ref": "#/definitions/ray.RolloutCluster"
+                    }
+                },
                 "serviceStatus": {
                     "description": "RayService only. ServiceStatus is status.serviceStatus, cut to 128 bytes.",
                     "type": "string"
@@ -4117,13 +4135,29 @@ const docTemplate = `{
                     "type": "string"
                 },
                 "status": {
-                    "type": "string"
+                    "description": "Status is normalized per kind (API.md, \"Status\"). A RayService is Upgrading while\nUpgradeInProgress is True, and RollingBack while RollbackInProgress is True (KubeRay v1.6: its\nspec changed again mid-upgrade and traffic returns to the active cluster).",
+                    "type": "string",
+                    "enum": [
+                        "Pending",
+                        "Running",
+                        "Retrying",
+                        "Upgrading",
+                        "RollingBack",
+                        "Stopping",
+                        "Stopped",
+                        "Succeeded",
+                        "Failed"
+                    ]
                 },
                 "submissionMode": {
                     "description": "SubmissionMode is spec.submissionMode, cut to 128 bytes.",
                     "type": "string"
                 },
                 "type": {
+                    "type": "string"
+                },
+                "upgradeStrategy": {
+                    "description": "UpgradeStrategy is spec.upgradeStrategy.type (NewCluster, NewClusterWithIncrementalUpgrade, None;\n\"\" for the operator's default, NewCluster), cut to 128 bytes.",
                     "type": "string"
                 },
                 "workerGroups": {
@@ -4449,6 +4483,13 @@ const docTemplate = `{
                     "type": "string",
                     "example": "/rest/ray/v1/namespaces/default/rayclusters/demo/dashboard/"
                 },
+                "deletionRules": {
+                    "description": "DeletionRules are what the operator deletes once it ends (spec.deletionStrategy: its\ndeletionRules, or the older onSuccess/onFailure), at most 16.",
+                    "type": "array",
+                    "items": {
+                        "$ref": "#/definitions/ray.DeletionRule"
+                    }
+                },
                 "endTime": {
                     "type": "string"
                 },
@@ -4504,6 +4545,10 @@ const docTemplate = `{
                     "description": "PendingRayClusterName is the Ray cluster being prepared, cut to 253 bytes.",
                     "type": "string"
                 },
+                "preRunningDeadlineSeconds": {
+                    "description": "PreRunningDeadlineSeconds is spec.preRunningDeadlineSeconds (KubeRay v1.6): how long it may take\nfrom its start to Running before the operator fails it (PreRunningDeadlineExceeded).",
+                    "type": "integer"
+                },
                 "problems": {
                     "description": "Problems are what holds the object back, each with the pod or object it was seen on: the first 32,\ntheir reasons cut to 128 bytes and their messages to 1024; those read from pods or Warning events\nonly for a caller who may list them in the namespace.",
                     "type": "array",
@@ -4527,6 +4572,13 @@ const docTemplate = `{
                         }
                     ]
                 },
+                "rollout": {
+                    "description": "Rollout is where an incremental upgrade stands: each cluster's role, target capacity and share of\ntraffic, as the operator reports them. Absent where it reports none.",
+                    "type": "array",
+                    "items": {
+                        "$ref": "#/definitions/ray.RolloutCluster"
+                    }
+                },
                 "serviceStatus": {
                     "description": "RayService only. ServiceStatus is status.serviceStatus, cut to 128 bytes.",
                     "type": "string"
@@ -4535,13 +4587,29 @@ const docTemplate = `{
                     "type": "string"
                 },
                 "status": {
-                    "type": "string"
+                    "description": "Status is normalized per kind (API.md, \"Status\"). A RayService is Upgrading while\nUpgradeInProgress is True, and RollingBack while RollbackInProgress is True (KubeRay v1.6: its\nspec changed again mid-upgrade and traffic returns to the active cluster).",
+                    "type": "string",
+                    "enum": [
+                        "Pending",
+                        "Running",
+                        "Retrying",
+                        "Upgrading",
+                        "RollingBack",
+                        "Stopping",
+                        "Stopped",
+                        "Succeeded",
+                        "Failed"
+                    ]
                 },
                 "submissionMode": {
                     "description": "SubmissionMode is spec.submissionMode, cut to 128 bytes.",
                     "type": "string"
                 },
                 "type": {
+                    "type": "string"
+                },
+                "upgradeStrategy": {
+                    "description": "UpgradeStrategy is spec.upgradeStrategy.type (NewCluster, NewClusterWithIncrementalUpgrade, None;\n\"\" for the operator's default, NewCluster), cut to 128 bytes.",
                     "type": "string"
                 },
                 "warnings": {
@@ -5078,6 +5146,22 @@ const docTemplate = `{
                 }
             }
         },
+        "ray.DeletionRule": {
+            "type": "object",
+            "properties": {
+                "on": {
+                    "description": "On is the ending the rule waits for: a job status (SUCCEEDED, FAILED) or the deployment status\nFailed, cut to 128 bytes.",
+                    "type": "string"
+                },
+                "policy": {
+                    "description": "Policy is DeleteCluster, DeleteWorkers, DeleteSelf or DeleteNone, cut to 128 bytes.",
+                    "type": "string"
+                },
+                "ttlSeconds": {
+                    "type": "integer"
+                }
+            }
+        },
         "ray.Ending": {
             "type": "object",
             "properties": {
@@ -5323,6 +5407,34 @@ const docTemplate = `{
                 }
             }
         },
+        "ray.RolloutCluster": {
+            "type": "object",
+            "properties": {
+                "cluster": {
+                    "description": "Cluster is the RayCluster's name, cut to 253 bytes.",
+                    "type": "string"
+                },
+                "lastTrafficMigrated": {
+                    "type": "string"
+                },
+                "role": {
+                    "description": "Role is \"active\" (serving before the upgrade) or \"pending\" (the one upgraded to).",
+                    "type": "string",
+                    "enum": [
+                        "active",
+                        "pending"
+                    ]
+                },
+                "targetCapacity": {
+                    "description": "TargetCapacity is the percentage of its Serve replicas' capacity the cluster is asked to hold.",
+                    "type": "integer"
+                },
+                "trafficPercent": {
+                    "description": "TrafficPercent is the percentage of requests routed to it.",
+                    "type": "integer"
+                }
+            }
+        },
         "ray.ScaleRequest": {
             "type": "object",
             "properties": {
@@ -5377,6 +5489,13 @@ const docTemplate = `{
                     "description": "CreatorSigned says whether the service wrote the creator (signed, at a create made through it);\nfalse where anyone who may edit the object could have set it.",
                     "type": "boolean"
                 },
+                "deletionRules": {
+                    "description": "DeletionRules are what the operator deletes once it ends (spec.deletionStrategy: its\ndeletionRules, or the older onSuccess/onFailure), at most 16.",
+                    "type": "array",
+                    "items": {
+                        "$ref": "#/definitions/ray.DeletionRule"
+                    }
+                },
                 "endTime": {
                     "type": "string"
                 },
@@ -5423,6 +5542,10 @@ const docTemplate = `{
                     "description": "PendingRayClusterName is the Ray cluster being prepared, cut to 253 bytes.",
                     "type": "string"
                 },
+                "preRunningDeadlineSeconds": {
+                    "description": "PreRunningDeadlineSeconds is spec.preRunningDeadlineSeconds (KubeRay v1.6): how long it may take\nfrom its start to Running before the operator fails it (PreRunningDeadlineExceeded).",
+                    "type": "integer"
+                },
                 "rayClusterName": {
                     "description": "RayClusterName is the RayJob's Ray cluster, cut to 253 bytes.",
                     "type": "string"
@@ -5439,6 +5562,13 @@ const docTemplate = `{
                         }
                     ]
                 },
+                "rollout": {
+                    "description": "Rollout is where an incremental upgrade stands: each cluster's role, target capacity and share of\ntraffic, as the operator reports them. Absent where it reports none.",
+                    "type": "array",
+                    "items": {
+                        "$ref": "#/definitions/ray.RolloutCluster"
+                    }
+                },
                 "serviceStatus": {
                     "description": "RayService only. ServiceStatus is status.serviceStatus, cut to 128 bytes.",
                     "type": "string"
@@ -5447,13 +5577,29 @@ const docTemplate = `{
                     "type": "string"
                 },
                 "status": {
-                    "type": "string"
+                    "description": "Status is normalized per kind (API.md, \"Status\"). A RayService is Upgrading while\nUpgradeInProgress is True, and RollingBack while RollbackInProgress is True (KubeRay v1.6: its\nspec changed again mid-upgrade and traffic returns to the active cluster).",
+                    "type": "string",
+                    "enum": [
+                        "Pending",
+                        "Running",
+                        "Retrying",
+                        "Upgrading",
+                        "RollingBack",
+                        "Stopping",
+                        "Stopped",
+                        "Succeeded",
+                        "Failed"
+                    ]
                 },
                 "submissionMode": {
                     "description": "SubmissionMode is spec.submissionMode, cut to 128 bytes.",
                     "type": "string"
                 },
                 "type": {
+                    "type": "string"
+                },
+                "upgradeStrategy": {
+                    "description": "UpgradeStrategy is spec.upgradeStrategy.type (NewCluster, NewClusterWithIncrementalUpgrade, None;\n\"\" for the operator's default, NewCluster), cut to 128 bytes.",
                     "type": "string"
                 },
                 "workerGroups": {

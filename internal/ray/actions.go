@@ -193,7 +193,7 @@ func (k *Kind) Possible(s *Summary) Needs {
 	if len(s.WorkerGroups) > 0 {
 		n.set(ActionScale, PermUpdate)
 	}
-	if s.Status == StatusRunning || s.Status == StatusUpgrading || s.Status == StatusRetrying {
+	if s.Status == StatusRunning || s.Status == StatusUpgrading || s.Status == StatusRollingBack || s.Status == StatusRetrying {
 		n.set(ActionLogs, PermPodsList, PermPodLogs)
 		if k.CurrentCluster(s) != "" {
 			n.set(ActionDashboard, PermServiceProxy)

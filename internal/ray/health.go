@@ -159,7 +159,7 @@ func podProblems(pods []*corev1.Pod) []Problem {
 func (k *Kind) deriveHealth(s *Summary, podIssues []Problem, warnings ...Problem) {
 	problems := append(slices.Clone(s.objectProblems()), podIssues...)
 	if len(warnings) > 0 && s.Type == TypeInstance && (s.Status == StatusPending || s.Status == StatusRunning ||
-		s.Status == StatusRetrying || s.Status == StatusUpgrading || s.Status == StatusFailed) {
+		s.Status == StatusRetrying || s.Status == StatusUpgrading || s.Status == StatusRollingBack || s.Status == StatusFailed) {
 		if s.Status != StatusRunning || len(problems) > 0 || !k.allReady(s) {
 			problems = append(problems, warnings...)
 		}

@@ -59,3 +59,16 @@ func TestLogTargetDefaults(t *testing.T) {
 	assert.True(t, apierrors.IsConflict(err))
 	assert.Contains(t, err.Error(), "ImagePullBackOff")
 }
+
+// In SidecarMode (KubeRay v1.6) the submitter is container ray-job-submitter of the head pod, appended
+// after the Ray container (rayjob_controller.go constructRayClusterForRayJob): the driver log is there.
+func TestLogTargetSidecarMode(t *testing.T) {
+	job, _ := NewKinds().Lookup("rayjobs")
+	j := &unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{"name": "j"},
+		"spec": map[string]any{"submissionMode": "SidecarMode"}, "status": map[string]any{"rayClusterName": "j-x"}}}
+	p, c, err := job.LogTarget(j, []corev1.Pod{rayPod("j-x-head", "j-x", "head", "ray-head", "ray-job-submitter"),
+		rayPod("j-x-worker", "j-x", "worker", "ray-worker")}, "", "")
+	require.NoError(t, err)
+	assert.Equal(t, "j-x-head", p.Name)
+	assert.Equal(t, "ray-job-submitter", c)
+}

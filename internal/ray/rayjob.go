@@ -81,11 +81,48 @@ func summarizeRayJob(o *unstructured.Unstructured, s *Summary) {
 	}
 	s.StartTime = nestedTime(o, "status", "startTime")
 	s.EndTime = nestedTime(o, "status", "endTime")
+	if d, ok := nestedInt(o.Object, "spec", "preRunningDeadlineSeconds"); ok {
+		s.PreRunningDeadlineSeconds = &d
+	}
+	s.DeletionRules = deletionRules(o)
 	s.RayClusterName, _, _ = unstructured.NestedString(o.Object, "status", "rayClusterName")
 	if s.RayClusterName == "" {
 		// A RayJob that runs on an existing cluster names it in its selector.
 		s.RayClusterName, _, _ = unstructured.NestedString(o.Object, "spec", "clusterSelector", "ray.io/cluster")
 	}
+}
+
+// deletionRules reads spec.deletionStrategy: its deletionRules, or the older onSuccess and onFailure
+// policies, which wait spec.ttlSecondsAfterFinished (KubeRay v1.6 rayjob_controller.go
+// handleDeletionRules, handleLegacyDeletionPolicy).
+func deletionRules(o *unstructured.Unstructured) []DeletionRule {
+	strategy, _, _ := unstructured.NestedMap(o.Object, "spec", "deletionStrategy")
+	if strategy == nil {
+		return nil
+	}
+	var out []DeletionRule
+	rules, _ := strategy["deletionRules"].([]any)
+	for _, r := range rules {
+		rm, _ := r.(map[string]any)
+		policy, _ := rm["policy"].(string)
+		cond, _ := rm["condition"].(map[string]any)
+		on, _ := cond["jobStatus"].(string)
+		if d, _ := cond["jobDeploymentStatus"].(string); on == "" {
+			on = d
+		}
+		ttl, _ := nestedInt(cond, "ttlSeconds")
+		out = append(out, DeletionRule{Policy: Clip(policy, MaxWordBytes), On: Clip(on, MaxWordBytes), TTLSeconds: ttl})
+		if len(out) == MaxDeletionRules {
+			return out
+		}
+	}
+	ttl, _ := nestedInt(o.Object, "spec", "ttlSecondsAfterFinished")
+	for _, legacy := range []struct{ field, on string }{{"onSuccess", "SUCCEEDED"}, {"onFailure", "FAILED"}} {
+		if policy, ok, _ := unstructured.NestedString(strategy, legacy.field, "policy"); ok {
+			out = append(out, DeletionRule{Policy: Clip(policy, MaxWordBytes), On: legacy.on, TTLSeconds: ttl})
+		}
+	}
+	return out
 }
 
 // rayJobSignals: a failed deployment is a problem, with the reason KubeRay gives; any other deployment

@@ -2,6 +2,8 @@ package ray
 
 import (
 	"cmp"
+	"fmt"
+	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
@@ -27,12 +29,16 @@ func rayServiceKind() *Kind {
 	}
 }
 
-// rayServiceStatus normalizes a RayService's Ready and UpgradeInProgress conditions.
+// rayServiceStatus normalizes a RayService's Ready, UpgradeInProgress and RollbackInProgress
+// conditions (KubeRay v1.6 apis/ray/v1/rayservice_types.go; a rollback runs within an upgrade).
 func rayServiceStatus(o *unstructured.Unstructured) string {
 	if suspended, _, _ := unstructured.NestedBool(o.Object, "spec", "suspend"); suspended {
 		return StatusStopped // only where the installed CRD has spec.suspend
 	}
 	ready, found := condition(o, "Ready")
+	if c, _ := condition(o, "RollbackInProgress"); c.Status == "True" {
+		return StatusRollingBack
+	}
 	if c, _ := condition(o, "UpgradeInProgress"); c.Status == "True" {
 		return StatusUpgrading
 	}
@@ -56,12 +62,36 @@ func summarizeRayService(o *unstructured.Unstructured, s *Summary) {
 	s.PendingRayClusterName, _, _ = unstructured.NestedString(o.Object, "status", "pendingServiceStatus", "rayClusterName")
 	n, _ := nestedInt(o.Object, "status", "numServeEndpoints")
 	s.NumServeEndpoints = &n
+	strategy, _, _ := unstructured.NestedString(o.Object, "spec", "upgradeStrategy", "type")
+	s.UpgradeStrategy = Clip(strategy, MaxWordBytes)
+	for _, role := range []string{"active", "pending"} {
+		st, _, _ := unstructured.NestedMap(o.Object, "status", role+"ServiceStatus")
+		name, _ := st["rayClusterName"].(string)
+		capacity, hasCapacity := nestedInt(st, "targetCapacity")
+		traffic, hasTraffic := nestedInt(st, "trafficRoutedPercent")
+		if name == "" || !hasCapacity && !hasTraffic {
+			continue
+		}
+		c := RolloutCluster{Role: role, Cluster: Clip(name, MaxNameBytes)}
+		if hasCapacity {
+			c.TargetCapacity = &capacity
+		}
+		if hasTraffic {
+			c.TrafficPercent = &traffic
+		}
+		if t, err := time.Parse(time.RFC3339, fmt.Sprint(st["lastTrafficMigratedTime"])); err == nil {
+			c.LastTrafficMigrated = &t
+		}
+		s.Rollout = append(s.Rollout, c)
+	}
 }
 
 // rayServiceSignals: an upgrade in progress, or a Ready condition that is False, is why it waits; a
 // service that did not initialize in time is a problem.
 func rayServiceSignals(o *unstructured.Unstructured, _ *Summary, self InvolvedObjectRef) (problems []Problem, waiting *Health) {
-	if c, _ := condition(o, "UpgradeInProgress"); c.Status == "True" {
+	if c, _ := condition(o, "RollbackInProgress"); c.Status == "True" {
+		waiting = &Health{Reason: cmp.Or(c.Reason, "RollbackInProgress"), Message: c.Message, Since: c.Since}
+	} else if c, _ := condition(o, "UpgradeInProgress"); c.Status == "True" {
 		waiting = &Health{Reason: cmp.Or(c.Reason, "UpgradeInProgress"), Message: c.Message, Since: c.Since}
 	} else if c, _ := condition(o, "Ready"); c.Status == "False" {
 		waiting = &Health{Reason: cmp.Or(c.Reason, "NotReady"), Message: c.Message, Since: c.Since}

@@ -26,11 +26,41 @@ const (
 	StatusRunning   = "Running"
 	StatusRetrying  = "Retrying"
 	StatusUpgrading = "Upgrading"
-	StatusStopping  = "Stopping"
-	StatusStopped   = "Stopped"
-	StatusSucceeded = "Succeeded"
-	StatusFailed    = "Failed"
+	// StatusRollingBack: a RayService's upgrade is being undone (RollbackInProgress, KubeRay v1.6).
+	StatusRollingBack = "RollingBack"
+	StatusStopping    = "Stopping"
+	StatusStopped     = "Stopped"
+	StatusSucceeded   = "Succeeded"
+	StatusFailed      = "Failed"
 )
+
+// DeletionRule is one rule of a RayJob's deletionStrategy (KubeRay v1.6 apis/ray/v1/rayjob_types.go):
+// once the job ends as On says, the operator applies Policy after TTLSeconds from its end time.
+type DeletionRule struct {
+	// Policy is DeleteCluster, DeleteWorkers, DeleteSelf or DeleteNone, cut to 128 bytes.
+	Policy string `json:"policy"`
+	// On is the ending the rule waits for: a job status (SUCCEEDED, FAILED) or the deployment status
+	// Failed, cut to 128 bytes.
+	On         string `json:"on"`
+	TTLSeconds int64  `json:"ttlSeconds"`
+}
+
+// MaxDeletionRules is how many deletion rules a summary lists.
+const MaxDeletionRules = 16
+
+// RolloutCluster is one Ray cluster of a RayService's incremental upgrade (activeServiceStatus or
+// pendingServiceStatus: targetCapacity, trafficRoutedPercent, lastTrafficMigratedTime; KubeRay v1.5+).
+type RolloutCluster struct {
+	// Role is "active" (serving before the upgrade) or "pending" (the one upgraded to).
+	Role string `json:"role" enums:"active,pending"`
+	// Cluster is the RayCluster's name, cut to 253 bytes.
+	Cluster string `json:"cluster"`
+	// TargetCapacity is the percentage of its Serve replicas' capacity the cluster is asked to hold.
+	TargetCapacity *int64 `json:"targetCapacity,omitempty"`
+	// TrafficPercent is the percentage of requests routed to it.
+	TrafficPercent      *int64     `json:"trafficPercent,omitempty"`
+	LastTrafficMigrated *time.Time `json:"lastTrafficMigrated,omitempty"`
+}
 
 // Resources are requested amounts: CPU in cores, memory in bytes, GPUs and NPUs in devices.
 type Resources struct {
@@ -78,7 +108,10 @@ type Summary struct {
 	Namespace string `json:"namespace"`
 	Kind      string `json:"kind"`
 	Type      string `json:"type"`
-	Status    string `json:"status"`
+	// Status is normalized per kind (API.md, "Status"). A RayService is Upgrading while
+	// UpgradeInProgress is True, and RollingBack while RollbackInProgress is True (KubeRay v1.6: its
+	// spec changed again mid-upgrade and traffic returns to the active cluster).
+	Status string `json:"status" enums:"Pending,Running,Retrying,Upgrading,RollingBack,Stopping,Stopped,Succeeded,Failed"`
 	// RayVersion is spec.rayVersion, cut to 128 bytes.
 	RayVersion string `json:"rayVersion"`
 	// Creator is the annotation ray.openfuyao.com/creator, cut to 256 bytes.
@@ -107,6 +140,12 @@ type Summary struct {
 	EndTime        *time.Time `json:"endTime,omitempty"`
 	// RayClusterName is the RayJob's Ray cluster, cut to 253 bytes.
 	RayClusterName string `json:"rayClusterName,omitempty"`
+	// PreRunningDeadlineSeconds is spec.preRunningDeadlineSeconds (KubeRay v1.6): how long it may take
+	// from its start to Running before the operator fails it (PreRunningDeadlineExceeded).
+	PreRunningDeadlineSeconds *int64 `json:"preRunningDeadlineSeconds,omitempty"`
+	// DeletionRules are what the operator deletes once it ends (spec.deletionStrategy: its
+	// deletionRules, or the older onSuccess/onFailure), at most 16.
+	DeletionRules []DeletionRule `json:"deletionRules,omitempty"`
 
 	// RayService only. ServiceStatus is status.serviceStatus, cut to 128 bytes.
 	ServiceStatus string `json:"serviceStatus,omitempty"`
@@ -115,6 +154,12 @@ type Summary struct {
 	// PendingRayClusterName is the Ray cluster being prepared, cut to 253 bytes.
 	PendingRayClusterName string `json:"pendingRayClusterName,omitempty"`
 	NumServeEndpoints     *int64 `json:"numServeEndpoints,omitempty"`
+	// UpgradeStrategy is spec.upgradeStrategy.type (NewCluster, NewClusterWithIncrementalUpgrade, None;
+	// "" for the operator's default, NewCluster), cut to 128 bytes.
+	UpgradeStrategy string `json:"upgradeStrategy,omitempty"`
+	// Rollout is where an incremental upgrade stands: each cluster's role, target capacity and share of
+	// traffic, as the operator reports them. Absent where it reports none.
+	Rollout []RolloutCluster `json:"rollout,omitempty"`
 
 	// Health is derived in the watch cache from the object's status and conditions, its pods and the
 	// Warning events about them; its reason is cut to 128 bytes and its message to 1024.
