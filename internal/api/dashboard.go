@@ -120,7 +120,7 @@ func (s *Server) dashboard(c *gin.Context) (*response, error) {
 				pr.Out.Header.Del(h)
 			}
 			if rayToken != "" {
-				pr.Out.Header.Set(ray.RayAuthHeader, "Bearer "+rayToken)
+				pr.Out.Header.Set(ray.AuthHeader, "Bearer "+rayToken)
 			}
 		},
 		ModifyResponse: func(res *http.Response) error {

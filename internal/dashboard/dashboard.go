@@ -93,7 +93,7 @@ func (d *Dashboards) StopJob(ctx context.Context, addr, jobID, token string) err
 		return err
 	}
 	if token != "" {
-		req.Header.Set(ray.RayAuthHeader, "Bearer "+token)
+		req.Header.Set(ray.AuthHeader, "Bearer "+token)
 	}
 	res, err := d.Client.Do(req)
 	if err != nil {

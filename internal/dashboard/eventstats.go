@@ -89,7 +89,7 @@ func (d *Dashboards) GCSEventStats(ctx context.Context, addr, nodeIP, rayToken s
 	q := url.Values{"node_ip": {nodeIP}, "filename": {"gcs_server.out"}, "lines": {strconv.Itoa(GCSLogLines)}}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/api/v0/logs/file?"+q.Encode(), nil)
 	if rayToken != "" && err == nil {
-		req.Header.Set(ray.RayAuthHeader, "Bearer "+rayToken)
+		req.Header.Set(ray.AuthHeader, "Bearer "+rayToken)
 	}
 	if err != nil {
 		return nil, err

@@ -14,7 +14,7 @@ import (
 	"ray-service/internal/ray"
 )
 
-// ErrNoRayToken: a token-mode Ray cluster whose Secret does not (yet) hold a token.
+// ErrNoRayToken is the error of a token-mode Ray cluster whose Secret does not (yet) hold a token.
 var ErrNoRayToken = errors.New("no Ray token")
 
 // DashboardToken is the token the dashboard of obj's current Ray cluster takes, read from the cluster's
@@ -25,7 +25,7 @@ var ErrNoRayToken = errors.New("no Ray token")
 // ErrNoRayToken. The token is never logged nor kept.
 func (o *Objects) DashboardToken(ctx context.Context, obj *unstructured.Unstructured) (string, error) {
 	sum := o.Kind.Summarize(obj)
-	a := o.Kind.RayAuthOf(obj, o.Kind.CurrentCluster(&sum))
+	a := o.Kind.ClusterAuthOf(obj, o.Kind.CurrentCluster(&sum))
 	if !a.Token || a.Kubernetes {
 		return "", nil
 	}
@@ -43,9 +43,9 @@ func (o *Objects) DashboardToken(ctx context.Context, obj *unstructured.Unstruct
 		}
 		return "", err
 	}
-	token := strings.TrimSpace(string(secret.Data[ray.RayAuthTokenKey]))
+	token := strings.TrimSpace(string(secret.Data[ray.AuthTokenKey]))
 	if token == "" {
-		return "", fmt.Errorf("%w: Secret %q has no %s", ErrNoRayToken, a.Secret, ray.RayAuthTokenKey)
+		return "", fmt.Errorf("%w: Secret %q has no %s", ErrNoRayToken, a.Secret, ray.AuthTokenKey)
 	}
 	return token, nil
 }

@@ -7,37 +7,37 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
-// RayAuthTokenKey is the key of a Ray cluster's token in its Secret (KubeRay v1.6,
+// AuthTokenKey is the key of a Ray cluster's token in its Secret (KubeRay v1.6,
 // controllers/ray/utils/constant.go RAY_AUTH_TOKEN_SECRET_KEY).
-const RayAuthTokenKey = "auth_token"
+const AuthTokenKey = "auth_token"
 
-// RayAuthHeader is the header KubeRay sends a Ray cluster's token in, and that Ray reads where a proxy
+// AuthHeader is the header KubeRay sends a Ray cluster's token in, and that Ray reads where a proxy
 // keeps Authorization for itself (KubeRay v1.6 controllers/ray/utils/dashboardclient/dashboard_httpclient.go;
 // Ray 2.52+ python/ray/_private/authentication/http_token_authentication.py).
-const RayAuthHeader = "X-Ray-Authorization"
+const AuthHeader = "X-Ray-Authorization"
 
-// RayAuth is how the dashboard of a Ray cluster takes its callers, from the cluster spec's authOptions
+// ClusterAuth is how the dashboard of a Ray cluster takes its callers, from the cluster spec's authOptions
 // (KubeRay v1.6, apis/ray/v1/raycluster_types.go AuthOptions).
-type RayAuth struct {
+type ClusterAuth struct {
 	// Token: mode "token"; every request to the dashboard needs a bearer token. KubeRay turns it on only
 	// for that exact mode (utils.IsAuthEnabled), as this does.
 	Token bool
 	// Kubernetes: enableK8sTokenAuth as well; Ray checks callers' Kubernetes tokens (TokenReview and
 	// SubjectAccessReview) and there is no static token.
 	Kubernetes bool
-	// Secret names the Secret holding the static token (key RayAuthTokenKey): authOptions.secretName,
+	// Secret names the Secret holding the static token (key AuthTokenKey): authOptions.secretName,
 	// else the one KubeRay makes per cluster, named after it. "" without a static token.
 	Secret string
 }
 
-// RayAuthOf reads how the dashboard of the Ray cluster named cluster, made from o's cluster spec, takes
+// ClusterAuthOf reads how the dashboard of the Ray cluster named cluster, made from o's cluster spec, takes
 // its callers.
-func (k *Kind) RayAuthOf(o *unstructured.Unstructured, cluster string) RayAuth {
+func (k *Kind) ClusterAuthOf(o *unstructured.Unstructured, cluster string) ClusterAuth {
 	opts, _, _ := unstructured.NestedMap(o.Object, append(slices.Clone(k.ClusterSpecPath), "authOptions")...)
 	if mode, _ := opts["mode"].(string); mode != "token" {
-		return RayAuth{}
+		return ClusterAuth{}
 	}
-	a := RayAuth{Token: true}
+	a := ClusterAuth{Token: true}
 	if k8s, _ := opts["enableK8sTokenAuth"].(bool); k8s {
 		a.Kubernetes = true
 		return a

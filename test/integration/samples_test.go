@@ -231,7 +231,7 @@ func sampleObjects(t *testing.T, data []byte) []*unstructured.Unstructured {
 	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
 	for {
 		doc, err := r.Read()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			return out
 		}
 		require.NoError(t, err)
