@@ -38,9 +38,11 @@ type manifestKey struct {
 
 type keptManifest struct {
 	key manifestKey
-	// obj is the newest version received since the object was tracked; nil until one is.
-	obj  *Manifest
-	size int
+	// obj is the newest version received since the object was tracked; nil until one is. prev is the
+	// one before it: the informer transforms a version (and observe keeps it) before its store holds
+	// it, and until then the store still publishes prev.
+	obj, prev *Manifest
+	size      int
 }
 
 // Manifest is one version of an object's manifest kept for details, without managedFields; it is
@@ -74,15 +76,20 @@ func (m *manifests) observe(k *ray.Kind, u *unstructured.Unstructured) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if el, ok := m.byKey[key]; ok {
-		m.setLocked(el.Value.(*keptManifest), u)
+		kept := el.Value.(*keptManifest)
+		m.setLocked(kept, u, kept.obj)
 	}
 }
 
-func (m *manifests) setLocked(kept *keptManifest, u *unstructured.Unstructured) {
+// setLocked keeps u as the newest version, and prev as the one before it.
+func (m *manifests) setLocked(kept *keptManifest, u *unstructured.Unstructured, prev *Manifest) {
 	u.SetManagedFields(nil)
 	size := 2 * jsonSize(u.Object)
+	if prev != nil {
+		size += 2 * jsonSize(prev.Object)
+	}
 	m.bytes += size - kept.size
-	kept.obj, kept.size = &Manifest{Unstructured: u}, size
+	kept.obj, kept.prev, kept.size = &Manifest{Unstructured: u}, prev, size
 	m.trimLocked()
 }
 
@@ -101,7 +108,9 @@ func (m *manifests) track(k *ray.Kind, u *unstructured.Unstructured, writes uint
 		m.byKey[key] = el
 	}
 	m.lru.MoveToFront(el)
-	m.setLocked(el.Value.(*keptManifest), u.DeepCopy())
+	// A read replaces what was kept: it may be older than the informer's versions, and is then not
+	// served until the informer's next version.
+	m.setLocked(el.Value.(*keptManifest), u.DeepCopy(), nil)
 }
 
 // get returns the manifest kept of the object at resource version rv, and marks it as just shown.
@@ -114,10 +123,12 @@ func (m *manifests) get(k *ray.Kind, ns, name, rv string) (*Manifest, bool) {
 	}
 	m.lru.MoveToFront(el)
 	kept := el.Value.(*keptManifest)
-	if kept.obj == nil || kept.obj.GetResourceVersion() != rv {
-		return nil, false
+	for _, v := range []*Manifest{kept.obj, kept.prev} {
+		if v != nil && v.GetResourceVersion() == rv {
+			return v, true
+		}
 	}
-	return kept.obj, true
+	return nil, false
 }
 
 // forget stops keeping an object, deleted or written; written counts a write.

@@ -99,3 +99,29 @@ func TestManifestsAreBounded(t *testing.T) {
 	m.track(k, obj(99, 2*maxManifestsBytes), 0)
 	assert.LessOrEqual(t, m.bytes, maxManifestsBytes, "one larger than the bound is not kept")
 }
+
+// The informer transforms a version (and the cache keeps its manifest) before its store holds it: in
+// between, the version the store still publishes is served, not refused to the apiserver.
+func TestManifestBetweenTransformAndStore(t *testing.T) {
+	k := ray.NewKinds().Cluster()
+	m := newManifests()
+	version := func(rv string) *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{
+			"namespace": "team", "name": "demo", "resourceVersion": rv}}}
+	}
+	m.track(k, version("1"), 0)
+	m.observe(k, version("2"))
+	for _, rv := range []string{"1", "2"} {
+		got, ok := m.get(k, "team", "demo", rv)
+		require.True(t, ok, "version %s", rv)
+		assert.Equal(t, rv, got.GetResourceVersion())
+	}
+	m.observe(k, version("3"))
+	_, ok := m.get(k, "team", "demo", "1")
+	assert.False(t, ok, "two versions back is not served")
+	m.track(k, version("2"), 0)
+	_, ok = m.get(k, "team", "demo", "3")
+	assert.False(t, ok, "a read replaces the versions kept")
+	m.forget(k, "team", "demo", false)
+	assert.Zero(t, m.bytes, "the bytes of both versions are given back")
+}
