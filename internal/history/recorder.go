@@ -55,6 +55,11 @@ type Recorder struct {
 	once    sync.Once
 	// writes counts the records written, for the service's metrics.
 	writes atomic.Int64
+	// early are the endings read as soon as their objects were seen finished, by UID (mu): a deletion
+	// rule with ttlSeconds 0 (KubeRay v1.6) deletes the cluster, or the RayJob, right after it ends, and
+	// the writer may come to the change later. leadCtx is the context of this replica's lead (mu).
+	early   map[string]*earlyEnding
+	leadCtx context.Context
 	// pendingBytes is about what pending takes; seq orders the changes queued.
 	pendingBytes int64
 	seq          uint64
@@ -100,6 +105,16 @@ type change struct {
 	seq     uint64
 	bytes   int64
 }
+
+// earlyEnding is an ending read when its object was seen finished, before its change is written.
+type earlyEnding struct {
+	done   chan struct{}
+	ending *ray.Ending
+	err    error
+}
+
+// maxEarlyEndings bounds the endings read ahead of the writer at once; past it the writer reads them.
+const maxEarlyEndings = 8
 
 // size is about what a change takes in memory.
 func (c *change) size() int64 {
@@ -148,6 +163,7 @@ func slimStatuses(in []corev1.ContainerStatus) []corev1.ContainerStatus {
 func (r *Recorder) init() {
 	r.once.Do(func() {
 		r.known, r.pending, r.wake, r.grown = map[string]*known{}, map[string]*change{}, make(chan struct{}, 1), map[string]int64{}
+		r.early = map[string]*earlyEnding{}
 	})
 }
 
@@ -206,6 +222,7 @@ func (r *Recorder) observeLocked(k *ray.Kind, o *unstructured.Unstructured, s *r
 		rec.FinishedAt, kn.finished, changed = &end, true, true
 		if !kn.ended {
 			c.readEnding, kn.ended = true, true
+			r.readEarlyLocked(k, uid, o.GetNamespace(), o.GetName(), kn.clusters)
 		}
 	}
 	if !changed {
@@ -213,6 +230,45 @@ func (r *Recorder) observeLocked(k *ray.Kind, o *unstructured.Unstructured, s *r
 	}
 	c.record, c.clusters = rec, kn.clusters
 	r.queueLocked(c)
+}
+
+// readEarlyLocked starts reading the ending of an object seen finished, for the writer to take (see
+// takeEnding); at most maxEarlyEndings at once, the others are read by the writer.
+func (r *Recorder) readEarlyLocked(k *ray.Kind, uid, ns, name string, clusters []string) {
+	if r.leadCtx == nil || r.Core == nil || len(r.early) >= maxEarlyEndings || r.early[uid] != nil {
+		return
+	}
+	e := &earlyEnding{done: make(chan struct{})}
+	r.early[uid] = e
+	ctx := r.leadCtx
+	go func() {
+		defer close(e.done)
+		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		e.ending, e.err = k8s.ReadEnding(rctx, r.Core, k, ns, name, clusters, nil, r.Limits)
+	}()
+}
+
+// readEnding is the ending of c's object: the one read when it was seen finished, when that read
+// succeeded, else read now.
+func (r *Recorder) readEnding(ctx context.Context, c *change) (*ray.Ending, error) {
+	r.mu.Lock()
+	early := r.early[c.record.UID]
+	delete(r.early, c.record.UID)
+	r.mu.Unlock()
+	if early != nil {
+		select {
+		case <-early.done:
+			if early.err == nil {
+				return early.ending, nil
+			}
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	return k8s.ReadEnding(rctx, r.Core, c.kind, c.record.Namespace, c.record.Name, c.clusters, c.pods, r.Limits)
 }
 
 // Gone records that an object left the cache: deleted (cache.Observer). What explains how it ended is
@@ -330,6 +386,7 @@ func (r *Recorder) boundQueueLocked(c *change) {
 			return
 		}
 		delete(r.pending, oldest.record.UID)
+		delete(r.early, oldest.record.UID)
 		r.pendingBytes -= oldest.bytes
 		if r.dropped.Add(1)%1000 == 1 {
 			r.Log.Warn("history: the write queue is full: changes of deleted objects dropped", zap.Int64("dropped", r.dropped.Load()))
@@ -422,6 +479,7 @@ func (r *Recorder) lead(ctx context.Context) {
 		}
 	}
 	r.mu.Lock()
+	r.leadCtx = ctx
 	for uid, k := range live {
 		kind := r.Kinds.ByKind(k.Kind)
 		if kind == nil {
@@ -479,7 +537,7 @@ func (r *Recorder) catchUp(ctx context.Context, k *ray.Kind) error {
 func (r *Recorder) follow() {
 	r.leading.Store(false)
 	r.mu.Lock()
-	r.known, r.pending = map[string]*known{}, map[string]*change{}
+	r.known, r.pending, r.early, r.leadCtx = map[string]*known{}, map[string]*change{}, map[string]*earlyEnding{}, nil
 	r.mu.Unlock()
 	r.Log.Info("history: this replica no longer writes the history")
 }
@@ -589,9 +647,7 @@ func (r *Recorder) writeOne(ctx context.Context, c *change) error {
 		c.transitions, c.dropped = nil, 0
 	}
 	if c.readEnding {
-		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		defer cancel()
-		e, err := k8s.ReadEnding(rctx, r.Core, c.kind, c.record.Namespace, c.record.Name, c.clusters, c.pods, r.Limits)
+		e, err := r.readEnding(ctx, c)
 		if err != nil {
 			return err
 		}
