@@ -3,6 +3,7 @@ package cache
 import (
 	"context"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -72,7 +73,7 @@ func (c *warningCache) toWarning(obj any) *warning {
 		obj = t.Obj
 	}
 	e, ok := obj.(*corev1.Event)
-	if !ok || e.Type != corev1.EventTypeWarning || !c.keep(e.InvolvedObject.Kind) {
+	if !ok || e.Type != corev1.EventTypeWarning || !c.keep(e.InvolvedObject.Kind) || lostARace(e.Message) {
 		return nil
 	}
 	last := e.LastTimestamp.UTC()
@@ -84,6 +85,15 @@ func (c *warningCache) toWarning(obj any) *warning {
 	w.bytes = warningOverhead + len(w.ns) + len(w.name) + len(w.kind) + len(w.object) + len(w.reason) + len(w.message)
 	return w
 }
+
+// optimisticLockMessage is how the apiserver refuses a write made on a stale resourceVersion
+// (k8s.io/apiserver pkg/registry/generic/registry/store.go, OptimisticLockErrorMsg, v0.37).
+const optimisticLockMessage = "the object has been modified; please apply your changes to the latest version and try again"
+
+// lostARace tells a warning that says only that its controller wrote on a stale version: KubeRay
+// records one (FailedToUpdateHTTPRoute, FailedToUpdateService, ...) each time it meets another writer,
+// and reconciles again at once. It says nothing of the object's health.
+func lostARace(message string) bool { return strings.Contains(message, optimisticLockMessage) }
 
 func (w *warning) key() string { return w.ns + "/" + w.name }
 

@@ -26,7 +26,8 @@ func (t *told) change(ns, kind, name string) { t.objects = append(t.objects, ns+
 
 func keepRay(kind string) bool { return kind == "Pod" || kind == "RayCluster" }
 
-// Warnings about pods and Ray objects are kept, cut, by what they are about, newest first; others not.
+// Warnings about pods and Ray objects are kept, cut, by what they are about, newest first; others not,
+// nor those that only say a controller wrote on a stale version.
 func TestWarningCacheKeeps(t *testing.T) {
 	tl := &told{}
 	c := newWarningCache(keepRay, tl.change, 100, 100, 1<<20)
@@ -37,12 +38,15 @@ func TestWarningCacheKeeps(t *testing.T) {
 	normal := warningEvent("a", "e4", "Pod", "p", "normal", now)
 	normal.Type = corev1.EventTypeNormal
 	require.NoError(t, c.Add(normal))
+	require.NoError(t, c.Add(warningEvent("a", "e5", "RayCluster", "rc", `Failed to update the HTTPRoute a/x: Operation cannot `+
+		`be fulfilled on httproutes.gateway.networking.k8s.io "x": the object has been modified; please apply your changes `+
+		`to the latest version and try again`, now)))
 	got := c.about("a", ray.InvolvedObjectRef{Kind: "RayCluster", Name: "rc"})
 	require.Len(t, got, 2)
 	assert.LessOrEqual(t, len(got[0].Message), ray.MaxMessageBytes, "the newest first, its message cut")
 	assert.Equal(t, "old", got[1].Message)
 	n, _ := c.size()
-	assert.Equal(t, 2, n, "neither the Deployment's warning nor a Normal event is kept")
+	assert.Equal(t, 2, n, "neither the Deployment's warning, a Normal event nor a write that lost a race is kept")
 	assert.Equal(t, []string{"a/RayCluster/rc", "a/RayCluster/rc"}, tl.objects)
 
 	require.NoError(t, c.Delete(warningEvent("a", "e1", "RayCluster", "rc", "", now)))
