@@ -59,6 +59,9 @@ wait_for() { # name seconds command...
 moddir() { (cd "$STACK_DIR/tools/$1" && GOFLAGS=-mod=mod GOPROXY=off go list -m -f '{{.Dir}}' "$2"); }
 KUBERAY_DIR=$(moddir kuberay github.com/ray-project/kuberay/ray-operator)
 KWOK_DIR=$(moddir kwok sigs.k8s.io/kwok)
+# The Gateway API the operator builds against (a dependency of its module): its incremental RayService
+# upgrades write a Gateway and an HTTPRoute, which the tests accept as a gateway controller would.
+GATEWAY_DIR=$(moddir kuberay sigs.k8s.io/gateway-api)
 
 # PKI and users, once per state directory.
 P=$STATE/pki
@@ -127,9 +130,12 @@ kubectl apply --server-side --force-conflicts -f "$KUBERAY_DIR/config/crd/bases"
 kubectl apply --server-side --force-conflicts -f "$KWOK_DIR/kustomize/crd/bases/kwok.x-k8s.io_logs.yaml" \
   -f "$KWOK_DIR/kustomize/crd/bases/kwok.x-k8s.io_clusterlogs.yaml" -f "$KWOK_DIR/kustomize/crd/bases/kwok.x-k8s.io_metrics.yaml" \
   -f "$KWOK_DIR/kustomize/crd/bases/kwok.x-k8s.io_clusterresourceusages.yaml" >>"$STATE/logs/apply.log"
+kubectl apply --server-side -f "$GATEWAY_DIR/config/crd/standard/gateway.networking.k8s.io_gatewayclasses.yaml" \
+  -f "$GATEWAY_DIR/config/crd/standard/gateway.networking.k8s.io_gateways.yaml" \
+  -f "$GATEWAY_DIR/config/crd/standard/gateway.networking.k8s.io_httproutes.yaml" >>"$STATE/logs/apply.log"
 kubectl apply --server-side -f "$STACK_DIR/rbac.yaml" -f "$STACK_DIR/loopback-guard.yaml" >>"$STATE/logs/apply.log"
 kubectl wait --for=condition=Established --timeout=60s crd/rayclusters.ray.io crd/rayjobs.ray.io \
-  crd/rayservices.ray.io crd/logs.kwok.x-k8s.io crd/clusterlogs.kwok.x-k8s.io crd/metrics.kwok.x-k8s.io \
+  crd/rayservices.ray.io crd/gateways.gateway.networking.k8s.io crd/httproutes.gateway.networking.k8s.io crd/logs.kwok.x-k8s.io crd/clusterlogs.kwok.x-k8s.io crd/metrics.kwok.x-k8s.io \
   crd/clusterresourceusages.kwok.x-k8s.io >>"$STATE/logs/apply.log"
 if [ "$WITH_KWOK_METRICS" = 1 ]; then
   kubectl apply --server-side -f "$STACK_DIR/kwok-metrics.yaml" >>"$STATE/logs/apply.log"
@@ -252,6 +258,7 @@ export STACK_STATE="$STATE"
 export KUBECONFIG="$STATE/admin.kubeconfig"
 export SERVICE_KUBECONFIG="$STATE/service.kubeconfig"
 export KUBE_APISERVER_URL=https://127.0.0.1:$APISERVER_PORT
+export ETCD_URL=http://127.0.0.1:$ETCD_PORT
 export KUBE_CA_FILE="$P/ca.crt"
 export ADMIN_TOKEN=$(token admin)
 export VIEWER_TOKEN=$(token viewer)
