@@ -68,7 +68,9 @@ fuzz:
 
 # Integration tests run inside a network namespace that has only `lo`: everything they need is built
 # and downloaded before entering it.
+# The compatibility test reads the CRDs of KubeRay v1.5.0 from its module (test/compat/kuberay15).
 integration: build stack
+	cd test/compat/kuberay15 && $(GO) mod download github.com/ray-project/kuberay/ray-operator
 	$(GO) test -c -tags integration -o $(BIN)/integration.test ./test/integration
 	cd test/integration && RAY_SERVICE_BIN=$(CURDIR)/$(BIN)/ray-service \
 		../../stack/netns.sh ../../$(BIN)/integration.test -test.v -test.count=1 -test.timeout=40m
