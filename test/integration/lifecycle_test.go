@@ -378,6 +378,9 @@ func TestInterruptedStartCompletes(t *testing.T) {
 	_, err = env.admin.RbacV1().Roles(ns).Update(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "templates"},
 		Rules: []rbacv1.PolicyRule{rule}}, metav1.UpdateOptions{})
 	require.NoError(t, err)
+	// Until the authorizer knows the new right, a start leaves the stale template as it is (the caller
+	// may not delete it) and says 200: wait for the right first.
+	waitAllowed(t, "alice", ns, "delete", "", "configmaps")
 	eventually(t, 10*time.Second, "the start completes", func() bool {
 		r := call(t, "POST", itemPath(ns, "rayservices", "minimal-service")+"/start", alice, "", nil)
 		return r.Status == 200

@@ -352,6 +352,7 @@ func TestWatchInBrowser(t *testing.T) {
 	ns := namespace(t, "browser")
 	admin := env.tokens["admin"]
 	require.Equal(t, 201, createClusterAt(t, admin, ns, "shown", "?start=false").Status)
+	waitStatus(t, ns, "rayclusters", "shown", "Stopped") // suspended by the operator: not Stopping any more
 	target, err := url.Parse(env.serviceURL)
 	require.NoError(t, err)
 	proxy := &httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) {
