@@ -147,6 +147,9 @@ type Summary struct {
 	// deletionRules, or the older onSuccess/onFailure), at most 16.
 	DeletionRules []DeletionRule `json:"deletionRules,omitempty"`
 
+	// RayCronJob only: its schedule, the last and the next runs.
+	Schedule *CronSchedule `json:"schedule,omitempty"`
+
 	// RayService only. ServiceStatus is status.serviceStatus, cut to 128 bytes.
 	ServiceStatus string `json:"serviceStatus,omitempty"`
 	// ActiveRayClusterName is the Ray cluster serving, cut to 253 bytes.

@@ -1,0 +1,107 @@
+package ray
+
+import (
+	"time"
+
+	"github.com/robfig/cron/v3"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// RayCronJob (KubeRay v1.6, feature gate RayCronJob; apis/ray/v1/raycronjob_types.go and
+// controllers/ray/raycronjob_controller.go): spec.schedule (a standard cron schedule, parsed with
+// robfig/cron/v3's ParseStandard), spec.suspend, spec.jobTemplate (a RayJob spec) and
+// status.lastScheduleTime. At each time the schedule names, the operator creates one RayJob from the
+// template, named <name>-<5 random characters>, labelled RunOfLabel, annotated ScheduledAtAnnotation,
+// and owned by the RayCronJob. It runs on no Ray cluster of its own.
+const (
+	// RunOfLabel names, on a RayJob, the RayCronJob that made it (KubeRay constant.go).
+	RunOfLabel = "ray.io/cronjob-name"
+	// ScheduledAtAnnotation is the time a RayCronJob's run was scheduled for, UTC RFC 3339.
+	ScheduledAtAnnotation = "ray.io/cronjob-scheduled-timestamp"
+	// InvalidScheduleReason is the health reason of a RayCronJob whose schedule does not parse.
+	InvalidScheduleReason = "InvalidSchedule"
+	// NextRunsShown is how many of the next run times a summary gives.
+	NextRunsShown = 3
+)
+
+// rayCronJobKind: a RayCronJob is Running while it schedules and Stopped while suspended (start and
+// stop set spec.suspend); its runs are RayJobs. Its name leaves room for the suffix of its runs'
+// names within a RayJob's limit.
+func rayCronJobKind() *Kind {
+	return &Kind{
+		Resource:        "raycronjobs",
+		Kind:            "RayCronJob",
+		MaxNameLength:   47 - 6,
+		ClusterSpecPath: []string{"spec", "jobTemplate", "rayClusterSpec"},
+		StatusOf:        rayCronJobStatus,
+		SignalsOf:       rayCronJobSignals,
+		SummarizeOwn:    summarizeRayCronJob,
+		ClustersOf:      func(*Summary) []string { return nil },
+		CanSuspend:      func(*unstructured.Unstructured) bool { return true },
+	}
+}
+
+// CronSchedule is what a RayCronJob's summary says of its schedule.
+type CronSchedule struct {
+	// Expression is spec.schedule, cut to 128 bytes.
+	Expression string `json:"expression" example:"*/5 * * * *"`
+	// Error says why the schedule does not parse, as the operator would refuse it; empty when it does.
+	Error string `json:"error,omitempty"`
+	// LastScheduled is status.lastScheduleTime: when the operator last made a run.
+	LastScheduled *time.Time `json:"lastScheduled,omitempty"`
+	// NextRuns are the next NextRunsShown times the schedule names, from the time of the answer; none
+	// while the RayCronJob is suspended or its schedule does not parse.
+	NextRuns []time.Time `json:"nextRuns,omitempty"`
+}
+
+func rayCronJobStatus(o *unstructured.Unstructured) string {
+	if suspended, _, _ := unstructured.NestedBool(o.Object, "spec", "suspend"); suspended {
+		return StatusStopped
+	}
+	expr, _, _ := unstructured.NestedString(o.Object, "spec", "schedule")
+	if _, err := cron.ParseStandard(expr); err != nil {
+		return StatusFailed
+	}
+	return StatusRunning
+}
+
+func summarizeRayCronJob(o *unstructured.Unstructured, s *Summary) {
+	expr, _, _ := unstructured.NestedString(o.Object, "spec", "schedule")
+	sched := &CronSchedule{Expression: Clip(expr, MaxWordBytes)}
+	if _, err := cron.ParseStandard(expr); err != nil {
+		sched.Error = Clip(err.Error(), MaxMessageBytes)
+	}
+	if last, _, _ := unstructured.NestedString(o.Object, "status", "lastScheduleTime"); last != "" {
+		if t, err := time.Parse(time.RFC3339, last); err == nil {
+			sched.LastScheduled = &t
+		}
+	}
+	s.Schedule = sched
+}
+
+// rayCronJobSignals: a schedule that does not parse is a problem (the operator records
+// InvalidRayCronJobSpec and makes no run).
+func rayCronJobSignals(_ *unstructured.Unstructured, s *Summary, self InvolvedObjectRef) ([]Problem, *Health) {
+	if s.Schedule != nil && s.Schedule.Error != "" {
+		return []Problem{{Source: self, Reason: InvalidScheduleReason, Message: s.Schedule.Error}}, nil
+	}
+	return nil, nil
+}
+
+// NextRuns are the next n times the cron schedule expr names after t, as the operator reads it; none
+// when it does not parse.
+func NextRuns(expr string, after time.Time, n int) []time.Time {
+	sched, err := cron.ParseStandard(expr)
+	if err != nil {
+		return nil
+	}
+	out := make([]time.Time, 0, n)
+	for t := after; len(out) < n; {
+		t = sched.Next(t)
+		if t.IsZero() { // a schedule that never fires again (e.g. 30 February)
+			break
+		}
+		out = append(out, t.UTC())
+	}
+	return out
+}
