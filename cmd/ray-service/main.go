@@ -32,6 +32,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -135,7 +136,7 @@ func run() error {
 	var hist api.History // none without a history database
 	var auditStore audit.Store
 	if cfg.HistoryDSN != "" {
-		recorder, store2, released, err := startHistory(ctx, cfg, restCfg, kinds, log, instance, registry)
+		recorder, store2, released, err := startHistory(ctx, cfg, restCfg, kinds, store.Serves, log, instance, registry)
 		if err != nil {
 			return err
 		}
@@ -151,7 +152,20 @@ func run() error {
 		store.SetObserver(recorder)
 		hist, auditStore = store2, store2.Audit()
 	}
+	// The optional kinds (RayCronJob) are served while the cluster has their CRD: asked now and every
+	// 30 s, as KubeRay is upgraded or its feature gate turned on.
+	checkCRDs := func(context.Context) {
+		changed, err := store.CheckInstalled(core.Discovery())
+		if err != nil {
+			log.Warn("discovering the optional Ray kinds", zap.Error(err))
+		}
+		for k, installed := range changed {
+			log.Info("an optional Ray kind's CRD", zap.String("kind", k.Kind), zap.Bool("installed", installed))
+		}
+	}
+	checkCRDs(ctx)
 	store.Start(ctx)
+	go wait.UntilWithContext(ctx, checkCRDs, 30*time.Second)
 	var bindings *auth.Bindings // where RoleBindings name callers: their reviews by class
 	var rightsVersion func() uint64
 	if !cfg.ReviewEveryNamespace {
@@ -287,7 +301,7 @@ func run() error {
 
 // startHistory opens the history database and starts its recorder, which writes while this replica
 // holds the history's Lease.
-func startHistory(ctx context.Context, cfg *config.Config, restCfg *rest.Config, kinds *ray.Kinds, log *zap.Logger,
+func startHistory(ctx context.Context, cfg *config.Config, restCfg *rest.Config, kinds *ray.Kinds, serves func(*ray.Kind) bool, log *zap.Logger,
 	instance string, registry *prometheus.Registry) (*history.Recorder, *history.Store, <-chan struct{}, error) {
 	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -312,7 +326,7 @@ func startHistory(ctx context.Context, cfg *config.Config, restCfg *rest.Config,
 			ns = strings.TrimSpace(string(b))
 		}
 	}
-	r := &history.Recorder{Store: hs, Kinds: kinds, Dynamic: dyn, Core: core, Log: log,
+	r := &history.Recorder{Store: hs, Kinds: kinds, Serves: serves, Dynamic: dyn, Core: core, Log: log,
 		Limits: ray.EndingLimits{Events: 100, LogLines: 2000, LogBytes: 256 << 10},
 		MaxAge: cfg.HistoryMaxAge, MaxPerNamespace: cfg.HistoryMaxPerNamespace,
 		NamespaceMaxBytes: cfg.HistoryNamespaceBytes, MaxBytes: cfg.HistoryBytes}
@@ -397,7 +411,7 @@ func servePprof(addr string, log *zap.Logger) {
 }
 
 // readiness: ready once the caches have synced, the apiserver is ready itself (its storage answers)
-// and it serves the three KubeRay resources.
+// and it serves the KubeRay resources every KubeRay version has.
 func readiness(store *cache.Store, bindings *auth.Bindings, disc discovery.DiscoveryInterface, kinds *ray.Kinds) func(context.Context) error {
 	return func(ctx context.Context) error {
 		if !store.HasSynced() {
@@ -418,7 +432,7 @@ func readiness(store *cache.Store, bindings *auth.Bindings, disc discovery.Disco
 			served[r.Name] = true
 		}
 		for _, k := range kinds.All() {
-			if !served[k.Resource] {
+			if !served[k.Resource] && !k.Optional {
 				return fmt.Errorf("the apiserver does not serve %s.%s", k.Resource, k.GVR().GroupVersion())
 			}
 		}

@@ -199,6 +199,9 @@ func (f *fakeStore) List(k *ray.Kind, sc cache.Scopes, q *cache.Query) ([]*cache
 
 func (f *fakeStore) Namespaces(*ray.Kind) []string { return []string{"a", "b"} }
 
+// Serves: the fake has every kind's CRD but RayCronJob's.
+func (f *fakeStore) Serves(k *ray.Kind) bool { return !k.Optional }
+
 // The fake store never changes: its feed is empty.
 func (f *fakeStore) Epoch() string                         { return "fake" }
 func (f *fakeStore) Changed() <-chan struct{}              { return nil }

@@ -21,9 +21,11 @@ import (
 
 // Counts are the overview's counts per kind.
 type Counts struct {
-	RayClusters       ray.KindCount `json:"rayclusters"`
-	RayJobs           ray.KindCount `json:"rayjobs"`
-	RayServices       ray.KindCount `json:"rayservices"`
+	RayClusters ray.KindCount `json:"rayclusters"`
+	RayJobs     ray.KindCount `json:"rayjobs"`
+	RayServices ray.KindCount `json:"rayservices"`
+	// RayCronJobs are zero where the cluster has no RayCronJob CRD; active: not suspended.
+	RayCronJobs       ray.KindCount `json:"raycronjobs"`
 	ActiveRayClusters int           `json:"activeRayClusters"`
 }
 
@@ -40,7 +42,8 @@ type OverviewData struct {
 
 // of returns the count of kind k: the contract names one field per kind.
 func (c *Counts) of(k *ray.Kind) *ray.KindCount {
-	return map[string]*ray.KindCount{"rayclusters": &c.RayClusters, "rayjobs": &c.RayJobs, "rayservices": &c.RayServices}[k.Resource]
+	return map[string]*ray.KindCount{"rayclusters": &c.RayClusters, "rayjobs": &c.RayJobs, "rayservices": &c.RayServices,
+		"raycronjobs": &c.RayCronJobs}[k.Resource]
 }
 
 // Grafana is where the overview links to.
@@ -179,7 +182,7 @@ func (s *Server) figures(c *gin.Context, w metrics.Window, scope metrics.Scope, 
 //	@Produce		json
 //	@Security		Bearer
 //	@Param			namespace				path		string	true	"namespace"
-//	@Param			kind					path		string	true	"kind"	Enums(rayclusters, rayjobs, rayservices)
+//	@Param			kind					path		string	true	"kind"	Enums(rayclusters, rayjobs, rayservices, raycronjobs)
 //	@Param			name					path		string	true	"name"
 //	@Param			range					query		string	false	"named window"	Enums(10m, 30m, 1h, 3h, 6h, 12h, 24h, 7d)	default(30m)
 //	@Param			start					query		string	false	"window start (RFC 3339 or Unix seconds), with end"

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"time"
 
 	"ray-service/internal/cache"
 	"ray-service/internal/ray"
@@ -14,7 +15,8 @@ import (
 // for byte what encoding the envelope would give. Each item's summary is encoded once by the cache
 // (cache.Item.JSON) and shared by every page that shows it; a page adds what differs for its caller:
 // the actions, the last field of a summary, and, where the caller may not be shown it, the health
-// reason withheld (that item alone is encoded anew).
+// reason withheld (that item alone is encoded anew), and for a kind that completes its summaries at
+// answer time (Kind.AtAnswer: a RayCronJob's next runs), its items encoded anew.
 func listPage(k *ray.Kind, items []*cache.Item, granted map[string]ray.Permissions, total, page, pageSize int) (*response, error) {
 	size := 128
 	for _, it := range items {
@@ -24,6 +26,7 @@ func listPage(k *ray.Kind, items []*cache.Item, granted map[string]ray.Permissio
 		}
 		size += len(encoded) + 96 // and its actions
 	}
+	now := time.Now()
 	var b bytes.Buffer
 	b.Grow(size)
 	b.WriteString(`{"code":200,"msg":"OK","data":{"items":[`)
@@ -33,9 +36,15 @@ func listPage(k *ray.Kind, items []*cache.Item, granted map[string]ray.Permissio
 		}
 		actions, withheld := shownAs(k, &it.Summary, granted[it.Summary.Namespace])
 		encoded, err := it.JSON()
-		if withheld {
+		if withheld || k.AtAnswer != nil {
 			shown := it.Summary
-			shown.Health, shown.Actions = shown.Health.Withheld(), nil
+			shown.Actions = nil
+			if withheld {
+				shown.Health = shown.Health.Withheld()
+			}
+			if k.AtAnswer != nil {
+				k.AtAnswer(&shown, now)
+			}
 			encoded, err = json.Marshal(&shown)
 		}
 		if err != nil {

@@ -93,7 +93,7 @@ type DeleteData struct {
 //	@Tags			resources
 //	@Produce		json
 //	@Security		Bearer
-//	@Param			kind			path		string	true	"kind"	Enums(rayclusters, rayjobs, rayservices)
+//	@Param			kind			path		string	true	"kind"	Enums(rayclusters, rayjobs, rayservices, raycronjobs)
 //	@Param			search			query		string	false	"case-insensitive substring of the name"
 //	@Param			status			query		string	false	"normalized status, comma-separated"
 //	@Param			rayVersion		query		string	false	"Ray version, comma-separated"
@@ -119,7 +119,7 @@ func (s *Server) listAll(c *gin.Context) (*response, error) { return s.list(c) }
 //	@Produce		json
 //	@Security		Bearer
 //	@Param			namespace			path		string	true	"namespace"
-//	@Param			kind				path		string	true	"kind"	Enums(rayclusters, rayjobs, rayservices)
+//	@Param			kind				path		string	true	"kind"	Enums(rayclusters, rayjobs, rayservices, raycronjobs)
 //	@Param			search				query		string	false	"case-insensitive substring of the name"
 //	@Param			status				query		string	false	"normalized status, comma-separated"
 //	@Param			rayVersion			query		string	false	"Ray version, comma-separated"
@@ -190,7 +190,7 @@ func (s *Server) rightsVersion() uint64 {
 //	@Produce		json
 //	@Security		Bearer
 //	@Param			namespace					path		string	true	"namespace"
-//	@Param			kind						path		string	true	"kind"	Enums(rayclusters, rayjobs, rayservices)
+//	@Param			kind						path		string	true	"kind"	Enums(rayclusters, rayjobs, rayservices, raycronjobs)
 //	@Param			dryRun						query		bool	false	"validate only"
 //	@Param			body						body		object	false	"the manifest (JSON or YAML)"
 //	@Param			file						formData	file	false	"the manifest as an uploaded file"
@@ -251,7 +251,7 @@ func (s *Server) createAs(c *gin.Context, r *request, obj *unstructured.Unstruct
 //	@Produce		json
 //	@Security		Bearer
 //	@Param			namespace			path		string	true	"namespace"
-//	@Param			kind				path		string	true	"kind"	Enums(rayclusters, rayjobs, rayservices)
+//	@Param			kind				path		string	true	"kind"	Enums(rayclusters, rayjobs, rayservices, raycronjobs)
 //	@Param			name				path		string	true	"name"
 //	@Success		200					{object}	Envelope{data=Detail}
 //	@Failure		400,401,403,404,503,504	{object}	Envelope
@@ -363,6 +363,9 @@ func (s *Server) detailOf(c *gin.Context, r *request, cur *k8s.Current, sum ray.
 		}
 	}
 	d.Actions, d.Health, d.Problems = one[0].Actions, one[0].Health, problems
+	if r.kind.AtAnswer != nil {
+		r.kind.AtAnswer(&d.Summary, time.Now())
+	}
 	if cur.Template != nil {
 		return d
 	}
@@ -390,7 +393,7 @@ func (s *Server) detailOf(c *gin.Context, r *request, cur *k8s.Current, sum ray.
 //	@Produce		json
 //	@Security		Bearer
 //	@Param			namespace					path		string	true	"namespace"
-//	@Param			kind						path		string	true	"kind"	Enums(rayclusters, rayjobs, rayservices)
+//	@Param			kind						path		string	true	"kind"	Enums(rayclusters, rayjobs, rayservices, raycronjobs)
 //	@Param			name						path		string	true	"name"
 //	@Param			dryRun						query		bool	false	"validate only"
 //	@Param			body						body		object	false	"the manifest (JSON or YAML)"
@@ -426,7 +429,7 @@ func (s *Server) replace(c *gin.Context) (*response, error) {
 //	@Produce		json
 //	@Security		Bearer
 //	@Param			namespace				path		string	true	"namespace"
-//	@Param			kind					path		string	true	"kind"	Enums(rayclusters, rayjobs, rayservices)
+//	@Param			kind					path		string	true	"kind"	Enums(rayclusters, rayjobs, rayservices, raycronjobs)
 //	@Param			name					path		string	true	"name"
 //	@Success		200						{object}	Envelope{data=DeleteData}
 //	@Failure		400,401,403,404,409,503,504	{object}	Envelope
@@ -453,7 +456,7 @@ func (s *Server) delete(c *gin.Context) (*response, error) {
 //	@Produce		json
 //	@Security		Bearer
 //	@Param			namespace			path		string	true	"namespace"
-//	@Param			kind				path		string	true	"kind"	Enums(rayclusters, rayjobs, rayservices)
+//	@Param			kind				path		string	true	"kind"	Enums(rayclusters, rayjobs, rayservices, raycronjobs)
 //	@Param			name				path		string	true	"name"
 //	@Param			download			query		bool	false	"add Content-Disposition: attachment"
 //	@Success		200					{string}	string	"the manifest"

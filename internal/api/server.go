@@ -50,6 +50,8 @@ type Authorizer interface {
 
 // Store is the watch cache as the handlers read it (cache.Store).
 type Store interface {
+	// Serves tells whether the cluster serves kind k: an optional kind only while its CRD is installed.
+	Serves(k *ray.Kind) bool
 	// Count counts the published instances and templates of a kind in two scopes, and those active.
 	Count(k *ray.Kind, sc cache.Scopes) ray.KindCount
 	// List returns the page a query asks for of the same, and how many match in all.
@@ -347,13 +349,22 @@ type request struct {
 	objects Objects
 }
 
-// withKind resolves the {kind} path parameter (anything but the three Ray kinds is 404) and checks the
-// path's names.
+// withKind resolves the {kind} path parameter (anything but the Ray kinds, or an optional kind the
+// cluster does not serve, is 404) and checks the path's names.
 func (s *Server) withKind(c *gin.Context) {
 	k, ok := s.Kinds.Lookup(c.Param("kind"))
 	if !ok {
+		var names []string
+		for _, k := range s.Kinds.All() {
+			names = append(names, k.Resource)
+		}
 		s.abort(c, statusError(http.StatusNotFound, metav1.StatusReasonNotFound,
-			fmt.Sprintf("unknown kind %q: use rayclusters, rayjobs or rayservices", c.Param("kind"))))
+			fmt.Sprintf("unknown kind %q: use %s", c.Param("kind"), strings.Join(names, ", "))))
+		return
+	}
+	if !s.Store.Serves(k) {
+		s.abort(c, statusError(http.StatusNotFound, metav1.StatusReasonNotFound,
+			fmt.Sprintf("this cluster does not serve %s.%s: %s needs %s", k.Resource, k.GVR().Group, k.Kind, k.Requires)))
 		return
 	}
 	if err := checkPathNames(c.Param("namespace"), c.Param("name")); err != nil {

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
@@ -46,6 +47,10 @@ type Store struct {
 	warnings *warningCache
 	start    []func(stop <-chan struct{})
 	handled  []cache.ResourceEventHandlerRegistration
+	// optional are the informers of the optional kinds, started once their CRD is found (SetInstalled);
+	// stop is what Start was given, for them.
+	optional map[*ray.Kind]*optionalInformer
+	stop     <-chan struct{}
 
 	// mu serializes publishing (so that the last published item of an object is derived from the newest
 	// object and pods) and guards the published items.
@@ -110,11 +115,20 @@ func NewStore(dyn dynamic.Interface, core kubernetes.Interface, kinds *ray.Kinds
 		instances: map[*ray.Kind]namespaced[*Item]{}, templated: map[*ray.Kind]namespaced[*Item]{}, ordered: map[*ray.Kind]*views{},
 		active: map[*ray.Kind]map[string]int{}, feeds: map[*ray.Kind]*feed{}, notify: newNotifier(), epoch: newEpoch(), manifests: newManifests()}
 	df := dynamicinformer.NewDynamicSharedInformerFactory(dyn, resync)
+	s.optional = map[*ray.Kind]*optionalInformer{}
 	for _, k := range kinds.All() {
 		s.instances[k], s.templated[k], s.ordered[k] = namespaced[*Item]{}, namespaced[*Item]{}, newViews()
 		s.active[k] = map[string]int{}
 		s.feeds[k] = newFeed(FeedWindow, FeedBytes)
-		inf := df.ForResource(k.GVR()).Informer()
+		var inf cache.SharedIndexInformer
+		if k.Optional {
+			// Not the factory's: its Start would list a resource the cluster may not have.
+			inf = dynamicinformer.NewFilteredDynamicInformer(dyn, k.GVR(), metav1.NamespaceAll, resync,
+				cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}, nil).Informer()
+			s.optional[k] = &optionalInformer{inf: inf}
+		} else {
+			inf = df.ForResource(k.GVR()).Informer()
+		}
 		if err := inf.SetTransform(s.entryTransform(k)); err != nil {
 			return nil, err
 		}
@@ -170,11 +184,53 @@ func NewStore(dyn dynamic.Interface, core kubernetes.Interface, kinds *ray.Kinds
 	return s, nil
 }
 
-// Start runs the informers until ctx ends.
+// Start runs the informers until ctx ends; those of optional kinds once their CRD is found.
 func (s *Store) Start(ctx context.Context) {
+	s.mu.Lock()
+	s.stop = ctx.Done()
+	s.mu.Unlock()
 	for _, f := range s.start {
 		f(ctx.Done())
 	}
+	for _, o := range s.optional {
+		if o.installed.Load() {
+			o.run(ctx.Done())
+		}
+	}
+}
+
+// optionalInformer is the informer of an optional kind.
+type optionalInformer struct {
+	inf       cache.SharedIndexInformer
+	handled   cache.ResourceEventHandlerRegistration
+	installed atomic.Bool
+	once      sync.Once
+}
+
+func (o *optionalInformer) run(stop <-chan struct{}) { o.once.Do(func() { go o.inf.Run(stop) }) }
+
+// SetInstalled tells the store whether the cluster has the CRD of optional kind k now: its informer is
+// started the first time it has (and runs from then on: objects of a CRD deleted are deleted first, and
+// the informer lists again when it comes back). Required kinds are always installed.
+func (s *Store) SetInstalled(k *ray.Kind, installed bool) {
+	o := s.optional[k]
+	if o == nil {
+		return
+	}
+	o.installed.Store(installed)
+	s.mu.RLock()
+	stop := s.stop
+	s.mu.RUnlock()
+	if installed && stop != nil {
+		o.run(stop)
+	}
+}
+
+// Serves tells whether the store serves kind k: a required kind always; an optional one while its CRD
+// is installed, once its informer has listed.
+func (s *Store) Serves(k *ray.Kind) bool {
+	o := s.optional[k]
+	return o == nil || (o.installed.Load() && o.handled != nil && o.handled.HasSynced())
 }
 
 // HasSynced tells whether every informer has listed once and its handlers have published what it listed.
@@ -213,6 +269,10 @@ func (s *Store) addHandlers() error {
 		})
 		if err != nil {
 			return err
+		}
+		if o := s.optional[k]; o != nil {
+			o.handled = h // the store syncs without it (see Serves)
+			continue
 		}
 		s.handled = append(s.handled, h)
 	}
@@ -502,4 +562,28 @@ func (s *Store) clusterItem(ns, name string) (*Item, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return s.instances[s.kinds.Cluster()].get(ns, name)
+}
+
+// CheckInstalled asks the apiserver which optional kinds it serves now (discovery of the Ray group,
+// which needs no rights) and tells the store (SetInstalled); it returns the kinds whose presence changed,
+// each with whether it is installed now.
+func (s *Store) CheckInstalled(disc discovery.DiscoveryInterface) (map[*ray.Kind]bool, error) {
+	list, err := disc.ServerResourcesForGroupVersion(ray.RayGroupVersion.String())
+	if err != nil {
+		return nil, err
+	}
+	have := map[string]bool{}
+	for _, r := range list.APIResources {
+		have[r.Name] = true
+	}
+	changed := map[*ray.Kind]bool{}
+	for _, k := range s.kinds.All() {
+		if o := s.optional[k]; o != nil {
+			if o.installed.Load() != have[k.Resource] {
+				changed[k] = have[k.Resource]
+			}
+			s.SetInstalled(k, have[k.Resource])
+		}
+	}
+	return changed, nil
 }

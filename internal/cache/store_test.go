@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	discoveryfake "k8s.io/client-go/discovery/fake"
 	"k8s.io/client-go/dynamic"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes/fake"
@@ -152,4 +153,55 @@ func TestCountIsWhatThePublishedItemsGive(t *testing.T) {
 	require.NoError(t, clusters("b").Delete(ctx, "three", metav1.DeleteOptions{}))
 	agree("all deleted", 0, 0)
 	assert.Empty(t, store.active[cluster], "no namespace is left counted")
+}
+
+// An optional kind (RayCronJob) is not served, and the store syncs without it, until discovery finds
+// its CRD; then its informer lists, and its objects are published. Its CRD gone, it is not served.
+func TestOptionalKindFollowsItsCRD(t *testing.T) {
+	kinds, dyn, core, store := startedStore(t)
+	ctx := t.Context()
+	var cron *ray.Kind
+	for _, k := range kinds.All() {
+		if k.Optional {
+			cron = k
+		}
+	}
+	require.NotNil(t, cron)
+	assert.False(t, store.Serves(cron), "no CRD found yet")
+	assert.True(t, store.Serves(kinds.Cluster()))
+	assert.True(t, store.HasSynced(), "synced without it")
+
+	disc := core.Discovery().(*discoveryfake.FakeDiscovery)
+	resources := func(names ...string) {
+		list := &metav1.APIResourceList{GroupVersion: ray.RayGroupVersion.String()}
+		for _, n := range names {
+			list.APIResources = append(list.APIResources, metav1.APIResource{Name: n, Namespaced: true})
+		}
+		disc.Resources = []*metav1.APIResourceList{list}
+	}
+	resources("rayclusters", "rayjobs", "rayservices")
+	changed, err := store.CheckInstalled(disc)
+	require.NoError(t, err)
+	assert.Empty(t, changed)
+	assert.False(t, store.Serves(cron))
+
+	obj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "ray.io/v1", "kind": "RayCronJob",
+		"metadata": map[string]any{"name": "nightly", "namespace": "team"},
+		"spec":     map[string]any{"schedule": "0 1 * * *", "jobTemplate": map[string]any{"entrypoint": "python run.py"}}}}
+	_, err = dyn.Resource(cron.GVR()).Namespace("team").Create(ctx, obj, metav1.CreateOptions{})
+	require.NoError(t, err)
+	resources("rayclusters", "rayjobs", "rayservices", "raycronjobs")
+	changed, err = store.CheckInstalled(disc)
+	require.NoError(t, err)
+	assert.Equal(t, map[*ray.Kind]bool{cron: true}, changed)
+	require.Eventually(t, func() bool { return store.Serves(cron) }, 5*time.Second, 10*time.Millisecond, "served once listed")
+	items := store.Items(cron, Scopes{Instances: auth.AllNamespaces()})
+	require.Len(t, items, 1)
+	assert.Equal(t, ray.StatusRunning, items[0].Summary.Status)
+
+	resources("rayclusters", "rayjobs", "rayservices")
+	changed, err = store.CheckInstalled(disc)
+	require.NoError(t, err)
+	assert.Equal(t, map[*ray.Kind]bool{cron: false}, changed)
+	assert.False(t, store.Serves(cron), "its CRD gone")
 }

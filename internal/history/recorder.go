@@ -28,6 +28,9 @@ import (
 type Recorder struct {
 	Store *Store
 	Kinds *ray.Kinds
+	// Serves tells the kinds the cluster serves now (the watch cache's): an optional kind without its
+	// CRD is not listed. Nil: all.
+	Serves func(*ray.Kind) bool
 	// Dynamic and Core are the service's own clients: the leader lists the Ray objects with them, and
 	// reads how an object ended (events, pods, log tail).
 	Dynamic dynamic.Interface
@@ -491,6 +494,9 @@ func (r *Recorder) lead(ctx context.Context) {
 	r.mu.Unlock()
 	r.leading.Store(true)
 	for _, k := range r.Kinds.All() {
+		if r.Serves != nil && !r.Serves(k) {
+			continue // its objects are observed when the cache serves it
+		}
 		if err := r.catchUp(ctx, k); err != nil {
 			if ctx.Err() == nil {
 				r.Log.Error("history: listing to catch up", zap.String("kind", k.Kind), zap.Error(err))
@@ -502,7 +508,8 @@ func (r *Recorder) lead(ctx context.Context) {
 	now := time.Now().UTC()
 	r.mu.Lock()
 	for uid, kn := range r.known {
-		if kn.fromStore {
+		// Of a kind not served, nothing was listed: what is recorded of it is left as it is.
+		if kn.fromStore && (r.Serves == nil || r.Serves(kn.kind)) {
 			delete(r.known, uid)
 			k := live[uid]
 			r.queueLocked(&change{kind: kn.kind, record: Record{UID: uid, Kind: k.Kind, Namespace: k.Namespace, Name: k.Name,

@@ -193,7 +193,8 @@ func (k *Kind) Possible(s *Summary) Needs {
 	if len(s.WorkerGroups) > 0 {
 		n.set(ActionScale, PermUpdate)
 	}
-	if s.Status == StatusRunning || s.Status == StatusUpgrading || s.Status == StatusRollingBack || s.Status == StatusRetrying {
+	running := s.Status == StatusRunning || s.Status == StatusUpgrading || s.Status == StatusRollingBack || s.Status == StatusRetrying
+	if running && !k.NoPods {
 		n.set(ActionLogs, PermPodsList, PermPodLogs)
 		if k.CurrentCluster(s) != "" {
 			n.set(ActionDashboard, PermServiceProxy)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -89,6 +90,18 @@ type Kind struct {
 	Finishes bool
 	// RerunsFrom tells whether a start runs an object of this status again. Default: never.
 	RerunsFrom func(status string) bool
+	// NoPods: an object of the kind runs no pods of its own (a RayCronJob: its runs are RayJobs), so it
+	// has no logs. Default: false.
+	NoPods bool
+	// AtAnswer completes a summary copied for an answer with what changes with time alone (and so is
+	// not cached), given the time of the answer; it replaces, never changes, what the summary points to.
+	// Default: nothing.
+	AtAnswer func(s *Summary, now time.Time)
+	// Optional: the kind is served only where the cluster has its CRD (a newer KubeRay's kind, behind
+	// a feature gate); elsewhere its paths answer 404 saying so. Default: false, the CRD is required.
+	Optional bool
+	// Requires names what the cluster needs for an optional kind, for that 404.
+	Requires string
 }
 
 // check panics when a kind leaves out a field it must say: a kind is a fixed part of the service, and
@@ -153,9 +166,9 @@ type Kinds struct {
 	all        []*Kind
 }
 
-// NewKinds returns the kinds RayCluster, RayJob and RayService.
+// NewKinds returns the kinds RayCluster, RayJob, RayService and RayCronJob (optional).
 func NewKinds() *Kinds {
-	all := []*Kind{rayClusterKind(), rayJobKind(), rayServiceKind()}
+	all := []*Kind{rayClusterKind(), rayJobKind(), rayServiceKind(), rayCronJobKind()}
 	slices.SortFunc(all, func(a, b *Kind) int { return strings.Compare(a.Resource, b.Resource) })
 	r := &Kinds{byResource: map[string]*Kind{}, all: all}
 	for _, k := range all {

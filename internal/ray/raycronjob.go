@@ -38,6 +38,10 @@ func rayCronJobKind() *Kind {
 		SummarizeOwn:    summarizeRayCronJob,
 		ClustersOf:      func(*Summary) []string { return nil },
 		CanSuspend:      func(*unstructured.Unstructured) bool { return true },
+		NoPods:          true,
+		AtAnswer:        nextRunsAt,
+		Optional:        true,
+		Requires:        "KubeRay v1.6 or later with the RayCronJob feature gate",
 	}
 }
 
@@ -104,4 +108,14 @@ func NextRuns(expr string, after time.Time, n int) []time.Time {
 		out = append(out, t.UTC())
 	}
 	return out
+}
+
+// nextRunsAt gives a scheduling RayCronJob's next runs from now, on a copy of its schedule.
+func nextRunsAt(s *Summary, now time.Time) {
+	if s.Schedule == nil || s.Status != StatusRunning {
+		return
+	}
+	sched := *s.Schedule
+	sched.NextRuns = NextRuns(sched.Expression, now, NextRunsShown)
+	s.Schedule = &sched
 }

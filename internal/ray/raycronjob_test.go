@@ -65,3 +65,19 @@ func TestNextRuns(t *testing.T) {
 	assert.Empty(t, NextRuns("not a schedule", at, 3))
 	assert.Empty(t, NextRuns("0 0 30 2 *", at, 3), "30 February never comes")
 }
+
+// The next runs are given at answer time, on a copy: the cached summary keeps none.
+func TestRayCronJobNextRunsAtAnswer(t *testing.T) {
+	k := rayCronJobKind()
+	cached := k.Summarize(cronJob(t, "*/10 * * * *", false, nil))
+	answer := cached
+	now := time.Date(2026, 12, 3, 8, 5, 0, 0, time.UTC)
+	k.AtAnswer(&answer, now)
+	require.Len(t, answer.Schedule.NextRuns, NextRunsShown)
+	assert.Equal(t, time.Date(2026, 12, 3, 8, 10, 0, 0, time.UTC), answer.Schedule.NextRuns[0])
+	assert.Empty(t, cached.Schedule.NextRuns, "the cached summary is not changed")
+
+	suspended := k.Summarize(cronJob(t, "*/10 * * * *", true, nil))
+	k.AtAnswer(&suspended, now)
+	assert.Empty(t, suspended.Schedule.NextRuns, "none while suspended")
+}
