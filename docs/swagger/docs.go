@@ -244,7 +244,8 @@ const docTemplate = `{
                         "enum": [
                             "rayclusters",
                             "rayjobs",
-                            "rayservices"
+                            "rayservices",
+                            "raycronjobs"
                         ],
                         "type": "string",
                         "description": "kind",
@@ -400,7 +401,8 @@ const docTemplate = `{
                         "enum": [
                             "rayclusters",
                             "rayjobs",
-                            "rayservices"
+                            "rayservices",
+                            "raycronjobs"
                         ],
                         "type": "string",
                         "description": "kind",
@@ -482,7 +484,8 @@ const docTemplate = `{
                         "enum": [
                             "rayclusters",
                             "rayjobs",
-                            "rayservices"
+                            "rayservices",
+                            "raycronjobs"
                         ],
                         "type": "string",
                         "description": "kind",
@@ -713,7 +716,8 @@ const docTemplate = `{
                         "enum": [
                             "rayclusters",
                             "rayjobs",
-                            "rayservices"
+                            "rayservices",
+                            "raycronjobs"
                         ],
                         "type": "string",
                         "description": "kind",
@@ -889,7 +893,8 @@ const docTemplate = `{
                         "enum": [
                             "rayclusters",
                             "rayjobs",
-                            "rayservices"
+                            "rayservices",
+                            "raycronjobs"
                         ],
                         "type": "string",
                         "description": "kind",
@@ -1046,7 +1051,8 @@ const docTemplate = `{
                         "enum": [
                             "rayclusters",
                             "rayjobs",
-                            "rayservices"
+                            "rayservices",
+                            "raycronjobs"
                         ],
                         "type": "string",
                         "description": "kind",
@@ -1204,7 +1210,8 @@ const docTemplate = `{
                         "enum": [
                             "rayclusters",
                             "rayjobs",
-                            "rayservices"
+                            "rayservices",
+                            "raycronjobs"
                         ],
                         "type": "string",
                         "description": "kind",
@@ -1308,7 +1315,8 @@ const docTemplate = `{
                         "enum": [
                             "rayclusters",
                             "rayjobs",
-                            "rayservices"
+                            "rayservices",
+                            "raycronjobs"
                         ],
                         "type": "string",
                         "description": "kind",
@@ -1450,7 +1458,8 @@ const docTemplate = `{
                         "enum": [
                             "rayclusters",
                             "rayjobs",
-                            "rayservices"
+                            "rayservices",
+                            "raycronjobs"
                         ],
                         "type": "string",
                         "description": "kind",
@@ -1554,7 +1563,8 @@ const docTemplate = `{
                         "enum": [
                             "rayclusters",
                             "rayjobs",
-                            "rayservices"
+                            "rayservices",
+                            "raycronjobs"
                         ],
                         "type": "string",
                         "description": "kind",
@@ -1628,7 +1638,8 @@ const docTemplate = `{
                         "enum": [
                             "rayclusters",
                             "rayjobs",
-                            "rayservices"
+                            "rayservices",
+                            "raycronjobs"
                         ],
                         "type": "string",
                         "description": "kind",
@@ -1728,7 +1739,8 @@ const docTemplate = `{
                         "enum": [
                             "rayclusters",
                             "rayjobs",
-                            "rayservices"
+                            "rayservices",
+                            "raycronjobs"
                         ],
                         "type": "string",
                         "description": "kind",
@@ -1828,7 +1840,8 @@ const docTemplate = `{
                         "enum": [
                             "rayclusters",
                             "rayjobs",
-                            "rayservices"
+                            "rayservices",
+                            "raycronjobs"
                         ],
                         "type": "string",
                         "description": "kind",
@@ -1928,7 +1941,8 @@ const docTemplate = `{
                         "enum": [
                             "rayclusters",
                             "rayjobs",
-                            "rayservices"
+                            "rayservices",
+                            "raycronjobs"
                         ],
                         "type": "string",
                         "description": "kind",
@@ -2028,7 +2042,8 @@ const docTemplate = `{
                         "enum": [
                             "rayclusters",
                             "rayjobs",
-                            "rayservices"
+                            "rayservices",
+                            "raycronjobs"
                         ],
                         "type": "string",
                         "description": "kind",
@@ -2128,7 +2143,8 @@ const docTemplate = `{
                         "enum": [
                             "rayclusters",
                             "rayjobs",
-                            "rayservices"
+                            "rayservices",
+                            "raycronjobs"
                         ],
                         "type": "string",
                         "description": "kind",
@@ -2228,7 +2244,8 @@ const docTemplate = `{
                         "enum": [
                             "rayclusters",
                             "rayjobs",
-                            "rayservices"
+                            "rayservices",
+                            "raycronjobs"
                         ],
                         "type": "string",
                         "description": "kind",
@@ -2333,7 +2350,8 @@ const docTemplate = `{
                         "enum": [
                             "rayclusters",
                             "rayjobs",
-                            "rayservices"
+                            "rayservices",
+                            "raycronjobs"
                         ],
                         "type": "string",
                         "description": "kind",
@@ -2437,7 +2455,8 @@ const docTemplate = `{
                         "enum": [
                             "rayclusters",
                             "rayjobs",
-                            "rayservices"
+                            "rayservices",
+                            "raycronjobs"
                         ],
                         "type": "string",
                         "description": "kind",
@@ -2574,7 +2593,8 @@ const docTemplate = `{
                         "enum": [
                             "rayclusters",
                             "rayjobs",
-                            "rayservices"
+                            "rayservices",
+                            "raycronjobs"
                         ],
                         "type": "string",
                         "description": "kind",
@@ -2714,7 +2734,8 @@ const docTemplate = `{
                         "enum": [
                             "rayclusters",
                             "rayjobs",
-                            "rayservices"
+                            "rayservices",
+                            "raycronjobs"
                         ],
                         "type": "string",
                         "description": "kind",
@@ -2821,7 +2842,8 @@ const docTemplate = `{
                         "enum": [
                             "rayclusters",
                             "rayjobs",
-                            "rayservices"
+                            "rayservices",
+                            "raycronjobs"
                         ],
                         "type": "string",
                         "description": "kind",
@@ -2955,7 +2977,8 @@ const docTemplate = `{
                         "enum": [
                             "rayclusters",
                             "rayjobs",
-                            "rayservices"
+                            "rayservices",
+                            "raycronjobs"
                         ],
                         "type": "string",
                         "description": "kind",
@@ -3068,7 +3091,8 @@ const docTemplate = `{
                         "enum": [
                             "rayclusters",
                             "rayjobs",
-                            "rayservices"
+                            "rayservices",
+                            "raycronjobs"
                         ],
                         "type": "string",
                         "description": "kind",
@@ -3176,7 +3200,8 @@ const docTemplate = `{
                         "enum": [
                             "rayclusters",
                             "rayjobs",
-                            "rayservices"
+                            "rayservices",
+                            "raycronjobs"
                         ],
                         "type": "string",
                         "description": "kind",
@@ -3278,7 +3303,8 @@ const docTemplate = `{
                         "enum": [
                             "rayclusters",
                             "rayjobs",
-                            "rayservices"
+                            "rayservices",
+                            "raycronjobs"
                         ],
                         "type": "string",
                         "description": "kind",
@@ -3528,7 +3554,8 @@ const docTemplate = `{
                         "enum": [
                             "rayclusters",
                             "rayjobs",
-                            "rayservices"
+                            "rayservices",
+                            "raycronjobs"
                         ],
                         "type": "string",
                         "description": "kind",
@@ -3691,7 +3718,8 @@ const docTemplate = `{
                         "enum": [
                             "rayclusters",
                             "rayjobs",
-                            "rayservices"
+                            "rayservices",
+                            "raycronjobs"
                         ],
                         "type": "string",
                         "description": "kind",
@@ -3785,7 +3813,8 @@ const docTemplate = `{
                         "enum": [
                             "rayclusters",
                             "rayjobs",
-                            "rayservices"
+                            "rayservices",
+                            "raycronjobs"
                         ],
                         "type": "string",
                         "description": "kind",
@@ -3972,6 +4001,14 @@ const docTemplate = `{
                 "rayclusters": {
                     "$ref": "#/definitions/ray.KindCount"
                 },
+                "raycronjobs": {
+                    "description": "RayCronJobs are zero where the cluster has no RayCronJob CRD; active: not suspended.",
+                    "allOf": [
+                        {
+                            "$ref": "#/definitions/ray.KindCount"
+                        }
+                    ]
+                },
                 "rayjobs": {
                     "$ref": "#/definitions/ray.KindCount"
                 },
@@ -4126,6 +4163,14 @@ const docTemplate = `{
                     "items": {
                         "$ref": "#/definitions/ray.RolloutCluster"
                     }
+                },
+                "schedule": {
+                    "description": "RayCronJob only: its schedule, the last and the next runs.",
+                    "allOf": [
+                        {
+                            "$ref": "#/definitions/ray.CronSchedule"
+                        }
+                    ]
                 },
                 "serviceStatus": {
                     "description": "RayService only. ServiceStatus is status.serviceStatus, cut to 128 bytes.",
@@ -4578,6 +4623,14 @@ const docTemplate = `{
                     "items": {
                         "$ref": "#/definitions/ray.RolloutCluster"
                     }
+                },
+                "schedule": {
+                    "description": "RayCronJob only: its schedule, the last and the next runs.",
+                    "allOf": [
+                        {
+                            "$ref": "#/definitions/ray.CronSchedule"
+                        }
+                    ]
                 },
                 "serviceStatus": {
                     "description": "RayService only. ServiceStatus is status.serviceStatus, cut to 128 bytes.",
@@ -5146,6 +5199,31 @@ const docTemplate = `{
                 }
             }
         },
+        "ray.CronSchedule": {
+            "type": "object",
+            "properties": {
+                "error": {
+                    "description": "Error says why the schedule does not parse, as the operator would refuse it; empty when it does.",
+                    "type": "string"
+                },
+                "expression": {
+                    "description": "Expression is spec.schedule, cut to 128 bytes.",
+                    "type": "string",
+                    "example": "*/5 * * * *"
+                },
+                "lastScheduled": {
+                    "description": "LastScheduled is status.lastScheduleTime: when the operator last made a run.",
+                    "type": "string"
+                },
+                "nextRuns": {
+                    "description": "NextRuns are the next NextRunsShown times the schedule names, from the time of the answer; none\nwhile the RayCronJob is suspended or its schedule does not parse.",
+                    "type": "array",
+                    "items": {
+                        "type": "string"
+                    }
+                }
+            }
+        },
         "ray.DeletionRule": {
             "type": "object",
             "properties": {
@@ -5568,6 +5646,14 @@ const docTemplate = `{
                     "items": {
                         "$ref": "#/definitions/ray.RolloutCluster"
                     }
+                },
+                "schedule": {
+                    "description": "RayCronJob only: its schedule, the last and the next runs.",
+                    "allOf": [
+                        {
+                            "$ref": "#/definitions/ray.CronSchedule"
+                        }
+                    ]
                 },
                 "serviceStatus": {
                     "description": "RayService only. ServiceStatus is status.serviceStatus, cut to 128 bytes.",

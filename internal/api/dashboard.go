@@ -47,7 +47,7 @@ var proxyVerbs = map[string]string{
 //	@Tags			inspect
 //	@Security		Bearer
 //	@Param			namespace			path	string	true	"namespace"
-//	@Param			kind				path	string	true	"kind"	Enums(rayclusters, rayjobs, rayservices)
+//	@Param			kind				path	string	true	"kind"	Enums(rayclusters, rayjobs, rayservices, raycronjobs)
 //	@Param			name				path	string	true	"name"
 //	@Param			path				path	string	true	"path on the dashboard"
 //	@Success		200					"what the dashboard answers"
@@ -151,7 +151,7 @@ func (s *Server) dashboard(c *gin.Context) (*response, error) {
 //	@Tags			inspect
 //	@Security		Bearer
 //	@Param			namespace		path	string	true	"namespace"
-//	@Param			kind			path	string	true	"kind"	Enums(rayclusters, rayjobs, rayservices)
+//	@Param			kind			path	string	true	"kind"	Enums(rayclusters, rayjobs, rayservices, raycronjobs)
 //	@Param			name			path	string	true	"name"
 //	@Success		301				"to .../dashboard/"
 //	@Success		307				"to the separate dashboard origin, where one is configured"

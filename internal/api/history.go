@@ -56,7 +56,7 @@ func (s *Server) historyOn() error {
 //	@Tags			history
 //	@Produce		json
 //	@Security		Bearer
-//	@Param			kind			path		string	true	"kind"	Enums(rayclusters, rayjobs, rayservices)
+//	@Param			kind			path		string	true	"kind"	Enums(rayclusters, rayjobs, rayservices, raycronjobs)
 //	@Param			namespace		query		string	false	"only this namespace"
 //	@Param			search			query		string	false	"case-insensitive substring of the name"
 //	@Param			status			query		string	false	"last normalized status, comma-separated"
@@ -154,7 +154,7 @@ func (s *Server) historyRecord(c *gin.Context) (*history.Record, error) {
 //	@Tags			history
 //	@Produce		json
 //	@Security		Bearer
-//	@Param			kind			path		string	true	"kind"	Enums(rayclusters, rayjobs, rayservices)
+//	@Param			kind			path		string	true	"kind"	Enums(rayclusters, rayjobs, rayservices, raycronjobs)
 //	@Param			uid				path		string	true	"the object's UID"
 //	@Success		200				{object}	Envelope{data=HistoryDetail}
 //	@Failure		400,401,404,503	{object}	Envelope
@@ -203,7 +203,7 @@ func (s *Server) historyGet(c *gin.Context) (*response, error) {
 //	@Tags			history
 //	@Produce		json
 //	@Security		Bearer
-//	@Param			kind					path		string	true	"kind"	Enums(rayclusters, rayjobs, rayservices)
+//	@Param			kind					path		string	true	"kind"	Enums(rayclusters, rayjobs, rayservices, raycronjobs)
 //	@Param			uid						path		string	true	"the recorded object's UID"
 //	@Success		201						{object}	Envelope{data=Detail}
 //	@Failure		400,401,403,404,409		{object}	Envelope

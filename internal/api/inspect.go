@@ -31,7 +31,7 @@ const (
 //	@Produce		json
 //	@Security		Bearer
 //	@Param			namespace			path		string	true	"namespace"
-//	@Param			kind				path		string	true	"kind"	Enums(rayclusters, rayjobs, rayservices)
+//	@Param			kind				path		string	true	"kind"	Enums(rayclusters, rayjobs, rayservices, raycronjobs)
 //	@Param			name				path		string	true	"name"
 //	@Success		200					{object}	Envelope{data=[]ray.PodInfo}
 //	@Failure		400,401,403,404,503,504	{object}	Envelope
@@ -63,7 +63,7 @@ func (s *Server) pods(c *gin.Context) (*response, error) {
 //	@Produce		json
 //	@Security		Bearer
 //	@Param			namespace			path		string	true	"namespace"
-//	@Param			kind				path		string	true	"kind"	Enums(rayclusters, rayjobs, rayservices)
+//	@Param			kind				path		string	true	"kind"	Enums(rayclusters, rayjobs, rayservices, raycronjobs)
 //	@Param			name				path		string	true	"name"
 //	@Success		200					{object}	Envelope{data=[]ray.EventInfo}
 //	@Failure		400,401,403,404,503,504	{object}	Envelope
@@ -97,7 +97,7 @@ func (s *Server) events(c *gin.Context) (*response, error) {
 //	@Produce		json
 //	@Security		Bearer
 //	@Param			namespace				path		string	true	"namespace"
-//	@Param			kind					path		string	true	"kind"	Enums(rayclusters, rayjobs, rayservices)
+//	@Param			kind					path		string	true	"kind"	Enums(rayclusters, rayjobs, rayservices, raycronjobs)
 //	@Param			name					path		string	true	"name"
 //	@Param			pod						query		string	false	"pod name"
 //	@Param			container				query		string	false	"container name"

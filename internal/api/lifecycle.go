@@ -37,7 +37,7 @@ const batchInParallel = 8
 //	@Produce		json
 //	@Security		Bearer
 //	@Param			namespace				path		string	true	"namespace"
-//	@Param			kind					path		string	true	"kind"	Enums(rayclusters, rayjobs, rayservices)
+//	@Param			kind					path		string	true	"kind"	Enums(rayclusters, rayjobs, rayservices, raycronjobs)
 //	@Param			name					path		string	true	"name"
 //	@Success		200						{object}	Envelope{data=Detail}
 //	@Failure		400,401,403,404,409,422	{object}	Envelope
@@ -62,7 +62,7 @@ func (s *Server) start(c *gin.Context) (*response, error) {
 //	@Produce		json
 //	@Security		Bearer
 //	@Param			namespace				path		string	true	"namespace"
-//	@Param			kind					path		string	true	"kind"	Enums(rayclusters, rayjobs, rayservices)
+//	@Param			kind					path		string	true	"kind"	Enums(rayclusters, rayjobs, rayservices, raycronjobs)
 //	@Param			name					path		string	true	"name"
 //	@Success		200						{object}	Envelope{data=Detail}
 //	@Failure		400,401,403,404,409		{object}	Envelope
@@ -116,7 +116,7 @@ type BatchResult struct {
 //	@Accept			json
 //	@Produce		json
 //	@Security		Bearer
-//	@Param			kind				path		string				true	"kind"	Enums(rayclusters, rayjobs, rayservices)
+//	@Param			kind				path		string				true	"kind"	Enums(rayclusters, rayjobs, rayservices, raycronjobs)
 //	@Param			body				body		BatchDeleteRequest	true	"what to delete"
 //	@Success		200					{object}	Envelope{data=[]BatchResult}
 //	@Failure		400,401,404,413,415	{object}	Envelope
@@ -209,7 +209,7 @@ type ScaleResult struct {
 //	@Produce		json
 //	@Security		Bearer
 //	@Param			namespace				path		string				true	"namespace"
-//	@Param			kind					path		string				true	"kind"	Enums(rayclusters, rayjobs, rayservices)
+//	@Param			kind					path		string				true	"kind"	Enums(rayclusters, rayjobs, rayservices, raycronjobs)
 //	@Param			name					path		string				true	"name"
 //	@Param			body					body		ray.ScaleRequest	true	"the group and its new figures"
 //	@Success		200						{object}	Envelope{data=ScaleResult}

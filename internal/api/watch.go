@@ -92,7 +92,7 @@ type OverviewLive struct {
 //	@Produce		text/event-stream
 //	@Produce		json
 //	@Security		Bearer
-//	@Param			kind			path		string	true	"kind"	Enums(rayclusters, rayjobs, rayservices)
+//	@Param			kind			path		string	true	"kind"	Enums(rayclusters, rayjobs, rayservices, raycronjobs)
 //	@Param			Last-Event-ID	header		string	false	"the id of the last event received, to resume"
 //	@Param			search			query		string	false	"case-insensitive substring of the name"
 //	@Param			status			query		string	false	"normalized status, comma-separated"
@@ -119,7 +119,7 @@ func (s *Server) watchAll(c *gin.Context) (*response, error) { return s.watchLis
 //	@Produce		json
 //	@Security		Bearer
 //	@Param			namespace		path		string	true	"namespace"
-//	@Param			kind			path		string	true	"kind"	Enums(rayclusters, rayjobs, rayservices)
+//	@Param			kind			path		string	true	"kind"	Enums(rayclusters, rayjobs, rayservices, raycronjobs)
 //	@Param			Last-Event-ID	header		string	false	"the id of the last event received, to resume"
 //	@Param			search			query		string	false	"case-insensitive substring of the name"
 //	@Param			status			query		string	false	"normalized status, comma-separated"

@@ -36,7 +36,7 @@ import (
 //	@Produce		json
 //	@Security		Bearer
 //	@Param			namespace		path		string	true	"namespace"
-//	@Param			kind			path		string	true	"kind"	Enums(rayclusters, rayjobs, rayservices)
+//	@Param			kind			path		string	true	"kind"	Enums(rayclusters, rayjobs, rayservices, raycronjobs)
 //	@Param			name			path		string	true	"name"
 //	@Param			Last-Event-ID	header		string	false	"the id of the last event received"
 //	@Success		200				{object}	ObjectWatchEvent	"a stream of events; the schema shows each event's data under the event's name"
