@@ -291,7 +291,8 @@ func TestHelmChart(t *testing.T) {
 		for ri, rule := range role.Rules {
 			for _, res := range rule.Resources {
 				for _, verb := range rule.Verbs {
-					launch(verb+" "+res, saName(res, verb), roles{cluster: removePermission(role.Rules, ri, res, verb), namespaced: leaseRole.Rules})
+					launch(verb+" "+res, saName(res, verb), roles{cluster: removePermission(role.Rules, ri, res, verb),
+						namespaced: append(slices.Clone(leaseRole.Rules), keyRole.Rules...)})
 				}
 			}
 		}
@@ -373,6 +374,7 @@ func TestHelmChart(t *testing.T) {
 				}
 			}
 			return clusters == step && ready == 2*step && get(nsPath(probe, "rayjobs")+"?search=probe-").Total == step &&
+				get(nsPath(probe, "raycronjobs")).Total == step &&
 				tenantSees(svc, bound[step]) &&
 				get(nsPath(probe, "rayservices")+"?type=instance").Total == step &&
 				get(nsPath(probe, "rayservices")+"?type=template").Total == step &&
@@ -413,6 +415,8 @@ func TestHelmChart(t *testing.T) {
 			bind(t, bound[step], tenantUser, "ray-viewer")
 			require.Equal(t, 201, createCluster(t, admin, probe, "probe"+suffix, nil).Status)
 			require.Equal(t, 201, call(t, "POST", nsPath(probe, "rayjobs"), admin, "application/yaml", mustRename(t, "rayjob-minimal.yaml", "probe"+suffix)).Status)
+			require.Equal(t, 201, call(t, "POST", nsPath(probe, "raycronjobs")+"?start=false", admin, "application/yaml",
+				mustRename(t, "raycronjob-minimal.yaml", "probe"+suffix)).Status)
 			require.Equal(t, 201, call(t, "POST", nsPath(probe, "rayservices"), admin, "application/yaml", mustRename(t, "rayservice-minimal.yaml", "probe"+suffix)).Status)
 			require.Equal(t, 201, call(t, "POST", nsPath(probe, "rayservices")+"?start=false", admin, "application/yaml", mustRename(t, "rayservice-minimal.yaml", "tpl"+suffix)).Status)
 			eventually(t, 30*time.Second, "the reference service sees the change", func() bool { return sees(reference, step) })
@@ -437,7 +441,7 @@ func TestHelmChart(t *testing.T) {
 			check.Wait()
 			time.Sleep(2 * time.Second)
 		}
-		assert.Len(t, variants, 20)
+		assert.Len(t, variants, 22)
 		for _, v := range variants {
 			switch {
 			case v.what == "":

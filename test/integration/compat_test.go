@@ -184,6 +184,9 @@ func TestKubeRayV15CRDs(t *testing.T) {
 		assert.Contains(t, string(r.Raw), `"total":1`, "%s", kind)
 	}
 	assert.Equal(t, 200, send("GET", "/rest/ray/v1/overview", "", nil).Status)
+	r = send("GET", nsPath(ns, "raycronjobs"), "", nil)
+	assert.Equal(t, 404, r.Status, "no RayCronJob CRD: %s", r.Raw)
+	assert.Contains(t, r.Msg, "RayCronJob needs KubeRay v1.6", "the answer says why")
 	for kind, name := range map[string]string{"rayclusters": "demo", "rayjobs": "job", "rayservices": "serve"} {
 		r := send("DELETE", itemPath(ns, kind, name)+"?force=true", "", nil) // the RayJob is Running
 		assert.Equal(t, 200, r.Status, "%s: %s", kind, r.Raw)

@@ -198,6 +198,7 @@ var (
 	rayClusters = schema.GroupVersionResource{Group: "ray.io", Version: "v1", Resource: "rayclusters"}
 	rayJobs     = schema.GroupVersionResource{Group: "ray.io", Version: "v1", Resource: "rayjobs"}
 	rayServices = schema.GroupVersionResource{Group: "ray.io", Version: "v1", Resource: "rayservices"}
+	rayCronJobs = schema.GroupVersionResource{Group: "ray.io", Version: "v1", Resource: "raycronjobs"}
 )
 
 func nsPath(ns, kind string) string { return "/rest/ray/v1/namespaces/" + ns + "/" + kind }

@@ -1,0 +1,108 @@
+//go:build integration
+
+package integration
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+type cronSummary struct {
+	Status   string   `json:"status"`
+	Actions  []string `json:"actions"`
+	Schedule struct {
+		Expression    string      `json:"expression"`
+		LastScheduled *time.Time  `json:"lastScheduled"`
+		NextRuns      []time.Time `json:"nextRuns"`
+	} `json:"schedule"`
+}
+
+// KubeRay's own sample RayCronJob (config/samples/ray-cronjob.sample.yaml of the operator the stack runs,
+// every minute), made through the service: it is listed and shown with its schedule, the operator makes
+// its runs (RayJobs labelled ray.io/cronjob-name), which the RayJob list stream shows; stop suspends it
+// (no run for more than a minute) and start resumes it; deleted, the history keeps it.
+func TestRayCronJobOnSchedule(t *testing.T) {
+	t.Parallel()
+	ns := namespace(t, "cron")
+	admin := env.tokens["admin"]
+	ctx := context.Background()
+	file, err := os.ReadFile(filepath.Join(kuberayDir(t), "config", "samples", "ray-cronjob.sample.yaml"))
+	require.NoError(t, err)
+	var sample []byte // the RayCronJob; the file's other document is the ConfigMap of its code
+	for _, u := range sampleObjects(t, file) {
+		if u.GetKind() == "RayCronJob" {
+			sample, err = u.MarshalJSON()
+			require.NoError(t, err)
+		}
+	}
+	require.NotNil(t, sample)
+	const name = "raycronjob-sample"
+	_, runsStream := openWatch(t, env.serviceURL, watchPath(ns, "rayjobs"), admin, "")
+	runsStream.snapshot(t)
+
+	r := call(t, "POST", nsPath(ns, "raycronjobs"), admin, "application/json", sample)
+	require.Equal(t, 201, r.Status, "%s", r.Raw)
+	detail := func() cronSummary {
+		t.Helper()
+		return decode[cronSummary](t, call(t, "GET", itemPath(ns, "raycronjobs", name), admin, "", nil))
+	}
+	d := detail()
+	assert.Equal(t, "Running", d.Status, "it schedules")
+	assert.Equal(t, "* * * * *", d.Schedule.Expression)
+	if assert.Len(t, d.Schedule.NextRuns, 3, "the next three runs") {
+		assert.WithinDuration(t, time.Now(), d.Schedule.NextRuns[0], 61*time.Second)
+		assert.Equal(t, time.Minute, d.Schedule.NextRuns[1].Sub(d.Schedule.NextRuns[0]))
+	}
+	assert.Contains(t, d.Actions, "stop")
+	assert.NotContains(t, d.Actions, "logs", "it runs no pods itself")
+	l := decode[listData](t, call(t, "GET", nsPath(ns, "raycronjobs"), admin, "", nil))
+	assert.Equal(t, 1, l.Total)
+
+	runs := func() []string {
+		t.Helper()
+		list, err := env.adminDyn.Resource(rayJobs).Namespace(ns).List(ctx, metav1.ListOptions{LabelSelector: "ray.io/cronjob-name=" + name})
+		require.NoError(t, err)
+		var out []string
+		for _, j := range list.Items {
+			out = append(out, j.GetName())
+		}
+		return out
+	}
+	eventually(t, 90*time.Second, "the first run on schedule", func() bool { return len(runs()) > 0 })
+	first := runs()[0]
+	runsStream.until(t, 30*time.Second, "the run on the RayJob list stream", func(ev sseEvent) bool {
+		return ev.Name == "ADDED" && ev.summary(t).Name == first
+	})
+	assert.True(t, strings.HasPrefix(first, name+"-"), "named as the operator names its runs: %s", first)
+	eventually(t, 10*time.Second, "the last schedule time", func() bool { return detail().Schedule.LastScheduled != nil })
+
+	r = call(t, "POST", itemPath(ns, "raycronjobs", name)+"/stop", admin, "", nil)
+	require.Equal(t, 200, r.Status, "%s", r.Raw)
+	eventually(t, 10*time.Second, "Stopped", func() bool { return detail().Status == "Stopped" })
+	got, err := env.adminDyn.Resource(rayCronJobs).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, true, got.Object["spec"].(map[string]any)["suspend"])
+	before := len(runs())
+	time.Sleep(75 * time.Second) // more than one period of the schedule
+	assert.Len(t, runs(), before, "no run while suspended")
+
+	r = call(t, "POST", itemPath(ns, "raycronjobs", name)+"/start", admin, "", nil)
+	require.Equal(t, 200, r.Status, "%s", r.Raw)
+	eventually(t, 10*time.Second, "Running again", func() bool { return detail().Status == "Running" })
+
+	r = call(t, "DELETE", itemPath(ns, "raycronjobs", name)+"?force=true", admin, "", nil)
+	require.Equal(t, 200, r.Status, "%s", r.Raw)
+	rec := recordOf(t, env.serviceURL, "raycronjobs", ns, name, "kept after delete", func(r historyRecord) bool { return r.DeletedAt != nil })
+	assert.Equal(t, "RayCronJob", rec.Kind)
+	statuses := rec.statuses()
+	assert.Contains(t, statuses, "Running")
+	assert.Contains(t, statuses, "Stopped", "the timeline: %v", statuses)
+}
