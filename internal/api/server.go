@@ -259,6 +259,8 @@ func NewRouter(d Deps) *gin.Engine {
 	obj.POST("/:name/stop", s.writes, s.handle(s.stop))
 	obj.POST("/:name/scale", s.writes, s.handle(s.scale))
 	obj.GET("/:name/pods", s.handle(s.pods))
+	ns.GET("/:name/runs", s.handle(s.runs))
+	obj.POST("/:name/run", s.handle(s.runNow))
 	obj.GET("/:name/events", s.handle(s.events))
 	obj.GET("/:name/logs", s.handle(s.logs))
 	for method := range proxyVerbs {

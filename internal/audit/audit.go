@@ -61,6 +61,8 @@ const (
 	Start   = "Start"
 	Stop    = "Stop"
 	Scale   = "Scale"
+	// Run is a run made now by an object that makes runs (a RayCronJob's RayJob).
+	Run = "Run"
 )
 
 // MinKeyBytes is the shortest audit key taken.

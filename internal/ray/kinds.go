@@ -90,6 +90,11 @@ type Kind struct {
 	Finishes bool
 	// RerunsFrom tells whether a start runs an object of this status again. Default: never.
 	RerunsFrom func(status string) bool
+	// Runs: objects of the kind make objects of another kind to run (a RayCronJob's RayJobs), named by
+	// a label; NewRun makes one from an object's template now, with the suffix of its name. Default:
+	// none.
+	Runs   *Runs
+	NewRun func(o *unstructured.Unstructured, now time.Time, suffix string) *unstructured.Unstructured
 	// NoPods: an object of the kind runs no pods of its own (a RayCronJob: its runs are RayJobs), so it
 	// has no logs. Default: false.
 	NoPods bool
@@ -158,6 +163,12 @@ func (k *Kind) HeadService(o *unstructured.Unstructured, s *Summary) string {
 // one.
 func (k *Kind) Active(status string) bool {
 	return status != StatusStopped && status != StatusSucceeded && status != StatusFailed
+}
+
+// Runs names the runs an object makes: the resource of their kind, and the label on each that names
+// the object.
+type Runs struct {
+	Resource, Label string
 }
 
 // Kinds holds the Ray kinds this service manages, by resource name.

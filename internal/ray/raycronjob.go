@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/robfig/cron/v3"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
@@ -39,6 +40,8 @@ func rayCronJobKind() *Kind {
 		ClustersOf:      func(*Summary) []string { return nil },
 		CanSuspend:      func(*unstructured.Unstructured) bool { return true },
 		NoPods:          true,
+		Runs:            &Runs{Resource: "rayjobs", Label: RunOfLabel},
+		NewRun:          newRayCronJobRun,
 		AtAnswer:        nextRunsAt,
 		Optional:        true,
 		Requires:        "KubeRay v1.6 or later with the RayCronJob feature gate",
@@ -118,4 +121,20 @@ func nextRunsAt(s *Summary, now time.Time) {
 	sched := *s.Schedule
 	sched.NextRuns = NextRuns(sched.Expression, now, NextRunsShown)
 	s.Schedule = &sched
+}
+
+// newRayCronJobRun is the RayJob a RayCronJob runs now, made as the operator makes its runs
+// (raycronjob_controller.go, constructRayJob): named <name>-<suffix>, labelled and annotated with the
+// RayCronJob and the time, owned by it (so it is deleted with it), its spec the job template.
+func newRayCronJobRun(o *unstructured.Unstructured, now time.Time, suffix string) *unstructured.Unstructured {
+	spec, _, _ := unstructured.NestedMap(o.Object, "spec", "jobTemplate")
+	run := &unstructured.Unstructured{Object: map[string]any{"apiVersion": RayGroupVersion.String(), "kind": "RayJob", "spec": spec}}
+	run.SetName(o.GetName() + "-" + suffix)
+	run.SetNamespace(o.GetNamespace())
+	run.SetLabels(map[string]string{RunOfLabel: o.GetName()})
+	run.SetAnnotations(map[string]string{ScheduledAtAnnotation: now.UTC().Format(time.RFC3339)})
+	yes := true
+	run.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: o.GetAPIVersion(), Kind: o.GetKind(), Name: o.GetName(),
+		UID: o.GetUID(), Controller: &yes, BlockOwnerDeletion: &yes}})
+	return run
 }

@@ -81,3 +81,27 @@ func TestRayCronJobNextRunsAtAnswer(t *testing.T) {
 	k.AtAnswer(&suspended, now)
 	assert.Empty(t, suspended.Schedule.NextRuns, "none while suspended")
 }
+
+// A run made now is the RayJob the operator would make at a scheduled time: named with the suffix,
+// labelled, annotated, owned by the RayCronJob, its spec the job template.
+func TestRayCronJobRun(t *testing.T) {
+	k := rayCronJobKind()
+	o := cronJob(t, "* * * * *", true, nil)
+	o.SetUID("u-cron")
+	now := time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC)
+	run := k.NewRun(o, now, "abcde")
+	assert.Equal(t, "nightly-abcde", run.GetName())
+	assert.Equal(t, "team", run.GetNamespace())
+	assert.Equal(t, "RayJob", run.GetKind())
+	assert.Equal(t, map[string]string{RunOfLabel: "nightly"}, run.GetLabels())
+	assert.Equal(t, "2026-12-03T09:00:00Z", run.GetAnnotations()[ScheduledAtAnnotation])
+	owners := run.GetOwnerReferences()
+	require.Len(t, owners, 1)
+	assert.Equal(t, "RayCronJob", owners[0].Kind)
+	assert.EqualValues(t, "u-cron", owners[0].UID)
+	assert.True(t, *owners[0].Controller)
+	entry, _, _ := unstructured.NestedString(run.Object, "spec", "entrypoint")
+	assert.Equal(t, "python /home/ray/samples/sample_code.py", entry)
+	assert.LessOrEqual(t, len(run.GetName()), 47, "within a RayJob's name limit")
+	assert.Equal(t, 41, k.MaxNameLength)
+}

@@ -27,8 +27,9 @@ type cronSummary struct {
 
 // KubeRay's own sample RayCronJob (config/samples/ray-cronjob.sample.yaml of the operator the stack runs,
 // every minute), made through the service: it is listed and shown with its schedule, the operator makes
-// its runs (RayJobs labelled ray.io/cronjob-name), which the RayJob list stream shows; stop suspends it
-// (no run for more than a minute) and start resumes it; deleted, the history keeps it.
+// its runs (RayJobs labelled ray.io/cronjob-name), which its runs route and the RayJob list stream show;
+// run now adds one as the operator would; stop suspends it (no run for more than a minute) and start
+// resumes it; deleted, the history keeps it.
 func TestRayCronJobOnSchedule(t *testing.T) {
 	t.Parallel()
 	ns := namespace(t, "cron")
@@ -83,6 +84,40 @@ func TestRayCronJobOnSchedule(t *testing.T) {
 	})
 	assert.True(t, strings.HasPrefix(first, name+"-"), "named as the operator names its runs: %s", first)
 	eventually(t, 10*time.Second, "the last schedule time", func() bool { return detail().Schedule.LastScheduled != nil })
+	listed := decode[listData](t, call(t, "GET", itemPath(ns, "raycronjobs", name)+"/runs", admin, "", nil))
+	require.GreaterOrEqual(t, listed.Total, 1)
+	var names []string
+	for i, it := range listed.Items {
+		names = append(names, it.Name)
+		if i > 0 {
+			assert.False(t, it.CreatedAt.After(listed.Items[i-1].CreatedAt), "newest first")
+		}
+	}
+	assert.Contains(t, names, first, "its runs")
+
+	// Run now: a RayJob as the operator makes its runs, among the runs, on the stream.
+	r = call(t, "POST", itemPath(ns, "raycronjobs", name)+"/run", admin, "", nil)
+	require.Equal(t, 201, r.Status, "%s", r.Raw)
+	made := decode[summary](t, r)
+	assert.Equal(t, "RayJob", made.Kind)
+	assert.True(t, strings.HasPrefix(made.Name, name+"-"), made.Name)
+	run, err := env.adminDyn.Resource(rayJobs).Namespace(ns).Get(ctx, made.Name, metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, name, run.GetLabels()["ray.io/cronjob-name"])
+	assert.NotEmpty(t, run.GetAnnotations()["ray.io/cronjob-scheduled-timestamp"])
+	if owners := run.GetOwnerReferences(); assert.Len(t, owners, 1) {
+		assert.Equal(t, "RayCronJob", owners[0].Kind)
+		assert.True(t, *owners[0].Controller)
+	}
+	runsStream.until(t, 30*time.Second, "the run made now on the stream", func(ev sseEvent) bool {
+		return ev.Name == "ADDED" && ev.summary(t).Name == made.Name
+	})
+	eventually(t, 10*time.Second, "the run made now among the runs", func() bool {
+		l := decode[listData](t, call(t, "GET", itemPath(ns, "raycronjobs", name)+"/runs?search="+made.Name, admin, "", nil))
+		return l.Total == 1 && l.Items[0].Name == made.Name
+	})
+	r = call(t, "POST", itemPath(ns, "rayclusters", "none")+"/run", admin, "", nil)
+	assert.Equal(t, 404, r.Status, "%s", r.Raw)
 
 	r = call(t, "POST", itemPath(ns, "raycronjobs", name)+"/stop", admin, "", nil)
 	require.Equal(t, 200, r.Status, "%s", r.Raw)
@@ -93,6 +128,8 @@ func TestRayCronJobOnSchedule(t *testing.T) {
 	before := len(runs())
 	time.Sleep(75 * time.Second) // more than one period of the schedule
 	assert.Len(t, runs(), before, "no run while suspended")
+	r = call(t, "POST", itemPath(ns, "raycronjobs", name)+"/run", admin, "", nil)
+	assert.Equal(t, 201, r.Status, "run now runs while suspended too: %s", r.Raw)
 
 	r = call(t, "POST", itemPath(ns, "raycronjobs", name)+"/start", admin, "", nil)
 	require.Equal(t, 200, r.Status, "%s", r.Raw)
