@@ -14,6 +14,7 @@ import (
 
 	"ray-service/internal/audit"
 	"ray-service/internal/auth"
+	"ray-service/internal/cache"
 	"ray-service/internal/k8s"
 	"ray-service/internal/ray"
 )
@@ -147,6 +148,16 @@ func (s *Server) list(c *gin.Context) (*response, error) {
 	if err != nil {
 		return nil, err
 	}
+	res, err := s.answerList(c, k, q)
+	if err == nil {
+		s.pages.put(key, objects, rights, now, res.body)
+	}
+	return res, err
+}
+
+// answerList answers a list query of kind k in the path's namespace (all where it has none) from the
+// watch cache, in the scopes the caller may see, each item with the caller's actions.
+func (s *Server) answerList(c *gin.Context, k *ray.Kind, q *cache.Query) (*response, error) {
 	scopes, err := s.visibleScopes(c.Request.Context(), token(c), k, c.Param("namespace"), q.Type != ray.TypeInstance)
 	if err != nil {
 		return nil, err
@@ -160,11 +171,7 @@ func (s *Server) list(c *gin.Context) (*response, error) {
 	if err != nil {
 		return nil, err
 	}
-	res, err := listPage(k, page, granted, total, q.Page, q.PageSize)
-	if err == nil {
-		s.pages.put(key, objects, rights, now, res.body)
-	}
-	return res, err
+	return listPage(k, page, granted, total, q.Page, q.PageSize)
 }
 
 // rightsVersion is the version of the callers' rights besides their verdicts (Deps.RightsVersion).

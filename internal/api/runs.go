@@ -69,20 +69,7 @@ func (s *Server) runs(c *gin.Context) (*response, error) {
 		q.Labels = labels.NewSelector()
 	}
 	q.Labels, q.Type = q.Labels.Add(*of), ray.TypeInstance
-	scopes, err := s.visibleScopes(c.Request.Context(), token(c), rk, c.Param("namespace"), false)
-	if err != nil {
-		return nil, err
-	}
-	page, total := s.Store.List(rk, scopes, q)
-	sums := make([]*ray.Summary, len(page))
-	for i, it := range page {
-		sums[i] = &it.Summary
-	}
-	granted, err := s.granted(c.Request.Context(), token(c), rk, sums)
-	if err != nil {
-		return nil, err
-	}
-	return listPage(rk, page, granted, total, q.Page, q.PageSize)
+	return s.answerList(c, rk, q)
 }
 
 // runNow makes one run now.

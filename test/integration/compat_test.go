@@ -105,6 +105,9 @@ func TestKubeRayV15CRDs(t *testing.T) {
 	}
 	cluster := []byte(strings.Replace(minimalCluster, "NAME", "x", 1))
 
+	// The statuses written below use KubeRay v1.5.0's own names (apis/ray/v1/raycluster_types.go:
+	// HeadPodRunningAndReady, AllPodRunningAndReadyFirstTime, RayClusterSuspended; rayservice_types.go:
+	// NonZeroServeEndpoints, BothActivePendingClustersExist).
 	// RayCluster: created, shown with the status v1.5 writes (conditions under its gate, state), scaled,
 	// stopped in place and started again.
 	require.Equal(t, 201, send("POST", nsPath(ns, "rayclusters"), "application/json", manifest(cluster, "demo", nil)).Status)
