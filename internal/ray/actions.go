@@ -8,8 +8,10 @@ import (
 
 // Actions a caller may take on an object, as list items and details name them.
 const (
-	ActionStart     = "start"
-	ActionStop      = "stop"
+	ActionStart = "start"
+	ActionStop  = "stop"
+	// ActionRun makes one run now (a RayCronJob's RayJob, see Kind.NewRun).
+	ActionRun       = "run"
 	ActionDelete    = "delete"
 	ActionEdit      = "edit"
 	ActionScale     = "scale"
@@ -39,6 +41,8 @@ const (
 	PermPodLogs
 	PermServiceProxy
 	PermEventsList
+	// PermRunCreate is the right to create the kind's runs (Kind.Runs: a RayCronJob's RayJobs).
+	PermRunCreate
 	permCount
 )
 
@@ -80,6 +84,12 @@ func (k *Kind) Attributes(p Permission, ns string) auth.Attributes {
 		return auth.Attributes{Verb: "get", Resource: "pods", Subresource: "log", Namespace: ns}
 	case PermServiceProxy:
 		return auth.Attributes{Verb: "get", Resource: "services", Subresource: "proxy", Namespace: ns}
+	case PermRunCreate:
+		var runs string
+		if k.Runs != nil {
+			runs = k.Runs.Resource
+		}
+		return auth.Attributes{Verb: "create", Group: RayGroupVersion.Group, Resource: runs, Namespace: ns}
 	default:
 		return auth.Attributes{Verb: "list", Resource: "events", Namespace: ns}
 	}
@@ -103,7 +113,7 @@ type Needs struct {
 	of [len(actionIndex)]Permissions // by action, in ActionOrder; empty: the action is not possible
 }
 
-var actionIndex = [...]string{ActionStart, ActionStop, ActionDelete, ActionEdit, ActionScale, ActionLogs, ActionDashboard}
+var actionIndex = [...]string{ActionStart, ActionStop, ActionRun, ActionDelete, ActionEdit, ActionScale, ActionLogs, ActionDashboard}
 
 // Of returns the permissions an action needs, and whether the action is possible at all.
 func (n *Needs) Of(action string) (Permissions, bool) {
@@ -185,6 +195,9 @@ func (k *Kind) Possible(s *Summary) Needs {
 		case k.CanSuspend != nil:
 			n.set(ActionStop, PermPatch)
 		}
+	}
+	if k.NewRun != nil {
+		n.set(ActionRun, PermRunCreate) // suspended or not, as the route does
 	}
 	if s.Status != StatusRunning {
 		n.set(ActionDelete, PermDelete)

@@ -246,4 +246,7 @@ func (k *Kind) DashboardPort(o *unstructured.Unstructured) int64 {
 type KindCount struct {
 	Total  int `json:"total"`
 	Active int `json:"active"`
+	// RunsActive counts, for a kind that makes runs (RayCronJob), the runs of the objects counted that
+	// are active now (their RayJobs not stopped or ended); absent for other kinds.
+	RunsActive *int `json:"runsActive,omitempty"`
 }

@@ -1,7 +1,11 @@
 package ray
 
 import (
+	"strings"
 	"time"
+	// A schedule may name its time zone (CRON_TZ=Asia/Shanghai, as robfig/cron/v3 reads it): the
+	// service reads it wherever it runs, with or without the system's zone files.
+	_ "time/tzdata"
 
 	"github.com/robfig/cron/v3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -52,6 +56,9 @@ func rayCronJobKind() *Kind {
 type CronSchedule struct {
 	// Expression is spec.schedule, cut to 128 bytes.
 	Expression string `json:"expression" example:"*/5 * * * *"`
+	// TimeZone is the time zone the schedule names (its CRON_TZ= or TZ= prefix), empty for the
+	// operator's own (UTC in its image).
+	TimeZone string `json:"timeZone,omitempty" example:"Asia/Shanghai"`
 	// Error says why the schedule does not parse, as the operator would refuse it; empty when it does.
 	Error string `json:"error,omitempty"`
 	// LastScheduled is status.lastScheduleTime: when the operator last made a run.
@@ -74,7 +81,7 @@ func rayCronJobStatus(o *unstructured.Unstructured) string {
 
 func summarizeRayCronJob(o *unstructured.Unstructured, s *Summary) {
 	expr, _, _ := unstructured.NestedString(o.Object, "spec", "schedule")
-	sched := &CronSchedule{Expression: Clip(expr, MaxWordBytes)}
+	sched := &CronSchedule{Expression: Clip(expr, MaxWordBytes), TimeZone: Clip(timeZoneOf(expr), MaxWordBytes)}
 	if _, err := cron.ParseStandard(expr); err != nil {
 		sched.Error = Clip(err.Error(), MaxMessageBytes)
 	}
@@ -95,6 +102,18 @@ func rayCronJobSignals(_ *unstructured.Unstructured, s *Summary, self InvolvedOb
 	return nil, nil
 }
 
+// timeZoneOf is the time zone a cron schedule names by its prefix, as robfig/cron/v3's parser reads
+// it (parser.go: "CRON_TZ=" or "TZ=", up to the first space).
+func timeZoneOf(expr string) string {
+	for _, prefix := range []string{"CRON_TZ=", "TZ="} {
+		if rest, ok := strings.CutPrefix(expr, prefix); ok {
+			zone, _, _ := strings.Cut(rest, " ")
+			return zone
+		}
+	}
+	return ""
+}
+
 // NextRuns are the next n times the cron schedule expr names after t, as the operator reads it; none
 // when it does not parse.
 func NextRuns(expr string, after time.Time, n int) []time.Time {
@@ -103,7 +122,9 @@ func NextRuns(expr string, after time.Time, n int) []time.Time {
 		return nil
 	}
 	out := make([]time.Time, 0, n)
-	for t := after; len(out) < n; {
+	// A schedule without a time zone is read in the time zone of the time given (robfig/cron/v3
+	// spec.go): UTC, the operator's, not this process's.
+	for t := after.UTC(); len(out) < n; {
 		t = sched.Next(t)
 		if t.IsZero() { // a schedule that never fires again (e.g. 30 February)
 			break

@@ -149,6 +149,9 @@ type Summary struct {
 
 	// RayCronJob only: its schedule, the last and the next runs.
 	Schedule *CronSchedule `json:"schedule,omitempty"`
+	// Runs are what its runs (the RayJobs it made) are doing: how many, how many active, the newest,
+	// and the last outcome.
+	Runs *RunsState `json:"runs,omitempty"`
 
 	// RayService only. ServiceStatus is status.serviceStatus, cut to 128 bytes.
 	ServiceStatus string `json:"serviceStatus,omitempty"`
