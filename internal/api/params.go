@@ -67,6 +67,14 @@ func parseListQuery(c *gin.Context) (*cache.Query, error) {
 			return nil, badRequest("health %q: want Healthy, Progressing, Degraded, Failed or Stopped", h)
 		}
 	}
+	q.LastOutcomes = splitList(c.Query("lastOutcome"))
+	for _, o := range q.LastOutcomes {
+		switch o {
+		case ray.StatusSucceeded, ray.StatusFailed, ray.OutcomeNone:
+		default:
+			return nil, badRequest("lastOutcome %q: want Succeeded, Failed or none", o)
+		}
+	}
 	switch t := c.Query("type"); t {
 	case "", ray.TypeInstance, ray.TypeTemplate:
 		q.Type = t

@@ -100,6 +100,7 @@ type DeleteData struct {
 //	@Param			rayVersion		query		string	false	"Ray version, comma-separated"
 //	@Param			creator			query		string	false	"creator user name, comma-separated"
 //	@Param			health			query		string	false	"health state, comma-separated (Healthy, Progressing, Degraded, Failed, Stopped)"
+//	@Param			lastOutcome		query		string	false	"kinds that make runs (raycronjobs): status of the newest run that ended, comma-separated (Succeeded, Failed, none)"
 //	@Param			type			query		string	false	"instance or template"	Enums(instance, template)
 //	@Param			sortBy			query		string	false	"sort key"				Enums(name, createdAt, status, rayVersion)	default(createdAt)
 //	@Param			order			query		string	false	"sort order"			Enums(asc, desc)							default(desc)
@@ -126,6 +127,7 @@ func (s *Server) listAll(c *gin.Context) (*response, error) { return s.list(c) }
 //	@Param			rayVersion			query		string	false	"Ray version, comma-separated"
 //	@Param			creator				query		string	false	"creator user name, comma-separated"
 //	@Param			health			query		string	false	"health state, comma-separated (Healthy, Progressing, Degraded, Failed, Stopped)"
+//	@Param			lastOutcome		query		string	false	"kinds that make runs (raycronjobs): status of the newest run that ended, comma-separated (Succeeded, Failed, none)"
 //	@Param			type				query		string	false	"instance or template"	Enums(instance, template)
 //	@Param			sortBy				query		string	false	"sort key"				Enums(name, createdAt, status, rayVersion)	default(createdAt)
 //	@Param			order				query		string	false	"sort order"			Enums(asc, desc)							default(desc)

@@ -40,6 +40,7 @@ func (s *Server) runKind(k *ray.Kind) (*ray.Kind, error) {
 //	@Param			name				path		string	true	"name"
 //	@Param			search				query		string	false	"case-insensitive substring of the name"
 //	@Param			status				query		string	false	"normalized status, comma-separated"
+//	@Param			health				query		string	false	"health state, comma-separated (Healthy, Progressing, Degraded, Failed, Stopped)"
 //	@Param			sortBy				query		string	false	"sort key"				Enums(name, createdAt, status, rayVersion)	default(createdAt)
 //	@Param			order				query		string	false	"sort order"			Enums(asc, desc)							default(desc)
 //	@Param			page				query		int		false	"page, from 1"			default(1)

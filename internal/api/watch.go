@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -99,6 +100,7 @@ type OverviewLive struct {
 //	@Param			rayVersion		query		string	false	"Ray version, comma-separated"
 //	@Param			creator			query		string	false	"creator user name, comma-separated"
 //	@Param			health			query		string	false	"health state, comma-separated"
+//	@Param			lastOutcome		query		string	false	"kinds that make runs (raycronjobs): status of the newest run that ended, comma-separated (Succeeded, Failed, none)"
 //	@Param			type			query		string	false	"instance or template"	Enums(instance, template)
 //	@Param			sortBy			query		string	false	"order of the snapshot"	Enums(name, createdAt, status, rayVersion)	default(createdAt)
 //	@Param			order			query		string	false	"order of the snapshot"	Enums(asc, desc)							default(desc)
@@ -126,6 +128,7 @@ func (s *Server) watchAll(c *gin.Context) (*response, error) { return s.watchLis
 //	@Param			rayVersion		query		string	false	"Ray version, comma-separated"
 //	@Param			creator			query		string	false	"creator user name, comma-separated"
 //	@Param			health			query		string	false	"health state, comma-separated"
+//	@Param			lastOutcome		query		string	false	"kinds that make runs (raycronjobs): status of the newest run that ended, comma-separated (Succeeded, Failed, none)"
 //	@Param			type			query		string	false	"instance or template"	Enums(instance, template)
 //	@Param			sortBy			query		string	false	"order of the snapshot"	Enums(name, createdAt, status, rayVersion)	default(createdAt)
 //	@Param			order			query		string	false	"order of the snapshot"	Enums(asc, desc)							default(desc)
@@ -308,9 +311,10 @@ func (l *listStream) sendChanges(changes []cache.Change, ids bool) int {
 }
 
 // item sends an event of an item: its summary as the cache encoded it once for every page and stream
-// (see cache.Item.JSON), unless the caller is not shown its health reason.
+// (see cache.Item.JSON), unless the caller is not shown its health reason or the kind completes its
+// summaries at answer time (Kind.AtAnswer: a RayCronJob's next runs, from the time of the event).
 func (l *listStream) item(name, id string, it *cache.Item) {
-	if shown := l.rights.shown(&it.Summary); shown != &it.Summary {
+	if shown := atAnswer(l.k, l.rights.shown(&it.Summary), &it.Summary); shown != &it.Summary {
 		l.w.event(name, id, shown)
 		return
 	}
@@ -320,4 +324,18 @@ func (l *listStream) item(name, id string, it *cache.Item) {
 		return
 	}
 	l.w.raw(name, id, data)
+}
+
+// atAnswer is shown, completed by the kind at the time of the answer (Kind.AtAnswer), on a copy where
+// shown is the cached summary cached.
+func atAnswer(k *ray.Kind, shown, cached *ray.Summary) *ray.Summary {
+	if k.AtAnswer == nil {
+		return shown
+	}
+	if shown == cached {
+		c := *cached
+		shown = &c
+	}
+	k.AtAnswer(shown, time.Now())
+	return shown
 }

@@ -154,11 +154,11 @@ func (o *objectStream) followEvents(ctx context.Context) {
 func (o *objectStream) shown(sum *ray.Summary) *ray.Summary {
 	on := sum.Health.SeenOn()
 	if on == "" || (on == ray.SeenOnPods && o.podsAllowed) || (on == ray.SeenOnEvents && o.events != nil) {
-		return sum
+		return atAnswer(o.k, sum, sum)
 	}
 	c := *sum
 	c.Health = c.Health.Withheld()
-	return &c
+	return atAnswer(o.k, &c, sum)
 }
 
 // checkPods asks whether the caller may list pods in the namespace, as the pods route does: PODS are

@@ -93,9 +93,19 @@ func (s *Store) Count(k *ray.Kind, sc Scopes) ray.KindCount {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	var c ray.KindCount
+	if k.Runs != nil {
+		c.RunsActive = new(int)
+	}
 	each := func(ns string) {
 		c.Total += len(s.instances[k][ns])
 		c.Active += s.active[k][ns]
+		if c.RunsActive != nil { // the makers of runs are few: walked
+			for _, it := range s.instances[k][ns] {
+				if it.Summary.Runs != nil {
+					*c.RunsActive += it.Summary.Runs.Active
+				}
+			}
+		}
 	}
 	if sc.Instances.IsAll() {
 		for ns := range s.instances[k] {
@@ -118,4 +128,22 @@ func (s *Store) Count(k *ray.Kind, sc Scopes) ray.KindCount {
 		}
 	}
 	return c
+}
+
+// EachRunState visits, for every published object of a kind that makes runs, what its runs are doing.
+func (s *Store) EachRunState(visit func(kind, namespace, name string, runs *ray.RunsState)) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for _, k := range s.kinds.All() {
+		if k.Runs == nil {
+			continue
+		}
+		for ns, byName := range s.instances[k] {
+			for name, it := range byName {
+				if it.Summary.Runs != nil {
+					visit(k.Kind, ns, name, it.Summary.Runs)
+				}
+			}
+		}
+	}
 }

@@ -30,6 +30,9 @@ type Query struct {
 	Creators    []string
 	// Healths match the health state (Healthy, Progressing, Degraded, Failed, Stopped).
 	Healths []string
+	// LastOutcomes match, of a kind that makes runs, the status of the newest run that ended
+	// (Succeeded, Failed) or ray.OutcomeNone; an item of another kind matches none of them.
+	LastOutcomes []string
 	// Type is TypeInstance, TypeTemplate or "" for both.
 	Type string
 	// Labels selects by label; nil selects all.
@@ -44,7 +47,7 @@ type Query struct {
 // filters tells whether the query leaves out any instance.
 func (q *Query) filters() bool {
 	return q.Search != "" || len(q.Statuses) > 0 || len(q.RayVersions) > 0 || len(q.Creators) > 0 || len(q.Healths) > 0 ||
-		(q.Type != "" && q.Type != ray.TypeInstance) || (q.Labels != nil && !q.Labels.Empty())
+		len(q.LastOutcomes) > 0 || (q.Type != "" && q.Type != ray.TypeInstance) || (q.Labels != nil && !q.Labels.Empty())
 }
 
 // matchKey identifies what a filtering query matches in a scope, in the order of sortKey: every field
@@ -59,7 +62,8 @@ func (q *Query) matchKey(sortKey string, scope auth.Scope) string {
 		sel = q.Labels.String()
 	}
 	return strings.Join([]string{sortKey, strconv.FormatBool(q.Desc), strings.ToLower(q.Search), strings.Join(q.Statuses, ","),
-		strings.Join(q.RayVersions, ","), strings.Join(q.Creators, ","), strings.Join(q.Healths, ","), q.Type, sel, where}, "\x00")
+		strings.Join(q.RayVersions, ","), strings.Join(q.Creators, ","), strings.Join(q.Healths, ","),
+		strings.Join(q.LastOutcomes, ","), q.Type, sel, where}, "\x00")
 }
 
 // Matches tells whether an item passes the query's filters.
@@ -72,7 +76,7 @@ func (q *Query) matches(it *Item, search string) bool {
 		name = strings.ToLower(s.Name)
 	}
 	return anyOf(q.Statuses, s.Status) && anyOf(q.RayVersions, s.RayVersion) && anyOf(q.Healths, s.Health.State) &&
-		(q.Type == "" || s.Type == q.Type) &&
+		(len(q.LastOutcomes) == 0 || slices.Contains(q.LastOutcomes, s.LastOutcome())) && (q.Type == "" || s.Type == q.Type) &&
 		(search == "" || strings.Contains(name, search)) &&
 		(anyOf(q.Creators, s.Creator) || anyOf(q.Creators, it.Labels.Get(ray.CreatorKey))) &&
 		(q.Labels == nil || q.Labels.Matches(it.Labels))

@@ -28,6 +28,9 @@ import (
 const (
 	podsByClusterIndex    = "rayCluster"
 	entriesByClusterIndex = "rayCluster"
+	// runsIndexPrefix, followed by a maker kind's resource, indexes the runs of that kind (a RayCronJob's
+	// RayJobs) by namespace/maker name, from the label the kind names (Kind.Runs).
+	runsIndexPrefix = "runOf/"
 )
 
 func involvedKey(ns, kind, name string) string { return ns + "/" + kind + "/" + name }
@@ -51,6 +54,9 @@ type Store struct {
 	// stop is what Start was given, for them.
 	optional map[*ray.Kind]*optionalInformer
 	stop     <-chan struct{}
+	// makers are, for a kind whose objects are runs (a RayJob), the kinds that make them (RayCronJob):
+	// a run's change publishes its maker again.
+	makers map[*ray.Kind][]*ray.Kind
 
 	// mu serializes publishing (so that the last published item of an object is derived from the newest
 	// object and pods) and guards the published items.
@@ -153,6 +159,9 @@ func NewStore(dyn dynamic.Interface, core kubernetes.Interface, kinds *ray.Kinds
 		}
 		s.informers[k] = inf
 	}
+	if err := s.indexRuns(); err != nil {
+		return nil, err
+	}
 	pf := informers.NewSharedInformerFactoryWithOptions(core, resync,
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = ray.RayNodeLabel + "=yes" }))
 	s.pods = pf.Core().V1().Pods().Informer()
@@ -182,6 +191,33 @@ func NewStore(dyn dynamic.Interface, core kubernetes.Interface, kinds *ray.Kinds
 	}
 	s.start = []func(<-chan struct{}){df.Start, pf.Start, tf.Start, func(stop <-chan struct{}) { go warnings.Run(stop) }}
 	return s, nil
+}
+
+// indexRuns indexes the runs of each kind that makes runs by their maker, and notes which kinds make
+// the runs of which.
+func (s *Store) indexRuns() error {
+	s.makers = map[*ray.Kind][]*ray.Kind{}
+	for _, mk := range s.kinds.All() {
+		if mk.Runs == nil {
+			continue
+		}
+		rk, ok := s.kinds.Lookup(mk.Runs.Resource)
+		if !ok {
+			continue
+		}
+		label := mk.Runs.Label
+		if err := s.informers[rk].AddIndexers(cache.Indexers{runsIndexPrefix + mk.Resource: func(obj any) ([]string, error) {
+			e, ok := obj.(*Entry)
+			if !ok || e.item == nil || e.item.Labels.Get(label) == "" {
+				return nil, nil
+			}
+			return []string{e.Namespace + "/" + e.item.Labels.Get(label)}, nil
+		}}); err != nil {
+			return err
+		}
+		s.makers[rk] = append(s.makers[rk], mk)
+	}
+	return nil
 }
 
 // Start runs the informers until ctx ends; those of optional kinds once their CRD is found.
@@ -313,7 +349,7 @@ func (s *Store) publishInstance(k *ray.Kind, obj any) {
 // tells whether that changed what is published.
 func (s *Store) putInstanceLocked(k *ray.Kind, e *Entry) bool {
 	item := e.item
-	if sum := s.withPods(k, &e.item.Summary); sum != &e.item.Summary {
+	if sum := s.withRunsLocked(k, s.withPods(k, &e.item.Summary)); sum != &e.item.Summary {
 		item = newItem(*sum, e.item.Labels)
 	}
 	old, _ := s.instances[k].get(e.Namespace, e.Name)
@@ -325,7 +361,52 @@ func (s *Store) putInstanceLocked(k *ray.Kind, e *Entry) bool {
 	s.instances[k].put(e.Namespace, e.Name, item)
 	s.ordered[k].replace(old, item)
 	s.countActiveLocked(k, e.Namespace, old, item)
+	s.runChangedLocked(k, e.Namespace, old, item)
 	return true
+}
+
+// withRunsLocked returns the summary of an object of a kind that makes runs completed by its runs as
+// published: base itself for any other kind.
+func (s *Store) withRunsLocked(k *ray.Kind, base *ray.Summary) *ray.Summary {
+	if k.Runs == nil {
+		return base
+	}
+	rk, ok := s.kinds.Lookup(k.Runs.Resource)
+	if !ok {
+		return base
+	}
+	objs, _ := s.informers[rk].GetIndexer().ByIndex(runsIndexPrefix+k.Resource, base.Namespace+"/"+base.Name)
+	runs := make([]*ray.Summary, 0, len(objs))
+	for _, o := range objs {
+		if e, ok := o.(*Entry); ok {
+			if it, ok := s.instances[rk].get(e.Namespace, e.Name); ok {
+				runs = append(runs, &it.Summary)
+			}
+		}
+	}
+	return k.WithRuns(base, runs)
+}
+
+// runChangedLocked publishes again the makers of a run of kind rk that went from old to now (nil:
+// none): their summaries count it.
+func (s *Store) runChangedLocked(rk *ray.Kind, ns string, old, now *Item) {
+	for _, mk := range s.makers[rk] {
+		var owners []string
+		for _, it := range []*Item{old, now} {
+			if it != nil {
+				if o := it.Labels.Get(mk.Runs.Label); o != "" && !slices.Contains(owners, o) {
+					owners = append(owners, o)
+				}
+			}
+		}
+		for _, o := range owners {
+			if obj, found, _ := s.informers[mk].GetIndexer().GetByKey(ns + "/" + o); found {
+				if e, ok := obj.(*Entry); ok {
+					s.putInstanceLocked(mk, e)
+				}
+			}
+		}
+	}
 }
 
 func (s *Store) unpublishInstance(k *ray.Kind, obj any) {
@@ -356,6 +437,7 @@ func (s *Store) unpublishInstance(k *ray.Kind, obj any) {
 		s.instances[k].remove(e.Namespace, e.Name)
 		s.ordered[k].replace(old, nil)
 		s.countActiveLocked(k, e.Namespace, old, nil)
+		s.runChangedLocked(k, e.Namespace, old, nil)
 		s.notify.Notify()
 	}
 }
@@ -489,7 +571,18 @@ func (s *Store) summarize(k *ray.Kind, o *unstructured.Unstructured) ray.Summary
 // it: from the object, and from the cached pods of its Ray cluster.
 func (s *Store) Summarize(k *ray.Kind, o *unstructured.Unstructured) ray.Summary {
 	base := s.summarize(k, o)
-	return *s.withPods(k, &base)
+	return *s.complete(k, &base)
+}
+
+// complete is the summary base completed by what the cache holds of its pods, warnings and runs.
+func (s *Store) complete(k *ray.Kind, base *ray.Summary) *ray.Summary {
+	sum := s.withPods(k, base)
+	if k.Runs == nil {
+		return sum
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.withRunsLocked(k, sum)
 }
 
 // SummarizeManifest is Summarize of a manifest the cache keeps (see Manifest). A kept manifest is
@@ -502,7 +595,7 @@ func (s *Store) SummarizeManifest(k *ray.Kind, m *Manifest) ray.Summary {
 		return s.Summarize(k, m.Unstructured)
 	}
 	base := e.item.Summary
-	return *s.withPods(k, &base)
+	return *s.complete(k, &base)
 }
 
 // withPods returns the summary completed by what the pods of the object's current Ray cluster say,

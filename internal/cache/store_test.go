@@ -205,3 +205,83 @@ func TestOptionalKindFollowsItsCRD(t *testing.T) {
 	assert.Equal(t, map[*ray.Kind]bool{cron: false}, changed)
 	assert.False(t, store.Serves(cron), "its CRD gone")
 }
+
+// A RayCronJob's published summary follows its runs (the RayJobs labelled with its name): their count,
+// the active ones, the newest and the last outcome, and the health they give it; the overview counts its
+// active runs, and a list filters by last outcome.
+func TestRunsCompleteTheirMaker(t *testing.T) {
+	kinds, dyn, _, store := startedStore(t)
+	ctx := t.Context()
+	cron, _ := kinds.Lookup("raycronjobs")
+	job, _ := kinds.Lookup("rayjobs")
+	store.SetInstalled(cron, true)
+	require.Eventually(t, func() bool { return store.Serves(cron) }, 5*time.Second, 10*time.Millisecond)
+	obj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "ray.io/v1", "kind": "RayCronJob",
+		"metadata": map[string]any{"name": "nightly", "namespace": "team"},
+		"spec":     map[string]any{"schedule": "* * * * *", "jobTemplate": map[string]any{"entrypoint": "python run.py"}}}}
+	_, err := dyn.Resource(cron.GVR()).Namespace("team").Create(ctx, obj, metav1.CreateOptions{})
+	require.NoError(t, err)
+	jobs := dyn.Resource(job.GVR()).Namespace("team")
+	makeRun := func(name, of string, created time.Time, status map[string]any) {
+		u := raytest.Manifest(t, job.Kind, job.ClusterSpecPath, name, status)
+		u.SetNamespace("team")
+		u.SetLabels(map[string]string{ray.RunOfLabel: of})
+		u.SetCreationTimestamp(metav1.NewTime(created))
+		_, err := jobs.Create(ctx, u, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	published := func(what string, cond func(s *ray.Summary) bool) *ray.Summary {
+		t.Helper()
+		var got *ray.Summary
+		require.Eventually(t, func() bool {
+			items := store.Items(cron, Scopes{Instances: auth.AllNamespaces()})
+			if len(items) != 1 || items[0].Summary.Runs == nil {
+				return false
+			}
+			got = &items[0].Summary
+			return cond(got)
+		}, 5*time.Second, 10*time.Millisecond, what)
+		return got
+	}
+	s := published("no runs yet", func(s *ray.Summary) bool { return s.Runs.Total == 0 })
+	assert.Equal(t, ray.OutcomeNone, s.LastOutcome())
+
+	t0 := time.Now().Add(-time.Hour).Truncate(time.Second).UTC()
+	makeRun("nightly-aaaaa", "nightly", t0, map[string]any{"jobDeploymentStatus": "Complete", "jobStatus": "SUCCEEDED",
+		"startTime": t0.Format(time.RFC3339), "endTime": t0.Add(90 * time.Second).Format(time.RFC3339)})
+	makeRun("other-bbbbb", "other", t0, map[string]any{"jobDeploymentStatus": "Running"})
+	s = published("one run, succeeded", func(s *ray.Summary) bool { return s.Runs.Total == 1 })
+	assert.Equal(t, ray.StatusSucceeded, s.LastOutcome())
+	assert.InDelta(t, 90.0, *s.Runs.LastEnded.DurationSeconds, 0.001)
+	assert.Equal(t, ray.HealthHealthy, s.Health.State)
+
+	makeRun("nightly-ccccc", "nightly", t0.Add(time.Minute), map[string]any{"jobDeploymentStatus": "Failed", "jobStatus": "FAILED",
+		"startTime": t0.Add(time.Minute).Format(time.RFC3339), "endTime": t0.Add(2 * time.Minute).Format(time.RFC3339)})
+	s = published("the last run failed", func(s *ray.Summary) bool { return s.Runs.Total == 2 })
+	assert.Equal(t, ray.ReasonLastRunFailed, s.Health.Reason)
+	assert.Equal(t, ray.HealthDegraded, s.Health.State)
+
+	makeRun("nightly-ddddd", "nightly", t0.Add(2*time.Minute), map[string]any{"jobDeploymentStatus": "Running"})
+	makeRun("nightly-eeeee", "nightly", t0.Add(3*time.Minute), map[string]any{"jobDeploymentStatus": "Running"})
+	s = published("two runs at once", func(s *ray.Summary) bool { return s.Runs.Active == 2 })
+	assert.Equal(t, "nightly-eeeee", s.Runs.Last.Name)
+	assert.Equal(t, "nightly-ccccc", s.Runs.LastEnded.Name)
+	c := store.Count(cron, Scopes{Instances: auth.AllNamespaces()})
+	require.NotNil(t, c.RunsActive)
+	assert.Equal(t, 2, *c.RunsActive)
+	assert.Nil(t, store.Count(job, Scopes{Instances: auth.AllNamespaces()}).RunsActive, "RayJobs make no runs")
+
+	items := store.Items(cron, Scopes{Instances: auth.AllNamespaces()})
+	for outcome, want := range map[string]int{ray.StatusFailed: 1, ray.StatusSucceeded: 0, ray.OutcomeNone: 0} {
+		q := &Query{LastOutcomes: []string{outcome}, Page: 1, PageSize: 10}
+		_, total := q.Apply(items)
+		assert.Equal(t, want, total, outcome)
+	}
+
+	for _, name := range []string{"nightly-ccccc", "nightly-ddddd"} {
+		require.NoError(t, jobs.Delete(ctx, name, metav1.DeleteOptions{}))
+	}
+	s = published("runs deleted", func(s *ray.Summary) bool { return s.Runs.Total == 2 })
+	assert.Equal(t, ray.StatusSucceeded, s.LastOutcome(), "the failed run is gone")
+	assert.Equal(t, ray.HealthHealthy, s.Health.State)
+}
