@@ -116,6 +116,7 @@ func run() error {
 	reviewer := auth.NewReviewer(clients.ReviewerFor, cfg.AuthCacheTTL, cfg.AuthCacheSize)
 	dashboards := dashboard.NewDashboards(cfg.ClusterDomain, cfg.DashboardTimeout)
 	registry, httpMetrics := metrics.NewRegistry()
+	registry.MustRegister(metrics.NewRunsCollector(store.EachRunState))
 	metrics.RegisterSize(registry, "ray_service_auth_cache_entries", "Access review verdicts and user names cached.", reviewer.Len)
 	var usage api.Usage // none without Prometheus
 	var clusterHealth api.ClusterHealth

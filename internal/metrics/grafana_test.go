@@ -3,10 +3,16 @@ package metrics
 import (
 	"encoding/json"
 	"os"
+	"slices"
+	"strings"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"ray-service/internal/ray"
 )
 
 // The chart's Grafana dashboard asks Prometheus what the service asks, of each selected cluster apart:
@@ -37,4 +43,28 @@ func TestGrafanaDashboardAsksAsTheService(t *testing.T) {
 	assert.Equal(t, h["nodeHealthChecks"], asked[7], "node health checks")
 	assert.Equal(t, append(h["jobAPIPressure"], h["jobAPIPressure.split"]...), asked[8], "job API pressure")
 	assert.Equal(t, h["dashboardPressure"], asked[9], "dashboard pressure")
+	// The schedules panels read what the runs collector exposes.
+	runs := describedNames(t, NewRunsCollector(func(func(string, string, string, *ray.RunsState)) {}))
+	for _, id := range []int{11, 12} {
+		require.Len(t, asked[id], 1, "panel %d", id)
+		assert.True(t, slices.ContainsFunc(runs, func(n string) bool { return strings.Contains(asked[id][0], n+"{") }),
+			"panel %d asks for a series the service exposes (%v): %s", id, runs, asked[id][0])
+	}
+}
+
+// describedNames are the names of the metrics a collector describes.
+func describedNames(t *testing.T, c prometheus.Collector) []string {
+	t.Helper()
+	ch := make(chan *prometheus.Desc, 16)
+	c.Describe(ch)
+	close(ch)
+	var out []string
+	for d := range ch {
+		s := d.String() // Desc{fqName: "name", ...}
+		_, rest, ok := strings.Cut(s, `fqName: "`)
+		require.True(t, ok, s)
+		name, _, _ := strings.Cut(rest, `"`)
+		out = append(out, name)
+	}
+	return out
 }
