@@ -756,6 +756,12 @@ const docTemplate = `{
                         "in": "query"
                     },
                     {
+                        "type": "string",
+                        "description": "kinds that make runs (raycronjobs): status of the newest run that ended, comma-separated (Succeeded, Failed, none)",
+                        "name": "lastOutcome",
+                        "in": "query"
+                    },
+                    {
                         "enum": [
                             "instance",
                             "template"
@@ -1094,6 +1100,12 @@ const docTemplate = `{
                         "type": "string",
                         "description": "health state, comma-separated",
                         "name": "health",
+                        "in": "query"
+                    },
+                    {
+                        "type": "string",
+                        "description": "kinds that make runs (raycronjobs): status of the newest run that ended, comma-separated (Succeeded, Failed, none)",
+                        "name": "lastOutcome",
                         "in": "query"
                     },
                     {
@@ -2970,6 +2982,12 @@ const docTemplate = `{
                         "in": "query"
                     },
                     {
+                        "type": "string",
+                        "description": "health state, comma-separated (Healthy, Progressing, Degraded, Failed, Stopped)",
+                        "name": "health",
+                        "in": "query"
+                    },
+                    {
                         "enum": [
                             "name",
                             "createdAt",
@@ -3843,6 +3861,12 @@ const docTemplate = `{
                         "in": "query"
                     },
                     {
+                        "type": "string",
+                        "description": "kinds that make runs (raycronjobs): status of the newest run that ended, comma-separated (Succeeded, Failed, none)",
+                        "name": "lastOutcome",
+                        "in": "query"
+                    },
+                    {
                         "enum": [
                             "instance",
                             "template"
@@ -4105,6 +4129,12 @@ const docTemplate = `{
                         "type": "string",
                         "description": "health state, comma-separated",
                         "name": "health",
+                        "in": "query"
+                    },
+                    {
+                        "type": "string",
+                        "description": "kinds that make runs (raycronjobs): status of the newest run that ended, comma-separated (Succeeded, Failed, none)",
+                        "name": "lastOutcome",
                         "in": "query"
                     },
                     {
@@ -4412,6 +4442,14 @@ const docTemplate = `{
                     "items": {
                         "$ref": "#/definitions/ray.RolloutCluster"
                     }
+                },
+                "runs": {
+                    "description": "Runs are what its runs (the RayJobs it made) are doing: how many, how many active, the newest,\nand the last outcome.",
+                    "allOf": [
+                        {
+                            "$ref": "#/definitions/ray.RunsState"
+                        }
+                    ]
                 },
                 "schedule": {
                     "description": "RayCronJob only: its schedule, the last and the next runs.",
@@ -4872,6 +4910,14 @@ const docTemplate = `{
                     "items": {
                         "$ref": "#/definitions/ray.RolloutCluster"
                     }
+                },
+                "runs": {
+                    "description": "Runs are what its runs (the RayJobs it made) are doing: how many, how many active, the newest,\nand the last outcome.",
+                    "allOf": [
+                        {
+                            "$ref": "#/definitions/ray.RunsState"
+                        }
+                    ]
                 },
                 "schedule": {
                     "description": "RayCronJob only: its schedule, the last and the next runs.",
@@ -5470,6 +5516,11 @@ const docTemplate = `{
                     "items": {
                         "type": "string"
                     }
+                },
+                "timeZone": {
+                    "description": "TimeZone is the time zone the schedule names (its CRON_TZ= or TZ= prefix), empty for the\noperator's own (UTC in its image).",
+                    "type": "string",
+                    "example": "Asia/Shanghai"
                 }
             }
         },
@@ -5603,6 +5654,10 @@ const docTemplate = `{
             "type": "object",
             "properties": {
                 "active": {
+                    "type": "integer"
+                },
+                "runsActive": {
+                    "description": "RunsActive counts, for a kind that makes runs (RayCronJob), the runs of the objects counted that\nare active now (their RayJobs not stopped or ended); absent for other kinds.",
                     "type": "integer"
                 },
                 "total": {
@@ -5762,6 +5817,65 @@ const docTemplate = `{
                 }
             }
         },
+        "ray.RunOutcome": {
+            "type": "object",
+            "properties": {
+                "durationSeconds": {
+                    "description": "DurationSeconds is from its start to its end, once it ended.",
+                    "type": "number"
+                },
+                "endTime": {
+                    "type": "string"
+                },
+                "name": {
+                    "type": "string"
+                },
+                "startTime": {
+                    "type": "string"
+                },
+                "status": {
+                    "type": "string",
+                    "enum": [
+                        "Pending",
+                        "Running",
+                        "Retrying",
+                        "Stopping",
+                        "Stopped",
+                        "Succeeded",
+                        "Failed"
+                    ]
+                }
+            }
+        },
+        "ray.RunsState": {
+            "type": "object",
+            "properties": {
+                "active": {
+                    "description": "Active counts those not stopped or ended.",
+                    "type": "integer"
+                },
+                "last": {
+                    "description": "Last is the newest run, whatever its state.",
+                    "allOf": [
+                        {
+                            "$ref": "#/definitions/ray.RunOutcome"
+                        }
+                    ]
+                },
+                "lastEnded": {
+                    "description": "LastEnded is the newest run that ended (Succeeded or Failed): the last outcome.",
+                    "allOf": [
+                        {
+                            "$ref": "#/definitions/ray.RunOutcome"
+                        }
+                    ]
+                },
+                "total": {
+                    "description": "Total counts its runs that exist now.",
+                    "type": "integer"
+                }
+            }
+        },
         "ray.ScaleRequest": {
             "type": "object",
             "properties": {
@@ -5895,6 +6009,14 @@ const docTemplate = `{
                     "items": {
                         "$ref": "#/definitions/ray.RolloutCluster"
                     }
+                },
+                "runs": {
+                    "description": "Runs are what its runs (the RayJobs it made) are doing: how many, how many active, the newest,\nand the last outcome.",
+                    "allOf": [
+                        {
+                            "$ref": "#/definitions/ray.RunsState"
+                        }
+                    ]
                 },
                 "schedule": {
                     "description": "RayCronJob only: its schedule, the last and the next runs.",

@@ -546,10 +546,14 @@ func nested(m map[string]any, path ...string) any {
 
 type overviewData struct {
 	Counts *struct {
-		RayClusters       struct{ Total, Active int } `json:"rayclusters"`
-		RayJobs           struct{ Total, Active int } `json:"rayjobs"`
-		RayServices       struct{ Total, Active int } `json:"rayservices"`
-		ActiveRayClusters int                         `json:"activeRayClusters"`
+		RayClusters struct{ Total, Active int } `json:"rayclusters"`
+		RayJobs     struct{ Total, Active int } `json:"rayjobs"`
+		RayServices struct{ Total, Active int } `json:"rayservices"`
+		RayCronJobs struct {
+			Total, Active int
+			RunsActive    *int `json:"runsActive"`
+		} `json:"raycronjobs"`
+		ActiveRayClusters int `json:"activeRayClusters"`
 	} `json:"counts"`
 	Allocated struct {
 		CPU         float64            `json:"cpu"`

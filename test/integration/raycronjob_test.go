@@ -4,6 +4,7 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,11 +14,20 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 type cronSummary struct {
-	Status   string   `json:"status"`
-	Actions  []string `json:"actions"`
+	Status  string   `json:"status"`
+	Actions []string `json:"actions"`
+	Health  health   `json:"health"`
+	Runs    struct {
+		Total, Active   int
+		Last, LastEnded *struct {
+			Name, Status    string
+			DurationSeconds *float64
+		}
+	} `json:"runs"`
 	Schedule struct {
 		Expression    string      `json:"expression"`
 		LastScheduled *time.Time  `json:"lastScheduled"`
@@ -116,6 +126,51 @@ func TestRayCronJobOnSchedule(t *testing.T) {
 		l := decode[listData](t, call(t, "GET", itemPath(ns, "raycronjobs", name)+"/runs?search="+made.Name, admin, "", nil))
 		return l.Total == 1 && l.Items[0].Name == made.Name
 	})
+	// The scheduled runs and the one made now run at once (none ends by itself on the stack): they
+	// pile up, which the health says.
+	eventually(t, 30*time.Second, "runs piling up", func() bool {
+		d := detail()
+		return d.Runs.Active >= 2 && d.Health.Reason == "RunsPilingUp"
+	})
+	d = detail()
+	assert.Equal(t, "Degraded", d.Health.State)
+	assert.Contains(t, d.Actions, "run", "run now is allowed")
+	assert.Contains(t, d.Health.Message, made.Name)
+	o := decode[overviewData](t, call(t, "GET", "/rest/ray/v1/overview?namespace="+ns, admin, "", nil))
+	if assert.NotNil(t, o.Counts.RayCronJobs.RunsActive) {
+		assert.GreaterOrEqual(t, *o.Counts.RayCronJobs.RunsActive, 2, "the overview counts its active runs")
+	}
+	// The first run fails (the test writes its end as the operator writes a failed RayJob's status):
+	// the last outcome, which the health names and a list filters by.
+	endRun(t, ns, first, "Failed", "FAILED")
+	eventually(t, 30*time.Second, "the last run failed", func() bool {
+		d := detail()
+		return d.Health.Reason == "LastRunFailed" && d.Runs.LastEnded != nil && d.Runs.LastEnded.Name == first
+	})
+	d = detail()
+	assert.Equal(t, "Failed", d.Runs.LastEnded.Status)
+	if assert.NotNil(t, d.Runs.LastEnded.DurationSeconds) {
+		assert.GreaterOrEqual(t, *d.Runs.LastEnded.DurationSeconds, 0.0, "from its start to the end written")
+	}
+	assert.Contains(t, d.Health.Message, "run "+first+" failed")
+	for outcome, want := range map[string]int{"Failed": 1, "Succeeded": 0, "none": 0} {
+		l := decode[listData](t, call(t, "GET", nsPath(ns, "raycronjobs")+"?lastOutcome="+outcome, admin, "", nil))
+		assert.Equal(t, want, l.Total, "lastOutcome=%s", outcome)
+	}
+	r = call(t, "GET", nsPath(ns, "raycronjobs")+"?lastOutcome=Maybe", admin, "", nil)
+	assert.Equal(t, 400, r.Status)
+	assert.Contains(t, string(r.Raw), "lastOutcome")
+
+	// The list stream gives the next runs from the time of each event, as the list does.
+	_, cronStream := openWatch(t, env.serviceURL, watchPath(ns, "raycronjobs"), admin, "")
+	ev := cronStream.next(t, 30*time.Second)
+	require.Equal(t, "ADDED", ev.Name)
+	var item cronSummary
+	require.NoError(t, json.Unmarshal(ev.Data, &item))
+	if assert.Len(t, item.Schedule.NextRuns, 3, "next runs on the stream") {
+		assert.WithinDuration(t, time.Now(), item.Schedule.NextRuns[0], 61*time.Second)
+	}
+
 	r = call(t, "POST", itemPath(ns, "rayclusters", "none")+"/run", admin, "", nil)
 	assert.Equal(t, 404, r.Status, "%s", r.Raw)
 
@@ -142,4 +197,27 @@ func TestRayCronJobOnSchedule(t *testing.T) {
 	statuses := rec.statuses()
 	assert.Contains(t, statuses, "Running")
 	assert.Contains(t, statuses, "Stopped", "the timeline: %v", statuses)
+}
+
+// endRun ends a run as the operator records a RayJob's end (status.jobDeploymentStatus, jobStatus,
+// endTime), retrying on conflict with the operator's own writes.
+func endRun(t *testing.T, ns, name, deployment, job string) {
+	t.Helper()
+	ctx := context.Background()
+	eventually(t, 30*time.Second, "the end of "+name+" written", func() bool {
+		u, err := env.adminDyn.Resource(rayJobs).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+		require.NoError(t, err)
+		status, _, _ := unstructured.NestedMap(u.Object, "status")
+		if status == nil {
+			status = map[string]any{}
+		}
+		now := time.Now().UTC()
+		status["jobDeploymentStatus"], status["jobStatus"], status["endTime"] = deployment, job, now.Format(time.RFC3339)
+		if status["startTime"] == nil {
+			status["startTime"] = now.Add(-time.Second).Format(time.RFC3339)
+		}
+		u.Object["status"] = status
+		_, err = env.adminDyn.Resource(rayJobs).Namespace(ns).UpdateStatus(ctx, u, metav1.UpdateOptions{})
+		return err == nil
+	})
 }
