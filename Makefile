@@ -4,9 +4,9 @@ BIN     := bin
 STATE   ?= .run/stack
 PKGS    := ./...
 
-.PHONY: all build run test unit fuzz integration stack stack-down vet swagger swagger-check bench clean
+.PHONY: all build run test unit fuzz integration stack stack-down vet swagger swagger-check client bench clean
 
-SWAG := $(GO) tool swag init -g cmd/ray-service/main.go -d ./ --parseInternal --packageName swagger --outputTypes go,json,yaml
+SWAG := $(GO) tool swag init -g cmd/ray-service/main.go -d ./ --parseInternal --outputTypes json
 
 all: build
 
@@ -16,20 +16,30 @@ build:
 
 # golangci-lint is pinned in tools/lint/go.mod (its own module, so that its dependencies stay out of
 # the service's); `go tool -n` builds it once into the Go build cache and names the binary.
-vet:
+vet: client
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed: $$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 	$(GO) vet -tags integration ./test/...
 	$$(cd tools/lint && $(GO) tool -n golangci-lint) run ./...
 	@grep -q '^RUN make build$$' Dockerfile || { echo "Dockerfile must build with make build"; exit 1; }
 
-# docs/swagger is generated from the handlers' annotations by the swag pinned in go.mod.
+# docs/swagger (Swagger 2.0) and docs/openapi (OpenAPI 3) are generated from the handlers' annotations by
+# the swag pinned in go.mod, completed and converted by cmd/openapi-docs, which validates both.
 swagger:
-	$(SWAG) -o docs/swagger >/dev/null
+	@tmp=$$(mktemp -d) && $(SWAG) -o $$tmp >/dev/null && $(GO) run ./cmd/openapi-docs $$tmp/swagger.json docs; rc=$$?; rm -rf $$tmp; exit $$rc
 
 swagger-check:
-	@tmp=$$(mktemp -d) && $(SWAG) -o $$tmp >/dev/null && diff -r docs/swagger $$tmp >/dev/null \
-		|| { echo "docs/swagger is out of date: run make swagger"; rm -rf $$tmp; exit 1; }; rm -rf $$tmp
+	@tmp=$$(mktemp -d) && $(SWAG) -o $$tmp/swag >/dev/null && $(GO) run ./cmd/openapi-docs $$tmp/swag/swagger.json $$tmp \
+		&& diff -r docs/swagger $$tmp/swagger >/dev/null && diff -r docs/openapi $$tmp/openapi >/dev/null \
+		|| { echo "docs/swagger or docs/openapi is out of date: run make swagger"; rm -rf $$tmp; exit 1; }; rm -rf $$tmp
+
+# The OpenAPI client the integration tests drive the service with, generated from docs/openapi by the
+# oapi-codegen pinned in tools/oapi: never edited, never committed (its dependency, oapi-codegen/runtime,
+# is in go.mod for it).
+CLIENT := test/integration/rayclient/client.gen.go
+client:
+	@mkdir -p $(dir $(CLIENT))
+	cd tools/oapi && $(GO) tool oapi-codegen -generate types,client -package rayclient -o ../../$(CLIENT) ../../docs/openapi/openapi.json
 
 # The local stack's binaries (cold: about 20 minutes; cached afterwards by version).
 stack:
@@ -69,7 +79,7 @@ fuzz:
 # Integration tests run inside a network namespace that has only `lo`: everything they need is built
 # and downloaded before entering it.
 # The compatibility test reads the CRDs of KubeRay v1.5.0 from its module (test/compat/kuberay15).
-integration: build stack
+integration: build stack client
 	cd test/compat/kuberay15 && $(GO) mod download github.com/ray-project/kuberay/ray-operator
 	$(GO) test -c -tags integration -o $(BIN)/integration.test ./test/integration
 	cd test/integration && RAY_SERVICE_BIN=$(CURDIR)/$(BIN)/ray-service \

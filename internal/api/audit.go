@@ -77,6 +77,7 @@ func (s *Server) auditOn() error {
 // auditList lists the writes made through the service.
 //
 //	@Summary		Audit trail
+//	@ID				listAuditEntries
 //	@Description	The writes made through the service (create, replace, delete, start, stop, scale, and each item of a
 //	@Description	batch delete that succeeded), newest first: who (the caller's user name), what, when, and the
 //	@Description	request id. The trail is kept in the service's own store (the history database), append-only: each
@@ -143,6 +144,7 @@ func (s *Server) auditList(c *gin.Context) (*response, error) {
 // auditVerify checks the trail's chain.
 //
 //	@Summary		Check the audit trail
+//	@ID				verifyAuditTrail
 //	@Description	Walks the whole trail in sequence order and checks each entry's hash, keyed with the service's audit
 //	@Description	key, against its content and the previous entry's hash, and the last entry against the head every
 //	@Description	append moves: an entry changed, removed or added in the database other than by the service is
@@ -153,8 +155,8 @@ func (s *Server) auditList(c *gin.Context) (*response, error) {
 //	@Tags			audit
 //	@Produce		json
 //	@Security		Bearer
-//	@Success		200				{object}	Envelope{data=audit.Verification}
-//	@Failure		401,403,503		{object}	Envelope
+//	@Success		200			{object}	Envelope{data=audit.Verification}
+//	@Failure		401,403,503	{object}	Envelope
 //	@Router			/rest/ray/v1/audit/verify [get]
 func (s *Server) auditVerify(c *gin.Context) (*response, error) {
 	if err := s.auditOn(); err != nil {

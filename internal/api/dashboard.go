@@ -30,6 +30,7 @@ var proxyVerbs = map[string]string{
 // dashboard proxies to the Ray dashboard of the object's cluster.
 //
 //	@Summary		Ray dashboard
+//	@ID				proxyDashboard
 //	@Description	Reverse proxy to the Ray dashboard of the cluster (a RayJob's or RayService's current
 //	@Description	cluster), reached by the head service's in-cluster name and dashboard port, honouring the
 //	@Description	HTTP proxy environment variables. Each method needs the verb the apiserver would ask on
@@ -44,13 +45,13 @@ var proxyVerbs = map[string]string{
 //	@Description	lets its pages load and connect only under the proxy path (the origin is the request's, or
 //	@Description	X-Forwarded-Proto and X-Forwarded-Host of a gateway). With the dashboard-origin setting the
 //	@Description	proxy is served only on that separate origin, and requests for it elsewhere are redirected.
-//	@Tags			inspect
+//	@Tags			observe
 //	@Security		Bearer
-//	@Param			namespace			path	string	true	"namespace"
-//	@Param			kind				path	string	true	"kind"	Enums(rayclusters, rayjobs, rayservices, raycronjobs)
-//	@Param			name				path	string	true	"name"
-//	@Param			path				path	string	true	"path on the dashboard"
-//	@Success		200					"what the dashboard answers"
+//	@Param			namespace						path	string	true	"namespace"
+//	@Param			kind							path	string	true	"kind"	Enums(rayclusters, rayjobs, rayservices, raycronjobs)
+//	@Param			name							path	string	true	"name"
+//	@Param			path							path	string	true	"path on the dashboard"
+//	@Success		200								"what the dashboard answers"
 //	@Failure		400,401,403,404,409,429,502,504	{object}	Envelope
 //	@Router			/rest/ray/v1/namespaces/{namespace}/{kind}/{name}/dashboard/{path} [get]
 //	@Router			/rest/ray/v1/namespaces/{namespace}/{kind}/{name}/dashboard/{path} [head]
@@ -147,16 +148,17 @@ func (s *Server) dashboard(c *gin.Context) (*response, error) {
 // dashboardRoot sends .../dashboard to .../dashboard/, so that the dashboard's relative links resolve.
 //
 //	@Summary		Ray dashboard (root)
+//	@ID				openDashboard
 //	@Description	Redirects to the same path with a trailing slash, where the proxy serves the dashboard.
-//	@Tags			inspect
+//	@Tags			observe
 //	@Security		Bearer
-//	@Param			namespace		path	string	true	"namespace"
-//	@Param			kind			path	string	true	"kind"	Enums(rayclusters, rayjobs, rayservices, raycronjobs)
-//	@Param			name			path	string	true	"name"
-//	@Success		301				"to .../dashboard/"
-//	@Success		307				"to the separate dashboard origin, where one is configured"
-//	@Failure		400,401,404		{object}	Envelope
-//	@Failure		403				{object}	Envelope	"once the redirect is followed, for a caller without services/proxy"
+//	@Param			namespace	path	string	true	"namespace"
+//	@Param			kind		path	string	true	"kind"	Enums(rayclusters, rayjobs, rayservices, raycronjobs)
+//	@Param			name		path	string	true	"name"
+//	@Success		301			"to .../dashboard/"
+//	@Success		307			"to the separate dashboard origin, where one is configured"
+//	@Failure		400,401,404	{object}	Envelope
+//	@Failure		403			{object}	Envelope	"once the redirect is followed, for a caller without services/proxy"
 //	@Router			/rest/ray/v1/namespaces/{namespace}/{kind}/{name}/dashboard [get]
 func (s *Server) dashboardRoot(c *gin.Context) (*response, error) {
 	if !s.redirectToDashboardOrigin(c) {

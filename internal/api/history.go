@@ -44,6 +44,7 @@ func (s *Server) historyOn() error {
 // historyList lists the records of a kind.
 //
 //	@Summary		History
+//	@ID				listHistory
 //	@Description	The RayClusters, RayJobs or RayServices the service saw, kept after they finished or were deleted:
 //	@Description	kind, namespace, name, creator, the last status with its reason and message, and when the object
 //	@Description	was created, finished (a RayJob that Succeeded or Failed) and deleted. Objects still there are
@@ -56,18 +57,18 @@ func (s *Server) historyOn() error {
 //	@Tags			history
 //	@Produce		json
 //	@Security		Bearer
-//	@Param			kind			path		string	true	"kind"	Enums(rayclusters, rayjobs, rayservices, raycronjobs)
-//	@Param			namespace		query		string	false	"only this namespace"
-//	@Param			search			query		string	false	"case-insensitive substring of the name"
-//	@Param			status			query		string	false	"last normalized status, comma-separated"
-//	@Param			creator			query		string	false	"creator user name, comma-separated"
-//	@Param			finishedAfter	query		string	false	"RFC 3339 time: ended at or after it"
-//	@Param			finishedBefore	query		string	false	"RFC 3339 time: ended before it"
-//	@Param			sortBy			query		string	false	"sort key"		Enums(name, createdAt, finishedAt, status)	default(createdAt)
-//	@Param			order			query		string	false	"sort order"	Enums(asc, desc)							default(desc)
-//	@Param			page			query		int		false	"page, from 1"	default(1)
-//	@Param			pageSize		query		int		false	"items per page"	default(20)	maximum(500)
-//	@Success		200				{object}	Envelope{data=Page[history.Record]}
+//	@Param			kind				path		string	true	"kind"	Enums(rayclusters, rayjobs, rayservices, raycronjobs)
+//	@Param			namespace			query		string	false	"only this namespace"
+//	@Param			search				query		string	false	"case-insensitive substring of the name"
+//	@Param			status				query		string	false	"last normalized status, comma-separated"
+//	@Param			creator				query		string	false	"creator user name, comma-separated"
+//	@Param			finishedAfter		query		string	false	"RFC 3339 time: ended at or after it"
+//	@Param			finishedBefore		query		string	false	"RFC 3339 time: ended before it"
+//	@Param			sortBy				query		string	false	"sort key"			Enums(name, createdAt, finishedAt, status)	default(createdAt)
+//	@Param			order				query		string	false	"sort order"		Enums(asc, desc)							default(desc)
+//	@Param			page				query		int		false	"page, from 1"		default(1)
+//	@Param			pageSize			query		int		false	"items per page"	default(20)	maximum(500)
+//	@Success		200					{object}	Envelope{data=Page[history.Record]}
 //	@Failure		400,401,403,404,503	{object}	Envelope
 //	@Router			/rest/ray/v1/history/{kind} [get]
 func (s *Server) historyList(c *gin.Context) (*response, error) {
@@ -140,6 +141,7 @@ func (s *Server) historyRecord(c *gin.Context) (*history.Record, error) {
 // historyGet shows one record.
 //
 //	@Summary		History record
+//	@ID				getHistoryRecord
 //	@Description	One object of the history, by its UID: the record, its manifest as last seen (what a rerun
 //	@Description	creates; one past 64 KiB is kept in part: its apiVersion, kind, name and namespace, and
 //	@Description	manifestTruncated gives the whole one's size and sha256 and why), the timeline of its normalized
@@ -195,6 +197,7 @@ func (s *Server) historyGet(c *gin.Context) (*response, error) {
 // historyRerun creates the object again from its record.
 //
 //	@Summary		Rerun from the history
+//	@ID				rerunFromHistory
 //	@Description	Creates the object again, as the caller, from its manifest as last seen: in its namespace, under its
 //	@Description	name, with the caller as creator, and started; the same checks as a create (403 when the caller may
 //	@Description	not create it there, 409 when an object of that name exists). 409 also when the history kept its
@@ -203,12 +206,12 @@ func (s *Server) historyGet(c *gin.Context) (*response, error) {
 //	@Tags			history
 //	@Produce		json
 //	@Security		Bearer
-//	@Param			kind					path		string	true	"kind"	Enums(rayclusters, rayjobs, rayservices, raycronjobs)
-//	@Param			uid						path		string	true	"the recorded object's UID"
-//	@Success		201						{object}	Envelope{data=Detail}
-//	@Failure		400,401,403,404,409		{object}	Envelope
-//	@Failure		422						{object}	Envelope	"the recorded manifest is no longer valid: details name the fields"
-//	@Failure		503,504					{object}	Envelope
+//	@Param			kind				path		string	true	"kind"	Enums(rayclusters, rayjobs, rayservices, raycronjobs)
+//	@Param			uid					path		string	true	"the recorded object's UID"
+//	@Success		201					{object}	Envelope{data=Detail}
+//	@Failure		400,401,403,404,409	{object}	Envelope
+//	@Failure		422					{object}	Envelope	"the recorded manifest is no longer valid: details name the fields"
+//	@Failure		503,504				{object}	Envelope
 //	@Router			/rest/ray/v1/history/{kind}/{uid}/rerun [post]
 func (s *Server) historyRerun(c *gin.Context) (*response, error) {
 	rec, err := s.historyRecord(c)

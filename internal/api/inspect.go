@@ -24,16 +24,17 @@ const (
 // pods lists the pods of an object.
 //
 //	@Summary		Pods
+//	@ID				listObjectPods
 //	@Description	The Ray pods of the object (a RayJob's also its submitter pods; a RayService's those of its
 //	@Description	active and pending clusters), head first, then workers, then submitters. Read as the caller.
 //	@Description	A template has none.
-//	@Tags			inspect
+//	@Tags			observe
 //	@Produce		json
 //	@Security		Bearer
-//	@Param			namespace			path		string	true	"namespace"
-//	@Param			kind				path		string	true	"kind"	Enums(rayclusters, rayjobs, rayservices, raycronjobs)
-//	@Param			name				path		string	true	"name"
-//	@Success		200					{object}	Envelope{data=[]ray.PodInfo}
+//	@Param			namespace				path		string	true	"namespace"
+//	@Param			kind					path		string	true	"kind"	Enums(rayclusters, rayjobs, rayservices, raycronjobs)
+//	@Param			name					path		string	true	"name"
+//	@Success		200						{object}	Envelope{data=[]ray.PodInfo}
 //	@Failure		400,401,403,404,503,504	{object}	Envelope
 //	@Router			/rest/ray/v1/namespaces/{namespace}/{kind}/{name}/pods [get]
 func (s *Server) pods(c *gin.Context) (*response, error) {
@@ -57,15 +58,16 @@ func (s *Server) pods(c *gin.Context) (*response, error) {
 // events lists the events of an object.
 //
 //	@Summary		Events
+//	@ID				listObjectEvents
 //	@Description	Kubernetes events of the object, of its Ray cluster(s), of their pods and (RayJob) of the
 //	@Description	submitter Job, newest first. Read as the caller.
-//	@Tags			inspect
+//	@Tags			observe
 //	@Produce		json
 //	@Security		Bearer
-//	@Param			namespace			path		string	true	"namespace"
-//	@Param			kind				path		string	true	"kind"	Enums(rayclusters, rayjobs, rayservices, raycronjobs)
-//	@Param			name				path		string	true	"name"
-//	@Success		200					{object}	Envelope{data=[]ray.EventInfo}
+//	@Param			namespace				path		string	true	"namespace"
+//	@Param			kind					path		string	true	"kind"	Enums(rayclusters, rayjobs, rayservices, raycronjobs)
+//	@Param			name					path		string	true	"name"
+//	@Success		200						{object}	Envelope{data=[]ray.EventInfo}
 //	@Failure		400,401,403,404,503,504	{object}	Envelope
 //	@Router			/rest/ray/v1/namespaces/{namespace}/{kind}/{name}/events [get]
 func (s *Server) events(c *gin.Context) (*response, error) {
@@ -83,6 +85,7 @@ func (s *Server) events(c *gin.Context) (*response, error) {
 // logs streams the logs of one of the object's pods.
 //
 //	@Summary		Logs
+//	@ID				getObjectLogs
 //	@Description	Container logs through the Kubernetes API, as the caller, streamed as they are read. pod and
 //	@Description	container must belong to the object (400 otherwise). Defaults: a RayJob's submitter pod
 //	@Description	(container ray-job-submitter), else the head pod of the (active) cluster and its first
@@ -92,21 +95,21 @@ func (s *Server) events(c *gin.Context) (*response, error) {
 //	@Description	name the apiserver authenticates, whatever the token) and max-log-follows
 //	@Description	(256) in all are open at once, 429 beyond. A pod that is
 //	@Description	gone is 404; a container that has not started is 409 with its waiting reason.
-//	@Tags			inspect
+//	@Tags			observe
 //	@Produce		plain
 //	@Produce		json
 //	@Security		Bearer
-//	@Param			namespace				path		string	true	"namespace"
-//	@Param			kind					path		string	true	"kind"	Enums(rayclusters, rayjobs, rayservices, raycronjobs)
-//	@Param			name					path		string	true	"name"
-//	@Param			pod						query		string	false	"pod name"
-//	@Param			container				query		string	false	"container name"
-//	@Param			tailLines				query		int		false	"lines from the end"	default(500)	maximum(10000)
-//	@Param			sinceSeconds			query		int		false	"only lines newer than this"
-//	@Param			previous				query		bool	false	"the previous instance of the container"
-//	@Param			limitBytes				query		int		false	"stop after this many bytes"	maximum(10485760)
-//	@Param			follow					query		bool	false	"stream new lines"
-//	@Success		200						{string}	string	"the log text"
+//	@Param			namespace					path		string	true	"namespace"
+//	@Param			kind						path		string	true	"kind"	Enums(rayclusters, rayjobs, rayservices, raycronjobs)
+//	@Param			name						path		string	true	"name"
+//	@Param			pod							query		string	false	"pod name"
+//	@Param			container					query		string	false	"container name"
+//	@Param			tailLines					query		int		false	"lines from the end"	default(500)	maximum(10000)
+//	@Param			sinceSeconds				query		int		false	"only lines newer than this"
+//	@Param			previous					query		bool	false	"the previous instance of the container"
+//	@Param			limitBytes					query		int		false	"stop after this many bytes"	maximum(10485760)
+//	@Param			follow						query		bool	false	"stream new lines"
+//	@Success		200							{string}	string	"the log text"
 //	@Failure		400,401,403,404,409,429,503	{object}	Envelope
 //	@Router			/rest/ray/v1/namespaces/{namespace}/{kind}/{name}/logs [get]
 func (s *Server) logs(c *gin.Context) (*response, error) {

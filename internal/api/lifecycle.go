@@ -23,6 +23,7 @@ const batchInParallel = 8
 // start starts an object.
 //
 //	@Summary		Start
+//	@ID				startObject
 //	@Description	Starts the object; starting what already runs returns 200 and changes nothing, and is not recorded in
 //	@Description	the audit trail. Nothing to do still needs the right to do it, as a patch that changes nothing does:
 //	@Description	patch on the kind (create for a RayService), else 403.
@@ -50,6 +51,7 @@ func (s *Server) start(c *gin.Context) (*response, error) {
 // stop stops an object.
 //
 //	@Summary		Stop
+//	@ID				stopObject
 //	@Description	Stops the object; stopping what is stopped (or stopping) returns 200 and changes nothing, and is not
 //	@Description	recorded in the audit trail. Nothing to do still needs the right to do it: patch on the kind where
 //	@Description	KubeRay suspends it, update for a RayJob stopped through its dashboard, delete for a RayService; else 403.
@@ -61,12 +63,12 @@ func (s *Server) start(c *gin.Context) (*response, error) {
 //	@Tags			lifecycle
 //	@Produce		json
 //	@Security		Bearer
-//	@Param			namespace				path		string	true	"namespace"
-//	@Param			kind					path		string	true	"kind"	Enums(rayclusters, rayjobs, rayservices, raycronjobs)
-//	@Param			name					path		string	true	"name"
-//	@Success		200						{object}	Envelope{data=Detail}
-//	@Failure		400,401,403,404,409		{object}	Envelope
-//	@Failure		503,504					{object}	Envelope	"503: the Ray dashboard is unreachable"
+//	@Param			namespace			path		string	true	"namespace"
+//	@Param			kind				path		string	true	"kind"	Enums(rayclusters, rayjobs, rayservices, raycronjobs)
+//	@Param			name				path		string	true	"name"
+//	@Success		200					{object}	Envelope{data=Detail}
+//	@Failure		400,401,403,404,409	{object}	Envelope
+//	@Failure		503,504				{object}	Envelope	"503: the Ray dashboard is unreachable"
 //	@Router			/rest/ray/v1/namespaces/{namespace}/{kind}/{name}/stop [post]
 func (s *Server) stop(c *gin.Context) (*response, error) {
 	return s.lifecycle(c, audit.Stop, Objects.Stop)
@@ -109,6 +111,7 @@ type BatchResult struct {
 // batchDelete deletes many objects of a kind.
 //
 //	@Summary		Batch delete
+//	@ID				batchDeleteObjects
 //	@Description	Deletes up to 100 objects of a kind, each as a single delete would (Running ones only with force).
 //	@Description	One item's failure does not stop the others: the answer is 200 with one result per item, in the
 //	@Description	order given. Duplicate items are deleted once and answered for each.
@@ -196,6 +199,7 @@ type ScaleResult struct {
 // scale sets a worker group's replicas and bounds.
 //
 //	@Summary		Scale a worker group
+//	@ID				scaleObject
 //	@Description	Sets replicas, minReplicas and maxReplicas (each optional; at least one) of one worker group: of
 //	@Description	the RayCluster, or of the cluster spec of a RayJob (spec.rayClusterSpec) or RayService
 //	@Description	(spec.rayClusterConfig); of the stored manifest for a template. Written as the caller, as an

@@ -54,6 +54,7 @@ type Grafana struct {
 // overview reports counts, requested and used resources of Ray.
 //
 //	@Summary		Overview
+//	@ID				getOverview
 //	@Description	Counts per kind (total including templates; active: not Stopped, Succeeded or Failed) and the
 //	@Description	Ray clusters with running pods; allocated: the summed effective requests of every Pending or
 //	@Description	Running Ray pod (exact, from Kubernetes) and the Ray logical resources their nodes offer; used:
@@ -100,6 +101,7 @@ func (s *Server) countsIn(scopes map[*ray.Kind]cache.Scopes) (*Counts, cache.All
 // clusterMetrics reports one Ray cluster's requested and used resources.
 //
 //	@Summary		Metrics of a Ray cluster
+//	@ID				getRayClusterMetrics
 //	@Description	The overview's allocated, used and series for one RayCluster (its detail page's monitoring
 //	@Description	tab). For callers who may get the RayCluster.
 //	@Tags			overview
@@ -155,6 +157,7 @@ func (s *Server) figures(c *gin.Context, w metrics.Window, scope metrics.Scope, 
 // clusterHealth reports the cluster health tab of the Ray cluster an object runs on.
 //
 //	@Summary		Cluster health
+//	@ID				getObjectHealth
 //	@Description	Four panels from Ray's own Prometheus metrics, for the Ray cluster of the object (a RayCluster
 //	@Description	itself; a RayJob's or RayService's current cluster), selected by the namespace and the
 //	@Description	ray_io_cluster label that KubeRay's PodMonitor sets from the pods' ray.io/cluster label. Each
@@ -264,17 +267,18 @@ const overviewInterval = time.Second
 // watchOverview streams the overview's counts and allocated totals.
 //
 //	@Summary		Watch the overview
+//	@ID				watchOverview
 //	@Description	Server-Sent Events: OVERVIEW with the overview's counts and allocated totals (as the overview
 //	@Description	computes them, from the watch cache) at once, then whenever they change, at most once a second.
 //	@Description	Each event is the whole state, so a reconnection needs no resumption. Rights are checked again
 //	@Description	at the verdict cache's TTL; a caller who may no longer list Ray clusters in the namespace gets
 //	@Description	ERROR and the stream ends. Heartbeats, bounds and ends as for list streams.
-//	@Tags			watch
+//	@Tags			streams
 //	@Produce		text/event-stream
 //	@Produce		json
 //	@Security		Bearer
-//	@Param			namespace	query		string	false	"only this namespace"
-//	@Success		200			{object}	OverviewLive	"a stream of OVERVIEW events, each with this data"
+//	@Param			namespace			query		string			false	"only this namespace"
+//	@Success		200					{object}	OverviewLive	"a stream of OVERVIEW events, each with this data"
 //	@Failure		400,401,403,429,503	{object}	Envelope
 //	@Router			/rest/ray/v1/overview/watch [get]
 func (s *Server) watchOverview(c *gin.Context) (*response, error) {

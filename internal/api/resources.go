@@ -80,6 +80,7 @@ type DeleteData struct {
 // listAll lists a kind across every namespace the caller may list it in.
 //
 //	@Summary		List across namespaces
+//	@ID				listObjects
 //	@Description	Lists RayClusters, RayJobs or RayServices in every namespace the caller may list them in
 //	@Description	(others are left out, not refused). Served from the watch cache. Filters combine with AND;
 //	@Description	status, rayVersion, creator and health take comma-separated values that combine with OR. Ties in
@@ -115,6 +116,7 @@ func (s *Server) listAll(c *gin.Context) (*response, error) { return s.list(c) }
 // list lists a kind in one namespace.
 //
 //	@Summary		List in a namespace
+//	@ID				listNamespacedObjects
 //	@Description	Same parameters and answer as the list across namespaces; 403 when the caller may not list
 //	@Description	the kind in the namespace.
 //	@Tags			resources
@@ -126,8 +128,8 @@ func (s *Server) listAll(c *gin.Context) (*response, error) { return s.list(c) }
 //	@Param			status				query		string	false	"normalized status, comma-separated"
 //	@Param			rayVersion			query		string	false	"Ray version, comma-separated"
 //	@Param			creator				query		string	false	"creator user name, comma-separated"
-//	@Param			health			query		string	false	"health state, comma-separated (Healthy, Progressing, Degraded, Failed, Stopped)"
-//	@Param			lastOutcome		query		string	false	"kinds that make runs (raycronjobs): status of the newest run that ended, comma-separated (Succeeded, Failed, none)"
+//	@Param			health				query		string	false	"health state, comma-separated (Healthy, Progressing, Degraded, Failed, Stopped)"
+//	@Param			lastOutcome			query		string	false	"kinds that make runs (raycronjobs): status of the newest run that ended, comma-separated (Succeeded, Failed, none)"
 //	@Param			type				query		string	false	"instance or template"	Enums(instance, template)
 //	@Param			sortBy				query		string	false	"sort key"				Enums(name, createdAt, status, rayVersion)	default(createdAt)
 //	@Param			order				query		string	false	"sort order"			Enums(asc, desc)							default(desc)
@@ -187,7 +189,8 @@ func (s *Server) rightsVersion() uint64 {
 // create creates an object from a JSON, YAML or uploaded manifest, as the caller.
 //
 //	@Summary		Create
-//	@Description	Creates a RayCluster, RayJob or RayService from one manifest: JSON, YAML, or a file uploaded
+//	@ID				createObject
+//	@Description	Creates a RayCluster, RayJob, RayService or RayCronJob from one manifest: JSON, YAML, or a file uploaded
 //	@Description	in multipart field "file". kind, apiVersion and metadata.namespace may be left out; when given
 //	@Description	they must match the path. status, uid, resourceVersion and managedFields are ignored. Unknown
 //	@Description	fields are refused (422). The creator's user name is recorded in annotation and label
@@ -201,8 +204,7 @@ func (s *Server) rightsVersion() uint64 {
 //	@Param			namespace					path		string	true	"namespace"
 //	@Param			kind						path		string	true	"kind"	Enums(rayclusters, rayjobs, rayservices, raycronjobs)
 //	@Param			dryRun						query		bool	false	"validate only"
-//	@Param			body						body		object	false	"the manifest (JSON or YAML)"
-//	@Param			file						formData	file	false	"the manifest as an uploaded file"
+//	@Param			body						body		object	true	"the manifest: a JSON or YAML object, or a multipart/form-data body whose field file holds it (the OpenAPI 3 document lists the three media types)"
 //	@Success		201							{object}	Envelope{data=Detail}
 //	@Success		200							{object}	Envelope{data=Detail}	"dry run: what would be created"
 //	@Failure		400,401,403,404,409,413,415	{object}	Envelope
@@ -251,6 +253,7 @@ func (s *Server) createAs(c *gin.Context, r *request, obj *unstructured.Unstruct
 // watch cache.
 //
 //	@Summary		Detail
+//	@ID				getObject
 //	@Description	The summary, the conditions and the whole object (without managedFields). The first detail of
 //	@Description	an object reads it from the apiserver as the caller; from then on the watch cache keeps its
 //	@Description	manifest current (the 1,024 objects shown last), and a detail of a RayCluster or a RayService is
@@ -259,10 +262,10 @@ func (s *Server) createAs(c *gin.Context, r *request, obj *unstructured.Unstruct
 //	@Tags			resources
 //	@Produce		json
 //	@Security		Bearer
-//	@Param			namespace			path		string	true	"namespace"
-//	@Param			kind				path		string	true	"kind"	Enums(rayclusters, rayjobs, rayservices, raycronjobs)
-//	@Param			name				path		string	true	"name"
-//	@Success		200					{object}	Envelope{data=Detail}
+//	@Param			namespace				path		string	true	"namespace"
+//	@Param			kind					path		string	true	"kind"	Enums(rayclusters, rayjobs, rayservices, raycronjobs)
+//	@Param			name					path		string	true	"name"
+//	@Success		200						{object}	Envelope{data=Detail}
 //	@Failure		400,401,403,404,503,504	{object}	Envelope
 //	@Router			/rest/ray/v1/namespaces/{namespace}/{kind}/{name} [get]
 func (s *Server) get(c *gin.Context) (*response, error) {
@@ -392,6 +395,7 @@ func (s *Server) detailOf(c *gin.Context, r *request, cur *k8s.Current, sum ray.
 // replace replaces an object from a full manifest, as the caller.
 //
 //	@Summary		Replace
+//	@ID				replaceObject
 //	@Description	Replaces the object with a full manifest (JSON, YAML or uploaded file). A stale
 //	@Description	metadata.resourceVersion is 409; a manifest without one replaces unconditionally. The name
 //	@Description	and namespace cannot change (400). The creator recorded at creation is kept. status is ignored.
@@ -405,8 +409,7 @@ func (s *Server) detailOf(c *gin.Context, r *request, cur *k8s.Current, sum ray.
 //	@Param			kind						path		string	true	"kind"	Enums(rayclusters, rayjobs, rayservices, raycronjobs)
 //	@Param			name						path		string	true	"name"
 //	@Param			dryRun						query		bool	false	"validate only"
-//	@Param			body						body		object	false	"the manifest (JSON or YAML)"
-//	@Param			file						formData	file	false	"the manifest as an uploaded file"
+//	@Param			body						body		object	true	"the manifest: a JSON or YAML object, or a multipart/form-data body whose field file holds it (the OpenAPI 3 document lists the three media types)"
 //	@Success		200							{object}	Envelope{data=Detail}
 //	@Failure		400,401,403,404,409,413,415	{object}	Envelope
 //	@Failure		422							{object}	Envelope	"invalid: details name the fields"
@@ -433,16 +436,18 @@ func (s *Server) replace(c *gin.Context) (*response, error) {
 
 // delete deletes an object as the caller.
 //
-//	@Summary		Delete
-//	@Tags			resources
-//	@Produce		json
-//	@Security		Bearer
-//	@Param			namespace				path		string	true	"namespace"
-//	@Param			kind					path		string	true	"kind"	Enums(rayclusters, rayjobs, rayservices, raycronjobs)
-//	@Param			name					path		string	true	"name"
-//	@Success		200						{object}	Envelope{data=DeleteData}
-//	@Failure		400,401,403,404,409,503,504	{object}	Envelope
-//	@Router			/rest/ray/v1/namespaces/{namespace}/{kind}/{name} [delete]
+//	@Summary	Delete
+//	@ID			deleteObject
+//	@Tags		resources
+//	@Produce	json
+//	@Security	Bearer
+//	@Param		namespace					path		string	true	"namespace"
+//	@Param		kind						path		string	true	"kind"	Enums(rayclusters, rayjobs, rayservices, raycronjobs)
+//	@Param		name						path		string	true	"name"
+//	@Param		force						query		bool	false	"delete even while it runs (otherwise 409 for a running object)"
+//	@Success	200							{object}	Envelope{data=DeleteData}
+//	@Failure	400,401,403,404,409,503,504	{object}	Envelope
+//	@Router		/rest/ray/v1/namespaces/{namespace}/{kind}/{name} [delete]
 func (s *Server) delete(c *gin.Context) (*response, error) {
 	force, err := boolParam(c, "force")
 	if err != nil {
@@ -459,6 +464,7 @@ func (s *Server) delete(c *gin.Context) (*response, error) {
 // exportYAML returns the object as YAML, read from the apiserver as the caller.
 //
 //	@Summary		YAML export
+//	@ID				getObjectYAML
 //	@Description	The object as YAML without managedFields; it can be sent back unchanged with PUT.
 //	@Tags			resources
 //	@Produce		application/yaml

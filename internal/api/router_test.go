@@ -66,6 +66,15 @@ func TestRouterWithoutKubernetes(t *testing.T) {
 	}
 	require.NoError(t, json.Unmarshal(w.Body.Bytes(), &spec))
 	assert.Contains(t, spec.Paths, "/rest/ray/v1/namespaces/{namespace}/{kind}")
+	w = do("GET", "/rest/ray/v1/openapi.json", "")
+	require.Equal(t, 200, w.Code, "the OpenAPI 3 document needs no token")
+	var v3 struct {
+		OpenAPI string         `json:"openapi"`
+		Paths   map[string]any `json:"paths"`
+	}
+	require.NoError(t, json.Unmarshal(w.Body.Bytes(), &v3))
+	assert.Equal(t, "3.0.3", v3.OpenAPI)
+	assert.Contains(t, v3.Paths, "/rest/ray/v1/openapi.json")
 	w = do("GET", "/rest/ray/v1/swagger/index.html", "")
 	assert.Equal(t, 200, w.Code)
 	assert.Contains(t, w.Body.String(), "swagger-ui")

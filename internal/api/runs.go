@@ -28,6 +28,7 @@ func (s *Server) runKind(k *ray.Kind) (*ray.Kind, error) {
 // runs lists the runs an object made: a RayCronJob's RayJobs.
 //
 //	@Summary		Runs
+//	@ID				listObjectRuns
 //	@Description	The runs a RayCronJob made (its RayJobs, labelled ray.io/cronjob-name by the operator or by
 //	@Description	run now), newest first, answered as the RayJob list answers: its filters, sort and pages, from
 //	@Description	the watch cache, 403 where the caller may not list RayJobs. Each item names its RayJob, whose
@@ -41,10 +42,10 @@ func (s *Server) runKind(k *ray.Kind) (*ray.Kind, error) {
 //	@Param			search				query		string	false	"case-insensitive substring of the name"
 //	@Param			status				query		string	false	"normalized status, comma-separated"
 //	@Param			health				query		string	false	"health state, comma-separated (Healthy, Progressing, Degraded, Failed, Stopped)"
-//	@Param			sortBy				query		string	false	"sort key"				Enums(name, createdAt, status, rayVersion)	default(createdAt)
-//	@Param			order				query		string	false	"sort order"			Enums(asc, desc)							default(desc)
-//	@Param			page				query		int		false	"page, from 1"			default(1)
-//	@Param			pageSize			query		int		false	"items per page"		default(20)	maximum(500)
+//	@Param			sortBy				query		string	false	"sort key"			Enums(name, createdAt, status, rayVersion)	default(createdAt)
+//	@Param			order				query		string	false	"sort order"		Enums(asc, desc)							default(desc)
+//	@Param			page				query		int		false	"page, from 1"		default(1)
+//	@Param			pageSize			query		int		false	"items per page"	default(20)	maximum(500)
 //	@Success		200					{object}	Envelope{data=Page[ray.Summary]}
 //	@Failure		400,401,403,404,503	{object}	Envelope
 //	@Router			/rest/ray/v1/namespaces/{namespace}/{kind}/{name}/runs [get]
@@ -76,6 +77,7 @@ func (s *Server) runs(c *gin.Context) (*response, error) {
 // runNow makes one run now.
 //
 //	@Summary		Run now
+//	@ID				runObjectNow
 //	@Description	Makes one run of a RayCronJob now, as the caller: a RayJob from its job template, named,
 //	@Description	labelled, annotated and owned as the operator makes its scheduled runs (so it is listed among
 //	@Description	its runs and deleted with it), whether or not the RayCronJob is suspended. Needs the rights to
@@ -83,10 +85,10 @@ func (s *Server) runs(c *gin.Context) (*response, error) {
 //	@Tags			lifecycle
 //	@Produce		json
 //	@Security		Bearer
-//	@Param			namespace			path		string	true	"namespace"
-//	@Param			kind				path		string	true	"kind"	Enums(raycronjobs)
-//	@Param			name				path		string	true	"name"
-//	@Success		201					{object}	Envelope{data=Detail}
+//	@Param			namespace					path		string	true	"namespace"
+//	@Param			kind						path		string	true	"kind"	Enums(raycronjobs)
+//	@Param			name						path		string	true	"name"
+//	@Success		201							{object}	Envelope{data=Detail}
 //	@Failure		400,401,403,404,409,422,503	{object}	Envelope
 //	@Router			/rest/ray/v1/namespaces/{namespace}/{kind}/{name}/run [post]
 func (s *Server) runNow(c *gin.Context) (*response, error) {

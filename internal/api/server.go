@@ -416,7 +416,8 @@ func token(c *gin.Context) string { return c.GetString(tokenKey{}) }
 // healthz answers 200 while the process serves.
 //
 //	@Summary	Liveness
-//	@Tags		health
+//	@ID			checkLive
+//	@Tags		service
 //	@Produce	plain
 //	@Success	200	{string}	string	"ok"
 //	@Router		/healthz [get]
@@ -425,11 +426,12 @@ func (s *Server) healthz(c *gin.Context) { c.String(http.StatusOK, "ok") }
 // metrics serves the service's own metrics.
 //
 //	@Summary		The service's own metrics
+//	@ID				getServiceMetrics
 //	@Description	Unauthenticated, as Prometheus scrapes it. With metrics-listen set (as the chart sets it) it is
 //	@Description	served only on that address, apart from the API, and this address answers 404.
-//	@Tags			health
+//	@Tags			service
 //	@Produce		plain
-//	@Success		200	{string}	string	"Prometheus text format"
+//	@Success		200	{string}	string		"Prometheus text format"
 //	@Failure		404	{object}	Envelope	"served on the metrics address instead"
 //	@Router			/metrics [get]
 func (s *Server) metrics(h http.Handler) gin.HandlerFunc { return gin.WrapH(h) }
@@ -439,7 +441,8 @@ func (s *Server) metrics(h http.Handler) gin.HandlerFunc { return gin.WrapH(h) }
 // time it changes.
 //
 //	@Summary	Readiness
-//	@Tags		health
+//	@ID			checkReady
+//	@Tags		service
 //	@Produce	plain
 //	@Success	200	{string}	string	"ok"
 //	@Failure	503	{string}	string	"not ready (the reason is in the service's log)"

@@ -72,6 +72,7 @@ type OverviewLive struct {
 // watchAll streams the items of a kind across namespaces.
 //
 //	@Summary		Watch a list across namespaces
+//	@ID				watchObjects
 //	@Description	Server-Sent Events (text/event-stream) of the items a list with the same filters shows (sortBy
 //	@Description	orders the first snapshot; page and pageSize do not apply). First every matching item as an
 //	@Description	ADDED event (without id), then SYNCED ({"total": n}); then ADDED, MODIFIED and DELETED as items
@@ -89,23 +90,23 @@ type OverviewLive struct {
 //	@Description	EventSource reconnects and resumes). At most max-watches-per-caller (16) streams per user (counted by
 //	@Description	the user name the apiserver authenticates, whatever the token) and max-watches (2000) in all are open
 //	@Description	at once: 429 beyond.
-//	@Tags			watch
+//	@Tags			streams
 //	@Produce		text/event-stream
 //	@Produce		json
 //	@Security		Bearer
-//	@Param			kind			path		string	true	"kind"	Enums(rayclusters, rayjobs, rayservices, raycronjobs)
-//	@Param			Last-Event-ID	header		string	false	"the id of the last event received, to resume"
-//	@Param			search			query		string	false	"case-insensitive substring of the name"
-//	@Param			status			query		string	false	"normalized status, comma-separated"
-//	@Param			rayVersion		query		string	false	"Ray version, comma-separated"
-//	@Param			creator			query		string	false	"creator user name, comma-separated"
-//	@Param			health			query		string	false	"health state, comma-separated"
-//	@Param			lastOutcome		query		string	false	"kinds that make runs (raycronjobs): status of the newest run that ended, comma-separated (Succeeded, Failed, none)"
-//	@Param			type			query		string	false	"instance or template"	Enums(instance, template)
-//	@Param			sortBy			query		string	false	"order of the snapshot"	Enums(name, createdAt, status, rayVersion)	default(createdAt)
-//	@Param			order			query		string	false	"order of the snapshot"	Enums(asc, desc)							default(desc)
-//	@Param			labelSelector	query		string	false	"Kubernetes label selector"
-//	@Success		200				{object}	WatchEvent	"a stream of events; the schema shows each event's data under the event's name"
+//	@Param			kind				path		string		true	"kind"	Enums(rayclusters, rayjobs, rayservices, raycronjobs)
+//	@Param			Last-Event-ID		header		string		false	"the id of the last event received, to resume"
+//	@Param			search				query		string		false	"case-insensitive substring of the name"
+//	@Param			status				query		string		false	"normalized status, comma-separated"
+//	@Param			rayVersion			query		string		false	"Ray version, comma-separated"
+//	@Param			creator				query		string		false	"creator user name, comma-separated"
+//	@Param			health				query		string		false	"health state, comma-separated"
+//	@Param			lastOutcome			query		string		false	"kinds that make runs (raycronjobs): status of the newest run that ended, comma-separated (Succeeded, Failed, none)"
+//	@Param			type				query		string		false	"instance or template"	Enums(instance, template)
+//	@Param			sortBy				query		string		false	"order of the snapshot"	Enums(name, createdAt, status, rayVersion)	default(createdAt)
+//	@Param			order				query		string		false	"order of the snapshot"	Enums(asc, desc)							default(desc)
+//	@Param			labelSelector		query		string		false	"Kubernetes label selector"
+//	@Success		200					{object}	WatchEvent	"a stream of events; the schema shows each event's data under the event's name"
 //	@Failure		400,401,404,429,503	{object}	Envelope
 //	@Router			/rest/ray/v1/{kind}/watch [get]
 func (s *Server) watchAll(c *gin.Context) (*response, error) { return s.watchList(c) }
@@ -113,27 +114,28 @@ func (s *Server) watchAll(c *gin.Context) (*response, error) { return s.watchLis
 // watchList streams the items of a kind in one namespace.
 //
 //	@Summary		Watch a list in a namespace
+//	@ID				watchNamespacedObjects
 //	@Description	As the stream across namespaces, for one namespace: 403 when the caller may not list the kind
 //	@Description	there; a caller whose right is revoked while the stream lives gets ERROR and the stream ends. An
 //	@Description	object named "watch" is read with the list of its namespace, not with this path.
-//	@Tags			watch
+//	@Tags			streams
 //	@Produce		text/event-stream
 //	@Produce		json
 //	@Security		Bearer
-//	@Param			namespace		path		string	true	"namespace"
-//	@Param			kind			path		string	true	"kind"	Enums(rayclusters, rayjobs, rayservices, raycronjobs)
-//	@Param			Last-Event-ID	header		string	false	"the id of the last event received, to resume"
-//	@Param			search			query		string	false	"case-insensitive substring of the name"
-//	@Param			status			query		string	false	"normalized status, comma-separated"
-//	@Param			rayVersion		query		string	false	"Ray version, comma-separated"
-//	@Param			creator			query		string	false	"creator user name, comma-separated"
-//	@Param			health			query		string	false	"health state, comma-separated"
-//	@Param			lastOutcome		query		string	false	"kinds that make runs (raycronjobs): status of the newest run that ended, comma-separated (Succeeded, Failed, none)"
-//	@Param			type			query		string	false	"instance or template"	Enums(instance, template)
-//	@Param			sortBy			query		string	false	"order of the snapshot"	Enums(name, createdAt, status, rayVersion)	default(createdAt)
-//	@Param			order			query		string	false	"order of the snapshot"	Enums(asc, desc)							default(desc)
-//	@Param			labelSelector	query		string	false	"Kubernetes label selector"
-//	@Success		200				{object}	WatchEvent	"a stream of events; the schema shows each event's data under the event's name"
+//	@Param			namespace				path		string		true	"namespace"
+//	@Param			kind					path		string		true	"kind"	Enums(rayclusters, rayjobs, rayservices, raycronjobs)
+//	@Param			Last-Event-ID			header		string		false	"the id of the last event received, to resume"
+//	@Param			search					query		string		false	"case-insensitive substring of the name"
+//	@Param			status					query		string		false	"normalized status, comma-separated"
+//	@Param			rayVersion				query		string		false	"Ray version, comma-separated"
+//	@Param			creator					query		string		false	"creator user name, comma-separated"
+//	@Param			health					query		string		false	"health state, comma-separated"
+//	@Param			lastOutcome				query		string		false	"kinds that make runs (raycronjobs): status of the newest run that ended, comma-separated (Succeeded, Failed, none)"
+//	@Param			type					query		string		false	"instance or template"	Enums(instance, template)
+//	@Param			sortBy					query		string		false	"order of the snapshot"	Enums(name, createdAt, status, rayVersion)	default(createdAt)
+//	@Param			order					query		string		false	"order of the snapshot"	Enums(asc, desc)							default(desc)
+//	@Param			labelSelector			query		string		false	"Kubernetes label selector"
+//	@Success		200						{object}	WatchEvent	"a stream of events; the schema shows each event's data under the event's name"
 //	@Failure		400,401,403,404,429,503	{object}	Envelope
 //	@Router			/rest/ray/v1/namespaces/{namespace}/{kind}/watch [get]
 func (s *Server) watchList(c *gin.Context) (*response, error) {

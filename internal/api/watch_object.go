@@ -20,6 +20,7 @@ import (
 // watchObject streams one object.
 //
 //	@Summary		Watch an object
+//	@ID				watchObject
 //	@Description	Server-Sent Events of one object: first ADDED with its summary, PODS with the Ray pods of its
 //	@Description	clusters (when the caller may list pods in the namespace, as the pods route asks), its recent
 //	@Description	Kubernetes events as EVENT each (oldest first; when the caller may list events in the namespace),
@@ -31,15 +32,15 @@ import (
 //	@Description	ERROR and the stream ends; one who may no longer list pods or events gets no more PODS or EVENT
 //	@Description	(and PODS again, whole, once it may). Heartbeats, bounds and ends as for list streams; the bound on
 //	@Description	streams is checked before anything is read.
-//	@Tags			watch
+//	@Tags			streams
 //	@Produce		text/event-stream
 //	@Produce		json
 //	@Security		Bearer
-//	@Param			namespace		path		string	true	"namespace"
-//	@Param			kind			path		string	true	"kind"	Enums(rayclusters, rayjobs, rayservices, raycronjobs)
-//	@Param			name			path		string	true	"name"
-//	@Param			Last-Event-ID	header		string	false	"the id of the last event received"
-//	@Success		200				{object}	ObjectWatchEvent	"a stream of events; the schema shows each event's data under the event's name"
+//	@Param			namespace					path		string				true	"namespace"
+//	@Param			kind						path		string				true	"kind"	Enums(rayclusters, rayjobs, rayservices, raycronjobs)
+//	@Param			name						path		string				true	"name"
+//	@Param			Last-Event-ID				header		string				false	"the id of the last event received"
+//	@Success		200							{object}	ObjectWatchEvent	"a stream of events; the schema shows each event's data under the event's name"
 //	@Failure		400,401,403,404,429,503,504	{object}	Envelope
 //	@Router			/rest/ray/v1/namespaces/{namespace}/{kind}/{name}/watch [get]
 func (s *Server) watchObject(c *gin.Context) (*response, error) {
