@@ -54,6 +54,8 @@ type Store struct {
 	// stop is what Start was given, for them.
 	optional map[*ray.Kind]*optionalInformer
 	stop     <-chan struct{}
+	// groups are Volcano's PodGroups, once discovery finds their CRD.
+	groups *podGroups
 	// makers are, for a kind whose objects are runs (a RayJob), the kinds that make them (RayCronJob):
 	// a run's change publishes its maker again.
 	makers map[*ray.Kind][]*ray.Kind
@@ -160,6 +162,10 @@ func NewStore(dyn dynamic.Interface, core kubernetes.Interface, kinds *ray.Kinds
 		s.informers[k] = inf
 	}
 	if err := s.indexRuns(); err != nil {
+		return nil, err
+	}
+	s.groups = newPodGroups(dyn)
+	if err := s.followPodGroups(); err != nil {
 		return nil, err
 	}
 	pf := informers.NewSharedInformerFactoryWithOptions(core, resync,
@@ -349,7 +355,8 @@ func (s *Store) publishInstance(k *ray.Kind, obj any) {
 // tells whether that changed what is published.
 func (s *Store) putInstanceLocked(k *ray.Kind, e *Entry) bool {
 	item := e.item
-	if sum := s.withRunsLocked(k, s.withPods(k, &e.item.Summary)); sum != &e.item.Summary {
+	sum := s.withRunsLocked(k, s.withPods(k, &e.item.Summary))
+	if sum = k.WithScheduling(sum, s.schedulingLocked(k, sum)); sum != &e.item.Summary {
 		item = newItem(*sum, e.item.Labels)
 	}
 	old, _ := s.instances[k].get(e.Namespace, e.Name)
@@ -574,15 +581,14 @@ func (s *Store) Summarize(k *ray.Kind, o *unstructured.Unstructured) ray.Summary
 	return *s.complete(k, &base)
 }
 
-// complete is the summary base completed by what the cache holds of its pods, warnings and runs.
+// complete is the summary base completed by what the cache holds of its pods, warnings, runs and
+// queue manager.
 func (s *Store) complete(k *ray.Kind, base *ray.Summary) *ray.Summary {
 	sum := s.withPods(k, base)
-	if k.Runs == nil {
-		return sum
-	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return s.withRunsLocked(k, sum)
+	sum = s.withRunsLocked(k, sum)
+	return k.WithScheduling(sum, s.schedulingLocked(k, sum))
 }
 
 // SummarizeManifest is Summarize of a manifest the cache keeps (see Manifest). A kept manifest is
@@ -669,6 +675,7 @@ func (s *Store) CheckInstalled(disc discovery.DiscoveryInterface) (map[*ray.Kind
 	for _, r := range list.APIResources {
 		have[r.Name] = true
 	}
+	s.checkPodGroups(disc)
 	changed := map[*ray.Kind]bool{}
 	for _, k := range s.kinds.All() {
 		if o := s.optional[k]; o != nil {

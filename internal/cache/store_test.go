@@ -25,7 +25,7 @@ import (
 func startedStore(t *testing.T) (*ray.Kinds, *dynamicfake.FakeDynamicClient, *fake.Clientset, *Store) {
 	t.Helper()
 	kinds := ray.NewKinds()
-	listKinds := map[schema.GroupVersionResource]string{}
+	listKinds := map[schema.GroupVersionResource]string{ray.PodGroupResource(): "PodGroupList"}
 	for _, k := range kinds.All() {
 		listKinds[k.GVR()] = k.Kind + "List"
 	}
@@ -284,4 +284,53 @@ func TestRunsCompleteTheirMaker(t *testing.T) {
 	s = published("runs deleted", func(s *ray.Summary) bool { return s.Runs.Total == 2 })
 	assert.Equal(t, ray.StatusSucceeded, s.LastOutcome(), "the failed run is gone")
 	assert.Equal(t, ray.HealthHealthy, s.Health.State)
+}
+
+// Once discovery finds Volcano's PodGroup CRD, a Ray cluster's PodGroup completes its published
+// summary and those of what runs on it: waiting in the queue while Volcano cannot place it, its own
+// health once the group runs, nothing once the group is gone.
+func TestPodGroupsCompleteTheirOwners(t *testing.T) {
+	kinds, dyn, core, store := startedStore(t)
+	ctx, cluster := t.Context(), kinds.Cluster()
+	disc := core.Discovery().(*discoveryfake.FakeDiscovery)
+	disc.Resources = []*metav1.APIResourceList{
+		{GroupVersion: ray.RayGroupVersion.String(), APIResources: []metav1.APIResource{{Name: "rayclusters"}, {Name: "rayjobs"}, {Name: "rayservices"}}},
+		{GroupVersion: "scheduling.volcano.sh/v1beta1", APIResources: []metav1.APIResource{{Name: "podgroups", Namespaced: true}}},
+	}
+	_, err := store.CheckInstalled(disc)
+	require.NoError(t, err)
+
+	u := raytest.Manifest(t, cluster.Kind, cluster.ClusterSpecPath, "demo", nil)
+	u.SetNamespace("team")
+	made, err := dyn.Resource(cluster.GVR()).Namespace("team").Create(ctx, u, metav1.CreateOptions{})
+	require.NoError(t, err)
+	yes := true
+	pg := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+		"metadata": map[string]any{"name": "ray-demo-pg", "namespace": "team"},
+		"spec":     map[string]any{"minMember": int64(3), "queue": "ray-a"},
+		"status": map[string]any{"phase": "Pending", "conditions": []any{map[string]any{"type": "Unschedulable", "status": "True",
+			"reason": "NotEnoughResources", "message": "3/3 tasks in gang unschedulable"}}}}}
+	pg.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "ray.io/v1", Kind: "RayCluster", Name: "demo", UID: made.GetUID(), Controller: &yes}})
+	groups := dyn.Resource(ray.PodGroupResource()).Namespace("team")
+	_, err = groups.Create(ctx, pg, metav1.CreateOptions{})
+	require.NoError(t, err)
+	published := func(what string, cond func(s *ray.Summary) bool) {
+		t.Helper()
+		require.Eventually(t, func() bool {
+			items := store.Items(cluster, Scopes{Instances: auth.AllNamespaces()})
+			return len(items) == 1 && cond(&items[0].Summary)
+		}, 5*time.Second, 10*time.Millisecond, what)
+	}
+	published("waiting in the queue", func(s *ray.Summary) bool {
+		return s.Scheduling != nil && s.Scheduling.Queue == "ray-a" && s.Health.Reason == ray.ReasonWaitingInQueue
+	})
+
+	require.NoError(t, unstructured.SetNestedField(pg.Object, map[string]any{"phase": "Running", "running": int64(3)}, "status"))
+	_, err = groups.Update(ctx, pg, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	published("admitted", func(s *ray.Summary) bool {
+		return s.Scheduling != nil && s.Scheduling.Phase == "Running" && s.Health.Reason != ray.ReasonWaitingInQueue
+	})
+	require.NoError(t, groups.Delete(ctx, "ray-demo-pg", metav1.DeleteOptions{}))
+	published("the group gone", func(s *ray.Summary) bool { return s.Scheduling == nil })
 }

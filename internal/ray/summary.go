@@ -167,6 +167,10 @@ type Summary struct {
 	// traffic, as the operator reports them. Absent where it reports none.
 	Rollout []RolloutCluster `json:"rollout,omitempty"`
 
+	// Scheduling is where the object stands with the queue manager that admits it (Volcano), absent
+	// where none manages it.
+	Scheduling *Scheduling `json:"scheduling,omitempty"`
+
 	// Health is derived in the watch cache from the object's status and conditions, its pods and the
 	// Warning events about them; its reason is cut to 128 bytes and its message to 1024.
 	Health Health `json:"health"`

@@ -1,0 +1,114 @@
+package ray
+
+import (
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// Volcano gang scheduling, as KubeRay v1.6 hands a Ray cluster to it (operator flag
+// --batch-scheduler=volcano; controllers/ray/batchscheduler/volcano/volcano_scheduler.go): one PodGroup
+// (scheduling.volcano.sh/v1beta1, volcano.sh/apis v1.13.0 pkg/apis/scheduling/v1beta1/types.go) per
+// RayCluster, or per RayJob for the cluster it makes, named ray-<name>-pg, owned by that object, its
+// queue from the object's label volcano.sh/queue-name. Volcano's scheduler writes its phase (Pending,
+// Inqueue, Running, Unknown, Completed) and, while the group cannot be placed, an Unschedulable
+// condition saying why.
+const (
+	// ManagerVolcano names Volcano as the queue manager of a Ray object.
+	ManagerVolcano = "volcano"
+	// VolcanoQueueLabel is the label that puts a Ray object in a Volcano queue.
+	VolcanoQueueLabel = "volcano.sh/queue-name"
+	// ReasonWaitingInQueue is the health reason of an object a queue manager has not admitted yet.
+	ReasonWaitingInQueue = "WaitingInQueue"
+)
+
+// PodGroupResource is the resource of Volcano's PodGroups.
+func PodGroupResource() schema.GroupVersionResource {
+	return schema.GroupVersionResource{Group: "scheduling.volcano.sh", Version: "v1beta1", Resource: "podgroups"}
+}
+
+// Scheduling is where a Ray object stands with the queue manager that admits it.
+type Scheduling struct {
+	// Manager is the queue manager: volcano.
+	Manager string `json:"manager" enums:"volcano"`
+	// Queue is the queue it waits or runs in, cut to 253 bytes.
+	Queue string `json:"queue"`
+	// Group is Volcano's PodGroup of it.
+	Group string `json:"group,omitempty"`
+	// Phase is the PodGroup's: Pending, Inqueue, Running, Unknown or Completed.
+	Phase string `json:"phase"`
+	// Reason and Message say why it cannot be placed (Volcano's Unschedulable condition), cut to 128 and
+	// 1024 bytes; Since is when that condition began.
+	Reason  string     `json:"reason,omitempty" example:"NotEnoughResources"`
+	Message string     `json:"message,omitempty"`
+	Since   *time.Time `json:"since,omitempty"`
+	// MinMember is how many pods must be placed at once; Running how many run.
+	MinMember int64 `json:"minMember"`
+	Running   int64 `json:"running"`
+}
+
+// Waiting tells whether the manager has not admitted the object yet.
+func (s *Scheduling) Waiting() bool {
+	return s != nil && (s.Phase == "Pending" || s.Phase == "Inqueue" || s.Phase == "")
+}
+
+// PodGroupOwner names the Ray object a PodGroup belongs to (its controller): kind and name; "" when it
+// belongs to none.
+func PodGroupOwner(pg *unstructured.Unstructured) (kind, name string) {
+	for _, ref := range pg.GetOwnerReferences() {
+		if ref.Controller != nil && *ref.Controller && ref.APIVersion == RayGroupVersion.String() {
+			return ref.Kind, ref.Name
+		}
+	}
+	return "", ""
+}
+
+// PodGroupState reads where a PodGroup stands.
+func PodGroupState(pg *unstructured.Unstructured) *Scheduling {
+	s := &Scheduling{Manager: ManagerVolcano, Group: pg.GetName()}
+	s.Queue, _, _ = unstructured.NestedString(pg.Object, "spec", "queue")
+	s.Queue = Clip(s.Queue, MaxNameBytes)
+	s.Phase, _, _ = unstructured.NestedString(pg.Object, "status", "phase")
+	s.Phase = Clip(s.Phase, MaxWordBytes)
+	s.MinMember, _ = nestedInt(pg.Object, "spec", "minMember")
+	s.Running, _ = nestedInt(pg.Object, "status", "running")
+	for _, c := range nestedSlice(pg.Object, "status", "conditions") {
+		cm, _ := c.(map[string]any)
+		if cm["type"] != "Unschedulable" || cm["status"] != "True" {
+			continue
+		}
+		s.Reason, _ = cm["reason"].(string)
+		s.Message, _ = cm["message"].(string)
+		s.Reason, s.Message = Clip(s.Reason, MaxWordBytes), Clip(s.Message, MaxMessageBytes)
+		if at, _ := cm["lastTransitionTime"].(string); at != "" {
+			if t, err := time.Parse(time.RFC3339, at); err == nil {
+				s.Since = &t
+			}
+		}
+	}
+	return s
+}
+
+// WithScheduling returns the summary completed by where the object stands with its queue manager
+// (nil: none manages it): the state in the summary, and while the manager has not admitted an object
+// on its way, the health says it waits in the queue and why, rather than a bare Pending or the
+// unschedulable pods the manager holds back.
+func (k *Kind) WithScheduling(base *Summary, sched *Scheduling) *Summary {
+	if sched == nil {
+		return base
+	}
+	s := *base
+	s.Scheduling = sched
+	onItsWay := s.Type == TypeInstance && (s.Status == StatusPending || (s.Status == StatusRunning && !k.allReady(&s)))
+	if sched.Waiting() && onItsWay && s.Health.State != HealthFailed && s.Health.State != HealthStopped {
+		msg := fmt.Sprintf("waiting in %s queue %s", sched.Manager, sched.Queue)
+		if sched.Message != "" {
+			msg += ": " + sched.Message
+		}
+		s.Health = Health{State: HealthProgressing, Reason: ReasonWaitingInQueue, Message: msg, Since: sched.Since}
+	}
+	s.bound()
+	return &s
+}
