@@ -13,6 +13,7 @@ set -euo pipefail
 source "$(dirname "$0")/env.sh"
 STATE=$(mkdir -p "${1:-${RAY_STACK_STATE:-.run/stack}}" && cd "${1:-${RAY_STACK_STATE:-.run/stack}}" && pwd)
 BIN=$("$STACK_DIR/build.sh")
+VOLCANO_CRDS=$("$STACK_DIR/volcano-crds.sh")
 : "${ETCD_PORT:=12379}" "${APISERVER_PORT:=16443}" "${KCM_PORT:=16257}" "${SCHED_PORT:=16259}"
 : "${KWOK_PORT:=17250}" "${OPERATOR_METRICS_PORT:=18080}" "${OPERATOR_PROBE_PORT:=18081}" "${PROM_PORT:=19090}"
 : "${OPERATOR_HTTP_PROXY:=http://127.0.0.1:18265}" "${NUM_NODES:=2}" "${WITH_PROMETHEUS:=1}"
@@ -133,16 +134,31 @@ kubectl apply --server-side --force-conflicts -f "$KWOK_DIR/kustomize/crd/bases/
 kubectl apply --server-side -f "$GATEWAY_DIR/config/crd/standard/gateway.networking.k8s.io_gatewayclasses.yaml" \
   -f "$GATEWAY_DIR/config/crd/standard/gateway.networking.k8s.io_gateways.yaml" \
   -f "$GATEWAY_DIR/config/crd/standard/gateway.networking.k8s.io_httproutes.yaml" >>"$STATE/logs/apply.log"
+# Volcano's PodGroup and Queue CRDs: the operator runs with the Volcano batch scheduler (below), and
+# tests play Volcano's scheduler by writing PodGroup status.
+kubectl apply --server-side -f "$VOLCANO_CRDS" >>"$STATE/logs/apply.log"
 kubectl apply --server-side -f "$STACK_DIR/rbac.yaml" -f "$STACK_DIR/loopback-guard.yaml" >>"$STATE/logs/apply.log"
 kubectl wait --for=condition=Established --timeout=60s crd/rayclusters.ray.io crd/rayjobs.ray.io \
   crd/rayservices.ray.io crd/gateways.gateway.networking.k8s.io crd/httproutes.gateway.networking.k8s.io crd/logs.kwok.x-k8s.io crd/clusterlogs.kwok.x-k8s.io crd/metrics.kwok.x-k8s.io \
-  crd/clusterresourceusages.kwok.x-k8s.io >>"$STATE/logs/apply.log"
+  crd/clusterresourceusages.kwok.x-k8s.io crd/podgroups.scheduling.volcano.sh crd/queues.scheduling.volcano.sh >>"$STATE/logs/apply.log"
 if [ "$WITH_KWOK_METRICS" = 1 ]; then
   kubectl apply --server-side -f "$STACK_DIR/kwok-metrics.yaml" >>"$STATE/logs/apply.log"
 fi
 say "CRDs established"
 
-start kube-scheduler "$BIN/kube-scheduler" --kubeconfig="$KC" --leader-elect=false \
+# Pods of a Ray cluster KubeRay hands to Volcano name the scheduler "volcano": a second profile of
+# kube-scheduler places them (the stack runs no Volcano scheduler; its gang decisions are the tests'
+# to write, in the PodGroup's status).
+cat >"$STATE/scheduler.yaml" <<YAML
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+clientConnection: {kubeconfig: "$KC"}
+leaderElection: {leaderElect: false}
+profiles:
+- schedulerName: default-scheduler
+- schedulerName: volcano
+YAML
+start kube-scheduler "$BIN/kube-scheduler" --config="$STATE/scheduler.yaml" \
   --bind-address=127.0.0.1 --secure-port="$SCHED_PORT"
 # node-lifecycle-controller would taint the fake nodes, which no kubelet heartbeats for.
 start kube-controller-manager "$BIN/kube-controller-manager" --kubeconfig="$KC" --leader-elect=false \
@@ -158,7 +174,8 @@ start kwok "$BIN/kwok" --kubeconfig="$KC" --config="$STACK_DIR/kwok.yaml" \
 start ray-operator env HTTP_PROXY="$OPERATOR_HTTP_PROXY" http_proxy="$OPERATOR_HTTP_PROXY" NO_PROXY=127.0.0.1,localhost \
   "$BIN/ray-operator" --kubeconfig="$KC" --enable-leader-election=false \
   --metrics-addr="127.0.0.1:$OPERATOR_METRICS_PORT" --health-probe-bind-address="127.0.0.1:$OPERATOR_PROBE_PORT" \
-  --log-stdout-encoder=console --feature-gates=RayClusterStatusConditions=true,RayJobDeletionPolicy=true,RayCronJob=true,RayServiceIncrementalUpgrade=true
+  --log-stdout-encoder=console --batch-scheduler=volcano \
+  --feature-gates=RayClusterStatusConditions=true,RayJobDeletionPolicy=true,RayCronJob=true,RayServiceIncrementalUpgrade=true
 if [ "$WITH_PROMETHEUS" = 1 ]; then
   mkdir -p "$STATE/prom-targets"; rm -rf "$STATE/prometheus"
   # KWOK's per-node endpoints: cAdvisor and kube-state-metrics as kube-prometheus-stack scrapes them

@@ -51,6 +51,7 @@ import (
 	"ray-service/internal/k8s"
 	"ray-service/internal/keys"
 	"ray-service/internal/metrics"
+	"ray-service/internal/queues"
 	"ray-service/internal/ray"
 )
 
@@ -207,6 +208,13 @@ func run() error {
 	router := api.NewRouter(api.Deps{
 		Kinds: kinds,
 		Store: store,
+		Queues: &queues.Lister{Dynamic: func(token string) (dynamic.Interface, error) {
+			c, err := clients.ForToken(token)
+			if err != nil {
+				return nil, err
+			}
+			return c.Dynamic, nil
+		}},
 		Objects: func(k *ray.Kind, token string) (api.Objects, error) {
 			return manager.For(k, token)
 		},

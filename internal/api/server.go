@@ -156,6 +156,8 @@ type Deps struct {
 	// records requests into it.
 	Gatherer prometheus.Gatherer
 	HTTP     *metrics.HTTP
+	// Queues lists the queue managers' queues as a caller; nil: none.
+	Queues Queues
 	// Usage answers the overview's Prometheus questions; nil without Prometheus.
 	Usage Usage
 	// Health answers the cluster health tab; nil without Prometheus.
@@ -231,6 +233,7 @@ func NewRouter(d Deps) *gin.Engine {
 	a := v1.Group("", s.authenticate)
 	a.GET("/overview", s.handle(s.overview))
 	a.GET("/overview/watch", s.handle(s.watchOverview))
+	a.GET("/queues", s.handle(s.queueList))
 	a.GET("/audit", s.handle(s.auditList))
 	a.GET("/audit/verify", s.handle(s.auditVerify))
 	// Routes served from the watch cache or the history read nothing as the caller and build no

@@ -124,6 +124,10 @@ func TestAuthorizationMatrix(t *testing.T) {
 					"rayjobs": map[string]any{"total": 0.0, "active": 0.0}, "rayservices": map[string]any{"total": 0.0, "active": 0.0},
 					"raycronjobs": map[string]any{"total": 0.0, "active": 0.0, "runsActive": 0.0}}, o.Counts)
 				assert.Zero(t, o.Allocated.CPU)
+			case strings.HasSuffix(rt.Path, "/queues"):
+				var l struct{ Items []any }
+				require.NoError(t, json.Unmarshal(r.Data, &l))
+				assert.Empty(t, l.Items, "no queue the caller may list, no object it may list waits in")
 			default:
 				var l struct{ Total int }
 				require.NoError(t, json.Unmarshal(r.Data, &l), "only a list may answer 200: %s", r.Raw)
