@@ -224,6 +224,8 @@ func (f *fakeStore) ManifestWrites() uint64                                     
 func (f *fakeStore) KeepManifest(*ray.Kind, *unstructured.Unstructured, uint64) {}
 func (f *fakeStore) ForgetManifest(*ray.Kind, string, string)                   {}
 
+func (f *fakeStore) Pending(map[*ray.Kind]cache.Scopes) ray.Resources { return ray.Resources{} }
+
 func (f *fakeStore) Allocated(scope auth.Scope, _ string) cache.Allocation {
 	a := cache.Allocation{Ray: map[string]float64{}}
 	if scope.Contains("a") {

@@ -31,13 +31,16 @@ type Counts struct {
 
 // OverviewData is the data of the overview and of a cluster's metrics.
 type OverviewData struct {
-	Window     metrics.Window   `json:"window"`
-	Counts     *Counts          `json:"counts,omitempty"`
-	Allocated  cache.Allocation `json:"allocated"`
-	Used       metrics.Used     `json:"used"`
-	Series     metrics.Series   `json:"series"`
-	GrafanaURL string           `json:"grafanaURL,omitempty"`
-	Warnings   []string         `json:"warnings"`
+	Window    metrics.Window   `json:"window"`
+	Counts    *Counts          `json:"counts,omitempty"`
+	Allocated cache.Allocation `json:"allocated"`
+	// Pending is what the Ray objects a queue manager (Volcano) has not admitted request: the demand
+	// waiting beside what is allocated. Absent from a cluster's metrics.
+	Pending    *ray.Resources `json:"pending,omitempty"`
+	Used       metrics.Used   `json:"used"`
+	Series     metrics.Series `json:"series"`
+	GrafanaURL string         `json:"grafanaURL,omitempty"`
+	Warnings   []string       `json:"warnings"`
 }
 
 // of returns the count of kind k: the contract names one field per kind.
@@ -82,20 +85,22 @@ func (s *Server) overview(c *gin.Context) (*response, error) {
 	if err != nil {
 		return nil, err
 	}
-	counts, alloc := s.countsIn(scopes)
-	return ok(s.figures(c, w, metrics.Scope{Namespaces: scopes[s.Kinds.Cluster()].Instances.List()}, alloc, counts)), nil
+	counts, alloc, pending := s.countsIn(scopes)
+	data := s.figures(c, w, metrics.Scope{Namespaces: scopes[s.Kinds.Cluster()].Instances.List()}, alloc, counts)
+	data.Pending = &pending
+	return ok(data), nil
 }
 
 // countsIn counts the objects of each kind in their scopes and sums what the Ray pods in the Ray
 // clusters' scope request.
-func (s *Server) countsIn(scopes map[*ray.Kind]cache.Scopes) (*Counts, cache.Allocation) {
+func (s *Server) countsIn(scopes map[*ray.Kind]cache.Scopes) (*Counts, cache.Allocation, ray.Resources) {
 	counts := &Counts{}
 	for _, k := range s.Kinds.All() {
 		*counts.of(k) = s.Store.Count(k, scopes[k])
 	}
 	alloc := s.Store.Allocated(scopes[s.Kinds.Cluster()].Instances, "")
 	counts.ActiveRayClusters = alloc.ActiveRayClusters
-	return counts, alloc
+	return counts, alloc, s.Store.Pending(scopes)
 }
 
 // clusterMetrics reports one Ray cluster's requested and used resources.
@@ -311,8 +316,8 @@ func (o *overviewStream) stop()                                 {}
 // send sends OVERVIEW when the figures differ from those last sent; what changes within the pace
 // that follows is in the next.
 func (o *overviewStream) send() bool {
-	counts, alloc := o.s.countsIn(o.scopes)
-	data, err := json.Marshal(OverviewLive{Counts: counts, Allocated: alloc})
+	counts, alloc, pending := o.s.countsIn(o.scopes)
+	data, err := json.Marshal(OverviewLive{Counts: counts, Allocated: alloc, Pending: pending})
 	if err != nil || bytes.Equal(data, o.last) {
 		return false
 	}

@@ -60,6 +60,8 @@ type Store interface {
 	Namespaces(k *ray.Kind) []string
 	// Allocated sums the requests of the Ray pods in the scope, of one Ray cluster when cluster is set.
 	Allocated(scope auth.Scope, cluster string) cache.Allocation
+	// Pending sums what the objects in their scopes request while a queue manager has not admitted them.
+	Pending(scopes map[*ray.Kind]cache.Scopes) ray.Resources
 
 	// What watch streams read: the store's run, a channel closed at its next change, the visible items
 	// a query matches, in its order, and the number of the last change, and what changed since a number.

@@ -67,6 +67,8 @@ type ObjectWatchEvent struct {
 type OverviewLive struct {
 	Counts    *Counts          `json:"counts"`
 	Allocated cache.Allocation `json:"allocated"`
+	// Pending is what the Ray objects a queue manager has not admitted request (see OverviewData).
+	Pending ray.Resources `json:"pending"`
 }
 
 // watchAll streams the items of a kind across namespaces.

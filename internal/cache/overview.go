@@ -147,3 +147,29 @@ func (s *Store) EachRunState(visit func(kind, namespace, name string, runs *ray.
 		}
 	}
 }
+
+// countWaitingLocked keeps what an instance requests while a queue manager has not admitted it, for
+// Pending: only where the queue manager's group is its own (KubeRay names a PodGroup ray-<owner>-pg),
+// so that a RayService is not counted again for its clusters.
+func (s *Store) countWaitingLocked(k *ray.Kind, it *Item) {
+	sum := &it.Summary
+	if sch := sum.Scheduling; sch.Waiting() && k.Active(sum.Status) && sch.Group == "ray-"+sum.Name+"-pg" {
+		s.waiting[k].put(sum.Namespace, sum.Name, sum.Requested)
+		return
+	}
+	s.waiting[k].remove(sum.Namespace, sum.Name)
+}
+
+// Pending sums what the instances of every kind in their scopes request while a queue manager has
+// not admitted them: the demand waiting beside what is allocated.
+func (s *Store) Pending(scopes map[*ray.Kind]Scopes) ray.Resources {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var total ray.Resources
+	for k, sc := range scopes {
+		for _, r := range s.waiting[k].in(sc.Instances) {
+			total.Add(r, 1)
+		}
+	}
+	return total
+}

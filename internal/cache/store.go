@@ -67,8 +67,10 @@ type Store struct {
 	templated map[*ray.Kind]namespaced[*Item]
 	// ordered holds each kind's instances in every order a list asks for.
 	ordered map[*ray.Kind]*views
-	// active counts each kind's active instances per namespace, for the overview.
-	active map[*ray.Kind]map[string]int
+	// active counts each kind's active instances per namespace, for the overview; waiting holds what
+	// those a queue manager has not admitted request, by namespace and name (see Pending).
+	active  map[*ray.Kind]map[string]int
+	waiting map[*ray.Kind]namespaced[ray.Resources]
 	// feeds keep each kind's last changes for live streams; notify wakes them at every change.
 	feeds  map[*ray.Kind]*feed
 	notify *notifier
@@ -121,12 +123,13 @@ func fromIndex[T any](inf cache.SharedIndexInformer, namespace string) []T {
 func NewStore(dyn dynamic.Interface, core kubernetes.Interface, kinds *ray.Kinds, templates *ray.TemplateSigner, resync time.Duration) (*Store, error) {
 	s := &Store{kinds: kinds, signer: templates, informers: map[*ray.Kind]cache.SharedIndexInformer{},
 		instances: map[*ray.Kind]namespaced[*Item]{}, templated: map[*ray.Kind]namespaced[*Item]{}, ordered: map[*ray.Kind]*views{},
-		active: map[*ray.Kind]map[string]int{}, feeds: map[*ray.Kind]*feed{}, notify: newNotifier(), epoch: newEpoch(), manifests: newManifests()}
+		active: map[*ray.Kind]map[string]int{}, waiting: map[*ray.Kind]namespaced[ray.Resources]{}, feeds: map[*ray.Kind]*feed{}, notify: newNotifier(), epoch: newEpoch(), manifests: newManifests()}
 	df := dynamicinformer.NewDynamicSharedInformerFactory(dyn, resync)
 	s.optional = map[*ray.Kind]*optionalInformer{}
 	for _, k := range kinds.All() {
 		s.instances[k], s.templated[k], s.ordered[k] = namespaced[*Item]{}, namespaced[*Item]{}, newViews()
 		s.active[k] = map[string]int{}
+		s.waiting[k] = namespaced[ray.Resources]{}
 		s.feeds[k] = newFeed(FeedWindow, FeedBytes)
 		var inf cache.SharedIndexInformer
 		if k.Optional {
@@ -368,6 +371,7 @@ func (s *Store) putInstanceLocked(k *ray.Kind, e *Entry) bool {
 	s.instances[k].put(e.Namespace, e.Name, item)
 	s.ordered[k].replace(old, item)
 	s.countActiveLocked(k, e.Namespace, old, item)
+	s.countWaitingLocked(k, item)
 	s.runChangedLocked(k, e.Namespace, old, item)
 	return true
 }
@@ -444,6 +448,7 @@ func (s *Store) unpublishInstance(k *ray.Kind, obj any) {
 		s.instances[k].remove(e.Namespace, e.Name)
 		s.ordered[k].replace(old, nil)
 		s.countActiveLocked(k, e.Namespace, old, nil)
+		s.waiting[k].remove(e.Namespace, e.Name)
 		s.runChangedLocked(k, e.Namespace, old, nil)
 		s.notify.Notify()
 	}

@@ -325,12 +325,19 @@ func TestPodGroupsCompleteTheirOwners(t *testing.T) {
 		return s.Scheduling != nil && s.Scheduling.Queue == "ray-a" && s.Health.Reason == ray.ReasonWaitingInQueue
 	})
 
+	all := map[*ray.Kind]Scopes{}
+	for _, k := range kinds.All() {
+		all[k] = Scopes{Instances: auth.AllNamespaces()}
+	}
+	assert.Equal(t, store.Items(cluster, all[cluster])[0].Summary.Requested, store.Pending(all), "its demand waits")
+	assert.Equal(t, ray.Resources{}, store.Pending(map[*ray.Kind]Scopes{cluster: {Instances: auth.Namespaces("elsewhere")}}))
 	require.NoError(t, unstructured.SetNestedField(pg.Object, map[string]any{"phase": "Running", "running": int64(3)}, "status"))
 	_, err = groups.Update(ctx, pg, metav1.UpdateOptions{})
 	require.NoError(t, err)
 	published("admitted", func(s *ray.Summary) bool {
 		return s.Scheduling != nil && s.Scheduling.Phase == "Running" && s.Health.Reason != ray.ReasonWaitingInQueue
 	})
+	assert.Equal(t, ray.Resources{}, store.Pending(all), "admitted: nothing waits")
 	require.NoError(t, groups.Delete(ctx, "ray-demo-pg", metav1.DeleteOptions{}))
 	published("the group gone", func(s *ray.Summary) bool { return s.Scheduling == nil })
 }

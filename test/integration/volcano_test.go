@@ -143,6 +143,16 @@ func TestVolcanoQueueWait(t *testing.T) {
 	}
 	assert.Empty(t, queuesOf(env.tokens["nobody"]).Items, "nobody sees no queue and no waiting object")
 
+	pendingCPU := func() float64 {
+		var o struct{ Pending *struct{ CPU float64 } }
+		r := call(t, "GET", "/rest/ray/v1/overview?namespace="+ns, admin, "", nil)
+		require.Equal(t, 200, r.Status, "%s", r.Raw)
+		require.NoError(t, json.Unmarshal(r.Data, &o))
+		require.NotNil(t, o.Pending)
+		return o.Pending.CPU
+	}
+	assert.InDelta(t, 3.0, pendingCPU(), 1e-9, "the overview's pending demand: the head and two workers, a core each")
+
 	// Room appears: a node gets the pool's label, Volcano admits the group, the pods run.
 	label := func(value any) {
 		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]any{pool: value}}})
@@ -159,6 +169,7 @@ func TestVolcanoQueueWait(t *testing.T) {
 		d := decode[item](t, call(t, "GET", itemPath(ns, "rayclusters", "gang"), admin, "", nil))
 		return d.Status == "Running" && d.Health.State == "Healthy" && d.Scheduling != nil && d.Scheduling.Phase == "Running"
 	})
+	assert.Zero(t, pendingCPU(), "admitted: nothing waits")
 }
 
 // writeGroup writes a PodGroup's status as Volcano's scheduler does (the CRD has no status subresource),
