@@ -181,7 +181,7 @@ func TestRayCronJobOnSchedule(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, true, got.Object["spec"].(map[string]any)["suspend"])
 	before := len(runs())
-	time.Sleep(75 * time.Second) // more than one period of the schedule
+	time.Sleep(121 * time.Second) // two periods of the schedule, as the issue asks
 	assert.Len(t, runs(), before, "no run while suspended")
 	r = call(t, "POST", itemPath(ns, "raycronjobs", name)+"/run", admin, "", nil)
 	assert.Equal(t, 201, r.Status, "run now runs while suspended too: %s", r.Raw)
