@@ -49,9 +49,11 @@ type Scheduling struct {
 	Running   int64 `json:"running"`
 }
 
-// Waiting tells whether the manager has not admitted the object yet.
+// Waiting tells whether the manager holds the object back: its group not yet running (Pending or
+// Inqueue) and the manager saying why (Volcano's Unschedulable condition). A group KubeRay has just made
+// is Pending before Volcano looks at it, which says nothing yet.
 func (s *Scheduling) Waiting() bool {
-	return s != nil && (s.Phase == "Pending" || s.Phase == "Inqueue" || s.Phase == "")
+	return s != nil && (s.Phase == "Pending" || s.Phase == "Inqueue") && s.Reason != ""
 }
 
 // PodGroupOwner names the Ray object a PodGroup belongs to (its controller): kind and name; "" when it

@@ -60,6 +60,10 @@ func TestSchedulingFromAPodGroup(t *testing.T) {
 	assert.Equal(t, HealthStopped, k.WithScheduling(&stopped, st).Health.State, "a stopped cluster is not waiting")
 	assert.Same(t, &pending, k.WithScheduling(&pending, nil), "no queue manager: as it is")
 
+	fresh := PodGroupState(podGroup("demo", "ray-a", map[string]any{"phase": "Pending"}))
+	assert.False(t, fresh.Waiting(), "just made by KubeRay: Volcano has said nothing yet")
+	assert.Equal(t, pending.Health, k.WithScheduling(&pending, fresh).Health)
+
 	orphan := podGroup("demo", "", nil)
 	orphan.SetOwnerReferences(nil)
 	kind, _ = PodGroupOwner(orphan)
