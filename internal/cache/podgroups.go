@@ -6,6 +6,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
@@ -14,42 +15,57 @@ import (
 	"ray-service/internal/ray"
 )
 
-// podGroups follows Volcano's PodGroups, where the cluster has their CRD (asked with the optional
-// kinds, see CheckInstalled): what each says of the Ray object it belongs to, by namespace, owner kind
-// and owner name. The state is guarded by the store's mu.
+// podGroups follows the queue managers' groups of Ray objects where the cluster has their CRD (asked
+// with the optional kinds, see CheckInstalled): Volcano's PodGroups and Kueue's Workloads. byOwner is
+// what each says of the Ray object it belongs to, by namespace, owner kind and owner name, guarded by the
+// store's mu.
 type podGroups struct {
+	followed []*followed
+	byOwner  map[string]*ray.Scheduling
+}
+
+// followed is one resource of groups: its informer, and how an object of it reads.
+type followed struct {
+	gvr       schema.GroupVersionResource
+	read      func(u *unstructured.Unstructured) *ray.Scheduling
 	inf       cache.SharedIndexInformer
 	installed atomic.Bool
 	started   atomic.Bool
-	byOwner   map[string]*ray.Scheduling
 }
 
 func newPodGroups(dyn dynamic.Interface) *podGroups {
-	inf := dynamicinformer.NewFilteredDynamicInformer(dyn, ray.PodGroupResource(), metav1.NamespaceAll, 0,
-		cache.Indexers{}, nil).Informer()
-	return &podGroups{inf: inf, byOwner: map[string]*ray.Scheduling{}}
+	g := &podGroups{byOwner: map[string]*ray.Scheduling{}}
+	for _, f := range []*followed{{gvr: ray.PodGroupResource(), read: ray.PodGroupState}, {gvr: ray.WorkloadResource(), read: ray.WorkloadState}} {
+		f.inf = dynamicinformer.NewFilteredDynamicInformer(dyn, f.gvr, metav1.NamespaceAll, 0, cache.Indexers{}, nil).Informer()
+		g.followed = append(g.followed, f)
+	}
+	return g
 }
 
-// followPodGroups publishes again the owner of each PodGroup that changes.
+// followPodGroups publishes again the owner of each group that changes.
 func (s *Store) followPodGroups() error {
-	// Only what the summaries read is kept of a PodGroup.
-	if err := s.groups.inf.SetTransform(func(obj any) (any, error) {
-		u, ok := obj.(*unstructured.Unstructured)
-		if !ok {
-			return obj, nil
+	for _, f := range s.groups.followed {
+		// Only what the summaries read is kept of a group.
+		if err := f.inf.SetTransform(func(obj any) (any, error) {
+			u, ok := obj.(*unstructured.Unstructured)
+			if !ok {
+				return obj, nil
+			}
+			kind, name := ray.PodGroupOwner(u)
+			return &groupEntry{ObjectMeta: metav1.ObjectMeta{Name: u.GetName(), Namespace: u.GetNamespace(),
+				ResourceVersion: u.GetResourceVersion()}, kind: kind, owner: name, state: f.read(u)}, nil
+		}); err != nil {
+			return err
 		}
-		kind, name := ray.PodGroupOwner(u)
-		return &groupEntry{ObjectMeta: metav1.ObjectMeta{Name: u.GetName(), Namespace: u.GetNamespace(),
-			ResourceVersion: u.GetResourceVersion()}, kind: kind, owner: name, state: ray.PodGroupState(u)}, nil
-	}); err != nil {
-		return err
+		if _, err := f.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { s.podGroupChanged(nil, obj) },
+			UpdateFunc: s.podGroupChanged,
+			DeleteFunc: func(obj any) { s.podGroupChanged(obj, nil) },
+		}); err != nil {
+			return err
+		}
 	}
-	_, err := s.groups.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { s.podGroupChanged(nil, obj) },
-		UpdateFunc: s.podGroupChanged,
-		DeleteFunc: func(obj any) { s.podGroupChanged(obj, nil) },
-	})
-	return err
+	return nil
 }
 
 // groupEntry is what the cache keeps of a PodGroup.
@@ -75,7 +91,7 @@ func asGroup(obj any) *groupEntry {
 	return g
 }
 
-// podGroupChanged records a PodGroup's state under its owner and publishes the owner again: a Ray
+// podGroupChanged records a group's state under its owner and publishes the owner again: a Ray
 // cluster with everything that runs on it, or the RayJob it belongs to.
 func (s *Store) podGroupChanged(old, now any) {
 	s.mu.Lock()
@@ -126,23 +142,22 @@ func (s *Store) schedulingLocked(k *ray.Kind, sum *ray.Summary) *ray.Scheduling 
 	return nil
 }
 
-// checkPodGroups starts following PodGroups the first time discovery finds their CRD, and tells
-// whether it is installed now.
-func (s *Store) checkPodGroups(disc discovery.DiscoveryInterface) bool {
-	gv := ray.PodGroupResource().GroupVersion().String()
-	list, err := disc.ServerResourcesForGroupVersion(gv)
-	have := false
-	if err == nil {
-		for _, r := range list.APIResources {
-			have = have || r.Name == ray.PodGroupResource().Resource
-		}
-	}
-	s.groups.installed.Store(have)
+// checkPodGroups starts following each kind of group the first time discovery finds its CRD.
+func (s *Store) checkPodGroups(disc discovery.DiscoveryInterface) {
 	s.mu.RLock()
 	stop := s.stop
 	s.mu.RUnlock()
-	if have && stop != nil && s.groups.started.CompareAndSwap(false, true) {
-		go s.groups.inf.Run(stop)
+	for _, f := range s.groups.followed {
+		list, err := disc.ServerResourcesForGroupVersion(f.gvr.GroupVersion().String())
+		have := false
+		if err == nil {
+			for _, r := range list.APIResources {
+				have = have || r.Name == f.gvr.Resource
+			}
+		}
+		f.installed.Store(have)
+		if have && stop != nil && f.started.CompareAndSwap(false, true) {
+			go f.inf.Run(stop)
+		}
 	}
-	return have
 }

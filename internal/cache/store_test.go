@@ -25,7 +25,7 @@ import (
 func startedStore(t *testing.T) (*ray.Kinds, *dynamicfake.FakeDynamicClient, *fake.Clientset, *Store) {
 	t.Helper()
 	kinds := ray.NewKinds()
-	listKinds := map[schema.GroupVersionResource]string{ray.PodGroupResource(): "PodGroupList"}
+	listKinds := map[schema.GroupVersionResource]string{ray.PodGroupResource(): "PodGroupList", ray.WorkloadResource(): "WorkloadList"}
 	for _, k := range kinds.All() {
 		listKinds[k.GVR()] = k.Kind + "List"
 	}
@@ -340,4 +340,37 @@ func TestPodGroupsCompleteTheirOwners(t *testing.T) {
 	assert.Equal(t, ray.Resources{}, store.Pending(all), "admitted: nothing waits")
 	require.NoError(t, groups.Delete(ctx, "ray-demo-pg", metav1.DeleteOptions{}))
 	published("the group gone", func(s *ray.Summary) bool { return s.Scheduling == nil })
+}
+
+// A RayJob's Kueue Workload, once discovery finds its CRD, completes the RayJob's summary: waiting in
+// its LocalQueue while Kueue reserves no quota, saying why.
+func TestWorkloadsCompleteTheirOwners(t *testing.T) {
+	kinds, dyn, core, store := startedStore(t)
+	ctx := t.Context()
+	job, _ := kinds.Lookup("rayjobs")
+	disc := core.Discovery().(*discoveryfake.FakeDiscovery)
+	disc.Resources = []*metav1.APIResourceList{
+		{GroupVersion: ray.RayGroupVersion.String(), APIResources: []metav1.APIResource{{Name: "rayclusters"}, {Name: "rayjobs"}, {Name: "rayservices"}}},
+		{GroupVersion: "kueue.x-k8s.io/v1beta2", APIResources: []metav1.APIResource{{Name: "workloads", Namespaced: true}}},
+	}
+	_, err := store.CheckInstalled(disc)
+	require.NoError(t, err)
+	u := raytest.Manifest(t, job.Kind, job.ClusterSpecPath, "train", nil)
+	u.SetNamespace("team")
+	made, err := dyn.Resource(job.GVR()).Namespace("team").Create(ctx, u, metav1.CreateOptions{})
+	require.NoError(t, err)
+	yes := true
+	wl := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+		"metadata": map[string]any{"name": "rayjob-train-1a2b3", "namespace": "team"},
+		"spec":     map[string]any{"queueName": "team-queue"},
+		"status": map[string]any{"conditions": []any{map[string]any{"type": "QuotaReserved", "status": "False", "reason": "Pending",
+			"message": "couldn't assign flavors to pod set head: insufficient quota for cpu in flavor default, 2 more needed"}}}}}
+	wl.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "ray.io/v1", Kind: "RayJob", Name: "train", UID: made.GetUID(), Controller: &yes}})
+	_, err = dyn.Resource(ray.WorkloadResource()).Namespace("team").Create(ctx, wl, metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		items := store.Items(job, Scopes{Instances: auth.AllNamespaces()})
+		return len(items) == 1 && items[0].Summary.Scheduling != nil && items[0].Summary.Scheduling.Manager == ray.ManagerKueue &&
+			items[0].Summary.Health.Reason == ray.ReasonWaitingInQueue
+	}, 5*time.Second, 10*time.Millisecond, "the RayJob waits in its LocalQueue")
 }

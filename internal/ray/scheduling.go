@@ -31,22 +31,26 @@ func PodGroupResource() schema.GroupVersionResource {
 
 // Scheduling is where a Ray object stands with the queue manager that admits it.
 type Scheduling struct {
-	// Manager is the queue manager: volcano.
-	Manager string `json:"manager" enums:"volcano"`
-	// Queue is the queue it waits or runs in, cut to 253 bytes.
+	// Manager is the queue manager: volcano or kueue.
+	Manager string `json:"manager" enums:"volcano,kueue"`
+	// Queue is the queue it waits or runs in (Volcano's Queue, Kueue's LocalQueue), cut to 253 bytes.
 	Queue string `json:"queue"`
-	// Group is Volcano's PodGroup of it.
+	// ClusterQueue is the Kueue ClusterQueue that admitted it, cut to 253 bytes.
+	ClusterQueue string `json:"clusterQueue,omitempty"`
+	// Group is Volcano's PodGroup or Kueue's Workload of it.
 	Group string `json:"group,omitempty"`
-	// Phase is the PodGroup's: Pending, Inqueue, Running, Unknown or Completed.
+	// Phase is the PodGroup's (Pending, Inqueue, Running, Unknown, Completed) or the Workload's (Pending,
+	// QuotaReserved, Admitted, Finished).
 	Phase string `json:"phase"`
-	// Reason and Message say why it cannot be placed (Volcano's Unschedulable condition), cut to 128 and
-	// 1024 bytes; Since is when that condition began.
+	// Reason and Message say why it is held back (Volcano's Unschedulable condition; Kueue's
+	// QuotaReserved condition, or the eviction that sent it back), cut to 128 and 1024 bytes; Since is when
+	// that condition began.
 	Reason  string     `json:"reason,omitempty" example:"NotEnoughResources"`
 	Message string     `json:"message,omitempty"`
 	Since   *time.Time `json:"since,omitempty"`
-	// MinMember is how many pods must be placed at once; Running how many run.
-	MinMember int64 `json:"minMember"`
-	Running   int64 `json:"running"`
+	// MinMember is how many pods must be placed at once; Running how many run (Volcano).
+	MinMember int64 `json:"minMember,omitempty"`
+	Running   int64 `json:"running,omitempty"`
 }
 
 // Waiting tells whether the manager holds the object back: its group not yet running (Pending or
