@@ -44,7 +44,7 @@ client:
 # The local stack's binaries (cold: about 20 minutes; cached afterwards by version).
 stack:
 	stack/build.sh
-	stack/volcano-crds.sh
+	stack/crds.sh
 
 stack-down:
 	stack/down.sh $(STATE)

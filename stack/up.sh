@@ -13,7 +13,7 @@ set -euo pipefail
 source "$(dirname "$0")/env.sh"
 STATE=$(mkdir -p "${1:-${RAY_STACK_STATE:-.run/stack}}" && cd "${1:-${RAY_STACK_STATE:-.run/stack}}" && pwd)
 BIN=$("$STACK_DIR/build.sh")
-VOLCANO_CRDS=$("$STACK_DIR/volcano-crds.sh")
+QUEUE_CRDS=$("$STACK_DIR/crds.sh")
 : "${ETCD_PORT:=12379}" "${APISERVER_PORT:=16443}" "${KCM_PORT:=16257}" "${SCHED_PORT:=16259}"
 : "${KWOK_PORT:=17250}" "${OPERATOR_METRICS_PORT:=18080}" "${OPERATOR_PROBE_PORT:=18081}" "${PROM_PORT:=19090}"
 : "${OPERATOR_HTTP_PROXY:=http://127.0.0.1:18265}" "${NUM_NODES:=2}" "${WITH_PROMETHEUS:=1}"
@@ -134,13 +134,15 @@ kubectl apply --server-side --force-conflicts -f "$KWOK_DIR/kustomize/crd/bases/
 kubectl apply --server-side -f "$GATEWAY_DIR/config/crd/standard/gateway.networking.k8s.io_gatewayclasses.yaml" \
   -f "$GATEWAY_DIR/config/crd/standard/gateway.networking.k8s.io_gateways.yaml" \
   -f "$GATEWAY_DIR/config/crd/standard/gateway.networking.k8s.io_httproutes.yaml" >>"$STATE/logs/apply.log"
-# Volcano's PodGroup and Queue CRDs: the operator runs with the Volcano batch scheduler (below), and
-# tests play Volcano's scheduler by writing PodGroup status.
-kubectl apply --server-side -f "$VOLCANO_CRDS" >>"$STATE/logs/apply.log"
+# Volcano's PodGroup and Queue CRDs (the operator runs with the Volcano batch scheduler, below; tests
+# play Volcano's scheduler by writing PodGroup status) and Kueue's Workload, LocalQueue and ClusterQueue
+# (no Kueue controller runs: tests play it by writing Workloads).
+kubectl apply --server-side -f "$QUEUE_CRDS" >>"$STATE/logs/apply.log"
 kubectl apply --server-side -f "$STACK_DIR/rbac.yaml" -f "$STACK_DIR/loopback-guard.yaml" >>"$STATE/logs/apply.log"
 kubectl wait --for=condition=Established --timeout=60s crd/rayclusters.ray.io crd/rayjobs.ray.io \
   crd/rayservices.ray.io crd/gateways.gateway.networking.k8s.io crd/httproutes.gateway.networking.k8s.io crd/logs.kwok.x-k8s.io crd/clusterlogs.kwok.x-k8s.io crd/metrics.kwok.x-k8s.io \
-  crd/clusterresourceusages.kwok.x-k8s.io crd/podgroups.scheduling.volcano.sh crd/queues.scheduling.volcano.sh >>"$STATE/logs/apply.log"
+  crd/clusterresourceusages.kwok.x-k8s.io crd/podgroups.scheduling.volcano.sh crd/queues.scheduling.volcano.sh \
+  crd/workloads.kueue.x-k8s.io crd/localqueues.kueue.x-k8s.io crd/clusterqueues.kueue.x-k8s.io >>"$STATE/logs/apply.log"
 if [ "$WITH_KWOK_METRICS" = 1 ]; then
   kubectl apply --server-side -f "$STACK_DIR/kwok-metrics.yaml" >>"$STATE/logs/apply.log"
 fi

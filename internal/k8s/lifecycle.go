@@ -59,6 +59,9 @@ func (o *Objects) Start(ctx context.Context, ns, name string) (*Current, error) 
 	if err := o.deleteTemplateOf(ctx, ns, name); err != nil && !apierrors.IsForbidden(err) {
 		return nil, err
 	}
+	if kueueManaged(obj) && !ray.Ended(o.Kind.Status(obj)) {
+		return o.setWorkloadActive(ctx, cur, true)
+	}
 	if suspended, _, _ := unstructured.NestedBool(obj.Object, "spec", "suspend"); suspended {
 		out, err := o.patchSuspend(ctx, ns, name, false)
 		return &Current{Instance: out}, err
@@ -86,6 +89,8 @@ func (o *Objects) Stop(ctx context.Context, ns, name string) (*Current, error) {
 	suspendable := o.Kind.Suspendable(obj)
 	asked, _, _ := unstructured.NestedBool(obj.Object, "spec", "suspend")
 	switch {
+	case kueueManaged(obj) && !ray.Ended(status):
+		return o.setWorkloadActive(ctx, cur, false)
 	case suspendable && asked:
 		return o.nothingToDo(ctx, cur, "patch")
 	case ray.Ended(status):

@@ -23,8 +23,8 @@ func WorkloadResource() schema.GroupVersionResource {
 	return schema.GroupVersionResource{Group: "kueue.x-k8s.io", Version: "v1beta2", Resource: "workloads"}
 }
 
-// WorkloadState reads where a Workload stands: Finished, Admitted, QuotaReserved (waiting for its
-// admission checks) or Pending, and while it is not admitted, why (its QuotaReserved condition, or the
+// WorkloadState reads where a Workload stands: Deactivated (spec.active false: stopped), Finished,
+// Admitted, QuotaReserved (waiting for its admission checks) or Pending, and while it is not admitted, why (its QuotaReserved condition, or the
 // eviction that sent it back).
 func WorkloadState(wl *unstructured.Unstructured) *Scheduling {
 	s := &Scheduling{Manager: ManagerKueue, Group: wl.GetName(), Phase: "Pending"}
@@ -50,6 +50,10 @@ func WorkloadState(wl *unstructured.Unstructured) *Scheduling {
 				s.Since = &t
 			}
 		}
+	}
+	if active, found, _ := unstructured.NestedBool(wl.Object, "spec", "active"); found && !active {
+		s.Phase = "Deactivated" // stopped: not waiting for anything
+		return s
 	}
 	switch {
 	case isTrue("Finished"):

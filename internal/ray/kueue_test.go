@@ -17,6 +17,11 @@ func workload(conditions ...any) *unstructured.Unstructured {
 
 // A Workload without quota waits in its LocalQueue, saying why as Kueue does; with quota reserved and
 // admitted it runs in its ClusterQueue; evicted, it waits again, saying why it was sent back.
+func st0(t *testing.T) *Scheduling {
+	t.Helper()
+	return WorkloadState(workload(map[string]any{"type": "QuotaReserved", "status": "False", "reason": "Pending", "message": "no quota"}))
+}
+
 func TestWorkloadState(t *testing.T) {
 	const noQuota = "couldn't assign flavors to pod set head: insufficient quota for cpu in flavor default, 2 more needed"
 	st := WorkloadState(workload(map[string]any{"type": "QuotaReserved", "status": "False", "reason": "Pending", "message": noQuota,
@@ -46,5 +51,15 @@ func TestWorkloadState(t *testing.T) {
 	assert.True(t, evicted.Waiting())
 
 	assert.False(t, WorkloadState(workload()).Waiting(), "Kueue has said nothing yet")
+	stopped := workload(map[string]any{"type": "Evicted", "status": "True", "reason": "Deactivated"})
+	stopped.Object["spec"].(map[string]any)["active"] = false
+	assert.Equal(t, "Deactivated", WorkloadState(stopped).Phase)
+	assert.False(t, WorkloadState(stopped).Waiting(), "stopped through its Workload: not waiting")
+
+	k := rayJobKind()
+	suspended := k.Summarize(cronJob(t, "* * * * *", false, nil))
+	suspended.Status, suspended.Health = StatusStopped, Health{State: HealthStopped, Reason: StatusStopped}
+	assert.Equal(t, ReasonWaitingInQueue, k.WithScheduling(&suspended, st0(t)).Health.Reason,
+		"Kueue keeps what it has not admitted suspended: waiting, not stopped")
 	assert.Equal(t, "Finished", WorkloadState(workload(map[string]any{"type": "Finished", "status": "True"})).Phase)
 }

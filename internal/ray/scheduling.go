@@ -107,8 +107,10 @@ func (k *Kind) WithScheduling(base *Summary, sched *Scheduling) *Summary {
 	}
 	s := *base
 	s.Scheduling = sched
-	onItsWay := s.Type == TypeInstance && (s.Status == StatusPending || (s.Status == StatusRunning && !k.allReady(&s)))
-	if sched.Waiting() && onItsWay && s.Health.State != HealthFailed && s.Health.State != HealthStopped {
+	// Kueue keeps an object it has not admitted suspended: Stopped by its status, waiting all the same.
+	onItsWay := s.Type == TypeInstance && (s.Status == StatusPending || (s.Status == StatusRunning && !k.allReady(&s)) ||
+		(sched.Manager == ManagerKueue && s.Status == StatusStopped))
+	if sched.Waiting() && onItsWay && s.Health.State != HealthFailed {
 		msg := fmt.Sprintf("waiting in %s queue %s", sched.Manager, sched.Queue)
 		if sched.Message != "" {
 			msg += ": " + sched.Message

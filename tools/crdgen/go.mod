@@ -1,5 +1,5 @@
 // controller-gen, pinned in a module of its own, and the Volcano API types the local stack makes the
-// PodGroup and Queue CRDs from (stack/volcano-crds.sh): Volcano's CRD manifests are in no module the
+// PodGroup and Queue CRDs from (stack/crds.sh): Volcano's CRD manifests are in no module the
 // Go module proxy serves, and its own are generated from these types by this controller-gen version
 // (volcano v1.13.0, Makefile "manifests": controller-gen v0.18.0).
 module ray-service/tools/crdgen

@@ -1,0 +1,101 @@
+//go:build integration
+
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/yaml"
+)
+
+var kueueWorkloads = schema.GroupVersionResource{Group: "kueue.x-k8s.io", Version: "v1beta2", Resource: "workloads"}
+
+// A RayJob Kueue admits (label kueue.x-k8s.io/queue-name; suspended at create, as Kueue's webhook makes
+// it) is stopped and started through its Workload's spec.active, as Kueue documents, never by toggling
+// the spec.suspend Kueue owns. No Kueue controller runs on the stack: the test plays it, making the
+// Workload the RayJob owns (kueue v0.17.0 apis/kueue/v1beta2) and writing its conditions. While Kueue
+// reserves no quota, the RayJob waits in its LocalQueue, saying why.
+func TestKueueStopStartWithoutAFight(t *testing.T) {
+	t.Parallel()
+	ns := namespace(t, "kueue")
+	admin := env.tokens["admin"]
+	ctx := context.Background()
+
+	var obj map[string]any
+	require.NoError(t, yaml.Unmarshal(mustRename(t, "rayjob-minimal.yaml", "queued"), &obj))
+	obj["metadata"].(map[string]any)["labels"] = map[string]any{"kueue.x-k8s.io/queue-name": "team-queue"}
+	obj["spec"].(map[string]any)["suspend"] = true
+	body, err := json.Marshal(obj)
+	require.NoError(t, err)
+	r := call(t, "POST", nsPath(ns, "rayjobs"), admin, "application/json", body)
+	require.Equal(t, 201, r.Status, "%s", r.Raw)
+	job, err := getRay(t, rayJobs, ns, "queued")
+	require.NoError(t, err)
+
+	r = call(t, "POST", itemPath(ns, "rayjobs", "queued")+"/stop", admin, "", nil)
+	assert.Equal(t, 409, r.Status, "no Workload yet: %s", r.Raw)
+	assert.Contains(t, r.Msg, "has made no Workload")
+
+	yes := true
+	wl := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+		"metadata": map[string]any{"name": "rayjob-queued-1a2b3", "namespace": ns},
+		"spec": map[string]any{"queueName": "team-queue", "active": true, "podSets": []any{map[string]any{"name": "head", "count": int64(1),
+			"template": map[string]any{"spec": map[string]any{"containers": []any{map[string]any{"name": "ray-head", "image": "rayproject/ray:2.46.0"}}}}}}}}}
+	wl.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "ray.io/v1", Kind: "RayJob", Name: "queued", UID: job.GetUID(), Controller: &yes}})
+	workloads := env.adminDyn.Resource(kueueWorkloads).Namespace(ns)
+	made, err := workloads.Create(ctx, wl, metav1.CreateOptions{})
+	require.NoError(t, err)
+	const noQuota = "couldn't assign flavors to pod set head: insufficient quota for cpu in flavor default, 1 more needed"
+	made.Object["status"] = map[string]any{"conditions": []any{map[string]any{"type": "QuotaReserved", "status": "False",
+		"reason": "Pending", "message": noQuota, "lastTransitionTime": time.Now().UTC().Format(time.RFC3339)}}}
+	_, err = workloads.UpdateStatus(ctx, made, metav1.UpdateOptions{})
+	require.NoError(t, err)
+
+	type item struct {
+		Health     health `json:"health"`
+		Scheduling *struct {
+			Manager, Queue, Phase, Reason, Message string
+		} `json:"scheduling"`
+	}
+	eventually(t, 30*time.Second, "waiting in its LocalQueue", func() bool {
+		d := decode[item](t, call(t, "GET", itemPath(ns, "rayjobs", "queued"), admin, "", nil))
+		return d.Scheduling != nil && d.Scheduling.Manager == "kueue" && d.Health.Reason == "WaitingInQueue"
+	})
+	d := decode[item](t, call(t, "GET", itemPath(ns, "rayjobs", "queued"), admin, "", nil))
+	assert.Equal(t, "waiting in kueue queue team-queue: "+noQuota, d.Health.Message)
+
+	active := func() bool {
+		got, err := workloads.Get(ctx, "rayjob-queued-1a2b3", metav1.GetOptions{})
+		require.NoError(t, err)
+		a, _, _ := unstructured.NestedBool(got.Object, "spec", "active")
+		return a
+	}
+	suspended := func() bool {
+		got, err := getRay(t, rayJobs, ns, "queued")
+		require.NoError(t, err)
+		s, _, _ := unstructured.NestedBool(got.Object, "spec", "suspend")
+		return s
+	}
+	r = call(t, "POST", itemPath(ns, "rayjobs", "queued")+"/stop", admin, "", nil)
+	require.Equal(t, 200, r.Status, "%s", r.Raw)
+	assert.False(t, active(), "stopped through the Workload")
+	assert.True(t, suspended(), "spec.suspend is Kueue's: left as it was")
+	r = call(t, "POST", itemPath(ns, "rayjobs", "queued")+"/stop", admin, "", nil)
+	assert.Equal(t, 200, r.Status, "stopping what is stopped changes nothing: %s", r.Raw)
+
+	r = call(t, "POST", itemPath(ns, "rayjobs", "queued")+"/start", admin, "", nil)
+	require.Equal(t, 200, r.Status, "%s", r.Raw)
+	assert.True(t, active(), "queued again through the Workload")
+	assert.True(t, suspended(), "Kueue resumes it once admitted, not the service")
+	viewer := call(t, "POST", itemPath(ns, "rayjobs", "queued")+"/stop", env.tokens["viewer"], "", nil)
+	assert.Equal(t, 403, viewer.Status, "a viewer may not: %s", viewer.Raw)
+	assert.True(t, active())
+}
