@@ -25,11 +25,12 @@ type QueueList struct {
 //
 //	@Summary		Queues
 //	@ID				listQueues
-//	@Description	The queues of the queue managers that admit Ray work (Volcano's Queues, where the cluster has
-//	@Description	their CRD; none elsewhere): capability, deserved, guarantee, allocated and PodGroups by phase,
+//	@Description	The queues of the queue managers that admit Ray work, where the cluster has their CRDs (none
+//	@Description	elsewhere): Volcano's Queues (capability, deserved, guarantee, allocated, PodGroups by phase) and
+//	@Description	Kueue's LocalQueues (ClusterQueue, Workloads pending, reserving and admitted, usage by flavor),
 //	@Description	read as the caller, and in each the Ray objects waiting in it (not yet admitted) among those
-//	@Description	the caller may list. A caller who may not list the queues is shown, for each queue an object
-//	@Description	it may list waits in, the queue's name and the objects alone, and withheld says why.
+//	@Description	the caller may list. A caller who may list neither is shown, for each queue an object it may
+//	@Description	list waits in, the queue's name and the objects alone, and withheld says why.
 //	@Tags			overview
 //	@Produce		json
 //	@Security		Bearer
@@ -58,8 +59,8 @@ func (s *Server) queueList(c *gin.Context) (*response, error) {
 		items, _ := s.Store.Matching(k, sc, &cache.Query{Type: ray.TypeInstance, SortBy: cache.SortByName})
 		for _, it := range items {
 			sum := &it.Summary
-			if sch := sum.Scheduling; sch.Waiting() && k.Active(sum.Status) {
-				key := sch.Manager + "/" + sch.Queue
+			if sch := sum.Scheduling; sch != nil && sum.Health.Reason == ray.ReasonWaitingInQueue {
+				key := queues.Key(sch.Manager, sum.Namespace, sch.Queue)
 				waiting[key] = append(waiting[key], queues.Waiting{Kind: k.Kind, Namespace: sum.Namespace, Name: sum.Name,
 					Phase: sch.Phase, Reason: sch.Reason, Message: sch.Message})
 			}

@@ -148,12 +148,14 @@ func (s *Store) EachRunState(visit func(kind, namespace, name string, runs *ray.
 	}
 }
 
-// countWaitingLocked keeps what an instance requests while a queue manager has not admitted it, for
-// Pending: only where the queue manager's group is its own (KubeRay names a PodGroup ray-<owner>-pg),
-// so that a RayService is not counted again for its clusters.
+// countWaitingLocked keeps what an instance requests while a queue manager holds it back (its health
+// says so), for Pending: only where the group is its own (KubeRay names a PodGroup ray-<owner>-pg; Kueue
+// makes a Workload for the object it admits alone), so that a RayService is not counted again for its
+// clusters.
 func (s *Store) countWaitingLocked(k *ray.Kind, it *Item) {
 	sum := &it.Summary
-	if sch := sum.Scheduling; sch.Waiting() && k.Active(sum.Status) && sch.Group == "ray-"+sum.Name+"-pg" {
+	sch := sum.Scheduling
+	if sch != nil && sum.Health.Reason == ray.ReasonWaitingInQueue && (sch.Manager == ray.ManagerKueue || sch.Group == "ray-"+sum.Name+"-pg") {
 		s.waiting[k].put(sum.Namespace, sum.Name, sum.Requested)
 		return
 	}

@@ -47,7 +47,7 @@ func (o *Objects) setWorkloadActive(ctx context.Context, cur *Current, active bo
 		return cur, nil
 	}
 	return nil, apierrors.NewConflict(o.Kind.GVR().GroupResource(), obj.GetName(),
-		fmt.Errorf("Kueue admits it (label %s=%s) but has made no Workload for it yet: try again shortly",
+		fmt.Errorf("it is admitted by Kueue (label %s=%s), which has made no Workload for it yet: try again shortly",
 			ray.KueueQueueLabel, obj.GetLabels()[ray.KueueQueueLabel]))
 }
 

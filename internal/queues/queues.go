@@ -1,6 +1,7 @@
-// Package queues holds the queues of the queue managers that admit Ray work: Volcano's Queues
-// (scheduling.volcano.sh/v1beta1, cluster-scoped; volcano.sh/apis v1.13.0
-// pkg/apis/scheduling/v1beta1/types.go), read as the caller, and the Ray objects waiting in each.
+// Package queues holds the queues of the queue managers that admit Ray work, read as the caller, and the
+// Ray objects waiting in each: Volcano's Queues (scheduling.volcano.sh/v1beta1, cluster-scoped;
+// volcano.sh/apis v1.13.0 pkg/apis/scheduling/v1beta1/types.go) and Kueue's LocalQueues
+// (kueue.x-k8s.io/v1beta2, namespaced; sigs.k8s.io/kueue v0.17.0 apis/kueue/v1beta2/localqueue_types.go).
 package queues
 
 import (
@@ -18,6 +19,11 @@ import (
 	"ray-service/internal/ray"
 )
 
+// LocalQueueResource is the resource of Kueue's LocalQueues.
+func LocalQueueResource() schema.GroupVersionResource {
+	return schema.GroupVersionResource{Group: "kueue.x-k8s.io", Version: "v1beta2", Resource: "localqueues"}
+}
+
 // VolcanoResource is the resource of Volcano's Queues.
 func VolcanoResource() schema.GroupVersionResource {
 	return schema.GroupVersionResource{Group: "scheduling.volcano.sh", Version: "v1beta1", Resource: "queues"}
@@ -25,9 +31,17 @@ func VolcanoResource() schema.GroupVersionResource {
 
 // Queue is one queue: what it may hold and holds, and the Ray objects waiting in it.
 type Queue struct {
-	// Manager is the queue manager: volcano.
-	Manager string `json:"manager" enums:"volcano"`
-	Name    string `json:"name"`
+	// Manager is the queue manager: volcano or kueue.
+	Manager string `json:"manager" enums:"volcano,kueue"`
+	// Namespace is a Kueue LocalQueue's; Volcano's queues have none.
+	Namespace string `json:"namespace,omitempty"`
+	Name      string `json:"name"`
+	// ClusterQueue is the Kueue ClusterQueue a LocalQueue submits to.
+	ClusterQueue string `json:"clusterQueue,omitempty"`
+	// Workloads counts a LocalQueue's Workloads: pending, reserving quota, admitted.
+	Workloads *WorkloadCounts `json:"workloads,omitempty"`
+	// Usage is what a LocalQueue's admitted Workloads use, by flavor and resource.
+	Usage map[string]map[string]string `json:"usage,omitempty"`
 	// State is Volcano's: Open, Closed, Closing or Unknown.
 	State  string `json:"state,omitempty"`
 	Weight int64  `json:"weight,omitempty"`
@@ -43,6 +57,51 @@ type Queue struct {
 	Waiting []Waiting `json:"waiting"`
 	// Withheld says why the figures are left out: the caller may not list the queues.
 	Withheld string `json:"withheld,omitempty"`
+}
+
+// WorkloadCounts counts a Kueue LocalQueue's Workloads.
+type WorkloadCounts struct {
+	Pending   int64 `json:"pending"`
+	Reserving int64 `json:"reserving"`
+	Admitted  int64 `json:"admitted"`
+}
+
+// FromLocalQueue reads a Kueue LocalQueue.
+func FromLocalQueue(u *unstructured.Unstructured) Queue {
+	q := Queue{Manager: ray.ManagerKueue, Namespace: u.GetNamespace(), Name: u.GetName(), Waiting: []Waiting{}}
+	q.ClusterQueue, _, _ = unstructured.NestedString(u.Object, "spec", "clusterQueue")
+	w := &WorkloadCounts{}
+	w.Pending, _, _ = unstructured.NestedInt64(u.Object, "status", "pendingWorkloads")
+	w.Reserving, _, _ = unstructured.NestedInt64(u.Object, "status", "reservingWorkloads")
+	w.Admitted, _, _ = unstructured.NestedInt64(u.Object, "status", "admittedWorkloads")
+	q.Workloads = w
+	flavors, _, _ := unstructured.NestedSlice(u.Object, "status", "flavorsUsage")
+	for _, f := range flavors {
+		fm, _ := f.(map[string]any)
+		name, _ := fm["name"].(string)
+		rs, _ := fm["resources"].([]any)
+		for _, r := range rs {
+			rm, _ := r.(map[string]any)
+			res, _ := rm["name"].(string)
+			total, _ := rm["total"].(string)
+			if q.Usage == nil {
+				q.Usage = map[string]map[string]string{}
+			}
+			if q.Usage[name] == nil {
+				q.Usage[name] = map[string]string{}
+			}
+			q.Usage[name][res] = total
+		}
+	}
+	return q
+}
+
+// Key names a queue among all: manager, namespace (Kueue's) and name.
+func Key(manager, namespace, name string) string {
+	if manager != ray.ManagerKueue {
+		namespace = ""
+	}
+	return manager + "/" + namespace + "/" + name
 }
 
 // GroupCounts counts a queue's PodGroups by phase.
@@ -90,28 +149,35 @@ type Lister struct {
 }
 
 // ErrWithheld is the text of Queue.Withheld.
-const ErrWithheld = "the caller may not list queues.scheduling.volcano.sh: only the queue's name and the objects waiting in it are shown"
+const ErrWithheld = "the caller may not list queues.scheduling.volcano.sh or localqueues.kueue.x-k8s.io: only the queue's name and the objects waiting in it are shown"
 
-// List lists Volcano's Queues as the caller: none where the cluster has no Queue CRD; forbidden
-// tells that the caller may not list them.
+// List lists Volcano's Queues and Kueue's LocalQueues as the caller: none of a manager whose CRD the
+// cluster lacks; forbidden tells that the caller may list neither.
 func (l *Lister) List(ctx context.Context, token string) (qs []Queue, forbidden bool, err error) {
 	dyn, err := l.Dynamic(token)
 	if err != nil {
 		return nil, false, err
 	}
-	list, err := dyn.Resource(VolcanoResource()).List(ctx, metav1.ListOptions{})
-	switch {
-	case apierrors.IsForbidden(err):
-		return nil, true, nil
-	case apierrors.IsNotFound(err) || meta.IsNoMatchError(err):
-		return nil, false, nil
-	case err != nil:
-		return nil, false, err
+	denied := 0
+	for _, m := range []struct {
+		gvr  schema.GroupVersionResource
+		read func(*unstructured.Unstructured) Queue
+	}{{VolcanoResource(), FromVolcano}, {LocalQueueResource(), FromLocalQueue}} {
+		list, err := dyn.Resource(m.gvr).List(ctx, metav1.ListOptions{})
+		switch {
+		case apierrors.IsForbidden(err):
+			denied++
+			continue
+		case apierrors.IsNotFound(err) || meta.IsNoMatchError(err):
+			continue
+		case err != nil:
+			return nil, false, err
+		}
+		for i := range list.Items {
+			qs = append(qs, m.read(&list.Items[i]))
+		}
 	}
-	for i := range list.Items {
-		qs = append(qs, FromVolcano(&list.Items[i]))
-	}
-	return qs, false, nil
+	return qs, denied == 2, nil
 }
 
 // WithWaiting adds to the queues each waiting object, in the queue its scheduling names; a queue named
@@ -120,13 +186,13 @@ func (l *Lister) List(ctx context.Context, token string) (qs []Queue, forbidden 
 func WithWaiting(qs []Queue, waiting map[string][]Waiting, withheld bool) []Queue {
 	byName := map[string]int{}
 	for i, q := range qs {
-		byName[q.Manager+"/"+q.Name] = i
+		byName[Key(q.Manager, q.Namespace, q.Name)] = i
 	}
 	for key, ws := range waiting {
 		i, ok := byName[key]
 		if !ok {
-			manager, name, _ := strings.Cut(key, "/")
-			q := Queue{Manager: manager, Name: name}
+			parts := strings.SplitN(key, "/", 3)
+			q := Queue{Manager: parts[0], Namespace: parts[1], Name: parts[2]}
 			if withheld {
 				q.Withheld = ErrWithheld
 			}
@@ -144,6 +210,8 @@ func WithWaiting(qs []Queue, waiting map[string][]Waiting, withheld bool) []Queu
 			return strings.Compare(a.Namespace+"/"+a.Kind+"/"+a.Name, b.Namespace+"/"+b.Kind+"/"+b.Name)
 		})
 	}
-	slices.SortFunc(qs, func(a, b Queue) int { return strings.Compare(a.Manager+"/"+a.Name, b.Manager+"/"+b.Name) })
+	slices.SortFunc(qs, func(a, b Queue) int {
+		return strings.Compare(Key(a.Manager, a.Namespace, a.Name), Key(b.Manager, b.Namespace, b.Name))
+	})
 	return qs
 }

@@ -42,7 +42,7 @@ func TestKueueStopStartWithoutAFight(t *testing.T) {
 
 	r = call(t, "POST", itemPath(ns, "rayjobs", "queued")+"/stop", admin, "", nil)
 	assert.Equal(t, 409, r.Status, "no Workload yet: %s", r.Raw)
-	assert.Contains(t, r.Msg, "has made no Workload")
+	assert.Contains(t, r.Msg, "has made no Workload for it yet")
 
 	yes := true
 	wl := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
@@ -71,6 +71,42 @@ func TestKueueStopStartWithoutAFight(t *testing.T) {
 	})
 	d := decode[item](t, call(t, "GET", itemPath(ns, "rayjobs", "queued"), admin, "", nil))
 	assert.Equal(t, "waiting in kueue queue team-queue: "+noQuota, d.Health.Message)
+
+	// The queues route: its LocalQueue, with what Kueue wrote of it, and the RayJob waiting there.
+	lq := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+		"metadata": map[string]any{"name": "team-queue", "namespace": ns}, "spec": map[string]any{"clusterQueue": "cluster-queue"}}}
+	localQueues := env.adminDyn.Resource(schema.GroupVersionResource{Group: "kueue.x-k8s.io", Version: "v1beta2", Resource: "localqueues"}).Namespace(ns)
+	lqMade, err := localQueues.Create(ctx, lq, metav1.CreateOptions{})
+	require.NoError(t, err)
+	lqMade.Object["status"] = map[string]any{"pendingWorkloads": int64(1), "reservingWorkloads": int64(0), "admittedWorkloads": int64(0)}
+	_, err = localQueues.UpdateStatus(ctx, lqMade, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	var ql struct {
+		Items []struct {
+			Manager, Namespace, Name, ClusterQueue string
+			Workloads                              *struct{ Pending int64 }
+			Waiting                                []struct{ Kind, Name, Reason string }
+		}
+	}
+	r = call(t, "GET", "/rest/ray/v1/queues", admin, "", nil)
+	require.Equal(t, 200, r.Status, "%s", r.Raw)
+	require.NoError(t, json.Unmarshal(r.Data, &ql))
+	found := false
+	for _, q := range ql.Items {
+		if q.Manager == "kueue" && q.Namespace == ns && q.Name == "team-queue" {
+			found = true
+			assert.Equal(t, "cluster-queue", q.ClusterQueue)
+			if assert.NotNil(t, q.Workloads) {
+				assert.Equal(t, int64(1), q.Workloads.Pending)
+			}
+			if assert.Len(t, q.Waiting, 1) {
+				assert.Equal(t, "RayJob", q.Waiting[0].Kind)
+				assert.Equal(t, "queued", q.Waiting[0].Name)
+				assert.Equal(t, "Pending", q.Waiting[0].Reason)
+			}
+		}
+	}
+	assert.True(t, found, "the LocalQueue is listed: %s", r.Raw)
 
 	active := func() bool {
 		got, err := workloads.Get(ctx, "rayjob-queued-1a2b3", metav1.GetOptions{})
