@@ -441,7 +441,7 @@ func TestHelmChart(t *testing.T) {
 			check.Wait()
 			time.Sleep(2 * time.Second)
 		}
-		assert.Len(t, variants, 22)
+		assert.Len(t, variants, 26) // list and watch of podgroups and workloads too
 		for _, v := range variants {
 			switch {
 			case v.what == "":
