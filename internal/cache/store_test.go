@@ -309,7 +309,7 @@ func TestPodGroupsCompleteTheirOwners(t *testing.T) {
 		"metadata": map[string]any{"name": "ray-demo-pg", "namespace": "team"},
 		"spec":     map[string]any{"minMember": int64(3), "queue": "ray-a"},
 		"status": map[string]any{"phase": "Pending", "conditions": []any{map[string]any{"type": "Unschedulable", "status": "True",
-			"reason": "NotEnoughResources", "message": "3/3 tasks in gang unschedulable"}}}}}
+			"reason": "NotEnoughResources", "message": "3/3 tasks in gang unschedulable: pod group is not ready, 3 Pending, 3 minAvailable; Pending: 3 Unschedulable"}}}}}
 	pg.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "ray.io/v1", Kind: "RayCluster", Name: "demo", UID: made.GetUID(), Controller: &yes}})
 	groups := dyn.Resource(ray.PodGroupResource()).Namespace("team")
 	_, err = groups.Create(ctx, pg, metav1.CreateOptions{})
@@ -364,7 +364,7 @@ func TestWorkloadsCompleteTheirOwners(t *testing.T) {
 		"metadata": map[string]any{"name": "rayjob-train-1a2b3", "namespace": "team"},
 		"spec":     map[string]any{"queueName": "team-queue"},
 		"status": map[string]any{"conditions": []any{map[string]any{"type": "QuotaReserved", "status": "False", "reason": "Pending",
-			"message": "couldn't assign flavors to pod set head: insufficient quota for cpu in flavor default, 2 more needed"}}}}}
+			"message": "couldn't assign flavors to pod set head: insufficient unused quota for cpu in flavor default, 2 more needed"}}}}}
 	wl.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "ray.io/v1", Kind: "RayJob", Name: "train", UID: made.GetUID(), Controller: &yes}})
 	_, err = dyn.Resource(ray.WorkloadResource()).Namespace("team").Create(ctx, wl, metav1.CreateOptions{})
 	require.NoError(t, err)

@@ -23,7 +23,8 @@ func st0(t *testing.T) *Scheduling {
 }
 
 func TestWorkloadState(t *testing.T) {
-	const noQuota = "couldn't assign flavors to pod set head: insufficient quota for cpu in flavor default, 2 more needed"
+	// kueue v0.17.0 pkg/scheduler/flavorassigner/flavorassigner.go: the QuotaReserved condition's message.
+	const noQuota = "couldn't assign flavors to pod set head: insufficient unused quota for cpu in flavor default, 2 more needed"
 	st := WorkloadState(workload(map[string]any{"type": "QuotaReserved", "status": "False", "reason": "Pending", "message": noQuota,
 		"lastTransitionTime": "2026-12-03T08:00:00Z"}))
 	assert.Equal(t, ManagerKueue, st.Manager)
@@ -44,7 +45,9 @@ func TestWorkloadState(t *testing.T) {
 	assert.False(t, st.Waiting())
 
 	evicted := WorkloadState(workload(map[string]any{"type": "Evicted", "status": "True", "reason": "Preempted",
-		"message": "Preempted to accommodate a workload (UID: x) due to prioritization in the ClusterQueue"},
+		// kueue v0.17.0 pkg/scheduler/preemption/preemption.go: the eviction's message.
+		"message": "Preempted to accommodate a workload (UID: 9f1c, JobUID: 7a2e) due to prioritization in the ClusterQueue; " +
+			"preemptor path: /cluster-queue; preemptee path: /cluster-queue"},
 		map[string]any{"type": "QuotaReserved", "status": "False", "reason": "Preempted"}))
 	assert.Equal(t, "Pending", evicted.Phase)
 	assert.Equal(t, "Preempted", evicted.Reason)

@@ -53,7 +53,9 @@ func TestKueueStopStartWithoutAFight(t *testing.T) {
 	workloads := env.adminDyn.Resource(kueueWorkloads).Namespace(ns)
 	made, err := workloads.Create(ctx, wl, metav1.CreateOptions{})
 	require.NoError(t, err)
-	const noQuota = "couldn't assign flavors to pod set head: insufficient quota for cpu in flavor default, 1 more needed"
+	// As Kueue v0.17.0 writes it: pkg/scheduler/flavorassigner/flavorassigner.go (Assignment.Message and
+	// the "insufficient unused quota" status), on the QuotaReserved condition, reason Pending.
+	const noQuota = "couldn't assign flavors to pod set head: insufficient unused quota for cpu in flavor default, 1 more needed"
 	made.Object["status"] = map[string]any{"conditions": []any{map[string]any{"type": "QuotaReserved", "status": "False",
 		"reason": "Pending", "message": noQuota, "lastTransitionTime": time.Now().UTC().Format(time.RFC3339)}}}
 	_, err = workloads.UpdateStatus(ctx, made, metav1.UpdateOptions{})

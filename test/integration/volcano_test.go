@@ -72,7 +72,9 @@ func TestVolcanoQueueWait(t *testing.T) {
 	minMember, _, _ := unstructured.NestedInt64(pg.Object, "spec", "minMember")
 	assert.Equal(t, int64(3), minMember, "the head and two workers")
 
-	const why = "3/3 tasks in gang unschedulable: pod group is not ready, 3 Pending, 3 minAvailable"
+	// As Volcano v1.13.0 writes it: pkg/scheduler/plugins/gang/gang.go (reason NotEnoughResources, message
+	// "<unready>/<tasks> tasks in gang unschedulable: " + JobInfo.FitError, pkg/scheduler/api/job_info.go).
+	const why = "3/3 tasks in gang unschedulable: pod group is not ready, 3 Pending, 3 minAvailable; Pending: 3 Unschedulable"
 	writeGroup(t, ns, "ray-gang-pg", map[string]any{"phase": "Pending", "conditions": []any{map[string]any{
 		"type": "Unschedulable", "status": "True", "reason": "NotEnoughResources", "message": why, "transitionID": "t1",
 		"lastTransitionTime": time.Now().UTC().Format(time.RFC3339)}}})
@@ -163,6 +165,7 @@ func TestVolcanoQueueWait(t *testing.T) {
 	label("yes")
 	t.Cleanup(func() { label(nil) })
 	writeGroup(t, ns, "ray-gang-pg", map[string]any{"phase": "Running", "running": int64(3), "conditions": []any{map[string]any{
+		// gang.go v1.13.0: the Scheduled condition once the gang is ready.
 		"type": "Scheduled", "status": "True", "reason": "tasks in gang are ready to be scheduled", "transitionID": "t2",
 		"lastTransitionTime": time.Now().UTC().Format(time.RFC3339)}}})
 	eventually(t, 60*time.Second, "Running and Healthy once admitted", func() bool {
