@@ -59,7 +59,7 @@ func (s *Server) queueList(c *gin.Context) (*response, error) {
 		items, _ := s.Store.Matching(k, sc, &cache.Query{Type: ray.TypeInstance, SortBy: cache.SortByName})
 		for _, it := range items {
 			sum := &it.Summary
-			if sch := sum.Scheduling; sch != nil && sum.Health.Reason == ray.ReasonWaitingInQueue {
+			if sch := sum.Scheduling; sum.WaitingInQueue() {
 				key := queues.Key(sch.Manager, sum.Namespace, sch.Queue)
 				waiting[key] = append(waiting[key], queues.Waiting{Kind: k.Kind, Namespace: sum.Namespace, Name: sum.Name,
 					Phase: sch.Phase, Reason: sch.Reason, Message: sch.Message})

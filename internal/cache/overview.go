@@ -155,7 +155,7 @@ func (s *Store) EachRunState(visit func(kind, namespace, name string, runs *ray.
 func (s *Store) countWaitingLocked(k *ray.Kind, it *Item) {
 	sum := &it.Summary
 	sch := sum.Scheduling
-	if sch != nil && sum.Health.Reason == ray.ReasonWaitingInQueue && (sch.Manager == ray.ManagerKueue || sch.Group == "ray-"+sum.Name+"-pg") {
+	if sum.WaitingInQueue() && (sch.Manager == ray.ManagerKueue || sch.Group == "ray-"+sum.Name+"-pg") {
 		s.waiting[k].put(sum.Namespace, sum.Name, sum.Requested)
 		return
 	}

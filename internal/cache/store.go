@@ -54,8 +54,9 @@ type Store struct {
 	// stop is what Start was given, for them.
 	optional map[*ray.Kind]*optionalInformer
 	stop     <-chan struct{}
-	// groups are Volcano's PodGroups, once discovery finds their CRD.
-	groups *podGroups
+	// groups are the queue managers' groups (Volcano's PodGroups, Kueue's Workloads), once discovery
+	// finds their CRD.
+	groups *queueGroups
 	// makers are, for a kind whose objects are runs (a RayJob), the kinds that make them (RayCronJob):
 	// a run's change publishes its maker again.
 	makers map[*ray.Kind][]*ray.Kind
@@ -167,8 +168,8 @@ func NewStore(dyn dynamic.Interface, core kubernetes.Interface, kinds *ray.Kinds
 	if err := s.indexRuns(); err != nil {
 		return nil, err
 	}
-	s.groups = newPodGroups(dyn)
-	if err := s.followPodGroups(); err != nil {
+	s.groups = newQueueGroups(dyn)
+	if err := s.followGroups(); err != nil {
 		return nil, err
 	}
 	pf := informers.NewSharedInformerFactoryWithOptions(core, resync,
@@ -680,7 +681,7 @@ func (s *Store) CheckInstalled(disc discovery.DiscoveryInterface) (map[*ray.Kind
 	for _, r := range list.APIResources {
 		have[r.Name] = true
 	}
-	s.checkPodGroups(disc)
+	s.checkGroups(disc)
 	changed := map[*ray.Kind]bool{}
 	for _, k := range s.kinds.All() {
 		if o := s.optional[k]; o != nil {

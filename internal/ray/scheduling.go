@@ -60,10 +60,10 @@ func (s *Scheduling) Waiting() bool {
 	return s != nil && (s.Phase == "Pending" || s.Phase == "Inqueue") && s.Reason != ""
 }
 
-// PodGroupOwner names the Ray object a PodGroup belongs to (its controller): kind and name; "" when it
-// belongs to none.
-func PodGroupOwner(pg *unstructured.Unstructured) (kind, name string) {
-	for _, ref := range pg.GetOwnerReferences() {
+// GroupOwner names the Ray object a queue manager's group (a Volcano PodGroup, a Kueue Workload) belongs
+// to, its controller: kind and name; "" when it belongs to none.
+func GroupOwner(g *unstructured.Unstructured) (kind, name string) {
+	for _, ref := range g.GetOwnerReferences() {
 		if ref.Controller != nil && *ref.Controller && ref.APIVersion == RayGroupVersion.String() {
 			return ref.Kind, ref.Name
 		}
@@ -119,4 +119,9 @@ func (k *Kind) WithScheduling(base *Summary, sched *Scheduling) *Summary {
 	}
 	s.bound()
 	return &s
+}
+
+// WaitingInQueue tells whether a queue manager holds the object back now, as its health says.
+func (s *Summary) WaitingInQueue() bool {
+	return s.Scheduling != nil && s.Health.Reason == ReasonWaitingInQueue
 }

@@ -31,7 +31,7 @@ func TestSchedulingFromAPodGroup(t *testing.T) {
 		map[string]any{"type": "Unschedulable", "status": "True", "reason": "NotEnoughResources",
 			"message":            "3/3 tasks in gang unschedulable: pod group is not ready, 3 Pending, 3 minAvailable; Pending: 3 Unschedulable",
 			"lastTransitionTime": "2026-12-03T08:00:00Z", "transitionID": "x"}}})
-	kind, name := PodGroupOwner(pg)
+	kind, name := GroupOwner(pg)
 	assert.Equal(t, "RayCluster", kind)
 	assert.Equal(t, "demo", name)
 	st := PodGroupState(pg)
@@ -66,6 +66,6 @@ func TestSchedulingFromAPodGroup(t *testing.T) {
 
 	orphan := podGroup("demo", "", nil)
 	orphan.SetOwnerReferences(nil)
-	kind, _ = PodGroupOwner(orphan)
+	kind, _ = GroupOwner(orphan)
 	assert.Empty(t, kind)
 }

@@ -15,11 +15,11 @@ import (
 	"ray-service/internal/ray"
 )
 
-// podGroups follows the queue managers' groups of Ray objects where the cluster has their CRD (asked
+// queueGroups follows the queue managers' groups of Ray objects where the cluster has their CRD (asked
 // with the optional kinds, see CheckInstalled): Volcano's PodGroups and Kueue's Workloads. byOwner is
 // what each says of the Ray object it belongs to, by namespace, owner kind and owner name, guarded by the
 // store's mu.
-type podGroups struct {
+type queueGroups struct {
 	followed []*followed
 	byOwner  map[string]*ray.Scheduling
 }
@@ -33,8 +33,8 @@ type followed struct {
 	started   atomic.Bool
 }
 
-func newPodGroups(dyn dynamic.Interface) *podGroups {
-	g := &podGroups{byOwner: map[string]*ray.Scheduling{}}
+func newQueueGroups(dyn dynamic.Interface) *queueGroups {
+	g := &queueGroups{byOwner: map[string]*ray.Scheduling{}}
 	for _, f := range []*followed{{gvr: ray.PodGroupResource(), read: ray.PodGroupState}, {gvr: ray.WorkloadResource(), read: ray.WorkloadState}} {
 		f.inf = dynamicinformer.NewFilteredDynamicInformer(dyn, f.gvr, metav1.NamespaceAll, 0, cache.Indexers{}, nil).Informer()
 		g.followed = append(g.followed, f)
@@ -42,8 +42,8 @@ func newPodGroups(dyn dynamic.Interface) *podGroups {
 	return g
 }
 
-// followPodGroups publishes again the owner of each group that changes.
-func (s *Store) followPodGroups() error {
+// followGroups publishes again the owner of each group that changes.
+func (s *Store) followGroups() error {
 	for _, f := range s.groups.followed {
 		// Only what the summaries read is kept of a group.
 		if err := f.inf.SetTransform(func(obj any) (any, error) {
@@ -51,16 +51,16 @@ func (s *Store) followPodGroups() error {
 			if !ok {
 				return obj, nil
 			}
-			kind, name := ray.PodGroupOwner(u)
+			kind, name := ray.GroupOwner(u)
 			return &groupEntry{ObjectMeta: metav1.ObjectMeta{Name: u.GetName(), Namespace: u.GetNamespace(),
 				ResourceVersion: u.GetResourceVersion()}, kind: kind, owner: name, state: f.read(u)}, nil
 		}); err != nil {
 			return err
 		}
 		if _, err := f.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(obj any) { s.podGroupChanged(nil, obj) },
-			UpdateFunc: s.podGroupChanged,
-			DeleteFunc: func(obj any) { s.podGroupChanged(obj, nil) },
+			AddFunc:    func(obj any) { s.groupChanged(nil, obj) },
+			UpdateFunc: s.groupChanged,
+			DeleteFunc: func(obj any) { s.groupChanged(obj, nil) },
 		}); err != nil {
 			return err
 		}
@@ -91,9 +91,9 @@ func asGroup(obj any) *groupEntry {
 	return g
 }
 
-// podGroupChanged records a group's state under its owner and publishes the owner again: a Ray
+// groupChanged records a group's state under its owner and publishes the owner again: a Ray
 // cluster with everything that runs on it, or the RayJob it belongs to.
-func (s *Store) podGroupChanged(old, now any) {
+func (s *Store) groupChanged(old, now any) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, g := range []*groupEntry{asGroup(old), asGroup(now)} {
@@ -142,8 +142,8 @@ func (s *Store) schedulingLocked(k *ray.Kind, sum *ray.Summary) *ray.Scheduling 
 	return nil
 }
 
-// checkPodGroups starts following each kind of group the first time discovery finds its CRD.
-func (s *Store) checkPodGroups(disc discovery.DiscoveryInterface) {
+// checkGroups starts following each kind of group the first time discovery finds its CRD.
+func (s *Store) checkGroups(disc discovery.DiscoveryInterface) {
 	s.mu.RLock()
 	stop := s.stop
 	s.mu.RUnlock()
