@@ -107,9 +107,10 @@ func (k *Kind) WithScheduling(base *Summary, sched *Scheduling) *Summary {
 	}
 	s := *base
 	s.Scheduling = sched
-	// Kueue keeps an object it has not admitted suspended: Stopped by its status, waiting all the same.
+	// Kueue keeps an object it has not admitted suspended: Stopping, then Stopped by its status, waiting all
+	// the same.
 	onItsWay := s.Type == TypeInstance && (s.Status == StatusPending || (s.Status == StatusRunning && !k.allReady(&s)) ||
-		(sched.Manager == ManagerKueue && s.Status == StatusStopped))
+		(sched.Manager == ManagerKueue && (s.Status == StatusStopped || s.Status == StatusStopping)))
 	if sched.Waiting() && onItsWay && s.Health.State != HealthFailed {
 		msg := fmt.Sprintf("waiting in %s queue %s", sched.Manager, sched.Queue)
 		if sched.Message != "" {

@@ -67,12 +67,15 @@ func TestKueueStopStartWithoutAFight(t *testing.T) {
 			Manager, Queue, Phase, Reason, Message string
 		} `json:"scheduling"`
 	}
-	eventually(t, 30*time.Second, "waiting in its LocalQueue", func() bool {
+	waits := func() bool {
 		d := decode[item](t, call(t, "GET", itemPath(ns, "rayjobs", "queued"), admin, "", nil))
-		return d.Scheduling != nil && d.Scheduling.Manager == "kueue" && d.Health.Reason == "WaitingInQueue"
-	})
-	d := decode[item](t, call(t, "GET", itemPath(ns, "rayjobs", "queued"), admin, "", nil))
-	assert.Equal(t, "waiting in kueue queue team-queue: "+noQuota, d.Health.Message)
+		return d.Scheduling != nil && d.Scheduling.Manager == "kueue" && d.Health.Reason == "WaitingInQueue" &&
+			d.Health.Message == "waiting in kueue queue team-queue: "+noQuota
+	}
+	eventually(t, 30*time.Second, "waiting in its LocalQueue, saying why", waits)
+	// Suspended by the operator meanwhile (Stopping, then Stopped): still waiting, not stopped.
+	time.Sleep(2 * time.Second)
+	assert.True(t, waits(), "still waiting once the operator has suspended it")
 
 	// The queues route: its LocalQueue, with what Kueue wrote of it, and the RayJob waiting there.
 	lq := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
