@@ -109,9 +109,18 @@ func TestRayServiceIncrementalUpgradeAndRollback(t *testing.T) {
 		return l.Items[0]
 	}
 
+	// The service is Running as soon as its first cluster serves, but the operator upgrades incrementally
+	// only once it routes that cluster's traffic through the HTTPRoute (status.activeServiceStatus
+	// .trafficRoutedPercent); an edit before that replaces the cluster at once (KubeRay v1.6.0,
+	// controllers/ray/rayservice_controller.go), so the test waits for it.
+	var d rolloutSummary
+	eventually(t, 60*time.Second, "the active cluster routed through the gateway", func() bool {
+		d = detail()
+		return len(d.Rollout) == 1 && d.Rollout[0].Role == "active" && d.Rollout[0].TrafficPercent != nil
+	})
+
 	// The upgrade: a new cluster alongside the one serving, at no capacity and no traffic yet.
 	edit("rayproject/ray:2.46.0-py311")
-	var d rolloutSummary
 	eventually(t, 90*time.Second, "Upgrading with the active and the pending cluster", func() bool {
 		d = detail()
 		return d.Status == "Upgrading" && len(d.Rollout) == 2 && d.Rollout[1].TargetCapacity != nil
