@@ -53,7 +53,15 @@ stack-down:
 run: build
 	stack/run.sh
 
-test: vet swagger-check unit fuzz integration
+# The checks, then the integration tests with the unit tests and the fuzzing beside them at the lowest
+# priority: the integration tests mostly wait on the stack (a schedule's minutes, Prometheus' scrapes),
+# and the two cores would idle. Each part's output is printed as a whole when it ends.
+test: vet swagger-check
+	$(MAKE) --no-print-directory -j2 --output-sync=target integration unit-and-fuzz
+
+.PHONY: unit-and-fuzz
+unit-and-fuzz:
+	nice -n 19 $(MAKE) --no-print-directory -j1 unit fuzz
 
 unit:
 	$(GO) test -race -count=1 $(PKGS)

@@ -340,6 +340,7 @@ func prometheusFixture(ns string, pods []corev1.Pod, from, to time.Time) string 
 // the image of a current Ray (2.52) and another the seed's Ray 2.41 with RAY_event_stats_metrics=1: both
 // health tabs have every panel.
 func TestOverviewLiveUsage(t *testing.T) {
+	t.Parallel() // its own namespace; most of it is waiting for Prometheus to scrape
 	ns := namespace(t, "live")
 	admin := env.tokens["admin"]
 	r := createCluster(t, admin, ns, "busy", func(obj map[string]any) {
