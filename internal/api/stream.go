@@ -109,9 +109,10 @@ func (st *stream) detach(r *http.Request) bool {
 	return true
 }
 
-// Detached counts the streams that hold their connection themselves (see stream.detach). The HTTP
-// server's Shutdown waits for the requests it serves, and a detached stream is no longer one: whoever
-// shuts the service down waits for these too, so that each ends its answer before the process exits.
+// Detached counts the streams that hold their connection themselves (see stream.detach), and those
+// about to. The HTTP server's Shutdown waits for the requests it serves, and a detached stream is no
+// longer one: whoever shuts the service down waits for these too, so that each ends its answer before
+// the process exits.
 type Detached struct{ wg sync.WaitGroup }
 
 // Wait waits until every detached stream has ended, or ctx is done.
@@ -177,10 +178,23 @@ func (s *Server) serveStream(c *gin.Context, h streamer, pace time.Duration) err
 	if err != nil {
 		return err
 	}
+	detached := false
+	if s.Detached != nil {
+		// Counted before the answer begins, so that a shutdown that starts once the client has seen it
+		// waits for it, detached or not.
+		s.Detached.wg.Add(1)
+		defer func() {
+			if !detached {
+				s.Detached.wg.Done()
+			}
+		}()
+	}
 	h.start(st.ctx, st.w)
 	if s.Detached != nil && st.detach(c.Request) {
 		// The answer has begun; the request is done for the server, and the stream goes on by itself.
-		s.Detached.wg.Go(func() {
+		detached = true
+		go func() {
+			defer s.Detached.wg.Done()
 			defer st.close()
 			defer h.stop()
 			defer func() { // what the server's recovery did for the stream before it was detached
@@ -189,7 +203,7 @@ func (s *Server) serveStream(c *gin.Context, h streamer, pace time.Duration) err
 				}
 			}()
 			s.follow(st, h, pace)
-		})
+		}()
 		return nil
 	}
 	defer st.close()
