@@ -61,7 +61,8 @@ test: vet swagger-check
 
 .PHONY: unit-and-fuzz
 unit-and-fuzz:
-	nice -n 19 $(MAKE) --no-print-directory -j1 unit fuzz
+	nice -n 19 $(MAKE) --no-print-directory unit
+	nice -n 19 $(MAKE) --no-print-directory fuzz
 
 unit:
 	$(GO) test -race -count=1 $(PKGS)
