@@ -33,7 +33,11 @@ const batchInParallel = 8
 //	@Description	interrupted, starting again completes it. Answers the object as it is afterwards. Templates are
 //	@Description	trusted only as the service signed them: a ConfigMap of a template's name that the service did
 //	@Description	not write, or that was changed since, is 409 and is never followed; what a template creates is
-//	@Description	always the kind, namespace and name of the path.
+//	@Description	always the kind, namespace and name of the path. An object in a Kueue or Volcano queue (its label
+//	@Description	kueue.x-k8s.io/queue-name or volcano.sh/queue-name) is handed to its queue manager, and runs once
+//	@Description	admitted: the answer's queued says so, unless the manager admitted it already. Kueue's objects are
+//	@Description	started as Kueue documents, by activating their Workload (spec.active), never by spec.suspend,
+//	@Description	which Kueue owns: 409 until Kueue made the Workload.
 //	@Tags			lifecycle
 //	@Produce		json
 //	@Security		Bearer
@@ -83,7 +87,11 @@ func (s *Server) lifecycle(c *gin.Context, action string, op func(Objects, conte
 	if !cur.Unchanged {
 		s.recordCurrent(c, action, r, cur, "")
 	}
-	return ok(s.detail(c, r, cur)), nil
+	d := s.detail(c, r, cur)
+	if action == audit.Start && cur.Template == nil && cur.Instance != nil {
+		d.Queued = ray.QueuedByStart(cur.Instance.GetLabels(), d.Scheduling)
+	}
+	return ok(d), nil
 }
 
 // BatchDeleteRequest names the objects to delete.

@@ -2,8 +2,15 @@ package api
 
 import (
 	"context"
+	"slices"
+	"strings"
 
 	"github.com/gin-gonic/gin"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"ray-service/internal/cache"
 	"ray-service/internal/queues"
@@ -14,6 +21,9 @@ import (
 type Queues interface {
 	// List lists them; forbidden tells that the caller may not list them (then none are listed).
 	List(ctx context.Context, token string) (qs []queues.Queue, forbidden bool, err error)
+	// Use finds the queue name of ns that the caller may put work in, of manager or, "", of either, and
+	// answers its manager (see queues.Lister.Use).
+	Use(ctx context.Context, token, ns, manager, name string) (string, error)
 }
 
 // QueueList is the answer of the queues route.
@@ -27,15 +37,16 @@ type QueueList struct {
 //	@ID				listQueues
 //	@Description	The queues of the queue managers that admit Ray work, where the cluster has their CRDs (none
 //	@Description	elsewhere): Volcano's Queues (capability, deserved, guarantee, allocated, PodGroups by phase) and
-//	@Description	Kueue's LocalQueues (ClusterQueue, Workloads pending, reserving and admitted, usage by flavor),
+//	@Description	Kueue's LocalQueues (ClusterQueue, Workloads pending, reserving and admitted, usage by flavor, and
+//	@Description	for a caller who may list ClusterQueues, the ClusterQueue's quota and use in quota),
 //	@Description	read as the caller, and in each the Ray objects waiting in it (not yet admitted) among those
 //	@Description	the caller may list. A caller who may list neither is shown, for each queue an object it may
 //	@Description	list waits in, the queue's name and the objects alone, and withheld says why.
 //	@Tags			overview
 //	@Produce		json
 //	@Security		Bearer
-//	@Success		200					{object}	Envelope{data=QueueList}
-//	@Failure		401,403,503,504		{object}	Envelope
+//	@Success		200				{object}	Envelope{data=QueueList}
+//	@Failure		401,403,503,504	{object}	Envelope
 //	@Router			/rest/ray/v1/queues [get]
 func (s *Server) queueList(c *gin.Context) (*response, error) {
 	ctx, tok := c.Request.Context(), token(c)
@@ -67,4 +78,53 @@ func (s *Server) queueList(c *gin.Context) (*response, error) {
 		}
 	}
 	return ok(QueueList{Items: queues.WithWaiting(qs, waiting, forbidden)}), nil
+}
+
+// intoQueue puts obj, to be created in the path's namespace, in the queue the create names (parameters
+// queue and queueManager) by the label its queue manager reads, once the caller may use the queue.
+func (s *Server) intoQueue(c *gin.Context, r *request, obj *unstructured.Unstructured) error {
+	name, manager := c.Query("queue"), c.Query("queueManager")
+	managers := []string{ray.ManagerVolcano, ray.ManagerKueue}
+	switch {
+	case name == "" && manager == "":
+		return nil
+	case name == "":
+		return badRequest("queueManager is given without queue")
+	case manager != "" && !slices.Contains(managers, manager):
+		return badRequest("queueManager %q: one of %s", manager, strings.Join(managers, ", "))
+	case len(validation.IsValidLabelValue(name)) > 0:
+		return badRequest("queue %q: %s", name, strings.Join(validation.IsValidLabelValue(name), "; "))
+	}
+	invalid := func(msg string) error {
+		return apierrors.NewInvalid(schema.GroupKind{Group: ray.RayGroupVersion.Group, Kind: r.kind.Kind}, obj.GetName(),
+			field.ErrorList{field.Invalid(field.NewPath("queue"), name, msg)})
+	}
+	if len(r.kind.QueueManagers) == 0 {
+		return invalid("a " + r.kind.Kind + " cannot be put in a queue: KubeRay does not pass its labels to what it runs")
+	}
+	if manager != "" && !slices.Contains(r.kind.QueueManagers, manager) {
+		return invalid("a " + r.kind.Kind + " cannot be put in a " + manager + " queue")
+	}
+	if s.Queues == nil {
+		return invalid("the service knows of no queue manager")
+	}
+	found, err := s.Queues.Use(c.Request.Context(), token(c), c.Param("namespace"), manager, name)
+	if err != nil {
+		return err
+	}
+	if !slices.Contains(r.kind.QueueManagers, found) {
+		return invalid("a " + r.kind.Kind + " cannot be put in a " + found + " queue")
+	}
+	label := queues.Label(found)
+	labels := obj.GetLabels()
+	if cur, ok := labels[label]; ok && cur != name {
+		return apierrors.NewInvalid(schema.GroupKind{Group: ray.RayGroupVersion.Group, Kind: r.kind.Kind}, obj.GetName(),
+			field.ErrorList{field.Invalid(field.NewPath("metadata", "labels").Key(label), cur, "the manifest names another queue than queue "+name)})
+	}
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[label] = name
+	obj.SetLabels(labels)
+	return nil
 }

@@ -40,6 +40,9 @@ type Detail struct {
 	DashboardURL string          `json:"dashboardURL,omitempty" example:"/rest/ray/v1/namespaces/default/rayclusters/demo/dashboard/"`
 	Events       []ray.EventInfo `json:"events"`
 	Object       objectJSON      `json:"object" swaggertype:"object"`
+	// Queued is on a start's answer only: the start put the object in its queue manager's queue (the
+	// label kueue.x-k8s.io/queue-name or volcano.sh/queue-name), and it runs once admitted.
+	Queued *ray.Queued `json:"queued,omitempty"`
 }
 
 // objectJSON is the whole object of a detail: encoded with the answer, or already encoded once by the
@@ -204,6 +207,8 @@ func (s *Server) rightsVersion() uint64 {
 //	@Param			namespace					path		string	true	"namespace"
 //	@Param			kind						path		string	true	"kind"	Enums(rayclusters, rayjobs, rayservices, raycronjobs)
 //	@Param			dryRun						query		bool	false	"validate only"
+//	@Param			queue						query		string	false	"the queue to put it in: a Volcano Queue (open) or a Kueue LocalQueue of the namespace that the caller may read; set as the label its manager reads (volcano.sh/queue-name, kueue.x-k8s.io/queue-name). Not for RayCronJobs."
+//	@Param			queueManager				query		string	false	"whose queue: needed only when both have one of that name"	Enums(volcano, kueue)
 //	@Param			body						body		object	true	"the manifest: a JSON or YAML object, or a multipart/form-data body whose field file holds it (the OpenAPI 3 document lists the three media types)"
 //	@Success		201							{object}	Envelope{data=Detail}
 //	@Success		200							{object}	Envelope{data=Detail}	"dry run: what would be created"
@@ -222,6 +227,9 @@ func (s *Server) create(c *gin.Context) (*response, error) {
 		if start, err = boolParam(c, "start"); err != nil {
 			return nil, err
 		}
+	}
+	if err := s.intoQueue(c, r, obj); err != nil {
+		return nil, err
 	}
 	cur, err := s.createAs(c, r, obj, c.Param("namespace"), start, dryRun)
 	if err != nil {

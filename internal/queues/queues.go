@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/dynamic"
 
 	"ray-service/internal/ray"
@@ -42,6 +43,9 @@ type Queue struct {
 	Workloads *WorkloadCounts `json:"workloads,omitempty"`
 	// Usage is what a LocalQueue's admitted Workloads use, by flavor and resource.
 	Usage map[string]map[string]string `json:"usage,omitempty"`
+	// Quota is what a LocalQueue's ClusterQueue may admit and admits, for a caller who may read
+	// ClusterQueues.
+	Quota *ClusterQuota `json:"quota,omitempty"`
 	// State is Volcano's: Open, Closed, Closing or Unknown.
 	State  string `json:"state,omitempty"`
 	Weight int64  `json:"weight,omitempty"`
@@ -57,6 +61,68 @@ type Queue struct {
 	Waiting []Waiting `json:"waiting"`
 	// Withheld says why the figures are left out: the caller may not list the queues.
 	Withheld string `json:"withheld,omitempty"`
+}
+
+// ClusterQuota is a Kueue ClusterQueue's quota and use (kueue v0.17.0 apis/kueue/v1beta2/clusterqueue_types.go),
+// shared by all the LocalQueues that submit to it. Quantities as Kubernetes writes them, by flavor and
+// resource.
+type ClusterQuota struct {
+	// Nominal is each flavor's nominal quota (spec.resourceGroups[].flavors[].resources[].nominalQuota).
+	Nominal map[string]map[string]string `json:"nominal"`
+	// Usage is what its admitted Workloads use (status.flavorsUsage).
+	Usage map[string]map[string]string `json:"usage,omitempty"`
+	// Workloads counts its Workloads, of all its LocalQueues.
+	Workloads WorkloadCounts `json:"workloads"`
+}
+
+// ClusterQueueResource is the resource of Kueue's ClusterQueues.
+func ClusterQueueResource() schema.GroupVersionResource {
+	return schema.GroupVersionResource{Group: "kueue.x-k8s.io", Version: "v1beta2", Resource: "clusterqueues"}
+}
+
+// FromClusterQueue reads a Kueue ClusterQueue.
+func FromClusterQueue(u *unstructured.Unstructured) *ClusterQuota {
+	q := &ClusterQuota{Nominal: map[string]map[string]string{}}
+	groups, _, _ := unstructured.NestedSlice(u.Object, "spec", "resourceGroups")
+	for _, g := range groups {
+		gm, _ := g.(map[string]any)
+		flavors, _ := gm["flavors"].([]any)
+		for _, f := range flavors {
+			fm, _ := f.(map[string]any)
+			addQuantities(q.Nominal, fm, "nominalQuota")
+		}
+	}
+	usage, _, _ := unstructured.NestedSlice(u.Object, "status", "flavorsUsage")
+	for _, f := range usage {
+		fm, _ := f.(map[string]any)
+		if q.Usage == nil {
+			q.Usage = map[string]map[string]string{}
+		}
+		addQuantities(q.Usage, fm, "total")
+	}
+	q.Workloads.Pending, _, _ = unstructured.NestedInt64(u.Object, "status", "pendingWorkloads")
+	q.Workloads.Reserving, _, _ = unstructured.NestedInt64(u.Object, "status", "reservingWorkloads")
+	q.Workloads.Admitted, _, _ = unstructured.NestedInt64(u.Object, "status", "admittedWorkloads")
+	return q
+}
+
+// addQuantities adds to into[flavor] the quantity field of each of a flavor's resources (Kueue's
+// {name, resources: [{name, <field>}]}).
+func addQuantities(into map[string]map[string]string, flavor map[string]any, field string) {
+	name, _ := flavor["name"].(string)
+	rs, _ := flavor["resources"].([]any)
+	for _, r := range rs {
+		rm, _ := r.(map[string]any)
+		res, _ := rm["name"].(string)
+		v, ok := rm[field].(string)
+		if !ok {
+			continue
+		}
+		if into[name] == nil {
+			into[name] = map[string]string{}
+		}
+		into[name][res] = v
+	}
 }
 
 // WorkloadCounts counts a Kueue LocalQueue's Workloads.
@@ -78,20 +144,10 @@ func FromLocalQueue(u *unstructured.Unstructured) Queue {
 	flavors, _, _ := unstructured.NestedSlice(u.Object, "status", "flavorsUsage")
 	for _, f := range flavors {
 		fm, _ := f.(map[string]any)
-		name, _ := fm["name"].(string)
-		rs, _ := fm["resources"].([]any)
-		for _, r := range rs {
-			rm, _ := r.(map[string]any)
-			res, _ := rm["name"].(string)
-			total, _ := rm["total"].(string)
-			if q.Usage == nil {
-				q.Usage = map[string]map[string]string{}
-			}
-			if q.Usage[name] == nil {
-				q.Usage[name] = map[string]string{}
-			}
-			q.Usage[name][res] = total
+		if q.Usage == nil {
+			q.Usage = map[string]map[string]string{}
 		}
+		addQuantities(q.Usage, fm, "total")
 	}
 	return q
 }
@@ -177,7 +233,28 @@ func (l *Lister) List(ctx context.Context, token string) (qs []Queue, forbidden 
 			qs = append(qs, m.read(&list.Items[i]))
 		}
 	}
-	return qs, denied == 2, nil
+	return withQuota(ctx, dyn, qs), denied == 2, nil
+}
+
+// withQuota adds to each LocalQueue its ClusterQueue's quota, where the caller may list ClusterQueues.
+func withQuota(ctx context.Context, dyn dynamic.Interface, qs []Queue) []Queue {
+	if !slices.ContainsFunc(qs, func(q Queue) bool { return q.ClusterQueue != "" }) {
+		return qs
+	}
+	list, err := dyn.Resource(ClusterQueueResource()).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return qs // forbidden, or not served: the LocalQueues' own figures stand
+	}
+	quota := map[string]*ClusterQuota{}
+	for i := range list.Items {
+		quota[list.Items[i].GetName()] = FromClusterQueue(&list.Items[i])
+	}
+	for i := range qs {
+		if qs[i].Manager == ray.ManagerKueue {
+			qs[i].Quota = quota[qs[i].ClusterQueue]
+		}
+	}
+	return qs
 }
 
 // WithWaiting adds to the queues each waiting object, in the queue its scheduling names; a queue named
@@ -214,4 +291,74 @@ func WithWaiting(qs []Queue, waiting map[string][]Waiting, withheld bool) []Queu
 		return strings.Compare(Key(a.Manager, a.Namespace, a.Name), Key(b.Manager, b.Namespace, b.Name))
 	})
 	return qs
+}
+
+// Use finds the queue name that the caller may put Ray work in, in namespace ns: a Volcano Queue that
+// is open, or a Kueue LocalQueue of ns, read as the caller; manager (volcano or kueue) says where to
+// look, "" in both. It answers the manager of the queue found, or an error to answer the caller with:
+// Invalid (422, field queue) when there is no such queue, it is closed, or both managers have one of
+// that name; the apiserver's Forbidden (403) when none is found and the caller may not read one.
+func (l *Lister) Use(ctx context.Context, token, ns, manager, name string) (string, error) {
+	dyn, err := l.Dynamic(token)
+	if err != nil {
+		return "", err
+	}
+	invalid := func(msg string) error {
+		return apierrors.NewInvalid(schema.GroupKind{Group: "ray.openfuyao.com", Kind: "Queue"}, name,
+			field.ErrorList{field.Invalid(field.NewPath("queue"), name, msg)})
+	}
+	var found []string
+	var forbidden error
+	for _, m := range []struct {
+		manager string
+		get     func() (*unstructured.Unstructured, error)
+	}{
+		{ray.ManagerVolcano, func() (*unstructured.Unstructured, error) {
+			return dyn.Resource(VolcanoResource()).Get(ctx, name, metav1.GetOptions{})
+		}},
+		{ray.ManagerKueue, func() (*unstructured.Unstructured, error) {
+			return dyn.Resource(LocalQueueResource()).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+		}},
+	} {
+		if manager != "" && manager != m.manager {
+			continue
+		}
+		u, err := m.get()
+		switch {
+		case apierrors.IsNotFound(err) || meta.IsNoMatchError(err):
+			continue
+		case apierrors.IsForbidden(err):
+			forbidden = err
+			continue
+		case err != nil:
+			return "", err
+		}
+		if m.manager == ray.ManagerVolcano {
+			if state, _, _ := unstructured.NestedString(u.Object, "status", "state"); state != "" && state != "Open" {
+				return "", invalid("the Volcano queue is " + state + ": it takes no new work")
+			}
+		}
+		found = append(found, m.manager)
+	}
+	switch {
+	case len(found) == 1:
+		return found[0], nil
+	case len(found) > 1:
+		return "", invalid("both a Volcano Queue and a Kueue LocalQueue have this name: say which with queueManager")
+	case forbidden != nil:
+		return "", forbidden
+	case manager == ray.ManagerVolcano:
+		return "", invalid("no Volcano Queue has this name")
+	case manager == ray.ManagerKueue:
+		return "", invalid("no Kueue LocalQueue of namespace " + ns + " has this name")
+	}
+	return "", invalid("no Volcano Queue, nor Kueue LocalQueue of namespace " + ns + ", has this name")
+}
+
+// Label is the label that puts a Ray object in a queue of manager.
+func Label(manager string) string {
+	if manager == ray.ManagerKueue {
+		return ray.KueueQueueLabel
+	}
+	return ray.VolcanoQueueLabel
 }

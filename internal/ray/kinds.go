@@ -95,6 +95,10 @@ type Kind struct {
 	// none.
 	Runs   *Runs
 	NewRun func(o *unstructured.Unstructured, now time.Time, suffix string) *unstructured.Unstructured
+	// QueueManagers are the queue managers (ManagerVolcano, ManagerKueue) that take an object of the
+	// kind into one of their queues by its label (VolcanoQueueLabel, KueueQueueLabel): KubeRay or the
+	// manager reads the label on the object or on the cluster KubeRay makes of it. Default: none.
+	QueueManagers []string
 	// NoPods: an object of the kind runs no pods of its own (a RayCronJob: its runs are RayJobs), so it
 	// has no logs. Default: false.
 	NoPods bool

@@ -26,6 +26,8 @@ func rayClusterKind() *Kind {
 			return svc
 		},
 		FailsWithHead: true,
+		// KubeRay v1.6.0 batchscheduler/volcano reads its labels; Kueue v0.17.0 pkg/controller/jobs/raycluster.
+		QueueManagers: []string{ManagerVolcano, ManagerKueue},
 		CanSuspend:    func(*unstructured.Unstructured) bool { return true },
 	}
 }

@@ -21,10 +21,13 @@ func rayJobKind() *Kind {
 		SummarizeOwn:    summarizeRayJob,
 		ClustersOf:      func(s *Summary) []string { return []string{s.RayClusterName} },
 		HasSubmitter:    true,
-		Finishes:        true,
-		CanSuspend:      rayJobSuspendable,
-		StopBy:          StopViaDashboard,
-		StoppedInPlace:  rayJobStoppedInPlace,
+		// KubeRay v1.6.0 batchscheduler/volcano reads its labels and rayjob_controller.go copies them to its
+		// cluster; Kueue v0.17.0 pkg/controller/jobs/rayjob.
+		QueueManagers:  []string{ManagerVolcano, ManagerKueue},
+		Finishes:       true,
+		CanSuspend:     rayJobSuspendable,
+		StopBy:         StopViaDashboard,
+		StoppedInPlace: rayJobStoppedInPlace,
 		RerunsFrom: func(status string) bool {
 			return status == StatusSucceeded || status == StatusFailed || status == StatusStopped
 		},

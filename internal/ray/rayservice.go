@@ -26,6 +26,9 @@ func rayServiceKind() *Kind {
 			return svc
 		},
 		StopBy: StopToTemplate,
+		// KubeRay v1.6.0 copies its labels to its clusters (rayservice_controller.go
+		// constructRayClusterForRayService); Kueue v0.17.0 pkg/controller/jobs/rayservice.
+		QueueManagers: []string{ManagerVolcano, ManagerKueue},
 	}
 }
 

@@ -126,3 +126,34 @@ func (k *Kind) WithScheduling(base *Summary, sched *Scheduling) *Summary {
 func (s *Summary) WaitingInQueue() bool {
 	return s.Scheduling != nil && s.Health.Reason == ReasonWaitingInQueue
 }
+
+// Queued says that a start put an object in its queue manager's queue rather than started it: it runs
+// once the manager admits it.
+type Queued struct {
+	Manager string `json:"manager" enums:"volcano,kueue"`
+	Queue   string `json:"queue"`
+	// Message says so in words.
+	Message string `json:"message" example:"queued in kueue queue team: it runs once kueue admits it"`
+}
+
+// QueuedByStart tells of an object just started, by its labels and where it stands with its queue
+// manager (sched, nil when not known yet), whether the manager rather than the start decides when it
+// runs: the queue its label names (Kueue's first: Kueue keeps it suspended until admitted), unless the
+// manager has admitted it (a Workload Admitted, a PodGroup Running).
+func QueuedByStart(labels map[string]string, sched *Scheduling) *Queued {
+	for _, m := range []struct{ manager, label, admitted string }{
+		{ManagerKueue, KueueQueueLabel, "Admitted"}, {ManagerVolcano, VolcanoQueueLabel, "Running"},
+	} {
+		queue := labels[m.label]
+		if queue == "" {
+			continue
+		}
+		if sched != nil && sched.Manager == m.manager && sched.Phase == m.admitted {
+			return nil
+		}
+		queue = Clip(queue, MaxNameBytes)
+		return &Queued{Manager: m.manager, Queue: queue,
+			Message: fmt.Sprintf("queued in %s queue %s: it runs once %s admits it", m.manager, queue, m.manager)}
+	}
+	return nil
+}

@@ -69,3 +69,18 @@ func TestSchedulingFromAPodGroup(t *testing.T) {
 	kind, _ = GroupOwner(orphan)
 	assert.Empty(t, kind)
 }
+
+// A start hands an object in a queue to its manager: the answer says it is queued, until the manager
+// has admitted it.
+func TestQueuedByStart(t *testing.T) {
+	kueue := map[string]string{KueueQueueLabel: "team"}
+	volcano := map[string]string{VolcanoQueueLabel: "ray-a"}
+	q := QueuedByStart(kueue, nil)
+	require.NotNil(t, q)
+	assert.Equal(t, Queued{Manager: "kueue", Queue: "team", Message: "queued in kueue queue team: it runs once kueue admits it"}, *q)
+	assert.NotNil(t, QueuedByStart(kueue, &Scheduling{Manager: ManagerKueue, Phase: "QuotaReserved"}))
+	assert.Nil(t, QueuedByStart(kueue, &Scheduling{Manager: ManagerKueue, Phase: "Admitted"}), "admitted: it starts")
+	assert.Equal(t, "volcano", QueuedByStart(volcano, &Scheduling{Manager: ManagerVolcano, Phase: "Pending"}).Manager)
+	assert.Nil(t, QueuedByStart(volcano, &Scheduling{Manager: ManagerVolcano, Phase: "Running"}))
+	assert.Nil(t, QueuedByStart(map[string]string{"team": "x"}, nil), "in no queue")
+}

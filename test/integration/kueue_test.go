@@ -78,8 +78,21 @@ func TestKueueStopStartWithoutAFight(t *testing.T) {
 	assert.True(t, waits(), "still waiting once the operator has suspended it")
 
 	// The queues route: its LocalQueue, with what Kueue wrote of it, and the RayJob waiting there.
+	// Its ClusterQueue: quota and use as Kueue writes them (kueue v0.17.0 apis/kueue/v1beta2/clusterqueue_types.go).
+	clusterQueues := env.adminDyn.Resource(schema.GroupVersionResource{Group: "kueue.x-k8s.io", Version: "v1beta2", Resource: "clusterqueues"})
+	cqName := "cq-" + ns
+	cqMade, err := clusterQueues.Create(ctx, &unstructured.Unstructured{Object: map[string]any{"apiVersion": "kueue.x-k8s.io/v1beta2",
+		"kind": "ClusterQueue", "metadata": map[string]any{"name": cqName}, "spec": map[string]any{"resourceGroups": []any{
+			map[string]any{"coveredResources": []any{"cpu"}, "flavors": []any{map[string]any{"name": "default",
+				"resources": []any{map[string]any{"name": "cpu", "nominalQuota": "4"}}}}}}}}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = clusterQueues.Delete(context.Background(), cqName, metav1.DeleteOptions{}) })
+	cqMade.Object["status"] = map[string]any{"pendingWorkloads": int64(1), "reservingWorkloads": int64(0), "admittedWorkloads": int64(2),
+		"flavorsUsage": []any{map[string]any{"name": "default", "resources": []any{map[string]any{"name": "cpu", "total": "4", "borrowed": "0"}}}}}
+	_, err = clusterQueues.UpdateStatus(ctx, cqMade, metav1.UpdateOptions{})
+	require.NoError(t, err)
 	lq := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
-		"metadata": map[string]any{"name": "team-queue", "namespace": ns}, "spec": map[string]any{"clusterQueue": "cluster-queue"}}}
+		"metadata": map[string]any{"name": "team-queue", "namespace": ns}, "spec": map[string]any{"clusterQueue": cqName}}}
 	localQueues := env.adminDyn.Resource(schema.GroupVersionResource{Group: "kueue.x-k8s.io", Version: "v1beta2", Resource: "localqueues"}).Namespace(ns)
 	lqMade, err := localQueues.Create(ctx, lq, metav1.CreateOptions{})
 	require.NoError(t, err)
@@ -90,7 +103,11 @@ func TestKueueStopStartWithoutAFight(t *testing.T) {
 		Items []struct {
 			Manager, Namespace, Name, ClusterQueue string
 			Workloads                              *struct{ Pending int64 }
-			Waiting                                []struct{ Kind, Name, Reason string }
+			Quota                                  *struct {
+				Nominal, Usage map[string]map[string]string
+				Workloads      struct{ Pending, Admitted int64 }
+			}
+			Waiting []struct{ Kind, Name, Reason string }
 		}
 	}
 	r = call(t, "GET", "/rest/ray/v1/queues", admin, "", nil)
@@ -100,7 +117,12 @@ func TestKueueStopStartWithoutAFight(t *testing.T) {
 	for _, q := range ql.Items {
 		if q.Manager == "kueue" && q.Namespace == ns && q.Name == "team-queue" {
 			found = true
-			assert.Equal(t, "cluster-queue", q.ClusterQueue)
+			assert.Equal(t, cqName, q.ClusterQueue)
+			if assert.NotNil(t, q.Quota, "the admin may read ClusterQueues") {
+				assert.Equal(t, "4", q.Quota.Nominal["default"]["cpu"])
+				assert.Equal(t, "4", q.Quota.Usage["default"]["cpu"], "its quota used up: why the RayJob waits")
+				assert.Equal(t, int64(2), q.Quota.Workloads.Admitted)
+			}
 			if assert.NotNil(t, q.Workloads) {
 				assert.Equal(t, int64(1), q.Workloads.Pending)
 			}
@@ -134,6 +156,13 @@ func TestKueueStopStartWithoutAFight(t *testing.T) {
 
 	r = call(t, "POST", itemPath(ns, "rayjobs", "queued")+"/start", admin, "", nil)
 	require.Equal(t, 200, r.Status, "%s", r.Raw)
+	started := decode[struct {
+		Queued *struct{ Manager, Queue, Message string } `json:"queued"`
+	}](t, r)
+	if assert.NotNil(t, started.Queued, "the answer says it is queued, not started: %s", r.Raw) {
+		assert.Equal(t, "kueue", started.Queued.Manager)
+		assert.Equal(t, "team-queue", started.Queued.Queue)
+	}
 	assert.True(t, active(), "queued again through the Workload")
 	assert.True(t, suspended(), "Kueue resumes it once admitted, not the service")
 	viewer := call(t, "POST", itemPath(ns, "rayjobs", "queued")+"/stop", env.tokens["viewer"], "", nil)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -43,7 +44,6 @@ func TestVolcanoQueueWait(t *testing.T) {
 
 	var obj map[string]any
 	require.NoError(t, yaml.Unmarshal(mustRename(t, "raycluster-minimal.yaml", "gang"), &obj))
-	obj["metadata"].(map[string]any)["labels"] = map[string]any{"volcano.sh/queue-name": "ray-a"}
 	spec := obj["spec"].(map[string]any)
 	for _, tpl := range []map[string]any{spec["headGroupSpec"].(map[string]any), spec["workerGroupSpecs"].([]any)[0].(map[string]any)} {
 		tpl["template"].(map[string]any)["spec"].(map[string]any)["nodeSelector"] = map[string]any{pool: "yes"}
@@ -52,8 +52,12 @@ func TestVolcanoQueueWait(t *testing.T) {
 	require.NoError(t, err)
 	_, stream := openWatch(t, env.serviceURL, watchPath(ns, "rayclusters"), admin, "")
 	stream.snapshot(t)
-	r := call(t, "POST", nsPath(ns, "rayclusters"), admin, "application/json", body)
-	require.Equal(t, 201, r.Status, "%s", r.Raw)
+	// Into a queue that does not exist: 422 naming it, and nothing is made.
+	r := call(t, "POST", nsPath(ns, "rayclusters")+"?queue=ray-a", admin, "application/json", body)
+	require.Equal(t, 422, r.Status, "%s", r.Raw)
+	assert.Contains(t, string(r.Raw), "no Volcano Queue, nor Kueue LocalQueue of namespace "+ns)
+	_, err = getRay(t, rayClusters, ns, "gang")
+	assert.True(t, apierrors.IsNotFound(err), "nothing is created: %v", err)
 
 	queueObj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
 		"metadata": map[string]any{"name": "ray-a"}, "spec": map[string]any{"weight": int64(1), "capability": map[string]any{"cpu": "4"}}}}
@@ -62,6 +66,12 @@ func TestVolcanoQueueWait(t *testing.T) {
 	t.Cleanup(func() {
 		_ = env.adminDyn.Resource(volcanoQueues).Delete(context.Background(), "ray-a", metav1.DeleteOptions{})
 	})
+	// Into the queue, by the create's parameter: the service sets the label KubeRay reads.
+	r = call(t, "POST", nsPath(ns, "rayclusters")+"?queue=ray-a", admin, "application/json", body)
+	require.Equal(t, 201, r.Status, "%s", r.Raw)
+	made, err := getRay(t, rayClusters, ns, "gang")
+	require.NoError(t, err)
+	assert.Equal(t, "ray-a", made.GetLabels()["volcano.sh/queue-name"])
 	var pg *unstructured.Unstructured
 	eventually(t, 30*time.Second, "the operator's PodGroup", func() bool {
 		pg, err = env.adminDyn.Resource(podGroups).Namespace(ns).Get(ctx, "ray-gang-pg", metav1.GetOptions{})
