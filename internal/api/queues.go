@@ -24,7 +24,13 @@ type Queues interface {
 	// Use finds the queue name of ns that the caller may put work in, of manager or, "", of either, and
 	// answers its manager (see queues.Lister.Use).
 	Use(ctx context.Context, token, ns, manager, name string) (string, error)
+	// Positions reads the place in line of the pending Workloads of Kueue's LocalQueue ns/name, by
+	// Workload name; none where Kueue's visibility API is not served.
+	Positions(ctx context.Context, token, ns, name string) (map[string]queues.Position, error)
 }
+
+// maxPositionReads bounds the LocalQueues whose visibility API one answer of the queues route reads.
+const maxPositionReads = 32
 
 // QueueList is the answer of the queues route.
 type QueueList struct {
@@ -40,7 +46,9 @@ type QueueList struct {
 //	@Description	Kueue's LocalQueues (ClusterQueue, Workloads pending, reserving and admitted, usage by flavor, and
 //	@Description	for a caller who may list ClusterQueues, the ClusterQueue's quota and use in quota),
 //	@Description	read as the caller, and in each the Ray objects waiting in it (not yet admitted) among those
-//	@Description	the caller may list. A caller who may list neither is shown, for each queue an object it may
+//	@Description	the caller may list, with a Kueue Workload's place in line where Kueue's visibility API serves it
+//	@Description	(visibility.kueue.x-k8s.io/v1beta2, localqueues/pendingworkloads, read as the caller; the first 32
+//	@Description	LocalQueues where objects wait). A caller who may list neither is shown, for each queue an object it may
 //	@Description	list waits in, the queue's name and the objects alone, and withheld says why.
 //	@Tags			overview
 //	@Produce		json
@@ -73,11 +81,38 @@ func (s *Server) queueList(c *gin.Context) (*response, error) {
 			if sch := sum.Scheduling; sum.WaitingInQueue() {
 				key := queues.Key(sch.Manager, sum.Namespace, sch.Queue)
 				waiting[key] = append(waiting[key], queues.Waiting{Kind: k.Kind, Namespace: sum.Namespace, Name: sum.Name,
-					Phase: sch.Phase, Reason: sch.Reason, Message: sch.Message})
+					Group: sch.Group, Phase: sch.Phase, Reason: sch.Reason, Message: sch.Message})
 			}
 		}
 	}
-	return ok(QueueList{Items: queues.WithWaiting(qs, waiting, forbidden)}), nil
+	qs = queues.WithWaiting(qs, waiting, forbidden)
+	if err := s.withPositions(ctx, tok, qs); err != nil {
+		return nil, err
+	}
+	return ok(QueueList{Items: qs}), nil
+}
+
+// withPositions adds to the objects waiting in Kueue's LocalQueues their place in line, read from Kueue's
+// visibility API as the caller, for the first maxPositionReads LocalQueues where any wait.
+func (s *Server) withPositions(ctx context.Context, tok string, qs []queues.Queue) error {
+	reads := 0
+	for i := range qs {
+		q := &qs[i]
+		if s.Queues == nil || q.Manager != ray.ManagerKueue || len(q.Waiting) == 0 || reads == maxPositionReads {
+			continue
+		}
+		reads++
+		pos, err := s.Queues.Positions(ctx, tok, q.Namespace, q.Name)
+		if err != nil {
+			return err
+		}
+		for j := range q.Waiting {
+			if p, ok := pos[q.Waiting[j].Group]; ok {
+				q.Waiting[j].Position = &p
+			}
+		}
+	}
+	return nil
 }
 
 // intoQueue puts obj, to be created in the path's namespace, in the queue the create names (parameters

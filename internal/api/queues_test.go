@@ -21,6 +21,10 @@ type fakeQueues struct{}
 
 func (fakeQueues) List(context.Context, string) ([]queues.Queue, bool, error) { return nil, false, nil }
 
+func (fakeQueues) Positions(context.Context, string, string, string) (map[string]queues.Position, error) {
+	return nil, nil
+}
+
 func (fakeQueues) Use(_ context.Context, _, ns, manager, name string) (string, error) {
 	switch {
 	case name == "ray-a" && manager != "kueue":

@@ -174,10 +174,57 @@ type Waiting struct {
 	Kind      string `json:"kind"`
 	Namespace string `json:"namespace"`
 	Name      string `json:"name"`
-	// Phase, Reason and Message are its PodGroup's (see ray.Scheduling).
+	// Group is its Volcano PodGroup or Kueue Workload; Phase, Reason and Message are the group's (see
+	// ray.Scheduling).
+	Group   string `json:"group,omitempty"`
 	Phase   string `json:"phase"`
 	Reason  string `json:"reason,omitempty"`
 	Message string `json:"message,omitempty"`
+	// Position is its Workload's place in line, where Kueue's visibility API serves it and the caller
+	// may read it.
+	Position *Position `json:"position,omitempty"`
+}
+
+// Position is a pending Workload's place in line as Kueue's visibility API tells it (kueue v0.17.0
+// apis/visibility/v1beta2/types.go PendingWorkload): 0 is next.
+type Position struct {
+	InLocalQueue   int64 `json:"inLocalQueue"`
+	InClusterQueue int64 `json:"inClusterQueue"`
+}
+
+// PendingWorkloadsResource is the resource whose subresource pendingworkloads is Kueue's visibility API
+// of a LocalQueue (served by Kueue's own API server, aggregated; absent where it is not installed).
+func PendingWorkloadsResource() schema.GroupVersionResource {
+	return schema.GroupVersionResource{Group: "visibility.kueue.x-k8s.io", Version: "v1beta2", Resource: "localqueues"}
+}
+
+// Positions reads, as the caller, the place in line of the pending Workloads of Kueue's LocalQueue
+// ns/name, by Workload name: none where the visibility API is not served or the caller may not read
+// it, which is no error (the queues are shown without).
+func (l *Lister) Positions(ctx context.Context, token, ns, name string) (map[string]Position, error) {
+	dyn, err := l.Dynamic(token)
+	if err != nil {
+		return nil, err
+	}
+	u, err := dyn.Resource(PendingWorkloadsResource()).Namespace(ns).Get(ctx, name, metav1.GetOptions{}, "pendingworkloads")
+	switch {
+	case apierrors.IsNotFound(err) || apierrors.IsForbidden(err) || meta.IsNoMatchError(err) || apierrors.IsServiceUnavailable(err):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	}
+	out := map[string]Position{}
+	items, _, _ := unstructured.NestedSlice(u.Object, "items")
+	for _, it := range items {
+		im, _ := it.(map[string]any)
+		wl, _, _ := unstructured.NestedString(im, "metadata", "name")
+		local, _, _ := unstructured.NestedInt64(im, "positionInLocalQueue")
+		cluster, _, _ := unstructured.NestedInt64(im, "positionInClusterQueue")
+		if wl != "" {
+			out[wl] = Position{InLocalQueue: local, InClusterQueue: cluster}
+		}
+	}
+	return out, nil
 }
 
 // FromVolcano reads a Volcano Queue.

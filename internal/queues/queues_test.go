@@ -2,6 +2,8 @@ package queues
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -11,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	k8stesting "k8s.io/client-go/testing"
 )
@@ -132,4 +135,32 @@ func TestLocalQueueWithItsClusterQuota(t *testing.T) {
 	require.NoError(t, err)
 	assert.Nil(t, qs[0].Quota, "the caller may not read ClusterQueues")
 	assert.Equal(t, "cluster-queue", qs[0].ClusterQueue)
+}
+
+// A LocalQueue's pending Workloads in line, as Kueue's visibility API answers (kueue v0.17.0
+// apis/visibility/v1beta2 PendingWorkloadsSummary); where it is not served, none and no error.
+func TestPositionsFromKueuesVisibilityAPI(t *testing.T) {
+	served := true
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !served || r.URL.Path != "/apis/visibility.kueue.x-k8s.io/v1beta2/namespaces/team/localqueues/team-queue/pendingworkloads" {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusNotFound)
+			_, _ = w.Write([]byte(`{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"NotFound","code":404}`))
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"kind":"PendingWorkloadsSummary","apiVersion":"visibility.kueue.x-k8s.io/v1beta2","metadata":{"name":"team-queue"},
+			"items":[{"metadata":{"name":"rayjob-train-1a2b3","namespace":"team"},"priority":0,"localQueueName":"team-queue","positionInClusterQueue":4,"positionInLocalQueue":1}]}`))
+	}))
+	defer srv.Close()
+	dyn, err := dynamic.NewForConfig(&rest.Config{Host: srv.URL})
+	require.NoError(t, err)
+	l := &Lister{Dynamic: func(string) (dynamic.Interface, error) { return dyn, nil }}
+	pos, err := l.Positions(context.Background(), "t", "team", "team-queue")
+	require.NoError(t, err)
+	assert.Equal(t, map[string]Position{"rayjob-train-1a2b3": {InLocalQueue: 1, InClusterQueue: 4}}, pos)
+	served = false
+	pos, err = l.Positions(context.Background(), "t", "team", "team-queue")
+	require.NoError(t, err)
+	assert.Empty(t, pos)
 }
