@@ -87,13 +87,14 @@ fuzz:
 	done
 
 # Integration tests run inside a network namespace that has only `lo`: everything they need is built
-# and downloaded before entering it.
+# and downloaded before entering it. Six parallel tests at a time, not one per core: they mostly wait on
+# the stack (a schedule's minutes, Prometheus' scrapes, the operator).
 # The compatibility test reads the CRDs of KubeRay v1.5.0 from its module (test/compat/kuberay15).
 integration: build stack client
 	cd test/compat/kuberay15 && $(GO) mod download github.com/ray-project/kuberay/ray-operator
 	$(GO) test -c -tags integration -o $(BIN)/integration.test ./test/integration
 	cd test/integration && RAY_SERVICE_BIN=$(CURDIR)/$(BIN)/ray-service \
-		../../stack/netns.sh ../../$(BIN)/integration.test -test.v -test.count=1 -test.timeout=40m
+		../../stack/netns.sh ../../$(BIN)/integration.test -test.v -test.count=1 -test.timeout=40m -test.parallel=6
 
 # The micro-benchmarks, then the list benchmark against a local stack of its own (bench/stack.sh:
 # 10,000 RayClusters; BENCH_ARGS='-objects 100000' for more). It writes docs/benchmarks.md.

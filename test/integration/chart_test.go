@@ -419,7 +419,7 @@ func TestHelmChart(t *testing.T) {
 				mustRename(t, "raycronjob-minimal.yaml", "probe"+suffix)).Status)
 			require.Equal(t, 201, call(t, "POST", nsPath(probe, "rayservices"), admin, "application/yaml", mustRename(t, "rayservice-minimal.yaml", "probe"+suffix)).Status)
 			require.Equal(t, 201, call(t, "POST", nsPath(probe, "rayservices")+"?start=false", admin, "application/yaml", mustRename(t, "rayservice-minimal.yaml", "tpl"+suffix)).Status)
-			eventually(t, 30*time.Second, "the reference service sees the change", func() bool { return sees(reference, step) })
+			eventually(t, 90*time.Second, "the reference service sees the change", func() bool { return sees(reference, step) })
 			deadline := time.Now().Add(time.Second)
 			var check sync.WaitGroup
 			for _, v := range variants {

@@ -156,6 +156,10 @@ func (m *makeRun) waitExit(t *testing.T, within time.Duration) {
 // it, sent to its process group (a terminal, systemd, timeout) or to make alone (a supervisor that
 // signals the PID it started): one case for each path a signal takes (a stack start is ~25 s).
 func TestMakeRunStopsOnSignals(t *testing.T) {
+	// Beside the other parallel tests: its stack has ports and a state of its own, and it mostly waits
+	// for that stack to start and stop. TestMakeRunFailedStartStopsTheStack, which takes its port, is
+	// serial, done before.
+	t.Parallel()
 	state := filepath.Join(t.TempDir(), "stack")
 	cases := []struct {
 		sig   syscall.Signal
