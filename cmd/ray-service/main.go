@@ -48,6 +48,7 @@ import (
 	"ray-service/internal/config"
 	"ray-service/internal/dashboard"
 	"ray-service/internal/history"
+	"ray-service/internal/idle"
 	"ray-service/internal/k8s"
 	"ray-service/internal/keys"
 	"ray-service/internal/metrics"
@@ -121,6 +122,7 @@ func run() error {
 	metrics.RegisterSize(registry, "ray_service_auth_cache_entries", "Access review verdicts and user names cached.", reviewer.Len)
 	var usage api.Usage // none without Prometheus
 	var clusterHealth api.ClusterHealth
+	var detector *idle.Detector // none without Prometheus
 	if cfg.PrometheusURL != "" {
 		querier, err := metrics.NewQuerier(cfg.PrometheusURL, cfg.PrometheusTimeout, cfg.PrometheusCacheSize)
 		if err != nil {
@@ -128,6 +130,11 @@ func run() error {
 		}
 		metrics.RegisterSize(registry, "ray_service_prometheus_cache_entries", "Answers of Prometheus cached for the overview.", querier.CacheLen)
 		usage, clusterHealth = querier, querier
+		if cfg.IdleWindow > 0 {
+			detector = &idle.Detector{Work: querier, Clusters: store, Log: log, Settings: idle.Settings{Window: cfg.IdleWindow,
+				Interval: cfg.IdleInterval, Step: idle.StepOf(cfg.IdleWindow), Lookback: 24 * time.Hour,
+				CPUShare: cfg.IdleCPUShare, AcceleratorPercent: cfg.IdleAcceleratorPercent}}
+		}
 	}
 	manager := &k8s.Manager{Clients: clients, Dashboards: dashboards, Cache: store, Templates: templates, Authz: reviewer,
 		DeleteWait: 30 * time.Second}
@@ -168,6 +175,13 @@ func run() error {
 	checkCRDs(ctx)
 	store.Start(ctx)
 	go wait.UntilWithContext(ctx, checkCRDs, 30*time.Second)
+	if detector != nil {
+		go func() {
+			if store.WaitForSync(ctx) {
+				detector.Run(ctx)
+			}
+		}()
+	}
 	var bindings *auth.Bindings // where RoleBindings name callers: their reviews by class
 	var rightsVersion func() uint64
 	if !cfg.ReviewEveryNamespace {

@@ -226,6 +226,8 @@ func (f *fakeStore) ForgetManifest(*ray.Kind, string, string)                   
 
 func (f *fakeStore) Pending(map[*ray.Kind]cache.Scopes) ray.Resources { return ray.Resources{} }
 
+func (f *fakeStore) IdleTotals(auth.Scope) (int64, ray.Resources) { return 0, ray.Resources{} }
+
 func (f *fakeStore) Allocated(scope auth.Scope, _ string) cache.Allocation {
 	a := cache.Allocation{Ray: map[string]float64{}}
 	if scope.Contains("a") {

@@ -27,6 +27,10 @@ type Counts struct {
 	// RayCronJobs are zero where the cluster has no RayCronJob CRD; active: not suspended.
 	RayCronJobs       ray.KindCount `json:"raycronjobs"`
 	ActiveRayClusters int           `json:"activeRayClusters"`
+	// IdleRayClusters are the Ray clusters the idle detection finds idle (see idle in a summary), and
+	// IdleHolding what their pods request and so hold: 0 where it is off.
+	IdleRayClusters int64         `json:"idleRayClusters"`
+	IdleHolding     ray.Resources `json:"idleHolding"`
 }
 
 // OverviewData is the data of the overview and of a cluster's metrics.
@@ -100,6 +104,7 @@ func (s *Server) countsIn(scopes map[*ray.Kind]cache.Scopes) (*Counts, cache.All
 	}
 	alloc := s.Store.Allocated(scopes[s.Kinds.Cluster()].Instances, "")
 	counts.ActiveRayClusters = alloc.ActiveRayClusters
+	counts.IdleRayClusters, counts.IdleHolding = s.Store.IdleTotals(scopes[s.Kinds.Cluster()].Instances)
 	return counts, alloc, s.Store.Pending(scopes)
 }
 

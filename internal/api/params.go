@@ -75,6 +75,13 @@ func parseListQuery(c *gin.Context) (*cache.Query, error) {
 			return nil, badRequest("lastOutcome %q: want Succeeded, Failed or none", o)
 		}
 	}
+	if c.Query("idle") != "" {
+		idle, err := boolParam(c, "idle")
+		if err != nil {
+			return nil, err
+		}
+		q.Idle = &idle
+	}
 	switch t := c.Query("type"); t {
 	case "", ray.TypeInstance, ray.TypeTemplate:
 		q.Type = t

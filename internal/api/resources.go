@@ -105,6 +105,7 @@ type DeleteData struct {
 //	@Param			creator			query		string	false	"creator user name, comma-separated"
 //	@Param			health			query		string	false	"health state, comma-separated (Healthy, Progressing, Degraded, Failed, Stopped)"
 //	@Param			lastOutcome		query		string	false	"kinds that make runs (raycronjobs): status of the newest run that ended, comma-separated (Succeeded, Failed, none)"
+//	@Param			idle			query		bool	false	"true: only objects whose Ray cluster is idle (see idle in the summary); false: only those whose cluster is not"
 //	@Param			type			query		string	false	"instance or template"	Enums(instance, template)
 //	@Param			sortBy			query		string	false	"sort key"				Enums(name, createdAt, status, rayVersion)	default(createdAt)
 //	@Param			order			query		string	false	"sort order"			Enums(asc, desc)							default(desc)
@@ -133,6 +134,7 @@ func (s *Server) listAll(c *gin.Context) (*response, error) { return s.list(c) }
 //	@Param			creator				query		string	false	"creator user name, comma-separated"
 //	@Param			health				query		string	false	"health state, comma-separated (Healthy, Progressing, Degraded, Failed, Stopped)"
 //	@Param			lastOutcome			query		string	false	"kinds that make runs (raycronjobs): status of the newest run that ended, comma-separated (Succeeded, Failed, none)"
+//	@Param			idle				query		bool	false	"true: only objects whose Ray cluster is idle (see idle in the summary); false: only those whose cluster is not"
 //	@Param			type				query		string	false	"instance or template"	Enums(instance, template)
 //	@Param			sortBy				query		string	false	"sort key"				Enums(name, createdAt, status, rayVersion)	default(createdAt)
 //	@Param			order				query		string	false	"sort order"			Enums(asc, desc)							default(desc)

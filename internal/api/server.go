@@ -62,6 +62,8 @@ type Store interface {
 	Allocated(scope auth.Scope, cluster string) cache.Allocation
 	// Pending sums what the objects in their scopes request while a queue manager has not admitted them.
 	Pending(scopes map[*ray.Kind]cache.Scopes) ray.Resources
+	// IdleTotals counts the idle Ray clusters in scope and what they hold.
+	IdleTotals(scope auth.Scope) (int64, ray.Resources)
 
 	// What watch streams read: the store's run, a channel closed at its next change, the visible items
 	// a query matches, in its order, and the number of the last change, and what changed since a number.

@@ -104,6 +104,7 @@ type OverviewLive struct {
 //	@Param			creator				query		string		false	"creator user name, comma-separated"
 //	@Param			health				query		string		false	"health state, comma-separated"
 //	@Param			lastOutcome			query		string		false	"kinds that make runs (raycronjobs): status of the newest run that ended, comma-separated (Succeeded, Failed, none)"
+//	@Param			idle				query		bool		false	"true: only objects whose Ray cluster is idle (see idle in the summary); false: only those whose cluster is not"
 //	@Param			type				query		string		false	"instance or template"	Enums(instance, template)
 //	@Param			sortBy				query		string		false	"order of the snapshot"	Enums(name, createdAt, status, rayVersion)	default(createdAt)
 //	@Param			order				query		string		false	"order of the snapshot"	Enums(asc, desc)							default(desc)
@@ -133,6 +134,7 @@ func (s *Server) watchAll(c *gin.Context) (*response, error) { return s.watchLis
 //	@Param			creator					query		string		false	"creator user name, comma-separated"
 //	@Param			health					query		string		false	"health state, comma-separated"
 //	@Param			lastOutcome				query		string		false	"kinds that make runs (raycronjobs): status of the newest run that ended, comma-separated (Succeeded, Failed, none)"
+//	@Param			idle					query		bool		false	"true: only objects whose Ray cluster is idle (see idle in the summary); false: only those whose cluster is not"
 //	@Param			type					query		string		false	"instance or template"	Enums(instance, template)
 //	@Param			sortBy					query		string		false	"order of the snapshot"	Enums(name, createdAt, status, rayVersion)	default(createdAt)
 //	@Param			order					query		string		false	"order of the snapshot"	Enums(asc, desc)							default(desc)

@@ -33,6 +33,8 @@ type Query struct {
 	// LastOutcomes match, of a kind that makes runs, the status of the newest run that ended
 	// (Succeeded, Failed) or ray.OutcomeNone; an item of another kind matches none of them.
 	LastOutcomes []string
+	// Idle, when set, matches the objects whose Ray cluster is idle (true) or is not (false).
+	Idle *bool
 	// Type is TypeInstance, TypeTemplate or "" for both.
 	Type string
 	// Labels selects by label; nil selects all.
@@ -47,7 +49,7 @@ type Query struct {
 // filters tells whether the query leaves out any instance.
 func (q *Query) filters() bool {
 	return q.Search != "" || len(q.Statuses) > 0 || len(q.RayVersions) > 0 || len(q.Creators) > 0 || len(q.Healths) > 0 ||
-		len(q.LastOutcomes) > 0 || (q.Type != "" && q.Type != ray.TypeInstance) || (q.Labels != nil && !q.Labels.Empty())
+		len(q.LastOutcomes) > 0 || q.Idle != nil || (q.Type != "" && q.Type != ray.TypeInstance) || (q.Labels != nil && !q.Labels.Empty())
 }
 
 // matchKey identifies what a filtering query matches in a scope, in the order of sortKey: every field
@@ -61,9 +63,13 @@ func (q *Query) matchKey(sortKey string, scope auth.Scope) string {
 	if q.Labels != nil {
 		sel = q.Labels.String()
 	}
+	idle := ""
+	if q.Idle != nil {
+		idle = strconv.FormatBool(*q.Idle)
+	}
 	return strings.Join([]string{sortKey, strconv.FormatBool(q.Desc), strings.ToLower(q.Search), strings.Join(q.Statuses, ","),
 		strings.Join(q.RayVersions, ","), strings.Join(q.Creators, ","), strings.Join(q.Healths, ","),
-		strings.Join(q.LastOutcomes, ","), q.Type, sel, where}, "\x00")
+		strings.Join(q.LastOutcomes, ","), idle, q.Type, sel, where}, "\x00")
 }
 
 // Matches tells whether an item passes the query's filters.
@@ -77,6 +83,7 @@ func (q *Query) matches(it *Item, search string) bool {
 	}
 	return anyOf(q.Statuses, s.Status) && anyOf(q.RayVersions, s.RayVersion) && anyOf(q.Healths, s.Health.State) &&
 		(len(q.LastOutcomes) == 0 || slices.Contains(q.LastOutcomes, s.LastOutcome())) && (q.Type == "" || s.Type == q.Type) &&
+		(q.Idle == nil || *q.Idle == (s.Idle != nil)) &&
 		(search == "" || strings.Contains(name, search)) &&
 		(anyOf(q.Creators, s.Creator) || anyOf(q.Creators, it.Labels.Get(ray.CreatorKey))) &&
 		(q.Labels == nil || q.Labels.Matches(it.Labels))

@@ -57,6 +57,8 @@ type Store struct {
 	// groups are the queue managers' groups (Volcano's PodGroups, Kueue's Workloads), once discovery
 	// finds their CRD.
 	groups *queueGroups
+	// idle is what the idle detection last found idle, by Ray cluster, guarded by mu.
+	idle map[ClusterRef]*ray.Idle
 	// makers are, for a kind whose objects are runs (a RayJob), the kinds that make them (RayCronJob):
 	// a run's change publishes its maker again.
 	makers map[*ray.Kind][]*ray.Kind
@@ -360,7 +362,8 @@ func (s *Store) publishInstance(k *ray.Kind, obj any) {
 func (s *Store) putInstanceLocked(k *ray.Kind, e *Entry) bool {
 	item := e.item
 	sum := s.withRunsLocked(k, s.withPods(k, &e.item.Summary))
-	if sum = k.WithScheduling(sum, s.schedulingLocked(k, sum)); sum != &e.item.Summary {
+	sum = k.WithScheduling(sum, s.schedulingLocked(k, sum))
+	if sum = ray.WithIdle(sum, s.idleLocked(k, sum)); sum != &e.item.Summary {
 		item = newItem(*sum, e.item.Labels)
 	}
 	old, _ := s.instances[k].get(e.Namespace, e.Name)
@@ -594,7 +597,8 @@ func (s *Store) complete(k *ray.Kind, base *ray.Summary) *ray.Summary {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	sum = s.withRunsLocked(k, sum)
-	return k.WithScheduling(sum, s.schedulingLocked(k, sum))
+	sum = k.WithScheduling(sum, s.schedulingLocked(k, sum))
+	return ray.WithIdle(sum, s.idleLocked(k, sum))
 }
 
 // SummarizeManifest is Summarize of a manifest the cache keeps (see Manifest). A kept manifest is

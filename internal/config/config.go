@@ -35,6 +35,13 @@ type Config struct {
 	PrometheusTimeout time.Duration `mapstructure:"prometheus-timeout"`
 	// PrometheusCacheSize bounds the Prometheus answers cached for the overview.
 	PrometheusCacheSize int `mapstructure:"prometheus-cache-size"`
+	// IdleWindow is how long a Ray cluster must do no Ray work to be idle (0: no idle detection);
+	// IdleInterval how often the clusters are judged; IdleCPUShare the share of its requested CPU its
+	// containers may use and IdleAcceleratorPercent the utilization of its GPUs and NPUs, for it to be idle.
+	IdleWindow             time.Duration `mapstructure:"idle-window"`
+	IdleInterval           time.Duration `mapstructure:"idle-interval"`
+	IdleCPUShare           float64       `mapstructure:"idle-cpu-share"`
+	IdleAcceleratorPercent float64       `mapstructure:"idle-accelerator-percent"`
 	// GrafanaURL is the base URL of Grafana for the overview's deep links.
 	GrafanaURL string `mapstructure:"grafana-url"`
 	// GrafanaDashboardUID is the uid of the Ray dashboard in Grafana.
@@ -126,6 +133,10 @@ func Load(args []string) (*Config, error) {
 	fs.String("prometheus-url", "http://prometheus-k8s.monitoring.svc:9090", "Prometheus base URL")
 	fs.Duration("prometheus-timeout", 10*time.Second, "timeout of each Prometheus query")
 	fs.Int("prometheus-cache-size", 1024, "the most Prometheus answers cached for the overview")
+	fs.Duration("idle-window", 30*time.Minute, "how long a Ray cluster must do no Ray work, by Prometheus, to be idle (0: no idle detection)")
+	fs.Duration("idle-interval", time.Minute, "how often the Ray clusters are judged idle or not")
+	fs.Float64("idle-cpu-share", 0.05, "the share of its requested CPU an idle cluster's containers may use")
+	fs.Float64("idle-accelerator-percent", 5, "the utilization (percent) an idle cluster's GPUs and NPUs may have")
 	fs.String("grafana-url", "", "Grafana base URL for deep links (empty: no link)")
 	fs.String("grafana-dashboard-uid", "rayDefaultDashboard", "uid of the Ray dashboard in Grafana")
 	fs.String("log-level", "info", "log level: debug, info, warn or error")
@@ -187,6 +198,14 @@ func Load(args []string) (*Config, error) {
 		if _, _, err := keys.ParseSecretRef(c.TemplateKeySecret); err != nil {
 			return nil, fmt.Errorf("template-key-secret %w", err)
 		}
+	}
+	if c.IdleWindow < 0 || (c.IdleWindow > 0 && (c.IdleInterval <= 0 || c.IdleInterval > c.IdleWindow)) {
+		return nil, fmt.Errorf("idle-window %s and idle-interval %s: want a window of 0 (off) or more than 0, and an interval "+
+			"above 0 and at most the window", c.IdleWindow, c.IdleInterval)
+	}
+	if c.IdleCPUShare < 0 || c.IdleCPUShare > 1 || c.IdleAcceleratorPercent < 0 || c.IdleAcceleratorPercent > 100 {
+		return nil, fmt.Errorf("idle-cpu-share %g and idle-accelerator-percent %g: want a share from 0 to 1 and a percent from 0 to 100",
+			c.IdleCPUShare, c.IdleAcceleratorPercent)
 	}
 	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
 		return nil, fmt.Errorf("tls-cert-file and tls-key-file go together: give both to serve HTTPS, or neither")

@@ -170,6 +170,10 @@ type Summary struct {
 	// Scheduling is where the object stands with the queue manager that admits it (Volcano), absent
 	// where none manages it.
 	Scheduling *Scheduling `json:"scheduling,omitempty"`
+	// Idle is set while the object's Ray cluster is idle: no Ray work over the detection's window while
+	// it holds its resources (see the idle detection's settings); absent otherwise, and where the
+	// service reads no Prometheus.
+	Idle *Idle `json:"idle,omitempty"`
 
 	// Health is derived in the watch cache from the object's status and conditions, its pods and the
 	// Warning events about them; its reason is cut to 128 bytes and its message to 1024.

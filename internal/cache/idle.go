@@ -1,0 +1,101 @@
+package cache
+
+import (
+	"maps"
+	"reflect"
+
+	"ray-service/internal/auth"
+	"ray-service/internal/ray"
+)
+
+// ClusterRef names a Ray cluster: its namespace and name.
+type ClusterRef struct{ Namespace, Name string }
+
+// IdleCandidate is a running Ray cluster the idle detection judges, as the cache holds it.
+type IdleCandidate struct {
+	ClusterRef
+	Summary ray.Summary
+	// JobRunning: a RayJob runs its job on it now (a RayJob's cluster is idle only between jobs).
+	JobRunning bool
+}
+
+// IdleCandidates are the Ray clusters that are Running, each with whether a RayJob's job runs on it.
+func (s *Store) IdleCandidates() []IdleCandidate {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	cluster := s.kinds.Cluster()
+	jobs := map[ClusterRef]bool{}
+	for _, k := range s.kinds.All() {
+		if !k.Finishes || k.IsCluster {
+			continue
+		}
+		for ns, byName := range s.instances[k] {
+			for _, it := range byName {
+				if it.Summary.Status == ray.StatusRunning {
+					for _, c := range k.Clusters(&it.Summary) {
+						jobs[ClusterRef{ns, c}] = true
+					}
+				}
+			}
+		}
+	}
+	var out []IdleCandidate
+	for ns, byName := range s.instances[cluster] {
+		for name, it := range byName {
+			if it.Summary.Status != ray.StatusRunning {
+				continue
+			}
+			ref := ClusterRef{ns, name}
+			out = append(out, IdleCandidate{ClusterRef: ref, Summary: it.Summary, JobRunning: jobs[ref]})
+		}
+	}
+	return out
+}
+
+// SetIdle replaces what is idle by Ray cluster; each cluster whose idleness changed is published again,
+// with what runs on it.
+func (s *Store) SetIdle(idle map[ClusterRef]*ray.Idle) {
+	next := maps.Clone(idle)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old := s.idle
+	s.idle = next
+	for ref, i := range next {
+		if !reflect.DeepEqual(old[ref], i) {
+			s.clusterChangedLocked(ref.Namespace, ref.Name)
+		}
+	}
+	for ref := range old {
+		if _, still := next[ref]; !still {
+			s.clusterChangedLocked(ref.Namespace, ref.Name)
+		}
+	}
+}
+
+// idleLocked is the idleness of an object's Ray cluster: its own for a cluster, else that of the
+// cluster it runs on now.
+func (s *Store) idleLocked(k *ray.Kind, sum *ray.Summary) *ray.Idle {
+	if len(s.idle) == 0 {
+		return nil
+	}
+	name := sum.Name
+	if !k.IsCluster {
+		if name = k.CurrentCluster(sum); name == "" {
+			return nil
+		}
+	}
+	return s.idle[ClusterRef{sum.Namespace, name}]
+}
+
+// IdleTotals counts the idle Ray clusters in scope and what they hold.
+func (s *Store) IdleTotals(scope auth.Scope) (clusters int64, holding ray.Resources) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for ref, i := range s.idle {
+		if scope.Contains(ref.Namespace) {
+			clusters++
+			holding.Add(i.Holding, 1)
+		}
+	}
+	return clusters, holding
+}

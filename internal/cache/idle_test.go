@@ -1,0 +1,71 @@
+package cache
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"ray-service/internal/auth"
+	"ray-service/internal/ray"
+	"ray-service/internal/ray/raytest"
+)
+
+// What the idle detection finds goes into the summary of the idle cluster and of the RayJob that runs
+// on it, the list filter idle selects them, and the overview's totals count it;
+// once it works again, all of it goes.
+func TestIdleClustersArePublished(t *testing.T) {
+	kinds, dyn, _, store := startedStore(t)
+	ctx := t.Context()
+	clusterKind, jobKind := kinds.Cluster(), kinds.ByKind("RayJob")
+	for _, c := range []struct{ name, state string }{{"sleepy", "ready"}, {"busy", "ready"}} {
+		u := raytest.Manifest(t, clusterKind.Kind, clusterKind.ClusterSpecPath, c.name, map[string]any{"state": c.state})
+		_, err := dyn.Resource(clusterKind.GVR()).Namespace("team").Create(ctx, u, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	job := raytest.Manifest(t, jobKind.Kind, jobKind.ClusterSpecPath, "between-jobs",
+		map[string]any{"jobDeploymentStatus": "Complete", "jobStatus": "SUCCEEDED", "rayClusterName": "sleepy"})
+	_, err := dyn.Resource(jobKind.GVR()).Namespace("team").Create(ctx, job, metav1.CreateOptions{})
+	require.NoError(t, err)
+	all := Scopes{Instances: auth.AllNamespaces()}
+	require.Eventually(t, func() bool {
+		return len(store.Items(clusterKind, all)) == 2 && len(store.Items(jobKind, all)) == 1
+	}, 5*time.Second, 10*time.Millisecond)
+	cands := store.IdleCandidates()
+	require.Len(t, cands, 2, "both clusters run")
+	for _, c := range cands {
+		assert.False(t, c.JobRunning, "the RayJob's job has ended")
+	}
+
+	since := time.Date(2026, 12, 3, 14, 2, 0, 0, time.UTC)
+	store.SetIdle(map[ClusterRef]*ray.Idle{{"team", "sleepy"}: {Since: since, Holding: ray.Resources{GPU: 8}}})
+	idle := true
+	matching := func(k *ray.Kind) []string {
+		items, _ := store.Matching(k, all, &Query{Idle: &idle, SortBy: SortByName})
+		var names []string
+		for _, it := range items {
+			names = append(names, it.Summary.Name)
+		}
+		return names
+	}
+	require.Eventually(t, func() bool { return len(matching(jobKind)) == 1 }, 5*time.Second, 10*time.Millisecond)
+	assert.Equal(t, []string{"sleepy"}, matching(clusterKind))
+	for _, it := range append(store.Items(clusterKind, all), store.Items(jobKind, all)...) {
+		if it.Summary.Name == "busy" {
+			assert.Nil(t, it.Summary.Idle)
+			continue
+		}
+		require.NotNil(t, it.Summary.Idle, it.Summary.Name)
+		assert.Equal(t, since, it.Summary.Idle.Since)
+	}
+	n, held := store.IdleTotals(auth.AllNamespaces())
+	assert.Equal(t, int64(1), n)
+	assert.Equal(t, int64(8), held.GPU)
+	n, _ = store.IdleTotals(auth.Namespaces("elsewhere"))
+	assert.Zero(t, n, "only namespaces in scope")
+
+	store.SetIdle(nil)
+	require.Eventually(t, func() bool { return len(matching(clusterKind)) == 0 && len(matching(jobKind)) == 0 }, 5*time.Second, 10*time.Millisecond)
+}

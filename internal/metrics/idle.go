@@ -1,0 +1,158 @@
+package metrics
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
+	"github.com/prometheus/common/model"
+)
+
+// ClusterKey names a Ray cluster: its namespace and name.
+type ClusterKey struct{ Namespace, Name string }
+
+// ClusterWork is what Prometheus says of one Ray cluster's work over a window, the idle detection's
+// evidence. A nil figure was not measured.
+type ClusterWork struct {
+	// RayLastUsed is the last step of the window at which any of its Ray logical CPU, GPU or NPU was in
+	// use (Ray's ray_resources{State="USED"}); nil: none was.
+	RayLastUsed *time.Time
+	// RaySeen is the share of the window's steps at which Ray's series of it were there at all.
+	RaySeen float64
+	// CPU is the most CPU cores its containers used at once (cAdvisor).
+	CPU *float64
+	// GPU and NPU are the highest utilization of one of its GPUs (DCGM) or NPUs (npu-exporter), percent.
+	GPU, NPU *float64
+}
+
+// rayClusterPods is 1 for each (namespace, pod) of a Ray cluster, labelled with the cluster's name
+// (kube-state-metrics' kube_pod_info: created_by_name of a pod a RayCluster owns).
+const rayClusterPods = `max by (namespace, pod, created_by_name) (kube_pod_info{created_by_kind="RayCluster"})`
+
+// workQueries are the idle detection's questions, each a vector by namespace and created_by_name, for a
+// window w sampled every step s, rates over r.
+func workQueries(w, s, r time.Duration) map[string]string {
+	sub := "[" + model.Duration(w).String() + ":" + model.Duration(s).String() + "]"
+	rayUsed := `sum by (namespace, created_by_name) (ray_resources{State="USED",Name=~"CPU|GPU|NPU"} * on(namespace, pod) group_left(created_by_name) ` + rayClusterPods + `)`
+	return map[string]string{
+		// The time of the last step at which any was in use: (used > 0) is kept, and worth that time.
+		"rayLastUsed": `max_over_time(((` + rayUsed + ` > 0) * 0 + time())` + sub + `)`,
+		"raySeen":     `count_over_time(` + rayUsed + sub + `)`,
+		"cpu": `max_over_time(sum by (namespace, created_by_name) (rate(container_cpu_usage_seconds_total{container!="",container!="POD"}[` +
+			model.Duration(r).String() + `]) * on(namespace, pod) group_left(created_by_name) ` + rayClusterPods + `)` + sub + `)`,
+		"gpu": `max_over_time(max by (namespace, created_by_name) (` + byPod("DCGM_FI_DEV_GPU_UTIL", dcgmPods) +
+			` * on(namespace, pod) group_left(created_by_name) ` + rayClusterPods + `)` + sub + `)`,
+		"npu": `max_over_time(max by (namespace, created_by_name) (` + byPod("container_npu_utilization", npuPods) +
+			` * on(namespace, pod) group_left(created_by_name) ` + rayClusterPods + `)` + sub + `)`,
+	}
+}
+
+// WorkExpressions renders the idle detection's queries, for tests of the PromQL itself.
+func WorkExpressions(window, step time.Duration) map[string]string {
+	return workQueries(window, step, rateWindow(step))
+}
+
+// rateWindow is the range of the CPU rate: four steps, at least 20 s (a few scrapes).
+func rateWindow(step time.Duration) time.Duration { return max(4*step, 20*time.Second) }
+
+// ClusterWork asks Prometheus what every Ray cluster did over the window ending at now, sampled every
+// step. An error is the first query's that failed: the detection then judges no cluster.
+func (q *Querier) ClusterWork(ctx context.Context, window, step time.Duration, now time.Time) (map[ClusterKey]*ClusterWork, error) {
+	qs := workQueries(window, step, rateWindow(step))
+	answers := map[string]model.Vector{}
+	var mu sync.Mutex
+	var firstErr error
+	var wg sync.WaitGroup
+	for name, expr := range qs {
+		wg.Go(func() {
+			v, err := q.instant(ctx, expr, now)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				if firstErr == nil {
+					firstErr = fmt.Errorf("idle detection, %s: %w", name, err)
+				}
+				return
+			}
+			answers[name] = v
+		})
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return nil, firstErr
+	}
+	steps := float64(window/step) + 1
+	out := map[ClusterKey]*ClusterWork{}
+	each := func(name string, set func(w *ClusterWork, v float64)) {
+		for _, s := range answers[name] {
+			k := ClusterKey{Namespace: string(s.Metric["namespace"]), Name: string(s.Metric["created_by_name"])}
+			if k.Name == "" || math.IsNaN(float64(s.Value)) {
+				continue
+			}
+			if out[k] == nil {
+				out[k] = &ClusterWork{}
+			}
+			set(out[k], float64(s.Value))
+		}
+	}
+	each("raySeen", func(w *ClusterWork, v float64) { w.RaySeen = min(v/steps, 1) })
+	each("rayLastUsed", func(w *ClusterWork, v float64) {
+		t := time.Unix(0, int64(v*float64(time.Second))).UTC()
+		w.RayLastUsed = &t
+	})
+	each("cpu", func(w *ClusterWork, v float64) { w.CPU = &v })
+	each("gpu", func(w *ClusterWork, v float64) { w.GPU = &v })
+	each("npu", func(w *ClusterWork, v float64) { w.NPU = &v })
+	return out, nil
+}
+
+// LastRayUse asks when each of the clusters named last had any Ray logical resource in use, looking
+// back as far as lookback at steps of step; a cluster absent from the answer had none.
+func (q *Querier) LastRayUse(ctx context.Context, clusters []ClusterKey, lookback, step time.Duration, now time.Time) (map[ClusterKey]time.Time, error) {
+	if len(clusters) == 0 {
+		return nil, nil
+	}
+	var ns, names []string
+	for _, c := range clusters {
+		ns, names = append(ns, c.Namespace), append(names, c.Name)
+	}
+	for i := range ns {
+		// as a regular expression, in a PromQL string: each backslash doubled
+		ns[i] = strings.ReplaceAll(regexp.QuoteMeta(ns[i]), `\`, `\\`)
+		names[i] = strings.ReplaceAll(regexp.QuoteMeta(names[i]), `\`, `\\`)
+	}
+	pods := `max by (namespace, pod, created_by_name) (kube_pod_info{created_by_kind="RayCluster",namespace=~"` + strings.Join(ns, "|") +
+		`",created_by_name=~"` + strings.Join(names, "|") + `"})`
+	rayUsed := `sum by (namespace, created_by_name) (ray_resources{State="USED",Name=~"CPU|GPU|NPU"} * on(namespace, pod) group_left(created_by_name) ` + pods + `)`
+	expr := `max_over_time(((` + rayUsed + ` > 0) * 0 + time())[` + model.Duration(lookback).String() + ":" + model.Duration(step).String() + `])`
+	v, err := q.instant(ctx, expr, now)
+	if err != nil {
+		return nil, err
+	}
+	out := map[ClusterKey]time.Time{}
+	for _, s := range v {
+		out[ClusterKey{Namespace: string(s.Metric["namespace"]), Name: string(s.Metric["created_by_name"])}] =
+			time.Unix(0, int64(float64(s.Value)*float64(time.Second))).UTC()
+	}
+	return out, nil
+}
+
+// instant asks Prometheus one instant query, bounded by the querier's timeout.
+func (q *Querier) instant(ctx context.Context, expr string, at time.Time) (model.Vector, error) {
+	ctx, cancel := context.WithTimeout(ctx, q.timeout)
+	defer cancel()
+	val, _, _, err := q.api.Query(ctx, expr, at, promv1.WithTimeout(q.timeout))
+	if err != nil {
+		return nil, err
+	}
+	v, ok := val.(model.Vector)
+	if !ok {
+		return nil, fmt.Errorf("unexpected answer type %s", val.Type())
+	}
+	return v, nil
+}
