@@ -4,6 +4,7 @@ package dashboard
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -101,8 +102,15 @@ func (d *Dashboards) StopJob(ctx context.Context, addr, jobID, token string) err
 	}
 	defer res.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(res.Body, 64<<10))
+	if res.StatusCode == http.StatusNotFound {
+		return fmt.Errorf("%w: %s %s", ErrNoSuchJob, res.Status, strings.TrimSpace(string(body)))
+	}
 	if res.StatusCode != http.StatusOK {
 		return fmt.Errorf("refused to stop job %s: %s %s", jobID, res.Status, strings.TrimSpace(string(body)))
 	}
 	return nil
 }
+
+// ErrNoSuchJob is StopJob's error when the dashboard knows no job of that ID (404: Ray's job API,
+// dashboard/modules/job/job_head.py): KubeRay names the job before its submitter has submitted it.
+var ErrNoSuchJob = errors.New("the Ray dashboard knows no such job")

@@ -51,3 +51,22 @@ func TestStopJobSendsTheRayToken(t *testing.T) {
 	require.NoError(t, d.StopJob(t.Context(), addr, "raysubmit_1", "t0k"))
 	assert.Equal(t, []string{"POST /api/jobs/raysubmit_1/stop []", "POST /api/jobs/raysubmit_1/stop [Bearer t0k]"}, got)
 }
+
+// A job the dashboard does not know (not submitted yet) is told apart from a refusal.
+func TestStopJobOfNoSuchJob(t *testing.T) {
+	code := http.StatusNotFound
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(code)
+		_, _ = w.Write([]byte(`Job raysubmit_1 does not exist`))
+	}))
+	defer srv.Close()
+	d := NewDashboards("cluster.local", time.Second)
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	err := d.StopJob(t.Context(), addr, "raysubmit_1", "")
+	require.ErrorIs(t, err, ErrNoSuchJob)
+	code = http.StatusInternalServerError
+	err = d.StopJob(t.Context(), addr, "raysubmit_1", "")
+	require.Error(t, err)
+	assert.NotErrorIs(t, err, ErrNoSuchJob)
+	assert.Contains(t, err.Error(), "refused to stop job raysubmit_1: 500")
+}

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"ray-service/internal/auth"
+	"ray-service/internal/dashboard"
 	"ray-service/internal/ray"
 )
 
@@ -298,12 +299,12 @@ func (o *Objects) stopRayJob(ctx context.Context, obj *unstructured.Unstructured
 		return apierrors.NewForbidden(gr, name, errors.New("the caller may not update it"))
 	}
 	jobID, _, _ := unstructured.NestedString(obj.Object, "status", "jobId")
-	dashboard := ""
+	addr := ""
 	if o.m.Dashboards != nil {
 		sum := o.Kind.Summarize(obj)
-		dashboard = o.m.Dashboards.Address(o.Kind, obj, &sum)
+		addr = o.m.Dashboards.Address(o.Kind, obj, &sum)
 	}
-	if jobID == "" || dashboard == "" {
+	if jobID == "" || addr == "" {
 		return apierrors.NewConflict(gr, name,
 			errors.New("its Ray job has not been submitted yet; stop it again once it runs, or delete it"))
 	}
@@ -314,7 +315,10 @@ func (o *Objects) stopRayJob(ctx context.Context, obj *unstructured.Unstructured
 		}
 		return err
 	}
-	if err := o.m.Dashboards.StopJob(ctx, dashboard, jobID, token); err != nil {
+	if err := o.m.Dashboards.StopJob(ctx, addr, jobID, token); err != nil {
+		if errors.Is(err, dashboard.ErrNoSuchJob) {
+			return apierrors.NewConflict(gr, name, fmt.Errorf("its Ray job %s has not been submitted yet (%w); stop it again once it runs, or delete it", jobID, err))
+		}
 		return apierrors.NewServiceUnavailable(fmt.Sprintf("the Ray dashboard of %s/%s %v", ns, name, err))
 	}
 	return nil

@@ -187,6 +187,13 @@ func TestRayJobTemplateAndDashboardStop(t *testing.T) {
 	assert.Contains(t, entry, "edited")
 	waitStatus(t, ns, "rayjobs", "tj", "Running")
 	cluster := currentRayCluster(t, ns, "tj")
+	// Running once its submitter runs; submitted once the operator reads the job's status back from the
+	// dashboard (before that, a stop is 409: the dashboard knows no such job yet).
+	eventually(t, 60*time.Second, "the Ray job submitted", func() bool {
+		return decode[struct {
+			JobStatus string `json:"jobStatus"`
+		}](t, call(t, "GET", itemPath(ns, "rayjobs", "tj"), env.tokens["admin"], "", nil)).JobStatus == "RUNNING"
+	})
 
 	r = call(t, "POST", itemPath(ns, "rayjobs", "tj")+"/stop", env.tokens["viewer"], "", nil)
 	assert.Equal(t, 403, r.Status, "the viewer may not stop through the dashboard: %s", r.Raw)
