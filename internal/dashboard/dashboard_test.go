@@ -55,7 +55,7 @@ func TestStopJobSendsTheRayToken(t *testing.T) {
 // A job the dashboard does not know (not submitted yet) is told apart from a refusal.
 func TestStopJobOfNoSuchJob(t *testing.T) {
 	code := http.StatusNotFound
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.WriteHeader(code)
 		_, _ = w.Write([]byte(`Job raysubmit_1 does not exist`))
 	}))
@@ -67,6 +67,6 @@ func TestStopJobOfNoSuchJob(t *testing.T) {
 	code = http.StatusInternalServerError
 	err = d.StopJob(t.Context(), addr, "raysubmit_1", "")
 	require.Error(t, err)
-	assert.NotErrorIs(t, err, ErrNoSuchJob)
+	require.NotErrorIs(t, err, ErrNoSuchJob)
 	assert.Contains(t, err.Error(), "refused to stop job raysubmit_1: 500")
 }
