@@ -22,7 +22,7 @@ type ClusterWork struct {
 	// RayLastUsed is the last step of the window at which any of its Ray logical CPU, GPU or NPU was in
 	// use (Ray's ray_resources{State="USED"}); nil: none was.
 	RayLastUsed *time.Time
-	// RaySeen is the share of the window's steps at which Ray's series of it were there at all.
+	// RaySeen is the share of the window's steps at which Ray's series of it were there at all (at most 1).
 	RaySeen float64
 	// CPU is the most CPU cores its containers used at once (cAdvisor).
 	CPU *float64
@@ -86,7 +86,8 @@ func (q *Querier) ClusterWork(ctx context.Context, window, step time.Duration, n
 	if firstErr != nil {
 		return nil, firstErr
 	}
-	steps := float64(window/step) + 1
+	// The steps a subquery samples: window/step of them, one more only where now falls on a step.
+	steps := float64(window / step)
 	out := map[ClusterKey]*ClusterWork{}
 	each := func(name string, set func(w *ClusterWork, v float64)) {
 		for _, s := range answers[name] {

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"testing"
 	"time"
 
@@ -13,6 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"ray-service/internal/metrics"
 )
 
 type idleSummary struct {
@@ -76,6 +79,14 @@ func TestIdleClusters(t *testing.T) {
 		return out
 	}
 	started := time.Now()
+	defer func() {
+		if t.Failed() { // what the detection was told, to see why
+			for name, expr := range metrics.WorkExpressions(30*time.Second, 5*time.Second) {
+				_, body, err := httpGetHeaders(context.Background(), env.vars["PROMETHEUS_URL"]+"/api/v1/query?query="+url.QueryEscape(expr), nil)
+				t.Logf("%s: %v %s", name, err, body)
+			}
+		}
+	}()
 	eventually(t, 2*time.Minute, "sleepy idle", func() bool { return len(list("?idle=true")) == 1 })
 	t.Logf("idle %s after both ran", time.Since(started).Round(time.Second))
 	assert.Equal(t, []string{"sleepy"}, names(list("?idle=true")))

@@ -122,7 +122,8 @@ func TestAuthorizationMatrix(t *testing.T) {
 				require.NoError(t, json.Unmarshal(r.Data, &o))
 				assert.Equal(t, map[string]any{"activeRayClusters": 0.0, "rayclusters": map[string]any{"total": 0.0, "active": 0.0},
 					"rayjobs": map[string]any{"total": 0.0, "active": 0.0}, "rayservices": map[string]any{"total": 0.0, "active": 0.0},
-					"raycronjobs": map[string]any{"total": 0.0, "active": 0.0, "runsActive": 0.0}}, o.Counts)
+					"raycronjobs": map[string]any{"total": 0.0, "active": 0.0, "runsActive": 0.0}, "idleRayClusters": 0.0,
+					"idleHolding": map[string]any{"cpu": 0.0, "memoryBytes": 0.0, "gpu": 0.0, "npu": 0.0}}, o.Counts)
 				assert.Zero(t, o.Allocated.CPU)
 			case strings.HasSuffix(rt.Path, "/queues"):
 				var l struct{ Items []any }
