@@ -5,6 +5,8 @@ package idle
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"time"
 
 	"go.uber.org/zap"
@@ -38,6 +40,9 @@ type Clusters interface {
 	IdleCandidates() []cache.IdleCandidate
 	SetIdle(map[cache.ClusterRef]*ray.Idle)
 }
+
+// maxLookups bounds the clusters one look-up of the start of their spells names.
+const maxLookups = 100
 
 // Detector judges the clusters every interval.
 type Detector struct {
@@ -75,6 +80,7 @@ func (d *Detector) Once(ctx context.Context, now time.Time) error {
 		return err
 	}
 	idle := map[cache.ClusterRef]*ray.Idle{}
+	created := map[cache.ClusterRef]time.Time{}
 	var fresh []metrics.ClusterKey
 	for _, c := range d.Clusters.IdleCandidates() {
 		w := work[metrics.ClusterKey{Namespace: c.Namespace, Name: c.Name}]
@@ -83,6 +89,7 @@ func (d *Detector) Once(ctx context.Context, now time.Time) error {
 			continue
 		}
 		idle[c.ClusterRef] = &ray.Idle{Holding: c.Summary.Requested, Evidence: ev}
+		created[c.ClusterRef] = c.Summary.CreatedAt
 		if _, known := d.since[c.ClusterRef]; !known {
 			fresh = append(fresh, metrics.ClusterKey{Namespace: c.Namespace, Name: c.Name})
 		}
@@ -93,24 +100,24 @@ func (d *Detector) Once(ctx context.Context, now time.Time) error {
 			since[ref] = t
 		}
 	}
-	if len(fresh) > 0 {
-		last, err := d.Work.LastRayUse(ctx, fresh, st.Lookback, max(st.Step, 5*time.Minute), now)
+	last := map[metrics.ClusterKey]time.Time{}
+	for batch := range slices.Chunk(fresh, maxLookups) { // a query names its clusters: bounded in length
+		found, err := d.Work.LastRayUse(ctx, batch, st.Lookback, max(st.Step, 5*time.Minute), now)
 		if err != nil {
 			return err
 		}
-		for _, k := range fresh {
-			ref := cache.ClusterRef{Namespace: k.Namespace, Name: k.Name}
-			t, ok := last[k]
-			if !ok { // not at work in the look-back: since it began, or as far as was looked
-				t = now.Add(-st.Lookback)
-				for _, c := range d.Clusters.IdleCandidates() {
-					if c.ClusterRef == ref && c.Summary.CreatedAt.After(t) {
-						t = c.Summary.CreatedAt
-					}
-				}
+		maps.Copy(last, found)
+	}
+	for _, k := range fresh {
+		ref := cache.ClusterRef{Namespace: k.Namespace, Name: k.Name}
+		t, ok := last[k]
+		if !ok { // not at work in the look-back: since it began, or as far as was looked
+			t = now.Add(-st.Lookback)
+			if created[ref].After(t) {
+				t = created[ref]
 			}
-			since[ref] = t.UTC().Truncate(time.Second)
 		}
+		since[ref] = t.UTC().Truncate(time.Second)
 	}
 	for ref, i := range idle {
 		i.Since = since[ref]

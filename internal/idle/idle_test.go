@@ -2,6 +2,7 @@ package idle
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
@@ -112,4 +113,23 @@ func TestStepOf(t *testing.T) {
 	assert.Equal(t, time.Minute, StepOf(30*time.Minute))
 	assert.Equal(t, 5*time.Second, StepOf(30*time.Second))
 	assert.Equal(t, 10*time.Second, StepOf(5*time.Minute))
+}
+
+// The start of many spells at once (after a restart, say) is looked up a hundred clusters a query.
+func TestDetectorLooksUpInBatches(t *testing.T) {
+	now := time.Date(2026, 12, 3, 15, 0, 0, 0, time.UTC)
+	work := &fakeWork{work: map[metrics.ClusterKey]*metrics.ClusterWork{}}
+	clusters := &fakeClusters{}
+	for i := range 250 {
+		name := "c" + strconv.Itoa(i)
+		work.work[metrics.ClusterKey{Namespace: "team", Name: name}] = &metrics.ClusterWork{RaySeen: 1, CPU: new(0.0)}
+		clusters.cands = append(clusters.cands, cache.IdleCandidate{ClusterRef: cache.ClusterRef{Namespace: "team", Name: name},
+			Summary: ray.Summary{CreatedAt: now.Add(-time.Hour), Requested: ray.Resources{CPU: 1}}})
+	}
+	d := &Detector{Settings: settings, Work: work, Clusters: clusters, Log: zap.NewNop()}
+	require.NoError(t, d.Once(context.Background(), now))
+	assert.Len(t, clusters.idle, 250)
+	require.Len(t, work.asked, 3)
+	assert.Len(t, work.asked[0], 100)
+	assert.Len(t, work.asked[2], 50)
 }
