@@ -92,18 +92,27 @@ func FromClusterQueue(u *unstructured.Unstructured) *ClusterQuota {
 			addQuantities(q.Nominal, fm, "nominalQuota")
 		}
 	}
-	usage, _, _ := unstructured.NestedSlice(u.Object, "status", "flavorsUsage")
-	for _, f := range usage {
-		fm, _ := f.(map[string]any)
-		if q.Usage == nil {
-			q.Usage = map[string]map[string]string{}
-		}
-		addQuantities(q.Usage, fm, "total")
-	}
-	q.Workloads.Pending, _, _ = unstructured.NestedInt64(u.Object, "status", "pendingWorkloads")
-	q.Workloads.Reserving, _, _ = unstructured.NestedInt64(u.Object, "status", "reservingWorkloads")
-	q.Workloads.Admitted, _, _ = unstructured.NestedInt64(u.Object, "status", "admittedWorkloads")
+	q.Usage, q.Workloads = kueueStatus(u)
 	return q
+}
+
+// kueueStatus reads what a LocalQueue's or a ClusterQueue's status says alike: the use of its admitted
+// Workloads by flavor and resource (flavorsUsage; nil where none), and its Workloads by state.
+func kueueStatus(u *unstructured.Unstructured) (map[string]map[string]string, WorkloadCounts) {
+	var usage map[string]map[string]string
+	flavors, _, _ := unstructured.NestedSlice(u.Object, "status", "flavorsUsage")
+	for _, f := range flavors {
+		fm, _ := f.(map[string]any)
+		if usage == nil {
+			usage = map[string]map[string]string{}
+		}
+		addQuantities(usage, fm, "total")
+	}
+	var w WorkloadCounts
+	w.Pending, _, _ = unstructured.NestedInt64(u.Object, "status", "pendingWorkloads")
+	w.Reserving, _, _ = unstructured.NestedInt64(u.Object, "status", "reservingWorkloads")
+	w.Admitted, _, _ = unstructured.NestedInt64(u.Object, "status", "admittedWorkloads")
+	return usage, w
 }
 
 // addQuantities adds to into[flavor] the quantity field of each of a flavor's resources (Kueue's
@@ -136,19 +145,8 @@ type WorkloadCounts struct {
 func FromLocalQueue(u *unstructured.Unstructured) Queue {
 	q := Queue{Manager: ray.ManagerKueue, Namespace: u.GetNamespace(), Name: u.GetName(), Waiting: []Waiting{}}
 	q.ClusterQueue, _, _ = unstructured.NestedString(u.Object, "spec", "clusterQueue")
-	w := &WorkloadCounts{}
-	w.Pending, _, _ = unstructured.NestedInt64(u.Object, "status", "pendingWorkloads")
-	w.Reserving, _, _ = unstructured.NestedInt64(u.Object, "status", "reservingWorkloads")
-	w.Admitted, _, _ = unstructured.NestedInt64(u.Object, "status", "admittedWorkloads")
-	q.Workloads = w
-	flavors, _, _ := unstructured.NestedSlice(u.Object, "status", "flavorsUsage")
-	for _, f := range flavors {
-		fm, _ := f.(map[string]any)
-		if q.Usage == nil {
-			q.Usage = map[string]map[string]string{}
-		}
-		addQuantities(q.Usage, fm, "total")
-	}
+	usage, w := kueueStatus(u)
+	q.Usage, q.Workloads = usage, &w
 	return q
 }
 
