@@ -424,8 +424,14 @@ func TestOverviewLiveUsage(t *testing.T) {
 	require.Equal(t, 201, r.Status, string(r.Raw))
 	waitStatus(t, ns, "rayclusters", "seed241", "Running")
 	var old clusterHealthData
-	eventually(t, time.Minute, "the seed's cluster's GCS panel from the older gauge", func() bool {
+	eventually(t, time.Minute, "the seed's cluster's panels, its GCS panel from the older gauge", func() bool {
 		get(itemPath(ns, "rayclusters", "seed241")+"/health", &old)
+		for _, p := range old.Panels {
+			// The dashboard's own port is scraped apart from the head's metrics port, maybe a scrape later.
+			if p.Value == nil {
+				return false
+			}
+		}
 		p := panelOf(old, "gcsEventPressure")
 		return p.Value != nil && *p.Value == 150
 	})
