@@ -32,6 +32,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
@@ -52,6 +53,7 @@ import (
 	"ray-service/internal/k8s"
 	"ray-service/internal/keys"
 	"ray-service/internal/metrics"
+	"ray-service/internal/notify"
 	"ray-service/internal/queues"
 	"ray-service/internal/ray"
 )
@@ -144,6 +146,8 @@ func run() error {
 	instance, _ := os.Hostname()
 	var hist api.History // none without a history database
 	var auditStore audit.Store
+	var notices *history.Store // where notifications are kept: none without a history database
+	var leading func() bool    // whether this replica writes the history, and so acts for all
 	if cfg.HistoryDSN != "" {
 		recorder, store2, released, err := startHistory(ctx, cfg, restCfg, kinds, store.Serves, log, instance, registry)
 		if err != nil {
@@ -160,6 +164,7 @@ func run() error {
 		}()
 		store.SetObserver(recorder)
 		hist, auditStore = store2, store2.Audit()
+		notices, leading = store2, recorder.Leading
 	}
 	// The optional kinds (RayCronJob) are served while the cluster has their CRD: asked now and every
 	// 30 s, as KubeRay is upgraded or its feature gate turned on.
@@ -175,13 +180,6 @@ func run() error {
 	checkCRDs(ctx)
 	store.Start(ctx)
 	go wait.UntilWithContext(ctx, checkCRDs, 30*time.Second)
-	if detector != nil {
-		go func() {
-			if store.WaitForSync(ctx) {
-				detector.Run(ctx)
-			}
-		}()
-	}
 	var bindings *auth.Bindings // where RoleBindings name callers: their reviews by class
 	var rightsVersion func() uint64
 	if !cfg.ReviewEveryNamespace {
@@ -212,6 +210,67 @@ func run() error {
 		Help: "Pages of the audit trail read from its store."}, func() float64 { return float64(trail.Reads()) }))
 	registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ray_service_audit_append_failures_total",
 		Help: "Writes the audit trail's store could not take (each is logged in full)."}, func() float64 { return float64(trail.Failures()) }))
+	guard, err := newGuard(cfg)
+	if err != nil {
+		return err
+	}
+	var subscriptions api.Subscriptions
+	var addNotice func(context.Context, notify.Notice) error
+	if notices != nil {
+		subscriptions = notices
+		addNotice = func(ctx context.Context, n notify.Notice) error { return notices.AddNotices(ctx, []notify.Notice{n}) }
+		d := &notify.Deliverer{Store: notices, Sender: &notify.Sender{Client: guard.Client(cfg.NotifyTimeout), Source: "/ray-service"},
+			Leading: leading, RetryFor: cfg.NotifyRetryFor, MaxBackoff: cfg.NotifyMaxBackoff, Poll: 2 * time.Second, Log: log}
+		go d.Run(ctx)
+	}
+	var idlePolicies func(string) (api.IdlePolicies, error)
+	if detector != nil {
+		policy := &idle.Policy{Warning: cfg.IdleStopWarning, Leading: leading, Log: log}
+		enforcer := &idle.Enforcer{Audit: trail.Record, Events: auditCore.CoreV1(), Notify: addNotice, Instance: instance}
+		if cfg.IdleStopIdentity != "" {
+			ns, name, _ := strings.Cut(cfg.IdleStopIdentity, "/")
+			identity := &k8s.TokenSource{Accounts: core.CoreV1(), Namespace: ns, Name: name}
+			enforcer.Identity = identity.User()
+			enforcer.StopCluster = func(ctx context.Context, ns, name string) (types.UID, error) {
+				tok, err := identity.Token(ctx)
+				if err != nil {
+					return "", fmt.Errorf("a token of %s: %w", identity.User(), err)
+				}
+				objs, err := manager.For(kinds.Cluster(), tok)
+				if err != nil {
+					return "", err
+				}
+				cur, err := objs.Stop(ctx, ns, name)
+				if err != nil {
+					return "", err
+				}
+				if cur.Instance != nil {
+					return cur.Instance.GetUID(), nil
+				}
+				return "", nil
+			}
+			policy.Stopping = true
+			policy.Namespaces = func(ctx context.Context, ns string) (*idle.NamespacePolicy, error) {
+				p, err := k8s.ReadIdlePolicy(ctx, core.CoreV1(), templates, ns)
+				if p == nil || err != nil {
+					return nil, err
+				}
+				after, err := ray.ParseIdleStopAfter(p.StopAfter)
+				if err != nil {
+					return nil, err
+				}
+				return &idle.NamespacePolicy{StopAfter: after, Name: p.Name()}, nil
+			}
+			idlePolicies = func(tok string) (api.IdlePolicies, error) { return manager.IdlePolicies(tok) }
+		}
+		policy.Enforce = enforcer
+		detector.Policy = policy
+		go func() {
+			if store.WaitForSync(ctx) {
+				detector.Run(ctx)
+			}
+		}()
+	}
 	draining := &drain{}
 	detached := &api.Detached{} // streams that hold their connection: the shutdown waits for them too
 	// /metrics is served on the API's address unless it has an address of its own.
@@ -256,9 +315,12 @@ func run() error {
 			}
 			return nil, false
 		},
-		Audit:   trail,
-		History: hist,
-		Ready:   draining.ready(readiness(store, bindings, core.Discovery(), kinds)),
+		Audit:         trail,
+		History:       hist,
+		Subscriptions: subscriptions,
+		Guard:         guard,
+		IdlePolicies:  idlePolicies,
+		Ready:         draining.ready(readiness(store, bindings, core.Discovery(), kinds)),
 	})
 	srv := &http.Server{Addr: cfg.Listen, Handler: router, ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout: cfg.ReadTimeout, WriteTimeout: cfg.WriteTimeout, IdleTimeout: cfg.IdleTimeout,
@@ -373,6 +435,19 @@ func startHistory(ctx context.Context, cfg *config.Config, restCfg *rest.Config,
 	}()
 	log.Info("history", zap.String("database", history.Redact(cfg.HistoryDSN)), zap.String("lease", ns+"/"+cfg.HistoryLease))
 	return r, hs, released, nil
+}
+
+// newGuard is the guard of the webhooks' addresses the configuration asks for.
+func newGuard(cfg *config.Config) (*notify.Guard, error) {
+	allow, err := notify.ParsePrefixes(cfg.NotifyAllowCIDRs)
+	if err != nil {
+		return nil, fmt.Errorf("notify-allow-cidrs: %w", err)
+	}
+	deny, err := notify.ParsePrefixes(cfg.NotifyDenyCIDRs)
+	if err != nil {
+		return nil, fmt.Errorf("notify-deny-cidrs: %w", err)
+	}
+	return &notify.Guard{Allow: allow, Deny: deny}, nil
 }
 
 // signingKey reads a key from its file, or from its Secret (made with a new key by the first replica

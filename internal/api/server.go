@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,6 +26,7 @@ import (
 	"ray-service/internal/cache"
 	"ray-service/internal/k8s"
 	"ray-service/internal/metrics"
+	"ray-service/internal/notify"
 	"ray-service/internal/ray"
 )
 
@@ -188,6 +190,14 @@ type Deps struct {
 	Audit AuditTrail
 	// History reads the records of objects finished and gone; nil: the history routes answer 503.
 	History History
+	// Subscriptions keeps the subscriptions to notifications; nil: their routes answer 503. Guard
+	// checks their webhooks' addresses, resolved by Lookup (nil: the system's resolver).
+	Subscriptions Subscriptions
+	Guard         *notify.Guard
+	Lookup        func(ctx context.Context, host string) ([]netip.Addr, error)
+	// IdlePolicies reads and writes the namespaces' idle policies as a caller; nil: their routes
+	// answer 503.
+	IdlePolicies func(token string) (IdlePolicies, error)
 	// Ready reports why the service cannot serve yet, or nil.
 	Ready func(ctx context.Context) error
 }
@@ -246,6 +256,16 @@ func NewRouter(d Deps) *gin.Engine {
 	h.GET("", s.handle(s.historyList))
 	h.GET("/:uid", s.handle(s.historyGet))
 	h.POST("/:uid/rerun", s.asCaller, s.handle(s.historyRerun))
+	subs := a.Group("/namespaces/:namespace/subscriptions")
+	subs.POST("", s.handle(s.createSubscription))
+	subs.GET("", s.handle(s.listSubscriptions))
+	subs.GET("/:id", s.handle(s.getSubscription))
+	subs.DELETE("/:id", s.handle(s.deleteSubscription))
+	subs.GET("/:id/deliveries", s.handle(s.listDeliveries))
+	policy := a.Group("/namespaces/:namespace/idle-policy")
+	policy.GET("", s.handle(s.getIdlePolicy))
+	policy.PUT("", s.handle(s.putIdlePolicy))
+	policy.DELETE("", s.handle(s.deleteIdlePolicy))
 	all := a.Group("/:kind", s.withKind)
 	all.GET("", s.handle(s.listAll))
 	all.GET("/watch", s.handle(s.watchAll))

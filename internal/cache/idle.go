@@ -17,6 +17,11 @@ type IdleCandidate struct {
 	Summary ray.Summary
 	// JobRunning: a RayJob runs its job on it now (a RayJob's cluster is idle only between jobs).
 	JobRunning bool
+	// OwnedBy is the kind that made it ("RayJob", "RayService"; "" for one made on its own), from
+	// KubeRay's label ray.io/originated-from-crd.
+	OwnedBy string
+	// StopAfter is its annotation ray.openfuyao.com/idle-stop-after, "" without.
+	StopAfter string
 }
 
 // IdleCandidates are the Ray clusters that are Running, each with whether a RayJob's job runs on it.
@@ -46,7 +51,8 @@ func (s *Store) IdleCandidates() []IdleCandidate {
 				continue
 			}
 			ref := ClusterRef{ns, name}
-			out = append(out, IdleCandidate{ClusterRef: ref, Summary: it.Summary, JobRunning: jobs[ref]})
+			out = append(out, IdleCandidate{ClusterRef: ref, Summary: it.Summary, JobRunning: jobs[ref],
+				OwnedBy: it.Labels.Get(ray.OriginatedFromCRDLabel), StopAfter: it.IdleStopAfter})
 		}
 	}
 	return out

@@ -48,6 +48,9 @@ func (e *Entry) String() string { return fmt.Sprintf("%s %s/%s", e.Kind, e.Names
 type Item struct {
 	Summary ray.Summary
 	Labels  ray.LabelSet
+	// IdleStopAfter is the object's annotation ray.openfuyao.com/idle-stop-after ("" without), for the
+	// idle policy.
+	IdleStopAfter string
 	// lowerName is the name lower-cased, for a search.
 	lowerName string
 	// bytes estimates the memory the item holds, for the change feed's bound.

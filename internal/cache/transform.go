@@ -29,6 +29,9 @@ func (s *Store) entryTransform(k *ray.Kind) cache.TransformFunc {
 			},
 			item: newItem(s.summarize(k, u), ray.NewLabelSet(u.GetLabels())),
 		}
+		if v, ok := u.GetAnnotations()[ray.IdleStopAfterKey]; ok && k.IsCluster {
+			e.item.IdleStopAfter = ray.Clip(v, 64)
+		}
 		if s.observer != nil {
 			s.observer.Observe(k, u, &e.item.Summary)
 		}

@@ -42,6 +42,19 @@ type Config struct {
 	IdleInterval           time.Duration `mapstructure:"idle-interval"`
 	IdleCPUShare           float64       `mapstructure:"idle-cpu-share"`
 	IdleAcceleratorPercent float64       `mapstructure:"idle-accelerator-percent"`
+	// IdleStopIdentity is the ServiceAccount (namespace/name) the service stops idle clusters as, by
+	// their policies ("": no stop by policy); IdleStopWarning how long ahead a stop is announced.
+	IdleStopIdentity string        `mapstructure:"idle-stop-identity"`
+	IdleStopWarning  time.Duration `mapstructure:"idle-stop-warning"`
+	// NotifyAllowCIDRs are the ranges a webhook may be in although the guard refuses them (loopback,
+	// link-local); NotifyDenyCIDRs the cluster's own ranges (its services' and pods'), refused.
+	NotifyAllowCIDRs []string `mapstructure:"notify-allow-cidrs"`
+	NotifyDenyCIDRs  []string `mapstructure:"notify-deny-cidrs"`
+	// NotifyRetryFor bounds how long a notification is retried; NotifyMaxBackoff the wait between two
+	// tries; NotifyTimeout one try.
+	NotifyRetryFor   time.Duration `mapstructure:"notify-retry-for"`
+	NotifyMaxBackoff time.Duration `mapstructure:"notify-max-backoff"`
+	NotifyTimeout    time.Duration `mapstructure:"notify-timeout"`
 	// GrafanaURL is the base URL of Grafana for the overview's deep links.
 	GrafanaURL string `mapstructure:"grafana-url"`
 	// GrafanaDashboardUID is the uid of the Ray dashboard in Grafana.
@@ -137,6 +150,13 @@ func Load(args []string) (*Config, error) {
 	fs.Duration("idle-interval", time.Minute, "how often the Ray clusters are judged idle or not")
 	fs.Float64("idle-cpu-share", 0.05, "the share of its requested CPU an idle cluster's containers may use")
 	fs.Float64("idle-accelerator-percent", 5, "the utilization (percent) an idle cluster's GPUs and NPUs may have")
+	fs.String("idle-stop-identity", "", "the ServiceAccount (namespace/name) idle clusters are stopped as, by their policies (empty: no stop by policy)")
+	fs.Duration("idle-stop-warning", 15*time.Minute, "how long ahead a stop by an idle policy is announced (a Warning event and a notification)")
+	fs.StringSlice("notify-allow-cidrs", nil, "ranges a webhook may be in although they are refused by default (loopback, link-local)")
+	fs.StringSlice("notify-deny-cidrs", nil, "ranges no webhook may be in: the cluster's service and pod ranges")
+	fs.Duration("notify-retry-for", time.Hour, "how long a notification is retried before it is given up")
+	fs.Duration("notify-max-backoff", 5*time.Minute, "the longest wait between two tries of a notification")
+	fs.Duration("notify-timeout", 10*time.Second, "how long one try of a notification may take")
 	fs.String("grafana-url", "", "Grafana base URL for deep links (empty: no link)")
 	fs.String("grafana-dashboard-uid", "rayDefaultDashboard", "uid of the Ray dashboard in Grafana")
 	fs.String("log-level", "info", "log level: debug, info, warn or error")
@@ -202,6 +222,15 @@ func Load(args []string) (*Config, error) {
 	if c.IdleWindow < 0 || (c.IdleWindow > 0 && (c.IdleInterval <= 0 || c.IdleInterval > c.IdleWindow)) {
 		return nil, fmt.Errorf("idle-window %s and idle-interval %s: want a window of 0 (off) or more than 0, and an interval "+
 			"above 0 and at most the window", c.IdleWindow, c.IdleInterval)
+	}
+	if c.IdleStopIdentity != "" {
+		if ns, name, ok := strings.Cut(c.IdleStopIdentity, "/"); !ok || ns == "" || name == "" || strings.Contains(name, "/") {
+			return nil, fmt.Errorf("idle-stop-identity %q: want the ServiceAccount as namespace/name", c.IdleStopIdentity)
+		}
+	}
+	if c.IdleStopWarning < 0 || c.NotifyRetryFor <= 0 || c.NotifyMaxBackoff <= 0 || c.NotifyTimeout <= 0 {
+		return nil, fmt.Errorf("idle-stop-warning %s, notify-retry-for %s, notify-max-backoff %s and notify-timeout %s: want 0 or more "+
+			"for the warning and more than 0 for the others", c.IdleStopWarning, c.NotifyRetryFor, c.NotifyMaxBackoff, c.NotifyTimeout)
 	}
 	if c.IdleCPUShare < 0 || c.IdleCPUShare > 1 || c.IdleAcceleratorPercent < 0 || c.IdleAcceleratorPercent > 100 {
 		return nil, fmt.Errorf("idle-cpu-share %g and idle-accelerator-percent %g: want a share from 0 to 1 and a percent from 0 to 100",

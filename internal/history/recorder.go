@@ -18,6 +18,7 @@ import (
 
 	"ray-service/internal/cache"
 	"ray-service/internal/k8s"
+	"ray-service/internal/notify"
 	"ray-service/internal/ray"
 )
 
@@ -96,8 +97,10 @@ type change struct {
 	kind        *ray.Kind
 	record      Record
 	transitions []Transition
-	readEnding  bool
-	clusters    []string
+	// notices are the notifications its changes of status make, written before the rest (at least once).
+	notices    []notify.Notice
+	readEnding bool
+	clusters   []string
 	// pods are the pods of its Ray clusters as the cache held them when it went (nil: list them).
 	pods []corev1.Pod
 	// goneOnly: the object went while no replica wrote; only the time it was found gone is new.
@@ -118,6 +121,14 @@ type earlyEnding struct {
 
 // maxEarlyEndings bounds the endings read ahead of the writer at once; past it the writer reads them.
 const maxEarlyEndings = 8
+
+// noticeOf is the notification of k's change of status from prev to next ("" for none).
+func noticeOf(k *ray.Kind, prev, next string) string {
+	if k.Notice == nil {
+		return ""
+	}
+	return k.Notice(prev, next)
+}
 
 // size is about what a change takes in memory.
 func (c *change) size() int64 {
@@ -215,6 +226,11 @@ func (r *Recorder) observeLocked(k *ray.Kind, o *unstructured.Unstructured, s *r
 	if s.Status != kn.status && s.Status != "" {
 		c.transitions = append(c.transitions, Transition{Status: s.Status, At: now})
 		changed = true
+		if typ := noticeOf(k, kn.status, s.Status); typ != "" {
+			c.notices = append(c.notices, notify.Notice{Type: typ, Kind: k.Kind, Namespace: rec.Namespace, Name: rec.Name, UID: uid,
+				Time: now, Labels: o.GetLabels(), Data: map[string]any{"status": s.Status, "previousStatus": kn.status,
+					"reason": reason, "message": message, "creator": s.Creator}})
+		}
 	}
 	kn.status, kn.reason, kn.clusters = s.Status, reason, k.Clusters(s)
 	if k.Finished(s.Status) && !kn.finished {
@@ -323,6 +339,7 @@ func (r *Recorder) queueLocked(c *change) {
 			c.record.Message = p.record.Message
 		}
 		c.transitions = append(p.transitions, c.transitions...)
+		c.notices = append(p.notices, c.notices...)
 		c.dropped += p.dropped
 		c.readEnding = c.readEnding || p.readEnding
 		if c.pods == nil {
@@ -641,6 +658,12 @@ func (r *Recorder) enforceQuotas(ctx context.Context, batch map[string]*change) 
 func (r *Recorder) writeOne(ctx context.Context, c *change) error {
 	if c.goneOnly {
 		return r.Store.MarkDeleted(ctx, c.record.UID, *c.record.DeletedAt)
+	}
+	if len(c.notices) > 0 {
+		if err := r.Store.AddNotices(ctx, c.notices); err != nil {
+			return err
+		}
+		c.notices = nil
 	}
 	if err := r.Store.Put(ctx, c.record); err != nil {
 		return err

@@ -178,6 +178,8 @@ var migrations = []string{
 	CREATE INDEX records_by_namespace_ended ON records (namespace, (COALESCE(finished_at, deleted_at)), uid)`,
 	// 3: the audit trail (audit.go).
 	auditMigration,
+	// 4: the notifications (notices.go).
+	noticesMigration,
 }
 
 // recordBytes is what a record takes, as the quotas count it: its row, manifest, ending and

@@ -50,6 +50,8 @@ type Detector struct {
 	Work     Work
 	Clusters Clusters
 	Log      *zap.Logger
+	// Policy stops idle clusters that ask for it (nil: none is stopped).
+	Policy *Policy
 
 	// since keeps when each idle cluster's spell began, found when it became idle.
 	since map[cache.ClusterRef]time.Time
@@ -82,6 +84,7 @@ func (d *Detector) Once(ctx context.Context, now time.Time) error {
 	idle := map[cache.ClusterRef]*ray.Idle{}
 	created := map[cache.ClusterRef]time.Time{}
 	var fresh []metrics.ClusterKey
+	cands := map[cache.ClusterRef]*cache.IdleCandidate{}
 	for _, c := range d.Clusters.IdleCandidates() {
 		w := work[metrics.ClusterKey{Namespace: c.Namespace, Name: c.Name}]
 		ev, ok := Judge(st, &c.Summary, c.JobRunning, w, now)
@@ -89,6 +92,7 @@ func (d *Detector) Once(ctx context.Context, now time.Time) error {
 			continue
 		}
 		idle[c.ClusterRef] = &ray.Idle{Holding: c.Summary.Requested, Evidence: ev}
+		cands[c.ClusterRef] = &c
 		created[c.ClusterRef] = c.Summary.CreatedAt
 		if _, known := d.since[c.ClusterRef]; !known {
 			fresh = append(fresh, metrics.ClusterKey{Namespace: c.Namespace, Name: c.Name})
@@ -123,7 +127,13 @@ func (d *Detector) Once(ctx context.Context, now time.Time) error {
 		i.Since = since[ref]
 	}
 	d.since = since
+	if d.Policy != nil {
+		d.Policy.plan(ctx, cands, idle, now)
+	}
 	d.Clusters.SetIdle(idle)
+	if d.Policy != nil {
+		d.Policy.act(ctx, cands, idle, now)
+	}
 	return nil
 }
 

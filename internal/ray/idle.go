@@ -21,7 +21,15 @@ type Idle struct {
 	Holding Resources `json:"holding"`
 	// Evidence is what the detection measured over its window.
 	Evidence IdleEvidence `json:"evidence"`
+	// StopAt is when an idle policy stops it, if it stays idle; Policy names the policy. Both are empty
+	// for an object with no policy: it is never stopped for idling.
+	StopAt *time.Time `json:"stopAt,omitempty"`
+	Policy string     `json:"policy,omitempty" example:"annotation ray.openfuyao.com/idle-stop-after=2h"`
 }
+
+// IdleStopAfterKey is the annotation of a RayCluster that asks for it to be stopped once it has idled
+// this long (a Go duration, at least a minute); "never" exempts it from its namespace's policy.
+const IdleStopAfterKey = "ray.openfuyao.com/idle-stop-after"
 
 // IdleEvidence is what an idle detection measured over its window, from Prometheus.
 type IdleEvidence struct {

@@ -29,6 +29,8 @@ const (
 	RayNodeLabel = "ray.io/is-ray-node"
 	// RayClusterLabel is set by KubeRay on every pod of a Ray cluster, naming the RayCluster.
 	RayClusterLabel = "ray.io/cluster"
+	// OriginatedFromCRDLabel names the kind that made a RayCluster (RayJob, RayService), where one did.
+	OriginatedFromCRDLabel = "ray.io/originated-from-crd"
 	// RayNodeTypeLabel is "head" or "worker" on a Ray pod.
 	RayNodeTypeLabel = "ray.io/node-type"
 	// RayGroupLabel names the group of a Ray pod ("headgroup" for the head).
@@ -99,6 +101,9 @@ type Kind struct {
 	// kind into one of their queues by its label (VolcanoQueueLabel, KueueQueueLabel): KubeRay or the
 	// manager reads the label on the object or on the cluster KubeRay makes of it. Default: none.
 	QueueManagers []string
+	// Notice is the notification a change of an object's status from prev to next makes for the
+	// subscribers ("job.succeeded"; "" for none). Default: none.
+	Notice func(prev, next string) string
 	// NoPods: an object of the kind runs no pods of its own (a RayCronJob: its runs are RayJobs), so it
 	// has no logs. Default: false.
 	NoPods bool

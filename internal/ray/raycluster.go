@@ -29,6 +29,12 @@ func rayClusterKind() *Kind {
 		// KubeRay v1.6.0 batchscheduler/volcano reads its labels; Kueue v0.17.0 pkg/controller/jobs/raycluster.
 		QueueManagers: []string{ManagerVolcano, ManagerKueue},
 		CanSuspend:    func(*unstructured.Unstructured) bool { return true },
+		Notice: func(_, next string) string {
+			if next == StatusFailed {
+				return "cluster.failed"
+			}
+			return ""
+		},
 	}
 }
 

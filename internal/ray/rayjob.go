@@ -23,7 +23,10 @@ func rayJobKind() *Kind {
 		HasSubmitter:    true,
 		// KubeRay v1.6.0 batchscheduler/volcano reads its labels and rayjob_controller.go copies them to its
 		// cluster; Kueue v0.17.0 pkg/controller/jobs/rayjob.
-		QueueManagers:  []string{ManagerVolcano, ManagerKueue},
+		QueueManagers: []string{ManagerVolcano, ManagerKueue},
+		Notice: func(_, next string) string {
+			return map[string]string{StatusSucceeded: "job.succeeded", StatusFailed: "job.failed", StatusStopped: "job.stopped"}[next]
+		},
 		Finishes:       true,
 		CanSuspend:     rayJobSuspendable,
 		StopBy:         StopViaDashboard,

@@ -29,6 +29,15 @@ func rayServiceKind() *Kind {
 		// KubeRay v1.6.0 copies its labels to its clusters (rayservice_controller.go
 		// constructRayClusterForRayService); Kueue v0.17.0 pkg/controller/jobs/rayservice.
 		QueueManagers: []string{ManagerVolcano, ManagerKueue},
+		Notice: func(prev, next string) string {
+			switch {
+			case next == StatusFailed:
+				return "service.unhealthy"
+			case next == StatusRunning && (prev == StatusUpgrading || prev == StatusRollingBack):
+				return "service.upgrade-finished"
+			}
+			return ""
+		},
 	}
 }
 

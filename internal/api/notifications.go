@@ -1,0 +1,404 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/google/uuid"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"ray-service/internal/audit"
+	"ray-service/internal/auth"
+	"ray-service/internal/history"
+	"ray-service/internal/k8s"
+	"ray-service/internal/notify"
+)
+
+// Subscriptions keeps the namespaces' subscriptions to notifications and their deliveries
+// (history.Store).
+type Subscriptions interface {
+	CreateSubscription(ctx context.Context, sub notify.Subscription) (notify.Subscription, error)
+	Subscriptions(ctx context.Context, ns string) ([]notify.Subscription, error)
+	Subscription(ctx context.Context, ns, id string) (*notify.Subscription, error)
+	DeleteSubscription(ctx context.Context, ns, id string) error
+	Deliveries(ctx context.Context, id string, page, pageSize int) ([]notify.Delivery, int, error)
+}
+
+// IdlePolicies reads and writes the namespaces' idle policies as one caller (k8s.IdlePolicies).
+type IdlePolicies interface {
+	Get(ctx context.Context, ns string) (*k8s.IdlePolicy, error)
+	Put(ctx context.Context, ns, stopAfter, user string) (*k8s.IdlePolicy, bool, error)
+	Delete(ctx context.Context, ns string) error
+}
+
+// SubscriptionRequest asks for a namespace's notifications at a webhook.
+type SubscriptionRequest struct {
+	// URL is the webhook's, http or https; loopback, link-local and the cluster's own ranges are
+	// refused unless the operator allows them.
+	URL string `json:"url" binding:"required" example:"https://hooks.example.com/ray"`
+	// Events are the notification types wanted (all when empty).
+	Events []string `json:"events" enums:"job.succeeded,job.failed,job.stopped,cluster.failed,cluster.idle,cluster.idle-stop-planned,cluster.stopped-by-policy,service.unhealthy,service.upgrade-finished"`
+	// Kinds are the kinds wanted (all when empty).
+	Kinds []string `json:"kinds" example:"RayJob"`
+	// Selector is a label selector of the objects wanted.
+	Selector string `json:"selector" example:"team=a"`
+}
+
+// SubscriptionList is the answer of the subscriptions' list.
+type SubscriptionList struct {
+	Items []notify.Subscription `json:"items"`
+}
+
+// IdlePolicyRequest sets a namespace's idle policy.
+type IdlePolicyRequest struct {
+	// StopAfter is how long a RayCluster of the namespace may idle before it is stopped: a Go duration
+	// of a minute or more.
+	StopAfter string `json:"stopAfter" example:"2h"`
+}
+
+// notifying answers the namespace of the path, once the caller is seen to hold verb on events there:
+// who may write a namespace's events decides what is told of it.
+func (s *Server) notifying(c *gin.Context, verb string) (string, error) {
+	ns := c.Param("namespace")
+	if err := checkPathNames(ns, ""); err != nil {
+		return "", err
+	}
+	if s.Subscriptions == nil {
+		return "", statusError(http.StatusServiceUnavailable, metav1.StatusReasonServiceUnavailable,
+			"notifications are off: the service runs without a history database (history-dsn), where they are kept")
+	}
+	allowed, err := s.Authz.Allowed(c.Request.Context(), token(c), auth.Attributes{Verb: verb, Resource: "events", Namespace: ns})
+	if err != nil {
+		return "", err
+	}
+	if !allowed {
+		return "", statusError(http.StatusForbidden, metav1.StatusReasonForbidden,
+			fmt.Sprintf("the caller may not %s events in namespace %q, which the namespace's subscriptions need", verb, ns))
+	}
+	return ns, nil
+}
+
+func noSubscription(ns, id string) error {
+	return statusError(http.StatusNotFound, metav1.StatusReasonNotFound, fmt.Sprintf("namespace %q has no subscription %s", ns, id))
+}
+
+// createSubscription subscribes a webhook to a namespace's notifications.
+//
+//	@Summary		Subscribe
+//	@ID				createSubscription
+//	@Description	Subscribes a webhook to the namespace's notifications, delivered from now on as CloudEvents 1.0
+//	@Description	(structured JSON, application/cloudevents+json; type com.openfuyao.ray.<event>, subject
+//	@Description	<Kind>/<name>) by POST, signed in the header X-Ray-Service-Signature: sha256= and the hex HMAC-SHA256
+//	@Description	of the body with the subscription's secret, which this answer alone shows. Each is retried with
+//	@Description	backoff for a bounded time, in order, at least once. The caller must be allowed to create events
+//	@Description	in the namespace. 422 for a URL whose host is (or resolves to) loopback, link-local or the cluster's
+//	@Description	own ranges, unless the operator allows them. 503 without a history database.
+//	@Tags			notifications
+//	@Accept			json
+//	@Produce		json
+//	@Security		Bearer
+//	@Param			namespace				path		string				true	"namespace"
+//	@Param			body					body		SubscriptionRequest	true	"the subscription"
+//	@Success		201						{object}	Envelope{data=notify.Subscription}
+//	@Failure		400,401,403,415,422,503	{object}	Envelope
+//	@Router			/rest/ray/v1/namespaces/{namespace}/subscriptions [post]
+func (s *Server) createSubscription(c *gin.Context) (*response, error) {
+	ns, err := s.notifying(c, "create")
+	if err != nil {
+		return nil, err
+	}
+	var in SubscriptionRequest
+	if err := readJSON(c, "subscription", &in); err != nil {
+		return nil, err
+	}
+	if in.URL == "" {
+		return nil, badRequest("url: a webhook URL is required")
+	}
+	ctx := c.Request.Context()
+	sub := notify.Subscription{ID: uuid.NewString(), Namespace: ns, URL: in.URL, Events: in.Events, Kinds: in.Kinds,
+		Selector: in.Selector, CreatedAt: time.Now().UTC()}
+	if sub.Events == nil {
+		sub.Events = []string{}
+	}
+	if sub.Kinds == nil {
+		sub.Kinds = []string{}
+	}
+	var known []string
+	for _, k := range s.Kinds.All() {
+		known = append(known, k.Kind)
+	}
+	if err := sub.Check(known); err != nil {
+		return nil, badRequest("%v", err)
+	}
+	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := s.Guard.CheckURL(lctx, in.URL, s.Lookup); err != nil {
+		return nil, statusError(http.StatusUnprocessableEntity, metav1.StatusReasonInvalid, err.Error())
+	}
+	if sub.Creator, err = s.Authz.UserName(ctx, token(c)); err != nil {
+		return nil, err
+	}
+	if sub.Secret, err = notify.NewSecret(); err != nil {
+		return nil, err
+	}
+	if sub, err = s.Subscriptions.CreateSubscription(ctx, sub); err != nil {
+		return nil, err
+	}
+	s.recordNotificationWrite(c, audit.Create, "Subscription", ns, sub.ID, "to "+sub.URL)
+	return withCode(http.StatusCreated, sub), nil
+}
+
+// recordNotificationWrite records a write of a subscription or a policy in the audit trail.
+func (s *Server) recordNotificationWrite(c *gin.Context, action, kind, ns, name, detail string) {
+	if s.Audit == nil {
+		return
+	}
+	user, err := s.Authz.UserName(c.Request.Context(), token(c))
+	if err != nil {
+		user = "unknown (" + err.Error() + ")"
+	}
+	s.Audit.Record(c.Request.Context(), audit.Write{Action: action, Kind: kind, Namespace: ns, Name: name, User: user,
+		RequestID: c.Writer.Header().Get("X-Request-ID"), Detail: detail})
+}
+
+// listSubscriptions lists a namespace's subscriptions.
+//
+//	@Summary		Subscriptions
+//	@ID				listSubscriptions
+//	@Description	The namespace's subscriptions, oldest first, without their secrets. The caller must be allowed to
+//	@Description	create events in the namespace.
+//	@Tags			notifications
+//	@Produce		json
+//	@Security		Bearer
+//	@Param			namespace			path		string	true	"namespace"
+//	@Success		200					{object}	Envelope{data=SubscriptionList}
+//	@Failure		400,401,403,503		{object}	Envelope
+//	@Router			/rest/ray/v1/namespaces/{namespace}/subscriptions [get]
+func (s *Server) listSubscriptions(c *gin.Context) (*response, error) {
+	ns, err := s.notifying(c, "create")
+	if err != nil {
+		return nil, err
+	}
+	subs, err := s.Subscriptions.Subscriptions(c.Request.Context(), ns)
+	if err != nil {
+		return nil, err
+	}
+	return ok(SubscriptionList{Items: subs}), nil
+}
+
+// subscription reads the path's subscription.
+func (s *Server) subscription(c *gin.Context) (*notify.Subscription, error) {
+	ns, err := s.notifying(c, "create")
+	if err != nil {
+		return nil, err
+	}
+	id := c.Param("id")
+	if !uidPattern.MatchString(id) {
+		return nil, badRequest("subscription %q: want the id its create answered, such as 3f1c9a4e-0b7d-4c1e-9a57-2d8e6f0b1c3a", id)
+	}
+	sub, err := s.Subscriptions.Subscription(c.Request.Context(), ns, id)
+	if errors.Is(err, history.ErrNoSubscription) {
+		return nil, noSubscription(ns, id)
+	}
+	return sub, err
+}
+
+// getSubscription reads a subscription.
+//
+//	@Summary		Subscription
+//	@ID				getSubscription
+//	@Description	One subscription of the namespace, without its secret.
+//	@Tags			notifications
+//	@Produce		json
+//	@Security		Bearer
+//	@Param			namespace				path		string	true	"namespace"
+//	@Param			id						path		string	true	"subscription id"
+//	@Success		200						{object}	Envelope{data=notify.Subscription}
+//	@Failure		400,401,403,404,503		{object}	Envelope
+//	@Router			/rest/ray/v1/namespaces/{namespace}/subscriptions/{id} [get]
+func (s *Server) getSubscription(c *gin.Context) (*response, error) {
+	sub, err := s.subscription(c)
+	if err != nil {
+		return nil, err
+	}
+	return ok(sub), nil
+}
+
+// deleteSubscription ends a subscription.
+//
+//	@Summary		Unsubscribe
+//	@ID				deleteSubscription
+//	@Description	Ends the subscription: nothing more is delivered to it, and its delivery log goes with it.
+//	@Tags			notifications
+//	@Produce		json
+//	@Security		Bearer
+//	@Param			namespace				path		string	true	"namespace"
+//	@Param			id						path		string	true	"subscription id"
+//	@Success		200						{object}	Envelope{data=notify.Subscription}
+//	@Failure		400,401,403,404,503		{object}	Envelope
+//	@Router			/rest/ray/v1/namespaces/{namespace}/subscriptions/{id} [delete]
+func (s *Server) deleteSubscription(c *gin.Context) (*response, error) {
+	sub, err := s.subscription(c)
+	if err != nil {
+		return nil, err
+	}
+	switch err := s.Subscriptions.DeleteSubscription(c.Request.Context(), sub.Namespace, sub.ID); {
+	case errors.Is(err, history.ErrNoSubscription):
+		return nil, noSubscription(sub.Namespace, sub.ID)
+	case err != nil:
+		return nil, err
+	}
+	s.recordNotificationWrite(c, audit.Delete, "Subscription", sub.Namespace, sub.ID, "to "+sub.URL)
+	return ok(sub), nil
+}
+
+// listDeliveries lists what became of a subscription's notifications.
+//
+//	@Summary		Deliveries
+//	@ID				listDeliveries
+//	@Description	The subscription's delivery log, newest notice first: each notice's number, type and object, its
+//	@Description	status (retrying, delivered, failed: given up once its retries' time ran out, or its address was
+//	@Description	refused when dialed), the attempts and the last error.
+//	@Tags			notifications
+//	@Produce		json
+//	@Security		Bearer
+//	@Param			namespace				path		string	true	"namespace"
+//	@Param			id						path		string	true	"subscription id"
+//	@Param			page					query		int		false	"page, from 1"		default(1)
+//	@Param			pageSize				query		int		false	"items per page"	default(20)	maximum(500)
+//	@Success		200						{object}	Envelope{data=Page[notify.Delivery]}
+//	@Failure		400,401,403,404,503		{object}	Envelope
+//	@Router			/rest/ray/v1/namespaces/{namespace}/subscriptions/{id}/deliveries [get]
+func (s *Server) listDeliveries(c *gin.Context) (*response, error) {
+	sub, err := s.subscription(c)
+	if err != nil {
+		return nil, err
+	}
+	page, size, err := pageParams(c)
+	if err != nil {
+		return nil, err
+	}
+	items, total, err := s.Subscriptions.Deliveries(c.Request.Context(), sub.ID, page, size)
+	if err != nil {
+		return nil, err
+	}
+	return ok(Page[notify.Delivery]{Items: items, Total: total, Page: page, PageSize: size}), nil
+}
+
+// idlePolicies answers the path's namespace and the caller's view of the idle policies.
+func (s *Server) idlePolicies(c *gin.Context) (string, IdlePolicies, error) {
+	ns := c.Param("namespace")
+	if err := checkPathNames(ns, ""); err != nil {
+		return "", nil, err
+	}
+	if s.IdlePolicies == nil {
+		return "", nil, statusError(http.StatusServiceUnavailable, metav1.StatusReasonServiceUnavailable,
+			"the stop of idle clusters by policy is off: the service runs without its identity for it (idle-stop-identity), or without idle detection")
+	}
+	p, err := s.IdlePolicies(token(c))
+	return ns, p, err
+}
+
+// getIdlePolicy reads a namespace's idle policy.
+//
+//	@Summary		Idle policy
+//	@ID				getIdlePolicy
+//	@Description	The namespace's idle policy: its RayClusters that idle stopAfter are stopped (see putIdlePolicy).
+//	@Description	Read as the caller (its ConfigMaps); 404 where the namespace has none.
+//	@Tags			notifications
+//	@Produce		json
+//	@Security		Bearer
+//	@Param			namespace				path		string	true	"namespace"
+//	@Success		200						{object}	Envelope{data=k8s.IdlePolicy}
+//	@Failure		400,401,403,404,503		{object}	Envelope
+//	@Router			/rest/ray/v1/namespaces/{namespace}/idle-policy [get]
+func (s *Server) getIdlePolicy(c *gin.Context) (*response, error) {
+	ns, p, err := s.idlePolicies(c)
+	if err != nil {
+		return nil, err
+	}
+	pol, err := p.Get(c.Request.Context(), ns)
+	if err != nil {
+		return nil, err
+	}
+	return ok(pol), nil
+}
+
+// putIdlePolicy sets a namespace's idle policy.
+//
+//	@Summary		Set the idle policy
+//	@ID				putIdlePolicy
+//	@Description	Sets the namespace's idle policy: each of its RayClusters that stays idle stopAfter (idle as the
+//	@Description	list's idle shows) is stopped, through the normal stop, by the service's identity for it, recorded in
+//	@Description	the audit trail as the policy's, and announced ahead by a Warning event (IdleStopPlanned) and a
+//	@Description	notification (cluster.idle-stop-planned). Excepted: a RayCluster a RayJob or a RayService made, and one
+//	@Description	annotated ray.openfuyao.com/idle-stop-after (its own policy, a duration, or never). The caller must
+//	@Description	be allowed to patch RayClusters in the namespace; the policy is a ConfigMap written as the caller and
+//	@Description	signed by the service (one of its name written otherwise is no policy). 201 when there was none.
+//	@Tags			notifications
+//	@Accept			json
+//	@Produce		json
+//	@Security		Bearer
+//	@Param			namespace					path		string				true	"namespace"
+//	@Param			body						body		IdlePolicyRequest	true	"the policy"
+//	@Success		200,201						{object}	Envelope{data=k8s.IdlePolicy}
+//	@Failure		400,401,403,409,415,503		{object}	Envelope
+//	@Router			/rest/ray/v1/namespaces/{namespace}/idle-policy [put]
+func (s *Server) putIdlePolicy(c *gin.Context) (*response, error) {
+	ns, p, err := s.idlePolicies(c)
+	if err != nil {
+		return nil, err
+	}
+	var in IdlePolicyRequest
+	if err := readJSON(c, "idle policy", &in); err != nil {
+		return nil, err
+	}
+	ctx := c.Request.Context()
+	user, err := s.Authz.UserName(ctx, token(c))
+	if err != nil {
+		return nil, err
+	}
+	pol, created, err := p.Put(ctx, ns, in.StopAfter, user)
+	if err != nil {
+		return nil, err
+	}
+	s.recordNotificationWrite(c, audit.Replace, "IdlePolicy", ns, "idle-policy", "stopAfter "+pol.StopAfter)
+	if created {
+		return withCode(http.StatusCreated, pol), nil
+	}
+	return ok(pol), nil
+}
+
+// deleteIdlePolicy removes a namespace's idle policy.
+//
+//	@Summary		Remove the idle policy
+//	@ID				deleteIdlePolicy
+//	@Description	Removes the namespace's idle policy: its RayClusters are no longer stopped for idling, except those
+//	@Description	annotated with a policy of their own. The caller must be allowed to patch RayClusters there.
+//	@Tags			notifications
+//	@Produce		json
+//	@Security		Bearer
+//	@Param			namespace				path		string	true	"namespace"
+//	@Success		200						{object}	Envelope{data=k8s.IdlePolicy}
+//	@Failure		400,401,403,404,503		{object}	Envelope
+//	@Router			/rest/ray/v1/namespaces/{namespace}/idle-policy [delete]
+func (s *Server) deleteIdlePolicy(c *gin.Context) (*response, error) {
+	ns, p, err := s.idlePolicies(c)
+	if err != nil {
+		return nil, err
+	}
+	ctx := c.Request.Context()
+	pol, err := p.Get(ctx, ns)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.Delete(ctx, ns); err != nil {
+		return nil, err
+	}
+	s.recordNotificationWrite(c, audit.Delete, "IdlePolicy", ns, "idle-policy", "stopAfter "+pol.StopAfter)
+	return ok(pol), nil
+}

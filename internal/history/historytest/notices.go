@@ -1,0 +1,72 @@
+package historytest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"ray-service/internal/history"
+	"ray-service/internal/notify"
+)
+
+// Notices are numbered in order; a subscription is delivered those made after it, of its namespace;
+// its place and its deliveries survive a reopening; deleting it takes its deliveries.
+func notifications(t *testing.T, open Open) {
+	s, dsn := open(t)
+	ctx := t.Context()
+	notice := func(ns, name, typ string) notify.Notice {
+		return notify.Notice{Type: typ, Kind: "RayJob", Namespace: ns, Name: name, UID: "u-" + name, Time: t0,
+			Labels: map[string]string{"team": "a"}, Data: map[string]any{"status": "Succeeded"}}
+	}
+	require.NoError(t, s.AddNotices(ctx, []notify.Notice{notice("a", "before", "job.succeeded")}))
+	sub, err := s.CreateSubscription(ctx, notify.Subscription{ID: "3f1c9a4e-0b7d-4c1e-9a57-2d8e6f0b1c3a", Namespace: "a",
+		URL: "https://hooks.example/x", Secret: "s3cret", Events: []string{"job.failed"}, Kinds: []string{}, Creator: "alice", CreatedAt: t0})
+	require.NoError(t, err)
+	assert.Equal(t, int64(2), sub.Next, "delivered what is made from now on")
+	require.NoError(t, s.AddNotices(ctx, []notify.Notice{notice("a", "one", "job.failed"), notice("b", "other", "job.failed"),
+		notice("a", "two", "job.succeeded")}))
+	got, err := s.NoticesFrom(ctx, "a", sub.Next, 10)
+	require.NoError(t, err)
+	require.Len(t, got, 2)
+	assert.Equal(t, []int64{2, 4}, []int64{got[0].Seq, got[1].Seq})
+	assert.Equal(t, "one", got[0].Name)
+	assert.Equal(t, map[string]string{"team": "a"}, got[0].Labels)
+	assert.Equal(t, "Succeeded", got[0].Data["status"])
+	assert.Equal(t, t0, got[0].Time)
+
+	require.NoError(t, s.RecordDelivery(ctx, sub.ID, notify.Delivery{Seq: 2, Type: "job.failed", Kind: "RayJob", Name: "one",
+		Status: notify.Delivering, Attempts: 1, LastError: "refused", FirstAt: t0, LastAt: t0}))
+	require.NoError(t, s.RecordDelivery(ctx, sub.ID, notify.Delivery{Seq: 2, Type: "job.failed", Kind: "RayJob", Name: "one",
+		Status: notify.Delivered, Attempts: 2, FirstAt: t0, LastAt: t0.Add(time.Second)}))
+	require.NoError(t, s.Advance(ctx, sub.ID, 3))
+	require.NoError(t, s.Advance(ctx, sub.ID, 2), "never backwards")
+	require.NoError(t, s.Close())
+
+	s, err = history.Open(ctx, dsn)
+	require.NoError(t, err)
+	defer func() { _ = s.Close() }()
+	all, err := s.AllSubscriptions(ctx)
+	require.NoError(t, err)
+	require.Len(t, all, 1)
+	assert.Equal(t, int64(3), all[0].Next)
+	assert.Equal(t, "s3cret", all[0].Secret, "the deliverer signs with it")
+	listed, err := s.Subscriptions(ctx, "a")
+	require.NoError(t, err)
+	require.Len(t, listed, 1)
+	assert.Empty(t, listed[0].Secret, "a list never shows it")
+	assert.Equal(t, []string{"job.failed"}, listed[0].Events)
+	ds, total, err := s.Deliveries(ctx, sub.ID, 1, 10)
+	require.NoError(t, err)
+	assert.Equal(t, 1, total)
+	assert.Equal(t, notify.Delivered, ds[0].Status)
+	assert.Equal(t, 2, ds[0].Attempts)
+	_, err = s.Subscription(ctx, "b", sub.ID)
+	assert.ErrorIs(t, err, history.ErrNoSubscription, "another namespace's")
+	assert.ErrorIs(t, s.DeleteSubscription(ctx, "b", sub.ID), history.ErrNoSubscription)
+	require.NoError(t, s.DeleteSubscription(ctx, "a", sub.ID))
+	_, total, err = s.Deliveries(ctx, sub.ID, 1, 10)
+	require.NoError(t, err)
+	assert.Zero(t, total)
+}

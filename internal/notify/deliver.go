@@ -1,0 +1,159 @@
+package notify
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// Store keeps the subscriptions, the notices and the deliveries (history.Store): in the history's
+// database, so that a replica that takes over, or one restarted, delivers from where the last stopped.
+type Store interface {
+	AllSubscriptions(ctx context.Context) ([]Subscription, error)
+	// NoticesFrom returns up to limit notices of ns numbered from on, in order.
+	NoticesFrom(ctx context.Context, ns string, from int64, limit int) ([]Notice, error)
+	// Advance records that the subscription's notices before next are done with.
+	Advance(ctx context.Context, id string, next int64) error
+	RecordDelivery(ctx context.Context, id string, d Delivery) error
+}
+
+// Deliverer delivers the notices to the subscriptions that want them, while this replica leads: one
+// worker per subscription, in the notices' order (so in order per object), each retried with backoff
+// for RetryFor, and marked done only once delivered or given up (at least once).
+type Deliverer struct {
+	Store  Store
+	Sender *Sender
+	// Leading tells whether this replica delivers (the history's Lease holder); nil: it does.
+	Leading func() bool
+	// RetryFor bounds how long a notice is tried; MaxBackoff the wait between two tries.
+	RetryFor, MaxBackoff time.Duration
+	// Poll is how often the subscriptions and new notices are looked for.
+	Poll time.Duration
+	Log  *zap.Logger
+}
+
+// batch is how many notices a worker reads at once.
+const batch = 100
+
+// Run delivers until ctx ends.
+func (d *Deliverer) Run(ctx context.Context) {
+	workers := map[string]context.CancelFunc{}
+	defer func() {
+		for _, cancel := range workers {
+			cancel()
+		}
+	}()
+	t := time.NewTicker(d.Poll)
+	defer t.Stop()
+	for {
+		want := map[string]bool{}
+		if d.Leading == nil || d.Leading() {
+			subs, err := d.Store.AllSubscriptions(ctx)
+			if err != nil && ctx.Err() == nil {
+				d.Log.Warn("notifications: reading the subscriptions", zap.Error(err))
+				for id := range workers { // as they were
+					want[id] = true
+				}
+			}
+			for _, s := range subs {
+				want[s.ID] = true
+				if _, ok := workers[s.ID]; !ok {
+					wctx, cancel := context.WithCancel(ctx)
+					workers[s.ID] = cancel
+					go d.work(wctx, s)
+				}
+			}
+		}
+		for id, cancel := range workers {
+			if !want[id] {
+				cancel()
+				delete(workers, id)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// work delivers a subscription's notices until ctx ends.
+func (d *Deliverer) work(ctx context.Context, s Subscription) {
+	log := d.Log.With(zap.String("subscription", s.ID), zap.String("namespace", s.Namespace))
+	next := s.Next
+	for ctx.Err() == nil {
+		ns, err := d.Store.NoticesFrom(ctx, s.Namespace, next, batch)
+		if err != nil && ctx.Err() == nil {
+			log.Warn("notifications: reading the notices", zap.Error(err))
+		}
+		for _, n := range ns {
+			if s.Wants(&n) {
+				if !d.deliver(ctx, log, &s, &n) {
+					return
+				}
+				if err := d.Store.Advance(ctx, s.ID, n.Seq+1); err != nil && ctx.Err() == nil {
+					log.Warn("notifications: recording a delivery done", zap.Error(err))
+				}
+			}
+			next = n.Seq + 1
+		}
+		if len(ns) > 0 {
+			if err := d.Store.Advance(ctx, s.ID, next); err != nil && ctx.Err() == nil {
+				log.Warn("notifications: recording the notices passed", zap.Error(err))
+			}
+		}
+		if len(ns) < batch {
+			sleep(ctx, d.Poll)
+		}
+	}
+}
+
+// deliver sends n until it is delivered or given up, recording each try; false when ctx ended first.
+func (d *Deliverer) deliver(ctx context.Context, log *zap.Logger, s *Subscription, n *Notice) bool {
+	first := time.Now().UTC()
+	for attempt := 1; ; attempt++ {
+		err := d.Sender.Send(ctx, Target{URL: s.URL, Secret: s.Secret}, *n)
+		if ctx.Err() != nil {
+			return false
+		}
+		dl := Delivery{Seq: n.Seq, Type: n.Type, Kind: n.Kind, Name: n.Name, Status: Delivered, Attempts: attempt,
+			FirstAt: first, LastAt: time.Now().UTC()}
+		var refused *RefusedError
+		if err != nil {
+			dl.LastError = err.Error()
+			dl.Status = Delivering
+			if errors.As(err, &refused) || time.Since(first) >= d.RetryFor {
+				dl.Status = Failed
+			}
+		}
+		if err := d.Store.RecordDelivery(ctx, s.ID, dl); err != nil && ctx.Err() == nil {
+			log.Warn("notifications: recording a delivery", zap.Error(err))
+		}
+		switch dl.Status {
+		case Delivered:
+			return true
+		case Failed:
+			log.Warn("notifications: a notice given up", zap.Int64("seq", n.Seq), zap.String("type", n.Type), zap.Int("attempts", attempt),
+				zap.String("lastError", dl.LastError))
+			return true
+		}
+		if !sleep(ctx, min(Backoff(attempt), d.MaxBackoff)) {
+			return false
+		}
+	}
+}
+
+// sleep waits for d or ctx's end; false when ctx ended.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
