@@ -174,9 +174,9 @@ func (s *Server) recordNotificationWrite(c *gin.Context, action, kind, ns, name,
 //	@Tags			notifications
 //	@Produce		json
 //	@Security		Bearer
-//	@Param			namespace			path		string	true	"namespace"
-//	@Success		200					{object}	Envelope{data=SubscriptionList}
-//	@Failure		400,401,403,503		{object}	Envelope
+//	@Param			namespace		path		string	true	"namespace"
+//	@Success		200				{object}	Envelope{data=SubscriptionList}
+//	@Failure		400,401,403,503	{object}	Envelope
 //	@Router			/rest/ray/v1/namespaces/{namespace}/subscriptions [get]
 func (s *Server) listSubscriptions(c *gin.Context) (*response, error) {
 	ns, err := s.notifying(c, "create")
@@ -215,10 +215,10 @@ func (s *Server) subscription(c *gin.Context) (*notify.Subscription, error) {
 //	@Tags			notifications
 //	@Produce		json
 //	@Security		Bearer
-//	@Param			namespace				path		string	true	"namespace"
-//	@Param			id						path		string	true	"subscription id"
-//	@Success		200						{object}	Envelope{data=notify.Subscription}
-//	@Failure		400,401,403,404,503		{object}	Envelope
+//	@Param			namespace			path		string	true	"namespace"
+//	@Param			id					path		string	true	"subscription id"
+//	@Success		200					{object}	Envelope{data=notify.Subscription}
+//	@Failure		400,401,403,404,503	{object}	Envelope
 //	@Router			/rest/ray/v1/namespaces/{namespace}/subscriptions/{id} [get]
 func (s *Server) getSubscription(c *gin.Context) (*response, error) {
 	sub, err := s.subscription(c)
@@ -236,10 +236,10 @@ func (s *Server) getSubscription(c *gin.Context) (*response, error) {
 //	@Tags			notifications
 //	@Produce		json
 //	@Security		Bearer
-//	@Param			namespace				path		string	true	"namespace"
-//	@Param			id						path		string	true	"subscription id"
-//	@Success		200						{object}	Envelope{data=notify.Subscription}
-//	@Failure		400,401,403,404,503		{object}	Envelope
+//	@Param			namespace			path		string	true	"namespace"
+//	@Param			id					path		string	true	"subscription id"
+//	@Success		200					{object}	Envelope{data=notify.Subscription}
+//	@Failure		400,401,403,404,503	{object}	Envelope
 //	@Router			/rest/ray/v1/namespaces/{namespace}/subscriptions/{id} [delete]
 func (s *Server) deleteSubscription(c *gin.Context) (*response, error) {
 	sub, err := s.subscription(c)
@@ -266,12 +266,12 @@ func (s *Server) deleteSubscription(c *gin.Context) (*response, error) {
 //	@Tags			notifications
 //	@Produce		json
 //	@Security		Bearer
-//	@Param			namespace				path		string	true	"namespace"
-//	@Param			id						path		string	true	"subscription id"
-//	@Param			page					query		int		false	"page, from 1"		default(1)
-//	@Param			pageSize				query		int		false	"items per page"	default(20)	maximum(500)
-//	@Success		200						{object}	Envelope{data=Page[notify.Delivery]}
-//	@Failure		400,401,403,404,503		{object}	Envelope
+//	@Param			namespace			path		string	true	"namespace"
+//	@Param			id					path		string	true	"subscription id"
+//	@Param			page				query		int		false	"page, from 1"		default(1)
+//	@Param			pageSize			query		int		false	"items per page"	default(20)	maximum(500)
+//	@Success		200					{object}	Envelope{data=Page[notify.Delivery]}
+//	@Failure		400,401,403,404,503	{object}	Envelope
 //	@Router			/rest/ray/v1/namespaces/{namespace}/subscriptions/{id}/deliveries [get]
 func (s *Server) listDeliveries(c *gin.Context) (*response, error) {
 	sub, err := s.subscription(c)
@@ -312,9 +312,9 @@ func (s *Server) idlePolicies(c *gin.Context) (string, IdlePolicies, error) {
 //	@Tags			notifications
 //	@Produce		json
 //	@Security		Bearer
-//	@Param			namespace				path		string	true	"namespace"
-//	@Success		200						{object}	Envelope{data=k8s.IdlePolicy}
-//	@Failure		400,401,403,404,503		{object}	Envelope
+//	@Param			namespace			path		string	true	"namespace"
+//	@Success		200					{object}	Envelope{data=k8s.IdlePolicy}
+//	@Failure		400,401,403,404,503	{object}	Envelope
 //	@Router			/rest/ray/v1/namespaces/{namespace}/idle-policy [get]
 func (s *Server) getIdlePolicy(c *gin.Context) (*response, error) {
 	ns, p, err := s.idlePolicies(c)
@@ -343,10 +343,10 @@ func (s *Server) getIdlePolicy(c *gin.Context) (*response, error) {
 //	@Accept			json
 //	@Produce		json
 //	@Security		Bearer
-//	@Param			namespace					path		string				true	"namespace"
-//	@Param			body						body		IdlePolicyRequest	true	"the policy"
-//	@Success		200,201						{object}	Envelope{data=k8s.IdlePolicy}
-//	@Failure		400,401,403,409,415,503		{object}	Envelope
+//	@Param			namespace				path		string				true	"namespace"
+//	@Param			body					body		IdlePolicyRequest	true	"the policy"
+//	@Success		200,201					{object}	Envelope{data=k8s.IdlePolicy}
+//	@Failure		400,401,403,409,415,503	{object}	Envelope
 //	@Router			/rest/ray/v1/namespaces/{namespace}/idle-policy [put]
 func (s *Server) putIdlePolicy(c *gin.Context) (*response, error) {
 	ns, p, err := s.idlePolicies(c)
@@ -382,9 +382,9 @@ func (s *Server) putIdlePolicy(c *gin.Context) (*response, error) {
 //	@Tags			notifications
 //	@Produce		json
 //	@Security		Bearer
-//	@Param			namespace				path		string	true	"namespace"
-//	@Success		200						{object}	Envelope{data=k8s.IdlePolicy}
-//	@Failure		400,401,403,404,503		{object}	Envelope
+//	@Param			namespace			path		string	true	"namespace"
+//	@Success		200					{object}	Envelope{data=k8s.IdlePolicy}
+//	@Failure		400,401,403,404,503	{object}	Envelope
 //	@Router			/rest/ray/v1/namespaces/{namespace}/idle-policy [delete]
 func (s *Server) deleteIdlePolicy(c *gin.Context) (*response, error) {
 	ns, p, err := s.idlePolicies(c)

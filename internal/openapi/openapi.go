@@ -33,6 +33,7 @@ func Tags() []Tag {
 		{"streams", "Live updates (server-sent events) of lists, objects and the overview."},
 		{"history", "What ran, kept after the objects are gone; run again from a record."},
 		{"audit", "The signed trail of the writes made through the service."},
+		{"notifications", "Webhooks told of jobs, clusters and services (signed CloudEvents); the stop of idle clusters by policy."},
 		{"service", "The service's own probes, metrics and documents; no token needed."},
 	}
 }
