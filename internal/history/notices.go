@@ -276,3 +276,18 @@ func (s *Store) Deliveries(ctx context.Context, id string, page, pageSize int) (
 	}
 	return out, total, rows.Err()
 }
+
+// PruneNotices removes the notices every subscription has passed that are older than before, and the
+// deliveries last tried before deliveredBefore; it returns how many notices went.
+func (s *Store) PruneNotices(ctx context.Context, before, deliveredBefore time.Time) (int64, error) {
+	res, err := s.db.ExecContext(ctx, `DELETE FROM notices WHERE at < $1
+		AND seq < COALESCE((SELECT MIN(next_seq) FROM subscriptions), (SELECT seq + 1 FROM notice_head WHERE id = 1))`, before.UnixNano())
+	if err != nil {
+		return 0, err
+	}
+	n, _ := res.RowsAffected()
+	if _, err := s.db.ExecContext(ctx, `DELETE FROM deliveries WHERE last_at < $1`, deliveredBefore.UnixNano()); err != nil {
+		return n, err
+	}
+	return n, nil
+}

@@ -727,6 +727,10 @@ func (r *Recorder) prune(ctx context.Context) {
 				r.Log.Info("history: records past the retention removed", zap.Int64("records", n))
 			}
 			r.shrinkAll(ctx)
+			// Notices passed by every subscription are kept a day; a delivery log as long as the records.
+			if _, err := r.Store.PruneNotices(ctx, time.Now().Add(-24*time.Hour), before); err != nil {
+				r.Log.Warn("history: removing the notices delivered", zap.Error(err))
+			}
 			if err := r.Store.Optimize(ctx); err != nil {
 				r.Log.Warn("history: refreshing the query planner's statistics", zap.Error(err))
 			}

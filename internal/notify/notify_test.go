@@ -111,7 +111,7 @@ func TestCheckURL(t *testing.T) {
 	}
 
 	for _, ok := range []string{"https://good.example/hook", "http://good.example:8080/x?y=1", "http://93.184.216.34/", "https://[2001:db8::1]:443/"} {
-		assert.NoError(t, g.CheckURL(ctx, ok, lookup), ok)
+		require.NoError(t, g.CheckURL(ctx, ok, lookup), ok)
 	}
 
 	for _, c := range []struct{ url, reason string }{

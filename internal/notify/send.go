@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -67,9 +68,7 @@ func Event(n Notice, source string) ([]byte, error) {
 	e.SetTime(n.Time)
 
 	data := make(map[string]any, len(n.Data)+6)
-	for k, v := range n.Data {
-		data[k] = v
-	}
+	maps.Copy(data, n.Data)
 	data["kind"] = n.Kind
 	data["namespace"] = n.Namespace
 	data["name"] = n.Name
