@@ -226,7 +226,7 @@ func run() error {
 	var idlePolicies func(string) (api.IdlePolicies, error)
 	if detector != nil {
 		policy := &idle.Policy{Warning: cfg.IdleStopWarning, Leading: leading, Log: log}
-		enforcer := &idle.Enforcer{Audit: trail.Record, Events: auditCore.CoreV1(), Notify: addNotice, Instance: instance}
+		enforcer := &idle.Enforcer{Audit: trail.Record, Events: auditCore.CoreV1(), Notify: addNotice, Instance: instance, Log: log}
 		if cfg.IdleStopIdentity != "" {
 			ns, name, _ := strings.Cut(cfg.IdleStopIdentity, "/")
 			identity := &k8s.TokenSource{Accounts: core.CoreV1(), Namespace: ns, Name: name}

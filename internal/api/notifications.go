@@ -35,6 +35,9 @@ type IdlePolicies interface {
 	Delete(ctx context.Context, ns string) error
 }
 
+// MaxSubscriptions bounds a namespace's subscriptions: each is a worker and a look-up every poll.
+const MaxSubscriptions = 20
+
 // SubscriptionRequest asks for a namespace's notifications at a webhook.
 type SubscriptionRequest struct {
 	// URL is the webhook's, http or https; loopback, link-local and the cluster's own ranges are
@@ -96,7 +99,8 @@ func noSubscription(ns, id string) error {
 //	@Description	of the body with the subscription's secret, which this answer alone shows. Each is retried with
 //	@Description	backoff for a bounded time, in order, at least once. The caller must be allowed to create events
 //	@Description	in the namespace. 422 for a URL whose host is (or resolves to) loopback, link-local or the cluster's
-//	@Description	own ranges, unless the operator allows them. 503 without a history database.
+//	@Description	own ranges, unless the operator allows them; 409 past 20 subscriptions in the namespace. 503 without a
+//	@Description	history database.
 //	@Tags			notifications
 //	@Accept			json
 //	@Produce		json
@@ -104,7 +108,7 @@ func noSubscription(ns, id string) error {
 //	@Param			namespace				path		string				true	"namespace"
 //	@Param			body					body		SubscriptionRequest	true	"the subscription"
 //	@Success		201						{object}	Envelope{data=notify.Subscription}
-//	@Failure		400,401,403,415,422,503	{object}	Envelope
+//	@Failure		400,401,403,409,413,415,422,503	{object}	Envelope
 //	@Router			/rest/ray/v1/namespaces/{namespace}/subscriptions [post]
 func (s *Server) createSubscription(c *gin.Context) (*response, error) {
 	ns, err := s.notifying(c, "create")
@@ -139,6 +143,14 @@ func (s *Server) createSubscription(c *gin.Context) (*response, error) {
 	if err := s.Guard.CheckURL(lctx, in.URL, s.Lookup); err != nil {
 		return nil, statusError(http.StatusUnprocessableEntity, metav1.StatusReasonInvalid, err.Error())
 	}
+	existing, err := s.Subscriptions.Subscriptions(ctx, ns)
+	if err != nil {
+		return nil, err
+	}
+	if len(existing) >= MaxSubscriptions {
+		return nil, statusError(http.StatusConflict, metav1.StatusReasonConflict,
+			fmt.Sprintf("namespace %q has %d subscriptions, the most it may have: delete one first", ns, len(existing)))
+	}
 	if sub.Creator, err = s.Authz.UserName(ctx, token(c)); err != nil {
 		return nil, err
 	}
@@ -148,7 +160,7 @@ func (s *Server) createSubscription(c *gin.Context) (*response, error) {
 	if sub, err = s.Subscriptions.CreateSubscription(ctx, sub); err != nil {
 		return nil, err
 	}
-	s.recordNotificationWrite(c, audit.Create, "Subscription", ns, sub.ID, "to "+sub.URL)
+	s.recordNotificationWrite(c, audit.Create, "Subscription", ns, sub.ID, "to "+notify.Redacted(sub.URL))
 	return withCode(http.StatusCreated, sub), nil
 }
 
@@ -252,7 +264,7 @@ func (s *Server) deleteSubscription(c *gin.Context) (*response, error) {
 	case err != nil:
 		return nil, err
 	}
-	s.recordNotificationWrite(c, audit.Delete, "Subscription", sub.Namespace, sub.ID, "to "+sub.URL)
+	s.recordNotificationWrite(c, audit.Delete, "Subscription", sub.Namespace, sub.ID, "to "+notify.Redacted(sub.URL))
 	return ok(sub), nil
 }
 
@@ -337,8 +349,9 @@ func (s *Server) getIdlePolicy(c *gin.Context) (*response, error) {
 //	@Description	the audit trail as the policy's, and announced ahead by a Warning event (IdleStopPlanned) and a
 //	@Description	notification (cluster.idle-stop-planned). Excepted: a RayCluster a RayJob or a RayService made, and one
 //	@Description	annotated ray.openfuyao.com/idle-stop-after (its own policy, a duration, or never). The caller must
-//	@Description	be allowed to patch RayClusters in the namespace; the policy is a ConfigMap written as the caller and
-//	@Description	signed by the service (one of its name written otherwise is no policy). 201 when there was none.
+//	@Description	be allowed to patch RayClusters and to create RoleBindings in the namespace (its admins); the policy is
+//	@Description	a ConfigMap written as the caller and signed by the service (one of its name written otherwise is no
+//	@Description	policy). 201 when there was none.
 //	@Tags			notifications
 //	@Accept			json
 //	@Produce		json
@@ -378,7 +391,8 @@ func (s *Server) putIdlePolicy(c *gin.Context) (*response, error) {
 //	@Summary		Remove the idle policy
 //	@ID				deleteIdlePolicy
 //	@Description	Removes the namespace's idle policy: its RayClusters are no longer stopped for idling, except those
-//	@Description	annotated with a policy of their own. The caller must be allowed to patch RayClusters there.
+//	@Description	annotated with a policy of their own. The caller must be allowed to patch RayClusters and to create
+//	@Description	RoleBindings there.
 //	@Tags			notifications
 //	@Produce		json
 //	@Security		Bearer

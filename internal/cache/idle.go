@@ -22,6 +22,8 @@ type IdleCandidate struct {
 	OwnedBy string
 	// StopAfter is its annotation ray.openfuyao.com/idle-stop-after, "" without.
 	StopAfter string
+	// Labels are its labels, for the subscriptions' selectors (shared with the cache: never changed).
+	Labels ray.LabelSet
 }
 
 // IdleCandidates are the Ray clusters that are Running, each with whether a RayJob's job runs on it.
@@ -52,7 +54,7 @@ func (s *Store) IdleCandidates() []IdleCandidate {
 			}
 			ref := ClusterRef{ns, name}
 			out = append(out, IdleCandidate{ClusterRef: ref, Summary: it.Summary, JobRunning: jobs[ref],
-				OwnedBy: it.Labels.Get(ray.OriginatedFromCRDLabel), StopAfter: it.IdleStopAfter})
+				OwnedBy: it.Labels.Get(ray.OriginatedFromCRDLabel), StopAfter: it.IdleStopAfter, Labels: it.Labels})
 		}
 	}
 	return out

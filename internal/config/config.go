@@ -228,9 +228,9 @@ func Load(args []string) (*Config, error) {
 			return nil, fmt.Errorf("idle-stop-identity %q: want the ServiceAccount as namespace/name", c.IdleStopIdentity)
 		}
 	}
-	if c.IdleStopWarning < 0 || c.NotifyRetryFor <= 0 || c.NotifyMaxBackoff <= 0 || c.NotifyTimeout <= 0 {
-		return nil, fmt.Errorf("idle-stop-warning %s, notify-retry-for %s, notify-max-backoff %s and notify-timeout %s: want 0 or more "+
-			"for the warning and more than 0 for the others", c.IdleStopWarning, c.NotifyRetryFor, c.NotifyMaxBackoff, c.NotifyTimeout)
+	if c.IdleStopWarning <= 0 || c.NotifyRetryFor <= 0 || c.NotifyMaxBackoff <= 0 || c.NotifyTimeout <= 0 {
+		return nil, fmt.Errorf("idle-stop-warning %s, notify-retry-for %s, notify-max-backoff %s and notify-timeout %s: want each "+
+			"more than 0 (a stop by policy is always announced ahead)", c.IdleStopWarning, c.NotifyRetryFor, c.NotifyMaxBackoff, c.NotifyTimeout)
 	}
 	if c.IdleCPUShare < 0 || c.IdleCPUShare > 1 || c.IdleAcceleratorPercent < 0 || c.IdleAcceleratorPercent > 100 {
 		return nil, fmt.Errorf("idle-cpu-share %g and idle-accelerator-percent %g: want a share from 0 to 1 and a percent from 0 to 100",

@@ -238,18 +238,22 @@ func (s *Store) Advance(ctx context.Context, id string, next int64) error {
 	return err
 }
 
-// RecordDelivery records a try of a delivery, replacing the one before of the same notice.
-func (s *Store) RecordDelivery(ctx context.Context, id string, d notify.Delivery) error {
+// RecordDelivery records a try of a delivery: the first, or one more of the same notice, counted after
+// those before (of this replica or another, before a restart). It returns the delivery as recorded.
+func (s *Store) RecordDelivery(ctx context.Context, id string, d notify.Delivery) (notify.Delivery, error) {
 	msg := d.LastError
 	if len(msg) > maxErrorBytes {
 		msg = msg[:maxErrorBytes]
 	}
-	_, err := s.db.ExecContext(ctx, `INSERT INTO deliveries (subscription_id, seq, type, kind, name, status, attempts, last_error, first_at, last_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
-		ON CONFLICT (subscription_id, seq) DO UPDATE SET status = excluded.status, attempts = excluded.attempts,
-			last_error = excluded.last_error, last_at = excluded.last_at`,
-		id, d.Seq, d.Type, d.Kind, d.Name, d.Status, d.Attempts, msg, d.FirstAt.UnixNano(), d.LastAt.UnixNano())
-	return err
+	var first int64
+	err := s.db.QueryRowContext(ctx, `INSERT INTO deliveries (subscription_id, seq, type, kind, name, status, attempts, last_error, first_at, last_at)
+		VALUES ($1, $2, $3, $4, $5, $6, 1, $7, $8, $9)
+		ON CONFLICT (subscription_id, seq) DO UPDATE SET status = excluded.status, attempts = deliveries.attempts + 1,
+			last_error = excluded.last_error, last_at = excluded.last_at
+		RETURNING attempts, first_at`,
+		id, d.Seq, d.Type, d.Kind, d.Name, d.Status, msg, d.FirstAt.UnixNano(), d.LastAt.UnixNano()).Scan(&d.Attempts, &first)
+	d.FirstAt = time.Unix(0, first).UTC()
+	return d, err
 }
 
 // Deliveries returns a page of subscription id's deliveries, newest first, and how many it has.
@@ -277,11 +281,12 @@ func (s *Store) Deliveries(ctx context.Context, id string, page, pageSize int) (
 	return out, total, rows.Err()
 }
 
-// PruneNotices removes the notices every subscription has passed that are older than before, and the
+// PruneNotices removes the notices every subscription of their namespace has passed that are older than before, and the
 // deliveries last tried before deliveredBefore; it returns how many notices went.
 func (s *Store) PruneNotices(ctx context.Context, before, deliveredBefore time.Time) (int64, error) {
 	res, err := s.db.ExecContext(ctx, `DELETE FROM notices WHERE at < $1
-		AND seq < COALESCE((SELECT MIN(next_seq) FROM subscriptions), (SELECT seq + 1 FROM notice_head WHERE id = 1))`, before.UnixNano())
+		AND seq < COALESCE((SELECT MIN(s.next_seq) FROM subscriptions s WHERE s.namespace = notices.namespace),
+			(SELECT seq + 1 FROM notice_head WHERE id = 1))`, before.UnixNano())
 	if err != nil {
 		return 0, err
 	}

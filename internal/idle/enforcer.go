@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -44,6 +45,7 @@ type Enforcer struct {
 	Notify func(ctx context.Context, n notify.Notice) error
 	// Instance names this replica in the events.
 	Instance string
+	Log      *zap.Logger
 }
 
 var _ Enforcement = (*Enforcer)(nil)
@@ -58,7 +60,8 @@ func (e *Enforcer) Warn(ctx context.Context, c *cache.IdleCandidate, i *ray.Idle
 	return e.notify(ctx, NoticeStopPlanned, c, "", i)
 }
 
-// Stop stops the cluster, then records it: the audit entry, an event and a notification.
+// Stop stops the cluster, then records it: the audit entry, the notification and an event. Once the
+// stop is made it is done: what fails to be recorded after is logged (a retry would find it stopped).
 func (e *Enforcer) Stop(ctx context.Context, c *cache.IdleCandidate, i *ray.Idle) error {
 	uid, err := e.StopCluster(ctx, c.Namespace, c.Name)
 	if err != nil {
@@ -67,10 +70,14 @@ func (e *Enforcer) Stop(ctx context.Context, c *cache.IdleCandidate, i *ray.Idle
 	detail := fmt.Sprintf("by the idle policy (%s): %s", i.Policy, ray.IdleMessage(i))
 	e.Audit(ctx, audit.Write{Action: audit.Stop, Kind: c.Summary.Kind, Namespace: c.Namespace, Name: c.Name, UID: uid,
 		User: e.Identity, RequestID: "idle-policy-" + uuid.NewString(), Detail: detail})
-	if err := e.event(ctx, c, uid, corev1.EventTypeWarning, ReasonStopped, "stopped "+detail); err != nil {
-		return err
+	log := e.Log.With(zap.String("cluster", c.Namespace+"/"+c.Name))
+	if err := e.notify(ctx, NoticeStopped, c, uid, i); err != nil {
+		log.Error("idle policy: recording the notification of a stop made", zap.Error(err))
 	}
-	return e.notify(ctx, NoticeStopped, c, uid, i)
+	if err := e.event(ctx, c, uid, corev1.EventTypeWarning, ReasonStopped, "stopped "+detail); err != nil {
+		log.Warn("idle policy: writing the event of a stop made", zap.Error(err))
+	}
+	return nil
 }
 
 // Idle notifies that a cluster became idle.
@@ -86,8 +93,12 @@ func (e *Enforcer) notify(ctx context.Context, typ string, c *cache.IdleCandidat
 	if i.StopAt != nil {
 		data["stopAt"], data["policy"] = *i.StopAt, i.Policy
 	}
+	labels := make(map[string]string, len(c.Labels))
+	for _, l := range c.Labels {
+		labels[l.Key] = l.Value
+	}
 	return e.Notify(ctx, notify.Notice{Type: typ, Kind: c.Summary.Kind, Namespace: c.Namespace, Name: c.Name, UID: string(uid),
-		Time: time.Now().UTC(), Data: data})
+		Time: time.Now().UTC(), Labels: labels, Data: data})
 }
 
 func (e *Enforcer) event(ctx context.Context, c *cache.IdleCandidate, uid types.UID, typ, reason, msg string) error {

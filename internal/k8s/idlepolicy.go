@@ -140,20 +140,24 @@ func (p *IdlePolicies) Delete(ctx context.Context, ns string) error {
 	return p.c.Core.ConfigMaps(ns).Delete(ctx, ray.IdlePolicyName, metav1.DeleteOptions{})
 }
 
-// mayStop is Forbidden unless the caller may patch RayClusters in ns: who writes a policy decides what
-// is stopped there.
+// mayStop is Forbidden unless the caller is an admin of ns: who writes a policy decides what is stopped
+// there, for everyone. It must be allowed to patch RayClusters there and to create RoleBindings (what
+// Kubernetes' admin role grants, and its edit role does not).
 func (p *IdlePolicies) mayStop(ctx context.Context, ns string) error {
 	if p.m.Authz == nil {
 		return errors.New("no authorizer configured")
 	}
-	a := auth.Attributes{Verb: "patch", Group: ray.RayGroupVersion.Group, Resource: "rayclusters", Namespace: ns}
-	ok, err := p.m.Authz.Allowed(ctx, p.token, a)
-	if err != nil {
-		return err
-	}
-	if !ok {
-		return apierrors.NewForbidden(schema.GroupResource{Group: a.Group, Resource: a.Resource}, "",
-			fmt.Errorf("an idle policy stops the namespace's RayClusters: the caller may not patch them in %s", ns))
+	for _, a := range []auth.Attributes{{Verb: "patch", Group: ray.RayGroupVersion.Group, Resource: "rayclusters", Namespace: ns},
+		{Verb: "create", Group: "rbac.authorization.k8s.io", Resource: "rolebindings", Namespace: ns}} {
+		ok, err := p.m.Authz.Allowed(ctx, p.token, a)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return apierrors.NewForbidden(schema.GroupResource{Group: a.Group, Resource: a.Resource}, "",
+				fmt.Errorf("an idle policy stops the namespace's RayClusters, for its admins to set: the caller may not %s %s in %s",
+					a.Verb, a.Resource, ns))
+		}
 	}
 	return nil
 }

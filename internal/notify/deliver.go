@@ -16,7 +16,9 @@ type Store interface {
 	NoticesFrom(ctx context.Context, ns string, from int64, limit int) ([]Notice, error)
 	// Advance records that the subscription's notices before next are done with.
 	Advance(ctx context.Context, id string, next int64) error
-	RecordDelivery(ctx context.Context, id string, d Delivery) error
+	// RecordDelivery records a try, counted after those before of the same notice, and returns the
+	// delivery as recorded (its attempts and first try).
+	RecordDelivery(ctx context.Context, id string, d Delivery) (Delivery, error)
 }
 
 // Deliverer delivers the notices to the subscriptions that want them, while this replica leads: one
@@ -112,6 +114,7 @@ func (d *Deliverer) work(ctx context.Context, s Subscription) {
 }
 
 // deliver sends n until it is delivered or given up, recording each try; false when ctx ended first.
+// The time it is tried for counts from its first try, recorded, whichever replica made it.
 func (d *Deliverer) deliver(ctx context.Context, log *zap.Logger, s *Subscription, n *Notice) bool {
 	first := time.Now().UTC()
 	for attempt := 1; ; attempt++ {
@@ -129,14 +132,22 @@ func (d *Deliverer) deliver(ctx context.Context, log *zap.Logger, s *Subscriptio
 				dl.Status = Failed
 			}
 		}
-		if err := d.Store.RecordDelivery(ctx, s.ID, dl); err != nil && ctx.Err() == nil {
-			log.Warn("notifications: recording a delivery", zap.Error(err))
+		recorded, rerr := d.Store.RecordDelivery(ctx, s.ID, dl)
+		switch {
+		case rerr != nil && ctx.Err() == nil:
+			log.Warn("notifications: recording a delivery", zap.Error(rerr))
+		case rerr == nil:
+			dl.Attempts, first = recorded.Attempts, recorded.FirstAt
+			if dl.Status == Delivering && time.Since(first) >= d.RetryFor {
+				// Tried since before a restart: given up at the next try's record.
+				dl.Status = Failed
+			}
 		}
 		switch dl.Status {
 		case Delivered:
 			return true
 		case Failed:
-			log.Warn("notifications: a notice given up", zap.Int64("seq", n.Seq), zap.String("type", n.Type), zap.Int("attempts", attempt),
+			log.Warn("notifications: a notice given up", zap.Int64("seq", n.Seq), zap.String("type", n.Type), zap.Int("attempts", dl.Attempts),
 				zap.String("lastError", dl.LastError))
 			return true
 		}

@@ -54,11 +54,16 @@ func (m *memStore) Advance(_ context.Context, id string, next int64) error {
 	return nil
 }
 
-func (m *memStore) RecordDelivery(_ context.Context, _ string, d Delivery) error {
+func (m *memStore) RecordDelivery(_ context.Context, _ string, d Delivery) (Delivery, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if before, ok := m.deliveries[d.Seq]; ok {
+		d.Attempts, d.FirstAt = before.Attempts+1, before.FirstAt
+	} else {
+		d.Attempts = 1
+	}
 	m.deliveries[d.Seq] = d
-	return nil
+	return d, nil
 }
 
 func (m *memStore) delivery(seq int64) (Delivery, bool) {
@@ -152,4 +157,15 @@ func TestDelivererOnlyWhileLeading(t *testing.T) {
 	assert.Zero(t, hits.Load())
 	leading.Store(true)
 	require.Eventually(t, func() bool { return hits.Load() == 1 }, 5*time.Second, 20*time.Millisecond)
+}
+
+// A webhook that cannot be reached is named by its scheme and host alone: its path may be its secret.
+func TestUnreachableWebhookKeepsItsPath(t *testing.T) {
+	guard := &Guard{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}
+	err := (&Sender{Client: guard.Client(time.Second)}).Send(context.Background(),
+		Target{URL: "http://127.0.0.1:1/services/T0/B0/s3cret?token=x", Secret: "k"}, Notice{Seq: 1, Type: "job.failed", Kind: "RayJob"})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "127.0.0.1:1")
+	assert.NotContains(t, err.Error(), "s3cret")
+	assert.NotContains(t, err.Error(), "token")
 }

@@ -15,7 +15,7 @@ import (
 )
 
 // allowHint tells how an operator lets a refused address through.
-const allowHint = " (an operator may allow it with --notify-allow-cidrs)"
+const allowHint = " (an operator may allow it with --notify-allow-cidrs, unless --notify-deny-cidrs holds it)"
 
 // Guard decides which addresses webhooks may reach. An address is refused when it is in Deny (the
 // cluster's own service and pod ranges, set by the operator) or is loopback, link-local, unspecified,
@@ -74,14 +74,15 @@ func (g *Guard) refusal(a netip.Addr) string {
 	// Prefixes never contain zoned addresses, and 127.0.0.1 may come as ::ffff:127.0.0.1.
 	a = a.Unmap().WithZone("")
 	if g != nil {
-		for _, p := range g.Allow {
-			if p.Contains(a) {
-				return ""
-			}
-		}
+		// The cluster's ranges stay refused whatever is allowed: an allowed 10.0.0.0/8 does not open them.
 		for _, p := range g.Deny {
 			if p.Contains(a) {
 				return "is in the cluster's range " + p.String()
+			}
+		}
+		for _, p := range g.Allow {
+			if p.Contains(a) {
+				return ""
 			}
 		}
 	}

@@ -78,7 +78,7 @@ func TestGuardRefuses(t *testing.T) {
 		{allowing, "127.0.0.1", ""},
 		{allowing, "::ffff:127.0.0.1", ""},
 		{allowing, "::1", "::1 is loopback"},
-		{allowing, "10.96.5.9", ""},
+		{allowing, "10.96.5.9", "10.96.5.9 is in the cluster's range 10.96.0.0/12"}, // the cluster's ranges win
 		{allowing, "10.96.6.9", "10.96.6.9 is in the cluster's range 10.96.0.0/12"},
 	} {
 		got := c.guard.Refuses(netip.MustParseAddr(c.addr))
@@ -124,7 +124,7 @@ func TestCheckURL(t *testing.T) {
 		{"http://meta.example/", "its host resolves to 169.254.169.254, which is link-local"},
 		{"http://empty.example/", "resolves to no address"},
 		{"http://nowhere.example/", "its host does not resolve: no such host"},
-		{"http://169.254.169.254/x", "169.254.169.254 is link-local (an operator may allow it with --notify-allow-cidrs)"},
+		{"http://169.254.169.254/x", "169.254.169.254 is link-local (an operator may allow it with --notify-allow-cidrs, unless --notify-deny-cidrs holds it)"},
 		{"http://[::ffff:127.0.0.1]/x", "127.0.0.1 is loopback"},
 		{"http://[fe80::1%25eth0]/x", "is link-local"},
 		{"http://10.96.0.1/x", "10.96.0.1 is in the cluster's range 10.96.0.0/12"},
@@ -139,7 +139,7 @@ func TestCheckURL(t *testing.T) {
 	}
 
 	err := g.CheckURL(ctx, "http://169.254.169.254/x", lookup)
-	assert.EqualError(t, err, "the webhook address http://169.254.169.254/x is refused: 169.254.169.254 is link-local (an operator may allow it with --notify-allow-cidrs)")
+	assert.EqualError(t, err, "the webhook address http://169.254.169.254/x is refused: 169.254.169.254 is link-local (an operator may allow it with --notify-allow-cidrs, unless --notify-deny-cidrs holds it)")
 
 	// Credentials never reach the message.
 	err = g.CheckURL(ctx, "https://user:s3cret@good.example/hook", lookup)
@@ -151,7 +151,7 @@ func TestCheckURL(t *testing.T) {
 	assert.Empty(t, looked)
 
 	allowing := &Guard{Allow: prefixes(t, "10.96.0.10/32"), Deny: g.Deny}
-	assert.NoError(t, allowing.CheckURL(ctx, "http://mixed.example/hook", lookup))
+	require.Error(t, allowing.CheckURL(ctx, "http://mixed.example/hook", lookup), "an allowed range does not open the cluster's")
 }
 
 func TestControl(t *testing.T) {

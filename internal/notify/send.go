@@ -128,7 +128,12 @@ func (s *Sender) Send(ctx context.Context, t Target, n Notice) error {
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return fmt.Errorf("the webhook could not be reached: %w", err)
+		// The client's error names the whole URL, whose path may be the webhook's secret: keep its cause.
+		var uerr *url.Error
+		if errors.As(err, &uerr) {
+			err = uerr.Err
+		}
+		return fmt.Errorf("the webhook %s could not be reached: %w", redacted(t.URL), err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
@@ -146,6 +151,9 @@ func (s *Sender) Send(ctx context.Context, t Target, n Notice) error {
 	}
 	return errors.New(msg)
 }
+
+// Redacted is a webhook's URL as it may be logged or recorded: its scheme and host.
+func Redacted(raw string) string { return redacted(raw) }
 
 // redacted is a URL as it may be logged.
 func redacted(raw string) string {
