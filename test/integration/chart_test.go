@@ -153,6 +153,14 @@ func TestHelmChart(t *testing.T) {
 	assert.Contains(t, market, "Cluster health", "the Grafana dashboard has the cluster health row")
 	optedOut := runTool(t, helm, "template", "openfuyao-ray", chart, "-n", ns, "--set", "ray-service.networkPolicy.enabled=false")
 	assert.Zero(t, kinds(optedOut)["NetworkPolicy"])
+	// The stop of idle clusters by policy: no identity for it unless it is on; on, one ServiceAccount
+	// that may get and patch RayClusters (and Kueue's Workloads), whose token the service alone may ask.
+	assert.NotContains(t, market, "idle-stop", "off by default: no identity, no flag")
+	stopping := runTool(t, helm, "template", "openfuyao-ray", chart, "-n", ns, "--set", "ray-service.idle.stopPolicy.enabled=true")
+	assert.Equal(t, kinds(market)["ServiceAccount"]+1, kinds(stopping)["ServiceAccount"])
+	assert.Contains(t, stopping, "idle-stop-identity: "+ns+"/ray-service-idle-stop")
+	assert.Contains(t, stopping, "resources: [serviceaccounts/token]\n    resourceNames: [ray-service-idle-stop]\n    verbs: [create]")
+	assert.Contains(t, stopping, "resources: [rayclusters]\n    verbs: [get, patch]")
 	chartYAML, err := os.ReadFile(filepath.Join(chart, "Chart.yaml"))
 	require.NoError(t, err)
 	assert.Contains(t, string(chartYAML), "openfuyao-extension")
