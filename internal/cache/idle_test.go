@@ -22,6 +22,8 @@ func TestIdleClustersArePublished(t *testing.T) {
 	clusterKind, jobKind := kinds.Cluster(), kinds.ByKind("RayJob")
 	for _, c := range []struct{ name, state string }{{"sleepy", "ready"}, {"busy", "ready"}} {
 		u := raytest.Manifest(t, clusterKind.Kind, clusterKind.ClusterSpecPath, c.name, map[string]any{"state": c.state})
+		u.SetAnnotations(map[string]string{ray.IdleStopAfterKey: "2h"})
+		u.SetLabels(map[string]string{"team": "a"})
 		_, err := dyn.Resource(clusterKind.GVR()).Namespace("team").Create(ctx, u, metav1.CreateOptions{})
 		require.NoError(t, err)
 	}
@@ -51,6 +53,10 @@ func TestIdleClustersArePublished(t *testing.T) {
 		return names
 	}
 	require.Eventually(t, func() bool { return len(matching(jobKind)) == 1 }, 5*time.Second, 10*time.Millisecond)
+	for _, c := range store.IdleCandidates() { // the policy's annotation and the labels, kept as idleness is published
+		assert.Equal(t, "2h", c.StopAfter, c.Name)
+		assert.Equal(t, "a", c.Labels.Get("team"), c.Name)
+	}
 	assert.Equal(t, []string{"sleepy"}, matching(clusterKind))
 	for _, it := range append(store.Items(clusterKind, all), store.Items(jobKind, all)...) {
 		if it.Summary.Name == "busy" {

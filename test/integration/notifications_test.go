@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -205,9 +206,29 @@ func TestIdleStopByPolicy(t *testing.T) {
 		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "idle-stop"},
 		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "idle-stop", Namespace: ns}}}, metav1.CreateOptions{})
 	require.NoError(t, err)
+	// And the service's right to ask a token for it alone (the stack's service is the user ray-service).
+	_, err = env.admin.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "idle-stop-token"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"serviceaccounts/token"}, ResourceNames: []string{"idle-stop"},
+			Verbs: []string{"create"}}}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = env.admin.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "idle-stop-token"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "idle-stop-token"},
+		Subjects: []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: "ray-service"}}}, metav1.CreateOptions{})
+	require.NoError(t, err)
 	identity := "system:serviceaccount:" + ns + ":idle-stop"
 	svc := startInstance(t, "ray-service-idle-stop.log", "--idle-window=30s", "--idle-interval=5s", "--idle-stop-identity="+ns+"/idle-stop",
 		"--idle-stop-warning=10s", "--notify-allow-cidrs=127.0.0.0/8")
+	logFile := svc.log.Name()
+	defer func() {
+		if t.Failed() { // what the policy did, to see why
+			b, _ := os.ReadFile(logFile)
+			for line := range strings.Lines(string(b)) {
+				if strings.Contains(line, "idle policy") {
+					t.Log(strings.TrimSpace(line))
+				}
+			}
+		}
+	}()
 	admin := env.tokens["admin"]
 	sub := newSubscriber(t)
 	r := subscribe(t, svc.url, ns, admin, map[string]any{"url": sub.srv.URL, "events": []string{"cluster.idle-stop-planned", "cluster.stopped-by-policy"}})
@@ -263,8 +284,9 @@ func TestIdleStopByPolicy(t *testing.T) {
 	eventually(t, time.Minute, "the exempt cluster idle", func() bool { return detail("exempt").Idle != nil })
 	assert.Nil(t, detail("exempt").Idle.StopAt, "never stopped")
 
+	// Idle a window (30 s) after it ran, stopped a minute after its spell began, then suspended by KubeRay.
 	for _, name := range []string{"annotated", "ruled"} {
-		waitStatus(t, ns, "rayclusters", name, "Stopped")
+		eventually(t, 3*time.Minute, name+" stopped by the policy", func() bool { return detail(name).Status == "Stopped" })
 	}
 	events, err := env.admin.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
 	require.NoError(t, err)
