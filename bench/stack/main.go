@@ -638,13 +638,22 @@ func writeStorm(ctx context.Context, c config, dyn dynamic.Interface, rate int, 
 // startService starts a service binary on listen against the stack, with extra arguments, and waits
 // until it is ready; it returns the service's base URL and how to stop it.
 func startService(c config, bin, listen string, extra []string) (string, func(), error) {
-	args := append([]string{"--listen", listen, "--kubeconfig", c.env["SERVICE_KUBECONFIG"], "--prometheus-url", c.env["PROMETHEUS_URL"],
-		"--template-key-file", c.env["TEMPLATE_KEY_FILE"], "--audit-key-file", c.env["AUDIT_KEY_FILE"], "--log-level", "warn"}, extra...)
-	cmd := exec.Command(bin, args...)
-	if err := cmd.Start(); err != nil {
+	// Each binary keeps a history of its own: builds of different schema versions cannot share one, and
+	// each must not find the other's Lease held (the Lease is named for the listen address).
+	dir, err := os.MkdirTemp("", "ray-bench-history-")
+	if err != nil {
 		return "", nil, err
 	}
-	stop := func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }
+	args := append([]string{"--listen", listen, "--kubeconfig", c.env["SERVICE_KUBECONFIG"], "--prometheus-url", c.env["PROMETHEUS_URL"],
+		"--template-key-file", c.env["TEMPLATE_KEY_FILE"], "--audit-key-file", c.env["AUDIT_KEY_FILE"], "--log-level", "warn",
+		"--history-dsn", "sqlite:" + filepath.Join(dir, "history.db"), "--history-lease", "ray-bench-history-" + strings.NewReplacer(".", "-", ":", "-").Replace(listen)},
+		extra...)
+	cmd := exec.Command(bin, args...)
+	if err := cmd.Start(); err != nil {
+		_ = os.RemoveAll(dir)
+		return "", nil, err
+	}
+	stop := func() { _ = cmd.Process.Kill(); _ = cmd.Wait(); _ = os.RemoveAll(dir) }
 	base := "http://" + listen
 	for start := time.Now(); time.Since(start) < 3*time.Minute; time.Sleep(100 * time.Millisecond) {
 		if res, err := http.Get(base + "/readyz"); err == nil {

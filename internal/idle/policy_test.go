@@ -132,7 +132,7 @@ func TestParseIdleStopAfter(t *testing.T) {
 	require.NoError(t, err)
 	assert.Zero(t, d)
 	_, err = ray.ParseIdleStopAfter("30s")
-	assert.ErrorContains(t, err, "shorter than")
+	require.ErrorContains(t, err, "shorter than")
 	_, err = ray.ParseIdleStopAfter("soon")
 	assert.ErrorContains(t, err, "not a duration")
 }

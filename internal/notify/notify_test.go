@@ -139,7 +139,7 @@ func TestCheckURL(t *testing.T) {
 	}
 
 	err := g.CheckURL(ctx, "http://169.254.169.254/x", lookup)
-	assert.EqualError(t, err, "the webhook address http://169.254.169.254/x is refused: 169.254.169.254 is link-local (an operator may allow it with --notify-allow-cidrs, unless --notify-deny-cidrs holds it)")
+	require.EqualError(t, err, "the webhook address http://169.254.169.254/x is refused: 169.254.169.254 is link-local (an operator may allow it with --notify-allow-cidrs, unless --notify-deny-cidrs holds it)")
 
 	// Credentials never reach the message.
 	err = g.CheckURL(ctx, "https://user:s3cret@good.example/hook", lookup)
@@ -280,11 +280,11 @@ func TestSendRefusedAtDial(t *testing.T) {
 
 func TestEvent(t *testing.T) {
 	_, err := Event(Notice{Seq: 1, Kind: "RayJob", Name: "a"}, "/ray-service")
-	assert.Error(t, err, "no type")
+	require.Error(t, err, "no type")
 	_, err = Event(Notice{Seq: 1, Type: "job.failed", Data: map[string]any{"f": func() {}}}, "/ray-service")
-	assert.Error(t, err, "data not JSON")
+	require.Error(t, err, "data not JSON")
 	_, err = Event(Notice{Seq: 1, Type: "job.failed"}, "")
-	assert.Error(t, err, "no source")
+	require.Error(t, err, "no source")
 
 	b, err := Event(Notice{Seq: 7, Type: "cluster.ready", Kind: "RayCluster", Name: "c"}, "/ray-service")
 	require.NoError(t, err)

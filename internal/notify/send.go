@@ -129,8 +129,7 @@ func (s *Sender) Send(ctx context.Context, t Target, n Notice) error {
 	resp, err := client.Do(req)
 	if err != nil {
 		// The client's error names the whole URL, whose path may be the webhook's secret: keep its cause.
-		var uerr *url.Error
-		if errors.As(err, &uerr) {
+		if uerr, ok := errors.AsType[*url.Error](err); ok {
 			err = uerr.Err
 		}
 		return fmt.Errorf("the webhook %s could not be reached: %w", redacted(t.URL), err)
