@@ -16,6 +16,7 @@ import (
 	"ray-service/internal/history"
 	"ray-service/internal/k8s"
 	"ray-service/internal/notify"
+	"ray-service/internal/ray"
 )
 
 // Subscriptions keeps the namespaces' subscriptions to notifications and their deliveries
@@ -70,10 +71,6 @@ func (s *Server) notifying(c *gin.Context, verb string) (string, error) {
 	if err := checkPathNames(ns, ""); err != nil {
 		return "", err
 	}
-	if s.Subscriptions == nil {
-		return "", statusError(http.StatusServiceUnavailable, metav1.StatusReasonServiceUnavailable,
-			"notifications are off: the service runs without a history database (history-dsn), where they are kept")
-	}
 	allowed, err := s.Authz.Allowed(c.Request.Context(), token(c), auth.Attributes{Verb: verb, Resource: "events", Namespace: ns})
 	if err != nil {
 		return "", err
@@ -81,6 +78,10 @@ func (s *Server) notifying(c *gin.Context, verb string) (string, error) {
 	if !allowed {
 		return "", statusError(http.StatusForbidden, metav1.StatusReasonForbidden,
 			fmt.Sprintf("the caller may not %s events in namespace %q, which the namespace's subscriptions need", verb, ns))
+	}
+	if s.Subscriptions == nil {
+		return "", statusError(http.StatusServiceUnavailable, metav1.StatusReasonServiceUnavailable,
+			"notifications are off: the service runs without a history database (history-dsn), where they are kept")
 	}
 	return ns, nil
 }
@@ -308,6 +309,20 @@ func (s *Server) idlePolicies(c *gin.Context) (string, IdlePolicies, error) {
 		return "", nil, err
 	}
 	if s.IdlePolicies == nil {
+		// Off: the caller learns it only once seen to hold what the route would need (to read the policy's
+		// ConfigMap, or to stop the namespace's RayClusters).
+		a := auth.Attributes{Verb: "get", Resource: "configmaps", Namespace: ns}
+		if c.Request.Method != http.MethodGet {
+			a = auth.Attributes{Verb: "patch", Group: ray.RayGroupVersion.Group, Resource: "rayclusters", Namespace: ns}
+		}
+		allowed, err := s.Authz.Allowed(c.Request.Context(), token(c), a)
+		if err != nil {
+			return "", nil, err
+		}
+		if !allowed {
+			return "", nil, statusError(http.StatusForbidden, metav1.StatusReasonForbidden,
+				fmt.Sprintf("the caller may not %s %s in namespace %q, which the namespace's idle policy needs", a.Verb, a.Resource, ns))
+		}
 		return "", nil, statusError(http.StatusServiceUnavailable, metav1.StatusReasonServiceUnavailable,
 			"the stop of idle clusters by policy is off: the service runs without its identity for it (idle-stop-identity), or without idle detection")
 	}
