@@ -30,6 +30,12 @@ type AuditTrail interface {
 // answer goes, so that no write the service answered for is missing from the trail; only its mirror
 // event is written in the background.
 func (s *Server) recordWrite(c *gin.Context, action string, k *ray.Kind, ns, name string, uid types.UID, detail string) {
+	s.recordKindWrite(c, action, k.Kind, ns, name, uid, detail)
+}
+
+// recordKindWrite is recordWrite of anything the service writes, named by its kind: a Ray kind, or a
+// Subscription or an IdlePolicy.
+func (s *Server) recordKindWrite(c *gin.Context, action, kind, ns, name string, uid types.UID, detail string) {
 	if s.Audit == nil {
 		return
 	}
@@ -37,7 +43,7 @@ func (s *Server) recordWrite(c *gin.Context, action string, k *ray.Kind, ns, nam
 	if err != nil {
 		user = "unknown (" + err.Error() + ")"
 	}
-	s.Audit.Record(c.Request.Context(), audit.Write{Action: action, Kind: k.Kind, Namespace: ns, Name: name, UID: uid, User: user,
+	s.Audit.Record(c.Request.Context(), audit.Write{Action: action, Kind: kind, Namespace: ns, Name: name, UID: uid, User: user,
 		RequestID: c.Writer.Header().Get("X-Request-ID"), Detail: detail})
 }
 

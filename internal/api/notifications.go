@@ -161,21 +161,8 @@ func (s *Server) createSubscription(c *gin.Context) (*response, error) {
 	if sub, err = s.Subscriptions.CreateSubscription(ctx, sub); err != nil {
 		return nil, err
 	}
-	s.recordNotificationWrite(c, audit.Create, "Subscription", ns, sub.ID, "to "+notify.Redacted(sub.URL))
+	s.recordKindWrite(c, audit.Create, "Subscription", ns, sub.ID, "", "to "+notify.Redacted(sub.URL))
 	return withCode(http.StatusCreated, sub), nil
-}
-
-// recordNotificationWrite records a write of a subscription or a policy in the audit trail.
-func (s *Server) recordNotificationWrite(c *gin.Context, action, kind, ns, name, detail string) {
-	if s.Audit == nil {
-		return
-	}
-	user, err := s.Authz.UserName(c.Request.Context(), token(c))
-	if err != nil {
-		user = "unknown (" + err.Error() + ")"
-	}
-	s.Audit.Record(c.Request.Context(), audit.Write{Action: action, Kind: kind, Namespace: ns, Name: name, User: user,
-		RequestID: c.Writer.Header().Get("X-Request-ID"), Detail: detail})
 }
 
 // listSubscriptions lists a namespace's subscriptions.
@@ -265,7 +252,7 @@ func (s *Server) deleteSubscription(c *gin.Context) (*response, error) {
 	case err != nil:
 		return nil, err
 	}
-	s.recordNotificationWrite(c, audit.Delete, "Subscription", sub.Namespace, sub.ID, "to "+notify.Redacted(sub.URL))
+	s.recordKindWrite(c, audit.Delete, "Subscription", sub.Namespace, sub.ID, "", "to "+notify.Redacted(sub.URL))
 	return ok(sub), nil
 }
 
@@ -394,7 +381,7 @@ func (s *Server) putIdlePolicy(c *gin.Context) (*response, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.recordNotificationWrite(c, audit.Replace, "IdlePolicy", ns, "idle-policy", "stopAfter "+pol.StopAfter)
+	s.recordKindWrite(c, audit.Replace, "IdlePolicy", ns, "idle-policy", "", "stopAfter "+pol.StopAfter)
 	if created {
 		return withCode(http.StatusCreated, pol), nil
 	}
@@ -428,6 +415,6 @@ func (s *Server) deleteIdlePolicy(c *gin.Context) (*response, error) {
 	if err := p.Delete(ctx, ns); err != nil {
 		return nil, err
 	}
-	s.recordNotificationWrite(c, audit.Delete, "IdlePolicy", ns, "idle-policy", "stopAfter "+pol.StopAfter)
+	s.recordKindWrite(c, audit.Delete, "IdlePolicy", ns, "idle-policy", "", "stopAfter "+pol.StopAfter)
 	return ok(pol), nil
 }
