@@ -180,6 +180,8 @@ var migrations = []string{
 	auditMigration,
 	// 4: the notifications (notices.go).
 	noticesMigration,
+	// 5: the utilization accounting (usage.go).
+	usageMigration,
 }
 
 // recordBytes is what a record takes, as the quotas count it: its row, manifest, ending and

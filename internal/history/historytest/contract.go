@@ -35,6 +35,7 @@ func Run(t *testing.T, open Open) {
 	t.Run("bounds", func(t *testing.T) { bounds(t, open) })
 	t.Run("quotas in bytes", func(t *testing.T) { quotas(t, open) })
 	t.Run("notifications", func(t *testing.T) { notifications(t, open) })
+	t.Run("utilization", func(t *testing.T) { utilization(t, open) })
 }
 
 // The schema is migrated at the first open and left as it is at the next.

@@ -1,0 +1,122 @@
+package historytest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"ray-service/internal/history"
+	"ray-service/internal/ray"
+	"ray-service/internal/usage"
+)
+
+// The utilization accounting's figures add up per object and day and per group, are read back by any
+// grouping within the caller's scope, credit an object holding now up to the time asked, survive a
+// reopening, and are pruned by day.
+func utilization(t *testing.T, open Open) {
+	s, dsn := open(t)
+	ctx := t.Context()
+	day := t0.Truncate(24 * time.Hour)
+	l := usage.NewLedger()
+	job := &usage.Mark{UID: "c-job", Since: t0}
+	l.Change(job, usage.State{Kind: "RayJob", Namespace: "a", Name: "train", Cluster: "train-x1", Creator: "alice", Holding: true,
+		Requests: ray.Resources{CPU: 2, MemoryBytes: 1 << 30, GPU: 1}}, t0)
+	l.Credit(job, t0.Add(90*time.Minute))
+	l.Gone(job, t0.Add(90*time.Minute))
+	other := &usage.Mark{UID: "c-b", Since: t0}
+	l.Change(other, usage.State{Kind: "RayCluster", Namespace: "b", Name: "x", Cluster: "x", Creator: "bob", Holding: true,
+		Requests: ray.Resources{CPU: 1}}, t0)
+	l.Credit(other, t0.Add(time.Hour))
+	require.NoError(t, s.PutUsage(ctx, l))
+	// Written again in parts: the figures add.
+	l2 := usage.NewLedger()
+	l2.Credit(other, t0.Add(2*time.Hour))
+	l2.Used(other, usage.DayOf(t0), 1800, 0, 0, 0)
+	l2.Measured[usage.DayOf(t0)] = 7200
+	require.NoError(t, s.PutMeasured(ctx, l2, t0.Add(2*time.Hour)))
+	to, err := s.MeasuredTo(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, t0.Add(2*time.Hour), to)
+
+	q := usage.Query{From: day, To: day.Add(24 * time.Hour), GroupBy: usage.ByNamespace, Now: t0.Add(3 * time.Hour),
+		Scopes: map[string][]string{"RayCluster": nil, "RayJob": nil, "RayService": nil}}
+	byNS := func(q usage.Query) map[string]usage.Group {
+		groups, _, err := s.Utilization(ctx, q)
+		require.NoError(t, err)
+		out := map[string]usage.Group{}
+		for _, g := range groups {
+			key := g.Key.Namespace + g.Key.Creator + g.Key.Kind
+			if g.Key.UID != "" {
+				key = g.Key.UID
+			}
+			out[key] = g
+		}
+		return out
+	}
+	got := byNS(q)
+	require.Len(t, got, 2)
+	assert.InDelta(t, 2*5400.0, got["a"].Total.CPUSeconds, 1e-6)
+	assert.InDelta(t, 5400.0, got["a"].Total.GPUSeconds, 1e-6)
+	assert.InDelta(t, float64(1<<30)*5400, got["a"].Total.MemoryByteSeconds, 1)
+	assert.Equal(t, int64(1), got["a"].Total.Starts)
+	assert.Equal(t, int64(1), got["a"].Objects)
+	// b held for 2 h written, and still holds: credited up to Now (3 h) from its mark.
+	assert.InDelta(t, 3*3600.0, got["b"].Total.HeldSeconds, 1e-6)
+	assert.InDelta(t, 1800.0, got["b"].Total.UsedCPUSeconds, 1e-6)
+	require.Len(t, got["b"].Days, 1)
+
+	// The caller's scope: RayJobs only in a; b's RayCluster not visible.
+	q.Scopes = map[string][]string{"RayJob": {"a"}, "RayCluster": {}}
+	got = byNS(q)
+	require.Len(t, got, 1)
+	assert.Contains(t, got, "a")
+	// Creators, and the other groupings.
+	q.Scopes = map[string][]string{"RayCluster": nil, "RayJob": nil}
+	q.Creators = []string{"bob"}
+	q.GroupBy = usage.ByCreator
+	got = byNS(q)
+	require.Len(t, got, 1)
+	assert.InDelta(t, 3*3600.0, got["bob"].Total.CPUSeconds, 1e-6)
+	q.Creators, q.GroupBy = nil, usage.ByCluster
+	got = byNS(q)
+	require.Len(t, got, 2)
+	assert.Equal(t, "train", got["c-job"].Key.Name)
+	assert.Equal(t, "train-x1", got["c-job"].Key.Cluster)
+	assert.Equal(t, "RayJob", got["c-job"].Key.Kind)
+	q.GroupBy = usage.ByKind
+	got = byNS(q)
+	assert.Contains(t, got, "RayJob")
+	assert.Contains(t, got, "RayCluster")
+	// Another day: nothing, and b's credit to come is not counted before it.
+	q.From, q.To = day.Add(-48*time.Hour), day.Add(-24*time.Hour)
+	assert.Empty(t, byNS(q))
+
+	marks, err := s.UsageMarks(ctx)
+	require.NoError(t, err)
+	require.Len(t, marks, 1, "the gone cluster has no mark to resume")
+	assert.Equal(t, t0.Add(2*time.Hour), marks["c-b"].Since)
+	assert.True(t, marks["c-b"].Holding)
+	assert.Equal(t, "bob", marks["c-b"].Creator)
+	ns, err := s.UsageNamespaces(ctx)
+	require.NoError(t, err)
+	assert.ElementsMatch(t, []string{"a", "b"}, ns)
+	require.NoError(t, s.Close())
+
+	s, err = history.Open(ctx, dsn)
+	require.NoError(t, err)
+	defer func() { _ = s.Close() }()
+	groups, measured, err := s.Utilization(ctx, usage.Query{From: day, To: day.Add(24 * time.Hour), GroupBy: usage.ByNamespace,
+		Now: t0.Add(2 * time.Hour), Scopes: map[string][]string{"RayJob": nil, "RayCluster": nil}})
+	require.NoError(t, err)
+	assert.Len(t, groups, 2, "kept across a reopening")
+	assert.InDelta(t, 7200.0, measured[usage.DayOf(t0)], 1e-6)
+	n, err := s.PruneUsage(ctx, day.Add(24*time.Hour))
+	require.NoError(t, err)
+	assert.Positive(t, n)
+	groups, _, err = s.Utilization(ctx, usage.Query{From: day, To: day.Add(24 * time.Hour), GroupBy: usage.ByNamespace,
+		Now: day, Scopes: map[string][]string{"RayJob": nil, "RayCluster": nil}})
+	require.NoError(t, err)
+	assert.Empty(t, groups, "pruned")
+}

@@ -1,0 +1,339 @@
+package usage
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// The groupings of a report.
+const (
+	ByNamespace = "namespace"
+	ByCreator   = "creator"
+	ByKind      = "kind"
+	ByCluster   = "cluster"
+)
+
+// GroupBys are the groupings a report takes.
+var GroupBys = []string{ByNamespace, ByCreator, ByKind, ByCluster}
+
+// SortKeys are what a report's rows are sorted by; ties are broken by the group's name, ascending.
+var SortKeys = []string{"name", "cpuCoreHours", "memoryGiBHours", "gpuHours", "npuHours", "heldHours", "idleHours",
+	"idleAcceleratorHours", "usedCpuCoreHours", "usedMemoryGiBHours", "usedGpuHours", "usedNpuHours", "objects", "runs"}
+
+// Query is what a report is asked for: the days from From (a UTC midnight) up to To (a later one), the
+// grouping, and what may be counted.
+type Query struct {
+	From, To time.Time
+	GroupBy  string
+	// Scopes are, by kind (RayCluster, RayJob, RayService), the namespaces whose objects of that kind may
+	// be counted: nil for all; a kind absent counts none.
+	Scopes map[string][]string
+	// Creators, where set, keep only the objects of these creators.
+	Creators []string
+	// Now bounds the credit of objects holding now, counted from their last credit up to Now (or To).
+	Now time.Time
+}
+
+// GroupKey names a group: the fields of the grouping set, the others empty.
+type GroupKey struct {
+	Namespace string `json:"namespace,omitempty"`
+	Creator   string `json:"creator,omitempty"`
+	Kind      string `json:"kind,omitempty"`
+	// Cluster and Name (grouped by cluster): the Ray cluster, and the object it is counted to.
+	Cluster string `json:"cluster,omitempty"`
+	Name    string `json:"name,omitempty"`
+	// UID is the Ray cluster's (grouped by cluster): a name used again is another row.
+	UID string `json:"uid,omitempty"`
+}
+
+// label is how the group is named in sorting and in CSV.
+func (k GroupKey) label(by string) string {
+	switch by {
+	case ByNamespace:
+		return k.Namespace
+	case ByCreator:
+		return k.Creator
+	case ByKind:
+		return k.Kind
+	}
+	return k.Namespace + "/" + k.Cluster + "/" + k.UID
+}
+
+// Group is what the history sums for a group: over the window and per day, with its count of objects.
+type Group struct {
+	Key     GroupKey
+	Total   Figures
+	Days    map[int64]*Figures
+	Objects int64
+}
+
+// Hours are resource-hours: core-hours, GiB-hours, GPU-hours, NPU-hours.
+type Hours struct {
+	CPUCoreHours   float64 `json:"cpuCoreHours"`
+	MemoryGiBHours float64 `json:"memoryGiBHours"`
+	GPUHours       float64 `json:"gpuHours"`
+	NPUHours       float64 `json:"npuHours"`
+}
+
+// Ratios are used over allocated, per resource; nil where nothing was allocated.
+type Ratios struct {
+	CPU    *float64 `json:"cpu"`
+	Memory *float64 `json:"memory"`
+	GPU    *float64 `json:"gpu"`
+	NPU    *float64 `json:"npu"`
+}
+
+// Shares are a group's part of the whole report's allocated figures, 0 to 1.
+type Shares struct {
+	CPU    float64 `json:"cpu"`
+	Memory float64 `json:"memory"`
+	GPU    float64 `json:"gpu"`
+	NPU    float64 `json:"npu"`
+}
+
+// IdleHours are the hours clusters holding GPUs or NPUs idled (the idle detection's judgement), and
+// the device-hours they held meanwhile.
+type IdleHours struct {
+	Hours    float64 `json:"hours"`
+	GPUHours float64 `json:"gpuHours"`
+	NPUHours float64 `json:"npuHours"`
+}
+
+// QuotaFigure is one resource of a namespace's ResourceQuotas: the lowest hard limit among them, what
+// is used of it, and the ratio.
+type QuotaFigure struct {
+	Resource string   `json:"resource" example:"requests.nvidia.com/gpu"`
+	Hard     float64  `json:"hard"`
+	Used     float64  `json:"used"`
+	Ratio    *float64 `json:"ratio"`
+	// Quota names the ResourceQuota whose limit it is.
+	Quota string `json:"quota"`
+}
+
+// Day is one UTC day of a row.
+type Day struct {
+	Day       time.Time `json:"day"`
+	HeldHours float64   `json:"heldHours"`
+	Allocated Hours     `json:"allocated"`
+	// Used is nil where that day's use was not measured.
+	Used *Hours    `json:"used"`
+	Idle IdleHours `json:"idle"`
+	Runs int64     `json:"runs"`
+}
+
+// Row is one group of a report.
+type Row struct {
+	GroupKey
+	// HeldHours are the hours its clusters held their resources (summed over clusters).
+	HeldHours float64 `json:"heldHours"`
+	// Allocated are their requests times the time they held them.
+	Allocated Hours `json:"allocated"`
+	// Used is what their pods used, from Prometheus, over the time measured (see the report's
+	// measured); nil where none of the window was.
+	Used *Hours `json:"used"`
+	// Ratio is Used over Allocated.
+	Ratio Ratios    `json:"ratio"`
+	Idle  IdleHours `json:"idle"`
+	// Objects counts the Ray clusters that held resources in the window; Runs the times one began to.
+	Objects int64 `json:"objects"`
+	Runs    int64 `json:"runs"`
+	// Share is the row's part of the report's whole.
+	Share Shares `json:"share"`
+	// Quota is the namespace's ResourceQuotas (grouped by namespace), where it has any.
+	Quota []QuotaFigure `json:"quota,omitempty"`
+	// Series are its figures per UTC day with any, oldest first.
+	Series []Day `json:"series"`
+	sortBy Figures
+}
+
+// Measured says how much of the window's use was read from Prometheus.
+type Measured struct {
+	// Seconds of the window whose use was measured, of WindowSeconds.
+	Seconds       float64 `json:"seconds"`
+	WindowSeconds float64 `json:"windowSeconds"`
+}
+
+// Report is the answer: a page of rows, the whole's figures, and what was not measured.
+type Report struct {
+	Items    []Row `json:"items"`
+	Total    int   `json:"total"`
+	Page     int   `json:"page"`
+	PageSize int   `json:"pageSize"`
+	// From and To are the window counted: whole UTC days.
+	From    time.Time `json:"from"`
+	To      time.Time `json:"to"`
+	GroupBy string    `json:"groupBy"`
+	// Whole sums every group in the caller's scope and filters.
+	Whole    Row      `json:"whole"`
+	Measured Measured `json:"measured"`
+	Warnings []string `json:"warnings"`
+}
+
+const (
+	hour   = 3600.0
+	gibHrs = 3600.0 * (1 << 30)
+)
+
+func hoursOf(cpu, mem, gpu, npu float64) Hours {
+	return Hours{CPUCoreHours: cpu / hour, MemoryGiBHours: mem / gibHrs, GPUHours: gpu / hour, NPUHours: npu / hour}
+}
+
+func allocated(f Figures) Hours {
+	return hoursOf(f.CPUSeconds, f.MemoryByteSeconds, f.GPUSeconds, f.NPUSeconds)
+}
+
+func used(f Figures) Hours {
+	return hoursOf(f.UsedCPUSeconds, f.UsedMemoryByteSeconds, f.UsedGPUSeconds, f.UsedNPUSeconds)
+}
+
+func idleOf(f Figures) IdleHours {
+	return IdleHours{Hours: f.IdleSeconds / hour, GPUHours: f.IdleGPUSeconds / hour, NPUHours: f.IdleNPUSeconds / hour}
+}
+
+func ratio(u, a float64) *float64 {
+	if a <= 0 {
+		return nil
+	}
+	r := u / a
+	return &r
+}
+
+func share(part, whole float64) float64 {
+	if whole <= 0 {
+		return 0
+	}
+	return part / whole
+}
+
+// Build makes the report of groups for q: rows with their series, sorted by sortBy (one of SortKeys)
+// in order (asc or desc) and paged; measured are the seconds of each day whose use was measured.
+func Build(q Query, groups []Group, measured map[int64]float64, sortBy, order string, page, pageSize int) Report {
+	rep := Report{From: q.From, To: q.To, GroupBy: q.GroupBy, Page: page, PageSize: pageSize, Total: len(groups),
+		Items: []Row{}, Warnings: []string{}}
+	rep.Measured.WindowSeconds = q.To.Sub(q.From).Seconds()
+	measuredDays := map[int64]bool{}
+	for d, s := range measured {
+		if d >= q.From.Unix() && d < q.To.Unix() && s > 0 {
+			rep.Measured.Seconds += s
+			measuredDays[d] = true
+		}
+	}
+	// What is in the window and still to come is not missing: only the past can be unmeasured.
+	end := q.To
+	if q.Now.Before(end) {
+		end = q.Now
+	}
+	past := end.Sub(q.From).Seconds()
+	switch {
+	case rep.Measured.Seconds == 0:
+		rep.Warnings = append(rep.Warnings, fmt.Sprintf("use was not measured between %s and %s (no Prometheus read "+
+			"by the service then): the allocated figures alone are given", q.From.Format(time.RFC3339), q.To.Format(time.RFC3339)))
+	case rep.Measured.Seconds < past-60:
+		rep.Warnings = append(rep.Warnings, fmt.Sprintf("use was measured over %.1f of the window's %.1f hours so far: "+
+			"the used figures and ratios cover that time only", rep.Measured.Seconds/hour, past/hour))
+	}
+	rows := make([]Row, len(groups))
+	var whole Figures
+	wholeDays := map[int64]*Figures{}
+	for i, g := range groups {
+		rows[i] = row(g.Key, g.Total, g.Days, g.Objects, rep.Measured.Seconds > 0, measuredDays)
+		whole.Add(g.Total)
+		rep.Whole.Objects += g.Objects
+		for d, f := range g.Days {
+			if wholeDays[d] == nil {
+				wholeDays[d] = &Figures{}
+			}
+			wholeDays[d].Add(*f)
+		}
+	}
+	rep.Whole = row(GroupKey{}, whole, wholeDays, rep.Whole.Objects, rep.Measured.Seconds > 0, measuredDays)
+	rep.Whole.Share = Shares{CPU: share(whole.CPUSeconds, whole.CPUSeconds), Memory: share(whole.MemoryByteSeconds, whole.MemoryByteSeconds),
+		GPU: share(whole.GPUSeconds, whole.GPUSeconds), NPU: share(whole.NPUSeconds, whole.NPUSeconds)}
+	for i := range rows {
+		f := rows[i].sortBy
+		rows[i].Share = Shares{CPU: share(f.CPUSeconds, whole.CPUSeconds), Memory: share(f.MemoryByteSeconds, whole.MemoryByteSeconds),
+			GPU: share(f.GPUSeconds, whole.GPUSeconds), NPU: share(f.NPUSeconds, whole.NPUSeconds)}
+	}
+	sortRows(rows, q.GroupBy, sortBy, order)
+	if pageSize > 0 {
+		start := min((page-1)*pageSize, len(rows))
+		rows = rows[start:min(start+pageSize, len(rows))]
+	}
+	rep.Items = rows
+	return rep
+}
+
+func row(k GroupKey, f Figures, days map[int64]*Figures, objects int64, measured bool, measuredDays map[int64]bool) Row {
+	r := Row{GroupKey: k, HeldHours: f.HeldSeconds / hour, Allocated: allocated(f), Idle: idleOf(f), Objects: objects,
+		Runs: f.Starts, Series: make([]Day, 0, len(days)), sortBy: f}
+	if measured {
+		u := used(f)
+		r.Used = &u
+		r.Ratio = Ratios{CPU: ratio(f.UsedCPUSeconds, f.CPUSeconds), Memory: ratio(f.UsedMemoryByteSeconds, f.MemoryByteSeconds),
+			GPU: ratio(f.UsedGPUSeconds, f.GPUSeconds), NPU: ratio(f.UsedNPUSeconds, f.NPUSeconds)}
+	}
+	for d, df := range days {
+		day := Day{Day: time.Unix(d, 0).UTC(), HeldHours: df.HeldSeconds / hour, Allocated: allocated(*df), Idle: idleOf(*df), Runs: df.Starts}
+		if measuredDays[d] {
+			u := used(*df)
+			day.Used = &u
+		}
+		r.Series = append(r.Series, day)
+	}
+	slices.SortFunc(r.Series, func(a, b Day) int { return a.Day.Compare(b.Day) })
+	return r
+}
+
+// sortKey is the figure a row is sorted by.
+func sortKey(r *Row, by string) float64 {
+	f := r.sortBy
+	switch by {
+	case "memoryGiBHours":
+		return f.MemoryByteSeconds
+	case "gpuHours":
+		return f.GPUSeconds
+	case "npuHours":
+		return f.NPUSeconds
+	case "heldHours":
+		return f.HeldSeconds
+	case "idleHours":
+		return f.IdleSeconds
+	case "idleAcceleratorHours":
+		return f.IdleGPUSeconds + f.IdleNPUSeconds
+	case "usedCpuCoreHours":
+		return f.UsedCPUSeconds
+	case "usedMemoryGiBHours":
+		return f.UsedMemoryByteSeconds
+	case "usedGpuHours":
+		return f.UsedGPUSeconds
+	case "usedNpuHours":
+		return f.UsedNPUSeconds
+	case "objects":
+		return float64(r.Objects)
+	case "runs":
+		return float64(f.Starts)
+	}
+	return f.CPUSeconds
+}
+
+func sortRows(rows []Row, groupBy, by, order string) {
+	desc := order != "asc"
+	slices.SortStableFunc(rows, func(a, b Row) int {
+		c := 0
+		if by != "name" {
+			c = cmp.Compare(sortKey(&a, by), sortKey(&b, by))
+		} else {
+			c = strings.Compare(a.label(groupBy), b.label(groupBy))
+		}
+		if desc {
+			c = -c
+		}
+		if c != 0 {
+			return c
+		}
+		return strings.Compare(a.label(groupBy), b.label(groupBy))
+	})
+}
