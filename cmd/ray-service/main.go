@@ -125,13 +125,14 @@ func run() error {
 	var usage api.Usage // none without Prometheus
 	var clusterHealth api.ClusterHealth
 	var detector *idle.Detector // none without Prometheus
+	var clusterUse history.Use  // none without Prometheus
 	if cfg.PrometheusURL != "" {
 		querier, err := metrics.NewQuerier(cfg.PrometheusURL, cfg.PrometheusTimeout, cfg.PrometheusCacheSize)
 		if err != nil {
 			return err
 		}
 		metrics.RegisterSize(registry, "ray_service_prometheus_cache_entries", "Answers of Prometheus cached for the overview.", querier.CacheLen)
-		usage, clusterHealth = querier, querier
+		usage, clusterHealth, clusterUse = querier, querier, querier
 		if cfg.IdleWindow > 0 {
 			detector = &idle.Detector{Work: querier, Clusters: store, Log: log, Settings: idle.Settings{Window: cfg.IdleWindow,
 				Interval: cfg.IdleInterval, Step: idle.StepOf(cfg.IdleWindow), Lookback: 24 * time.Hour,
@@ -148,8 +149,9 @@ func run() error {
 	var auditStore audit.Store
 	var notices *history.Store // where notifications are kept: none without a history database
 	var leading func() bool    // whether this replica writes the history, and so acts for all
+	var utilization api.Utilization
 	if cfg.HistoryDSN != "" {
-		recorder, store2, released, err := startHistory(ctx, cfg, restCfg, kinds, store.Serves, log, instance, registry)
+		recorder, store2, released, err := startHistory(ctx, cfg, restCfg, kinds, store.Serves, log, instance, registry, clusterUse)
 		if err != nil {
 			return err
 		}
@@ -164,7 +166,10 @@ func run() error {
 		}()
 		store.SetObserver(recorder)
 		hist, auditStore = store2, store2.Audit()
-		notices, leading = store2, recorder.Leading
+		notices, leading, utilization = store2, recorder.Leading, store2
+		if detector != nil {
+			detector.Clusters = idleTo{Store: store, accounting: recorder}
+		}
 	}
 	// The optional kinds (RayCronJob) are served while the cluster has their CRD: asked now and every
 	// 30 s, as KubeRay is upgraded or its feature gate turned on.
@@ -320,6 +325,8 @@ func run() error {
 		Subscriptions: subscriptions,
 		Guard:         guard,
 		IdlePolicies:  idlePolicies,
+		Utilization:   utilization,
+		Quotas:        k8s.Quotas{Core: core.CoreV1()},
 		Ready:         draining.ready(readiness(store, bindings, core.Discovery(), kinds)),
 	})
 	srv := &http.Server{Addr: cfg.Listen, Handler: router, ReadHeaderTimeout: 10 * time.Second,
@@ -384,10 +391,21 @@ func run() error {
 	return detached.Wait(sctx)
 }
 
+// idleTo hands the idle detection's judgement to the watch cache and to the utilization accounting.
+type idleTo struct {
+	*cache.Store
+	accounting *history.Recorder
+}
+
+func (t idleTo) SetIdle(idle map[cache.ClusterRef]*ray.Idle) {
+	t.Store.SetIdle(idle)
+	t.accounting.SetIdle(idle)
+}
+
 // startHistory opens the history database and starts its recorder, which writes while this replica
 // holds the history's Lease.
 func startHistory(ctx context.Context, cfg *config.Config, restCfg *rest.Config, kinds *ray.Kinds, serves func(*ray.Kind) bool, log *zap.Logger,
-	instance string, registry *prometheus.Registry) (*history.Recorder, *history.Store, <-chan struct{}, error) {
+	instance string, registry *prometheus.Registry, use history.Use) (*history.Recorder, *history.Store, <-chan struct{}, error) {
 	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	hs, err := history.Open(octx, cfg.HistoryDSN)
@@ -414,7 +432,9 @@ func startHistory(ctx context.Context, cfg *config.Config, restCfg *rest.Config,
 	r := &history.Recorder{Store: hs, Kinds: kinds, Serves: serves, Dynamic: dyn, Core: core, Log: log,
 		Limits: ray.EndingLimits{Events: 100, LogLines: 2000, LogBytes: 256 << 10},
 		MaxAge: cfg.HistoryMaxAge, MaxPerNamespace: cfg.HistoryMaxPerNamespace,
-		NamespaceMaxBytes: cfg.HistoryNamespaceBytes, MaxBytes: cfg.HistoryBytes}
+		NamespaceMaxBytes: cfg.HistoryNamespaceBytes, MaxBytes: cfg.HistoryBytes,
+		Accounting: history.Accounting{CreditEvery: cfg.UsageCreditEvery, Use: use, MeasureEvery: cfg.UsageMeasureEvery,
+			MeasureStep: cfg.UsageMeasureStep, Retention: cfg.UsageRetention}}
 	registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ray_service_history_leader",
 		Help: "1 while this replica writes the history."}, func() float64 {
 		if r.Leading() {

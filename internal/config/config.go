@@ -46,6 +46,13 @@ type Config struct {
 	// their policies ("": no stop by policy); IdleStopWarning how long ahead a stop is announced.
 	IdleStopIdentity string        `mapstructure:"idle-stop-identity"`
 	IdleStopWarning  time.Duration `mapstructure:"idle-stop-warning"`
+	// UsageCreditEvery is how often the utilization accounting credits what each Ray cluster holds;
+	// UsageMeasureEvery how often it reads their use from Prometheus, sampled every UsageMeasureStep;
+	// UsageRetention how long its daily figures are kept (0: always).
+	UsageCreditEvery  time.Duration `mapstructure:"usage-credit-every"`
+	UsageMeasureEvery time.Duration `mapstructure:"usage-measure-every"`
+	UsageMeasureStep  time.Duration `mapstructure:"usage-measure-step"`
+	UsageRetention    time.Duration `mapstructure:"usage-retention"`
 	// NotifyAllowCIDRs are the ranges a webhook may be in although the guard refuses them (loopback,
 	// link-local); NotifyDenyCIDRs the cluster's own ranges (its services' and pods'), refused.
 	NotifyAllowCIDRs []string `mapstructure:"notify-allow-cidrs"`
@@ -152,6 +159,10 @@ func Load(args []string) (*Config, error) {
 	fs.Float64("idle-accelerator-percent", 5, "the utilization (percent) an idle cluster's GPUs and NPUs may have")
 	fs.String("idle-stop-identity", "", "the ServiceAccount (namespace/name) idle clusters are stopped as, by their policies (empty: no stop by policy)")
 	fs.Duration("idle-stop-warning", 15*time.Minute, "how long ahead a stop by an idle policy is announced (a Warning event and a notification)")
+	fs.Duration("usage-credit-every", time.Minute, "how often the utilization accounting credits what each Ray cluster holds")
+	fs.Duration("usage-measure-every", 5*time.Minute, "how often the Ray clusters' use is read from Prometheus for the utilization accounting")
+	fs.Duration("usage-measure-step", 15*time.Second, "how finely the Ray clusters' use is sampled (at least the scrape interval)")
+	fs.Duration("usage-retention", 400*24*time.Hour, "how long the utilization's daily figures are kept (0: always)")
 	fs.StringSlice("notify-allow-cidrs", nil, "ranges a webhook may be in although they are refused by default (loopback, link-local)")
 	fs.StringSlice("notify-deny-cidrs", nil, "ranges no webhook may be in: the cluster's service and pod ranges")
 	fs.Duration("notify-retry-for", time.Hour, "how long a notification is retried before it is given up")
@@ -227,6 +238,12 @@ func Load(args []string) (*Config, error) {
 		if ns, name, ok := strings.Cut(c.IdleStopIdentity, "/"); !ok || ns == "" || name == "" || strings.Contains(name, "/") {
 			return nil, fmt.Errorf("idle-stop-identity %q: want the ServiceAccount as namespace/name", c.IdleStopIdentity)
 		}
+	}
+	if c.UsageCreditEvery <= 0 || c.UsageMeasureStep <= 0 || c.UsageMeasureEvery < c.UsageMeasureStep || c.UsageMeasureEvery > time.Hour ||
+		c.UsageRetention < 0 {
+		return nil, fmt.Errorf("usage-credit-every %s, usage-measure-every %s, usage-measure-step %s and usage-retention %s: want "+
+			"the credit's period and the step above 0, the reading's period from the step up to an hour, and a retention of 0 "+
+			"(always) or more", c.UsageCreditEvery, c.UsageMeasureEvery, c.UsageMeasureStep, c.UsageRetention)
 	}
 	if c.IdleStopWarning <= 0 || c.NotifyRetryFor <= 0 || c.NotifyMaxBackoff <= 0 || c.NotifyTimeout <= 0 {
 		return nil, fmt.Errorf("idle-stop-warning %s, notify-retry-for %s, notify-max-backoff %s and notify-timeout %s: want each "+

@@ -20,6 +20,7 @@ import (
 	"ray-service/internal/k8s"
 	"ray-service/internal/notify"
 	"ray-service/internal/ray"
+	"ray-service/internal/usage"
 )
 
 // Recorder writes the history from what the watch cache receives (it is the cache's cache.Observer).
@@ -71,6 +72,9 @@ type Recorder struct {
 	dropped atomic.Int64
 	// grown is what was written per namespace since its quota was last enforced (mu).
 	grown map[string]int64
+	// Accounting are the utilization accounting's settings; acct its state (mu).
+	Accounting Accounting
+	acct       accounting
 }
 
 // The defaults of the queue's bounds.
@@ -178,6 +182,7 @@ func (r *Recorder) init() {
 	r.once.Do(func() {
 		r.known, r.pending, r.wake, r.grown = map[string]*known{}, map[string]*change{}, make(chan struct{}, 1), map[string]int64{}
 		r.early = map[string]*earlyEnding{}
+		r.acct = newAccounting()
 	})
 }
 
@@ -213,6 +218,7 @@ func (r *Recorder) observeLocked(k *ray.Kind, o *unstructured.Unstructured, s *r
 		r.known[uid] = kn
 	}
 	kn.fromStore = false
+	r.accountLocked(k, o, s, now)
 	reason, message := endReason(o, s)
 	rec := Record{UID: uid, Kind: k.Kind, Namespace: o.GetNamespace(), Name: o.GetName(), Creator: s.Creator,
 		Status: s.Status, Reason: reason, Message: message, CreatedAt: o.GetCreationTimestamp().UTC()}
@@ -313,6 +319,8 @@ func (r *Recorder) goneLocked(k *ray.Kind, e *cache.Entry, pods []corev1.Pod, no
 		kn = &known{kind: k, status: s.Status, clusters: k.Clusters(s)}
 	}
 	delete(r.known, uid)
+	r.goneAccountLocked(uid, now)
+	delete(r.acct.makers, [3]string{k.Kind, e.Namespace, e.Name})
 	rec := Record{UID: uid, Kind: k.Kind, Namespace: e.Namespace, Name: e.Name, Creator: s.Creator, Status: kn.status,
 		Reason: kn.reason, CreatedAt: e.CreationTimestamp.UTC(), DeletedAt: &now}
 	if rec.Status == "" {
@@ -465,6 +473,7 @@ func (r *Recorder) Run(ctx context.Context, el Election) {
 	r.init()
 	go r.write(ctx)
 	go r.prune(ctx)
+	go r.account(ctx)
 	for ctx.Err() == nil {
 		le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 			Lock: el.Lock, LeaseDuration: el.LeaseDuration, RenewDeadline: el.RenewDeadline, RetryPeriod: el.RetryPeriod,
@@ -486,10 +495,13 @@ func (r *Recorder) Run(ctx context.Context, el Election) {
 func (r *Recorder) lead(ctx context.Context) {
 	r.Log.Info("history: this replica writes the history")
 	var live map[string]Known
+	var marks map[string]*usage.Mark
 	for {
 		var err error
 		if live, err = r.Store.Live(ctx); err == nil {
-			break
+			if marks, err = r.Store.UsageMarks(ctx); err == nil {
+				break
+			}
 		}
 		r.Log.Warn("history: reading what is recorded", zap.Error(err))
 		select {
@@ -500,6 +512,7 @@ func (r *Recorder) lead(ctx context.Context) {
 	}
 	r.mu.Lock()
 	r.leadCtx = ctx
+	r.leadAccounting(marks)
 	for uid, k := range live {
 		kind := r.Kinds.ByKind(k.Kind)
 		if kind == nil {
@@ -533,6 +546,7 @@ func (r *Recorder) lead(ctx context.Context) {
 				Status: k.Status, DeletedAt: &now}, goneOnly: true})
 		}
 	}
+	r.caughtUpAccountingLocked()
 	r.mu.Unlock()
 }
 
@@ -562,6 +576,7 @@ func (r *Recorder) follow() {
 	r.leading.Store(false)
 	r.mu.Lock()
 	r.known, r.pending, r.early, r.leadCtx = map[string]*known{}, map[string]*change{}, map[string]*earlyEnding{}, nil
+	r.acct = newAccounting()
 	r.mu.Unlock()
 	r.Log.Info("history: this replica no longer writes the history")
 }
@@ -608,6 +623,9 @@ func (r *Recorder) write(ctx context.Context) {
 			}
 		}
 		r.enforceQuotas(ctx, batch)
+		if r.leading.Load() {
+			r.writeAccounting(ctx)
+		}
 		if failed {
 			select {
 			case <-ctx.Done():

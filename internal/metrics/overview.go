@@ -110,6 +110,9 @@ func defaultStep(length time.Duration) time.Duration {
 	return length / 100
 }
 
+// ParseTime reads the time parameter name: RFC 3339 or Unix seconds.
+func ParseTime(name, v string) (time.Time, error) { return parseTime(name, v) }
+
 func parseTime(name, v string) (time.Time, error) {
 	if v == "" {
 		return time.Time{}, fmt.Errorf("%s is missing", name)

@@ -31,6 +31,9 @@ const (
 	RayClusterLabel = "ray.io/cluster"
 	// OriginatedFromCRDLabel names the kind that made a RayCluster (RayJob, RayService), where one did.
 	OriginatedFromCRDLabel = "ray.io/originated-from-crd"
+	// OriginatedFromCRNameLabel names the object that made a RayCluster (KubeRay ray-operator/controllers/
+	// ray/utils/constant.go, v1.5-v1.6).
+	OriginatedFromCRNameLabel = "ray.io/originated-from-cr-name"
 	// RayNodeTypeLabel is "head" or "worker" on a Ray pod.
 	RayNodeTypeLabel = "ray.io/node-type"
 	// RayGroupLabel names the group of a Ray pod ("headgroup" for the head).

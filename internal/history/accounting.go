@@ -1,0 +1,302 @@
+package history
+
+import (
+	"context"
+	"time"
+
+	"go.uber.org/zap"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"ray-service/internal/cache"
+	"ray-service/internal/ray"
+	"ray-service/internal/usage"
+)
+
+// Use is what Prometheus says each Ray cluster's pods used (metrics.Querier).
+type Use interface {
+	ClusterUse(ctx context.Context, from, to time.Time, step time.Duration) (map[usage.ClusterRef]usage.Used, error)
+}
+
+// Accounting are the utilization accounting's settings: how often the clusters holding resources are
+// credited, and how often (and how finely) their use is read from Prometheus.
+type Accounting struct {
+	// CreditEvery is how often what every cluster holds is credited (0: a minute).
+	CreditEvery time.Duration
+	// Use reads the clusters' use; nil: none is measured.
+	Use Use
+	// MeasureEvery and MeasureStep: every MeasureEvery the use since the last reading is asked for,
+	// sampled every MeasureStep.
+	MeasureEvery, MeasureStep time.Duration
+	// Retention is how long the daily figures are kept (0: always).
+	Retention time.Duration
+}
+
+// maxMeasureGap is the longest span of use read at once: past it (no replica read for that long) the
+// gap stays unmeasured, and says so in reports.
+const maxMeasureGap = time.Hour
+
+// accounting is the recorder's state of the accounting (under the recorder's mu).
+type accounting struct {
+	marks  map[string]*usage.Mark
+	byName map[usage.ClusterRef]string
+	// gone are the marks of clusters deleted since the last reading of use, whose last use is still
+	// to be read.
+	gone map[usage.ClusterRef]*usage.Mark
+	// makers are the creators of the objects that make Ray clusters, by kind, namespace and name.
+	makers map[[3]string]string
+	idle   map[usage.ClusterRef]bool
+	ledger *usage.Ledger
+}
+
+func newAccounting() accounting {
+	return accounting{marks: map[string]*usage.Mark{}, byName: map[usage.ClusterRef]string{}, gone: map[usage.ClusterRef]*usage.Mark{},
+		makers: map[[3]string]string{}, idle: map[usage.ClusterRef]bool{}, ledger: usage.NewLedger()}
+}
+
+// accountLocked credits what an object observed held until now, and takes its state from now on.
+func (r *Recorder) accountLocked(k *ray.Kind, o *unstructured.Unstructured, s *ray.Summary, now time.Time) {
+	a := &r.acct
+	if !k.IsCluster {
+		a.makers[[3]string{k.Kind, o.GetNamespace(), o.GetName()}] = s.Creator
+		return
+	}
+	uid, ns, name := string(o.GetUID()), o.GetNamespace(), o.GetName()
+	ref := usage.ClusterRef{Namespace: ns, Name: name}
+	st := usage.State{Kind: k.Kind, Namespace: ns, Name: name, Cluster: name, Creator: s.Creator, Holding: usage.Holding(s.Status),
+		Idle: a.idle[ref], Requests: s.Requested}
+	labels := o.GetLabels()
+	if maker := labels[ray.OriginatedFromCRDLabel]; maker != "" {
+		st.Kind = maker
+		if n := labels[ray.OriginatedFromCRNameLabel]; n != "" {
+			st.Name = n
+		}
+		if st.Creator == "" {
+			st.Creator = a.makers[[3]string{maker, ns, st.Name}]
+		}
+	}
+	m := a.marks[uid]
+	if m == nil {
+		m = &usage.Mark{UID: uid, Since: now}
+		a.marks[uid] = m
+	} else if st.Creator == "" && m.Kind == st.Kind && m.Name == st.Name {
+		// Its maker not seen yet (a new writer lists the clusters first): as counted so far.
+		st.Creator = m.Creator
+	}
+	a.byName[ref] = uid
+	if m.State == st {
+		return
+	}
+	a.ledger.Change(m, st, now)
+	r.wakeLocked()
+}
+
+// goneAccountLocked credits a deleted cluster up to now and ends its credit.
+func (r *Recorder) goneAccountLocked(uid string, now time.Time) {
+	a := &r.acct
+	m := a.marks[uid]
+	if m == nil {
+		return
+	}
+	a.ledger.Gone(m, now)
+	delete(a.marks, uid)
+	ref := usage.ClusterRef{Namespace: m.Namespace, Name: m.Cluster}
+	if a.byName[ref] == uid {
+		delete(a.byName, ref)
+	}
+	if r.Accounting.Use != nil {
+		a.gone[ref] = m
+	}
+	r.wakeLocked()
+}
+
+// SetIdle takes what the idle detection judges idle now (idle.Clusters): the clusters whose idleness
+// changed are credited up to now and counted idle, or not, from now on.
+func (r *Recorder) SetIdle(idle map[cache.ClusterRef]*ray.Idle) {
+	if !r.leading.Load() {
+		return
+	}
+	r.init()
+	next := make(map[usage.ClusterRef]bool, len(idle))
+	for ref := range idle {
+		next[usage.ClusterRef{Namespace: ref.Namespace, Name: ref.Name}] = true
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.setIdleLocked(next, time.Now().UTC())
+}
+
+func (r *Recorder) setIdleLocked(next map[usage.ClusterRef]bool, now time.Time) {
+	r.acct.idle = next
+	for ref, uid := range r.acct.byName {
+		m := r.acct.marks[uid]
+		if m == nil || m.Idle == next[ref] {
+			continue
+		}
+		st := m.State
+		st.Idle = next[ref]
+		r.acct.ledger.Change(m, st, now)
+		r.wakeLocked()
+	}
+}
+
+// wakeLocked has the writer write what is queued.
+func (r *Recorder) wakeLocked() {
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// leadAccounting takes the marks of the objects not gone up, as the last writer left them.
+func (r *Recorder) leadAccounting(marks map[string]*usage.Mark) {
+	r.acct = newAccounting()
+	for uid, m := range marks {
+		r.acct.marks[uid] = m
+		r.acct.byName[usage.ClusterRef{Namespace: m.Namespace, Name: m.Cluster}] = uid
+	}
+}
+
+// caughtUpAccountingLocked ends the credit of the clusters the last writer left that are there no more:
+// they went while no replica wrote, at a time not known; they are credited up to their last credit.
+func (r *Recorder) caughtUpAccountingLocked() {
+	for uid, m := range r.acct.marks {
+		if kn := r.known[uid]; kn == nil {
+			r.goneAccountLocked(uid, m.Since)
+		}
+	}
+}
+
+// creditAll credits every cluster holding resources up to now (the daily rows stay current, and a new
+// writer resumes from there).
+func (r *Recorder) creditAll(now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, m := range r.acct.marks {
+		if m.Holding {
+			r.acct.ledger.Credit(m, now)
+		}
+	}
+	r.wakeLocked()
+}
+
+// writeAccounting writes the credits gathered; what fails goes back to be written with what follows.
+func (r *Recorder) writeAccounting(ctx context.Context) {
+	r.mu.Lock()
+	l := r.acct.ledger
+	r.acct.ledger = usage.NewLedger()
+	r.mu.Unlock()
+	if l.Empty() {
+		return
+	}
+	if err := r.Store.PutUsage(ctx, l); err != nil {
+		if ctx.Err() == nil {
+			r.Log.Warn("history: writing the utilization figures", zap.Error(err))
+		}
+		r.mu.Lock()
+		if r.leading.Load() {
+			r.acct.ledger.Merge(l)
+		}
+		r.mu.Unlock()
+	}
+}
+
+// account credits the clusters every CreditEvery and reads their use every MeasureEvery while this
+// replica leads, and removes the figures past the retention every hour.
+func (r *Recorder) account(ctx context.Context) {
+	every := r.Accounting.CreditEvery
+	if every <= 0 {
+		every = time.Minute
+	}
+	credit := time.NewTicker(every)
+	defer credit.Stop()
+	measureEvery := r.Accounting.MeasureEvery
+	if measureEvery <= 0 {
+		measureEvery = 5 * time.Minute
+	}
+	measure := time.NewTicker(measureEvery)
+	defer measure.Stop()
+	prune := time.NewTicker(time.Hour)
+	defer prune.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-credit.C:
+			if r.leading.Load() {
+				r.creditAll(now.UTC())
+			}
+		case now := <-measure.C:
+			if r.leading.Load() && r.Accounting.Use != nil {
+				r.measure(ctx, now.UTC())
+			}
+		case now := <-prune.C:
+			if r.leading.Load() && r.Accounting.Retention > 0 {
+				if _, err := r.Store.PruneUsage(ctx, now.Add(-r.Accounting.Retention)); err != nil {
+					r.Log.Warn("history: removing the utilization figures past their retention", zap.Error(err))
+				}
+			}
+		}
+	}
+}
+
+// measure reads what each cluster used since the last reading (at most maxMeasureGap back), split at UTC
+// midnights, and writes it with the new bound; what fails is read again next time.
+func (r *Recorder) measure(ctx context.Context, now time.Time) {
+	step := r.Accounting.MeasureStep
+	if step <= 0 {
+		step = 15 * time.Second
+	}
+	to := now.Truncate(step)
+	from, err := r.Store.MeasuredTo(ctx)
+	if err != nil {
+		r.Log.Warn("history: reading up to when use was measured", zap.Error(err))
+		return
+	}
+	if from.IsZero() || to.Sub(from) > maxMeasureGap {
+		from = to.Add(-min(maxMeasureGap, max(r.Accounting.MeasureEvery, step)))
+	}
+	if !to.After(from) {
+		return
+	}
+	l := usage.NewLedger()
+	for start := from; start.Before(to); {
+		end := time.Unix(usage.DayOf(start)+86400, 0).UTC()
+		if to.Before(end) {
+			end = to
+		}
+		used, err := r.Accounting.Use.ClusterUse(ctx, start, end, step)
+		if err != nil {
+			r.Log.Warn("history: reading the Ray clusters' use from Prometheus", zap.Error(err))
+			return
+		}
+		day := usage.DayOf(start)
+		r.mu.Lock()
+		for ref, u := range used {
+			m := r.acct.gone[ref]
+			if uid, ok := r.acct.byName[ref]; ok && r.acct.marks[uid] != nil {
+				m = r.acct.marks[uid]
+			}
+			if m == nil {
+				continue // not a cluster this writer knows
+			}
+			l.Used(m, day, u.CPUSeconds, u.MemoryByteSeconds, u.GPUSeconds, u.NPUSeconds)
+		}
+		r.mu.Unlock()
+		l.Measured[day] += end.Sub(start).Seconds()
+		start = end
+	}
+	if err := r.Store.PutMeasured(ctx, l, to); err != nil {
+		if ctx.Err() == nil {
+			r.Log.Warn("history: writing the Ray clusters' use", zap.Error(err))
+		}
+		return
+	}
+	r.mu.Lock()
+	// The clusters gone before this reading began have had their last use read.
+	for ref, m := range r.acct.gone {
+		if m.Since.Before(from) {
+			delete(r.acct.gone, ref)
+		}
+	}
+	r.mu.Unlock()
+}

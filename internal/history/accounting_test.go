@@ -1,0 +1,151 @@
+package history
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"ray-service/internal/ray"
+	"ray-service/internal/usage"
+)
+
+// fakeUse answers every reading of use with the same per-second figures for one cluster, and records
+// the spans asked.
+type fakeUse struct {
+	ref   usage.ClusterRef
+	cores float64
+	spans [][2]time.Time
+}
+
+func (f *fakeUse) ClusterUse(_ context.Context, from, to time.Time, _ time.Duration) (map[usage.ClusterRef]usage.Used, error) {
+	f.spans = append(f.spans, [2]time.Time{from, to})
+	return map[usage.ClusterRef]usage.Used{f.ref: {CPUSeconds: f.cores * to.Sub(from).Seconds()}}, nil
+}
+
+func rayCluster(name, uid, creator string, labels map[string]string, replicas int64) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "ray.io/v1", "kind": "RayCluster",
+		"metadata": map[string]any{"name": name, "namespace": "team", "uid": uid, "generation": int64(1),
+			"creationTimestamp": "2026-01-01T00:00:00Z", "annotations": map[string]any{ray.CreatorKey: creator}},
+		"spec": map[string]any{"headGroupSpec": map[string]any{"template": map[string]any{"spec": map[string]any{
+			"containers": []any{map[string]any{"name": "ray-head", "resources": map[string]any{"requests": map[string]any{"cpu": "1"}}}}}}},
+			"workerGroupSpecs": []any{map[string]any{"groupName": "w", "replicas": replicas, "template": map[string]any{"spec": map[string]any{
+				"containers": []any{map[string]any{"name": "w", "resources": map[string]any{"requests": map[string]any{"cpu": "2", "nvidia.com/gpu": "1"}}}}}}}}},
+		"status": map[string]any{"state": "ready"},
+	}}
+	if labels != nil {
+		u.SetLabels(labels)
+	}
+	return u
+}
+
+// The recorder credits a cluster's requests while it holds them (at its changes and each credit), counts
+// a cluster a RayJob made to that RayJob and its creator, counts idle time while it holds a GPU, reads
+// its use, and a new writer takes the credit up from the marks without counting anything twice.
+func TestRecorderAccounting(t *testing.T) {
+	ctx := t.Context()
+	store, err := Open(ctx, "sqlite:"+filepath.Join(t.TempDir(), "history.db"))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = store.Close() })
+	kinds := ray.NewKinds()
+	use := &fakeUse{ref: usage.ClusterRef{Namespace: "team", Name: "own"}, cores: 0.5}
+	r := &Recorder{Store: store, Kinds: kinds, Log: zap.NewNop(), Accounting: Accounting{Use: use, MeasureEvery: time.Minute, MeasureStep: 15 * time.Second}}
+	r.init()
+	r.leading.Store(true)
+	k := kinds.Cluster()
+	t0 := time.Now().UTC().Truncate(time.Minute).Add(-time.Hour)
+	observe := func(o *unstructured.Unstructured, at time.Time) {
+		s := k.Summarize(o)
+		r.mu.Lock()
+		r.observeLocked(k, o, &s, at)
+		r.mu.Unlock()
+	}
+	job := kinds.ByKind("RayJob")
+	jobObj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "ray.io/v1", "kind": "RayJob",
+		"metadata": map[string]any{"name": "train", "namespace": "team", "uid": "u-job", "annotations": map[string]any{ray.CreatorKey: "alice"}}}}
+	js := job.Summarize(jobObj)
+	r.mu.Lock()
+	r.observeLocked(job, jobObj, &js, t0)
+	r.mu.Unlock()
+
+	own := rayCluster("own", "u-own", "bob", nil, 2)
+	made := rayCluster("train-x1", "u-made", "", map[string]string{ray.OriginatedFromCRDLabel: "RayJob", ray.OriginatedFromCRNameLabel: "train"}, 1)
+	observe(own, t0)
+	observe(made, t0)
+	require.Equal(t, ray.StatusRunning, k.Summarize(own).Status)
+	r.creditAll(t0.Add(10 * time.Minute))
+	// own idles from minute 10 to 20; made is deleted at minute 15.
+	r.mu.Lock()
+	r.setIdleLocked(map[usage.ClusterRef]bool{{Namespace: "team", Name: "own"}: true}, t0.Add(10*time.Minute))
+	r.goneAccountLocked("u-made", t0.Add(15*time.Minute))
+	r.mu.Unlock()
+	r.writeAccounting(ctx)
+
+	q := usage.Query{From: time.Unix(usage.DayOf(t0), 0).UTC(), To: time.Unix(usage.DayOf(t0)+2*86400, 0).UTC(), GroupBy: usage.ByCluster,
+		Now: t0.Add(10 * time.Minute), Scopes: map[string][]string{"RayCluster": nil, "RayJob": nil}}
+	groups, _, err := store.Utilization(ctx, q)
+	require.NoError(t, err)
+	byUID := map[string]usage.Group{}
+	for _, g := range groups {
+		byUID[g.Key.UID] = g
+	}
+	require.Contains(t, byUID, "u-made")
+	assert.Equal(t, "RayJob", byUID["u-made"].Key.Kind, "counted to the RayJob that made it")
+	assert.Equal(t, "train", byUID["u-made"].Key.Name)
+	assert.Equal(t, "alice", byUID["u-made"].Key.Creator, "the maker's creator")
+	assert.InDelta(t, 3*15*60.0, byUID["u-made"].Total.CPUSeconds, 1e-6, "1 + 2 cores for 15 minutes")
+	assert.InDelta(t, 15*60.0, byUID["u-made"].Total.GPUSeconds, 1e-6)
+	assert.Equal(t, int64(1), byUID["u-made"].Total.Starts)
+	assert.InDelta(t, 5*10*60.0, byUID["u-own"].Total.CPUSeconds, 1e-6, "1 + 2×2 cores for 10 minutes")
+
+	// A new writer: own's mark is taken up where it was left, idle; made is gone.
+	r2 := &Recorder{Store: store, Kinds: kinds, Log: zap.NewNop()}
+	r2.init()
+	r2.leading.Store(true)
+	marks, err := store.UsageMarks(ctx)
+	require.NoError(t, err)
+	require.Len(t, marks, 1)
+	r2.mu.Lock()
+	r2.leadAccounting(marks)
+	s := k.Summarize(own)
+	r2.known["u-own"] = &known{kind: k}
+	r2.accountLocked(k, own, &s, t0.Add(20*time.Minute))
+	r2.mu.Unlock()
+	r2.creditAll(t0.Add(20 * time.Minute))
+	r2.writeAccounting(ctx)
+	q.Now = t0.Add(20 * time.Minute)
+	groups, _, err = store.Utilization(ctx, q)
+	require.NoError(t, err)
+	for _, g := range groups {
+		byUID[g.Key.UID] = g
+	}
+	assert.InDelta(t, 5*20*60.0, byUID["u-own"].Total.CPUSeconds, 1e-6, "20 minutes, none twice")
+	assert.InDelta(t, 10*60.0, byUID["u-own"].Total.IdleSeconds, 1e-6, "idle for 10 minutes holding GPUs")
+	assert.InDelta(t, 2*10*60.0, byUID["u-own"].Total.IdleGPUSeconds, 1e-6)
+	assert.Equal(t, int64(1), byUID["u-own"].Total.Starts, "taken up, not started again")
+
+	// Its use, read up to now, is credited to it.
+	r.measure(ctx, time.Now().UTC())
+	require.Len(t, use.spans, 1)
+	groups, measured, err := store.Utilization(ctx, q)
+	require.NoError(t, err)
+	for _, g := range groups {
+		byUID[g.Key.UID] = g
+	}
+	span := use.spans[0][1].Sub(use.spans[0][0]).Seconds()
+	assert.InDelta(t, 0.5*span, byUID["u-own"].Total.UsedCPUSeconds, 1e-6)
+	var total float64
+	for _, s := range measured {
+		total += s
+	}
+	assert.InDelta(t, span, total, 1e-6)
+	to, err := store.MeasuredTo(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, use.spans[0][1], to)
+}

@@ -1,0 +1,114 @@
+package metrics
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/prometheus/common/model"
+
+	"ray-service/internal/usage"
+)
+
+// useQueries are the utilization accounting's questions, each a vector by namespace and created_by_name:
+// the sum, over the steps s of the span d ending at the evaluation time, of what the cluster's pods used
+// at each step (cores, working-set bytes, GPUs and NPUs at full utilization); times s, resource-seconds.
+// The pods are mapped to their cluster at each step (kube_pod_info), so that a cluster deleted within the
+// span is counted up to its deletion.
+func useQueries(d, s, r time.Duration) map[string]string {
+	// Half a step short of the span: the steps taken are those of (t-d, t] whether the range's start
+	// counts (Prometheus 2) or not (Prometheus 3), so that consecutive spans count each step once.
+	sub := "[" + model.Duration(d-s/2).String() + ":" + model.Duration(s).String() + "]"
+	perCluster := func(podExpr string) string {
+		return `sum by (namespace, created_by_name) (sum_over_time((` + podExpr + ` * on(namespace, pod) group_left(created_by_name) ` +
+			rayClusterPods + `)` + sub + `))`
+	}
+	return map[string]string{
+		"cpu": perCluster(`sum by (namespace, pod) (rate(container_cpu_usage_seconds_total{container!="",container!="POD"}[` +
+			model.Duration(r).String() + `]))`),
+		"memory": perCluster(`sum by (namespace, pod) (container_memory_working_set_bytes{container!="",container!="POD"})`),
+		"gpu":    perCluster(`sum by (namespace, pod) (` + byPod("DCGM_FI_DEV_GPU_UTIL", dcgmPods) + `) / 100`),
+		"npu":    perCluster(`sum by (namespace, pod) (` + byPod("container_npu_utilization", npuPods) + `) / 100`),
+	}
+}
+
+// UseExpressions renders the accounting's queries, for tests of the PromQL itself.
+func UseExpressions(span, step time.Duration) map[string]string {
+	return useQueries(span, step, rateWindow(step))
+}
+
+// ClusterUse asks Prometheus what every Ray cluster's pods used over (from, to], sampled every step (to
+// and from are best multiples of step: Prometheus aligns a subquery's steps to them). An error is the
+// first query's that failed: then nothing of the span is measured.
+func (q *Querier) ClusterUse(ctx context.Context, from, to time.Time, step time.Duration) (map[usage.ClusterRef]usage.Used, error) {
+	span := to.Sub(from)
+	if span < step {
+		return nil, fmt.Errorf("use between %s and %s: shorter than a step (%s)", from, to, step)
+	}
+	qs := useQueries(span, step, rateWindow(step))
+	answers := map[string]model.Vector{}
+	var mu sync.Mutex
+	var firstErr error
+	var wg sync.WaitGroup
+	for name, expr := range qs {
+		wg.Go(func() {
+			v, err := q.instant(ctx, expr, to)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				if firstErr == nil {
+					firstErr = fmt.Errorf("clusters' use, %s: %w", name, err)
+				}
+				return
+			}
+			answers[name] = v
+		})
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return nil, firstErr
+	}
+	out := map[usage.ClusterRef]usage.Used{}
+	sec := step.Seconds()
+	each := func(name string, set func(u *usage.Used, v float64)) {
+		for _, s := range answers[name] {
+			ref := usage.ClusterRef{Namespace: string(s.Metric["namespace"]), Name: string(s.Metric["created_by_name"])}
+			v := float64(s.Value)
+			if ref.Name == "" || math.IsNaN(v) || math.IsInf(v, 0) {
+				continue
+			}
+			u := out[ref]
+			set(&u, v*sec)
+			out[ref] = u
+		}
+	}
+	each("cpu", func(u *usage.Used, v float64) { u.CPUSeconds = v })
+	each("memory", func(u *usage.Used, v float64) { u.MemoryByteSeconds = v })
+	each("gpu", func(u *usage.Used, v float64) { u.GPUSeconds = v })
+	each("npu", func(u *usage.Used, v float64) { u.NPUSeconds = v })
+	return out, nil
+}
+
+// GrafanaUtilizationExpressions are the queries of the Grafana dashboard's utilization panels: for the
+// dashboard's range, per namespace, the core-hours and GPU-hours the Ray pods held (their requests while
+// Pending or Running, kube-state-metrics) and used (cAdvisor, DCGM), sampled every minute. Prometheus
+// alone computes them, over what it retains; the service's report keeps them past that. (On Prometheus 2
+// the range's first minute is counted too: a minute more of the range.)
+func GrafanaUtilizationExpressions() map[string]string {
+	rayPods := `max by (namespace, pod) (kube_pod_info{created_by_kind="RayCluster"})`
+	holding := `max by (namespace, pod) (kube_pod_status_phase{phase=~"Pending|Running"} == 1)`
+	hours := func(podExpr string) string {
+		return `sum by (namespace) (sum_over_time((` + podExpr + ` * on(namespace, pod) group_left() ` + rayPods + `)[$__range:1m])) / 60`
+	}
+	allocated := func(resource string) string {
+		return hours(`sum by (namespace, pod) (kube_pod_container_resource_requests{resource="` + resource + `"}) * on(namespace, pod) group_left() ` + holding)
+	}
+	return map[string]string{
+		"cpu.allocated": allocated("cpu"),
+		"cpu.used":      hours(`sum by (namespace, pod) (rate(container_cpu_usage_seconds_total{container!="",container!="POD"}[5m]))`),
+		"gpu.allocated": allocated("nvidia_com_gpu"),
+		"gpu.used":      hours(`sum by (namespace, pod) (` + byPod("DCGM_FI_DEV_GPU_UTIL", dcgmPods) + `) / 100`),
+	}
+}
