@@ -106,9 +106,9 @@ func noSubscription(ns, id string) error {
 //	@Accept			json
 //	@Produce		json
 //	@Security		Bearer
-//	@Param			namespace				path		string				true	"namespace"
-//	@Param			body					body		SubscriptionRequest	true	"the subscription"
-//	@Success		201						{object}	Envelope{data=notify.Subscription}
+//	@Param			namespace						path		string				true	"namespace"
+//	@Param			body							body		SubscriptionRequest	true	"the subscription"
+//	@Success		201								{object}	Envelope{data=notify.Subscription}
 //	@Failure		400,401,403,409,413,415,422,503	{object}	Envelope
 //	@Router			/rest/ray/v1/namespaces/{namespace}/subscriptions [post]
 func (s *Server) createSubscription(c *gin.Context) (*response, error) {

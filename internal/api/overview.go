@@ -44,7 +44,10 @@ type OverviewData struct {
 	Used       metrics.Used   `json:"used"`
 	Series     metrics.Series `json:"series"`
 	GrafanaURL string         `json:"grafanaURL,omitempty"`
-	Warnings   []string       `json:"warnings"`
+	// UtilizationURL (the overview only, with a history database) is the utilization report of the top
+	// five holders of idle GPUs and NPUs over the last seven days, by namespace.
+	UtilizationURL string   `json:"utilizationURL,omitempty" example:"/rest/ray/v1/utilization?groupBy=namespace&sortBy=idleAcceleratorHours&pageSize=5"`
+	Warnings       []string `json:"warnings"`
 }
 
 // of returns the count of kind k: the contract names one field per kind.
@@ -151,6 +154,12 @@ func (s *Server) clusterMetrics(c *gin.Context) (*response, error) {
 func (s *Server) figures(c *gin.Context, w metrics.Window, scope metrics.Scope, alloc cache.Allocation, counts *Counts) OverviewData {
 	data := OverviewData{Window: w, Counts: counts, Allocated: alloc, Warnings: []string{},
 		GrafanaURL: metrics.GrafanaURL(s.Grafana.URL, s.Grafana.DashboardUID, w, scope.Cluster)}
+	if counts != nil && s.Utilization != nil {
+		data.UtilizationURL = BasePath + "/utilization?groupBy=namespace&sortBy=idleAcceleratorHours&pageSize=5"
+		if ns := c.Query("namespace"); ns != "" && namespaceProblem(ns) == "" {
+			data.UtilizationURL += "&namespace=" + ns
+		}
+	}
 	if s.Usage == nil {
 		data.Used = metrics.Used{Ray: map[string]float64{}}
 		data.Series = metrics.Series{Used: map[string][]metrics.Point{}, Allocated: map[string][]metrics.Point{}, RayUsed: map[string][]metrics.Point{}}

@@ -198,6 +198,10 @@ type Deps struct {
 	// IdlePolicies reads and writes the namespaces' idle policies as a caller; nil: their routes
 	// answer 503.
 	IdlePolicies func(token string) (IdlePolicies, error)
+	// Utilization reads the utilization accounting's figures; nil: its routes answer 503. Quotas reads
+	// the namespaces' ResourceQuotas shown beside them (nil: none).
+	Utilization Utilization
+	Quotas      Quotas
 	// Ready reports why the service cannot serve yet, or nil.
 	Ready func(ctx context.Context) error
 }
@@ -250,6 +254,8 @@ func NewRouter(d Deps) *gin.Engine {
 	a.GET("/queues", s.handle(s.queueList))
 	a.GET("/audit", s.handle(s.auditList))
 	a.GET("/audit/verify", s.handle(s.auditVerify))
+	a.GET("/utilization", s.handle(s.utilization))
+	a.GET("/namespaces/:namespace/utilization", s.handle(s.namespacedUtilization))
 	// Routes served from the watch cache or the history read nothing as the caller and build no
 	// clients for it; the others take the caller's objects from asCaller.
 	h := a.Group("/history/:kind", s.withKind)

@@ -43,6 +43,9 @@ func TestGrafanaDashboardAsksAsTheService(t *testing.T) {
 	assert.Equal(t, h["nodeHealthChecks"], asked[7], "node health checks")
 	assert.Equal(t, append(h["jobAPIPressure"], h["jobAPIPressure.split"]...), asked[8], "job API pressure")
 	assert.Equal(t, h["dashboardPressure"], asked[9], "dashboard pressure")
+	u := GrafanaUtilizationExpressions()
+	assert.Equal(t, []string{u["cpu.allocated"], u["cpu.used"]}, asked[14], "core-hours held and used")
+	assert.Equal(t, []string{u["gpu.allocated"], u["gpu.used"]}, asked[15], "GPU-hours held and used")
 	// The schedules panels read what the runs collector exposes.
 	runs := describedNames(t, NewRunsCollector(func(func(string, string, string, *ray.RunsState)) {}))
 	for _, id := range []int{11, 12} {

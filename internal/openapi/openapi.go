@@ -34,6 +34,7 @@ func Tags() []Tag {
 		{"history", "What ran, kept after the objects are gone; run again from a record."},
 		{"audit", "The signed trail of the writes made through the service."},
 		{"notifications", "Webhooks told of jobs, clusters and services (signed CloudEvents); the stop of idle clusters by policy."},
+		{"utilization", "Who held and who used the Ray clusters' CPUs, memory, GPUs and NPUs, per day, kept after the objects are gone."},
 		{"service", "The service's own probes, metrics and documents; no token needed."},
 	}
 }

@@ -53,7 +53,7 @@ func TestPublishedDocuments(t *testing.T) {
 				}
 			}
 		}
-		assert.Len(t, ids, 49, name)
+		assert.Len(t, ids, 51, name)
 	}
 
 	var v3 struct {
