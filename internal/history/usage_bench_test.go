@@ -1,0 +1,126 @@
+package history
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"ray-service/internal/ray"
+	"ray-service/internal/usage"
+)
+
+// benchUsageObjects is the utilization benchmark's objects, in 100 namespaces, each held every day of
+// 30 days.
+const (
+	benchUsageObjects = 10_000
+	benchUsageDays    = 30
+)
+
+// benchMark is object i's mark: a Ray cluster of one of the kinds and 20 creators, holding 4 to 19 cores,
+// a GPU for one in four.
+func benchMark(i int, since time.Time) *usage.Mark {
+	return &usage.Mark{UID: fmt.Sprintf("%08x-0000-4000-8000-%012x", i, i), Since: since, State: usage.State{
+		Kind: []string{"RayJob", "RayCluster", "RayService", "RayJob"}[i%4], Namespace: fmt.Sprintf("team-%02d", i%100),
+		Name: fmt.Sprintf("obj-%05d", i), Cluster: fmt.Sprintf("obj-%05d-x", i), Creator: fmt.Sprintf("user-%02d", i%20),
+		Holding: true, Idle: i%7 == 0, Requests: ray.Resources{CPU: float64(4 + i%16), MemoryBytes: int64(8+i%8) << 30, GPU: int64(i % 4 / 3)}}}
+}
+
+// BenchmarkUtilization fills a history with a month of daily figures for 10,000 objects in 100
+// namespaces and reports: what writing the figures adds to the recorder's writes (a batch of 50 changes
+// of status written as the recorder does, with and without their credit), and the latency of month-long
+// reports by namespace, creator or kind (p50, p99) and by cluster (p50) over all namespaces or a few.
+func BenchmarkUtilization(b *testing.B) {
+	ctx := context.Background()
+	s, _ := openBench(b)
+	defer func() { _ = s.Close() }()
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+	// The recorder's writes: 40 batches of 50 records, each record a transaction (as writeOne), then the
+	// batch's credit in one (as writeAccounting).
+	var recordsTook, creditTook time.Duration
+	for batch := range 40 {
+		l := usage.NewLedger()
+		start := time.Now()
+		for j := range 50 {
+			i := batch*50 + j
+			r, tl := benchRecord(i, t0)
+			if err := s.Put(ctx, r); err != nil {
+				b.Fatal(err)
+			}
+			if err := s.addTransitions(ctx, r.UID, tl, 0); err != nil {
+				b.Fatal(err)
+			}
+			m := benchMark(i, t0)
+			l.Change(m, m.State, t0.Add(time.Minute))
+			l.Credit(m, t0.Add(2*time.Minute))
+		}
+		recordsTook += time.Since(start)
+		start = time.Now()
+		if err := s.PutUsage(ctx, l); err != nil {
+			b.Fatal(err)
+		}
+		creditTook += time.Since(start)
+	}
+
+	// A month: a ledger per day, every object held the whole day.
+	for d := range benchUsageDays {
+		day := t0.Add(time.Duration(d) * 24 * time.Hour)
+		l := usage.NewLedger()
+		for i := range benchUsageObjects {
+			m := benchMark(i, day)
+			l.Credit(m, day.Add(24*time.Hour-time.Second))
+			l.Used(m, usage.DayOf(day), 3600, 1<<30, 0, 0)
+		}
+		l.Measured[usage.DayOf(day)] = 86400
+		if err := s.PutUsage(ctx, l); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := s.Optimize(ctx); err != nil {
+		b.Fatal(err)
+	}
+	all := map[string][]string{"RayCluster": nil, "RayJob": nil, "RayService": nil}
+	rng := rand.New(rand.NewPCG(1, 2))
+	query := func(groupBy string) usage.Query {
+		q := usage.Query{From: t0, To: t0.Add(benchUsageDays * 24 * time.Hour), GroupBy: groupBy, Scopes: all,
+			Now: t0.Add(benchUsageDays * 24 * time.Hour)}
+		if rng.IntN(2) == 0 {
+			ns := []string{fmt.Sprintf("team-%02d", rng.IntN(100)), fmt.Sprintf("team-%02d", rng.IntN(100)), fmt.Sprintf("team-%02d", rng.IntN(100))}
+			q.Scopes = map[string][]string{"RayCluster": ns, "RayJob": ns, "RayService": ns}
+		}
+		return q
+	}
+	var took []time.Duration
+	b.ResetTimer()
+	for b.Loop() {
+		q := query([]string{usage.ByNamespace, usage.ByCreator, usage.ByKind}[rng.IntN(3)])
+		t := time.Now()
+		groups, measured, err := s.Utilization(ctx, q)
+		if err != nil {
+			b.Fatal(err)
+		}
+		usage.Build(q, groups, measured, "cpuCoreHours", "desc", 1, 20)
+		took = append(took, time.Since(t))
+	}
+	b.StopTimer()
+	var byCluster []time.Duration
+	for range 5 {
+		q := query(usage.ByCluster)
+		t := time.Now()
+		groups, measured, err := s.Utilization(ctx, q)
+		if err != nil {
+			b.Fatal(err)
+		}
+		usage.Build(q, groups, measured, "cpuCoreHours", "desc", 1, 20)
+		byCluster = append(byCluster, time.Since(t))
+	}
+	slices.Sort(took)
+	slices.Sort(byCluster)
+	b.ReportMetric(100*creditTook.Seconds()/recordsTook.Seconds(), "credit-write-%")
+	b.ReportMetric(float64(took[len(took)/2].Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(took[len(took)*99/100].Microseconds())/1000, "p99-ms")
+	b.ReportMetric(float64(byCluster[len(byCluster)/2].Microseconds())/1000, "by-cluster-p50-ms")
+}
