@@ -276,11 +276,12 @@ func scopeClause(q usage.Query, alias string, n int) (string, []any) {
 	slices.Sort(kinds)
 	var ors []string
 	for _, k := range kinds {
+		ns := q.Scopes[k]
+		if ns != nil && len(ns) == 0 {
+			continue // none: every argument must be used (PostgreSQL types each by its use)
+		}
 		c := alias + "kind = " + arg(k)
-		if ns := q.Scopes[k]; ns != nil {
-			if len(ns) == 0 {
-				continue
-			}
+		if ns != nil {
 			in := make([]string, len(ns))
 			for i, v := range ns {
 				in[i] = arg(v)

@@ -21,6 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
@@ -331,6 +332,27 @@ func TestHelmChart(t *testing.T) {
 		probe := namespace(t, "chart-probe")
 		// Each service follows one object from the start: its stream must show an event made later.
 		require.Equal(t, 201, createClusterAt(t, admin, probe, "followed", "?start=false").Status)
+		// Its ResourceQuota is shown beside what its clusters held (the utilization report, by namespace): one
+		// of GPUs, which asks nothing of pods that request none.
+		_, err := env.admin.CoreV1().ResourceQuotas(probe).Create(context.Background(), &corev1.ResourceQuota{
+			ObjectMeta: metav1.ObjectMeta{Name: "probe"}, Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{"requests.nvidia.com/gpu": resource.MustParse("100")}}},
+			metav1.CreateOptions{})
+		require.NoError(t, err)
+		showsQuota := func(svc *serviceProc) bool {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			status, body, err := httpGetHeaders(ctx, svc.url+"/rest/ray/v1/namespaces/"+probe+"/utilization", map[string]string{"Authorization": "Bearer " + admin})
+			require.NoError(t, err)
+			var rep struct {
+				Items []struct {
+					Quota []struct{ Resource string }
+				}
+			}
+			if status != 200 || json.Unmarshal(dataOf(t, body), &rep) != nil || len(rep.Items) != 1 {
+				return false
+			}
+			return len(rep.Items[0].Quota) == 1 && rep.Items[0].Quota[0].Resource == "requests.nvidia.com/gpu"
+		}
 		streams := map[*serviceProc]*reasons{}
 		writes := map[*serviceProc]string{}
 		// audited tells whether the audit event of the request id was written.
@@ -388,6 +410,7 @@ func TestHelmChart(t *testing.T) {
 				}
 			}
 			return clusters == step && ready == 2*step && get(nsPath(probe, "rayjobs")+"?search=probe-").Total == step &&
+				showsQuota(svc) &&
 				get(nsPath(probe, "raycronjobs")).Total == step &&
 				tenantSees(svc, bound[step]) &&
 				get(nsPath(probe, "rayservices")+"?type=instance").Total == step &&
@@ -455,7 +478,7 @@ func TestHelmChart(t *testing.T) {
 			check.Wait()
 			time.Sleep(2 * time.Second)
 		}
-		assert.Len(t, variants, 26) // list and watch of podgroups and workloads too
+		assert.Len(t, variants, 27) // list and watch of podgroups and workloads too, list resourcequotas
 		for _, v := range variants {
 			switch {
 			case v.what == "":

@@ -146,10 +146,12 @@ func TestUtilization(t *testing.T) {
 		}
 		return r.Status, rep, r.Raw
 	}
-	// The use of the last seconds is read within a reading's period: wait until the use no longer grows.
+	// The use of the last seconds is read within a reading's period (10 s): wait until the use no longer
+	// grows over more than one.
 	var rep utilizationReport
 	var lastUsed float64
 	eventually(t, 90*time.Second, "the use read up to the end", func() bool {
+		time.Sleep(12 * time.Second)
 		code, got, raw := report(svc.url, "/rest/ray/v1/namespaces/"+ns+"/utilization?groupBy=creator&sortBy=name&order=asc", admin)
 		require.Equal(t, 200, code, "%s", raw)
 		rep = got
@@ -159,9 +161,6 @@ func TestUtilization(t *testing.T) {
 		u := rep.Items[0].Used.CPUCoreHours + rep.Items[1].Used.CPUCoreHours
 		stable := u > 0 && u == lastUsed
 		lastUsed = u
-		if !stable {
-			time.Sleep(5 * time.Second)
-		}
 		return stable
 	})
 	require.Len(t, rep.Items, 2, "two creators")
