@@ -91,20 +91,15 @@ var (
 	}()
 )
 
-// addFigures is the statement that inserts a row of table keyed by key, or adds its figures to the row
-// there.
-func addFigures(table string, key []string) string {
+// addFigures inserts rows of table keyed by key, or adds their figures to the rows there.
+func addFigures(table string, key []string) upsert {
 	cols := append(slices.Clone(key), usage.Columns...)
-	params := make([]string, len(cols))
-	for i := range cols {
-		params[i] = fmt.Sprintf("$%d", i+1)
-	}
 	sets := make([]string, len(usage.Columns))
 	for i, c := range usage.Columns {
 		sets[i] = c + " = " + table + "." + c + " + excluded." + c
 	}
-	return "INSERT INTO " + table + " (" + strings.Join(cols, ", ") + ") VALUES (" + strings.Join(params, ", ") +
-		") ON CONFLICT (" + strings.Join(key, ", ") + ") DO UPDATE SET " + strings.Join(sets, ", ")
+	return upsert{head: "INSERT INTO " + table + " (" + strings.Join(cols, ", ") + ") VALUES ",
+		tail: "ON CONFLICT (" + strings.Join(key, ", ") + ") DO UPDATE SET " + strings.Join(sets, ", "), columns: len(cols)}
 }
 
 func boolInt(b bool) int {
@@ -125,65 +120,146 @@ func (s *Store) PutUsage(ctx context.Context, l *usage.Ledger) error {
 		return err
 	}
 	defer func() { _ = tx.Rollback() }()
-	if err := putUsage(ctx, tx, l); err != nil {
+	if err := putUsage(ctx, tx, l, s.postgres); err != nil {
 		return err
 	}
 	return tx.Commit()
 }
 
-func putUsage(ctx context.Context, tx *sql.Tx, l *usage.Ledger) error {
-	for _, m := range l.Marks {
-		r := m.Requests
-		if _, err := tx.ExecContext(ctx, `INSERT INTO usage_objects (uid, kind, namespace, name, cluster, creator, holding, idle,
-				cpu, memory_bytes, gpu, npu, since, gone) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
-			ON CONFLICT (uid) DO UPDATE SET kind = excluded.kind, namespace = excluded.namespace, name = excluded.name,
-				cluster = excluded.cluster, creator = excluded.creator, holding = excluded.holding, idle = excluded.idle,
-				cpu = excluded.cpu, memory_bytes = excluded.memory_bytes, gpu = excluded.gpu, npu = excluded.npu,
-				since = excluded.since, gone = excluded.gone`,
-			m.UID, m.Kind, m.Namespace, m.Name, m.Cluster, m.Creator, boolInt(m.Holding), boolInt(m.Idle),
-			r.CPU, r.MemoryBytes, r.GPU, r.NPU, m.Since.UnixNano(), boolInt(m.Gone)); err != nil {
-			return err
-		}
-	}
-	// The groups' figures are summed first: a statement per group and day, not per object.
+func putUsage(ctx context.Context, tx *sql.Tx, l *usage.Ledger, postgres bool) error {
+	// The days each object has figures of, for its first and last day.
+	type span struct{ first, last int64 }
+	days := map[string]*span{}
+	// The groups' figures are summed first: a row per group and day, not per object.
 	type totalKey struct {
 		day                     int64
 		namespace, kind, author string
 	}
 	totals := map[totalKey]*usage.Figures{}
+	dayRows := make([][]any, 0, len(l.Deltas))
 	for k, f := range l.Deltas {
 		m, ok := l.Owner(k.UID)
 		if !ok {
 			return fmt.Errorf("usage of %s credited without its mark", k.UID)
 		}
-		if _, err := tx.ExecContext(ctx, addUsageDay, append([]any{k.UID, k.Day}, f.Values()...)...); err != nil {
-			return err
-		}
+		dayRows = append(dayRows, append([]any{k.UID, k.Day}, f.Values()...))
 		tk := totalKey{k.Day, m.Namespace, m.Kind, m.Creator}
 		if totals[tk] == nil {
 			totals[tk] = &usage.Figures{}
 		}
 		totals[tk].Add(*f)
+		if d := days[k.UID]; d == nil {
+			days[k.UID] = &span{k.Day, k.Day}
+		} else {
+			d.first, d.last = min(d.first, k.Day), max(d.last, k.Day)
+		}
+	}
+	markRows := make([][]any, 0, len(l.Marks))
+	for _, m := range l.Marks {
+		r := m.Requests
+		var first, last any
+		if d := days[m.UID]; d != nil {
+			first, last = d.first, d.last
+			delete(days, m.UID)
+		}
+		markRows = append(markRows, []any{m.UID, m.Kind, m.Namespace, m.Name, m.Cluster, m.Creator, boolInt(m.Holding), boolInt(m.Idle),
+			r.CPU, r.MemoryBytes, r.GPU, r.NPU, m.Since.UnixNano(), boolInt(m.Gone), first, last})
+	}
+	if err := insertRows(ctx, tx, postgres, putMarks, markRows); err != nil {
+		return err
+	}
+	// Objects whose use was credited without their marks: only their days.
+	for uid, d := range days {
 		if _, err := tx.ExecContext(ctx, `UPDATE usage_objects SET
 				first_day = CASE WHEN first_day IS NULL OR first_day > $2 THEN $2 ELSE first_day END,
-				last_day = CASE WHEN last_day IS NULL OR last_day < $2 THEN $2 ELSE last_day END
-			WHERE uid = $1`, k.UID, k.Day); err != nil {
+				last_day = CASE WHEN last_day IS NULL OR last_day < $3 THEN $3 ELSE last_day END
+			WHERE uid = $1`, uid, d.first, d.last); err != nil {
 			return err
 		}
 	}
+	if err := insertRows(ctx, tx, postgres, addUsageDay, dayRows); err != nil {
+		return err
+	}
+	totalRows := make([][]any, 0, len(totals))
 	for k, f := range totals {
-		if _, err := tx.ExecContext(ctx, addUsageTotal, append([]any{k.day, k.namespace, k.kind, k.author}, f.Values()...)...); err != nil {
-			return err
-		}
+		totalRows = append(totalRows, append([]any{k.day, k.namespace, k.kind, k.author}, f.Values()...))
 	}
+	if err := insertRows(ctx, tx, postgres, addUsageTotal, totalRows); err != nil {
+		return err
+	}
+	measuredRows := make([][]any, 0, len(l.Measured))
 	for day, sec := range l.Measured {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO usage_measured (day, seconds) VALUES ($1, $2)
-			ON CONFLICT (day) DO UPDATE SET seconds = usage_measured.seconds + excluded.seconds`, day, sec); err != nil {
+		measuredRows = append(measuredRows, []any{day, sec})
+	}
+	return insertRows(ctx, tx, postgres, addMeasured, measuredRows)
+}
+
+// upsert is an INSERT of many rows at once: its head (up to VALUES), its tail (ON CONFLICT …), and the
+// columns of a row.
+type upsert struct {
+	head, tail string
+	columns    int
+}
+
+// maxRowsAtOnce bounds the rows of one statement (SQLite takes 32,766 arguments, PostgreSQL 65,535).
+const maxRowsAtOnce = 500
+
+// insertRows runs u for the rows, maxRowsAtOnce at a time. No two rows may have the same key (a
+// statement may not change a row twice).
+func insertRows(ctx context.Context, tx *sql.Tx, postgres bool, u upsert, rows [][]any) error {
+	for len(rows) > 0 {
+		n := min(len(rows), maxRowsAtOnce)
+		var b strings.Builder
+		b.WriteString(u.head)
+		args := make([]any, 0, n*u.columns)
+		for i, r := range rows[:n] {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString("(")
+			for j := range u.columns {
+				if j > 0 {
+					b.WriteString(", ")
+				}
+				if postgres {
+					fmt.Fprintf(&b, "$%d", len(args)+j+1)
+				} else {
+					// SQLite looks a numbered parameter up by its name, linearly: a statement of
+					// thousands would spend its time there. Its ? is taken in order.
+					b.WriteString("?")
+				}
+			}
+			b.WriteString(")")
+			args = append(args, r...)
+		}
+		b.WriteString(" ")
+		b.WriteString(u.tail)
+		if _, err := tx.ExecContext(ctx, b.String(), args...); err != nil {
 			return err
 		}
+		rows = rows[n:]
 	}
 	return nil
 }
+
+// putMarks writes marks, and widens the days their objects have figures of.
+var putMarks = upsert{head: `INSERT INTO usage_objects (uid, kind, namespace, name, cluster, creator, holding, idle,
+		cpu, memory_bytes, gpu, npu, since, gone, first_day, last_day) VALUES `,
+	tail: `ON CONFLICT (uid) DO UPDATE SET kind = excluded.kind, namespace = excluded.namespace, name = excluded.name,
+		cluster = excluded.cluster, creator = excluded.creator, holding = excluded.holding, idle = excluded.idle,
+		cpu = excluded.cpu, memory_bytes = excluded.memory_bytes, gpu = excluded.gpu, npu = excluded.npu,
+		since = excluded.since, gone = excluded.gone,
+		first_day = CASE WHEN excluded.first_day IS NULL THEN usage_objects.first_day
+			WHEN usage_objects.first_day IS NULL OR usage_objects.first_day > excluded.first_day THEN excluded.first_day
+			ELSE usage_objects.first_day END,
+		last_day = CASE WHEN excluded.last_day IS NULL THEN usage_objects.last_day
+			WHEN usage_objects.last_day IS NULL OR usage_objects.last_day < excluded.last_day THEN excluded.last_day
+			ELSE usage_objects.last_day END`,
+	columns: 16}
+
+// addMeasured adds the seconds measured of days.
+var addMeasured = upsert{head: `INSERT INTO usage_measured (day, seconds) VALUES `,
+	tail: `ON CONFLICT (day) DO UPDATE SET seconds = usage_measured.seconds + excluded.seconds`, columns: 2}
 
 // UsageMarks are the marks of the objects not gone, by UID: where a new writer takes their credit up.
 func (s *Store) UsageMarks(ctx context.Context) (map[string]*usage.Mark, error) {
@@ -237,7 +313,7 @@ func (s *Store) PutMeasured(ctx context.Context, l *usage.Ledger, to time.Time) 
 		ON CONFLICT (name) DO UPDATE SET value = excluded.value`, measuredToKey, to.UnixNano()); err != nil {
 		return err
 	}
-	if err := putUsage(ctx, tx, l); err != nil {
+	if err := putUsage(ctx, tx, l, s.postgres); err != nil {
 		return err
 	}
 	return tx.Commit()
@@ -394,66 +470,36 @@ func (s *Store) Utilization(ctx context.Context, q usage.Query) ([]usage.Group, 
 	if err := rows.Close(); err != nil {
 		return nil, nil, err
 	}
-	// The objects that held anything in the window.
-	counted := map[string]bool{}
+	// The objects that held anything in the window: counted by group (by cluster, each is one).
 	where, args := scopeClause(q, "", 2)
-	rows, err = s.db.QueryContext(ctx, `SELECT uid, namespace, cluster, kind, name, creator FROM usage_objects
-		WHERE last_day >= $1 AND first_day < $2 AND `+where, append([]any{from, to}, args...)...)
-	if err != nil {
-		return nil, nil, err
-	}
-	for rows.Next() {
-		var uid, ns, cluster, kind, name, creator string
-		if err := rows.Scan(&uid, &ns, &cluster, &kind, &name, &creator); err != nil {
-			_ = rows.Close()
+	if !byCluster {
+		rows, err = s.db.QueryContext(ctx, `SELECT `+col+`, COUNT(*) FROM usage_objects
+			WHERE last_day >= $1 AND first_day < $2 AND `+where+` GROUP BY `+col, append([]any{from, to}, args...)...)
+		if err != nil {
 			return nil, nil, err
 		}
-		counted[uid] = true
-		group(keyOf(uid, ns, cluster, kind, name, creator)).Objects++
-	}
-	if err := rows.Close(); err != nil {
-		return nil, nil, err
-	}
-	// What the objects holding now hold since their last credit.
-	end := q.To
-	if q.Now.Before(end) {
-		end = q.Now
-	}
-	where, args = scopeClause(q, "", 1)
-	rows, err = s.db.QueryContext(ctx, `SELECT uid, kind, namespace, name, cluster, creator, idle, cpu, memory_bytes, gpu, npu, since
-		FROM usage_objects WHERE gone = 0 AND holding = 1 AND since < $1 AND `+where, append([]any{end.UnixNano()}, args...)...)
-	if err != nil {
-		return nil, nil, err
-	}
-	tail := usage.NewLedger()
-	for rows.Next() {
-		m := &usage.Mark{}
-		m.Holding = true
-		var idle int
-		var since int64
-		r := &m.Requests
-		if err := rows.Scan(&m.UID, &m.Kind, &m.Namespace, &m.Name, &m.Cluster, &m.Creator, &idle, &r.CPU, &r.MemoryBytes,
-			&r.GPU, &r.NPU, &since); err != nil {
-			_ = rows.Close()
+		for rows.Next() {
+			var v string
+			var n int64
+			if err := rows.Scan(&v, &n); err != nil {
+				_ = rows.Close()
+				return nil, nil, err
+			}
+			var k usage.GroupKey
+			setGroup(&k, q.GroupBy, v)
+			group(k).Objects += n
+		}
+		if err := rows.Close(); err != nil {
 			return nil, nil, err
 		}
-		m.Idle, m.Since = idle == 1, time.Unix(0, since).UTC()
-		if m.Since.Before(q.From) {
-			m.Since = q.From
-		}
-		before := len(tail.Deltas)
-		tail.Credit(m, end)
-		if len(tail.Deltas) > before && !counted[m.UID] {
-			counted[m.UID] = true
-			group(keyOf(m.UID, m.Namespace, m.Cluster, m.Kind, m.Name, m.Creator)).Objects++
-		}
 	}
-	if err := rows.Close(); err != nil {
+	if err := s.tails(ctx, q, group, addDay, keyOf); err != nil {
 		return nil, nil, err
 	}
-	for k, f := range tail.Deltas {
-		m := tail.Marks[k.UID]
-		addDay(group(keyOf(m.UID, m.Namespace, m.Cluster, m.Kind, m.Name, m.Creator)), k.Day, *f)
+	if byCluster {
+		for _, g := range groups {
+			g.Objects = 1
+		}
 	}
 	// The seconds measured.
 	measured := map[int64]float64{}
@@ -478,6 +524,99 @@ func (s *Store) Utilization(ctx context.Context, q usage.Query) ([]usage.Group, 
 		out = append(out, *g)
 	}
 	return out, measured, nil
+}
+
+// tails credits the objects holding now from their last credit up to q.Now (or q.To): summed by the
+// database where the credit left is within the day that ends there (the writer credits every minute),
+// credited row by row otherwise. An object counted only by its tail is counted once.
+func (s *Store) tails(ctx context.Context, q usage.Query, group func(usage.GroupKey) *usage.Group,
+	addDay func(*usage.Group, int64, usage.Figures), keyOf func(uid, ns, cluster, kind, name, creator string) usage.GroupKey) error {
+	end := q.To
+	if q.Now.Before(end) {
+		end = q.Now
+	}
+	if !end.After(q.From) {
+		return nil
+	}
+	day := usage.DayOf(end.Add(-time.Nanosecond))
+	lo := max(q.From.UnixNano(), day*int64(time.Second))
+	fromDay := q.From.Unix()
+	byCluster := q.GroupBy == usage.ByCluster
+	cols := groupColumn(q.GroupBy)
+	if byCluster {
+		cols = "uid, namespace, cluster, kind, name, creator"
+	}
+	where, args := scopeClause(q, "", 3)
+	const held = `(CAST($1 AS BIGINT) - since) / CAST(1000000000 AS DOUBLE PRECISION)`
+	const idle = `CASE WHEN idle = 1 AND (gpu > 0 OR npu > 0) THEN ` + held + ` ELSE 0 END`
+	// By cluster each row is one object's: nothing to sum.
+	sum, groupBy := "SUM", " GROUP BY "+cols
+	if byCluster {
+		sum, groupBy = "", ""
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT `+cols+`, `+sum+`(`+held+`), `+sum+`(cpu * `+held+`), `+sum+`(memory_bytes * `+held+`),
+			`+sum+`(gpu * `+held+`), `+sum+`(npu * `+held+`), `+sum+`(`+idle+`), `+sum+`(gpu * `+idle+`), `+sum+`(npu * `+idle+`),
+			`+sum+`(CASE WHEN last_day IS NULL OR last_day < $3 THEN 1 ELSE 0 END)
+		FROM usage_objects WHERE gone = 0 AND holding = 1 AND since >= $2 AND since < $1 AND `+where+groupBy,
+		append([]any{end.UnixNano(), lo, fromDay}, args...)...)
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		var f usage.Figures
+		var uncounted int64
+		var k usage.GroupKey
+		dest := []any{&f.HeldSeconds, &f.CPUSeconds, &f.MemoryByteSeconds, &f.GPUSeconds, &f.NPUSeconds, &f.IdleSeconds,
+			&f.IdleGPUSeconds, &f.IdleNPUSeconds, &uncounted}
+		if byCluster {
+			err = rows.Scan(append([]any{&k.UID, &k.Namespace, &k.Cluster, &k.Kind, &k.Name, &k.Creator}, dest...)...)
+		} else {
+			var v string
+			err = rows.Scan(append([]any{&v}, dest...)...)
+			setGroup(&k, q.GroupBy, v)
+		}
+		if err != nil {
+			_ = rows.Close()
+			return err
+		}
+		g := group(k)
+		addDay(g, day, f)
+		g.Objects += uncounted
+	}
+	if err := rows.Close(); err != nil {
+		return err
+	}
+	// Credits left before that day (no writer for a while): row by row, split at midnights.
+	rows, err = s.db.QueryContext(ctx, `SELECT uid, kind, namespace, name, cluster, creator, idle, cpu, memory_bytes, gpu, npu, since,
+			CASE WHEN last_day IS NULL OR last_day < $3 THEN 1 ELSE 0 END
+		FROM usage_objects WHERE gone = 0 AND holding = 1 AND since < $2 AND since < $1 AND `+where,
+		append([]any{end.UnixNano(), lo, fromDay}, args...)...)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = rows.Close() }()
+	tail := usage.NewLedger()
+	for rows.Next() {
+		m := &usage.Mark{}
+		m.Holding = true
+		var idle, uncounted int
+		var since int64
+		r := &m.Requests
+		if err := rows.Scan(&m.UID, &m.Kind, &m.Namespace, &m.Name, &m.Cluster, &m.Creator, &idle, &r.CPU, &r.MemoryBytes,
+			&r.GPU, &r.NPU, &since, &uncounted); err != nil {
+			return err
+		}
+		m.Idle, m.Since = idle == 1, time.Unix(0, max(since, q.From.UnixNano())).UTC()
+		tail.Credit(m, end)
+		if uncounted == 1 {
+			group(keyOf(m.UID, m.Namespace, m.Cluster, m.Kind, m.Name, m.Creator)).Objects++
+		}
+	}
+	for k, f := range tail.Deltas {
+		m := tail.Marks[k.UID]
+		addDay(group(keyOf(m.UID, m.Namespace, m.Cluster, m.Kind, m.Name, m.Creator)), k.Day, *f)
+	}
+	return rows.Err()
 }
 
 // prefixed is the figures' columns, each prefixed.
