@@ -243,11 +243,13 @@ func (s *Store) migrate(ctx context.Context) error {
 	return nil
 }
 
-// Optimize refreshes the statistics the query planner chooses indexes by (SQLite; PostgreSQL's
-// autovacuum does it on its own). The recorder runs it after each retention pass.
+// Optimize refreshes the statistics the query planner chooses indexes by. The recorder runs it after
+// each retention pass. On PostgreSQL autovacuum does it for the records; the utilization's tables grow by
+// a day's rows at midnight, faster than its thresholds notice, and are analyzed here.
 func (s *Store) Optimize(ctx context.Context) error {
 	if s.postgres {
-		return nil
+		_, err := s.db.ExecContext(ctx, `ANALYZE usage_objects, usage_days, usage_totals`)
+		return err
 	}
 	_, err := s.db.ExecContext(ctx, `PRAGMA optimize=0x10002`)
 	return err

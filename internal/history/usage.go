@@ -547,7 +547,7 @@ func (s *Store) tails(ctx context.Context, q usage.Query, group func(usage.Group
 		cols = "uid, namespace, cluster, kind, name, creator"
 	}
 	where, args := scopeClause(q, "", 3)
-	const held = `(CAST($1 AS BIGINT) - since) / CAST(1000000000 AS DOUBLE PRECISION)`
+	const held = `((CAST($1 AS BIGINT) - since) / CAST(1000000000 AS DOUBLE PRECISION))`
 	const idle = `CASE WHEN idle = 1 AND (gpu > 0 OR npu > 0) THEN ` + held + ` ELSE 0 END`
 	// By cluster each row is one object's: nothing to sum.
 	sum, groupBy := "SUM", " GROUP BY "+cols
