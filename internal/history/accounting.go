@@ -46,21 +46,6 @@ type accounting struct {
 	makers map[[3]string]string
 	idle   map[usage.ClusterRef]bool
 	ledger *usage.Ledger
-	// due: the ledger is to be written at the writer's next pass (a credit of all has just been made).
-	due bool
-}
-
-// maxLedgerEntries is past how many figures and marks the ledger is written without waiting for the
-// next credit of all: between those, changes gather in memory, so that their writing costs the
-// recorder one transaction a period, not one a batch.
-const maxLedgerEntries = 2000
-
-// wakeIfFullLocked has the writer write the ledger once it holds maxLedgerEntries.
-func (r *Recorder) wakeIfFullLocked() {
-	if len(r.acct.ledger.Deltas)+len(r.acct.ledger.Marks) >= maxLedgerEntries {
-		r.acct.due = true
-		r.wakeLocked()
-	}
 }
 
 func newAccounting() accounting {
@@ -102,7 +87,7 @@ func (r *Recorder) accountLocked(k *ray.Kind, o *unstructured.Unstructured, s *r
 		return
 	}
 	a.ledger.Change(m, st, now)
-	r.wakeIfFullLocked()
+	r.wakeLocked()
 }
 
 // goneAccountLocked credits a deleted cluster up to now and ends its credit.
@@ -121,7 +106,7 @@ func (r *Recorder) goneAccountLocked(uid string, now time.Time) {
 	if r.Accounting.Use != nil {
 		a.gone[ref] = m
 	}
-	r.wakeIfFullLocked()
+	r.wakeLocked()
 }
 
 // SetIdle takes what the idle detection judges idle now (idle.Clusters): the clusters whose idleness
@@ -150,8 +135,8 @@ func (r *Recorder) setIdleLocked(next map[usage.ClusterRef]bool, now time.Time) 
 		st := m.State
 		st.Idle = next[ref]
 		r.acct.ledger.Change(m, st, now)
+		r.wakeLocked()
 	}
-	r.wakeIfFullLocked()
 }
 
 // wakeLocked has the writer write what is queued.
@@ -191,20 +176,14 @@ func (r *Recorder) creditAll(now time.Time) {
 			r.acct.ledger.Credit(m, now)
 		}
 	}
-	r.acct.due = true
 	r.wakeLocked()
 }
 
-// writeAccounting writes the credits gathered once due (after a credit of all, or once the ledger is
-// full); what fails goes back to be written with what follows.
+// writeAccounting writes the credits gathered; what fails goes back to be written with what follows.
 func (r *Recorder) writeAccounting(ctx context.Context) {
 	r.mu.Lock()
-	if !r.acct.due {
-		r.mu.Unlock()
-		return
-	}
 	l := r.acct.ledger
-	r.acct.ledger, r.acct.due = usage.NewLedger(), false
+	r.acct.ledger = usage.NewLedger()
 	r.mu.Unlock()
 	if l.Empty() {
 		return
