@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"sync"
 	"time"
 
 	"github.com/prometheus/common/model"
@@ -47,28 +46,9 @@ func (q *Querier) ClusterUse(ctx context.Context, from, to time.Time, step time.
 	if span < step {
 		return nil, fmt.Errorf("use between %s and %s: shorter than a step (%s)", from, to, step)
 	}
-	qs := useQueries(span, step, rateWindow(step))
-	answers := map[string]model.Vector{}
-	var mu sync.Mutex
-	var firstErr error
-	var wg sync.WaitGroup
-	for name, expr := range qs {
-		wg.Go(func() {
-			v, err := q.instant(ctx, expr, to)
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				if firstErr == nil {
-					firstErr = fmt.Errorf("clusters' use, %s: %w", name, err)
-				}
-				return
-			}
-			answers[name] = v
-		})
-	}
-	wg.Wait()
-	if firstErr != nil {
-		return nil, firstErr
+	answers, err := q.instants(ctx, "clusters' use", useQueries(span, step, rateWindow(step)), to)
+	if err != nil {
+		return nil, err
 	}
 	out := map[usage.ClusterRef]usage.Used{}
 	sec := step.Seconds()

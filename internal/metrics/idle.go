@@ -63,28 +63,9 @@ func rateWindow(step time.Duration) time.Duration { return max(4*step, 20*time.S
 // ClusterWork asks Prometheus what every Ray cluster did over the window ending at now, sampled every
 // step. An error is the first query's that failed: the detection then judges no cluster.
 func (q *Querier) ClusterWork(ctx context.Context, window, step time.Duration, now time.Time) (map[ClusterKey]*ClusterWork, error) {
-	qs := workQueries(window, step, rateWindow(step))
-	answers := map[string]model.Vector{}
-	var mu sync.Mutex
-	var firstErr error
-	var wg sync.WaitGroup
-	for name, expr := range qs {
-		wg.Go(func() {
-			v, err := q.instant(ctx, expr, now)
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				if firstErr == nil {
-					firstErr = fmt.Errorf("idle detection, %s: %w", name, err)
-				}
-				return
-			}
-			answers[name] = v
-		})
-	}
-	wg.Wait()
-	if firstErr != nil {
-		return nil, firstErr
+	answers, err := q.instants(ctx, "idle detection", workQueries(window, step, rateWindow(step)), now)
+	if err != nil {
+		return nil, err
 	}
 	// The steps a subquery samples: window/step of them, one more only where now falls on a step.
 	steps := float64(window / step)
@@ -141,6 +122,34 @@ func (q *Querier) LastRayUse(ctx context.Context, clusters []ClusterKey, lookbac
 			time.Unix(0, int64(float64(s.Value)*float64(time.Second))).UTC()
 	}
 	return out, nil
+}
+
+// instants asks Prometheus the named instant queries at once, at the same time; an error is the first
+// query's that failed, named after what asked (e.g. "idle detection, cpu: …").
+func (q *Querier) instants(ctx context.Context, what string, qs map[string]string, at time.Time) (map[string]model.Vector, error) {
+	answers := map[string]model.Vector{}
+	var mu sync.Mutex
+	var firstErr error
+	var wg sync.WaitGroup
+	for name, expr := range qs {
+		wg.Go(func() {
+			v, err := q.instant(ctx, expr, at)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				if firstErr == nil {
+					firstErr = fmt.Errorf("%s, %s: %w", what, name, err)
+				}
+				return
+			}
+			answers[name] = v
+		})
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return nil, firstErr
+	}
+	return answers, nil
 }
 
 // instant asks Prometheus one instant query, bounded by the querier's timeout.
