@@ -430,8 +430,14 @@ func (s *Store) Utilization(ctx context.Context, q usage.Query) ([]usage.Group, 
 		if byCluster {
 			return usage.GroupKey{Namespace: ns, Cluster: cluster, Kind: kind, Name: name, Creator: creator, UID: uid}
 		}
-		v := map[string]string{"namespace": ns, "creator": creator, "kind": kind}[col]
-		setGroup(&k, q.GroupBy, v)
+		switch q.GroupBy {
+		case usage.ByCreator:
+			k.Creator = creator
+		case usage.ByKind:
+			k.Kind = kind
+		default:
+			k.Namespace = ns
+		}
 		return k
 	}
 	// The figures of the days.
