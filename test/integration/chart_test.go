@@ -393,7 +393,8 @@ func TestHelmChart(t *testing.T) {
 			}
 			return false
 		}
-		sees := func(svc *serviceProc, step int) bool {
+		// lacks names the first thing svc does not show yet in round step, or is empty once it shows all.
+		lacks := func(svc *serviceProc, step int) string {
 			get := func(path string) listData {
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 				defer cancel()
@@ -409,20 +410,36 @@ func TestHelmChart(t *testing.T) {
 					ready += int(it.WorkerGroups[0].ReadyReplicas)
 				}
 			}
-			return clusters == step && ready == 2*step && get(nsPath(probe, "rayjobs")+"?search=probe-").Total == step &&
-				get(nsPath(probe, "raycronjobs")).Total == step &&
-				tenantSees(svc, bound[step]) &&
-				get(nsPath(probe, "rayservices")+"?type=instance").Total == step &&
-				get(nsPath(probe, "rayservices")+"?type=template").Total == step &&
-				(step == 1 || (streams[svc].has(fmt.Sprint("Probe-", step)) && audited(writes[svc]) &&
-					// The history: the RayJob that ended in this round, with the tail of its log.
-					historyShows(svc.url, "rayjobs", probe, fmt.Sprint("hjob-", step), func(r historyRecord) bool {
-						return r.Status == "Succeeded" && r.Ending != nil && r.Ending.Log != nil &&
-							strings.Contains(r.Ending.Log.Text, fmt.Sprint("round ", step))
-					}))) &&
+			switch {
+			case clusters != step || ready != 2*step:
+				return fmt.Sprintf("%d RayClusters with %d ready workers", clusters, ready)
+			case get(nsPath(probe, "rayjobs")+"?search=probe-").Total != step:
+				return "the RayJobs"
+			case get(nsPath(probe, "raycronjobs")).Total != step:
+				return "the RayCronJobs"
+			case !tenantSees(svc, bound[step]):
+				return "the tenant's RayCluster"
+			case get(nsPath(probe, "rayservices")+"?type=instance").Total != step:
+				return "the RayServices"
+			case get(nsPath(probe, "rayservices")+"?type=template").Total != step:
+				return "the templates"
+			case step > 1 && !streams[svc].has(fmt.Sprint("Probe-", step)):
+				return "the event in the stream"
+			case step > 1 && !audited(writes[svc]):
+				return "the audit event"
+			case step > 1 && !historyShows(svc.url, "rayjobs", probe, fmt.Sprint("hjob-", step), func(r historyRecord) bool {
+				return r.Status == "Succeeded" && r.Ending != nil && r.Ending.Log != nil &&
+					strings.Contains(r.Ending.Log.Text, fmt.Sprint("round ", step))
+			}):
+				// The history: the RayJob that ended in this round, with the tail of its log.
+				return "the history of the RayJob that ended"
+			case !showsQuota(svc):
 				// Last: asked only once the rest holds (27 instances polled every 100 ms).
-				showsQuota(svc)
+				return "the quota"
+			}
+			return ""
 		}
+		sees := func(svc *serviceProc, step int) bool { return lacks(svc, step) == "" }
 		// Three rounds: a service relisting after a backoff catches up now and then by chance (the
 		// events stream opened late, so its backoff is still short); it must not do so three times.
 		lagging := map[string]bool{}
@@ -457,7 +474,7 @@ func TestHelmChart(t *testing.T) {
 				mustRename(t, "raycronjob-minimal.yaml", "probe"+suffix)).Status)
 			require.Equal(t, 201, call(t, "POST", nsPath(probe, "rayservices"), admin, "application/yaml", mustRename(t, "rayservice-minimal.yaml", "probe"+suffix)).Status)
 			require.Equal(t, 201, call(t, "POST", nsPath(probe, "rayservices")+"?start=false", admin, "application/yaml", mustRename(t, "rayservice-minimal.yaml", "tpl"+suffix)).Status)
-			eventually(t, 90*time.Second, "the reference service sees the change", func() bool { return sees(reference, step) })
+			eventuallyAll(t, 90*time.Second, fmt.Sprintf("the reference service to see round %d", step), func() string { return lacks(reference, step) })
 			deadline := time.Now().Add(time.Second)
 			var check sync.WaitGroup
 			for _, v := range variants {

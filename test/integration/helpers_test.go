@@ -180,6 +180,18 @@ func eventually(t *testing.T, timeout time.Duration, what string, cond func() bo
 	}
 }
 
+// eventuallyAll polls lacks until it names nothing, and fails with what it named last once timeout has passed.
+func eventuallyAll(t *testing.T, timeout time.Duration, what string, lacks func() string) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for missing := lacks(); missing != ""; missing = lacks() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s: still without %s", timeout, what, missing)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // waitFor polls cond until it holds or d has passed, and says whether it held.
 func waitFor(d time.Duration, cond func() bool) bool {
 	deadline := time.Now().Add(d)
