@@ -6,7 +6,9 @@ PKGS    := ./...
 
 .PHONY: all build run test unit fuzz integration stack stack-down vet swagger swagger-check client bench clean
 
-SWAG := $(GO) tool swag init -g cmd/ray-service/main.go -d ./ --parseInternal --outputTypes json
+# swag reads only the service's packages: a walk of the whole tree fails when a file there goes while it
+# walks (the client's temporary file, the stack's state), as the checks run beside the integration tests.
+SWAG := $(GO) tool swag init -g main.go -d ./cmd/ray-service,./internal --parseInternal --outputTypes json
 
 all: build
 
