@@ -474,7 +474,12 @@ func TestHelmChart(t *testing.T) {
 				mustRename(t, "raycronjob-minimal.yaml", "probe"+suffix)).Status)
 			require.Equal(t, 201, call(t, "POST", nsPath(probe, "rayservices"), admin, "application/yaml", mustRename(t, "rayservice-minimal.yaml", "probe"+suffix)).Status)
 			require.Equal(t, 201, call(t, "POST", nsPath(probe, "rayservices")+"?start=false", admin, "application/yaml", mustRename(t, "rayservice-minimal.yaml", "tpl"+suffix)).Status)
-			eventuallyAll(t, 90*time.Second, fmt.Sprintf("the reference service to see round %d", step), func() string { return lacks(reference, step) })
+			if missing := lacking(90*time.Second, func() string { return lacks(reference, step) }); missing != "" {
+				// What the reference logged of its write and of the audit trail.
+				t.Logf("the reference's log of request %s and of the audit trail:\n%s", writes[reference],
+					logMentioning(t, reference, writes[reference], "audit"))
+				t.Fatalf("timed out after 90s waiting for the reference service to see round %d: still without %s", step, missing)
+			}
 			deadline := time.Now().Add(time.Second)
 			var check sync.WaitGroup
 			for _, v := range variants {

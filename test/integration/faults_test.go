@@ -715,12 +715,15 @@ func TestInterruptedStopAndStart(t *testing.T) {
 	}
 
 	// interrupt runs action through an instance behind a slow link and kills it once caught(), the
-	// first step done, holds; it says whether the kill came before the second step.
+	// first step done, holds; it says whether the kill came before the second step. The link is slowed
+	// once the instance is ready: each request then takes 2 s to arrive, the time to see the first step
+	// and kill the instance before the second, even on a loaded machine.
 	interrupt := func(action string, caught, secondDone func() bool) bool {
-		f := forwardSlow(t, strings.TrimPrefix(env.vars["KUBE_APISERVER_URL"], "https://"), 150*time.Millisecond)
+		f := forward(t, strings.TrimPrefix(env.vars["KUBE_APISERVER_URL"], "https://"))
 		svc, err := instance{log: "ray-service-interrupt-" + action + ".log", readyWithin: 90 * time.Second,
 			args: []string{"--kubeconfig", kubeconfigVia(t, f.ln.Addr().String())}}.start(t)
 		require.NoError(t, err)
+		f.slow(2 * time.Second)
 		go func() { _, _ = sendTo(svc.url, "POST", itemPath(ns, "rayservices", "half")+"/"+action, admin, "", nil) }()
 		deadline := time.Now().Add(60 * time.Second)
 		for !caught() {

@@ -180,16 +180,32 @@ func eventually(t *testing.T, timeout time.Duration, what string, cond func() bo
 	}
 }
 
-// eventuallyAll polls lacks until it names nothing, and fails with what it named last once timeout has passed.
-func eventuallyAll(t *testing.T, timeout time.Duration, what string, lacks func() string) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for missing := lacks(); missing != ""; missing = lacks() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s: still without %s", timeout, what, missing)
-		}
+// lacking polls lacks until it names nothing or d has passed, and returns what it named last.
+func lacking(d time.Duration, lacks func() string) string {
+	deadline := time.Now().Add(d)
+	missing := lacks()
+	for missing != "" && time.Now().Before(deadline) {
 		time.Sleep(100 * time.Millisecond)
+		missing = lacks()
 	}
+	return missing
+}
+
+// logMentioning returns the lines of svc's log that contain any of words (case-insensitive).
+func logMentioning(t *testing.T, svc *serviceProc, words ...string) string {
+	t.Helper()
+	data, err := os.ReadFile(svc.log.Name())
+	require.NoError(t, err)
+	var out []string
+	for line := range strings.SplitSeq(string(data), "\n") {
+		for _, w := range words {
+			if w != "" && strings.Contains(strings.ToLower(line), strings.ToLower(w)) {
+				out = append(out, line)
+				break
+			}
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
 // waitFor polls cond until it holds or d has passed, and says whether it held.
@@ -1855,16 +1871,16 @@ func (p *slowPrometheus) counts() (started, canceled int) {
 	return p.started, p.canceled
 }
 
-// slowReader holds back each read by delay.
+// slowReader holds back each read by the delay at the time.
 type slowReader struct {
 	r     io.Reader
-	delay time.Duration
+	delay *atomic.Int64
 }
 
 func (s *slowReader) Read(p []byte) (int, error) {
 	n, err := s.r.Read(p)
-	if n > 0 && s.delay > 0 {
-		time.Sleep(s.delay)
+	if d := time.Duration(s.delay.Load()); n > 0 && d > 0 {
+		time.Sleep(d)
 	}
 	return n, err
 }
@@ -1878,8 +1894,11 @@ type tcpForwarder struct {
 	cut   bool
 	// delay holds back each chunk sent towards the target: a slow link, so that a test can act
 	// between the requests of one operation.
-	delay time.Duration
+	delay atomic.Int64
 }
+
+// slow sets the delay of each chunk sent from now on.
+func (f *tcpForwarder) slow(d time.Duration) { f.delay.Store(int64(d)) }
 
 func (f *tcpForwarder) stop() {
 	f.mu.Lock()
@@ -1896,7 +1915,8 @@ func forwardSlow(t *testing.T, target string, delay time.Duration) *tcpForwarder
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	f := &tcpForwarder{ln: ln, delay: delay}
+	f := &tcpForwarder{ln: ln}
+	f.slow(delay)
 	go func() {
 		for {
 			c, err := ln.Accept()
@@ -1911,7 +1931,7 @@ func forwardSlow(t *testing.T, target string, delay time.Duration) *tcpForwarder
 			f.mu.Lock()
 			f.conns = append(f.conns, c, up)
 			f.mu.Unlock()
-			go func() { _, _ = io.Copy(up, &slowReader{r: c, delay: f.delay}); up.Close() }()
+			go func() { _, _ = io.Copy(up, &slowReader{r: c, delay: &f.delay}); up.Close() }()
 			go func() { _, _ = io.Copy(c, up); c.Close() }()
 		}
 	}()
