@@ -23,6 +23,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 )
@@ -378,6 +379,7 @@ func TestHelmChart(t *testing.T) {
 		// must show it the namespace's RayCluster (the RoleBindings tell where to review it).
 		tenantUser, tenantToken := tenant(t, probe, "chart-tenant")
 		bound := map[int]string{}
+		pgQueue, pgOwner := map[int]string{}, map[int]string{} // the queue of each round's PodGroup, and the resource of its owner
 		tenantSees := func(svc *serviceProc, ns string) bool {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
@@ -410,11 +412,28 @@ func TestHelmChart(t *testing.T) {
 					ready += int(it.WorkerGroups[0].ReadyReplicas)
 				}
 			}
+			// queued says what the list of kind shows of probe-<step>'s queue, "" where it is manager's
+			// queue.
+			queued := func(kind, manager, queue string) string {
+				for _, it := range get(nsPath(probe, kind) + "?search=probe-" + fmt.Sprint(step)).Items {
+					if it.Name == fmt.Sprint("probe-", step) {
+						if it.Scheduling != nil && it.Scheduling.Manager == manager && it.Scheduling.Queue == queue {
+							return ""
+						}
+						return fmt.Sprintf("%+v", it.Scheduling)
+					}
+				}
+				return "not listed"
+			}
 			switch {
 			case clusters != step || ready != 2*step:
 				return fmt.Sprintf("%d RayClusters with %d ready workers", clusters, ready)
 			case get(nsPath(probe, "rayjobs")+"?search=probe-").Total != step:
 				return "the RayJobs"
+			case queued(pgOwner[step], "volcano", pgQueue[step]) != "":
+				return fmt.Sprintf("the PodGroup of the %s in queue %q (it shows %s)", pgOwner[step], pgQueue[step], queued(pgOwner[step], "volcano", pgQueue[step]))
+			case queued("rayservices", "kueue", fmt.Sprint("probe-q", step)) != "":
+				return "the RayService's Workload (it shows " + queued("rayservices", "kueue", fmt.Sprint("probe-q", step)) + ")"
 			case get(nsPath(probe, "raycronjobs")).Total != step:
 				return "the RayCronJobs"
 			case !tenantSees(svc, bound[step]):
@@ -445,14 +464,22 @@ func TestHelmChart(t *testing.T) {
 		lagging := map[string]bool{}
 		for step := 1; step <= 3; step++ {
 			if step >= 2 {
-				// A write through each service must leave its audit event: the events it creates.
-				action := map[bool]string{true: "/start", false: "/stop"}[step == 2] // each a real write: a no-op is not audited
-				for _, v := range variants {
+				// A write through each service must leave its audit event: the events it creates. Each
+				// service makes a template of its own, a write that is never a no-op (a no-op is not
+				// audited: a start of what another service started a moment before would be one).
+				// Without a permission the write needs, a service has no audit event to show.
+				for i, v := range variants {
 					if v.svc != nil {
-						r, err := sendTo(v.svc.url, "POST", itemPath(probe, "rayclusters", "followed")+action, admin, "", nil)
+						r, err := sendTo(v.svc.url, "POST", nsPath(probe, "rayclusters")+"?start=false", admin, "application/yaml",
+							[]byte(strings.Replace(minimalCluster, "NAME", fmt.Sprintf("audited-%d-%d", step, i), 1)))
 						require.NoError(t, err)
-						require.Equal(t, 200, r.Status, string(r.Raw))
-						writes[v.svc] = r.Header.Get("X-Request-ID")
+						writes[v.svc] = ""
+						if r.Status == 201 {
+							writes[v.svc] = r.Header.Get("X-Request-ID")
+						}
+						if v.svc == reference {
+							require.Equal(t, 201, r.Status, string(r.Raw))
+						}
 					}
 				}
 				finishedJob(t, probe, fmt.Sprint("hjob-", step), "Succeeded", []string{fmt.Sprint("round ", step)})
@@ -473,6 +500,21 @@ func TestHelmChart(t *testing.T) {
 			require.Equal(t, 201, call(t, "POST", nsPath(probe, "raycronjobs")+"?start=false", admin, "application/yaml",
 				mustRename(t, "raycronjob-minimal.yaml", "probe"+suffix)).Status)
 			require.Equal(t, 201, call(t, "POST", nsPath(probe, "rayservices"), admin, "application/yaml", mustRename(t, "rayservice-minimal.yaml", "probe"+suffix)).Status)
+			// The queue managers' groups: the PodGroup KubeRay makes (its batch scheduler here is
+			// Volcano) named ray-probe-<round>-pg, of the RayCluster or of the RayJob, whichever it made
+			// first (both are named probe-<round>), and a Workload of the RayService in a queue of the
+			// round, as Kueue makes one (no Kueue runs here).
+			var pg *unstructured.Unstructured
+			eventually(t, 30*time.Second, "the PodGroup ray-probe"+suffix+"-pg", func() bool {
+				var err error
+				pg, err = env.adminDyn.Resource(podGroups).Namespace(probe).Get(context.Background(), "ray-probe"+suffix+"-pg", metav1.GetOptions{})
+				return err == nil && len(pg.GetOwnerReferences()) == 1
+			})
+			pgQueue[step], _, _ = unstructured.NestedString(pg.Object, "spec", "queue")
+			pgOwner[step] = map[string]string{"RayCluster": "rayclusters", "RayJob": "rayjobs"}[pg.GetOwnerReferences()[0].Kind]
+			inQueue(t, probe, "probe"+suffix, "rayservice-probe"+suffix, map[string]any{"queueName": "probe-q" + fmt.Sprint(step),
+				"active": true, "podSets": []any{map[string]any{"name": "head", "count": int64(1), "template": map[string]any{"spec": map[string]any{
+					"containers": []any{map[string]any{"name": "ray-head", "image": "rayproject/ray:2.46.0"}}}}}}})
 			require.Equal(t, 201, call(t, "POST", nsPath(probe, "rayservices")+"?start=false", admin, "application/yaml", mustRename(t, "rayservice-minimal.yaml", "tpl"+suffix)).Status)
 			if missing := lacking(90*time.Second, func() string { return lacks(reference, step) }); missing != "" {
 				// What the reference logged of its write and of the audit trail.
@@ -514,6 +556,20 @@ func TestHelmChart(t *testing.T) {
 			}
 		}
 	})
+}
+
+// inQueue makes a Kueue Workload named name in ns, with spec, owned by the RayService owner as its
+// controller, as Kueue makes one (kueue v0.17.0 apis/kueue/v1beta2).
+func inQueue(t *testing.T, ns, owner, name string, spec map[string]any) {
+	t.Helper()
+	o, err := getRay(t, rayServices, ns, owner)
+	require.NoError(t, err)
+	yes := true
+	w := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+		"metadata": map[string]any{"name": name, "namespace": ns}, "spec": spec}}
+	w.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "ray.io/v1", Kind: "RayService", Name: owner, UID: o.GetUID(), Controller: &yes}})
+	_, err = env.adminDyn.Resource(kueueWorkloads).Namespace(ns).Create(context.Background(), w, metav1.CreateOptions{})
+	require.NoError(t, err)
 }
 
 // removePermission returns rules without one verb on one resource of rule ri.

@@ -551,6 +551,11 @@ type summary struct {
 		GPU         int64   `json:"gpu"`
 	} `json:"requested"`
 	Object map[string]any `json:"object"`
+	// Scheduling is where the object stands with its queue manager.
+	Scheduling *struct {
+		Manager string `json:"manager"`
+		Queue   string `json:"queue"`
+	} `json:"scheduling"`
 }
 
 type listData struct {
