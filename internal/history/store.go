@@ -64,6 +64,8 @@ type Transition struct {
 type Store struct {
 	db       *sql.DB
 	postgres bool
+	// prepared are the upserts' statements on SQLite (see prepareUpserts).
+	prepared map[upsertKey]*sql.Stmt
 }
 
 // Open opens the history at dsn: "sqlite:<file>" (the default, embedded) or a PostgreSQL URL
@@ -86,6 +88,10 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	}
 	s := &Store{db: db, postgres: driver == "pgx"}
 	if err := s.migrate(ctx); err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	if err := s.prepareUpserts(ctx); err != nil {
 		_ = db.Close()
 		return nil, err
 	}

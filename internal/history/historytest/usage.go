@@ -1,6 +1,7 @@
 package historytest
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -119,4 +120,42 @@ func utilization(t *testing.T, open Open) {
 		Now: day, Scopes: map[string][]string{"RayJob": nil, "RayCluster": nil}})
 	require.NoError(t, err)
 	assert.Empty(t, groups, "pruned")
+}
+
+// A ledger of more clusters than one statement writes (the writes go in parts of several sizes) is
+// written whole, each cluster once: its figures, its group's and its mark.
+func utilizationMany(t *testing.T, open Open) {
+	s, _ := open(t)
+	ctx := t.Context()
+	day := t0.Truncate(24 * time.Hour)
+	const clusters = 1337
+	l := usage.NewLedger()
+	wantCPU := map[string]float64{}
+	for i := range clusters {
+		m := &usage.Mark{UID: fmt.Sprintf("many-%04d", i), Since: t0}
+		ns := fmt.Sprintf("ns-%d", i%7)
+		l.Change(m, usage.State{Kind: "RayCluster", Namespace: ns, Name: m.UID, Cluster: m.UID, Creator: fmt.Sprintf("user-%d", i%3),
+			Holding: true, Requests: ray.Resources{CPU: float64(1 + i%4)}}, t0)
+		l.Credit(m, t0.Add(time.Hour))
+		wantCPU[ns] += float64(1+i%4) * 3600
+	}
+	require.NoError(t, s.PutUsage(ctx, l))
+	q := usage.Query{From: day, To: day.Add(24 * time.Hour), GroupBy: usage.ByNamespace, Now: t0.Add(time.Hour),
+		Scopes: map[string][]string{"RayCluster": nil}}
+	groups, _, err := s.Utilization(ctx, q)
+	require.NoError(t, err)
+	require.Len(t, groups, 7)
+	objects := int64(0)
+	for _, g := range groups {
+		assert.InDelta(t, wantCPU[g.Key.Namespace], g.Total.CPUSeconds, 1e-6, g.Key.Namespace)
+		objects += g.Objects
+	}
+	assert.Equal(t, int64(clusters), objects)
+	q.GroupBy = usage.ByCluster
+	groups, _, err = s.Utilization(ctx, q)
+	require.NoError(t, err)
+	assert.Len(t, groups, clusters)
+	marks, err := s.UsageMarks(ctx)
+	require.NoError(t, err)
+	assert.Len(t, marks, clusters)
 }
