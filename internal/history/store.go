@@ -123,7 +123,12 @@ func parseDSN(dsn string) (driver, source string, err error) {
 func Redact(dsn string) string { return redact(dsn) }
 
 // Close closes the database.
-func (s *Store) Close() error { return s.db.Close() }
+func (s *Store) Close() error {
+	for _, st := range s.prepared {
+		_ = st.Close()
+	}
+	return s.db.Close()
+}
 
 // migrationLock is the PostgreSQL advisory lock held while the schema is migrated.
 const migrationLock = 0x7261795f68697374 // "ray_hist"

@@ -512,9 +512,7 @@ func TestHelmChart(t *testing.T) {
 			})
 			pgQueue[step], _, _ = unstructured.NestedString(pg.Object, "spec", "queue")
 			pgOwner[step] = map[string]string{"RayCluster": "rayclusters", "RayJob": "rayjobs"}[pg.GetOwnerReferences()[0].Kind]
-			inQueue(t, probe, "probe"+suffix, "rayservice-probe"+suffix, map[string]any{"queueName": "probe-q" + fmt.Sprint(step),
-				"active": true, "podSets": []any{map[string]any{"name": "head", "count": int64(1), "template": map[string]any{"spec": map[string]any{
-					"containers": []any{map[string]any{"name": "ray-head", "image": "rayproject/ray:2.46.0"}}}}}}})
+			makeWorkload(t, probe, rayServices, "probe"+suffix, "rayservice-probe"+suffix, fmt.Sprint("probe-q", step))
 			require.Equal(t, 201, call(t, "POST", nsPath(probe, "rayservices")+"?start=false", admin, "application/yaml", mustRename(t, "rayservice-minimal.yaml", "tpl"+suffix)).Status)
 			if missing := lacking(90*time.Second, func() string { return lacks(reference, step) }); missing != "" {
 				// What the reference logged of its write and of the audit trail.
@@ -556,20 +554,6 @@ func TestHelmChart(t *testing.T) {
 			}
 		}
 	})
-}
-
-// inQueue makes a Kueue Workload named name in ns, with spec, owned by the RayService owner as its
-// controller, as Kueue makes one (kueue v0.17.0 apis/kueue/v1beta2).
-func inQueue(t *testing.T, ns, owner, name string, spec map[string]any) {
-	t.Helper()
-	o, err := getRay(t, rayServices, ns, owner)
-	require.NoError(t, err)
-	yes := true
-	w := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
-		"metadata": map[string]any{"name": name, "namespace": ns}, "spec": spec}}
-	w.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "ray.io/v1", Kind: "RayService", Name: owner, UID: o.GetUID(), Controller: &yes}})
-	_, err = env.adminDyn.Resource(kueueWorkloads).Namespace(ns).Create(context.Background(), w, metav1.CreateOptions{})
-	require.NoError(t, err)
 }
 
 // removePermission returns rules without one verb on one resource of rule ri.

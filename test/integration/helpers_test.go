@@ -1915,13 +1915,12 @@ func (f *tcpForwarder) stop() {
 	}
 }
 
-// forwardSlow is forward with each chunk towards the target held back by delay.
-func forwardSlow(t *testing.T, target string, delay time.Duration) *tcpForwarder {
+// forward relays connections from a local port to target, at full speed until slowed (see slow).
+func forward(t *testing.T, target string) *tcpForwarder {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	f := &tcpForwarder{ln: ln}
-	f.slow(delay)
 	go func() {
 		for {
 			c, err := ln.Accept()

@@ -37,22 +37,13 @@ func TestKueueStopStartWithoutAFight(t *testing.T) {
 	require.NoError(t, err)
 	r := call(t, "POST", nsPath(ns, "rayjobs"), admin, "application/json", body)
 	require.Equal(t, 201, r.Status, "%s", r.Raw)
-	job, err := getRay(t, rayJobs, ns, "queued")
-	require.NoError(t, err)
 
 	r = call(t, "POST", itemPath(ns, "rayjobs", "queued")+"/stop", admin, "", nil)
 	assert.Equal(t, 409, r.Status, "no Workload yet: %s", r.Raw)
 	assert.Contains(t, r.Msg, "has made no Workload for it yet")
 
-	yes := true
-	wl := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
-		"metadata": map[string]any{"name": "rayjob-queued-1a2b3", "namespace": ns},
-		"spec": map[string]any{"queueName": "team-queue", "active": true, "podSets": []any{map[string]any{"name": "head", "count": int64(1),
-			"template": map[string]any{"spec": map[string]any{"containers": []any{map[string]any{"name": "ray-head", "image": "rayproject/ray:2.46.0"}}}}}}}}}
-	wl.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "ray.io/v1", Kind: "RayJob", Name: "queued", UID: job.GetUID(), Controller: &yes}})
+	made := makeWorkload(t, ns, rayJobs, "queued", "rayjob-queued-1a2b3", "team-queue")
 	workloads := env.adminDyn.Resource(kueueWorkloads).Namespace(ns)
-	made, err := workloads.Create(ctx, wl, metav1.CreateOptions{})
-	require.NoError(t, err)
 	// As Kueue v0.17.0 writes it: pkg/scheduler/flavorassigner/flavorassigner.go (Assignment.Message and
 	// the "insufficient unused quota" status), on the QuotaReserved condition, reason Pending.
 	const noQuota = "couldn't assign flavors to pod set head: insufficient unused quota for cpu in flavor default, 1 more needed"
@@ -168,4 +159,21 @@ func TestKueueStopStartWithoutAFight(t *testing.T) {
 	viewer := call(t, "POST", itemPath(ns, "rayjobs", "queued")+"/stop", env.tokens["viewer"], "", nil)
 	assert.Equal(t, 403, viewer.Status, "a viewer may not: %s", viewer.Raw)
 	assert.True(t, active())
+}
+
+// makeWorkload makes the Kueue Workload name in ns, in queue, of the Ray object owner (of resource
+// res) as its controller, as Kueue makes one (kueue v0.17.0 apis/kueue/v1beta2), and returns it as made.
+func makeWorkload(t *testing.T, ns string, res schema.GroupVersionResource, owner, name, queue string) *unstructured.Unstructured {
+	t.Helper()
+	o, err := getRay(t, res, ns, owner)
+	require.NoError(t, err)
+	yes := true
+	wl := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+		"metadata": map[string]any{"name": name, "namespace": ns},
+		"spec": map[string]any{"queueName": queue, "active": true, "podSets": []any{map[string]any{"name": "head", "count": int64(1),
+			"template": map[string]any{"spec": map[string]any{"containers": []any{map[string]any{"name": "ray-head", "image": "rayproject/ray:2.46.0"}}}}}}}}}
+	wl.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "ray.io/v1", Kind: o.GetKind(), Name: owner, UID: o.GetUID(), Controller: &yes}})
+	made, err := env.adminDyn.Resource(kueueWorkloads).Namespace(ns).Create(context.Background(), wl, metav1.CreateOptions{})
+	require.NoError(t, err)
+	return made
 }

@@ -497,8 +497,6 @@ func TestAttackOverviewWindowsAreBounded(t *testing.T) {
 	assert.LessOrEqual(t, n, 40)
 }
 
-func forward(t *testing.T, target string) *tcpForwarder { return forwardSlow(t, target, 0) }
-
 // Attack: /readyz answers anyone, and told them why the service was not ready in the apiserver's own
 // words (addresses and ports included). It now says "not ready"; the reason goes to the log.
 func TestAttackReadyzTellsAnonymousCallersNothing(t *testing.T) {
