@@ -55,6 +55,7 @@ stack-down:
 
 # run: the service on the local stack (started here) unless RAY_SERVICE_KUBECONFIG names a cluster.
 run: build
+	stack/packages.sh run
 	stack/run.sh
 
 # The integration tests, with the checks, the unit tests and the fuzzing beside them at the lowest
@@ -63,6 +64,7 @@ run: build
 # downloads and compiles fill those gaps instead of coming first (about 5 of 65 minutes). Each part's
 # output is printed as a whole when it ends; a failing check fails the run once the others end.
 test:
+	stack/packages.sh test
 	$(MAKE) --no-print-directory -j3 --output-sync=target integration checks unit-and-fuzz
 
 .PHONY: checks unit-and-fuzz
