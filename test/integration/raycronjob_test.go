@@ -39,7 +39,7 @@ type cronSummary struct {
 // every minute), made through the service: it is listed and shown with its schedule, the operator makes
 // its runs (RayJobs labelled ray.io/cronjob-name), which its runs route and the RayJob list stream show;
 // run now adds one as the operator would; stop suspends it (no run for more than a minute) and start
-// resumes it; deleted, the history keeps it.
+// resumes it (a run on schedule follows); deleted, the history keeps it and its runs.
 func TestRayCronJobOnSchedule(t *testing.T) {
 	t.Parallel()
 	ns := namespace(t, "cron")
@@ -186,9 +186,11 @@ func TestRayCronJobOnSchedule(t *testing.T) {
 	r = call(t, "POST", itemPath(ns, "raycronjobs", name)+"/run", admin, "", nil)
 	assert.Equal(t, 201, r.Status, "run now runs while suspended too: %s", r.Raw)
 
+	suspended := len(runs()) // with the one run now
 	r = call(t, "POST", itemPath(ns, "raycronjobs", name)+"/start", admin, "", nil)
 	require.Equal(t, 200, r.Status, "%s", r.Raw)
 	eventually(t, 10*time.Second, "Running again", func() bool { return detail().Status == "Running" })
+	eventually(t, 90*time.Second, "a run on schedule once resumed", func() bool { return len(runs()) > suspended })
 
 	r = call(t, "DELETE", itemPath(ns, "raycronjobs", name)+"?force=true", admin, "", nil)
 	require.Equal(t, 200, r.Status, "%s", r.Raw)
@@ -197,6 +199,9 @@ func TestRayCronJobOnSchedule(t *testing.T) {
 	statuses := rec.statuses()
 	assert.Contains(t, statuses, "Running")
 	assert.Contains(t, statuses, "Stopped", "the timeline: %v", statuses)
+	// Its runs go with it (the garbage collector follows their owner reference); the history keeps them.
+	kept := recordOf(t, env.serviceURL, "rayjobs", ns, first, "its run kept after delete", func(r historyRecord) bool { return r.DeletedAt != nil })
+	assert.Equal(t, "RayJob", kept.Kind)
 }
 
 // endRun ends a run as the operator records a RayJob's end (status.jobDeploymentStatus, jobStatus,
