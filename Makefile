@@ -31,7 +31,8 @@ swagger:
 	@tmp=$$(mktemp -d) && $(SWAG) -o $$tmp >/dev/null && $(GO) run ./cmd/openapi-docs $$tmp/swagger.json docs; rc=$$?; rm -rf $$tmp; exit $$rc
 
 swagger-check:
-	@tmp=$$(mktemp -d) && $(SWAG) -o $$tmp/swag >/dev/null && $(GO) run ./cmd/openapi-docs $$tmp/swag/swagger.json $$tmp \
+	@tmp=$$(mktemp -d) && { $(SWAG) -o $$tmp/swag >/dev/null && $(GO) run ./cmd/openapi-docs $$tmp/swag/swagger.json $$tmp \
+		|| { echo "swagger-check: generating the documents failed (above)"; rm -rf $$tmp; exit 1; }; } \
 		&& diff -r docs/swagger $$tmp/swagger >/dev/null && diff -r docs/openapi $$tmp/openapi >/dev/null \
 		|| { echo "docs/swagger or docs/openapi is out of date: run make swagger"; rm -rf $$tmp; exit 1; }; rm -rf $$tmp
 
@@ -65,6 +66,7 @@ run: build
 # output is printed as a whole when it ends; a failing check fails the run once the others end.
 test:
 	stack/packages.sh test
+	stack/gomod.sh . tools/lint tools/oapi
 	$(MAKE) --no-print-directory -j3 --output-sync=target integration checks unit-and-fuzz
 
 .PHONY: checks unit-and-fuzz
@@ -102,7 +104,7 @@ fuzz:
 # the stack (a schedule's minutes, Prometheus' scrapes, the operator).
 # The compatibility test reads the CRDs of KubeRay v1.5.0 from its module (test/compat/kuberay15).
 integration: build stack client
-	cd test/compat/kuberay15 && $(GO) mod download github.com/ray-project/kuberay/ray-operator
+	stack/gomod.sh test/compat/kuberay15
 	$(GO) test -c -tags integration -o $(BIN)/integration.test ./test/integration
 	cd test/integration && RAY_SERVICE_BIN=$(CURDIR)/$(BIN)/ray-service \
 		../../stack/netns.sh ../../$(BIN)/integration.test -test.v -test.count=1 -test.timeout=40m -test.parallel=6

@@ -21,6 +21,7 @@ t0=$(date +%s)
 step() {
   local name=$1 dir=$2; shift 2
   local s; s=$(date +%s)
+  "$STACK_DIR/gomod.sh" "$STACK_DIR/tools/$dir"
   (cd "$STACK_DIR/tools/$dir" && go build -trimpath "$@")
   echo "build: $name $(( $(date +%s) - s ))s" >&2
 }
