@@ -1,6 +1,7 @@
 package history
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"fmt"
@@ -77,8 +78,8 @@ const usageColumnsDDL = `held_seconds DOUBLE PRECISION NOT NULL DEFAULT 0,
 
 // The statements that add a ledger's figures, built once from usage.Columns.
 var (
-	addUsageDay   = addFigures("usage_days", []string{"uid", "day"})
-	addUsageTotal = addFigures("usage_totals", []string{"day", "namespace", "kind", "creator"})
+	addUsageDay   = addFigures("usage_days", []string{"uid", "day"}, []string{"text", "bigint"})
+	addUsageTotal = addFigures("usage_totals", []string{"day", "namespace", "kind", "creator"}, []string{"bigint", "text", "text", "text"})
 	sumFigures    = func() string {
 		sums := make([]string, len(usage.Columns))
 		for i, c := range usage.Columns {
@@ -91,15 +92,21 @@ var (
 	}()
 )
 
-// addFigures inserts rows of table keyed by key, or adds their figures to the rows there.
-func addFigures(table string, key []string) upsert {
+// addFigures inserts rows of table keyed by key (of keyTypes), or adds their figures to the rows there.
+func addFigures(table string, key, keyTypes []string) upsert {
 	cols := append(slices.Clone(key), usage.Columns...)
+	types := slices.Clone(keyTypes)
 	sets := make([]string, len(usage.Columns))
 	for i, c := range usage.Columns {
 		sets[i] = c + " = " + table + "." + c + " + excluded." + c
+		t := "double precision"
+		if c == "starts" {
+			t = "bigint"
+		}
+		types = append(types, t)
 	}
 	return upsert{head: "INSERT INTO " + table + " (" + strings.Join(cols, ", ") + ") VALUES ",
-		tail: "ON CONFLICT (" + strings.Join(key, ", ") + ") DO UPDATE SET " + strings.Join(sets, ", "), columns: len(cols)}
+		tail: "ON CONFLICT (" + strings.Join(key, ", ") + ") DO UPDATE SET " + strings.Join(sets, ", "), columns: len(cols), types: types}
 }
 
 func boolInt(b bool) int {
@@ -115,18 +122,35 @@ func (s *Store) PutUsage(ctx context.Context, l *usage.Ledger) error {
 	if l.Empty() {
 		return nil
 	}
+	rows, err := usageRowsOf(l)
+	if err != nil {
+		return err
+	}
+	if s.postgres {
+		// One statement is a transaction of its own, and one round trip.
+		return s.writeUsageArrays(ctx, s.db, rows)
+	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = tx.Rollback() }()
-	if err := s.putUsage(ctx, tx, l); err != nil {
+	if err := s.writeUsageRows(ctx, tx, rows); err != nil {
 		return err
 	}
 	return tx.Commit()
 }
 
-func (s *Store) putUsage(ctx context.Context, tx *sql.Tx, l *usage.Ledger) error {
+// usageRows are a ledger's rows, in the columns of their upserts: the marks, the days of objects whose
+// marks did not move (uid, first day, last day), each object's figures per day, each group's, and the
+// seconds measured per day.
+type usageRows struct {
+	marks, spans, days, totals, measured [][]any
+}
+
+// usageRowsOf are a ledger's rows, each part in the order of its keys: two writers that change the
+// same rows (the credit and the reading of use) lock them in the same order, and never deadlock.
+func usageRowsOf(l *usage.Ledger) (usageRows, error) {
 	// The days each object has figures of, for its first and last day.
 	type span struct{ first, last int64 }
 	days := map[string]*span{}
@@ -136,13 +160,13 @@ func (s *Store) putUsage(ctx context.Context, tx *sql.Tx, l *usage.Ledger) error
 		namespace, kind, author string
 	}
 	totals := map[totalKey]*usage.Figures{}
-	dayRows := make([][]any, 0, len(l.Deltas))
+	out := usageRows{days: make([][]any, 0, len(l.Deltas)), marks: make([][]any, 0, len(l.Marks))}
 	for k, f := range l.Deltas {
 		m, ok := l.Owner(k.UID)
 		if !ok {
-			return fmt.Errorf("usage of %s credited without its mark", k.UID)
+			return usageRows{}, fmt.Errorf("usage of %s credited without its mark", k.UID)
 		}
-		dayRows = append(dayRows, append([]any{k.UID, k.Day}, f.Values()...))
+		out.days = append(out.days, append([]any{k.UID, k.Day}, f.Values()...))
 		tk := totalKey{k.Day, m.Namespace, m.Kind, m.Creator}
 		if totals[tk] == nil {
 			totals[tk] = &usage.Figures{}
@@ -154,7 +178,6 @@ func (s *Store) putUsage(ctx context.Context, tx *sql.Tx, l *usage.Ledger) error
 			d.first, d.last = min(d.first, k.Day), max(d.last, k.Day)
 		}
 	}
-	markRows := make([][]any, 0, len(l.Marks))
 	for _, m := range l.Marks {
 		r := m.Requests
 		var first, last any
@@ -162,36 +185,104 @@ func (s *Store) putUsage(ctx context.Context, tx *sql.Tx, l *usage.Ledger) error
 			first, last = d.first, d.last
 			delete(days, m.UID)
 		}
-		markRows = append(markRows, []any{m.UID, m.Kind, m.Namespace, m.Name, m.Cluster, m.Creator, boolInt(m.Holding), boolInt(m.Idle),
+		out.marks = append(out.marks, []any{m.UID, m.Kind, m.Namespace, m.Name, m.Cluster, m.Creator, boolInt(m.Holding), boolInt(m.Idle),
 			r.CPU, r.MemoryBytes, r.GPU, r.NPU, m.Since.UnixNano(), boolInt(m.Gone), first, last})
-	}
-	if err := s.insertRows(ctx, tx, &putMarks, markRows); err != nil {
-		return err
 	}
 	// Objects whose use was credited without their marks: only their days.
 	for uid, d := range days {
-		if _, err := tx.ExecContext(ctx, `UPDATE usage_objects SET
-				first_day = CASE WHEN first_day IS NULL OR first_day > $2 THEN $2 ELSE first_day END,
-				last_day = CASE WHEN last_day IS NULL OR last_day < $3 THEN $3 ELSE last_day END
-			WHERE uid = $1`, uid, d.first, d.last); err != nil {
+		out.spans = append(out.spans, []any{uid, d.first, d.last})
+	}
+	out.totals = make([][]any, 0, len(totals))
+	for k, f := range totals {
+		out.totals = append(out.totals, append([]any{k.day, k.namespace, k.kind, k.author}, f.Values()...))
+	}
+	out.measured = make([][]any, 0, len(l.Measured))
+	for day, sec := range l.Measured {
+		out.measured = append(out.measured, []any{day, sec})
+	}
+	for _, part := range [][][]any{out.marks, out.spans, out.days, out.totals, out.measured} {
+		slices.SortFunc(part, compareKeys)
+	}
+	return out, nil
+}
+
+// compareKeys orders rows by their first values (their keys: strings or days), then the next.
+func compareKeys(a, b []any) int {
+	for i := range min(len(a), len(b), 4) {
+		var c int
+		switch x := a[i].(type) {
+		case string:
+			c = strings.Compare(x, b[i].(string))
+		case int64:
+			c = cmp.Compare(x, b[i].(int64))
+		default:
+			return 0
+		}
+		if c != 0 {
+			return c
+		}
+	}
+	return 0
+}
+
+// widenSpan widens the days an object has figures of (its uid, first and last day: $1, $2, $3).
+const widenSpan = `UPDATE usage_objects SET
+		first_day = CASE WHEN first_day IS NULL OR first_day > $2 THEN $2 ELSE first_day END,
+		last_day = CASE WHEN last_day IS NULL OR last_day < $3 THEN $3 ELSE last_day END
+	WHERE uid = $1`
+
+// writeUsageRows writes a ledger's rows on SQLite, in tx.
+func (s *Store) writeUsageRows(ctx context.Context, tx *sql.Tx, rows usageRows) error {
+	if err := s.insertRows(ctx, tx, &putMarks, rows.marks); err != nil {
+		return err
+	}
+	for _, sp := range rows.spans {
+		if _, err := tx.ExecContext(ctx, widenSpan, sp...); err != nil {
 			return err
 		}
 	}
-	if err := s.insertRows(ctx, tx, &addUsageDay, dayRows); err != nil {
+	if err := s.insertRows(ctx, tx, &addUsageDay, rows.days); err != nil {
 		return err
 	}
-	totalRows := make([][]any, 0, len(totals))
-	for k, f := range totals {
-		totalRows = append(totalRows, append([]any{k.day, k.namespace, k.kind, k.author}, f.Values()...))
-	}
-	if err := s.insertRows(ctx, tx, &addUsageTotal, totalRows); err != nil {
+	if err := s.insertRows(ctx, tx, &addUsageTotal, rows.totals); err != nil {
 		return err
 	}
-	measuredRows := make([][]any, 0, len(l.Measured))
-	for day, sec := range l.Measured {
-		measuredRows = append(measuredRows, []any{day, sec})
+	return s.insertRows(ctx, tx, &addMeasured, rows.measured)
+}
+
+// execer runs a statement: the database, or a transaction.
+type execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// writeUsageArrays writes a ledger's rows on PostgreSQL in one statement (usageArrays), each column of
+// each part one array: its text is the same whatever the rows, so the driver (in its default mode)
+// prepares it once a connection, and the whole ledger is one round trip.
+func (s *Store) writeUsageArrays(ctx context.Context, ex execer, rows usageRows) error {
+	var args []any
+	for i, part := range [][][]any{rows.marks, rows.spans, rows.days, rows.totals, rows.measured} {
+		args = append(args, columnsOf(part, usageArrayWidths[i])...)
 	}
-	return s.insertRows(ctx, tx, &addMeasured, measuredRows)
+	_, err := ex.ExecContext(ctx, usageArrays, args...)
+	return err
+}
+
+// columnsOf are the rows' columns, each a slice of its values (a NULL is nil).
+func columnsOf(rows [][]any, width int) []any {
+	cols := make([][]any, width)
+	for j := range cols {
+		cols[j] = make([]any, len(rows))
+	}
+	for i, r := range rows {
+		for j, v := range r {
+			cols[j][i] = v
+		}
+	}
+	out := make([]any, width)
+	for j, c := range cols {
+		out[j] = c
+	}
+	return out
 }
 
 // upsert is an INSERT of many rows at once: its head (up to VALUES), its tail (ON CONFLICT …), and the
@@ -199,6 +290,17 @@ func (s *Store) putUsage(ctx context.Context, tx *sql.Tx, l *usage.Ledger) error
 type upsert struct {
 	head, tail string
 	columns    int
+	// types are the columns' types in PostgreSQL, for their arrays (unnest).
+	types []string
+}
+
+// unnest is u's statement on PostgreSQL taking one array a column, its parameters numbered from first.
+func (u *upsert) unnest(first int) string {
+	arrays := make([]string, len(u.types))
+	for i, t := range u.types {
+		arrays[i] = fmt.Sprintf("$%d::%s[]", first+i, t)
+	}
+	return strings.TrimSuffix(u.head, "VALUES ") + "SELECT * FROM unnest(" + strings.Join(arrays, ", ") + ") " + u.tail
 }
 
 // chunkSizes are the numbers of rows one statement of an upsert writes, largest first: rows go in
@@ -209,8 +311,8 @@ var chunkSizes = []int{256, 64, 16, 4, 1}
 // upserts are the upserts whose statements the store prepares.
 var upserts = []*upsert{&putMarks, &addUsageDay, &addUsageTotal, &addMeasured}
 
-// statement is u's statement of n rows: SQLite's parameters are ?, PostgreSQL's $1, $2, …
-func (u *upsert) statement(n int, postgres bool) string {
+// statement is u's statement of n rows on SQLite.
+func (u *upsert) statement(n int) string {
 	var b strings.Builder
 	b.WriteString(u.head)
 	for i := range n {
@@ -222,13 +324,9 @@ func (u *upsert) statement(n int, postgres bool) string {
 			if j > 0 {
 				b.WriteString(", ")
 			}
-			if postgres {
-				fmt.Fprintf(&b, "$%d", i*u.columns+j+1)
-			} else {
-				// SQLite looks a numbered parameter up by its name, linearly: a statement of
-				// thousands would spend its time there. Its ? is taken in order.
-				b.WriteString("?")
-			}
+			// SQLite looks a numbered parameter up by its name, linearly: a statement of
+			// thousands would spend its time there. Its ? is taken in order.
+			b.WriteString("?")
 		}
 		b.WriteString(")")
 	}
@@ -253,7 +351,7 @@ func (s *Store) prepareUpserts(ctx context.Context) error {
 	s.prepared = map[upsertKey]*sql.Stmt{}
 	for _, u := range upserts {
 		for _, n := range chunkSizes {
-			st, err := s.db.PrepareContext(ctx, u.statement(n, false))
+			st, err := s.db.PrepareContext(ctx, u.statement(n))
 			if err != nil {
 				return err
 			}
@@ -263,29 +361,16 @@ func (s *Store) prepareUpserts(ctx context.Context) error {
 	return nil
 }
 
-// maxRowsAtOnce bounds the rows of one statement on PostgreSQL, where each statement is a round trip
-// and its driver keeps the statements it prepared, whatever their rows.
-const maxRowsAtOnce = 500
-
-// insertRows runs u for the rows in tx: on SQLite in chunks of chunkSizes, on PostgreSQL up to
-// maxRowsAtOnce at a time. No two rows may have the same key (a statement may not change a row twice).
+// insertRows runs u for the rows in tx on SQLite, in chunks of chunkSizes. No two rows may have the same
+// key (a statement may not change a row twice).
 func (s *Store) insertRows(ctx context.Context, tx *sql.Tx, u *upsert, rows [][]any) error {
 	for len(rows) > 0 {
-		n := min(len(rows), maxRowsAtOnce)
-		if !s.postgres {
-			n = chunkSizes[slices.IndexFunc(chunkSizes, func(c int) bool { return c <= len(rows) })]
-		}
+		n := chunkSizes[slices.IndexFunc(chunkSizes, func(c int) bool { return c <= len(rows) })]
 		args := make([]any, 0, n*u.columns)
 		for _, r := range rows[:n] {
 			args = append(args, r...)
 		}
-		var err error
-		if st := s.prepared[upsertKey{u, n}]; st != nil {
-			_, err = tx.StmtContext(ctx, st).ExecContext(ctx, args...)
-		} else {
-			_, err = tx.ExecContext(ctx, u.statement(n, s.postgres), args...)
-		}
-		if err != nil {
+		if _, err := tx.StmtContext(ctx, s.prepared[upsertKey{u, n}]).ExecContext(ctx, args...); err != nil {
 			return err
 		}
 		rows = rows[n:]
@@ -306,11 +391,37 @@ var putMarks = upsert{head: `INSERT INTO usage_objects (uid, kind, namespace, na
 		last_day = CASE WHEN excluded.last_day IS NULL THEN usage_objects.last_day
 			WHEN usage_objects.last_day IS NULL OR usage_objects.last_day < excluded.last_day THEN excluded.last_day
 			ELSE usage_objects.last_day END`,
-	columns: 16}
+	columns: 16, types: []string{"text", "text", "text", "text", "text", "text", "integer", "integer", "double precision", "bigint",
+		"bigint", "bigint", "bigint", "integer", "bigint", "bigint"}}
 
 // addMeasured adds the seconds measured of days.
 var addMeasured = upsert{head: `INSERT INTO usage_measured (day, seconds) VALUES `,
-	tail: `ON CONFLICT (day) DO UPDATE SET seconds = usage_measured.seconds + excluded.seconds`, columns: 2}
+	tail: `ON CONFLICT (day) DO UPDATE SET seconds = usage_measured.seconds + excluded.seconds`, columns: 2,
+	types: []string{"bigint", "double precision"}}
+
+// usageArrays writes a ledger on PostgreSQL in one statement: the marks, the days of the objects whose
+// marks did not move, the figures of the objects and of the groups, and the seconds measured, each
+// column an array (writeUsageArrays). No two of its parts change the same row.
+var usageArrays, usageArrayWidths = func() (string, []int) {
+	n := 1
+	part := func(u *upsert) string {
+		if len(u.types) != u.columns {
+			panic(fmt.Sprintf("history: an upsert of %d columns names %d types", u.columns, len(u.types)))
+		}
+		q := u.unnest(n)
+		n += u.columns
+		return q
+	}
+	marks := part(&putMarks)
+	spans := fmt.Sprintf(`UPDATE usage_objects o SET
+			first_day = CASE WHEN o.first_day IS NULL OR o.first_day > s.first THEN s.first ELSE o.first_day END,
+			last_day = CASE WHEN o.last_day IS NULL OR o.last_day < s.last THEN s.last ELSE o.last_day END
+		FROM unnest($%d::text[], $%d::bigint[], $%d::bigint[]) AS s (uid, first, last) WHERE o.uid = s.uid`, n, n+1, n+2)
+	n += 3
+	days, totals, measured := part(&addUsageDay), part(&addUsageTotal), part(&addMeasured)
+	return "WITH marks AS (" + marks + "), spans AS (" + spans + "), days AS (" + days + "), totals AS (" + totals + ") " + measured,
+		[]int{putMarks.columns, 3, addUsageDay.columns, addUsageTotal.columns, addMeasured.columns}
+}()
 
 // UsageMarks are the marks of the objects not gone, by UID: where a new writer takes their credit up.
 func (s *Store) UsageMarks(ctx context.Context) (map[string]*usage.Mark, error) {
@@ -364,7 +475,16 @@ func (s *Store) PutMeasured(ctx context.Context, l *usage.Ledger, to time.Time) 
 		ON CONFLICT (name) DO UPDATE SET value = excluded.value`, measuredToKey, to.UnixNano()); err != nil {
 		return err
 	}
-	if err := s.putUsage(ctx, tx, l); err != nil {
+	rows, err := usageRowsOf(l)
+	if err != nil {
+		return err
+	}
+	if s.postgres {
+		err = s.writeUsageArrays(ctx, tx, rows)
+	} else {
+		err = s.writeUsageRows(ctx, tx, rows)
+	}
+	if err != nil {
 		return err
 	}
 	return tx.Commit()

@@ -103,6 +103,19 @@ func utilization(t *testing.T, open Open) {
 	ns, err := s.UsageNamespaces(ctx)
 	require.NoError(t, err)
 	assert.ElementsMatch(t, []string{"a", "b"}, ns)
+
+	// The gone job's last use, read the next day with no mark of it written: its days widen, so it is
+	// counted that day too.
+	next := day.Add(24 * time.Hour)
+	l3 := usage.NewLedger()
+	l3.Used(job, usage.DayOf(next), 600, 0, 0, 0)
+	l3.Measured[usage.DayOf(next)] = 600
+	require.NoError(t, s.PutMeasured(ctx, l3, next.Add(10*time.Minute)))
+	got = byNS(usage.Query{From: next, To: next.Add(24 * time.Hour), GroupBy: usage.ByNamespace, Now: t0.Add(3 * time.Hour),
+		Scopes: map[string][]string{"RayJob": nil}})
+	require.Contains(t, got, "a")
+	assert.InDelta(t, 600.0, got["a"].Total.UsedCPUSeconds, 1e-6)
+	assert.Equal(t, int64(1), got["a"].Objects, "counted on the day its use was read")
 	require.NoError(t, s.Close())
 
 	s, err = history.Open(ctx, dsn)
@@ -122,8 +135,9 @@ func utilization(t *testing.T, open Open) {
 	assert.Empty(t, groups, "pruned")
 }
 
-// A ledger of more clusters than one statement writes (the writes go in parts of several sizes) is
-// written whole, each cluster once: its figures, its group's and its mark.
+// A ledger of more clusters than one statement of SQLite writes (the writes go in parts of several
+// sizes; PostgreSQL's is one statement of arrays) is written whole, each cluster once: its figures, its
+// group's and its mark.
 func utilizationMany(t *testing.T, open Open) {
 	s, _ := open(t)
 	ctx := t.Context()
