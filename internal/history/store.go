@@ -196,7 +196,7 @@ var migrations = []string{
 	// 6: half of each page of the marks left free on PostgreSQL. The writer rewrites each holding
 	// cluster's mark every minute without changing an indexed column: with room in its page, the new
 	// version goes there and the old ones are pruned as the page is read (heap-only tuples), so the
-	// table reports scan stays near its live size between autovacuum's passes.
+	// table that reports scan stays near its live size between autovacuum's passes.
 	postgresOnly + `ALTER TABLE usage_objects SET (fillfactor = 50)`,
 	// 7: the utilization's secondary indexes dropped. Every credit wrote them (a mark's five-column
 	// index of days, kind, namespace and creator; a day's figures by day), and the reports read as
