@@ -226,10 +226,12 @@ func compareKeys(a, b []any) int {
 }
 
 // widenSpan widens the days an object has figures of (its uid, first and last day: $1, $2, $3).
-const widenSpan = `UPDATE usage_objects SET
-		first_day = CASE WHEN first_day IS NULL OR first_day > $2 THEN $2 ELSE first_day END,
-		last_day = CASE WHEN last_day IS NULL OR last_day < $3 THEN $3 ELSE last_day END
-	WHERE uid = $1`
+const widenSpan = `UPDATE usage_objects SET ` + widenDays + ` WHERE uid = $1`
+
+// widenDays sets an object's first and last day to take in days $2 to $3 (on PostgreSQL's arrays, the
+// unnested columns named so).
+const widenDays = `first_day = CASE WHEN first_day IS NULL OR first_day > $2 THEN $2 ELSE first_day END,
+		last_day = CASE WHEN last_day IS NULL OR last_day < $3 THEN $3 ELSE last_day END`
 
 // writeUsageRows writes a ledger's rows on SQLite, in tx.
 func (s *Store) writeUsageRows(ctx context.Context, tx *sql.Tx, rows usageRows) error {
@@ -413,10 +415,8 @@ var usageArrays, usageArrayWidths = func() (string, []int) {
 		return q
 	}
 	marks := part(&putMarks)
-	spans := fmt.Sprintf(`UPDATE usage_objects o SET
-			first_day = CASE WHEN o.first_day IS NULL OR o.first_day > s.first THEN s.first ELSE o.first_day END,
-			last_day = CASE WHEN o.last_day IS NULL OR o.last_day < s.last THEN s.last ELSE o.last_day END
-		FROM unnest($%d::text[], $%d::bigint[], $%d::bigint[]) AS s (uid, first, last) WHERE o.uid = s.uid`, n, n+1, n+2)
+	spans := fmt.Sprintf(`UPDATE usage_objects SET `+strings.NewReplacer("$2", "s.first", "$3", "s.last").Replace(widenDays)+`
+		FROM unnest($%d::text[], $%d::bigint[], $%d::bigint[]) AS s (uid, first, last) WHERE usage_objects.uid = s.uid`, n, n+1, n+2)
 	n += 3
 	days, totals, measured := part(&addUsageDay), part(&addUsageTotal), part(&addMeasured)
 	return "WITH marks AS (" + marks + "), spans AS (" + spans + "), days AS (" + days + "), totals AS (" + totals + ") " + measured,
