@@ -46,6 +46,9 @@ type accounting struct {
 	makers map[[3]string]string
 	idle   map[usage.ClusterRef]bool
 	ledger *usage.Ledger
+	// credited: the ledger holds the minute's credit, written with the figures pending (PutUsage); a
+	// ledger of changes alone is written pending (PutPending).
+	credited bool
 }
 
 func newAccounting() accounting {
@@ -176,25 +179,31 @@ func (r *Recorder) creditAll(now time.Time) {
 			r.acct.ledger.Credit(m, now)
 		}
 	}
+	r.acct.credited = true
 	r.wakeLocked()
 }
 
-// writeAccounting writes the credits gathered; what fails goes back to be written with what follows.
+// writeAccounting writes the credits gathered: the minute's with what is pending, changes alone as
+// pending. What fails goes back to be written with what follows.
 func (r *Recorder) writeAccounting(ctx context.Context) {
 	r.mu.Lock()
-	l := r.acct.ledger
-	r.acct.ledger = usage.NewLedger()
+	l, credited := r.acct.ledger, r.acct.credited
+	r.acct.ledger, r.acct.credited = usage.NewLedger(), false
 	r.mu.Unlock()
-	if l.Empty() {
+	put := r.Store.PutPending
+	if credited {
+		put = r.Store.PutUsage
+	} else if l.Empty() {
 		return
 	}
-	if err := r.Store.PutUsage(ctx, l); err != nil {
+	if err := put(ctx, l); err != nil {
 		if ctx.Err() == nil {
 			r.Log.Warn("history: writing the utilization figures", zap.Error(err))
 		}
 		r.mu.Lock()
 		if r.leading.Load() {
 			r.acct.ledger.Merge(l)
+			r.acct.credited = r.acct.credited || credited
 		}
 		r.mu.Unlock()
 	}

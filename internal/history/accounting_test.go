@@ -149,3 +149,51 @@ func TestRecorderAccounting(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, use.spans[0][1], to)
 }
+
+// Between the minute's credits a change is written pending, and reports count it; the next credit,
+// even with no cluster holding, moves it into the days: reports count it the same, once.
+func TestRecorderWritesChangesPending(t *testing.T) {
+	ctx := t.Context()
+	store, err := Open(ctx, "sqlite:"+filepath.Join(t.TempDir(), "history.db"))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = store.Close() })
+	kinds := ray.NewKinds()
+	r := &Recorder{Store: store, Kinds: kinds, Log: zap.NewNop()}
+	r.init()
+	r.leading.Store(true)
+	k := kinds.Cluster()
+	t0 := time.Now().UTC().Truncate(time.Minute).Add(-time.Hour)
+	own := rayCluster("own", "u-own", "bob", nil, 2)
+	s := k.Summarize(own)
+	r.mu.Lock()
+	r.observeLocked(k, own, &s, t0)
+	r.mu.Unlock()
+	r.creditAll(t0.Add(time.Minute))
+	r.writeAccounting(ctx)
+	pending := func() int {
+		var n int
+		require.NoError(t, store.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM usage_pending`).Scan(&n))
+		return n
+	}
+	require.Zero(t, pending(), "the minute's credit goes into the days")
+
+	cpu := func() float64 {
+		q := usage.Query{From: time.Unix(usage.DayOf(t0), 0).UTC(), To: time.Unix(usage.DayOf(t0)+2*86400, 0).UTC(),
+			GroupBy: usage.ByNamespace, Now: t0.Add(10 * time.Minute), Scopes: map[string][]string{"RayCluster": nil}}
+		groups, _, err := store.Utilization(ctx, q)
+		require.NoError(t, err)
+		require.Len(t, groups, 1)
+		return groups[0].Total.CPUSeconds
+	}
+	r.mu.Lock()
+	r.goneAccountLocked("u-own", t0.Add(5*time.Minute))
+	r.mu.Unlock()
+	r.writeAccounting(ctx)
+	assert.Positive(t, pending(), "a change between credits is written pending")
+	assert.InDelta(t, 5*5*60.0, cpu(), 1e-6, "1 + 2×2 cores for 5 minutes")
+
+	r.creditAll(t0.Add(6 * time.Minute))
+	r.writeAccounting(ctx)
+	assert.Zero(t, pending(), "the next credit moves it, with no cluster holding")
+	assert.InDelta(t, 5*5*60.0, cpu(), 1e-6, "counted once")
+}

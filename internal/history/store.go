@@ -204,6 +204,8 @@ var migrations = []string{
 	// days are found by their key (uid, day).
 	`DROP INDEX usage_objects_by_days;
 	DROP INDEX usage_days_by_day`,
+	// 8: the figures of the changes between the minute's credits, pending (usage.go).
+	pendingMigration,
 }
 
 // postgresOnly begins a migration that has nothing to do on SQLite (which rewrites a row in place).

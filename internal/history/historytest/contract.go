@@ -37,6 +37,7 @@ func Run(t *testing.T, open Open) {
 	t.Run("notifications", func(t *testing.T) { notifications(t, open) })
 	t.Run("utilization", func(t *testing.T) { utilization(t, open) })
 	t.Run("utilization of many clusters at once", func(t *testing.T) { utilizationMany(t, open) })
+	t.Run("utilization pending between credits", func(t *testing.T) { utilizationPending(t, open) })
 }
 
 // The schema is migrated at the first open and left as it is at the next.

@@ -173,3 +173,128 @@ func utilizationMany(t *testing.T, open Open) {
 	require.NoError(t, err)
 	assert.Len(t, marks, clusters)
 }
+
+// Figures written pending (a change's credit between the minute's credits) read as the same figures
+// written into the days, by every grouping and across a reopening; the minute's credit moves them
+// there once (a second adds nothing); and they are pruned by day with the rest.
+func utilizationPending(t *testing.T, open Open) {
+	ctx := t.Context()
+	day := t0.Truncate(24 * time.Hour)
+	marks := map[string]*usage.Mark{}
+	mark := func(i int) *usage.Mark {
+		uid := fmt.Sprintf("pending-%d", i)
+		if marks[uid] == nil {
+			marks[uid] = &usage.Mark{UID: uid, Since: t0}
+		}
+		return marks[uid]
+	}
+	state := func(i int, holding bool) usage.State {
+		return usage.State{Kind: []string{"RayJob", "RayCluster", "RayService"}[i%3], Namespace: []string{"a", "a", "b"}[i%3],
+			Name: fmt.Sprintf("obj-%d", i), Cluster: fmt.Sprintf("obj-%d-x", i), Creator: []string{"alice", "bob", "bob"}[i%3],
+			Holding: holding, Idle: i%2 == 1, Requests: ray.Resources{CPU: float64(i + 1), MemoryBytes: int64(i+1) << 30, GPU: int64(i % 2), NPU: int64(i % 3 / 2)}}
+	}
+	// Four clusters start, are credited and stop; the last holds across midnight.
+	changes := func() *usage.Ledger {
+		l := usage.NewLedger()
+		for i := range 4 {
+			start := t0.Add(time.Duration(i) * 10 * time.Minute)
+			if i == 3 {
+				start = day.Add(23*time.Hour + 50*time.Minute)
+			}
+			l.Change(mark(i), state(i, true), start)
+			l.Change(mark(i), state(i, false), start.Add(time.Duration(i+1)*7*time.Minute))
+		}
+		return l
+	}
+	// Then each holds again for a minute's credit.
+	credit := func() *usage.Ledger {
+		l := usage.NewLedger()
+		for i := range 4 {
+			l.Change(mark(i), state(i, true), day.Add(36*time.Hour))
+			l.Credit(mark(i), day.Add(36*time.Hour+time.Minute))
+		}
+		return l
+	}
+	direct, _ := open(t)
+	pending, dsn := open(t)
+	require.NoError(t, direct.PutUsage(ctx, changes()))
+	clear(marks)
+	require.NoError(t, pending.PutPending(ctx, changes()))
+
+	window := usage.Query{From: day, To: day.Add(48 * time.Hour), Now: day.Add(36*time.Hour + time.Minute),
+		Scopes: map[string][]string{"RayCluster": nil, "RayJob": nil, "RayService": nil}}
+	read := func(s *history.Store, by string) map[string]usage.Group {
+		q := window
+		q.GroupBy = by
+		groups, _, err := s.Utilization(ctx, q)
+		require.NoError(t, err)
+		out := map[string]usage.Group{}
+		for _, g := range groups {
+			out[fmt.Sprintf("%+v", g.Key)] = g
+		}
+		return out
+	}
+	same := func(s *history.Store, msg string) {
+		for _, by := range []string{usage.ByNamespace, usage.ByCreator, usage.ByKind, usage.ByCluster} {
+			want, got := read(direct, by), read(s, by)
+			require.Len(t, got, len(want), "%s, by %s", msg, by)
+			for k, w := range want {
+				g := got[k]
+				assert.Equal(t, w.Objects, g.Objects, "%s, by %s: %s", msg, by, k)
+				require.Len(t, g.Days, len(w.Days), "%s, by %s: %s", msg, by, k)
+				for d, wf := range w.Days {
+					require.Contains(t, g.Days, d, "%s, by %s: %s", msg, by, k)
+					assert.InDeltaSlice(t, floats(wf.Values()), floats(g.Days[d].Values()), 1e-3, "%s, by %s: %s day %d", msg, by, k, d)
+				}
+			}
+		}
+	}
+	byCluster := read(direct, usage.ByCluster)
+	require.Len(t, byCluster, 4)
+	for _, g := range byCluster {
+		if g.Key.UID == "pending-3" {
+			assert.Len(t, g.Days, 2, "the change across midnight has two days")
+		}
+	}
+	same(pending, "pending")
+	require.NoError(t, pending.Close())
+	pending, err := history.Open(ctx, dsn)
+	require.NoError(t, err)
+	defer func() { _ = pending.Close() }()
+	same(pending, "pending, reopened")
+	wantMarks, err := direct.UsageMarks(ctx)
+	require.NoError(t, err)
+	gotMarks, err := pending.UsageMarks(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, wantMarks, gotMarks)
+
+	// The minute's credit, on both: the pending figures move into the days, once.
+	clear(marks)
+	require.NoError(t, direct.PutUsage(ctx, credit()))
+	clear(marks)
+	require.NoError(t, pending.PutUsage(ctx, credit()))
+	same(pending, "folded with a credit")
+	require.NoError(t, pending.PutUsage(ctx, usage.NewLedger()))
+	same(pending, "folded again")
+
+	// Pending figures of days pruned go with them.
+	clear(marks)
+	require.NoError(t, pending.PutPending(ctx, changes()))
+	_, err = pending.PruneUsage(ctx, day.Add(48*time.Hour))
+	require.NoError(t, err)
+	assert.Empty(t, read(pending, usage.ByNamespace), "pruned")
+}
+
+// floats are figures' values as float64s.
+func floats(values []any) []float64 {
+	out := make([]float64, len(values))
+	for i, v := range values {
+		switch n := v.(type) {
+		case float64:
+			out[i] = n
+		case int64:
+			out[i] = float64(n)
+		}
+	}
+	return out
+}
