@@ -705,6 +705,17 @@ func setGroup(k *usage.GroupKey, by, v string) {
 // each group; an object holding now is credited from its last credit up to q.Now. It returns the
 // seconds measured per day too.
 func (s *Store) Utilization(ctx context.Context, q usage.Query) ([]usage.Group, map[int64]float64, error) {
+	// One snapshot: a credit written while the report reads (moving pending figures into the days, or
+	// a mark's credit into its day) is in it whole or not at all.
+	opts := &sql.TxOptions{ReadOnly: true}
+	if s.postgres {
+		opts.Isolation = sql.LevelRepeatableRead
+	}
+	tx, err := s.db.BeginTx(ctx, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer func() { _ = tx.Rollback() }()
 	from, to := q.From.Unix(), q.To.Unix()
 	groups := map[usage.GroupKey]*usage.Group{}
 	group := func(k usage.GroupKey) *usage.Group {
@@ -758,7 +769,7 @@ func (s *Store) Utilization(ctx context.Context, q usage.Query) ([]usage.Group, 
 		args = append([]any{from, to}, a...)
 	}
 	for _, query := range queries {
-		if err := s.addDays(ctx, query, args, byCluster, q.GroupBy, func(k usage.GroupKey, day int64, f usage.Figures) {
+		if err := addDays(ctx, tx, query, args, byCluster, q.GroupBy, func(k usage.GroupKey, day int64, f usage.Figures) {
 			addDay(group(k), day, f)
 		}); err != nil {
 			return nil, nil, err
@@ -767,7 +778,7 @@ func (s *Store) Utilization(ctx context.Context, q usage.Query) ([]usage.Group, 
 	// The objects that held anything in the window: counted by group (by cluster, each is one).
 	where, args := scopeClause(q, "", 2)
 	if !byCluster {
-		rows, err := s.db.QueryContext(ctx, `SELECT `+col+`, COUNT(*) FROM usage_objects
+		rows, err := tx.QueryContext(ctx, `SELECT `+col+`, COUNT(*) FROM usage_objects
 			WHERE last_day >= $1 AND first_day < $2 AND `+where+` GROUP BY `+col, append([]any{from, to}, args...)...)
 		if err != nil {
 			return nil, nil, err
@@ -787,7 +798,7 @@ func (s *Store) Utilization(ctx context.Context, q usage.Query) ([]usage.Group, 
 			return nil, nil, err
 		}
 	}
-	if err := s.tails(ctx, q, group, addDay, keyOf); err != nil {
+	if err := tails(ctx, tx, q, group, addDay, keyOf); err != nil {
 		return nil, nil, err
 	}
 	if byCluster {
@@ -797,7 +808,7 @@ func (s *Store) Utilization(ctx context.Context, q usage.Query) ([]usage.Group, 
 	}
 	// The seconds measured.
 	measured := map[int64]float64{}
-	rows, err := s.db.QueryContext(ctx, `SELECT day, seconds FROM usage_measured WHERE day >= $1 AND day < $2`, from, to)
+	rows, err := tx.QueryContext(ctx, `SELECT day, seconds FROM usage_measured WHERE day >= $1 AND day < $2`, from, to)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -822,9 +833,9 @@ func (s *Store) Utilization(ctx context.Context, q usage.Query) ([]usage.Group, 
 
 // addDays runs query (of a grouping's column, or of a cluster's, then the day and the figures) and adds
 // each row's figures to its group's day.
-func (s *Store) addDays(ctx context.Context, query string, args []any, byCluster bool, groupBy string,
+func addDays(ctx context.Context, tx *sql.Tx, query string, args []any, byCluster bool, groupBy string,
 	add func(usage.GroupKey, int64, usage.Figures)) error {
-	rows, err := s.db.QueryContext(ctx, query, args...)
+	rows, err := tx.QueryContext(ctx, query, args...)
 	if err != nil {
 		return err
 	}
@@ -851,7 +862,7 @@ func (s *Store) addDays(ctx context.Context, query string, args []any, byCluster
 // tails credits the objects holding now from their last credit up to q.Now (or q.To): summed by the
 // database where the credit left is within the day that ends there (the writer credits every minute),
 // credited row by row otherwise. An object counted only by its tail is counted once.
-func (s *Store) tails(ctx context.Context, q usage.Query, group func(usage.GroupKey) *usage.Group,
+func tails(ctx context.Context, tx *sql.Tx, q usage.Query, group func(usage.GroupKey) *usage.Group,
 	addDay func(*usage.Group, int64, usage.Figures), keyOf func(uid, ns, cluster, kind, name, creator string) usage.GroupKey) error {
 	end := q.To
 	if q.Now.Before(end) {
@@ -876,7 +887,7 @@ func (s *Store) tails(ctx context.Context, q usage.Query, group func(usage.Group
 	if byCluster {
 		sum, groupBy = "", ""
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT `+cols+`, `+sum+`(`+held+`), `+sum+`(cpu * `+held+`), `+sum+`(memory_bytes * `+held+`),
+	rows, err := tx.QueryContext(ctx, `SELECT `+cols+`, `+sum+`(`+held+`), `+sum+`(cpu * `+held+`), `+sum+`(memory_bytes * `+held+`),
 			`+sum+`(gpu * `+held+`), `+sum+`(npu * `+held+`), `+sum+`(`+idle+`), `+sum+`(gpu * `+idle+`), `+sum+`(npu * `+idle+`),
 			`+sum+`(CASE WHEN last_day IS NULL OR last_day < $3 THEN 1 ELSE 0 END)
 		FROM usage_objects WHERE gone = 0 AND holding = 1 AND since >= $2 AND since < $1 AND `+where+groupBy,
@@ -909,7 +920,7 @@ func (s *Store) tails(ctx context.Context, q usage.Query, group func(usage.Group
 		return err
 	}
 	// Credits left before that day (no writer for a while): row by row, split at midnights.
-	rows, err = s.db.QueryContext(ctx, `SELECT uid, kind, namespace, name, cluster, creator, idle, cpu, memory_bytes, gpu, npu, since,
+	rows, err = tx.QueryContext(ctx, `SELECT uid, kind, namespace, name, cluster, creator, idle, cpu, memory_bytes, gpu, npu, since,
 			CASE WHEN last_day IS NULL OR last_day < $3 THEN 1 ELSE 0 END
 		FROM usage_objects WHERE gone = 0 AND holding = 1 AND since < $2 AND since < $1 AND `+where,
 		append([]any{end.UnixNano(), lo, fromDay}, args...)...)

@@ -298,3 +298,50 @@ func floats(values []any) []float64 {
 	}
 	return out
 }
+
+// A report reads one state of the history: while the minute's credits move pending figures into the
+// days, every report of the same window gives the same figures.
+func utilizationSnapshot(t *testing.T, open Open) {
+	s, _ := open(t)
+	ctx := t.Context()
+	day := t0.Truncate(24 * time.Hour)
+	q := usage.Query{From: day, To: day.Add(24 * time.Hour), GroupBy: usage.ByNamespace, Now: day.Add(23 * time.Hour),
+		Scopes: map[string][]string{"RayCluster": nil}}
+	cpu := func() float64 {
+		groups, _, err := s.Utilization(ctx, q)
+		require.NoError(t, err)
+		var sum float64
+		for _, g := range groups {
+			sum += g.Total.CPUSeconds
+		}
+		return sum
+	}
+	var want float64
+	for round := range 30 {
+		// Ten clusters run a minute each, and stop: written pending.
+		l := usage.NewLedger()
+		for i := range 10 {
+			m := &usage.Mark{UID: fmt.Sprintf("snap-%d-%d", round, i), Since: t0}
+			start := t0.Add(time.Duration(round) * time.Minute)
+			l.Change(m, usage.State{Kind: "RayCluster", Namespace: fmt.Sprintf("ns-%d", i%3), Name: m.UID, Cluster: m.UID,
+				Creator: "alice", Holding: true, Requests: ray.Resources{CPU: 2}}, start)
+			l.Change(m, usage.State{Kind: "RayCluster", Namespace: fmt.Sprintf("ns-%d", i%3), Name: m.UID, Cluster: m.UID,
+				Creator: "alice"}, start.Add(time.Minute))
+			want += 2 * 60
+		}
+		require.NoError(t, s.PutPending(ctx, l))
+		require.InDelta(t, want, cpu(), 1e-6)
+		// The credit moves them while reports are read.
+		done := make(chan error, 1)
+		go func() { done <- s.PutUsage(ctx, usage.NewLedger()) }()
+		for reading := true; reading; {
+			select {
+			case err := <-done:
+				require.NoError(t, err)
+				reading = false
+			default:
+			}
+			require.InDelta(t, want, cpu(), 1e-6, "round %d: a report amid the credit", round)
+		}
+	}
+}
