@@ -18,7 +18,7 @@ import (
 
 // Utilization reads the utilization accounting's daily figures (history.Store).
 type Utilization interface {
-	Utilization(ctx context.Context, q usage.Query) ([]usage.Group, map[int64]float64, error)
+	Utilization(ctx context.Context, q usage.Query) (usage.Result, error)
 	UsageNamespaces(ctx context.Context) ([]string, error)
 }
 
@@ -191,11 +191,20 @@ func (s *Server) utilizationIn(c *gin.Context, ns string) (*response, error) {
 	if ns != "" && !anywhere {
 		return nil, forbidden(s.Kinds.Cluster(), "list", ns)
 	}
-	groups, measured, err := s.Utilization.Utilization(ctx, q)
+	if q.GroupBy == usage.ByCluster {
+		// The days of the clusters on the page alone (CSV has no days).
+		q.Pick = func(groups []usage.Group) []string {
+			if csv {
+				return nil
+			}
+			return usage.PageUIDs(q, groups, sortBy, order, page, pageSize)
+		}
+	}
+	res, err := s.Utilization.Utilization(ctx, q)
 	if err != nil {
 		return nil, err
 	}
-	rep := usage.Build(q, groups, measured, sortBy, order, page, pageSize)
+	rep := usage.Build(q, res, sortBy, order, page, pageSize)
 	if q.GroupBy == usage.ByNamespace && s.Quotas != nil && len(rep.Items) > 0 {
 		names := make([]string, len(rep.Items))
 		for i := range rep.Items {

@@ -89,7 +89,7 @@ func TestRecorderAccounting(t *testing.T) {
 
 	q := usage.Query{From: time.Unix(usage.DayOf(t0), 0).UTC(), To: time.Unix(usage.DayOf(t0)+2*86400, 0).UTC(), GroupBy: usage.ByCluster,
 		Now: t0.Add(10 * time.Minute), Scopes: map[string][]string{"RayCluster": nil, "RayJob": nil}}
-	groups, _, err := store.Utilization(ctx, q)
+	groups, _, err := utilization(ctx, store, q)
 	require.NoError(t, err)
 	byUID := map[string]usage.Group{}
 	for _, g := range groups {
@@ -120,7 +120,7 @@ func TestRecorderAccounting(t *testing.T) {
 	r2.creditAll(t0.Add(20 * time.Minute))
 	r2.writeAccounting(ctx)
 	q.Now = t0.Add(20 * time.Minute)
-	groups, _, err = store.Utilization(ctx, q)
+	groups, _, err = utilization(ctx, store, q)
 	require.NoError(t, err)
 	for _, g := range groups {
 		byUID[g.Key.UID] = g
@@ -133,7 +133,7 @@ func TestRecorderAccounting(t *testing.T) {
 	// Its use, read up to now, is credited to it.
 	r.measure(ctx, time.Now().UTC())
 	require.Len(t, use.spans, 1)
-	groups, measured, err := store.Utilization(ctx, q)
+	groups, measured, err := utilization(ctx, store, q)
 	require.NoError(t, err)
 	for _, g := range groups {
 		byUID[g.Key.UID] = g
@@ -180,7 +180,7 @@ func TestRecorderWritesChangesPending(t *testing.T) {
 	cpu := func() float64 {
 		q := usage.Query{From: time.Unix(usage.DayOf(t0), 0).UTC(), To: time.Unix(usage.DayOf(t0)+2*86400, 0).UTC(),
 			GroupBy: usage.ByNamespace, Now: t0.Add(10 * time.Minute), Scopes: map[string][]string{"RayCluster": nil}}
-		groups, _, err := store.Utilization(ctx, q)
+		groups, _, err := utilization(ctx, store, q)
 		require.NoError(t, err)
 		require.Len(t, groups, 1)
 		return groups[0].Total.CPUSeconds
@@ -196,4 +196,10 @@ func TestRecorderWritesChangesPending(t *testing.T) {
 	r.writeAccounting(ctx)
 	assert.Zero(t, pending(), "the next credit moves it, with no cluster holding")
 	assert.InDelta(t, 5*5*60.0, cpu(), 1e-6, "counted once")
+}
+
+// utilization is s's report for q: its groups and the seconds measured.
+func utilization(ctx context.Context, s *Store, q usage.Query) ([]usage.Group, map[int64]float64, error) {
+	res, err := s.Utilization(ctx, q)
+	return res.Groups, res.Measured, err
 }

@@ -98,16 +98,7 @@ var (
 		u.tail = ""
 		return u
 	}()
-	sumFigures = func() string {
-		sums := make([]string, len(usage.Columns))
-		for i, c := range usage.Columns {
-			sums[i] = "SUM(" + c + ")"
-			if c == "starts" {
-				sums[i] = "CAST(SUM(starts) AS BIGINT)"
-			}
-		}
-		return strings.Join(sums, ", ")
-	}()
+	sumFigures = sumOf("")
 )
 
 // addFigures inserts rows of table keyed by key (of keyTypes), or adds their figures to the rows there.
@@ -696,15 +687,18 @@ func setGroup(k *usage.GroupKey, by, v string) {
 		k.Creator = v
 	case usage.ByKind:
 		k.Kind = v
+	case usage.ByCluster:
+		k.UID = v
 	default:
 		k.Namespace = v
 	}
 }
 
 // Utilization sums the figures of q's window by q's grouping, per group and day, with the objects of
-// each group; an object holding now is credited from its last credit up to q.Now. It returns the
-// seconds measured per day too.
-func (s *Store) Utilization(ctx context.Context, q usage.Query) ([]usage.Group, map[int64]float64, error) {
+// each group, and the seconds measured per day; an object holding now is credited from its last credit
+// up to q.Now. By cluster with q.Pick, each cluster's figures are summed by the database and only the
+// days of the clusters picked are read, with the whole's days.
+func (s *Store) Utilization(ctx context.Context, q usage.Query) (usage.Result, error) {
 	// One snapshot: a credit written while the report reads (moving pending figures into the days, or
 	// a mark's credit into its day) is in it whole or not at all.
 	opts := &sql.TxOptions{ReadOnly: true}
@@ -713,7 +707,7 @@ func (s *Store) Utilization(ctx context.Context, q usage.Query) ([]usage.Group, 
 	}
 	tx, err := s.db.BeginTx(ctx, opts)
 	if err != nil {
-		return nil, nil, err
+		return usage.Result{}, err
 	}
 	defer func() { _ = tx.Rollback() }()
 	from, to := q.From.Unix(), q.To.Unix()
@@ -726,14 +720,22 @@ func (s *Store) Utilization(ctx context.Context, q usage.Query) ([]usage.Group, 
 		}
 		return g
 	}
-	addDay := func(g *usage.Group, day int64, f usage.Figures) {
-		if g.Days[day] == nil {
-			g.Days[day] = &usage.Figures{}
-		}
-		g.Days[day].Add(f)
-		g.Total.Add(f)
-	}
 	byCluster := q.GroupBy == usage.ByCluster
+	brief := byCluster && q.Pick != nil
+	var whole map[int64]*usage.Figures
+	tailDays := map[string]map[int64]*usage.Figures{} // brief: the tails' days of each cluster
+	addDay := func(g *usage.Group, day int64, f usage.Figures) {
+		g.Total.Add(f)
+		if brief {
+			addTo(whole, day, f)
+			if tailDays[g.Key.UID] == nil {
+				tailDays[g.Key.UID] = map[int64]*usage.Figures{}
+			}
+			addTo(tailDays[g.Key.UID], day, f)
+			return
+		}
+		addTo(g.Days, day, f)
+	}
 	col := groupColumn(q.GroupBy)
 	keyOf := func(uid, ns, cluster, kind, name, creator string) usage.GroupKey {
 		var k usage.GroupKey
@@ -751,84 +753,181 @@ func (s *Store) Utilization(ctx context.Context, q usage.Query) ([]usage.Group, 
 		return k
 	}
 	// The figures of the days, then those pending (PutPending).
-	var queries []string
-	var args []any
-	if byCluster {
-		where, a := scopeClause(q, "o.", 2)
-		queries = []string{`SELECT o.uid, o.namespace, o.cluster, o.kind, o.name, o.creator, d.day, ` + prefixed("d.") +
-			` FROM usage_days d JOIN usage_objects o ON o.uid = d.uid WHERE d.day >= $1 AND d.day < $2 AND ` + where,
-			`SELECT o.uid, o.namespace, o.cluster, o.kind, o.name, o.creator, p.day, ` + prefixed("p.") +
-				` FROM usage_pending p JOIN usage_objects o ON o.uid = p.uid WHERE p.day >= $1 AND p.day < $2 AND ` + where}
-		args = append([]any{from, to}, a...)
-	} else {
-		where, a := scopeClause(q, "", 2)
-		for _, table := range []string{"usage_totals", "usage_pending"} {
-			queries = append(queries, `SELECT `+col+`, day, `+sumFigures+` FROM `+table+` WHERE day >= $1 AND day < $2 AND `+
-				where+` GROUP BY `+col+`, day`)
-		}
-		args = append([]any{from, to}, a...)
-	}
-	for _, query := range queries {
-		if err := addDays(ctx, tx, query, args, byCluster, q.GroupBy, func(k usage.GroupKey, day int64, f usage.Figures) {
-			addDay(group(k), day, f)
-		}); err != nil {
-			return nil, nil, err
-		}
-	}
-	// The objects that held anything in the window: counted by group (by cluster, each is one).
-	where, args := scopeClause(q, "", 2)
-	if !byCluster {
-		rows, err := tx.QueryContext(ctx, `SELECT `+col+`, COUNT(*) FROM usage_objects
-			WHERE last_day >= $1 AND first_day < $2 AND `+where+` GROUP BY `+col, append([]any{from, to}, args...)...)
-		if err != nil {
-			return nil, nil, err
-		}
-		for rows.Next() {
-			var v string
-			var n int64
-			if err := rows.Scan(&v, &n); err != nil {
-				_ = rows.Close()
-				return nil, nil, err
+	where, a := scopeClause(q, "", 2)
+	args := append([]any{from, to}, a...)
+	switch {
+	case brief:
+		whole = map[int64]*usage.Figures{}
+		ow, oa := scopeClause(q, "o.", 2)
+		for _, table := range []string{"usage_days", "usage_pending"} {
+			err := clusterSums(ctx, tx, `SELECT o.uid, o.namespace, o.cluster, o.kind, o.name, o.creator, `+sumOf("d.")+
+				` FROM `+table+` d JOIN usage_objects o ON o.uid = d.uid WHERE d.day >= $1 AND d.day < $2 AND `+ow+
+				` GROUP BY o.uid`, append([]any{from, to}, oa...), func(k usage.GroupKey, f usage.Figures) {
+				group(k).Total.Add(f)
+			})
+			if err != nil {
+				return usage.Result{}, err
 			}
-			var k usage.GroupKey
-			setGroup(&k, q.GroupBy, v)
-			group(k).Objects += n
 		}
-		if err := rows.Close(); err != nil {
-			return nil, nil, err
+		for _, table := range []string{"usage_totals", "usage_pending"} {
+			err := addDays(ctx, tx, `SELECT '', day, `+sumFigures+` FROM `+table+` WHERE day >= $1 AND day < $2 AND `+where+
+				` GROUP BY day`, args, false, q.GroupBy, func(_ usage.GroupKey, day int64, f usage.Figures) {
+				addTo(whole, day, f)
+			})
+			if err != nil {
+				return usage.Result{}, err
+			}
+		}
+	case byCluster:
+		ow, oa := scopeClause(q, "o.", 2)
+		for _, table := range []string{"usage_days", "usage_pending"} {
+			err := addDays(ctx, tx, `SELECT o.uid, o.namespace, o.cluster, o.kind, o.name, o.creator, d.day, `+prefixed("d.")+
+				` FROM `+table+` d JOIN usage_objects o ON o.uid = d.uid WHERE d.day >= $1 AND d.day < $2 AND `+ow,
+				append([]any{from, to}, oa...), true, q.GroupBy, func(k usage.GroupKey, day int64, f usage.Figures) {
+					addDay(group(k), day, f)
+				})
+			if err != nil {
+				return usage.Result{}, err
+			}
+		}
+	default:
+		for _, table := range []string{"usage_totals", "usage_pending"} {
+			err := addDays(ctx, tx, `SELECT `+col+`, day, `+sumFigures+` FROM `+table+` WHERE day >= $1 AND day < $2 AND `+
+				where+` GROUP BY `+col+`, day`, args, false, q.GroupBy, func(k usage.GroupKey, day int64, f usage.Figures) {
+				addDay(group(k), day, f)
+			})
+			if err != nil {
+				return usage.Result{}, err
+			}
+		}
+		// The objects that held anything in the window, counted by group (by cluster, each is one).
+		if err := countObjects(ctx, tx, `SELECT `+col+`, COUNT(*) FROM usage_objects WHERE last_day >= $1 AND first_day < $2 AND `+
+			where+` GROUP BY `+col, args, q.GroupBy, func(k usage.GroupKey, n int64) { group(k).Objects += n }); err != nil {
+			return usage.Result{}, err
 		}
 	}
 	if err := tails(ctx, tx, q, group, addDay, keyOf); err != nil {
-		return nil, nil, err
+		return usage.Result{}, err
 	}
+	res := usage.Result{Groups: make([]usage.Group, 0, len(groups)), Whole: whole}
 	if byCluster {
 		for _, g := range groups {
 			g.Objects = 1
 		}
 	}
+	if brief {
+		byUID := make(map[string]*usage.Group, len(groups))
+		all := make([]usage.Group, 0, len(groups))
+		for _, g := range groups {
+			byUID[g.Key.UID] = g
+			all = append(all, usage.Group{Key: g.Key, Total: g.Total, Objects: g.Objects})
+		}
+		if err := pickedDays(ctx, tx, q, q.Pick(all), byUID, tailDays); err != nil {
+			return usage.Result{}, err
+		}
+	}
 	// The seconds measured.
-	measured := map[int64]float64{}
+	res.Measured = map[int64]float64{}
 	rows, err := tx.QueryContext(ctx, `SELECT day, seconds FROM usage_measured WHERE day >= $1 AND day < $2`, from, to)
 	if err != nil {
-		return nil, nil, err
+		return usage.Result{}, err
 	}
 	for rows.Next() {
 		var day int64
 		var sec float64
 		if err := rows.Scan(&day, &sec); err != nil {
 			_ = rows.Close()
-			return nil, nil, err
+			return usage.Result{}, err
 		}
-		measured[day] = sec
+		res.Measured[day] = sec
 	}
 	if err := rows.Close(); err != nil {
-		return nil, nil, err
+		return usage.Result{}, err
 	}
-	out := make([]usage.Group, 0, len(groups))
 	for _, g := range groups {
-		out = append(out, *g)
+		res.Groups = append(res.Groups, *g)
 	}
-	return out, measured, nil
+	return res, nil
+}
+
+// addTo adds f to days' day.
+func addTo(days map[int64]*usage.Figures, day int64, f usage.Figures) {
+	if days[day] == nil {
+		days[day] = &usage.Figures{}
+	}
+	days[day].Add(f)
+}
+
+// countObjects runs query (of a grouping's column and a count) and hands each group its count.
+func countObjects(ctx context.Context, tx *sql.Tx, query string, args []any, groupBy string, add func(usage.GroupKey, int64)) error {
+	rows, err := tx.QueryContext(ctx, query, args...)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = rows.Close() }()
+	for rows.Next() {
+		var v string
+		var n int64
+		if err := rows.Scan(&v, &n); err != nil {
+			return err
+		}
+		var k usage.GroupKey
+		setGroup(&k, groupBy, v)
+		add(k, n)
+	}
+	return rows.Err()
+}
+
+// clusterSums runs query (of a cluster's key, then its figures summed) and hands each cluster its sums.
+func clusterSums(ctx context.Context, tx *sql.Tx, query string, args []any, add func(usage.GroupKey, usage.Figures)) error {
+	rows, err := tx.QueryContext(ctx, query, args...)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = rows.Close() }()
+	for rows.Next() {
+		var f usage.Figures
+		var k usage.GroupKey
+		if err := rows.Scan(append([]any{&k.UID, &k.Namespace, &k.Cluster, &k.Kind, &k.Name, &k.Creator}, f.Fields()...)...); err != nil {
+			return err
+		}
+		add(k, f)
+	}
+	return rows.Err()
+}
+
+// pickedDays reads the days of the clusters picked (by UID, of q's window: theirs and those pending) into
+// their groups, with their tails' days.
+func pickedDays(ctx context.Context, tx *sql.Tx, q usage.Query, picked []string, byUID map[string]*usage.Group,
+	tailDays map[string]map[int64]*usage.Figures) error {
+	const chunk = 500 // within every database's count of parameters
+	for part := range slices.Chunk(picked, chunk) {
+		args := []any{q.From.Unix(), q.To.Unix()}
+		in := make([]string, len(part))
+		for i, uid := range part {
+			args = append(args, uid)
+			in[i] = fmt.Sprintf("$%d", len(args))
+		}
+		for _, table := range []string{"usage_days", "usage_pending"} {
+			err := addDays(ctx, tx, `SELECT uid, day, `+prefixed("")+` FROM `+table+` WHERE day >= $1 AND day < $2 AND uid IN (`+
+				strings.Join(in, ", ")+`)`, args, false, usage.ByCluster, func(k usage.GroupKey, day int64, f usage.Figures) {
+				if g := byUID[k.UID]; g != nil {
+					addTo(g.Days, day, f)
+				}
+			})
+			if err != nil {
+				return err
+			}
+		}
+	}
+	for _, uid := range picked {
+		if g := byUID[uid]; g != nil {
+			for day, f := range tailDays[uid] {
+				addTo(g.Days, day, *f)
+			}
+		}
+	}
+	return nil
 }
 
 // addDays runs query (of a grouping's column, or of a cluster's, then the day and the figures) and adds
@@ -950,6 +1049,18 @@ func tails(ctx context.Context, tx *sql.Tx, q usage.Query, group func(usage.Grou
 		addDay(group(keyOf(m.UID, m.Namespace, m.Cluster, m.Kind, m.Name, m.Creator)), k.Day, *f)
 	}
 	return rows.Err()
+}
+
+// sumOf is the sums of the figures' columns, each prefixed.
+func sumOf(p string) string {
+	sums := make([]string, len(usage.Columns))
+	for i, c := range usage.Columns {
+		sums[i] = "SUM(" + p + c + ")"
+		if c == "starts" {
+			sums[i] = "CAST(SUM(" + p + "starts) AS BIGINT)"
+		}
+	}
+	return strings.Join(sums, ", ")
 }
 
 // prefixed is the figures' columns, each prefixed.

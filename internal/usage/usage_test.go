@@ -121,7 +121,7 @@ func TestBuildSortsSharesAndPages(t *testing.T) {
 			Days: map[int64]*Figures{day.Unix(): {HeldSeconds: 7200, CPUSeconds: 3600 * 6, GPUSeconds: 7200}}},
 		{Key: GroupKey{Namespace: "c"}, Total: figures(0, 0, 0, 0), Days: map[int64]*Figures{}},
 	}
-	rep := Build(q, groups, map[int64]float64{day.Unix(): 86400}, "cpuCoreHours", "desc", 1, 2)
+	rep := Build(q, Result{Groups: groups, Measured: map[int64]float64{day.Unix(): 86400}}, "cpuCoreHours", "desc", 1, 2)
 	require.Len(t, rep.Items, 2)
 	assert.Equal(t, 3, rep.Total)
 	assert.Equal(t, "b", rep.Items[0].Namespace)
@@ -139,23 +139,48 @@ func TestBuildSortsSharesAndPages(t *testing.T) {
 	require.Len(t, rep.Whole.Series, 1)
 	assert.Empty(t, rep.Warnings)
 
-	asc := Build(q, groups, nil, "name", "asc", 2, 2)
+	asc := Build(q, Result{Groups: groups}, "name", "asc", 2, 2)
 	require.Len(t, asc.Items, 1)
 	assert.Equal(t, "c", asc.Items[0].Namespace)
 	assert.Nil(t, asc.Items[0].Used, "nothing measured: no used figures")
 	require.Len(t, asc.Warnings, 1)
 	assert.Contains(t, asc.Warnings[0], "not measured")
 
-	part := Build(q, groups, map[int64]float64{day.Unix(): 3600}, "runs", "desc", 1, 0)
+	part := Build(q, Result{Groups: groups, Measured: map[int64]float64{day.Unix(): 3600}}, "runs", "desc", 1, 0)
 	assert.Len(t, part.Items, 3, "pageSize 0: every row")
 	require.Len(t, part.Warnings, 1)
 	assert.Contains(t, part.Warnings[0], "1.0 of the window's 24.0 hours")
 }
 
+// By cluster a store reads the days of the clusters on the page alone (PageUIDs) and the whole's apart:
+// the whole's series is that, not the sum of the rows' days.
+func TestBuildWithTheWholesDays(t *testing.T) {
+	day := at("2026-12-02T00:00:00Z")
+	q := Query{From: day, To: day.Add(48 * time.Hour), GroupBy: ByCluster, Now: day.Add(48 * time.Hour)}
+	groups := []Group{
+		{Key: GroupKey{Namespace: "a", Cluster: "x", UID: "1"}, Total: figures(3600, 3600, 0, 0), Objects: 1},
+		{Key: GroupKey{Namespace: "a", Cluster: "y", UID: "2"}, Total: figures(3600, 7200, 0, 0), Objects: 1},
+		{Key: GroupKey{Namespace: "b", Cluster: "z", UID: "3"}, Total: figures(3600, 3600*3, 0, 0), Objects: 1},
+	}
+	assert.Equal(t, []string{"3", "2"}, PageUIDs(q, groups, "cpuCoreHours", "desc", 1, 2))
+	assert.Equal(t, []string{"1"}, PageUIDs(q, groups, "cpuCoreHours", "desc", 2, 2))
+	assert.Equal(t, []string{"1", "2", "3"}, PageUIDs(q, groups, "name", "asc", 1, 0))
+	groups[2].Days = map[int64]*Figures{day.Unix(): {HeldSeconds: 3600, CPUSeconds: 3600 * 3}}
+	whole := map[int64]*Figures{day.Unix(): {HeldSeconds: 7200, CPUSeconds: 3600 * 4}, day.Unix() + 86400: {HeldSeconds: 3600, CPUSeconds: 7200}}
+	rep := Build(q, Result{Groups: groups, Whole: whole}, "cpuCoreHours", "desc", 1, 1)
+	require.Len(t, rep.Items, 1)
+	require.Len(t, rep.Items[0].Series, 1)
+	assert.InDelta(t, 6.0, rep.Whole.Allocated.CPUCoreHours, 1e-9, "the whole's figures are the groups' totals")
+	require.Len(t, rep.Whole.Series, 2, "the whole's days as read")
+	assert.InDelta(t, 4.0, rep.Whole.Series[0].Allocated.CPUCoreHours, 1e-9)
+	assert.InDelta(t, 2.0, rep.Whole.Series[1].Allocated.CPUCoreHours, 1e-9)
+	assert.Equal(t, int64(3), rep.Whole.Objects)
+}
+
 func TestCSV(t *testing.T) {
 	day := at("2026-12-02T00:00:00Z")
 	q := Query{From: day, To: day.Add(24 * time.Hour), GroupBy: ByCreator, Now: day.Add(24 * time.Hour)}
-	rep := Build(q, []Group{{Key: GroupKey{Creator: "=HYPERLINK(\"x\")"}, Total: figures(3600, 3600, 0, 0), Objects: 1}}, nil, "name", "asc", 1, 0)
+	rep := Build(q, Result{Groups: []Group{{Key: GroupKey{Creator: "=HYPERLINK(\"x\")"}, Total: figures(3600, 3600, 0, 0), Objects: 1}}}, "name", "asc", 1, 0)
 	records, err := csv.NewReader(strings.NewReader(string(CSV(rep)))).ReadAll()
 	require.NoError(t, err)
 	require.Len(t, records, 2)

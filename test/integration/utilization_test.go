@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/csv"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -191,6 +192,30 @@ func TestUtilization(t *testing.T) {
 	assert.Positive(t, rep.Measured.Seconds)
 	assert.InDelta(t, adminRow.Allocated.CPUCoreHours/(adminRow.Allocated.CPUCoreHours+aliceRow.Allocated.CPUCoreHours), adminRow.Share.CPU, 1e-9)
 	require.Len(t, adminRow.Series, 1, "one day")
+
+	// By cluster, a page at a time: each cluster's figures as its creator's (one each), the days of those
+	// on the page, and the whole's days those of every cluster.
+	var clusterRows []utilizationRow
+	for page := 1; page <= 2; page++ {
+		code, got, raw := report(svc.url, fmt.Sprintf("/rest/ray/v1/namespaces/%s/utilization?groupBy=cluster&sortBy=name&order=asc&pageSize=1&page=%d",
+			ns, page), admin)
+		require.Equal(t, 200, code, "%s", raw)
+		require.Equal(t, 2, got.Total, "%s", raw)
+		require.Len(t, got.Items, 1, "%s", raw)
+		it := got.Items[0]
+		require.Len(t, it.Series, 1, "the cluster on the page has its day: %s", raw)
+		assert.InDelta(t, it.Allocated.CPUCoreHours, it.Series[0].Allocated.CPUCoreHours, 1e-9)
+		require.Len(t, got.Whole.Series, 1, "%s", raw)
+		assert.InDelta(t, rep.Whole.Allocated.CPUCoreHours, got.Whole.Series[0].Allocated.CPUCoreHours, 10*1.0/3600,
+			"the whole's day is every cluster's")
+		clusterRows = append(clusterRows, it)
+	}
+	for _, it := range clusterRows {
+		c := byCreator[it.Creator]
+		assert.Equal(t, int64(1), it.Objects)
+		assert.InDelta(t, c.Allocated.CPUCoreHours, it.Allocated.CPUCoreHours, 5*1.0/3600, "%s's cluster %s", it.Creator, it.Cluster)
+	}
+	assert.Equal(t, []string{"gone", "held"}, []string{clusterRows[0].Name, clusterRows[1].Name}, "sorted by name, a page each")
 
 	// By namespace: the sum of both, with the quota beside it; the other namespace apart.
 	code, byNS, raw := report(svc.url, "/rest/ray/v1/utilization?groupBy=namespace", admin)

@@ -1,7 +1,9 @@
 package historytest
 
 import (
+	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -44,7 +46,7 @@ func utilization(t *testing.T, open Open) {
 	q := usage.Query{From: day, To: day.Add(24 * time.Hour), GroupBy: usage.ByNamespace, Now: t0.Add(3 * time.Hour),
 		Scopes: map[string][]string{"RayCluster": nil, "RayJob": nil, "RayService": nil}}
 	byNS := func(q usage.Query) map[string]usage.Group {
-		groups, _, err := s.Utilization(ctx, q)
+		groups, _, err := report(ctx, s, q)
 		require.NoError(t, err)
 		out := map[string]usage.Group{}
 		for _, g := range groups {
@@ -121,7 +123,7 @@ func utilization(t *testing.T, open Open) {
 	s, err = history.Open(ctx, dsn)
 	require.NoError(t, err)
 	defer func() { _ = s.Close() }()
-	groups, measured, err := s.Utilization(ctx, usage.Query{From: day, To: day.Add(24 * time.Hour), GroupBy: usage.ByNamespace,
+	groups, measured, err := report(ctx, s, usage.Query{From: day, To: day.Add(24 * time.Hour), GroupBy: usage.ByNamespace,
 		Now: t0.Add(2 * time.Hour), Scopes: map[string][]string{"RayJob": nil, "RayCluster": nil}})
 	require.NoError(t, err)
 	assert.Len(t, groups, 2, "kept across a reopening")
@@ -129,7 +131,7 @@ func utilization(t *testing.T, open Open) {
 	n, err := s.PruneUsage(ctx, day.Add(24*time.Hour))
 	require.NoError(t, err)
 	assert.Positive(t, n)
-	groups, _, err = s.Utilization(ctx, usage.Query{From: day, To: day.Add(24 * time.Hour), GroupBy: usage.ByNamespace,
+	groups, _, err = report(ctx, s, usage.Query{From: day, To: day.Add(24 * time.Hour), GroupBy: usage.ByNamespace,
 		Now: day, Scopes: map[string][]string{"RayJob": nil, "RayCluster": nil}})
 	require.NoError(t, err)
 	assert.Empty(t, groups, "pruned")
@@ -156,7 +158,7 @@ func utilizationMany(t *testing.T, open Open) {
 	require.NoError(t, s.PutUsage(ctx, l))
 	q := usage.Query{From: day, To: day.Add(24 * time.Hour), GroupBy: usage.ByNamespace, Now: t0.Add(time.Hour),
 		Scopes: map[string][]string{"RayCluster": nil}}
-	groups, _, err := s.Utilization(ctx, q)
+	groups, _, err := report(ctx, s, q)
 	require.NoError(t, err)
 	require.Len(t, groups, 7)
 	objects := int64(0)
@@ -166,7 +168,7 @@ func utilizationMany(t *testing.T, open Open) {
 	}
 	assert.Equal(t, int64(clusters), objects)
 	q.GroupBy = usage.ByCluster
-	groups, _, err = s.Utilization(ctx, q)
+	groups, _, err = report(ctx, s, q)
 	require.NoError(t, err)
 	assert.Len(t, groups, clusters)
 	marks, err := s.UsageMarks(ctx)
@@ -226,7 +228,7 @@ func utilizationPending(t *testing.T, open Open) {
 	read := func(s *history.Store, by string) map[string]usage.Group {
 		q := window
 		q.GroupBy = by
-		groups, _, err := s.Utilization(ctx, q)
+		groups, _, err := report(ctx, s, q)
 		require.NoError(t, err)
 		out := map[string]usage.Group{}
 		for _, g := range groups {
@@ -308,7 +310,7 @@ func utilizationSnapshot(t *testing.T, open Open) {
 	q := usage.Query{From: day, To: day.Add(24 * time.Hour), GroupBy: usage.ByNamespace, Now: day.Add(23 * time.Hour),
 		Scopes: map[string][]string{"RayCluster": nil}}
 	cpu := func() float64 {
-		groups, _, err := s.Utilization(ctx, q)
+		groups, _, err := report(ctx, s, q)
 		require.NoError(t, err)
 		var sum float64
 		for _, g := range groups {
@@ -344,4 +346,113 @@ func utilizationSnapshot(t *testing.T, open Open) {
 			require.InDelta(t, want, cpu(), 1e-6, "round %d: a report amid the credit", round)
 		}
 	}
+}
+
+// A report by cluster that reads the days of the clusters picked alone (those on a page) gives every
+// cluster the figures of the report that reads them all, those picked their days, and the whole the days
+// of all: from the days, from figures pending, and from the credit of clusters holding now, within the
+// day and across midnights.
+func utilizationPicked(t *testing.T, open Open) {
+	s, _ := open(t)
+	ctx := t.Context()
+	day := t0.Truncate(24 * time.Hour)
+	state := func(i int) usage.State {
+		return usage.State{Kind: []string{"RayJob", "RayCluster", "RayService"}[i%3], Namespace: []string{"a", "b"}[i%2],
+			Name: fmt.Sprintf("obj-%d", i), Cluster: fmt.Sprintf("obj-%d-x", i), Creator: []string{"alice", "bob", "carol"}[i%3],
+			Holding: true, Idle: i%2 == 0, Requests: ray.Resources{CPU: float64(i + 1), MemoryBytes: int64(i+1) << 30, GPU: int64(i % 2), NPU: int64(i % 3 / 2)}}
+	}
+	marks := make([]*usage.Mark, 8)
+	for i := range marks {
+		marks[i] = &usage.Mark{UID: fmt.Sprintf("picked-%d", i), Since: t0}
+	}
+	// Every cluster holds from t0; 0 to 5 are credited each day up to the third, 6 and 7 once, the first hour.
+	l := usage.NewLedger()
+	for i, m := range marks {
+		l.Change(m, state(i), t0)
+		l.Credit(m, t0.Add(time.Hour))
+		l.Used(m, usage.DayOf(t0), float64(600*(i+1)), 1<<30, 0, 0)
+	}
+	l.Measured[usage.DayOf(t0)] = 3600
+	require.NoError(t, s.PutUsage(ctx, l))
+	for d := 1; d <= 2; d++ {
+		l := usage.NewLedger()
+		for _, m := range marks[:6] {
+			l.Credit(m, day.Add(time.Duration(d)*24*time.Hour+time.Duration(d)*time.Hour))
+		}
+		require.NoError(t, s.PutUsage(ctx, l))
+	}
+	// 4 and 5 stop on the third day, written pending; 6 and 7 still hold, last credited on the first day.
+	l = usage.NewLedger()
+	for i, m := range marks[4:6] {
+		st := state(4 + i)
+		st.Holding = false
+		l.Change(m, st, day.Add(2*24*time.Hour+3*time.Hour))
+	}
+	require.NoError(t, s.PutPending(ctx, l))
+	now := day.Add(2*24*time.Hour + 5*time.Hour)
+	for _, scope := range []usage.Query{
+		{Scopes: map[string][]string{"RayCluster": nil, "RayJob": nil, "RayService": nil}},
+		{Scopes: map[string][]string{"RayCluster": {"a"}, "RayJob": nil}, Creators: []string{"alice", "bob"}},
+	} {
+		q := scope
+		q.From, q.To, q.Now, q.GroupBy = day, day.Add(4*24*time.Hour), now, usage.ByCluster
+		full, err := s.Utilization(ctx, q)
+		require.NoError(t, err)
+		require.Nil(t, full.Whole)
+		want := map[string]usage.Group{}
+		wantWhole := map[int64]*usage.Figures{}
+		for _, g := range full.Groups {
+			want[g.Key.UID] = g
+			for d, f := range g.Days {
+				if wantWhole[d] == nil {
+					wantWhole[d] = &usage.Figures{}
+				}
+				wantWhole[d].Add(*f)
+			}
+		}
+		require.NotEmpty(t, want)
+		var offered []usage.Group
+		picked := []string{"picked-4", "picked-7", "picked-1"}
+		q.Pick = func(groups []usage.Group) []string {
+			offered = groups
+			return picked
+		}
+		brief, err := s.Utilization(ctx, q)
+		require.NoError(t, err)
+		require.Len(t, offered, len(want), "every cluster is offered to pick from")
+		for _, g := range offered {
+			require.Contains(t, want, g.Key.UID)
+			assert.Empty(t, g.Days, "%s: offered without its days", g.Key.UID)
+			w := want[g.Key.UID]
+			assert.InDeltaSlice(t, floats(w.Total.Values()), floats(g.Total.Values()), 1e-3, "%s offered", g.Key.UID)
+		}
+		require.Len(t, brief.Groups, len(want))
+		for _, g := range brief.Groups {
+			w := want[g.Key.UID]
+			assert.Equal(t, w.Key, g.Key)
+			assert.Equal(t, w.Objects, g.Objects, "%s", g.Key.UID)
+			assert.InDeltaSlice(t, floats(w.Total.Values()), floats(g.Total.Values()), 1e-3, "%s", g.Key.UID)
+			if !slices.Contains(picked, g.Key.UID) {
+				assert.Empty(t, g.Days, "%s: not picked, no days read", g.Key.UID)
+				continue
+			}
+			require.Len(t, g.Days, len(w.Days), "%s", g.Key.UID)
+			for d, wf := range w.Days {
+				require.Contains(t, g.Days, d, "%s", g.Key.UID)
+				assert.InDeltaSlice(t, floats(wf.Values()), floats(g.Days[d].Values()), 1e-3, "%s day %d", g.Key.UID, d)
+			}
+		}
+		require.Len(t, brief.Whole, len(wantWhole))
+		for d, wf := range wantWhole {
+			require.Contains(t, brief.Whole, d)
+			assert.InDeltaSlice(t, floats(wf.Values()), floats(brief.Whole[d].Values()), 1e-3, "the whole, day %d", d)
+		}
+		assert.Equal(t, full.Measured, brief.Measured)
+	}
+}
+
+// report is s's report for q: its groups and the seconds measured.
+func report(ctx context.Context, s *history.Store, q usage.Query) ([]usage.Group, map[int64]float64, error) {
+	res, err := s.Utilization(ctx, q)
+	return res.Groups, res.Measured, err
 }
