@@ -979,27 +979,29 @@ func tails(ctx context.Context, tx *sql.Tx, q usage.Query, group func(usage.Grou
 		cols = "uid, namespace, cluster, kind, name, creator"
 	}
 	where, args := scopeClause(q, "", 3)
-	const held = `((CAST($1 AS BIGINT) - since) / CAST(1000000000 AS DOUBLE PRECISION))`
-	const idle = `CASE WHEN idle = 1 AND (gpu > 0 OR npu > 0) THEN ` + held + ` ELSE 0 END`
-	// By cluster each row is one object's: nothing to sum.
-	sum, groupBy := "SUM", " GROUP BY "+cols
-	if byCluster {
-		sum, groupBy = "", ""
+	// Each cluster's tail is its requests times the time since its last credit: the database sums the
+	// requests of those credited at the same moment (the writer credits all at once), and each sum is
+	// multiplied here. By cluster each row is one object's: nothing to sum.
+	const accelerators = `CASE WHEN idle = 1 AND (gpu > 0 OR npu > 0) THEN 1 ELSE 0 END`
+	const uncounted = `CASE WHEN last_day IS NULL OR last_day < $3 THEN 1 ELSE 0 END`
+	figures := `1, cpu, memory_bytes, gpu, npu, ` + uncounted
+	groupBy := ""
+	if !byCluster {
+		figures = `COUNT(*), CAST(SUM(cpu) AS DOUBLE PRECISION), CAST(SUM(memory_bytes) AS DOUBLE PRECISION),
+			CAST(SUM(gpu) AS DOUBLE PRECISION), CAST(SUM(npu) AS DOUBLE PRECISION), SUM(` + uncounted + `)`
+		groupBy = ` GROUP BY ` + cols + `, since, ` + accelerators
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT `+cols+`, `+sum+`(`+held+`), `+sum+`(cpu * `+held+`), `+sum+`(memory_bytes * `+held+`),
-			`+sum+`(gpu * `+held+`), `+sum+`(npu * `+held+`), `+sum+`(`+idle+`), `+sum+`(gpu * `+idle+`), `+sum+`(npu * `+idle+`),
-			`+sum+`(CASE WHEN last_day IS NULL OR last_day < $3 THEN 1 ELSE 0 END)
+	rows, err := tx.QueryContext(ctx, `SELECT `+cols+`, since, `+accelerators+`, `+figures+`
 		FROM usage_objects WHERE gone = 0 AND holding = 1 AND since >= $2 AND since < $1 AND `+where+groupBy,
 		append([]any{end.UnixNano(), lo, fromDay}, args...)...)
 	if err != nil {
 		return err
 	}
 	for rows.Next() {
-		var f usage.Figures
-		var uncounted int64
+		var since, idle, uncounted int64
+		var n, cpu, memory, gpu, npu float64
 		var k usage.GroupKey
-		dest := []any{&f.HeldSeconds, &f.CPUSeconds, &f.MemoryByteSeconds, &f.GPUSeconds, &f.NPUSeconds, &f.IdleSeconds,
-			&f.IdleGPUSeconds, &f.IdleNPUSeconds, &uncounted}
+		dest := []any{&since, &idle, &n, &cpu, &memory, &gpu, &npu, &uncounted}
 		if byCluster {
 			err = rows.Scan(append([]any{&k.UID, &k.Namespace, &k.Cluster, &k.Kind, &k.Name, &k.Creator}, dest...)...)
 		} else {
@@ -1010,6 +1012,12 @@ func tails(ctx context.Context, tx *sql.Tx, q usage.Query, group func(usage.Grou
 		if err != nil {
 			_ = rows.Close()
 			return err
+		}
+		held := float64(end.UnixNano()-since) / float64(time.Second)
+		f := usage.Figures{HeldSeconds: n * held, CPUSeconds: cpu * held, MemoryByteSeconds: memory * held,
+			GPUSeconds: gpu * held, NPUSeconds: npu * held}
+		if idle == 1 {
+			f.IdleSeconds, f.IdleGPUSeconds, f.IdleNPUSeconds = f.HeldSeconds, f.GPUSeconds, f.NPUSeconds
 		}
 		g := group(k)
 		addDay(g, day, f)

@@ -451,6 +451,67 @@ func utilizationPicked(t *testing.T, open Open) {
 	}
 }
 
+// The clusters holding now are credited from their last credit up to the report's Now, by group: their
+// requests times that time, idle accelerators apart, each counted once.
+func utilizationTails(t *testing.T, open Open) {
+	s, _ := open(t)
+	ctx := t.Context()
+	day := t0.Truncate(24 * time.Hour)
+	credited := day.Add(5 * time.Hour)
+	l := usage.NewLedger()
+	for i, st := range []usage.State{
+		{Kind: "RayCluster", Namespace: "a", Name: "idle", Cluster: "idle", Creator: "alice", Holding: true, Idle: true,
+			Requests: ray.Resources{CPU: 4, MemoryBytes: 8 << 30, GPU: 2}},
+		{Kind: "RayCluster", Namespace: "a", Name: "busy", Cluster: "busy", Creator: "alice", Holding: true,
+			Requests: ray.Resources{CPU: 2, MemoryBytes: 4 << 30, NPU: 1}},
+		{Kind: "RayJob", Namespace: "a", Name: "cpu", Cluster: "cpu-x", Creator: "bob", Holding: true, Idle: true,
+			Requests: ray.Resources{CPU: 1, MemoryBytes: 1 << 30}},
+	} {
+		m := &usage.Mark{UID: fmt.Sprintf("tail-%d", i), Since: credited}
+		l.Change(m, st, credited)
+		l.Credit(m, credited)
+	}
+	require.NoError(t, s.PutUsage(ctx, l))
+	q := usage.Query{From: day, To: day.Add(24 * time.Hour), Now: credited.Add(10 * time.Minute), GroupBy: usage.ByNamespace,
+		Scopes: map[string][]string{"RayCluster": nil, "RayJob": nil}}
+	groups, _, err := report(ctx, s, q)
+	require.NoError(t, err)
+	require.Len(t, groups, 1)
+	g := groups[0]
+	const held = 600.0
+	assert.Equal(t, int64(3), g.Objects)
+	assert.InDelta(t, 3*held, g.Total.HeldSeconds, 1e-6)
+	assert.InDelta(t, 7*held, g.Total.CPUSeconds, 1e-6)
+	assert.InDelta(t, float64(13<<30)*held, g.Total.MemoryByteSeconds, 1)
+	assert.InDelta(t, 2*held, g.Total.GPUSeconds, 1e-6)
+	assert.InDelta(t, held, g.Total.NPUSeconds, 1e-6)
+	assert.InDelta(t, held, g.Total.IdleSeconds, 1e-6, "idle with accelerators: the GPU cluster alone")
+	assert.InDelta(t, 2*held, g.Total.IdleGPUSeconds, 1e-6)
+	assert.Zero(t, g.Total.IdleNPUSeconds)
+	require.Len(t, g.Days, 1)
+	q.GroupBy = usage.ByCreator
+	groups, _, err = report(ctx, s, q)
+	require.NoError(t, err)
+	byCreator := map[string]usage.Group{}
+	for _, g := range groups {
+		byCreator[g.Key.Creator] = g
+	}
+	assert.InDelta(t, 6*held, byCreator["alice"].Total.CPUSeconds, 1e-6)
+	assert.Equal(t, int64(2), byCreator["alice"].Objects)
+	assert.InDelta(t, held, byCreator["bob"].Total.CPUSeconds, 1e-6)
+	assert.Zero(t, byCreator["bob"].Total.IdleSeconds, "idle without accelerators is not counted idle")
+	q.GroupBy = usage.ByCluster
+	groups, _, err = report(ctx, s, q)
+	require.NoError(t, err)
+	require.Len(t, groups, 3)
+	for _, g := range groups {
+		if g.Key.Name == "idle" {
+			assert.InDelta(t, 2*held, g.Total.IdleGPUSeconds, 1e-6)
+			assert.InDelta(t, 4*held, g.Total.CPUSeconds, 1e-6)
+		}
+	}
+}
+
 // report is s's report for q: its groups and the seconds measured.
 func report(ctx context.Context, s *history.Store, q usage.Query) ([]usage.Group, map[int64]float64, error) {
 	res, err := s.Utilization(ctx, q)
