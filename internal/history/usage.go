@@ -760,9 +760,10 @@ func (s *Store) Utilization(ctx context.Context, q usage.Query) (usage.Result, e
 		whole = map[int64]*usage.Figures{}
 		ow, oa := scopeClause(q, "o.", 2)
 		for _, table := range []string{"usage_days", "usage_pending"} {
-			err := clusterSums(ctx, tx, `SELECT o.uid, o.namespace, o.cluster, o.kind, o.name, o.creator, `+sumOf("d.")+
+			// Each cluster's sum, as of no day.
+			err := addDays(ctx, tx, `SELECT o.uid, o.namespace, o.cluster, o.kind, o.name, o.creator, 0, `+sumOf("d.")+
 				` FROM `+table+` d JOIN usage_objects o ON o.uid = d.uid WHERE d.day >= $1 AND d.day < $2 AND `+ow+
-				` GROUP BY o.uid`, append([]any{from, to}, oa...), func(k usage.GroupKey, f usage.Figures) {
+				` GROUP BY o.uid`, append([]any{from, to}, oa...), true, q.GroupBy, func(k usage.GroupKey, _ int64, f usage.Figures) {
 				group(k).Total.Add(f)
 			})
 			if err != nil {
@@ -874,24 +875,6 @@ func countObjects(ctx context.Context, tx *sql.Tx, query string, args []any, gro
 		var k usage.GroupKey
 		setGroup(&k, groupBy, v)
 		add(k, n)
-	}
-	return rows.Err()
-}
-
-// clusterSums runs query (of a cluster's key, then its figures summed) and hands each cluster its sums.
-func clusterSums(ctx context.Context, tx *sql.Tx, query string, args []any, add func(usage.GroupKey, usage.Figures)) error {
-	rows, err := tx.QueryContext(ctx, query, args...)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = rows.Close() }()
-	for rows.Next() {
-		var f usage.Figures
-		var k usage.GroupKey
-		if err := rows.Scan(append([]any{&k.UID, &k.Namespace, &k.Cluster, &k.Kind, &k.Name, &k.Creator}, f.Fields()...)...); err != nil {
-			return err
-		}
-		add(k, f)
 	}
 	return rows.Err()
 }
