@@ -50,9 +50,7 @@ func rayCluster(name, uid, creator string, labels map[string]string, replicas in
 // its use, and a new writer takes the credit up from the marks without counting anything twice.
 func TestRecorderAccounting(t *testing.T) {
 	ctx := t.Context()
-	store, err := Open(ctx, "sqlite:"+filepath.Join(t.TempDir(), "history.db"))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = store.Close() })
+	store := sqliteStore(t)
 	kinds := ray.NewKinds()
 	use := &fakeUse{ref: usage.ClusterRef{Namespace: "team", Name: "own"}, cores: 0.5}
 	r := &Recorder{Store: store, Kinds: kinds, Log: zap.NewNop(), Accounting: Accounting{Use: use, MeasureEvery: time.Minute, MeasureStep: 15 * time.Second}}
@@ -154,9 +152,7 @@ func TestRecorderAccounting(t *testing.T) {
 // even with no cluster holding, moves it into the days: reports count it the same, once.
 func TestRecorderWritesChangesPending(t *testing.T) {
 	ctx := t.Context()
-	store, err := Open(ctx, "sqlite:"+filepath.Join(t.TempDir(), "history.db"))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = store.Close() })
+	store := sqliteStore(t)
 	kinds := ray.NewKinds()
 	r := &Recorder{Store: store, Kinds: kinds, Log: zap.NewNop()}
 	r.init()
@@ -202,4 +198,13 @@ func TestRecorderWritesChangesPending(t *testing.T) {
 func utilization(ctx context.Context, s *Store, q usage.Query) ([]usage.Group, map[int64]float64, error) {
 	res, err := s.Utilization(ctx, q)
 	return res.Groups, res.Measured, err
+}
+
+// sqliteStore is a history in a new SQLite file, closed when the test ends.
+func sqliteStore(t *testing.T) *Store {
+	t.Helper()
+	store, err := Open(t.Context(), "sqlite:"+filepath.Join(t.TempDir(), "history.db"))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = store.Close() })
+	return store
 }
