@@ -67,8 +67,14 @@ func TestCreatorSaysWhetherTheServiceWroteIt(t *testing.T) {
 	_, err = env.adminDyn.Resource(rayClusters).Namespace(ns).Patch(context.Background(), "through-service", types.MergePatchType,
 		[]byte(`{"metadata":{"annotations":{"ray.openfuyao.com/creator":"admin"}}}`), metav1.PatchOptions{})
 	require.NoError(t, err)
-	exp := call(t, "GET", itemPath(ns, "rayclusters", "through-service")+"/yaml", admin, "", nil)
-	require.Equal(t, 200, exp.Status)
+	// The YAML is read from the service's cache: wait for the patch in it, or the replace carries the
+	// resourceVersion before the patch and is refused with 409, as it should be.
+	var exp *response
+	eventually(t, 10*time.Second, "the patched creator in the YAML", func() bool {
+		exp = call(t, "GET", itemPath(ns, "rayclusters", "through-service")+"/yaml", admin, "", nil)
+		require.Equal(t, 200, exp.Status)
+		return strings.Contains(string(exp.Raw), "ray.openfuyao.com/creator: admin")
+	})
 	require.Equal(t, 200, call(t, "PUT", itemPath(ns, "rayclusters", "through-service"), admin, "application/yaml", exp.Raw).Status)
 	assert.True(t, item("rayclusters", "through-service").CreatorSigned)
 }
