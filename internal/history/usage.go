@@ -756,37 +756,36 @@ func (s *Store) Utilization(ctx context.Context, q usage.Query) (usage.Result, e
 	where, a := scopeClause(q, "", 2)
 	args := append([]any{from, to}, a...)
 	switch {
-	case brief:
-		whole = map[int64]*usage.Figures{}
+	case byCluster:
+		// Each cluster's days; with Pick, each cluster's sum (as of no day) and the whole's days apart.
+		day, figures, groupBy := "d.day", prefixed("d."), ""
+		if brief {
+			day, figures, groupBy = "0", sumOf("d."), " GROUP BY o.uid"
+		}
 		ow, oa := scopeClause(q, "o.", 2)
 		for _, table := range []string{"usage_days", "usage_pending"} {
-			// Each cluster's sum, as of no day.
-			err := addDays(ctx, tx, `SELECT o.uid, o.namespace, o.cluster, o.kind, o.name, o.creator, 0, `+sumOf("d.")+
-				` FROM `+table+` d JOIN usage_objects o ON o.uid = d.uid WHERE d.day >= $1 AND d.day < $2 AND `+ow+
-				` GROUP BY o.uid`, append([]any{from, to}, oa...), true, q.GroupBy, func(k usage.GroupKey, _ int64, f usage.Figures) {
-				group(k).Total.Add(f)
-			})
+			err := addDays(ctx, tx, `SELECT o.uid, o.namespace, o.cluster, o.kind, o.name, o.creator, `+day+`, `+figures+
+				` FROM `+table+` d JOIN usage_objects o ON o.uid = d.uid WHERE d.day >= $1 AND d.day < $2 AND `+ow+groupBy,
+				append([]any{from, to}, oa...), true, q.GroupBy, func(k usage.GroupKey, day int64, f usage.Figures) {
+					if brief {
+						group(k).Total.Add(f)
+					} else {
+						addDay(group(k), day, f)
+					}
+				})
 			if err != nil {
 				return usage.Result{}, err
 			}
 		}
+		if !brief {
+			break
+		}
+		whole = map[int64]*usage.Figures{}
 		for _, table := range []string{"usage_totals", "usage_pending"} {
 			err := addDays(ctx, tx, `SELECT '', day, `+sumFigures+` FROM `+table+` WHERE day >= $1 AND day < $2 AND `+where+
 				` GROUP BY day`, args, false, q.GroupBy, func(_ usage.GroupKey, day int64, f usage.Figures) {
 				addTo(whole, day, f)
 			})
-			if err != nil {
-				return usage.Result{}, err
-			}
-		}
-	case byCluster:
-		ow, oa := scopeClause(q, "o.", 2)
-		for _, table := range []string{"usage_days", "usage_pending"} {
-			err := addDays(ctx, tx, `SELECT o.uid, o.namespace, o.cluster, o.kind, o.name, o.creator, d.day, `+prefixed("d.")+
-				` FROM `+table+` d JOIN usage_objects o ON o.uid = d.uid WHERE d.day >= $1 AND d.day < $2 AND `+ow,
-				append([]any{from, to}, oa...), true, q.GroupBy, func(k usage.GroupKey, day int64, f usage.Figures) {
-					addDay(group(k), day, f)
-				})
 			if err != nil {
 				return usage.Result{}, err
 			}
