@@ -161,7 +161,6 @@ type Row struct {
 	Quota []QuotaFigure `json:"quota,omitempty"`
 	// Series are its figures per UTC day with any, oldest first.
 	Series []Day `json:"series"`
-	sortBy Figures
 }
 
 // Measured says how much of the window's use was read from Prometheus.
@@ -251,11 +250,9 @@ func Build(q Query, res Result, sortBy, order string, page, pageSize int) Report
 		rep.Warnings = append(rep.Warnings, fmt.Sprintf("use was measured over %.1f of the window's %.1f hours so far: "+
 			"the used figures and ratios cover that time only", rep.Measured.Seconds/hour, past/hour))
 	}
-	rows := make([]Row, len(groups))
 	var whole Figures
 	wholeDays := map[int64]*Figures{}
-	for i, g := range groups {
-		rows[i] = row(g.Key, g.Total, g.Days, g.Objects, rep.Measured.Seconds > 0, measuredDays)
+	for _, g := range groups {
 		whole.Add(g.Total)
 		rep.Whole.Objects += g.Objects
 		if res.Whole != nil {
@@ -271,37 +268,78 @@ func Build(q Query, res Result, sortBy, order string, page, pageSize int) Report
 	if res.Whole != nil {
 		wholeDays = res.Whole
 	}
-	rep.Whole = row(GroupKey{}, whole, wholeDays, rep.Whole.Objects, rep.Measured.Seconds > 0, measuredDays)
+	measuredAny := rep.Measured.Seconds > 0
+	rep.Whole = row(GroupKey{}, whole, wholeDays, rep.Whole.Objects, measuredAny, measuredDays)
 	rep.Whole.Share = Shares{CPU: share(whole.CPUSeconds, whole.CPUSeconds), Memory: share(whole.MemoryByteSeconds, whole.MemoryByteSeconds),
 		GPU: share(whole.GPUSeconds, whole.GPUSeconds), NPU: share(whole.NPUSeconds, whole.NPUSeconds)}
-	for i := range rows {
-		f := rows[i].sortBy
-		rows[i].Share = Shares{CPU: share(f.CPUSeconds, whole.CPUSeconds), Memory: share(f.MemoryByteSeconds, whole.MemoryByteSeconds),
+	// Only the page's rows are made: a page of 10,000 clusters sorts them and makes 20.
+	picked := pageOf(groups, q.GroupBy, sortBy, order, page, pageSize)
+	rep.Items = make([]Row, len(picked))
+	for i, gi := range picked {
+		g := &groups[gi]
+		r := row(g.Key, g.Total, g.Days, g.Objects, measuredAny, measuredDays)
+		f := g.Total
+		r.Share = Shares{CPU: share(f.CPUSeconds, whole.CPUSeconds), Memory: share(f.MemoryByteSeconds, whole.MemoryByteSeconds),
 			GPU: share(f.GPUSeconds, whole.GPUSeconds), NPU: share(f.NPUSeconds, whole.NPUSeconds)}
+		rep.Items[i] = r
 	}
-	sortRows(rows, q.GroupBy, sortBy, order)
-	if pageSize > 0 {
-		start := min((page-1)*pageSize, len(rows))
-		rows = rows[start:min(start+pageSize, len(rows))]
-	}
-	rep.Items = rows
 	return rep
+}
+
+// pageOf are the indexes in groups of the page's groups, in order: sorted by sortBy (one of SortKeys) in
+// order (asc or desc), ties broken by the group's name, ascending; every group where pageSize is 0.
+func pageOf(groups []Group, groupBy, sortBy, order string, page, pageSize int) []int {
+	type entry struct {
+		i     int
+		key   float64
+		label string
+	}
+	entries := make([]entry, len(groups))
+	for i := range groups {
+		entries[i] = entry{i: i, key: sortKey(groups[i].Total, groups[i].Objects, sortBy), label: groups[i].Key.label(groupBy)}
+	}
+	desc := order != "asc"
+	// Names are unique: the order is total, and the same as a stable sort's.
+	slices.SortFunc(entries, func(a, b entry) int {
+		c := 0
+		if sortBy != "name" {
+			c = cmp.Compare(a.key, b.key)
+		} else {
+			c = strings.Compare(a.label, b.label)
+		}
+		if desc {
+			c = -c
+		}
+		if c != 0 {
+			return c
+		}
+		return strings.Compare(a.label, b.label)
+	})
+	if pageSize > 0 {
+		start := min((page-1)*pageSize, len(entries))
+		entries = entries[start:min(start+pageSize, len(entries))]
+	}
+	out := make([]int, len(entries))
+	for i, e := range entries {
+		out[i] = e.i
+	}
+	return out
 }
 
 // PageUIDs are the UIDs of the groups (by cluster) on the page Build makes of them: what Query.Pick
 // answers for a report.
 func PageUIDs(q Query, groups []Group, sortBy, order string, page, pageSize int) []string {
-	rep := Build(q, Result{Groups: groups}, sortBy, order, page, pageSize)
-	uids := make([]string, len(rep.Items))
-	for i := range rep.Items {
-		uids[i] = rep.Items[i].UID
+	picked := pageOf(groups, q.GroupBy, sortBy, order, page, pageSize)
+	uids := make([]string, len(picked))
+	for i, gi := range picked {
+		uids[i] = groups[gi].Key.UID
 	}
 	return uids
 }
 
 func row(k GroupKey, f Figures, days map[int64]*Figures, objects int64, measured bool, measuredDays map[int64]bool) Row {
 	r := Row{GroupKey: k, HeldHours: f.HeldSeconds / hour, Allocated: allocated(f), Idle: idleOf(f), Objects: objects,
-		Runs: f.Starts, Series: make([]Day, 0, len(days)), sortBy: f}
+		Runs: f.Starts, Series: make([]Day, 0, len(days))}
 	if measured {
 		u := used(f)
 		r.Used = &u
@@ -320,9 +358,8 @@ func row(k GroupKey, f Figures, days map[int64]*Figures, objects int64, measured
 	return r
 }
 
-// sortKey is the figure a row is sorted by.
-func sortKey(r *Row, by string) float64 {
-	f := r.sortBy
+// sortKey is the figure a group is sorted by.
+func sortKey(f Figures, objects int64, by string) float64 {
 	switch by {
 	case "memoryGiBHours":
 		return f.MemoryByteSeconds
@@ -345,28 +382,9 @@ func sortKey(r *Row, by string) float64 {
 	case "usedNpuHours":
 		return f.UsedNPUSeconds
 	case "objects":
-		return float64(r.Objects)
+		return float64(objects)
 	case "runs":
 		return float64(f.Starts)
 	}
 	return f.CPUSeconds
-}
-
-func sortRows(rows []Row, groupBy, by, order string) {
-	desc := order != "asc"
-	slices.SortStableFunc(rows, func(a, b Row) int {
-		c := 0
-		if by != "name" {
-			c = cmp.Compare(sortKey(&a, by), sortKey(&b, by))
-		} else {
-			c = strings.Compare(a.label(groupBy), b.label(groupBy))
-		}
-		if desc {
-			c = -c
-		}
-		if c != 0 {
-			return c
-		}
-		return strings.Compare(a.label(groupBy), b.label(groupBy))
-	})
 }
