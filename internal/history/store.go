@@ -66,6 +66,8 @@ type Store struct {
 	postgres bool
 	// prepared are the upserts' statements on SQLite (see prepareUpserts).
 	prepared map[upsertKey]*sql.Stmt
+	// folds are the statements of a chunk of the fold of pending figures on SQLite (foldSQLite).
+	folds []*sql.Stmt
 }
 
 // Open opens the history at dsn: "sqlite:<file>" (the default, embedded) or a PostgreSQL URL
@@ -127,6 +129,10 @@ func (s *Store) Close() error {
 	for _, st := range s.prepared {
 		_ = st.Close()
 	}
+	for _, st := range s.folds {
+		_ = st.Close()
+	}
+
 	return s.db.Close()
 }
 
@@ -206,6 +212,8 @@ var migrations = []string{
 	DROP INDEX usage_days_by_day`,
 	// 8: the figures of the changes between the minute's credits, pending (usage.go).
 	pendingMigration,
+	// 9: each object's days with the running sums of its figures (usage.go).
+	runsMigration,
 }
 
 // postgresOnly begins a migration that has nothing to do on SQLite (which rewrites a row in place).

@@ -1,0 +1,151 @@
+package history
+
+import (
+	"database/sql"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"ray-service/internal/ray"
+	"ray-service/internal/usage"
+)
+
+// checkRuns asserts that each object's days have running sums that grow by each day's figures: from the
+// first day kept, or from nothing where wholeFrom (no day was pruned).
+func checkRuns(t *testing.T, s *Store, wholeFrom bool) {
+	t.Helper()
+	rows, err := s.db.QueryContext(t.Context(), `SELECT uid, day, `+prefixed("")+`, `+prefixed("run_")+` FROM usage_days ORDER BY uid, day`)
+	require.NoError(t, err)
+	defer func() { _ = rows.Close() }()
+	var prevUID string
+	var prevRun usage.Figures
+	n := 0
+	for rows.Next() {
+		var uid string
+		var day int64
+		var f, run usage.Figures
+		require.NoError(t, rows.Scan(append(append([]any{&uid, &day}, f.Fields()...), run.Fields()...)...))
+		want := f
+		if uid == prevUID {
+			want.Add(prevRun)
+		}
+		if uid == prevUID || wholeFrom {
+			assert.InDeltaSlice(t, floats(want.Values()), floats(run.Values()), 1e-6, "%s day %d", uid, day)
+		}
+		prevUID, prevRun = uid, run
+		n++
+	}
+	require.NoError(t, rows.Err())
+	require.NotZero(t, n)
+}
+
+func floats(v []any) []float64 {
+	out := make([]float64, len(v))
+	for i, x := range v {
+		switch x := x.(type) {
+		case float64:
+			out[i] = x
+		case int64:
+			out[i] = float64(x)
+		}
+	}
+	return out
+}
+
+// The running sums stay those of the days whatever the order the days are written in: several days of
+// an object at once, a day before those there (late use, a credit across midnight), a day pending moved
+// with others, use measured, and days pruned before.
+func TestRunningSumsFollowTheDays(t *testing.T) { runningSums(t, sqliteStore(t)) }
+
+func runningSums(t *testing.T, s *Store) {
+	ctx := t.Context()
+	t0 := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	day := func(d int) time.Time { return t0.Add(time.Duration(d) * 24 * time.Hour) }
+	mark := func(uid string, cpu float64) *usage.Mark {
+		return &usage.Mark{UID: uid, Since: t0, State: usage.State{Kind: "RayCluster", Namespace: "ns", Name: uid, Cluster: uid,
+			Creator: "alice", Holding: true, Requests: ray.Resources{CPU: cpu, MemoryBytes: 1 << 30, GPU: 1}}}
+	}
+	a, b := mark("a", 2), mark("b", 3)
+	// a: days 0 to 2 in one credit; b: day 1 alone.
+	l := usage.NewLedger()
+	l.Credit(a, day(2).Add(6*time.Hour))
+	b.Since = day(1)
+	l.Credit(b, day(1).Add(time.Hour))
+	require.NoError(t, s.PutUsage(ctx, l))
+	checkRuns(t, s, true)
+	// Pending: a's day 1 (before its day 2), b's day 0 (before its first) and day 3 (after its last).
+	l = usage.NewLedger()
+	l.Used(a, usage.DayOf(day(1)), 100, 1<<30, 50, 0)
+	l.Used(b, usage.DayOf(day(0)), 10, 0, 0, 0)
+	b.Since = day(3)
+	l.Credit(b, day(3).Add(2*time.Hour))
+	require.NoError(t, s.PutPending(ctx, l))
+	// Use measured of a's day 0, pending too; then the minute's credit moves them all.
+	l = usage.NewLedger()
+	l.Used(a, usage.DayOf(day(0)), 7, 0, 0, 0)
+	require.NoError(t, s.PutMeasured(ctx, l, day(3)))
+	require.NoError(t, s.PutUsage(ctx, usage.NewLedger()))
+	checkRuns(t, s, true)
+	// A credit written straight with a day between two there (a's day 1 and b's day 2, new).
+	l = usage.NewLedger()
+	l.Used(a, usage.DayOf(day(1)), 5, 0, 0, 0)
+	l.Used(b, usage.DayOf(day(2)), 5, 0, 0, 0)
+	require.NoError(t, s.PutUsage(ctx, l))
+	checkRuns(t, s, true)
+	// Days before day 1 pruned: what is left still grows by its days, and later writes keep it so.
+	_, err := s.PruneUsage(ctx, day(1))
+	require.NoError(t, err)
+	l = usage.NewLedger()
+	l.Used(a, usage.DayOf(day(1)), 3, 0, 0, 0)
+	a.Since = day(2).Add(6 * time.Hour)
+	l.Credit(a, day(4))
+	require.NoError(t, s.PutUsage(ctx, l))
+	checkRuns(t, s, false)
+	var days int
+	require.NoError(t, s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM usage_days`).Scan(&days))
+	assert.Equal(t, 6, days, "a's days 1 to 3 and b's")
+}
+
+// A history written before the running sums gets them at its migration, from the days there.
+func TestRunningSumsMigrated(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "history.db")
+	driver, source, err := parseDSN("sqlite:" + file)
+	require.NoError(t, err)
+	db, err := sql.Open(driver, source)
+	require.NoError(t, err)
+	_, err = db.Exec(`CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at BIGINT NOT NULL)`)
+	require.NoError(t, err)
+	before := slices.Index(migrations, runsMigration)
+	require.Positive(t, before)
+	for v, m := range migrations[:before] {
+		for stmt := range strings.SplitSeq(strings.TrimPrefix(m, postgresOnly), ";") {
+			if strings.HasPrefix(m, postgresOnly) || strings.TrimSpace(stmt) == "" {
+				continue
+			}
+			_, err := db.Exec(stmt)
+			require.NoError(t, err)
+		}
+		_, err = db.Exec(`INSERT INTO schema_migrations VALUES ($1, 0)`, v+1)
+		require.NoError(t, err)
+	}
+	for _, uid := range []string{"a", "b"} {
+		for d := range 5 {
+			_, err := db.Exec(`INSERT INTO usage_days (uid, day, held_seconds, cpu_seconds, starts) VALUES ($1, $2, $3, $4, $5)`,
+				uid, int64(d)*86400, float64(100*d+len(uid)), float64(7*d), d%2)
+			require.NoError(t, err)
+		}
+	}
+	require.NoError(t, db.Close())
+	s, err := Open(t.Context(), "sqlite:"+file)
+	require.NoError(t, err)
+	defer func() { _ = s.Close() }()
+	checkRuns(t, s, true)
+	var run float64
+	require.NoError(t, s.db.QueryRowContext(t.Context(), `SELECT run_cpu_seconds FROM usage_days WHERE uid = 'b' AND day = $1`, 4*86400).Scan(&run))
+	assert.InDelta(t, 7.0*(1+2+3+4), run, 1e-9)
+}
