@@ -192,7 +192,11 @@ func (s *Server) utilizationIn(c *gin.Context, ns string) (*response, error) {
 		return nil, forbidden(s.Kinds.Cluster(), "list", ns)
 	}
 	if q.GroupBy == usage.ByCluster {
-		// The days of the clusters on the page alone (CSV has no days).
+		// The clusters on the page alone are read whole, the others summed by what the page is sorted by
+		// (CSV has every figure of every cluster, and no days).
+		if !csv {
+			q.Sums = usage.SortColumns(sortBy)
+		}
 		q.Pick = func(groups []usage.Group) []string {
 			if csv {
 				return nil

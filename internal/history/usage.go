@@ -829,8 +829,7 @@ func setGroup(k *usage.GroupKey, by, v string) {
 
 // Utilization sums the figures of q's window by q's grouping, per group and day, with the objects of
 // each group, and the seconds measured per day; an object holding now is credited from its last credit
-// up to q.Now. By cluster with q.Pick, each cluster's figures are summed by the database and only the
-// days of the clusters picked are read, with the whole's days.
+// up to q.Now. By cluster with q.Pick, see clustersPaged.
 func (s *Store) Utilization(ctx context.Context, q usage.Query) (usage.Result, error) {
 	// One snapshot: a credit written while the report reads (moving pending figures into the days, or
 	// a mark's credit into its day) is in it whole or not at all.
@@ -843,91 +842,94 @@ func (s *Store) Utilization(ctx context.Context, q usage.Query) (usage.Result, e
 		return usage.Result{}, err
 	}
 	defer func() { _ = tx.Rollback() }()
+	var res usage.Result
+	if q.GroupBy == usage.ByCluster && q.Pick != nil {
+		res, err = s.clustersPaged(ctx, tx, q)
+	} else {
+		res, err = utilizationDays(ctx, tx, q)
+	}
+	if err != nil {
+		return usage.Result{}, err
+	}
+	// The seconds measured.
+	res.Measured = map[int64]float64{}
+	rows, err := tx.QueryContext(ctx, `SELECT day, seconds FROM usage_measured WHERE day >= $1 AND day < $2`, q.From.Unix(), q.To.Unix())
+	if err != nil {
+		return usage.Result{}, err
+	}
+	defer func() { _ = rows.Close() }()
+	for rows.Next() {
+		var day int64
+		var sec float64
+		if err := rows.Scan(&day, &sec); err != nil {
+			return usage.Result{}, err
+		}
+		res.Measured[day] = sec
+	}
+	return res, rows.Err()
+}
+
+// groupsOf makes the groups of a report as they are first named.
+type groupsOf map[usage.GroupKey]*usage.Group
+
+func (m groupsOf) group(k usage.GroupKey) *usage.Group {
+	g := m[k]
+	if g == nil {
+		g = &usage.Group{Key: k, Days: map[int64]*usage.Figures{}}
+		m[k] = g
+	}
+	return g
+}
+
+// addDay adds f to g's day.
+func addDay(g *usage.Group, day int64, f usage.Figures) {
+	g.Total.Add(f)
+	addTo(g.Days, day, f)
+}
+
+// keyOf is the group an object is counted to, by q's grouping.
+func keyOf(groupBy, uid, ns, cluster, kind, name, creator string) usage.GroupKey {
+	var k usage.GroupKey
+	switch groupBy {
+	case usage.ByCluster:
+		return usage.GroupKey{Namespace: ns, Cluster: cluster, Kind: kind, Name: name, Creator: creator, UID: uid}
+	case usage.ByCreator:
+		k.Creator = creator
+	case usage.ByKind:
+		k.Kind = kind
+	default:
+		k.Namespace = ns
+	}
+	return k
+}
+
+// utilizationDays reads every group's days of q's window: by namespace, creator or kind from the groups'
+// days, by cluster from each cluster's.
+func utilizationDays(ctx context.Context, tx *sql.Tx, q usage.Query) (usage.Result, error) {
 	from, to := q.From.Unix(), q.To.Unix()
-	groups := map[usage.GroupKey]*usage.Group{}
-	group := func(k usage.GroupKey) *usage.Group {
-		g := groups[k]
-		if g == nil {
-			g = &usage.Group{Key: k, Days: map[int64]*usage.Figures{}}
-			groups[k] = g
-		}
-		return g
-	}
+	groups := groupsOf{}
 	byCluster := q.GroupBy == usage.ByCluster
-	brief := byCluster && q.Pick != nil
-	var whole map[int64]*usage.Figures
-	tailDays := map[string]map[int64]*usage.Figures{} // brief: the tails' days of each cluster
-	addDay := func(g *usage.Group, day int64, f usage.Figures) {
-		g.Total.Add(f)
-		if brief {
-			addTo(whole, day, f)
-			if tailDays[g.Key.UID] == nil {
-				tailDays[g.Key.UID] = map[int64]*usage.Figures{}
-			}
-			addTo(tailDays[g.Key.UID], day, f)
-			return
-		}
-		addTo(g.Days, day, f)
-	}
 	col := groupColumn(q.GroupBy)
-	keyOf := func(uid, ns, cluster, kind, name, creator string) usage.GroupKey {
-		var k usage.GroupKey
-		if byCluster {
-			return usage.GroupKey{Namespace: ns, Cluster: cluster, Kind: kind, Name: name, Creator: creator, UID: uid}
-		}
-		switch q.GroupBy {
-		case usage.ByCreator:
-			k.Creator = creator
-		case usage.ByKind:
-			k.Kind = kind
-		default:
-			k.Namespace = ns
-		}
-		return k
-	}
 	// The figures of the days, then those pending (PutPending).
 	where, a := scopeClause(q, "", 2)
 	args := append([]any{from, to}, a...)
-	switch {
-	case byCluster:
-		// Each cluster's days; with Pick, each cluster's sum (as of no day) and the whole's days apart.
-		day, figures, groupBy := "d.day", prefixed("d."), ""
-		if brief {
-			day, figures, groupBy = "0", sumOf("d."), " GROUP BY o.uid"
-		}
+	if byCluster {
 		ow, oa := scopeClause(q, "o.", 2)
 		for _, table := range []string{"usage_days", "usage_pending"} {
-			err := addDays(ctx, tx, `SELECT o.uid, o.namespace, o.cluster, o.kind, o.name, o.creator, `+day+`, `+figures+
-				` FROM `+table+` d JOIN usage_objects o ON o.uid = d.uid WHERE d.day >= $1 AND d.day < $2 AND `+ow+groupBy,
+			err := addDays(ctx, tx, `SELECT o.uid, o.namespace, o.cluster, o.kind, o.name, o.creator, d.day, `+prefixed("d.")+
+				` FROM `+table+` d JOIN usage_objects o ON o.uid = d.uid WHERE d.day >= $1 AND d.day < $2 AND `+ow,
 				append([]any{from, to}, oa...), true, q.GroupBy, func(k usage.GroupKey, day int64, f usage.Figures) {
-					if brief {
-						group(k).Total.Add(f)
-					} else {
-						addDay(group(k), day, f)
-					}
+					addDay(groups.group(k), day, f)
 				})
 			if err != nil {
 				return usage.Result{}, err
 			}
 		}
-		if !brief {
-			break
-		}
-		whole = map[int64]*usage.Figures{}
-		for _, table := range []string{"usage_totals", "usage_pending"} {
-			err := addDays(ctx, tx, `SELECT '', day, `+sumFigures+` FROM `+table+` WHERE day >= $1 AND day < $2 AND `+where+
-				` GROUP BY day`, args, false, q.GroupBy, func(_ usage.GroupKey, day int64, f usage.Figures) {
-				addTo(whole, day, f)
-			})
-			if err != nil {
-				return usage.Result{}, err
-			}
-		}
-	default:
+	} else {
 		for _, table := range []string{"usage_totals", "usage_pending"} {
 			err := addDays(ctx, tx, `SELECT `+col+`, day, `+sumFigures+` FROM `+table+` WHERE day >= $1 AND day < $2 AND `+
 				where+` GROUP BY `+col+`, day`, args, false, q.GroupBy, func(k usage.GroupKey, day int64, f usage.Figures) {
-				addDay(group(k), day, f)
+				addDay(groups.group(k), day, f)
 			})
 			if err != nil {
 				return usage.Result{}, err
@@ -935,52 +937,235 @@ func (s *Store) Utilization(ctx context.Context, q usage.Query) (usage.Result, e
 		}
 		// The objects that held anything in the window, counted by group (by cluster, each is one).
 		if err := countObjects(ctx, tx, `SELECT `+col+`, COUNT(*) FROM usage_objects WHERE last_day >= $1 AND first_day < $2 AND `+
-			where+` GROUP BY `+col, args, q.GroupBy, func(k usage.GroupKey, n int64) { group(k).Objects += n }); err != nil {
+			where+` GROUP BY `+col, args, q.GroupBy, func(k usage.GroupKey, n int64) { groups.group(k).Objects += n }); err != nil {
 			return usage.Result{}, err
 		}
 	}
-	if err := tails(ctx, tx, q, group, addDay, keyOf); err != nil {
+	if err := tails(ctx, tx, q, nil, groups.group, addDay); err != nil {
 		return usage.Result{}, err
 	}
-	res := usage.Result{Groups: make([]usage.Group, 0, len(groups)), Whole: whole}
-	if byCluster {
-		for _, g := range groups {
+	res := usage.Result{Groups: make([]usage.Group, 0, len(groups))}
+	for _, g := range groups {
+		if byCluster {
 			g.Objects = 1
 		}
+		res.Groups = append(res.Groups, *g)
 	}
-	if brief {
-		byUID := make(map[string]*usage.Group, len(groups))
-		all := make([]usage.Group, 0, len(groups))
-		for _, g := range groups {
-			byUID[g.Key.UID] = g
-			all = append(all, usage.Group{Key: g.Key, Total: g.Total, Objects: g.Objects})
-		}
-		if err := pickedDays(ctx, tx, q, q.Pick(all), byUID, tailDays); err != nil {
-			return usage.Result{}, err
+	return res, nil
+}
+
+// clustersPaged reads a report by cluster for q.Pick. Each cluster of the window is offered with the
+// figures of q.Sums over the window: the difference of the running sums of its last and first days
+// there (two rows, however many days), what is pending, and the credit of its hold since its last
+// credit; summed by the database. The clusters picked are then read whole, with their days, and the
+// whole's days from the groups' days.
+func (s *Store) clustersPaged(ctx context.Context, tx *sql.Tx, q usage.Query) (usage.Result, error) {
+	from, to := q.From.Unix(), q.To.Unix()
+	end := q.To
+	if q.Now.Before(end) {
+		end = q.Now
+	}
+	sums := q.Sums
+	whole := sums == nil // every figure and the whole key: the groups are the answer
+	if whole {
+		sums = usage.Columns
+	}
+	cols := make([]int, len(sums))
+	for i, c := range sums {
+		if cols[i] = slices.Index(usage.Columns, c); cols[i] < 0 {
+			return usage.Result{}, fmt.Errorf("no figure %q", c)
 		}
 	}
-	// The seconds measured.
-	res.Measured = map[int64]float64{}
-	rows, err := tx.QueryContext(ctx, `SELECT day, seconds FROM usage_measured WHERE day >= $1 AND day < $2`, from, to)
+	// The seconds held since the last credit, up to the window's end (or now), from its start.
+	const held = `(CASE WHEN o.gone = 0 AND o.holding = 1 AND o.since < $3
+		THEN CAST($3 - (CASE WHEN o.since > $4 THEN o.since ELSE $4 END) AS DOUBLE PRECISION) / 1000000000.0 ELSE 0 END)`
+	const idle = `(CASE WHEN o.idle = 1 AND (o.gpu > 0 OR o.npu > 0) THEN 1 ELSE 0 END)`
+	tail := map[string]string{"held_seconds": held, "cpu_seconds": "o.cpu * " + held, "memory_byte_seconds": "o.memory_bytes * " + held,
+		"gpu_seconds": "o.gpu * " + held, "npu_seconds": "o.npu * " + held, "idle_seconds": idle + " * " + held,
+		"idle_gpu_seconds": idle + " * o.gpu * " + held, "idle_npu_seconds": idle + " * o.npu * " + held}
+	exprs := make([]string, len(sums))
+	for i, c := range sums {
+		exprs[i] = `(CASE WHEN h.day >= $1 THEN h.run_` + c + ` - l.run_` + c + ` + l.` + c + ` ELSE 0 END)`
+		if t, ok := tail[c]; ok {
+			exprs[i] += " + " + t
+		}
+	}
+	// The window's last day of each cluster (h) and its first (l).
+	last := `usage_days h ON h.rowid = (SELECT x.rowid FROM usage_days x WHERE x.uid = o.uid AND x.day < $2 ORDER BY x.day DESC LIMIT 1)
+		LEFT JOIN usage_days l ON l.rowid = (SELECT x.rowid FROM usage_days x WHERE x.uid = o.uid AND x.day >= $1 ORDER BY x.day LIMIT 1)`
+	if s.postgres {
+		last = `LATERAL (SELECT * FROM usage_days x WHERE x.uid = o.uid AND x.day < $2 ORDER BY x.day DESC LIMIT 1) h ON true
+			LEFT JOIN LATERAL (SELECT * FROM usage_days x WHERE x.uid = o.uid AND x.day >= $1 ORDER BY x.day LIMIT 1) l ON true`
+	}
+	keyCols := "o.uid, o.namespace, o.cluster"
+	if whole {
+		keyCols += ", o.kind, o.name, o.creator"
+	}
+	ow, oa := scopeClause(q, "o.", 4)
+	selected := append([]string{keyCols, `CASE WHEN h.day >= $1 THEN 1 ELSE 0 END`, held}, exprs...)
+	rows, err := tx.QueryContext(ctx, `SELECT `+strings.Join(selected, ", ")+`
+		FROM usage_objects o LEFT JOIN `+last+`
+		WHERE ((o.last_day >= $1 AND o.first_day < $2) OR (o.gone = 0 AND o.holding = 1 AND o.since < $3)) AND `+ow,
+		append([]any{from, to, end.UnixNano(), q.From.UnixNano()}, oa...)...)
 	if err != nil {
 		return usage.Result{}, err
 	}
+	byUID := map[string]*usage.Group{}
+	var offered []*usage.Group
+	isOffered := map[string]bool{}
 	for rows.Next() {
-		var day int64
-		var sec float64
-		if err := rows.Scan(&day, &sec); err != nil {
+		g := &usage.Group{Objects: 1}
+		var days int
+		var heldSeconds float64
+		fields := g.Total.Fields()
+		dest := []any{&g.Key.UID, &g.Key.Namespace, &g.Key.Cluster}
+		if whole {
+			dest = append(dest, &g.Key.Kind, &g.Key.Name, &g.Key.Creator)
+		}
+		dest = append(dest, &days, &heldSeconds)
+		for _, i := range cols {
+			dest = append(dest, fields[i])
+		}
+		if err := rows.Scan(dest...); err != nil {
 			_ = rows.Close()
 			return usage.Result{}, err
 		}
-		res.Measured[day] = sec
+		byUID[g.Key.UID] = g
+		if days == 1 || heldSeconds > 0 {
+			offered = append(offered, g)
+			isOffered[g.Key.UID] = true
+		}
 	}
 	if err := rows.Close(); err != nil {
 		return usage.Result{}, err
 	}
-	for _, g := range groups {
-		res.Groups = append(res.Groups, *g)
+	// What is pending, by cluster.
+	psums := []string{"p.uid"}
+	for _, c := range sums {
+		psums = append(psums, castFigure(c, "SUM(p."+c+")"))
+	}
+	pw, pa := scopeClause(q, "o.", 2)
+	err = scanRows(ctx, tx, `SELECT `+strings.Join(psums, ", ")+` FROM usage_pending p JOIN usage_objects o ON o.uid = p.uid
+		WHERE p.day >= $1 AND p.day < $2 AND `+pw+` GROUP BY p.uid`, append([]any{from, to}, pa...), func(r *sql.Rows) error {
+		var uid string
+		var f usage.Figures
+		fields := f.Fields()
+		dest := []any{&uid}
+		for _, i := range cols {
+			dest = append(dest, fields[i])
+		}
+		if err := r.Scan(dest...); err != nil {
+			return err
+		}
+		if g := byUID[uid]; g != nil {
+			if !isOffered[uid] {
+				offered = append(offered, g)
+				isOffered[uid] = true
+			}
+			g.Total.Add(f)
+		}
+		return nil
+	})
+	if err != nil {
+		return usage.Result{}, err
+	}
+	given := make([]usage.Group, len(offered))
+	for i, g := range offered {
+		given[i] = *g
+	}
+	res := usage.Result{Whole: map[int64]*usage.Figures{}, Count: len(given)}
+	// The whole's days: the groups' days, those pending, and the tails summed.
+	where, a := scopeClause(q, "", 2)
+	for _, table := range []string{"usage_totals", "usage_pending"} {
+		err := addDays(ctx, tx, `SELECT '', day, `+sumFigures+` FROM `+table+` WHERE day >= $1 AND day < $2 AND `+where+
+			` GROUP BY day`, append([]any{from, to}, a...), false, q.GroupBy, func(_ usage.GroupKey, day int64, f usage.Figures) {
+			addTo(res.Whole, day, f)
+		})
+		if err != nil {
+			return usage.Result{}, err
+		}
+	}
+	wq := q
+	wq.GroupBy = usage.ByKind
+	var none usage.Group
+	if err := tails(ctx, tx, wq, nil, func(usage.GroupKey) *usage.Group { return &none },
+		func(_ *usage.Group, day int64, f usage.Figures) { addTo(res.Whole, day, f) }); err != nil {
+		return usage.Result{}, err
+	}
+	picked := q.Pick(given)
+	if picked == nil {
+		res.Groups = given
+		return res, nil
+	}
+	// The clusters picked, whole: their days, those pending and their tails.
+	groups := groupsOf{}
+	keys := map[string]usage.GroupKey{}
+	for part := range slices.Chunk(picked, 500) {
+		in, args := inList(part, 1)
+		err := scanRows(ctx, tx, `SELECT uid, namespace, cluster, kind, name, creator FROM usage_objects WHERE uid IN (`+in+`)`, args,
+			func(r *sql.Rows) error {
+				var k usage.GroupKey
+				if err := r.Scan(&k.UID, &k.Namespace, &k.Cluster, &k.Kind, &k.Name, &k.Creator); err != nil {
+					return err
+				}
+				keys[k.UID] = k
+				groups.group(k)
+				return nil
+			})
+		if err != nil {
+			return usage.Result{}, err
+		}
+		in, args = inList(part, 3)
+		for _, table := range []string{"usage_days", "usage_pending"} {
+			err := addDays(ctx, tx, `SELECT uid, day, `+prefixed("")+` FROM `+table+` WHERE day >= $1 AND day < $2 AND uid IN (`+in+`)`,
+				append([]any{from, to}, args...), false, usage.ByCluster, func(k usage.GroupKey, day int64, f usage.Figures) {
+					if key, ok := keys[k.UID]; ok {
+						addDay(groups.group(key), day, f)
+					}
+				})
+			if err != nil {
+				return usage.Result{}, err
+			}
+		}
+	}
+	if err := tails(ctx, tx, q, picked, groups.group, addDay); err != nil {
+		return usage.Result{}, err
+	}
+	res.Paged = true
+	for _, uid := range picked {
+		if k, ok := keys[uid]; ok {
+			g := groups[k]
+			g.Objects = 1 // a cluster, however its tail was counted
+			res.Groups = append(res.Groups, *g)
+		}
 	}
 	return res, nil
+}
+
+// inList is a list of parameters for values, numbered from first, and the values.
+func inList(values []string, first int) (string, []any) {
+	in := make([]string, len(values))
+	args := make([]any, len(values))
+	for i, v := range values {
+		in[i] = fmt.Sprintf("$%d", first+i)
+		args[i] = v
+	}
+	return strings.Join(in, ", "), args
+}
+
+// scanRows runs query and hands each row to scan.
+func scanRows(ctx context.Context, tx *sql.Tx, query string, args []any, scan func(*sql.Rows) error) error {
+	rows, err := tx.QueryContext(ctx, query, args...)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = rows.Close() }()
+	for rows.Next() {
+		if err := scan(rows); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
 }
 
 // addTo adds f to days' day.
@@ -1009,40 +1194,6 @@ func countObjects(ctx context.Context, tx *sql.Tx, query string, args []any, gro
 		add(k, n)
 	}
 	return rows.Err()
-}
-
-// pickedDays reads the days of the clusters picked (by UID, of q's window: theirs and those pending) into
-// their groups, with their tails' days.
-func pickedDays(ctx context.Context, tx *sql.Tx, q usage.Query, picked []string, byUID map[string]*usage.Group,
-	tailDays map[string]map[int64]*usage.Figures) error {
-	const chunk = 500 // within every database's count of parameters
-	for part := range slices.Chunk(picked, chunk) {
-		args := []any{q.From.Unix(), q.To.Unix()}
-		in := make([]string, len(part))
-		for i, uid := range part {
-			args = append(args, uid)
-			in[i] = fmt.Sprintf("$%d", len(args))
-		}
-		for _, table := range []string{"usage_days", "usage_pending"} {
-			err := addDays(ctx, tx, `SELECT uid, day, `+prefixed("")+` FROM `+table+` WHERE day >= $1 AND day < $2 AND uid IN (`+
-				strings.Join(in, ", ")+`)`, args, false, usage.ByCluster, func(k usage.GroupKey, day int64, f usage.Figures) {
-				if g := byUID[k.UID]; g != nil {
-					addTo(g.Days, day, f)
-				}
-			})
-			if err != nil {
-				return err
-			}
-		}
-	}
-	for _, uid := range picked {
-		if g := byUID[uid]; g != nil {
-			for day, f := range tailDays[uid] {
-				addTo(g.Days, day, *f)
-			}
-		}
-	}
-	return nil
 }
 
 // addDays runs query (of a grouping's column, or of a cluster's, then the day and the figures) and adds
@@ -1075,9 +1226,10 @@ func addDays(ctx context.Context, tx *sql.Tx, query string, args []any, byCluste
 
 // tails credits the objects holding now from their last credit up to q.Now (or q.To): summed by the
 // database where the credit left is within the day that ends there (the writer credits every minute),
-// credited row by row otherwise. An object counted only by its tail is counted once.
-func tails(ctx context.Context, tx *sql.Tx, q usage.Query, group func(usage.GroupKey) *usage.Group,
-	addDay func(*usage.Group, int64, usage.Figures), keyOf func(uid, ns, cluster, kind, name, creator string) usage.GroupKey) error {
+// credited row by row otherwise. An object counted only by its tail is counted once. Only those of only
+// where it is set.
+func tails(ctx context.Context, tx *sql.Tx, q usage.Query, only []string, group func(usage.GroupKey) *usage.Group,
+	addDay func(*usage.Group, int64, usage.Figures)) error {
 	end := q.To
 	if q.Now.Before(end) {
 		end = q.Now
@@ -1094,6 +1246,11 @@ func tails(ctx context.Context, tx *sql.Tx, q usage.Query, group func(usage.Grou
 		cols = "uid, namespace, cluster, kind, name, creator"
 	}
 	where, args := scopeClause(q, "", 3)
+	if only != nil {
+		in, a := inList(only, 4+len(args))
+		where += " AND uid IN (" + in + ")"
+		args = append(args, a...)
+	}
 	// Each cluster's tail is its requests times the time since its last credit: the database sums the
 	// requests of those credited at the same moment (the writer credits all at once), and each sum is
 	// multiplied here. By cluster each row is one object's: nothing to sum.
@@ -1164,12 +1321,12 @@ func tails(ctx context.Context, tx *sql.Tx, q usage.Query, group func(usage.Grou
 		m.Idle, m.Since = idle == 1, time.Unix(0, max(since, q.From.UnixNano())).UTC()
 		tail.Credit(m, end)
 		if uncounted == 1 {
-			group(keyOf(m.UID, m.Namespace, m.Cluster, m.Kind, m.Name, m.Creator)).Objects++
+			group(keyOf(q.GroupBy, m.UID, m.Namespace, m.Cluster, m.Kind, m.Name, m.Creator)).Objects++
 		}
 	}
 	for k, f := range tail.Deltas {
 		m := tail.Marks[k.UID]
-		addDay(group(keyOf(m.UID, m.Namespace, m.Cluster, m.Kind, m.Name, m.Creator)), k.Day, *f)
+		addDay(group(keyOf(q.GroupBy, m.UID, m.Namespace, m.Cluster, m.Kind, m.Name, m.Creator)), k.Day, *f)
 	}
 	return rows.Err()
 }

@@ -35,11 +35,47 @@ type Query struct {
 	Creators []string
 	// Now bounds the credit of objects holding now, counted from their last credit up to Now (or To).
 	Now time.Time
-	// Pick, where set and grouped by cluster, is given every group with its figures but without its days
-	// and names the UIDs whose days are read: those on the page. A month of 10,000 clusters is then
+	// Pick, where set and grouped by cluster, is given every group without its days, named by its UID,
+	// namespace and cluster, with the figures of Sums alone, and names the UIDs of the page, in its
+	// order: those whose figures and days are read (Result.Paged). A month of 10,000 clusters is then
 	// summed by the database instead of read a row per cluster and day, and the whole's days are read
-	// apart (Result.Whole).
+	// apart (Result.Whole). Where it names none, the groups are the answer as they were given.
 	Pick func([]Group) []string
+	// Sums are the figures (of Columns) the groups given to Pick carry: those the page is sorted by
+	// (SortColumns); every figure where nil.
+	Sums []string
+}
+
+// SortColumns are the figures (of Columns) that sortBy (one of SortKeys) sorts by: none for the name and
+// the objects (a cluster is one).
+func SortColumns(sortBy string) []string {
+	switch sortBy {
+	case "name", "objects":
+		return []string{}
+	case "memoryGiBHours":
+		return []string{"memory_byte_seconds"}
+	case "gpuHours":
+		return []string{"gpu_seconds"}
+	case "npuHours":
+		return []string{"npu_seconds"}
+	case "heldHours":
+		return []string{"held_seconds"}
+	case "idleHours":
+		return []string{"idle_seconds"}
+	case "idleAcceleratorHours":
+		return []string{"idle_gpu_seconds", "idle_npu_seconds"}
+	case "usedCpuCoreHours":
+		return []string{"used_cpu_seconds"}
+	case "usedMemoryGiBHours":
+		return []string{"used_memory_byte_seconds"}
+	case "usedGpuHours":
+		return []string{"used_gpu_seconds"}
+	case "usedNpuHours":
+		return []string{"used_npu_seconds"}
+	case "runs":
+		return []string{"starts"}
+	}
+	return []string{"cpu_seconds"}
 }
 
 // Result is what a report is built from.
@@ -50,6 +86,10 @@ type Result struct {
 	// Whole is the days of every group together where the groups carry only some of theirs (Query.Pick);
 	// nil: the groups' days are summed.
 	Whole map[int64]*Figures
+	// Paged says that Groups are the page Query.Pick named, in its order, of Count groups in all, whose
+	// figures together are Whole's days.
+	Paged bool
+	Count int
 }
 
 // GroupKey names a group: the fields of the grouping set, the others empty.
@@ -215,6 +255,12 @@ func ratio(u, a float64) *float64 {
 	return &r
 }
 
+// shares are f's parts of whole's figures.
+func shares(f, whole Figures) Shares {
+	return Shares{CPU: share(f.CPUSeconds, whole.CPUSeconds), Memory: share(f.MemoryByteSeconds, whole.MemoryByteSeconds),
+		GPU: share(f.GPUSeconds, whole.GPUSeconds), NPU: share(f.NPUSeconds, whole.NPUSeconds)}
+}
+
 func share(part, whole float64) float64 {
 	if whole <= 0 {
 		return 0
@@ -250,6 +296,23 @@ func Build(q Query, res Result, sortBy, order string, page, pageSize int) Report
 		rep.Warnings = append(rep.Warnings, fmt.Sprintf("use was measured over %.1f of the window's %.1f hours so far: "+
 			"the used figures and ratios cover that time only", rep.Measured.Seconds/hour, past/hour))
 	}
+	measuredAny := rep.Measured.Seconds > 0
+	if res.Paged {
+		// The page alone, as picked: the whole is its days', each group a cluster.
+		var whole Figures
+		for _, f := range res.Whole {
+			whole.Add(*f)
+		}
+		rep.Total = res.Count
+		rep.Whole = row(GroupKey{}, whole, res.Whole, int64(res.Count), measuredAny, measuredDays)
+		rep.Whole.Share = shares(whole, whole)
+		rep.Items = make([]Row, len(groups))
+		for i, g := range groups {
+			rep.Items[i] = row(g.Key, g.Total, g.Days, g.Objects, measuredAny, measuredDays)
+			rep.Items[i].Share = shares(g.Total, whole)
+		}
+		return rep
+	}
 	var whole Figures
 	wholeDays := map[int64]*Figures{}
 	for _, g := range groups {
@@ -268,20 +331,15 @@ func Build(q Query, res Result, sortBy, order string, page, pageSize int) Report
 	if res.Whole != nil {
 		wholeDays = res.Whole
 	}
-	measuredAny := rep.Measured.Seconds > 0
 	rep.Whole = row(GroupKey{}, whole, wholeDays, rep.Whole.Objects, measuredAny, measuredDays)
-	rep.Whole.Share = Shares{CPU: share(whole.CPUSeconds, whole.CPUSeconds), Memory: share(whole.MemoryByteSeconds, whole.MemoryByteSeconds),
-		GPU: share(whole.GPUSeconds, whole.GPUSeconds), NPU: share(whole.NPUSeconds, whole.NPUSeconds)}
+	rep.Whole.Share = shares(whole, whole)
 	// Only the page's rows are made: a page of 10,000 clusters sorts them and makes 20.
 	picked := pageOf(groups, q.GroupBy, sortBy, order, page, pageSize)
 	rep.Items = make([]Row, len(picked))
 	for i, gi := range picked {
 		g := &groups[gi]
-		r := row(g.Key, g.Total, g.Days, g.Objects, measuredAny, measuredDays)
-		f := g.Total
-		r.Share = Shares{CPU: share(f.CPUSeconds, whole.CPUSeconds), Memory: share(f.MemoryByteSeconds, whole.MemoryByteSeconds),
-			GPU: share(f.GPUSeconds, whole.GPUSeconds), NPU: share(f.NPUSeconds, whole.NPUSeconds)}
-		rep.Items[i] = r
+		rep.Items[i] = row(g.Key, g.Total, g.Days, g.Objects, measuredAny, measuredDays)
+		rep.Items[i].Share = shares(g.Total, whole)
 	}
 	return rep
 }
@@ -294,9 +352,13 @@ func pageOf(groups []Group, groupBy, sortBy, order string, page, pageSize int) [
 		key   float64
 		label string
 	}
+	var cols []int
+	for _, c := range SortColumns(sortBy) {
+		cols = append(cols, slices.Index(Columns, c))
+	}
 	entries := make([]entry, len(groups))
 	for i := range groups {
-		entries[i] = entry{i: i, key: sortKey(groups[i].Total, groups[i].Objects, sortBy), label: groups[i].Key.label(groupBy)}
+		entries[i] = entry{i: i, key: sortKey(groups[i].Total, groups[i].Objects, sortBy, cols), label: groups[i].Key.label(groupBy)}
 	}
 	desc := order != "asc"
 	// Names are unique: the order is total, and the same as a stable sort's.
@@ -358,33 +420,21 @@ func row(k GroupKey, f Figures, days map[int64]*Figures, objects int64, measured
 	return r
 }
 
-// sortKey is the figure a group is sorted by.
-func sortKey(f Figures, objects int64, by string) float64 {
-	switch by {
-	case "memoryGiBHours":
-		return f.MemoryByteSeconds
-	case "gpuHours":
-		return f.GPUSeconds
-	case "npuHours":
-		return f.NPUSeconds
-	case "heldHours":
-		return f.HeldSeconds
-	case "idleHours":
-		return f.IdleSeconds
-	case "idleAcceleratorHours":
-		return f.IdleGPUSeconds + f.IdleNPUSeconds
-	case "usedCpuCoreHours":
-		return f.UsedCPUSeconds
-	case "usedMemoryGiBHours":
-		return f.UsedMemoryByteSeconds
-	case "usedGpuHours":
-		return f.UsedGPUSeconds
-	case "usedNpuHours":
-		return f.UsedNPUSeconds
-	case "objects":
+// sortKey is what a group is sorted by: its objects, or the sum of its figures at cols (indexes in
+// Columns, of SortColumns).
+func sortKey(f Figures, objects int64, by string, cols []int) float64 {
+	if by == "objects" {
 		return float64(objects)
-	case "runs":
-		return float64(f.Starts)
 	}
-	return f.CPUSeconds
+	fields := f.Fields()
+	var k float64
+	for _, i := range cols {
+		switch p := fields[i].(type) {
+		case *float64:
+			k += *p
+		case *int64:
+			k += float64(*p)
+		}
+	}
+	return k
 }

@@ -348,10 +348,11 @@ func utilizationSnapshot(t *testing.T, open Open) {
 	}
 }
 
-// A report by cluster that reads the days of the clusters picked alone (those on a page) gives every
-// cluster the figures of the report that reads them all, those picked their days, and the whole the days
-// of all: from the days, from figures pending, and from the credit of clusters holding now, within the
-// day and across midnights.
+// A report by cluster for a page (Query.Pick) offers every cluster of the report that reads them all,
+// with the figures asked for over the window (from the running sums of its days, what is pending and the
+// credit of its hold since), and gives those picked whole, in the order picked, with their days, and the
+// whole the days of all: over every window of the days, with days written late, figures pending and
+// clusters holding now, within the day and across midnights.
 func utilizationPicked(t *testing.T, open Open) {
 	s, _ := open(t)
 	ctx := t.Context()
@@ -381,6 +382,12 @@ func utilizationPicked(t *testing.T, open Open) {
 		}
 		require.NoError(t, s.PutUsage(ctx, l))
 	}
+	// Use of the first day read after the third was credited: late, for 1 and 2.
+	l = usage.NewLedger()
+	for _, m := range marks[1:3] {
+		l.Used(m, usage.DayOf(t0), 120, 1<<29, 30, 0)
+	}
+	require.NoError(t, s.PutUsage(ctx, l))
 	// 4 and 5 stop on the third day, written pending; 6 and 7 still hold, last credited on the first day.
 	l = usage.NewLedger()
 	for i, m := range marks[4:6] {
@@ -390,64 +397,109 @@ func utilizationPicked(t *testing.T, open Open) {
 	}
 	require.NoError(t, s.PutPending(ctx, l))
 	now := day.Add(2*24*time.Hour + 5*time.Hour)
+	near := func(t *testing.T, want, got usage.Figures, msg string, args ...any) {
+		t.Helper()
+		assert.InDeltaSlice(t, floats(want.Values()), floats(got.Values()), 1e-3, append([]any{msg}, args...)...)
+	}
 	for _, scope := range []usage.Query{
 		{Scopes: map[string][]string{"RayCluster": nil, "RayJob": nil, "RayService": nil}},
 		{Scopes: map[string][]string{"RayCluster": {"a"}, "RayJob": nil}, Creators: []string{"alice", "bob"}},
 	} {
-		q := scope
-		q.From, q.To, q.Now, q.GroupBy = day, day.Add(4*24*time.Hour), now, usage.ByCluster
-		full, err := s.Utilization(ctx, q)
-		require.NoError(t, err)
-		require.Nil(t, full.Whole)
-		want := map[string]usage.Group{}
-		wantWhole := map[int64]*usage.Figures{}
-		for _, g := range full.Groups {
-			want[g.Key.UID] = g
-			for d, f := range g.Days {
-				if wantWhole[d] == nil {
-					wantWhole[d] = &usage.Figures{}
+		for first := range 4 {
+			for last := first + 1; last <= 4; last++ {
+				q := scope
+				q.From, q.To, q.Now, q.GroupBy = day.Add(time.Duration(first)*24*time.Hour), day.Add(time.Duration(last)*24*time.Hour), now, usage.ByCluster
+				window := fmt.Sprintf("days %d to %d, %v", first, last, scope.Scopes)
+				full, err := s.Utilization(ctx, q)
+				require.NoError(t, err)
+				require.Nil(t, full.Whole)
+				want := map[string]usage.Group{}
+				wantWhole := map[int64]*usage.Figures{}
+				for _, g := range full.Groups {
+					want[g.Key.UID] = g
+					for d, f := range g.Days {
+						if wantWhole[d] == nil {
+							wantWhole[d] = &usage.Figures{}
+						}
+						wantWhole[d].Add(*f)
+					}
 				}
-				wantWhole[d].Add(*f)
+				picked := []string{}
+				for _, uid := range []string{"picked-4", "picked-7", "picked-1", "picked-0"} {
+					if _, ok := want[uid]; ok {
+						picked = append(picked, uid)
+					}
+				}
+				for _, sums := range [][]string{nil, usage.SortColumns("gpuHours"), usage.SortColumns("idleAcceleratorHours"), usage.SortColumns("name")} {
+					var offered []usage.Group
+					q.Sums = sums
+					q.Pick = func(groups []usage.Group) []string {
+						offered = groups
+						return picked
+					}
+					brief, err := s.Utilization(ctx, q)
+					require.NoError(t, err)
+					require.Len(t, offered, len(want), "%s: every cluster is offered to pick from", window)
+					for _, g := range offered {
+						require.Contains(t, want, g.Key.UID, window)
+						w := want[g.Key.UID]
+						assert.Empty(t, g.Days, "%s: %s offered without its days", window, g.Key.UID)
+						assert.Equal(t, []string{w.Key.Namespace, w.Key.Cluster}, []string{g.Key.Namespace, g.Key.Cluster})
+						if sums == nil {
+							assert.Equal(t, w.Key, g.Key)
+							near(t, w.Total, g.Total, "%s: %s offered", window, g.Key.UID)
+							continue
+						}
+						// The figures asked for alone.
+						var only usage.Figures
+						wf, of := w.Total.Fields(), only.Fields()
+						for _, c := range sums {
+							i := slices.Index(usage.Columns, c)
+							switch p := wf[i].(type) {
+							case *float64:
+								*of[i].(*float64) = *p
+							case *int64:
+								*of[i].(*int64) = *p
+							}
+						}
+						near(t, only, g.Total, "%s: %s offered %v", window, g.Key.UID, sums)
+					}
+					require.True(t, brief.Paged, window)
+					assert.Equal(t, len(want), brief.Count, window)
+					require.Len(t, brief.Groups, len(picked), window)
+					for i, g := range brief.Groups {
+						require.Equal(t, picked[i], g.Key.UID, "%s: in the order picked", window)
+						w := want[g.Key.UID]
+						assert.Equal(t, w.Key, g.Key)
+						assert.Equal(t, w.Objects, g.Objects, "%s", g.Key.UID)
+						near(t, w.Total, g.Total, "%s: %s", window, g.Key.UID)
+						require.Len(t, g.Days, len(w.Days), "%s: %s", window, g.Key.UID)
+						for d, wf := range w.Days {
+							require.Contains(t, g.Days, d, "%s: %s", window, g.Key.UID)
+							near(t, *wf, *g.Days[d], "%s: %s day %d", window, g.Key.UID, d)
+						}
+					}
+					require.Len(t, brief.Whole, len(wantWhole), window)
+					for d, wf := range wantWhole {
+						require.Contains(t, brief.Whole, d, window)
+						near(t, *wf, *brief.Whole[d], "%s: the whole, day %d", window, d)
+					}
+					assert.Equal(t, full.Measured, brief.Measured)
+				}
+				// None picked: the groups offered are the answer, each whole where every figure is asked for.
+				q.Sums = nil
+				q.Pick = func([]usage.Group) []string { return nil }
+				all, err := s.Utilization(ctx, q)
+				require.NoError(t, err)
+				assert.False(t, all.Paged)
+				require.Len(t, all.Groups, len(want), window)
+				for _, g := range all.Groups {
+					w := want[g.Key.UID]
+					assert.Equal(t, w.Key, g.Key, window)
+					near(t, w.Total, g.Total, "%s: %s", window, g.Key.UID)
+				}
 			}
 		}
-		require.NotEmpty(t, want)
-		var offered []usage.Group
-		picked := []string{"picked-4", "picked-7", "picked-1"}
-		q.Pick = func(groups []usage.Group) []string {
-			offered = groups
-			return picked
-		}
-		brief, err := s.Utilization(ctx, q)
-		require.NoError(t, err)
-		require.Len(t, offered, len(want), "every cluster is offered to pick from")
-		for _, g := range offered {
-			require.Contains(t, want, g.Key.UID)
-			assert.Empty(t, g.Days, "%s: offered without its days", g.Key.UID)
-			w := want[g.Key.UID]
-			assert.InDeltaSlice(t, floats(w.Total.Values()), floats(g.Total.Values()), 1e-3, "%s offered", g.Key.UID)
-		}
-		require.Len(t, brief.Groups, len(want))
-		for _, g := range brief.Groups {
-			w := want[g.Key.UID]
-			assert.Equal(t, w.Key, g.Key)
-			assert.Equal(t, w.Objects, g.Objects, "%s", g.Key.UID)
-			assert.InDeltaSlice(t, floats(w.Total.Values()), floats(g.Total.Values()), 1e-3, "%s", g.Key.UID)
-			if !slices.Contains(picked, g.Key.UID) {
-				assert.Empty(t, g.Days, "%s: not picked, no days read", g.Key.UID)
-				continue
-			}
-			require.Len(t, g.Days, len(w.Days), "%s", g.Key.UID)
-			for d, wf := range w.Days {
-				require.Contains(t, g.Days, d, "%s", g.Key.UID)
-				assert.InDeltaSlice(t, floats(wf.Values()), floats(g.Days[d].Values()), 1e-3, "%s day %d", g.Key.UID, d)
-			}
-		}
-		require.Len(t, brief.Whole, len(wantWhole))
-		for d, wf := range wantWhole {
-			require.Contains(t, brief.Whole, d)
-			assert.InDeltaSlice(t, floats(wf.Values()), floats(brief.Whole[d].Values()), 1e-3, "the whole, day %d", d)
-		}
-		assert.Equal(t, full.Measured, brief.Measured)
 	}
 }
 
