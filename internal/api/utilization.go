@@ -192,17 +192,9 @@ func (s *Server) utilizationIn(c *gin.Context, ns string) (*response, error) {
 		return nil, forbidden(s.Kinds.Cluster(), "list", ns)
 	}
 	if q.GroupBy == usage.ByCluster {
-		// The clusters on the page alone are read whole, the others summed by what the page is sorted by
-		// (CSV has every figure of every cluster, and no days).
-		if !csv {
-			q.Sums = usage.SortColumns(sortBy)
-		}
-		q.Pick = func(groups []usage.Group) []string {
-			if csv {
-				return nil
-			}
-			return usage.PageUIDs(q, groups, sortBy, order, page, pageSize)
-		}
+		// The database sorts and pages the clusters, and reads those on the page alone whole (CSV, every
+		// row: every cluster summed, without its days).
+		q.Page = &usage.Page{SortBy: sortBy, Desc: desc, Offset: (page - 1) * pageSize, Limit: pageSize}
 	}
 	res, err := s.Utilization.Utilization(ctx, q)
 	if err != nil {

@@ -35,15 +35,20 @@ type Query struct {
 	Creators []string
 	// Now bounds the credit of objects holding now, counted from their last credit up to Now (or To).
 	Now time.Time
-	// Pick, where set and grouped by cluster, is given every group without its days, named by its UID,
-	// namespace and cluster, with the figures of Sums alone, and names the UIDs of the page, in its
-	// order: those whose figures and days are read (Result.Paged). A month of 10,000 clusters is then
-	// summed by the database instead of read a row per cluster and day, and the whole's days are read
-	// apart (Result.Whole). Where it names none, the groups are the answer as they were given.
-	Pick func([]Group) []string
-	// Sums are the figures (of Columns) the groups given to Pick carry: those the page is sorted by
-	// (SortColumns); every figure where nil.
-	Sums []string
+	// Page, where set and grouped by cluster, asks for a page of the clusters, sorted, in place of every
+	// cluster (Result.Paged): the database sums each cluster by what it is sorted by, sorts and pages them,
+	// and reads those on the page alone whole. A month of 10,000 clusters is then read as two rows a
+	// cluster (see the history), and the whole's days apart (Result.Whole).
+	Page *Page
+}
+
+// Page is a page of a report by cluster: sorted by SortBy (one of SortKeys), descending where Desc, ties
+// broken by the cluster's name ascending (as Build sorts), the Limit rows from Offset. With no Limit it is
+// every cluster, each summed without its days (CSV).
+type Page struct {
+	SortBy        string
+	Desc          bool
+	Offset, Limit int
 }
 
 // SortColumns are the figures (of Columns) that sortBy (one of SortKeys) sorts by: none for the name and
@@ -83,11 +88,11 @@ type Result struct {
 	Groups []Group
 	// Measured are the seconds of each day whose use was measured.
 	Measured map[int64]float64
-	// Whole is the days of every group together where the groups carry only some of theirs (Query.Pick);
-	// nil: the groups' days are summed.
+	// Whole is the days of every group together where the groups are a page (Query.Page); nil: the
+	// groups' days are summed.
 	Whole map[int64]*Figures
-	// Paged says that Groups are the page Query.Pick named, in its order, of Count groups in all, whose
-	// figures together are Whole's days.
+	// Paged says that Groups are the page asked for (Query.Page), in its order, of Count groups in all,
+	// whose figures together are Whole's days.
 	Paged bool
 	Count int
 }
@@ -386,17 +391,6 @@ func pageOf(groups []Group, groupBy, sortBy, order string, page, pageSize int) [
 		out[i] = e.i
 	}
 	return out
-}
-
-// PageUIDs are the UIDs of the groups (by cluster) on the page Build makes of them: what Query.Pick
-// answers for a report.
-func PageUIDs(q Query, groups []Group, sortBy, order string, page, pageSize int) []string {
-	picked := pageOf(groups, q.GroupBy, sortBy, order, page, pageSize)
-	uids := make([]string, len(picked))
-	for i, gi := range picked {
-		uids[i] = groups[gi].Key.UID
-	}
-	return uids
 }
 
 func row(k GroupKey, f Figures, days map[int64]*Figures, objects int64, measured bool, measuredDays map[int64]bool) Row {

@@ -152,29 +152,30 @@ func TestBuildSortsSharesAndPages(t *testing.T) {
 	assert.Contains(t, part.Warnings[0], "1.0 of the window's 24.0 hours")
 }
 
-// By cluster a store reads the days of the clusters on the page alone (PageUIDs) and the whole's apart:
-// the whole's series is that, not the sum of the rows' days.
-func TestBuildWithTheWholesDays(t *testing.T) {
+// By cluster a store reads a page of clusters (Query.Page) and the whole's days apart: the report is that
+// page, in its order, of the count read, and the whole's series and figures are those days.
+func TestBuildAPage(t *testing.T) {
 	day := at("2026-12-02T00:00:00Z")
 	q := Query{From: day, To: day.Add(48 * time.Hour), GroupBy: ByCluster, Now: day.Add(48 * time.Hour)}
 	groups := []Group{
 		{Key: GroupKey{Namespace: "a", Cluster: "x", UID: "1"}, Total: figures(3600, 3600, 0, 0), Objects: 1},
-		{Key: GroupKey{Namespace: "a", Cluster: "y", UID: "2"}, Total: figures(3600, 7200, 0, 0), Objects: 1},
-		{Key: GroupKey{Namespace: "b", Cluster: "z", UID: "3"}, Total: figures(3600, 3600*3, 0, 0), Objects: 1},
+		{Key: GroupKey{Namespace: "b", Cluster: "z", UID: "3"}, Total: figures(3600, 3600*3, 0, 0), Objects: 1,
+			Days: map[int64]*Figures{day.Unix(): {HeldSeconds: 3600, CPUSeconds: 3600 * 3}}},
 	}
-	assert.Equal(t, []string{"3", "2"}, PageUIDs(q, groups, "cpuCoreHours", "desc", 1, 2))
-	assert.Equal(t, []string{"1"}, PageUIDs(q, groups, "cpuCoreHours", "desc", 2, 2))
-	assert.Equal(t, []string{"1", "2", "3"}, PageUIDs(q, groups, "name", "asc", 1, 0))
-	groups[2].Days = map[int64]*Figures{day.Unix(): {HeldSeconds: 3600, CPUSeconds: 3600 * 3}}
 	whole := map[int64]*Figures{day.Unix(): {HeldSeconds: 7200, CPUSeconds: 3600 * 4}, day.Unix() + 86400: {HeldSeconds: 3600, CPUSeconds: 7200}}
-	rep := Build(q, Result{Groups: groups, Whole: whole}, "cpuCoreHours", "desc", 1, 1)
-	require.Len(t, rep.Items, 1)
-	require.Len(t, rep.Items[0].Series, 1)
-	assert.InDelta(t, 6.0, rep.Whole.Allocated.CPUCoreHours, 1e-9, "the whole's figures are the groups' totals")
+	rep := Build(q, Result{Groups: groups, Whole: whole, Paged: true, Count: 5}, "cpuCoreHours", "desc", 2, 2)
+	require.Len(t, rep.Items, 2)
+	assert.Equal(t, "1", rep.Items[0].UID, "in the page's order, not sorted again")
+	assert.Equal(t, "3", rep.Items[1].UID)
+	require.Len(t, rep.Items[1].Series, 1)
+	assert.Equal(t, 5, rep.Total)
+	assert.Equal(t, 2, rep.Page)
+	assert.InDelta(t, 6.0, rep.Whole.Allocated.CPUCoreHours, 1e-9, "the whole's figures are its days'")
 	require.Len(t, rep.Whole.Series, 2, "the whole's days as read")
 	assert.InDelta(t, 4.0, rep.Whole.Series[0].Allocated.CPUCoreHours, 1e-9)
 	assert.InDelta(t, 2.0, rep.Whole.Series[1].Allocated.CPUCoreHours, 1e-9)
-	assert.Equal(t, int64(3), rep.Whole.Objects)
+	assert.Equal(t, int64(5), rep.Whole.Objects)
+	assert.InDelta(t, 0.5, rep.Items[1].Share.CPU, 1e-9, "a share of the whole")
 }
 
 func TestCSV(t *testing.T) {

@@ -3,7 +3,6 @@ package historytest
 import (
 	"context"
 	"fmt"
-	"slices"
 	"testing"
 	"time"
 
@@ -348,11 +347,11 @@ func utilizationSnapshot(t *testing.T, open Open) {
 	}
 }
 
-// A report by cluster for a page (Query.Pick) offers every cluster of the report that reads them all,
-// with the figures asked for over the window (from the running sums of its days, what is pending and the
-// credit of its hold since), and gives those picked whole, in the order picked, with their days, and the
-// whole the days of all: over every window of the days, with days written late, figures pending and
-// clusters holding now, within the day and across midnights.
+// A report by cluster for a page (Query.Page) is the page that Build makes of the report that reads every
+// cluster, by every kind of sort: the clusters on it whole, with their days, the count of all, and the
+// whole the days of all; with no limit, every cluster sorted, without its days. Over every window of the
+// days, with days written late, figures pending and clusters holding now, within the day and across
+// midnights.
 func utilizationPicked(t *testing.T, open Open) {
 	s, _ := open(t)
 	ctx := t.Context()
@@ -424,79 +423,65 @@ func utilizationPicked(t *testing.T, open Open) {
 						wantWhole[d].Add(*f)
 					}
 				}
-				picked := []string{}
-				for _, uid := range []string{"picked-4", "picked-7", "picked-1", "picked-0"} {
-					if _, ok := want[uid]; ok {
-						picked = append(picked, uid)
+				for _, sort := range []usage.Page{{SortBy: "cpuCoreHours", Desc: true}, {SortBy: "gpuHours"}, {SortBy: "idleAcceleratorHours", Desc: true},
+					{SortBy: "name", Desc: true}, {SortBy: "objects"}, {SortBy: "runs", Desc: true}, {SortBy: "usedCpuCoreHours"}} {
+					order := "asc"
+					if sort.Desc {
+						order = "desc"
 					}
-				}
-				for _, sums := range [][]string{nil, usage.SortColumns("gpuHours"), usage.SortColumns("idleAcceleratorHours"), usage.SortColumns("name")} {
-					var offered []usage.Group
-					q.Sums = sums
-					q.Pick = func(groups []usage.Group) []string {
-						offered = groups
-						return picked
-					}
-					brief, err := s.Utilization(ctx, q)
-					require.NoError(t, err)
-					require.Len(t, offered, len(want), "%s: every cluster is offered to pick from", window)
-					for _, g := range offered {
-						require.Contains(t, want, g.Key.UID, window)
-						w := want[g.Key.UID]
-						assert.Empty(t, g.Days, "%s: %s offered without its days", window, g.Key.UID)
-						assert.Equal(t, []string{w.Key.Namespace, w.Key.Cluster}, []string{g.Key.Namespace, g.Key.Cluster})
-						if sums == nil {
-							assert.Equal(t, w.Key, g.Key)
-							near(t, w.Total, g.Total, "%s: %s offered", window, g.Key.UID)
-							continue
+					for page := 1; page <= len(want)/3+2; page++ {
+						p := sort
+						p.Offset, p.Limit = (page-1)*3, 3
+						q.Page = &p
+						got, err := s.Utilization(ctx, q)
+						q.Page = nil
+						require.NoError(t, err)
+						what := fmt.Sprintf("%s, by %s %s, page %d", window, sort.SortBy, order, page)
+						require.True(t, got.Paged, what)
+						assert.Equal(t, len(want), got.Count, what)
+						rep := usage.Build(q, full, sort.SortBy, order, page, 3)
+						uids := make([]string, len(got.Groups))
+						for i, g := range got.Groups {
+							uids[i] = g.Key.UID
 						}
-						// The figures asked for alone.
-						var only usage.Figures
-						wf, of := w.Total.Fields(), only.Fields()
-						for _, c := range sums {
-							i := slices.Index(usage.Columns, c)
-							switch p := wf[i].(type) {
-							case *float64:
-								*of[i].(*float64) = *p
-							case *int64:
-								*of[i].(*int64) = *p
+						wantUIDs := make([]string, len(rep.Items))
+						for i, r := range rep.Items {
+							wantUIDs[i] = r.UID
+						}
+						require.Equal(t, wantUIDs, uids, "%s: the page, in the order Build sorts", what)
+						for _, g := range got.Groups {
+							w := want[g.Key.UID]
+							assert.Equal(t, w.Key, g.Key)
+							assert.Equal(t, w.Objects, g.Objects, "%s", g.Key.UID)
+							near(t, w.Total, g.Total, "%s: %s", what, g.Key.UID)
+							require.Len(t, g.Days, len(w.Days), "%s: %s", what, g.Key.UID)
+							for d, wf := range w.Days {
+								require.Contains(t, g.Days, d, "%s: %s", what, g.Key.UID)
+								near(t, *wf, *g.Days[d], "%s: %s day %d", what, g.Key.UID, d)
 							}
 						}
-						near(t, only, g.Total, "%s: %s offered %v", window, g.Key.UID, sums)
-					}
-					require.True(t, brief.Paged, window)
-					assert.Equal(t, len(want), brief.Count, window)
-					require.Len(t, brief.Groups, len(picked), window)
-					for i, g := range brief.Groups {
-						require.Equal(t, picked[i], g.Key.UID, "%s: in the order picked", window)
-						w := want[g.Key.UID]
-						assert.Equal(t, w.Key, g.Key)
-						assert.Equal(t, w.Objects, g.Objects, "%s", g.Key.UID)
-						near(t, w.Total, g.Total, "%s: %s", window, g.Key.UID)
-						require.Len(t, g.Days, len(w.Days), "%s: %s", window, g.Key.UID)
-						for d, wf := range w.Days {
-							require.Contains(t, g.Days, d, "%s: %s", window, g.Key.UID)
-							near(t, *wf, *g.Days[d], "%s: %s day %d", window, g.Key.UID, d)
+						require.Len(t, got.Whole, len(wantWhole), what)
+						for d, wf := range wantWhole {
+							require.Contains(t, got.Whole, d, what)
+							near(t, *wf, *got.Whole[d], "%s: the whole, day %d", what, d)
 						}
+						assert.Equal(t, full.Measured, got.Measured)
 					}
-					require.Len(t, brief.Whole, len(wantWhole), window)
-					for d, wf := range wantWhole {
-						require.Contains(t, brief.Whole, d, window)
-						near(t, *wf, *brief.Whole[d], "%s: the whole, day %d", window, d)
-					}
-					assert.Equal(t, full.Measured, brief.Measured)
 				}
-				// None picked: the groups offered are the answer, each whole where every figure is asked for.
-				q.Sums = nil
-				q.Pick = func([]usage.Group) []string { return nil }
+				// No limit (CSV): every cluster, sorted, each with every figure and no days.
+				q.Page = &usage.Page{SortBy: "memoryGiBHours", Desc: true}
 				all, err := s.Utilization(ctx, q)
+				q.Page = nil
 				require.NoError(t, err)
-				assert.False(t, all.Paged)
-				require.Len(t, all.Groups, len(want), window)
-				for _, g := range all.Groups {
+				rep := usage.Build(q, full, "memoryGiBHours", "desc", 1, 0)
+				require.Len(t, all.Groups, len(rep.Items), window)
+				assert.Equal(t, len(want), all.Count)
+				for i, g := range all.Groups {
+					require.Equal(t, rep.Items[i].UID, g.Key.UID, "%s: every cluster, sorted", window)
 					w := want[g.Key.UID]
 					assert.Equal(t, w.Key, g.Key, window)
 					near(t, w.Total, g.Total, "%s: %s", window, g.Key.UID)
+					assert.Empty(t, g.Days, window)
 				}
 			}
 		}
