@@ -211,20 +211,13 @@ func (s *Store) credit(ctx context.Context, tx *sql.Tx, l *usage.Ledger) error {
 	if err := tx.QueryRowContext(ctx, `SELECT MIN(rowid), MAX(rowid) FROM usage_pending`).Scan(&lo, &hi); err != nil || !lo.Valid {
 		return err
 	}
-	days, err := tx.QueryContext(ctx, `SELECT DISTINCT day FROM usage_pending ORDER BY day`)
-	if err != nil {
-		return err
-	}
 	var pendingDays []int64
-	for days.Next() {
+	if err := scanRows(ctx, tx, `SELECT DISTINCT day FROM usage_pending ORDER BY day`, nil, func(r *sql.Rows) error {
 		var d int64
-		if err := days.Scan(&d); err != nil {
-			_ = days.Close()
-			return err
-		}
+		err := r.Scan(&d)
 		pendingDays = append(pendingDays, d)
-	}
-	if err := days.Close(); err != nil {
+		return err
+	}); err != nil {
 		return err
 	}
 	for _, day := range pendingDays {
