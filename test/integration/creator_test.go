@@ -67,14 +67,21 @@ func TestCreatorSaysWhetherTheServiceWroteIt(t *testing.T) {
 	_, err = env.adminDyn.Resource(rayClusters).Namespace(ns).Patch(context.Background(), "through-service", types.MergePatchType,
 		[]byte(`{"metadata":{"annotations":{"ray.openfuyao.com/creator":"admin"}}}`), metav1.PatchOptions{})
 	require.NoError(t, err)
-	// The YAML is read from the service's cache: wait for the patch in it, or the replace carries the
-	// resourceVersion before the patch and is refused with 409, as it should be.
-	var exp *response
-	eventually(t, 10*time.Second, "the patched creator in the YAML", func() bool {
-		exp = call(t, "GET", itemPath(ns, "rayclusters", "through-service")+"/yaml", admin, "", nil)
+	// The YAML is read from the service's cache: wait for the patch in it. A replace carries the
+	// resourceVersion it read, and is refused with 409 where the object changed since (the patch not yet
+	// in the cache, or the operator writing its status): read again and replace again, as a client does.
+	eventually(t, 20*time.Second, "a replace of the patched YAML", func() bool {
+		exp := call(t, "GET", itemPath(ns, "rayclusters", "through-service")+"/yaml", admin, "", nil)
 		require.Equal(t, 200, exp.Status)
-		return strings.Contains(string(exp.Raw), "ray.openfuyao.com/creator: admin")
+		if !strings.Contains(string(exp.Raw), "ray.openfuyao.com/creator: admin") {
+			return false
+		}
+		put := call(t, "PUT", itemPath(ns, "rayclusters", "through-service"), admin, "application/yaml", exp.Raw)
+		if put.Status == 409 {
+			return false
+		}
+		require.Equal(t, 200, put.Status)
+		return true
 	})
-	require.Equal(t, 200, call(t, "PUT", itemPath(ns, "rayclusters", "through-service"), admin, "application/yaml", exp.Raw).Status)
 	assert.True(t, item("rayclusters", "through-service").CreatorSigned)
 }
