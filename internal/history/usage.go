@@ -1231,45 +1231,42 @@ func tails(ctx context.Context, tx *sql.Tx, q usage.Query, only []string, group 
 	if byCluster {
 		cols = "uid, namespace, cluster, kind, name, creator"
 	}
+	if q.GroupBy == byWhole {
+		cols = "''"
+	}
 	where, args := scopeClause(q, "", 3)
 	if only != nil {
 		in, a := inList(only, 4+len(args))
 		where += " AND uid IN (" + in + ")"
 		args = append(args, a...)
 	}
-	// Each cluster's tail is its requests times the time since its last credit, summed by the database
-	// by group (the whole: no group, and no sort); idle accelerators apart.
-	const held = `CAST($1 - since AS DOUBLE PRECISION) / 1000000000.0`
-	const accelerators = `(CASE WHEN idle = 1 AND (gpu > 0 OR npu > 0) THEN 1 ELSE 0 END)`
+	// Each cluster's tail is its requests times the time since its last credit: the database sums the
+	// requests of those credited at the same moment (the writer credits all at once), and each sum is
+	// multiplied here. By cluster each row is one object's: nothing to sum. (Multiplying in the database
+	// instead, with no sort for the whole, was tried: the whole's tails took 10 ms against 11 on SQLite.)
+	const accelerators = `CASE WHEN idle = 1 AND (gpu > 0 OR npu > 0) THEN 1 ELSE 0 END`
 	const uncounted = `CASE WHEN last_day IS NULL OR last_day < $3 THEN 1 ELSE 0 END`
-	figures := []string{held, "cpu * " + held, "memory_bytes * " + held, "gpu * " + held, "npu * " + held,
-		accelerators + " * " + held, accelerators + " * gpu * " + held, accelerators + " * npu * " + held, uncounted}
+	figures := `1, cpu, memory_bytes, gpu, npu, ` + uncounted
 	groupBy := ""
-	switch {
-	case q.GroupBy == byWhole:
-		cols = "''"
-		fallthrough
-	case !byCluster:
-		for i, f := range figures {
-			figures[i] = "SUM(" + f + ")"
-		}
-		groupBy = ` GROUP BY ` + cols
+	if !byCluster {
+		figures = `COUNT(*), CAST(SUM(cpu) AS DOUBLE PRECISION), CAST(SUM(memory_bytes) AS DOUBLE PRECISION),
+			CAST(SUM(gpu) AS DOUBLE PRECISION), CAST(SUM(npu) AS DOUBLE PRECISION), SUM(` + uncounted + `)`
+		groupBy = ` GROUP BY ` + cols + `, since, ` + accelerators
 		if q.GroupBy == byWhole {
-			groupBy = ` HAVING COUNT(*) > 0` // one row of sums, where any holds
+			groupBy = ` GROUP BY since, ` + accelerators // a constant is no group to PostgreSQL
 		}
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT `+cols+`, `+strings.Join(figures, ", ")+`
+	rows, err := tx.QueryContext(ctx, `SELECT `+cols+`, since, `+accelerators+`, `+figures+`
 		FROM usage_objects WHERE gone = 0 AND holding = 1 AND since >= $2 AND since < $1 AND `+where+groupBy,
 		append([]any{end.UnixNano(), lo, fromDay}, args...)...)
 	if err != nil {
 		return err
 	}
 	for rows.Next() {
-		var f usage.Figures
-		var uncounted int64
+		var since, idle, uncounted int64
+		var n, cpu, memory, gpu, npu float64
 		var k usage.GroupKey
-		dest := []any{&f.HeldSeconds, &f.CPUSeconds, &f.MemoryByteSeconds, &f.GPUSeconds, &f.NPUSeconds, &f.IdleSeconds,
-			&f.IdleGPUSeconds, &f.IdleNPUSeconds, &uncounted}
+		dest := []any{&since, &idle, &n, &cpu, &memory, &gpu, &npu, &uncounted}
 		if byCluster {
 			err = rows.Scan(append([]any{&k.UID, &k.Namespace, &k.Cluster, &k.Kind, &k.Name, &k.Creator}, dest...)...)
 		} else {
@@ -1280,6 +1277,12 @@ func tails(ctx context.Context, tx *sql.Tx, q usage.Query, only []string, group 
 		if err != nil {
 			_ = rows.Close()
 			return err
+		}
+		held := float64(end.UnixNano()-since) / float64(time.Second)
+		f := usage.Figures{HeldSeconds: n * held, CPUSeconds: cpu * held, MemoryByteSeconds: memory * held,
+			GPUSeconds: gpu * held, NPUSeconds: npu * held}
+		if idle == 1 {
+			f.IdleSeconds, f.IdleGPUSeconds, f.IdleNPUSeconds = f.HeldSeconds, f.GPUSeconds, f.NPUSeconds
 		}
 		g := group(k)
 		addDay(g, day, f)
