@@ -18,19 +18,9 @@ import (
 // what each takes is counted for them.
 func TestMigrationKeepsRecords(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "history.db")
-	driver, source, err := parseDSN("sqlite:" + file)
-	require.NoError(t, err)
-	db, err := sql.Open(driver, source)
-	require.NoError(t, err)
-	_, err = db.Exec(`CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at BIGINT NOT NULL)`)
-	require.NoError(t, err)
-	for stmt := range strings.SplitSeq(migrations[0], ";") {
-		_, err := db.Exec(stmt)
-		require.NoError(t, err)
-	}
+	db := sqliteAt(t, file, 1)
 	spec := `{"kind":"RayJob","spec":"` + strings.Repeat("x", 100<<10) + `"}`
 	for _, stmt := range []string{
-		`INSERT INTO schema_migrations VALUES (1, 0)`,
 		`INSERT INTO records (uid, kind, namespace, name, status, created_at, finished_at) VALUES ('u1', 'RayJob', 'a', 'old', 'Failed', 1, 2)`,
 		`INSERT INTO manifests (uid, spec) VALUES ('u1', '` + spec + `')`,
 		`INSERT INTO endings (uid, read_at, body) VALUES ('u1', 2, '{"events":[{"type":"Warning","reason":"BackOff"}]}')`,
@@ -57,6 +47,31 @@ func TestMigrationKeepsRecords(t *testing.T) {
 	n, err := s.Bytes(t.Context(), "a")
 	require.NoError(t, err)
 	assert.Greater(t, n, int64(100<<10), "what it takes is counted")
+}
+
+// sqliteAt opens a SQLite history in file at schema version v (its first v migrations, each recorded), as
+// an older service left it.
+func sqliteAt(t *testing.T, file string, v int) *sql.DB {
+	t.Helper()
+	driver, source, err := parseDSN("sqlite:" + file)
+	require.NoError(t, err)
+	db, err := sql.Open(driver, source)
+	require.NoError(t, err)
+	_, err = db.Exec(`CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at BIGINT NOT NULL)`)
+	require.NoError(t, err)
+	for i, m := range migrations[:v] {
+		if !strings.HasPrefix(m, postgresOnly) {
+			for stmt := range strings.SplitSeq(m, ";") {
+				if strings.TrimSpace(stmt) != "" {
+					_, err := db.Exec(stmt)
+					require.NoError(t, err)
+				}
+			}
+		}
+		_, err = db.Exec(`INSERT INTO schema_migrations VALUES ($1, 0)`, i+1)
+		require.NoError(t, err)
+	}
+	return db
 }
 
 // A change queued keeps the first and the last KeptTransitions of its transitions, and counts those

@@ -54,34 +54,18 @@ type Page struct {
 // SortColumns are the figures (of Columns) that sortBy (one of SortKeys) sorts by: none for the name and
 // the objects (a cluster is one).
 func SortColumns(sortBy string) []string {
-	switch sortBy {
-	case "name", "objects":
-		return []string{}
-	case "memoryGiBHours":
-		return []string{"memory_byte_seconds"}
-	case "gpuHours":
-		return []string{"gpu_seconds"}
-	case "npuHours":
-		return []string{"npu_seconds"}
-	case "heldHours":
-		return []string{"held_seconds"}
-	case "idleHours":
-		return []string{"idle_seconds"}
-	case "idleAcceleratorHours":
-		return []string{"idle_gpu_seconds", "idle_npu_seconds"}
-	case "usedCpuCoreHours":
-		return []string{"used_cpu_seconds"}
-	case "usedMemoryGiBHours":
-		return []string{"used_memory_byte_seconds"}
-	case "usedGpuHours":
-		return []string{"used_gpu_seconds"}
-	case "usedNpuHours":
-		return []string{"used_npu_seconds"}
-	case "runs":
-		return []string{"starts"}
+	if cols, ok := sortColumns[sortBy]; ok {
+		return slices.Clone(cols)
 	}
 	return []string{"cpu_seconds"}
 }
+
+// sortColumns are SortColumns' answers but the default (core-hours).
+var sortColumns = map[string][]string{"name": {}, "objects": {}, "memoryGiBHours": {"memory_byte_seconds"},
+	"gpuHours": {"gpu_seconds"}, "npuHours": {"npu_seconds"}, "heldHours": {"held_seconds"}, "idleHours": {"idle_seconds"},
+	"idleAcceleratorHours": {"idle_gpu_seconds", "idle_npu_seconds"}, "usedCpuCoreHours": {"used_cpu_seconds"},
+	"usedMemoryGiBHours": {"used_memory_byte_seconds"}, "usedGpuHours": {"used_gpu_seconds"}, "usedNpuHours": {"used_npu_seconds"},
+	"runs": {"starts"}}
 
 // Result is what a report is built from.
 type Result struct {
