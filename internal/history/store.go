@@ -214,6 +214,8 @@ var migrations = []string{
 	pendingMigration,
 	// 9: each object's days with the running sums of its figures (usage.go).
 	runsMigration,
+	// 10: the running sums required on PostgreSQL (usage.go).
+	runsRequired,
 }
 
 // postgresOnly begins a migration that has nothing to do on SQLite (which rewrites a row in place).

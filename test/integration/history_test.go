@@ -3,6 +3,7 @@
 package integration
 
 import (
+	"database/sql"
 	"net/url"
 	"strings"
 	"testing"
@@ -265,4 +266,23 @@ func TestHistoryTwoReplicas(t *testing.T) {
 	require.NoError(t, err)
 	st := decode[historyRecord](t, r).statuses()
 	assert.Equal(t, 1, strings.Count(strings.Join(st, " "), "Running"), "the handover duplicated nothing: %v", st)
+}
+
+// On PostgreSQL a replica of a version before the running sums, still running while a new one
+// migrated, fails to write a cluster's day (its rows lack them) rather than write one whose sums are
+// wrong.
+func TestHistoryDaysWithoutRunningSumsRefused(t *testing.T) {
+	t.Parallel()
+	dsn := postgresDatabase(t)
+	s, err := history.Open(t.Context(), dsn)
+	require.NoError(t, err)
+	defer func() { _ = s.Close() }()
+	db, err := sql.Open("pgx", dsn)
+	require.NoError(t, err)
+	defer func() { _ = db.Close() }()
+	// The statement such a replica writes a day with.
+	_, err = db.ExecContext(t.Context(), `INSERT INTO usage_days (uid, day, held_seconds, cpu_seconds) VALUES ('old', 0, 60, 60)
+		ON CONFLICT (uid, day) DO UPDATE SET held_seconds = usage_days.held_seconds + excluded.held_seconds`)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "run_held_seconds")
 }
