@@ -5,6 +5,7 @@ package integration
 import (
 	"database/sql"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -258,7 +259,10 @@ func TestHistoryTwoReplicas(t *testing.T) {
 	require.Equal(t, 200, call(t, "DELETE", itemPath(ns, "rayclusters", "first")+"?force=true", admin, "", nil).Status)
 	require.Equal(t, 201, createCluster(t, admin, ns, "second", nil).Status)
 	recordOf(t, follower.url, "rayclusters", ns, "first", "deleted", func(r historyRecord) bool { return r.DeletedAt != nil })
-	second := recordOf(t, follower.url, "rayclusters", ns, "second", "Running", func(r historyRecord) bool { return r.Status == "Running" })
+	// A record's status and its transitions are written in two transactions: wait for both.
+	second := recordOf(t, follower.url, "rayclusters", ns, "second", "Running, with its transition", func(r historyRecord) bool {
+		return r.Status == "Running" && slices.Contains(r.statuses(), "Running")
+	})
 	assert.Equal(t, 1, strings.Count(strings.Join(second.statuses(), " "), "Running"))
 	first := historyOf(t, follower.url, "rayclusters", ns, "first")
 	require.Len(t, first, 1)
