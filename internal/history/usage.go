@@ -1025,6 +1025,9 @@ func (s *Store) clustersPaged(ctx context.Context, tx *sql.Tx, q usage.Query) (u
 			order = strings.Join(parts, " + ") + dir + ", " + order
 		}
 	}
+	// The clusters that may be in the window: days in it, or holding since before its end. The page and
+	// the count both start from these.
+	const inWindow = `((o.last_day >= $1 AND o.first_day < $2) OR (o.gone = 0 AND o.holding = 1 AND o.since < $3))`
 	ow, oa := scopeClause(q, "o.", 4)
 	args := append([]any{from, to, end.UnixNano(), q.From.UnixNano()}, oa...)
 	limit := ""
@@ -1050,7 +1053,7 @@ func (s *Store) clustersPaged(ctx context.Context, tx *sql.Tx, q usage.Query) (u
 	err := scanRows(ctx, tx, `SELECT `+strings.Join(selected, ", ")+` FROM usage_objects o LEFT JOIN `+last+`
 		LEFT JOIN (SELECT `+strings.Join(append([]string{"uid"}, pending...), ", ")+` FROM usage_pending WHERE day >= $1 AND day < $2 GROUP BY uid) pp
 			ON pp.uid = o.uid
-		WHERE ((o.last_day >= $1 AND o.first_day < $2) OR (o.gone = 0 AND o.holding = 1 AND o.since < $3)) AND `+ow+`
+		WHERE `+inWindow+` AND `+ow+`
 			AND (h.day >= $1 OR pp.uid IS NOT NULL OR `+held+` > 0)
 		ORDER BY `+order+limit, args, func(r *sql.Rows) error {
 		var k usage.GroupKey
@@ -1082,7 +1085,7 @@ func (s *Store) clustersPaged(ctx context.Context, tx *sql.Tx, q usage.Query) (u
 	}
 	if p.Limit > 0 && (!counted || len(keys) == 0) {
 		err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM usage_objects o
-			WHERE ((o.last_day >= $1 AND o.first_day < $2) OR (o.gone = 0 AND o.holding = 1 AND o.since < $3)) AND `+ow+`
+			WHERE `+inWindow+` AND `+ow+`
 				AND ((SELECT MAX(x.day) FROM usage_days x WHERE x.uid = o.uid AND x.day < $2) >= $1 OR `+held+` > 0
 					OR o.uid IN (SELECT uid FROM usage_pending WHERE day >= $1 AND day < $2))`, args...).Scan(&res.Count)
 		if err != nil {
