@@ -71,7 +71,8 @@ func BenchmarkUtilization(b *testing.B) {
 	if err := s.PutUsage(ctx, usage.NewLedger()); err != nil {
 		b.Fatal(err)
 	}
-	creditTook += time.Since(start)
+	fold := time.Since(start)
+	creditTook += fold
 
 	// A month, every object held the whole of each day, written in one ledger: each object's mark is
 	// written once, as a table the writer rewrites every minute stays compact (autovacuum and, on
@@ -155,6 +156,8 @@ func BenchmarkUtilization(b *testing.B) {
 	slices.Sort(byCluster[true])
 	slices.Sort(byCluster[false])
 	b.ReportMetric(100*creditTook.Seconds()/recordsTook.Seconds(), "credit-write-%")
+	b.ReportMetric(float64(fold.Microseconds())/1000, "fold-2000-ms")
+	b.ReportMetric(float64(recordsTook.Microseconds())/1000, "records-2000-ms")
 	b.ReportMetric(float64(took[len(took)/2].Microseconds())/1000, "p50-ms")
 	b.ReportMetric(float64(took[len(took)*99/100].Microseconds())/1000, "p99-ms")
 	for every, name := range map[bool]string{true: "all", false: "3ns"} {
