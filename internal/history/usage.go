@@ -1003,20 +1003,22 @@ func (s *Store) clustersPaged(ctx context.Context, tx *sql.Tx, q usage.Query) (u
 	last := `usage_days h ON h.rowid = (SELECT x.rowid FROM usage_days x WHERE x.uid = o.uid AND x.day < $2 ORDER BY x.day DESC LIMIT 1)
 		LEFT JOIN usage_days l ON l.rowid = (SELECT x.rowid FROM usage_days x WHERE x.uid = o.uid AND x.day >= $1 ORDER BY x.day LIMIT 1)`
 	// As Build sorts: by the figure (none for the name and the objects: a cluster is one), ties by the
-	// name ascending, byte by byte.
-	label := `o.namespace || '/' || o.cluster || '/' || o.uid`
+	// name ascending (namespace, cluster, UID), byte by byte. Three columns, not their concatenation:
+	// over 10,000 clusters of a few distinct figures, building the strings took half the sort.
+	label := `o.namespace%[1]s, o.cluster%[1]s, o.uid%[1]s`
+	collate := ""
 	if s.postgres {
 		last = `LATERAL (SELECT * FROM usage_days x WHERE x.uid = o.uid AND x.day < $2 ORDER BY x.day DESC LIMIT 1) h ON true
 			LEFT JOIN LATERAL (SELECT * FROM usage_days x WHERE x.uid = o.uid AND x.day >= $1 ORDER BY x.day LIMIT 1) l ON true`
-		label = `(` + label + `) COLLATE "C"`
+		collate = ` COLLATE "C"`
 	}
 	dir := " ASC"
 	if p.Desc {
 		dir = " DESC"
 	}
-	order := label + dir
+	order := fmt.Sprintf(label, collate+dir)
 	if key := usage.SortColumns(p.SortBy); p.SortBy != "name" {
-		order = label + " ASC"
+		order = fmt.Sprintf(label, collate+" ASC")
 		if len(key) > 0 {
 			parts := make([]string, len(key))
 			for i, c := range key {

@@ -93,7 +93,7 @@ type GroupKey struct {
 	UID string `json:"uid,omitempty"`
 }
 
-// label is how the group is named in sorting and in CSV.
+// label is the group's name as its rows are sorted by it.
 func (k GroupKey) label(by string) string {
 	switch by {
 	case ByNamespace:
@@ -103,7 +103,9 @@ func (k GroupKey) label(by string) string {
 	case ByKind:
 		return k.Kind
 	}
-	return k.Namespace + "/" + k.Cluster + "/" + k.UID
+	// By namespace, then cluster, then UID: NUL is below every byte of a name, so the names compare as
+	// the three in turn (as the history's page sorts them, column by column).
+	return k.Namespace + "\x00" + k.Cluster + "\x00" + k.UID
 }
 
 // Group is what the history sums for a group: over the window and per day, with its count of objects.

@@ -209,3 +209,23 @@ func TestQuotaFigures(t *testing.T) {
 	assert.Equal(t, "gpus", out[1].Quota, "the lowest limit binds")
 	assert.InDelta(t, 1.0, *out[1].Ratio, 1e-9)
 }
+
+// Clusters of equal figures are sorted by namespace, then cluster, then UID: a namespace that another
+// begins with comes first, whatever the byte after it.
+func TestBuildSortsClustersByTheirNameInParts(t *testing.T) {
+	day := at("2026-12-02T00:00:00Z")
+	q := Query{From: day, To: day.Add(24 * time.Hour), GroupBy: ByCluster, Now: day.Add(24 * time.Hour)}
+	var groups []Group
+	for _, k := range []GroupKey{{Namespace: "team-a", Cluster: "x", UID: "3"}, {Namespace: "team", Cluster: "x-y", UID: "2"},
+		{Namespace: "team", Cluster: "x", UID: "1"}, {Namespace: "team", Cluster: "x", UID: "0"}} {
+		groups = append(groups, Group{Key: k, Total: figures(3600, 3600, 0, 0), Objects: 1})
+	}
+	for _, sortBy := range []string{"cpuCoreHours", "name"} {
+		rep := Build(q, Result{Groups: groups}, sortBy, "asc", 1, 0)
+		var uids []string
+		for _, r := range rep.Items {
+			uids = append(uids, r.UID)
+		}
+		assert.Equal(t, []string{"0", "1", "2", "3"}, uids, sortBy)
+	}
+}

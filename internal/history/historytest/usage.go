@@ -357,7 +357,7 @@ func utilizationPicked(t *testing.T, open Open) {
 	ctx := t.Context()
 	day := t0.Truncate(24 * time.Hour)
 	state := func(i int) usage.State {
-		return usage.State{Kind: []string{"RayJob", "RayCluster", "RayService"}[i%3], Namespace: []string{"a", "b"}[i%2],
+		return usage.State{Kind: []string{"RayJob", "RayCluster", "RayService"}[i%3], Namespace: []string{"a", "a-b"}[i%2],
 			Name: fmt.Sprintf("obj-%d", i), Cluster: fmt.Sprintf("obj-%d-x", i), Creator: []string{"alice", "bob", "carol"}[i%3],
 			Holding: true, Idle: i%2 == 0, Requests: ray.Resources{CPU: float64(i + 1), MemoryBytes: int64(i+1) << 30, GPU: int64(i % 2), NPU: int64(i % 3 / 2)}}
 	}
