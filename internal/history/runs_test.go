@@ -3,6 +3,7 @@ package history
 import (
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -41,6 +42,34 @@ func checkRuns(t *testing.T, s *Store, wholeFrom bool) {
 	}
 	require.NoError(t, rows.Err())
 	require.NotZero(t, n)
+	checkTotals(t, s)
+}
+
+// checkTotals asserts that each object's totals are the sums of its days and of its figures pending.
+func checkTotals(t *testing.T, s *Store) {
+	t.Helper()
+	sums := func(query string) map[string]usage.Figures {
+		rows, err := s.db.QueryContext(t.Context(), query)
+		require.NoError(t, err)
+		defer func() { _ = rows.Close() }()
+		out := map[string]usage.Figures{}
+		for rows.Next() {
+			var uid string
+			var f usage.Figures
+			require.NoError(t, rows.Scan(append([]any{&uid}, f.Fields()...)...))
+			out[uid] = f
+		}
+		require.NoError(t, rows.Err())
+		return out
+	}
+	// Whole seconds and bytes: the sums are exact.
+	summed := make([]string, len(usage.Columns))
+	for i, c := range usage.Columns {
+		summed[i] = castFigure(c, "COALESCE(SUM(f."+c+"), 0)")
+	}
+	assert.Equal(t, sums(`SELECT o.uid, `+strings.Join(summed, ", ")+` FROM usage_objects o LEFT JOIN (SELECT uid, `+prefixed("")+` FROM usage_days
+			UNION ALL SELECT uid, `+prefixed("")+` FROM usage_pending) f ON f.uid = o.uid GROUP BY o.uid`),
+		sums(`SELECT uid, `+strings.Join(totalColumns, ", ")+` FROM usage_objects`), "each object's totals")
 }
 
 // The running sums stay those of the days whatever the order the days are written in: several days of
@@ -56,10 +85,11 @@ func runningSums(t *testing.T, s *Store) {
 		return &usage.Mark{UID: uid, Since: t0, State: usage.State{Kind: "RayCluster", Namespace: "ns", Name: uid, Cluster: uid,
 			Creator: "alice", Holding: true, Requests: ray.Resources{CPU: cpu, MemoryBytes: 1 << 30, GPU: 1}}}
 	}
-	a, b := mark("a", 2), mark("b", 3)
-	// a: days 0 to 2 in one credit; b: day 1 alone.
+	a, b, c := mark("a", 2), mark("b", 3), mark("c", 1)
+	// a: days 0 to 2 in one credit; b: day 1 alone; c: day 0 alone (pruned whole below).
 	l := usage.NewLedger()
 	l.Credit(a, day(2).Add(6*time.Hour))
+	l.Credit(c, day(0).Add(time.Hour))
 	b.Since = day(1)
 	l.Credit(b, day(1).Add(time.Hour))
 	require.NoError(t, s.PutUsage(ctx, l))
@@ -95,6 +125,17 @@ func runningSums(t *testing.T, s *Store) {
 	var days int
 	require.NoError(t, s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM usage_days`).Scan(&days))
 	assert.Equal(t, 6, days, "a's days 1 to 3 and b's")
+	// A page by cluster over every day: c, whose days were all pruned, has none in it.
+	q := usage.Query{From: day(0), To: day(5), Now: day(0).Add(time.Hour), GroupBy: usage.ByCluster,
+		Scopes: map[string][]string{"RayCluster": nil}, Page: &usage.Page{SortBy: "name", Limit: 10}}
+	res, err := s.Utilization(ctx, q)
+	require.NoError(t, err)
+	var uids []string
+	for _, g := range res.Groups {
+		uids = append(uids, g.Key.UID)
+	}
+	assert.Equal(t, []string{"a", "b"}, uids)
+	assert.Equal(t, 2, res.Count)
 }
 
 // A history written before the running sums gets them at its migration, from the days there.

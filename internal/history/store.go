@@ -216,6 +216,12 @@ var migrations = []string{
 	runsMigration,
 	// 10: the running sums required on PostgreSQL (usage.go).
 	runsRequired,
+	// 11: each day and row pending says its object's totals count it (usage.go).
+	totalledMigration,
+	// 12: on PostgreSQL, what writes them must say so (usage.go).
+	totalsGuarded,
+	// 13: each object's figures summed over its days and those pending (usage.go).
+	totalsMigration,
 }
 
 // postgresOnly begins a migration that has nothing to do on SQLite (which rewrites a row in place).

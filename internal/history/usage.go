@@ -120,6 +120,48 @@ var runsRequired = func() string {
 	return postgresOnly + strings.Join(stmts, ";\n")
 }()
 
+// totalsGuarded takes the default off a column of each day and each row pending on PostgreSQL
+// (totalledMigration), so that its writer must fill it: a replica of a version before the objects' totals (totalsMigration), still running while a
+// new one migrated, fails to write figures (its rows lack it) instead of writing some that the totals do
+// not count; its credit is taken up from the marks by the writer after it. It comes before the totals,
+// so that no such figure is written between their backfill and the guard. SQLite has one process.
+const totalsGuarded = postgresOnly + `ALTER TABLE usage_days ALTER COLUMN totalled DROP DEFAULT;
+	ALTER TABLE usage_pending ALTER COLUMN totalled DROP DEFAULT`
+
+// totalledMigration adds the column of totalsGuarded (on SQLite, where the default stays, to keep one
+// shape of rows).
+const totalledMigration = `ALTER TABLE usage_days ADD COLUMN totalled SMALLINT NOT NULL DEFAULT 1;
+	ALTER TABLE usage_pending ADD COLUMN totalled SMALLINT NOT NULL DEFAULT 1`
+
+// totalsMigration gives each object's mark its figures summed over all it has, its days kept and those
+// pending (totalColumns): the figures of a window that holds all its days, read from its mark. A report
+// by cluster over a month then looks days up only for the clusters with days on both sides of one of the
+// window's ends, not for each cluster. Each write of a ledger adds its figures to their objects' marks in
+// the same write as the marks (moving figures pending into the days changes no total), and the pruning
+// of days takes them off.
+var totalsMigration = func() string {
+	var b strings.Builder
+	sets, sums := make([]string, len(totalColumns)), make([]string, len(totalColumns))
+	for i, c := range totalColumns {
+		fmt.Fprintf(&b, "ALTER TABLE usage_objects ADD COLUMN %s %s NOT NULL DEFAULT 0;\n", c, columnType(usage.Columns[i]))
+		sets[i] = c + " = s." + usage.Columns[i]
+		sums[i] = castFigure(usage.Columns[i], "SUM("+usage.Columns[i]+")") + " AS " + usage.Columns[i]
+	}
+	b.WriteString("UPDATE usage_objects SET " + strings.Join(sets, ", ") + " FROM (SELECT uid, " + strings.Join(sums, ", ") +
+		" FROM (SELECT uid, " + prefixed("") + " FROM usage_days UNION ALL SELECT uid, " + prefixed("") + " FROM usage_pending) f" +
+		" GROUP BY uid) s WHERE usage_objects.uid = s.uid")
+	return b.String()
+}()
+
+// totalColumns are the objects' totals' columns in usage_objects, in the order of usage.Columns.
+var totalColumns = func() []string {
+	out := make([]string, len(usage.Columns))
+	for i, c := range usage.Columns {
+		out[i] = "total_" + c
+	}
+	return out
+}()
+
 // runColumns are the running sums' columns in usage_days, in the order of usage.Columns.
 var runColumns = func() []string {
 	out := make([]string, len(usage.Columns))
@@ -149,10 +191,14 @@ func castFigure(c, expr string) string {
 // The statements that add a ledger's figures, built once from usage.Columns.
 var (
 	addUsageTotal = addFigures("usage_totals", []string{"day", "namespace", "kind", "creator"}, []string{"bigint", "text", "text", "text"})
-	// addPending appends figures to usage_pending: plain rows, whatever is there.
+	// addPending appends figures to usage_pending: plain rows, whatever is there, each saying that its
+	// object's totals count it (totalsGuarded).
 	addPending = func() upsert {
 		u := addFigures("usage_pending", []string{"uid", "day", "namespace", "kind", "creator"}, []string{"text", "bigint", "text", "text", "text"})
+		u.head = strings.Replace(u.head, ") VALUES ", ", totalled) VALUES ", 1)
 		u.tail = ""
+		u.columns++
+		u.types = append(u.types, "integer")
 		return u
 	}()
 	sumFigures = sumOf("")
@@ -326,6 +372,7 @@ func (s *Store) PutPending(ctx context.Context, l *usage.Ledger) error {
 //   - days: a day's running sums are those of the object's last day up to it (itself, if there) as they
 //     were, plus those moved up to it; its figures are added to those there. In the order of the keys
 //     (as usageRowsOf: two writers lock in the same order).
+//     Each day written says so (totalled: see totalsGuarded).
 //   - late: a day after one moved, with nothing moved itself, adds what was moved before it. None is
 //     after the last day of the groups' (each day of an object is in its group's), the usual.
 func foldDays(source string) string {
@@ -336,17 +383,17 @@ func foldDays(source string) string {
 		r := runColumns[i]
 		sums[i] = castFigure(c, "SUM("+c+")") + " AS " + c
 		cols[i] = "c." + c
-		cums[i] = castFigure(c, "SUM(SUM("+c+")) OVER w") + " AS cum_" + c
+		cums[i] = castFigure(c, "SUM("+c+") OVER w") + " AS cum_" + c
 		runs[i] = "COALESCE(p." + r + ", 0) + c.cum_" + c
 		sets[i] = c + " = usage_days." + c + " + excluded." + c + ", " + r + " = excluded." + r
 		adds[i] = r + " = usage_days." + r + " + l." + c
 		lateSums[i] = castFigure(c, "SUM(d."+c+")") + " AS " + c
 	}
 	return `d AS (SELECT uid, day, ` + strings.Join(sums, ", ") + ` FROM ` + source + ` GROUP BY uid, day),
-		c AS (SELECT uid, day, ` + strings.Join(sums, ", ") + `, ` + strings.Join(cums, ", ") + ` FROM ` + source + ` GROUP BY uid, day
+		c AS (SELECT uid, day, ` + prefixed("") + `, ` + strings.Join(cums, ", ") + ` FROM d
 			WINDOW w AS (PARTITION BY uid ORDER BY day)),
-		days AS (INSERT INTO usage_days (uid, day, ` + strings.Join(usage.Columns, ", ") + `, ` + strings.Join(runColumns, ", ") + `)
-			SELECT c.uid, c.day, ` + strings.Join(cols, ", ") + `, ` + strings.Join(runs, ", ") + ` FROM c
+		days AS (INSERT INTO usage_days (uid, day, ` + strings.Join(usage.Columns, ", ") + `, ` + strings.Join(runColumns, ", ") + `, totalled)
+			SELECT c.uid, c.day, ` + strings.Join(cols, ", ") + `, ` + strings.Join(runs, ", ") + `, 1 FROM c
 			LEFT JOIN LATERAL (SELECT ` + strings.Join(runColumns, ", ") + ` FROM usage_days x WHERE x.uid = c.uid AND x.day <= c.day
 				ORDER BY x.day DESC LIMIT 1) p ON true
 			ORDER BY c.uid, c.day ON CONFLICT (uid, day) DO UPDATE SET ` + strings.Join(sets, ", ") + `),
@@ -386,7 +433,10 @@ type usageRows struct {
 // rows (the credit and the reading of use) lock them in the same order, and never deadlock.
 func usageRowsOf(l *usage.Ledger) (usageRows, error) {
 	// The days each object has figures of, for its first and last day.
-	type span struct{ first, last int64 }
+	type span struct {
+		first, last int64
+		total       usage.Figures
+	}
 	days := map[string]*span{}
 	out := usageRows{marks: make([][]any, 0, len(l.Marks)), pending: make([][]any, 0, len(l.Deltas))}
 	for k, f := range l.Deltas {
@@ -394,26 +444,29 @@ func usageRowsOf(l *usage.Ledger) (usageRows, error) {
 		if !ok {
 			return usageRows{}, fmt.Errorf("usage of %s credited without its mark", k.UID)
 		}
-		out.pending = append(out.pending, append([]any{k.UID, k.Day, m.Namespace, m.Kind, m.Creator}, f.Values()...))
-		if d := days[k.UID]; d == nil {
-			days[k.UID] = &span{k.Day, k.Day}
-		} else {
-			d.first, d.last = min(d.first, k.Day), max(d.last, k.Day)
+		out.pending = append(out.pending, append(append([]any{k.UID, k.Day, m.Namespace, m.Kind, m.Creator}, f.Values()...), 1))
+		d := days[k.UID]
+		if d == nil {
+			d = &span{first: k.Day, last: k.Day}
+			days[k.UID] = d
 		}
+		d.first, d.last = min(d.first, k.Day), max(d.last, k.Day)
+		d.total.Add(*f)
 	}
 	for _, m := range l.Marks {
 		r := m.Requests
 		var first, last any
+		var total usage.Figures
 		if d := days[m.UID]; d != nil {
-			first, last = d.first, d.last
+			first, last, total = d.first, d.last, d.total
 			delete(days, m.UID)
 		}
-		out.marks = append(out.marks, []any{m.UID, m.Kind, m.Namespace, m.Name, m.Cluster, m.Creator, boolInt(m.Holding), boolInt(m.Idle),
-			r.CPU, r.MemoryBytes, r.GPU, r.NPU, m.Since.UnixNano(), boolInt(m.Gone), first, last})
+		out.marks = append(out.marks, append([]any{m.UID, m.Kind, m.Namespace, m.Name, m.Cluster, m.Creator, boolInt(m.Holding),
+			boolInt(m.Idle), r.CPU, r.MemoryBytes, r.GPU, r.NPU, m.Since.UnixNano(), boolInt(m.Gone), first, last}, total.Values()...))
 	}
-	// Objects whose use was credited without their marks: only their days.
+	// Objects whose use was credited without their marks: only their days and totals.
 	for uid, d := range days {
-		out.spans = append(out.spans, []any{uid, d.first, d.last})
+		out.spans = append(out.spans, append([]any{uid, d.first, d.last}, d.total.Values()...))
 	}
 	out.measured = make([][]any, 0, len(l.Measured))
 	for day, sec := range l.Measured {
@@ -444,8 +497,15 @@ func compareKeys(a, b []any) int {
 	return 0
 }
 
-// widenSpan widens the days an object has figures of (its uid, first and last day: $1, $2, $3).
-const widenSpan = `UPDATE usage_objects SET ` + widenDays + ` WHERE uid = $1`
+// widenSpan widens the days an object has figures of (its uid, first and last day: $1, $2, $3), and adds
+// its figures to its totals ($4 on, in the order of totalColumns).
+var widenSpan = func() string {
+	sets := make([]string, len(totalColumns))
+	for i, c := range totalColumns {
+		sets[i] = fmt.Sprintf("%s = %s + $%d", c, c, 4+i)
+	}
+	return `UPDATE usage_objects SET ` + widenDays + `, ` + strings.Join(sets, ", ") + ` WHERE uid = $1`
+}()
 
 // widenDays sets an object's first and last day to take in days $2 to $3 (on PostgreSQL's arrays, the
 // unnested columns named so).
@@ -618,7 +678,7 @@ func (s *Store) insertRows(ctx context.Context, tx *sql.Tx, u *upsert, rows [][]
 
 // putMarks writes marks, and widens the days their objects have figures of.
 var putMarks = upsert{head: `INSERT INTO usage_objects (uid, kind, namespace, name, cluster, creator, holding, idle,
-		cpu, memory_bytes, gpu, npu, since, gone, first_day, last_day) VALUES `,
+		cpu, memory_bytes, gpu, npu, since, gone, first_day, last_day, ` + strings.Join(totalColumns, ", ") + `) VALUES `,
 	tail: `ON CONFLICT (uid) DO UPDATE SET kind = excluded.kind, namespace = excluded.namespace, name = excluded.name,
 		cluster = excluded.cluster, creator = excluded.creator, holding = excluded.holding, idle = excluded.idle,
 		cpu = excluded.cpu, memory_bytes = excluded.memory_bytes, gpu = excluded.gpu, npu = excluded.npu,
@@ -628,9 +688,28 @@ var putMarks = upsert{head: `INSERT INTO usage_objects (uid, kind, namespace, na
 			ELSE usage_objects.first_day END,
 		last_day = CASE WHEN excluded.last_day IS NULL THEN usage_objects.last_day
 			WHEN usage_objects.last_day IS NULL OR usage_objects.last_day < excluded.last_day THEN excluded.last_day
-			ELSE usage_objects.last_day END`,
-	columns: 16, types: []string{"text", "text", "text", "text", "text", "text", "integer", "integer", "double precision", "bigint",
-		"bigint", "bigint", "bigint", "integer", "bigint", "bigint"}}
+			ELSE usage_objects.last_day END, ` + addTotals("excluded."),
+	columns: 16 + len(totalColumns), types: append([]string{"text", "text", "text", "text", "text", "text", "integer", "integer", "double precision", "bigint",
+		"bigint", "bigint", "bigint", "integer", "bigint", "bigint"}, totalTypes...)}
+
+// addTotals adds to an object's totals the figures of p (a row's columns prefixed, in the order of
+// totalColumns).
+func addTotals(p string) string {
+	sets := make([]string, len(totalColumns))
+	for i, c := range totalColumns {
+		sets[i] = c + " = usage_objects." + c + " + " + p + c
+	}
+	return strings.Join(sets, ", ")
+}
+
+// totalTypes are the types of totalColumns in PostgreSQL, for their arrays.
+var totalTypes = func() []string {
+	out := make([]string, len(usage.Columns))
+	for i, c := range usage.Columns {
+		out[i] = strings.ToLower(columnType(c))
+	}
+	return out
+}()
 
 // addMeasured adds the seconds measured of days.
 var addMeasured = upsert{head: `INSERT INTO usage_measured (day, seconds) VALUES `,
@@ -652,10 +731,17 @@ func (u *upsert) part() arrayPart {
 	return arrayPart{text: u.unnest, columns: u.columns}
 }
 
-// spansPart widens the days of the objects whose marks did not move (uid, first day, last day).
-var spansPart = arrayPart{columns: 3, text: func(n int) string {
-	return fmt.Sprintf(`UPDATE usage_objects SET `+strings.NewReplacer("$2", "s.first", "$3", "s.last").Replace(widenDays)+`
-		FROM unnest($%d::text[], $%d::bigint[], $%d::bigint[]) AS s (uid, first, last) WHERE usage_objects.uid = s.uid`, n, n+1, n+2)
+// spansPart widens the days of the objects whose marks did not move and adds to their totals (uid, first
+// day, last day, the figures in the order of totalColumns).
+var spansPart = arrayPart{columns: 3 + len(totalColumns), text: func(n int) string {
+	arrays := make([]string, len(totalColumns))
+	for i, t := range totalTypes {
+		arrays[i] = fmt.Sprintf("$%d::%s[]", n+3+i, t)
+	}
+	return fmt.Sprintf(`UPDATE usage_objects SET `+strings.NewReplacer("$2", "s.first", "$3", "s.last").Replace(widenDays)+`, `+
+		addTotals("s.")+`
+		FROM unnest($%d::text[], $%d::bigint[], $%d::bigint[], `+strings.Join(arrays, ", ")+`) AS s (uid, first, last, `+
+		strings.Join(totalColumns, ", ")+`) WHERE usage_objects.uid = s.uid`, n, n+1, n+2)
 }}
 
 // arrays is one statement of parts: each but the last a WITH query, the last the statement's own. No
@@ -983,12 +1069,17 @@ func (s *Store) clustersPaged(ctx context.Context, tx *sql.Tx, q usage.Query) (u
 	const held = `(CASE WHEN o.gone = 0 AND o.holding = 1 AND o.since < $3
 		THEN CAST($3 - (CASE WHEN o.since > $4 THEN o.since ELSE $4 END) AS DOUBLE PRECISION) / 1000000000.0 ELSE 0 END)`
 	const idle = `(CASE WHEN o.idle = 1 AND (o.gpu > 0 OR o.npu > 0) THEN 1 ELSE 0 END)`
+	// A cluster with all its days in the window.
+	const inside = `(o.first_day >= $1 AND o.last_day < $2)`
 	tail := map[string]string{"held_seconds": held, "cpu_seconds": "o.cpu * " + held, "memory_byte_seconds": "o.memory_bytes * " + held,
 		"gpu_seconds": "o.gpu * " + held, "npu_seconds": "o.npu * " + held, "idle_seconds": idle + " * " + held,
 		"idle_gpu_seconds": idle + " * o.gpu * " + held, "idle_npu_seconds": idle + " * o.npu * " + held}
-	// A figure over the window: its days', those pending and the tail's.
+	// A figure over the window: its days', those pending and the tail's. A cluster whose days are all in
+	// the window has its totals (its days' and those pending); one with days outside has the difference
+	// of its running sums, and those pending in the window.
 	figure := func(c string) string {
-		e := `(CASE WHEN h.day >= $1 THEN h.run_` + c + ` - l.run_` + c + ` + l.` + c + ` ELSE 0 END) + COALESCE(pp.` + c + `, 0)`
+		e := `(CASE WHEN ` + inside + ` THEN o.total_` + c + ` ELSE (CASE WHEN h.day >= $1 THEN h.run_` + c + ` - l.run_` + c + ` + l.` + c +
+			` ELSE 0 END) + COALESCE(pp.` + c + `, 0) END)`
 		if t, ok := tail[c]; ok {
 			e += " + " + t
 		}
@@ -999,17 +1090,23 @@ func (s *Store) clustersPaged(ctx context.Context, tx *sql.Tx, q usage.Query) (u
 		exprs[i] = figure(c)
 		pending[i] = castFigure(c, "SUM("+c+")") + " AS " + c
 	}
-	// The window's last day of each cluster (h) and its first (l).
-	last := `usage_days h ON h.rowid = (SELECT x.rowid FROM usage_days x WHERE x.uid = o.uid AND x.day < $2 ORDER BY x.day DESC LIMIT 1)
-		LEFT JOIN usage_days l ON l.rowid = (SELECT x.rowid FROM usage_days x WHERE x.uid = o.uid AND x.day >= $1 ORDER BY x.day LIMIT 1)`
+	// The window's last day of each cluster (h) and its first (l), looked up only for a cluster with days
+	// outside the window.
+	last := `usage_days h ON h.rowid = (CASE WHEN ` + inside + ` THEN NULL
+			ELSE (SELECT x.rowid FROM usage_days x WHERE x.uid = o.uid AND x.day < $2 ORDER BY x.day DESC LIMIT 1) END)
+		LEFT JOIN usage_days l ON l.rowid = (CASE WHEN ` + inside + ` THEN NULL
+			ELSE (SELECT x.rowid FROM usage_days x WHERE x.uid = o.uid AND x.day >= $1 ORDER BY x.day LIMIT 1) END)`
 	// As Build sorts: by the figure (none for the name and the objects: a cluster is one), ties by the
 	// name ascending (namespace, cluster, UID), byte by byte. Three columns, not their concatenation:
 	// over 10,000 clusters of a few distinct figures, building the strings took half the sort.
 	label := `o.namespace%[1]s, o.cluster%[1]s, o.uid%[1]s`
 	collate := ""
 	if s.postgres {
-		last = `LATERAL (SELECT * FROM usage_days x WHERE x.uid = o.uid AND x.day < $2 ORDER BY x.day DESC LIMIT 1) h ON true
-			LEFT JOIN LATERAL (SELECT * FROM usage_days x WHERE x.uid = o.uid AND x.day >= $1 ORDER BY x.day LIMIT 1) l ON true`
+		// The condition on o alone is checked before the scan of the index (a one-time filter).
+		last = `LATERAL (SELECT * FROM usage_days x WHERE NOT COALESCE(` + inside + `, false) AND x.uid = o.uid AND x.day < $2
+				ORDER BY x.day DESC LIMIT 1) h ON true
+			LEFT JOIN LATERAL (SELECT * FROM usage_days x WHERE NOT COALESCE(` + inside + `, false) AND x.uid = o.uid AND x.day >= $1
+				ORDER BY x.day LIMIT 1) l ON true`
 		collate = ` COLLATE "C"`
 	}
 	dir := " ASC"
@@ -1027,9 +1124,6 @@ func (s *Store) clustersPaged(ctx context.Context, tx *sql.Tx, q usage.Query) (u
 			order = strings.Join(parts, " + ") + dir + ", " + order
 		}
 	}
-	// The clusters that may be in the window: days in it, or holding since before its end. The page and
-	// the count both start from these.
-	const inWindow = `((o.last_day >= $1 AND o.first_day < $2) OR (o.gone = 0 AND o.holding = 1 AND o.since < $3))`
 	ow, oa := scopeClause(q, "o.", 4)
 	args := append([]any{from, to, end.UnixNano(), q.From.UnixNano()}, oa...)
 	limit := ""
@@ -1038,8 +1132,7 @@ func (s *Store) clustersPaged(ctx context.Context, tx *sql.Tx, q usage.Query) (u
 	}
 	selected := append([]string{"o.uid, o.namespace, o.cluster, o.kind, o.name, o.creator"}, exprs...)
 	// The count of all: within the sort on PostgreSQL (a window over the rows, 2 ms); apart on SQLite,
-	// where a window over every row before the sort took 18 ms more over 10,000 clusters, and a
-	// cluster's last day is one index entry.
+	// where a window over every row before the sort took 18 ms more over 10,000 clusters.
 	counted := s.postgres && p.Limit > 0
 	if counted {
 		selected = append(selected, "COUNT(*) OVER ()")
@@ -1052,12 +1145,18 @@ func (s *Store) clustersPaged(ctx context.Context, tx *sql.Tx, q usage.Query) (u
 	for i, c := range sums {
 		cols[i] = slices.Index(usage.Columns, c)
 	}
+	// The clusters that may be in the window (days in it, or holding since before its end), with a tail,
+	// figures pending there, or days in it. The page and the count both read these; the count looks no
+	// day up for a cluster holding. A cluster with all its days in the window has days there unless
+	// they were all pruned (its first day is then after its last).
+	clusters := `((o.last_day >= $1 AND o.first_day < $2) OR (o.gone = 0 AND o.holding = 1 AND o.since < $3)) AND ` + ow + `
+		AND (` + held + ` > 0 OR o.uid IN (SELECT uid FROM usage_pending WHERE day >= $1 AND day < $2)
+			OR (CASE WHEN ` + inside + ` THEN o.first_day <= o.last_day
+				ELSE EXISTS (SELECT 1 FROM usage_days x WHERE x.uid = o.uid AND x.day >= $1 AND x.day < $2) END))`
 	err := scanRows(ctx, tx, `SELECT `+strings.Join(selected, ", ")+` FROM usage_objects o LEFT JOIN `+last+`
 		LEFT JOIN (SELECT `+strings.Join(append([]string{"uid"}, pending...), ", ")+` FROM usage_pending WHERE day >= $1 AND day < $2 GROUP BY uid) pp
 			ON pp.uid = o.uid
-		WHERE `+inWindow+` AND `+ow+`
-			AND (h.day >= $1 OR pp.uid IS NOT NULL OR `+held+` > 0)
-		ORDER BY `+order+limit, args, func(r *sql.Rows) error {
+		WHERE `+clusters+` ORDER BY `+order+limit, args, func(r *sql.Rows) error {
 		var k usage.GroupKey
 		var f usage.Figures
 		fields := f.Fields()
@@ -1086,10 +1185,7 @@ func (s *Store) clustersPaged(ctx context.Context, tx *sql.Tx, q usage.Query) (u
 		res.Count = len(keys)
 	}
 	if p.Limit > 0 && (!counted || len(keys) == 0) {
-		err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM usage_objects o
-			WHERE `+inWindow+` AND `+ow+`
-				AND ((SELECT MAX(x.day) FROM usage_days x WHERE x.uid = o.uid AND x.day < $2) >= $1 OR `+held+` > 0
-					OR o.uid IN (SELECT uid FROM usage_pending WHERE day >= $1 AND day < $2))`, args...).Scan(&res.Count)
+		err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM usage_objects o WHERE `+clusters, args...).Scan(&res.Count)
 		if err != nil {
 			return usage.Result{}, err
 		}
@@ -1363,21 +1459,45 @@ func prefixed(p string) string {
 }
 
 // PruneUsage removes the figures of days before `before`, and the marks of objects gone whose last day
-// with figures is before it.
+// with figures is before it. The objects' totals lose those days' figures. One transaction, after any
+// fold on PostgreSQL.
 func (s *Store) PruneUsage(ctx context.Context, before time.Time) (int64, error) {
 	day := usage.DayOf(before)
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = tx.Rollback() }()
+	if s.postgres {
+		if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, foldLock); err != nil {
+			return 0, err
+		}
+	}
+	subtract, sums := make([]string, len(usage.Columns)), make([]string, len(usage.Columns))
+	for i, c := range usage.Columns {
+		subtract[i] = totalColumns[i] + " = usage_objects." + totalColumns[i] + " - p." + c
+		sums[i] = castFigure(c, "SUM("+c+")") + " AS " + c
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE usage_objects SET `+strings.Join(subtract, ", ")+`
+		FROM (SELECT uid, `+strings.Join(sums, ", ")+` FROM (SELECT uid, `+prefixed("")+` FROM usage_days WHERE day < $1
+			UNION ALL SELECT uid, `+prefixed("")+` FROM usage_pending WHERE day < $1) f GROUP BY uid) p
+		WHERE usage_objects.uid = p.uid`, day); err != nil {
+		return 0, err
+	}
 	var n int64
 	for _, stmt := range []string{`DELETE FROM usage_days WHERE day < $1`, `DELETE FROM usage_totals WHERE day < $1`,
 		`DELETE FROM usage_measured WHERE day < $1`, `DELETE FROM usage_pending WHERE day < $1`,
 		`DELETE FROM usage_objects WHERE gone = 1 AND (last_day IS NULL OR last_day < $1)`} {
-		res, err := s.db.ExecContext(ctx, stmt, day)
+		res, err := tx.ExecContext(ctx, stmt, day)
 		if err != nil {
-			return n, err
+			return 0, err
 		}
 		c, _ := res.RowsAffected()
 		n += c
 	}
 	// What is left of an object starts at the first day kept.
-	_, err := s.db.ExecContext(ctx, `UPDATE usage_objects SET first_day = $1 WHERE first_day < $1`, day)
-	return n, err
+	if _, err := tx.ExecContext(ctx, `UPDATE usage_objects SET first_day = $1 WHERE first_day < $1`, day); err != nil {
+		return 0, err
+	}
+	return n, tx.Commit()
 }

@@ -272,9 +272,9 @@ func TestHistoryTwoReplicas(t *testing.T) {
 	assert.Equal(t, 1, strings.Count(strings.Join(st, " "), "Running"), "the handover duplicated nothing: %v", st)
 }
 
-// On PostgreSQL a replica of a version before the running sums, still running while a new one
-// migrated, fails to write a cluster's day (its rows lack them) rather than write one whose sums are
-// wrong.
+// On PostgreSQL a replica of a version before the running sums, or before the clusters' totals, still
+// running while a new one migrated, fails to write a cluster's day or figures pending (its rows lack
+// them) rather than write one whose sums are wrong or that the totals do not count.
 func TestHistoryDaysWithoutRunningSumsRefused(t *testing.T) {
 	t.Parallel()
 	dsn := postgresDatabase(t)
@@ -289,4 +289,19 @@ func TestHistoryDaysWithoutRunningSumsRefused(t *testing.T) {
 		ON CONFLICT (uid, day) DO UPDATE SET held_seconds = usage_days.held_seconds + excluded.held_seconds`)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "run_held_seconds")
+	// And the one a replica with the running sums, before the totals, writes it with.
+	_, err = db.ExecContext(t.Context(), `INSERT INTO usage_days (uid, day, held_seconds, run_held_seconds, cpu_seconds, run_cpu_seconds,
+			memory_byte_seconds, run_memory_byte_seconds, gpu_seconds, run_gpu_seconds, npu_seconds, run_npu_seconds,
+			idle_seconds, run_idle_seconds, idle_gpu_seconds, run_idle_gpu_seconds, idle_npu_seconds, run_idle_npu_seconds,
+			used_cpu_seconds, run_used_cpu_seconds, used_memory_byte_seconds, run_used_memory_byte_seconds,
+			used_gpu_seconds, run_used_gpu_seconds, used_npu_seconds, run_used_npu_seconds, starts, run_starts)
+		VALUES ('old', 0, 60, 60, 60, 60, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1)
+		ON CONFLICT (uid, day) DO UPDATE SET held_seconds = usage_days.held_seconds + excluded.held_seconds`)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `"totalled"`)
+	// Its figures pending between the minute's credits.
+	_, err = db.ExecContext(t.Context(), `INSERT INTO usage_pending (uid, day, namespace, kind, creator, held_seconds, cpu_seconds)
+		VALUES ('old', 0, 'ns', 'RayCluster', 'alice', 60, 60)`)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `"totalled"`)
 }
