@@ -44,10 +44,15 @@ func TestGeneratedOpenAPIClient(t *testing.T) {
 
 	search, status, sortBy := "ge", "Pending,Running", rayclient.ListNamespacedObjectsParamsSortBy("name")
 	page, size := int64(1), int64(5)
-	listed, err := c.ListNamespacedObjectsWithResponse(ctx, ns, kind, &rayclient.ListNamespacedObjectsParams{Search: &search,
-		Status: &status, SortBy: &sortBy, Page: &page, PageSize: &size})
-	require.NoError(t, err)
-	require.Equal(t, 200, listed.StatusCode(), "%s", listed.Body)
+	// Lists are read from the service's cache, which sees the new object a moment after its creation.
+	var listed *rayclient.ListNamespacedObjectsResponse
+	eventually(t, 10*time.Second, "the created cluster in the list", func() bool {
+		listed, err = c.ListNamespacedObjectsWithResponse(ctx, ns, kind, &rayclient.ListNamespacedObjectsParams{Search: &search,
+			Status: &status, SortBy: &sortBy, Page: &page, PageSize: &size})
+		require.NoError(t, err)
+		require.Equal(t, 200, listed.StatusCode(), "%s", listed.Body)
+		return listed.JSON200 != nil && listed.JSON200.Data != nil && listed.JSON200.Data.Total != nil && *listed.JSON200.Data.Total > 0
+	})
 	lossless(t, listed.Body, listed.JSON200)
 	require.Equal(t, int64(1), *listed.JSON200.Data.Total)
 	assert.Equal(t, "gen", *(*listed.JSON200.Data.Items)[0].Name)
