@@ -121,10 +121,11 @@ var runsRequired = func() string {
 }()
 
 // totalsGuarded takes the default off a column of each day and each row pending on PostgreSQL
-// (totalledMigration), so that its writer must fill it: a replica of a version before the objects' totals (totalsMigration), still running while a
-// new one migrated, fails to write figures (its rows lack it) instead of writing some that the totals do
-// not count; its credit is taken up from the marks by the writer after it. It comes before the totals,
-// so that no such figure is written between their backfill and the guard. SQLite has one process.
+// (totalledMigration), so that its writer must fill it: a replica of a version before the objects'
+// totals (totalsMigration), still running while a new one migrated, fails to write figures (its rows
+// lack it) instead of writing some that the totals do not count; its credit is taken up from the marks
+// by the writer after it. It comes before the totals, so that no such figure is written between their
+// backfill and the guard. SQLite has one process.
 const totalsGuarded = postgresOnly + `ALTER TABLE usage_days ALTER COLUMN totalled DROP DEFAULT;
 	ALTER TABLE usage_pending ALTER COLUMN totalled DROP DEFAULT`
 
