@@ -65,7 +65,7 @@ const csvContentType = "text/csv; charset=utf-8"
 //	@Param			namespace			query		string	false	"only this namespace"
 //	@Param			kind				query		string	false	"only these kinds, comma-separated"
 //	@Param			creator				query		string	false	"only these creators, comma-separated"
-//	@Param			sortBy				query		string	false	"sort key"			Enums(name, cpuCoreHours, memoryGiBHours, gpuHours, npuHours, heldHours, idleHours, idleAcceleratorHours, usedCpuCoreHours, usedMemoryGiBHours, usedGpuHours, usedNpuHours, objects, runs)	default(cpuCoreHours)
+//	@Param			sortBy				query		string	false	"sort key; ties by name, ascending (by cluster: namespace, then cluster, then UID)"	Enums(name, cpuCoreHours, memoryGiBHours, gpuHours, npuHours, heldHours, idleHours, idleAcceleratorHours, usedCpuCoreHours, usedMemoryGiBHours, usedGpuHours, usedNpuHours, objects, runs)	default(cpuCoreHours)
 //	@Param			order				query		string	false	"sort order"		Enums(asc, desc)																																											default(desc)
 //	@Param			page				query		int		false	"page, from 1"		default(1)
 //	@Param			pageSize			query		int		false	"items per page"	default(20)	maximum(500)
@@ -96,7 +96,7 @@ func (s *Server) utilization(c *gin.Context) (*response, error) {
 //	@Param			groupBy				query		string	false	"grouping"	Enums(namespace, creator, kind, cluster)	default(namespace)
 //	@Param			kind				query		string	false	"only these kinds, comma-separated"
 //	@Param			creator				query		string	false	"only these creators, comma-separated"
-//	@Param			sortBy				query		string	false	"sort key"			Enums(name, cpuCoreHours, memoryGiBHours, gpuHours, npuHours, heldHours, idleHours, idleAcceleratorHours, usedCpuCoreHours, usedMemoryGiBHours, usedGpuHours, usedNpuHours, objects, runs)	default(cpuCoreHours)
+//	@Param			sortBy				query		string	false	"sort key; ties by name, ascending (by cluster: namespace, then cluster, then UID)"	Enums(name, cpuCoreHours, memoryGiBHours, gpuHours, npuHours, heldHours, idleHours, idleAcceleratorHours, usedCpuCoreHours, usedMemoryGiBHours, usedGpuHours, usedNpuHours, objects, runs)	default(cpuCoreHours)
 //	@Param			order				query		string	false	"sort order"		Enums(asc, desc)																																											default(desc)
 //	@Param			page				query		int		false	"page, from 1"		default(1)
 //	@Param			pageSize			query		int		false	"items per page"	default(20)	maximum(500)
