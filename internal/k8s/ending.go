@@ -18,14 +18,15 @@ import (
 
 // ReadEnding reads, with the clients given (the service's own), what explains how an object of kind
 // k ended: ns/name, running on the Ray clusters named (the current one first). The pods of those
-// clusters are listed, unless they are given (known): an object deleted has them from the watch cache,
-// as they were when it went. What cannot be read (the pods are gone, a log was never written) is left
+// clusters are listed, unless some are given (known): an object deleted has them from the watch cache,
+// as they were when it went. None given (the cache saw the pods' deletions first), they are listed: the
+// garbage collector may not have deleted them yet. What cannot be read (the pods are gone, a log was never written) is left
 // out; only a failure to reach the apiserver is an error.
 func ReadEnding(ctx context.Context, core kubernetes.Interface, k *ray.Kind, ns, name string, clusters []string, known []corev1.Pod,
 	lim ray.EndingLimits) (*ray.Ending, error) {
 	pods := append([]corev1.Pod(nil), known...)
 	listed := clusters
-	if known != nil {
+	if len(known) > 0 {
 		listed = nil // the clusters' pods are known: only a submitter's are listed
 	}
 	selectors := k.PodSelectors(name, listed)
