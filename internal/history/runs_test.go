@@ -113,6 +113,21 @@ func runningSums(t *testing.T, s *Store) {
 	l.Used(b, usage.DayOf(day(2)), 5, 0, 0, 0)
 	require.NoError(t, s.PutUsage(ctx, l))
 	checkRuns(t, s, true)
+	// Use read of a cluster whose first mark is still to be written (the writer had not written it yet),
+	// then its mark: its totals count both.
+	x := mark("x", 1)
+	l = usage.NewLedger()
+	l.Used(x, usage.DayOf(day(2)), 30, 0, 0, 0)
+	require.NoError(t, s.PutMeasured(ctx, l, day(3)))
+	l = usage.NewLedger()
+	x.Since = day(2)
+	l.Credit(x, day(2).Add(time.Hour))
+	require.NoError(t, s.PutUsage(ctx, l))
+	checkRuns(t, s, true)
+	// Use of b's day 0 pending when the days before day 1 are pruned with it.
+	l = usage.NewLedger()
+	l.Used(b, usage.DayOf(day(0)), 4, 0, 0, 0)
+	require.NoError(t, s.PutPending(ctx, l))
 	// Days before day 1 pruned: what is left still grows by its days, and later writes keep it so.
 	_, err := s.PruneUsage(ctx, day(1))
 	require.NoError(t, err)
@@ -124,7 +139,7 @@ func runningSums(t *testing.T, s *Store) {
 	checkRuns(t, s, false)
 	var days int
 	require.NoError(t, s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM usage_days`).Scan(&days))
-	assert.Equal(t, 6, days, "a's days 1 to 3 and b's")
+	assert.Equal(t, 7, days, "a's days 1 to 3, b's and x's")
 	// A page by cluster over every day: c, whose days were all pruned, has none in it.
 	q := usage.Query{From: day(0), To: day(5), Now: day(0).Add(time.Hour), GroupBy: usage.ByCluster,
 		Scopes: map[string][]string{"RayCluster": nil}, Page: &usage.Page{SortBy: "name", Limit: 10}}
@@ -134,8 +149,8 @@ func runningSums(t *testing.T, s *Store) {
 	for _, g := range res.Groups {
 		uids = append(uids, g.Key.UID)
 	}
-	assert.Equal(t, []string{"a", "b"}, uids)
-	assert.Equal(t, 2, res.Count)
+	assert.Equal(t, []string{"a", "b", "x"}, uids)
+	assert.Equal(t, 3, res.Count)
 }
 
 // A history written before the running sums gets them at its migration, from the days there.
@@ -145,6 +160,13 @@ func TestRunningSumsMigrated(t *testing.T) {
 	require.Positive(t, before)
 	db := sqliteAt(t, file, before)
 	for _, uid := range []string{"a", "b"} {
+		_, err := db.Exec(`INSERT INTO usage_objects (uid, kind, namespace, name, cluster, creator, holding, idle, cpu, memory_bytes,
+			gpu, npu, since, gone, first_day, last_day) VALUES ($1, 'RayCluster', 'ns', $1, $1, 'alice', 0, 0, 1, 0, 0, 0, 0, 0, 0, $2)`,
+			uid, 5*86400)
+		require.NoError(t, err)
+		_, err = db.Exec(`INSERT INTO usage_pending (uid, day, namespace, kind, creator, held_seconds, cpu_seconds) VALUES ($1, $2, 'ns',
+			'RayCluster', 'alice', 60, $3)`, uid, 5*86400, float64(len(uid)))
+		require.NoError(t, err)
 		for d := range 5 {
 			_, err := db.Exec(`INSERT INTO usage_days (uid, day, held_seconds, cpu_seconds, starts) VALUES ($1, $2, $3, $4, $5)`,
 				uid, int64(d)*86400, float64(100*d+len(uid)), float64(7*d), d%2)

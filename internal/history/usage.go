@@ -417,14 +417,14 @@ func foldTotals(source, where string) string {
 // seconds measured, its figures as usage_pending's rows) and moves its figures with those pending into
 // the days and groups: the rows it deletes there are the rows it adds, whatever another writer appends
 // meanwhile.
-var creditPostgres = arrays(putMarks.part(), spansPart, addMeasured.part(), arrayPart{columns: addPending.columns, text: func(n int) string {
+var creditPostgres = arrays(putMarks.part(), putSpans.part(), addMeasured.part(), arrayPart{columns: addPending.columns, text: func(n int) string {
 	// The last part of arrays follows the WITH queries of the others: it carries on their list.
 	return ", pending AS (DELETE FROM usage_pending RETURNING *), src AS (SELECT * FROM pending UNION ALL SELECT * FROM unnest(" +
 		addPending.arrays(n) + ")), " + foldDays("src") + " " + foldTotals("src", "true")
 }})
 
 // usageRows are a ledger's rows, in the columns of their upserts: the marks, the days of objects whose
-// marks did not move (uid, first day, last day), each object's figures per day with its group, pending,
+// marks did not move with their totals (putSpans), each object's figures per day with its group, pending,
 // and the seconds measured per day.
 type usageRows struct {
 	marks, spans, pending, measured [][]any
@@ -437,6 +437,7 @@ func usageRowsOf(l *usage.Ledger) (usageRows, error) {
 	type span struct {
 		first, last int64
 		total       usage.Figures
+		owner       usage.State
 	}
 	days := map[string]*span{}
 	out := usageRows{marks: make([][]any, 0, len(l.Marks)), pending: make([][]any, 0, len(l.Deltas))}
@@ -448,7 +449,7 @@ func usageRowsOf(l *usage.Ledger) (usageRows, error) {
 		out.pending = append(out.pending, append(append([]any{k.UID, k.Day, m.Namespace, m.Kind, m.Creator}, f.Values()...), 1))
 		d := days[k.UID]
 		if d == nil {
-			d = &span{first: k.Day, last: k.Day}
+			d = &span{first: k.Day, last: k.Day, owner: m}
 			days[k.UID] = d
 		}
 		d.first, d.last = min(d.first, k.Day), max(d.last, k.Day)
@@ -465,9 +466,11 @@ func usageRowsOf(l *usage.Ledger) (usageRows, error) {
 		out.marks = append(out.marks, append([]any{m.UID, m.Kind, m.Namespace, m.Name, m.Cluster, m.Creator, boolInt(m.Holding),
 			boolInt(m.Idle), r.CPU, r.MemoryBytes, r.GPU, r.NPU, m.Since.UnixNano(), boolInt(m.Gone), first, last}, total.Values()...))
 	}
-	// Objects whose use was credited without their marks: only their days and totals.
+	// Objects whose use was credited without their marks: only their days and totals (putSpans).
 	for uid, d := range days {
-		out.spans = append(out.spans, append([]any{uid, d.first, d.last}, d.total.Values()...))
+		o := d.owner
+		out.spans = append(out.spans, append([]any{uid, o.Kind, o.Namespace, o.Name, o.Cluster, o.Creator, 0, 0, 0.0, int64(0), int64(0),
+			int64(0), int64(0), 1, d.first, d.last}, d.total.Values()...))
 	}
 	out.measured = make([][]any, 0, len(l.Measured))
 	for day, sec := range l.Measured {
@@ -498,30 +501,13 @@ func compareKeys(a, b []any) int {
 	return 0
 }
 
-// widenSpan widens the days an object has figures of (its uid, first and last day: $1, $2, $3), and adds
-// its figures to its totals ($4 on, in the order of totalColumns).
-var widenSpan = func() string {
-	sets := make([]string, len(totalColumns))
-	for i, c := range totalColumns {
-		sets[i] = fmt.Sprintf("%s = %s + $%d", c, c, 4+i)
-	}
-	return `UPDATE usage_objects SET ` + widenDays + `, ` + strings.Join(sets, ", ") + ` WHERE uid = $1`
-}()
-
-// widenDays sets an object's first and last day to take in days $2 to $3 (on PostgreSQL's arrays, the
-// unnested columns named so).
-const widenDays = `first_day = CASE WHEN first_day IS NULL OR first_day > $2 THEN $2 ELSE first_day END,
-		last_day = CASE WHEN last_day IS NULL OR last_day < $3 THEN $3 ELSE last_day END`
-
 // writeUsageRows writes a ledger's rows on SQLite, in tx.
 func (s *Store) writeUsageRows(ctx context.Context, tx *sql.Tx, rows usageRows) error {
 	if err := s.insertRows(ctx, tx, &putMarks, rows.marks); err != nil {
 		return err
 	}
-	for _, sp := range rows.spans {
-		if _, err := tx.ExecContext(ctx, widenSpan, sp...); err != nil {
-			return err
-		}
+	if err := s.insertRows(ctx, tx, &putSpans, rows.spans); err != nil {
+		return err
 	}
 	if err := s.insertRows(ctx, tx, &addPending, rows.pending); err != nil {
 		return err
@@ -600,7 +586,7 @@ func (u *upsert) arrays(first int) string {
 var chunkSizes = []int{256, 64, 16, 4, 1}
 
 // upserts are the upserts whose statements the store prepares.
-var upserts = []*upsert{&putMarks, &addPending, &addMeasured}
+var upserts = []*upsert{&putMarks, &putSpans, &addPending, &addMeasured}
 
 // statement is u's statement of n rows on SQLite.
 func (u *upsert) statement(n int) string {
@@ -683,15 +669,17 @@ var putMarks = upsert{head: `INSERT INTO usage_objects (uid, kind, namespace, na
 	tail: `ON CONFLICT (uid) DO UPDATE SET kind = excluded.kind, namespace = excluded.namespace, name = excluded.name,
 		cluster = excluded.cluster, creator = excluded.creator, holding = excluded.holding, idle = excluded.idle,
 		cpu = excluded.cpu, memory_bytes = excluded.memory_bytes, gpu = excluded.gpu, npu = excluded.npu,
-		since = excluded.since, gone = excluded.gone,
-		first_day = CASE WHEN excluded.first_day IS NULL THEN usage_objects.first_day
+		since = excluded.since, gone = excluded.gone, ` + mergeDays + `, ` + addTotals("excluded."),
+	columns: 16 + len(totalColumns), types: append([]string{"text", "text", "text", "text", "text", "text", "integer", "integer", "double precision", "bigint",
+		"bigint", "bigint", "bigint", "integer", "bigint", "bigint"}, totalTypes...)}
+
+// mergeDays widens an object's first and last day to take in those of the row proposed.
+const mergeDays = `first_day = CASE WHEN excluded.first_day IS NULL THEN usage_objects.first_day
 			WHEN usage_objects.first_day IS NULL OR usage_objects.first_day > excluded.first_day THEN excluded.first_day
 			ELSE usage_objects.first_day END,
 		last_day = CASE WHEN excluded.last_day IS NULL THEN usage_objects.last_day
 			WHEN usage_objects.last_day IS NULL OR usage_objects.last_day < excluded.last_day THEN excluded.last_day
-			ELSE usage_objects.last_day END, ` + addTotals("excluded."),
-	columns: 16 + len(totalColumns), types: append([]string{"text", "text", "text", "text", "text", "text", "integer", "integer", "double precision", "bigint",
-		"bigint", "bigint", "bigint", "integer", "bigint", "bigint"}, totalTypes...)}
+			ELSE usage_objects.last_day END`
 
 // addTotals adds to an object's totals the figures of p (a row's columns prefixed, in the order of
 // totalColumns).
@@ -732,18 +720,12 @@ func (u *upsert) part() arrayPart {
 	return arrayPart{text: u.unnest, columns: u.columns}
 }
 
-// spansPart widens the days of the objects whose marks did not move and adds to their totals (uid, first
-// day, last day, the figures in the order of totalColumns).
-var spansPart = arrayPart{columns: 3 + len(totalColumns), text: func(n int) string {
-	arrays := make([]string, len(totalColumns))
-	for i, t := range totalTypes {
-		arrays[i] = fmt.Sprintf("$%d::%s[]", n+3+i, t)
-	}
-	return fmt.Sprintf(`UPDATE usage_objects SET `+strings.NewReplacer("$2", "s.first", "$3", "s.last").Replace(widenDays)+`, `+
-		addTotals("s.")+`
-		FROM unnest($%d::text[], $%d::bigint[], $%d::bigint[], `+strings.Join(arrays, ", ")+`) AS s (uid, first, last, `+
-		strings.Join(totalColumns, ", ")+`) WHERE usage_objects.uid = s.uid`, n, n+1, n+2)
-}}
+// putSpans widens the days of the objects whose marks did not move and adds to their totals (putMarks'
+// columns: the mark's own are left as they are). An object without a mark yet (its first is still to be
+// written, and its use was read meanwhile) gets a placeholder, gone and holding nothing, which its mark
+// replaces: its totals and days are then those of all its figures.
+var putSpans = upsert{head: putMarks.head,
+	tail: `ON CONFLICT (uid) DO UPDATE SET ` + mergeDays + `, ` + addTotals("excluded."), columns: putMarks.columns, types: putMarks.types}
 
 // arrays is one statement of parts: each but the last a WITH query, the last the statement's own. No
 // two of them may change the same row.
@@ -774,7 +756,7 @@ func arrays(parts ...arrayPart) arrayStatement {
 
 // pendingArrays writes a ledger on PostgreSQL in one statement: the marks, the days of the objects whose
 // marks did not move, their figures pending, and the seconds measured.
-var pendingArrays = arrays(putMarks.part(), spansPart, addPending.part(), addMeasured.part())
+var pendingArrays = arrays(putMarks.part(), putSpans.part(), addPending.part(), addMeasured.part())
 
 // UsageMarks are the marks of the objects not gone, by UID: where a new writer takes their credit up.
 func (s *Store) UsageMarks(ctx context.Context) (map[string]*usage.Mark, error) {
