@@ -85,7 +85,9 @@ type Store struct {
 
 	// podsSeq counts the changes of Ray pods the handlers were told of; allocKept are the sums of
 	// Allocated made at the pods' and RayClusters' versions allocAt.
-	podsSeq   atomic.Uint64
+	podsSeq atomic.Uint64
+	// gone are the Ray pods deleted lately (see gonePods).
+	gone      gonePods
 	allocMu   sync.Mutex
 	allocAt   [2]uint64
 	allocKept map[string]Allocation
@@ -97,7 +99,7 @@ type Store struct {
 type Observer interface {
 	Observe(k *ray.Kind, o *unstructured.Unstructured, s *ray.Summary)
 	// Gone is told of an object deleted, with the pods of its Ray clusters as the cache holds them
-	// still: the garbage collector deletes them right after.
+	// still (the garbage collector deletes them right after), and those it saw deleted within a minute.
 	Gone(k *ray.Kind, e *Entry, pods []corev1.Pod)
 }
 
@@ -327,7 +329,10 @@ func (s *Store) addHandlers() error {
 	h, err := s.pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    s.podChanged,
 		UpdateFunc: func(_, obj any) { s.podChanged(obj) },
-		DeleteFunc: s.podChanged,
+		DeleteFunc: func(obj any) {
+			s.podDeleted(obj)
+			s.podChanged(obj)
+		},
 	})
 	if err != nil {
 		return err
@@ -437,9 +442,19 @@ func (s *Store) unpublishInstance(k *ray.Kind, obj any) {
 	if s.observer != nil {
 		var pods []corev1.Pod
 		if sum := e.Summary(); sum != nil {
+			now := time.Now()
 			for _, c := range k.Clusters(sum) {
+				held := map[string]bool{}
 				for _, p := range s.ClusterPods(e.Namespace, c) {
 					pods = append(pods, *p)
+					held[p.Name] = true
+				}
+				// Those the garbage collector deleted before the cache saw the cluster go.
+				for _, p := range s.gone.of(e.Namespace+"/"+c, e.CreationTimestamp.Time, now) {
+					if !held[p.Name] {
+						pods = append(pods, *p)
+						held[p.Name] = true
+					}
 				}
 			}
 		}
@@ -477,6 +492,16 @@ func (s *Store) countActiveLocked(k *ray.Kind, ns string, old, now *Item) {
 }
 
 // podChanged publishes again every object that runs on the pod's Ray cluster.
+// podDeleted keeps a Ray pod deleted for a while (gonePods).
+func (s *Store) podDeleted(obj any) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	if p, ok := obj.(*corev1.Pod); ok && p.Labels[ray.RayClusterLabel] != "" {
+		s.gone.add(p.Namespace+"/"+p.Labels[ray.RayClusterLabel], p, time.Now())
+	}
+}
+
 func (s *Store) podChanged(obj any) {
 	s.podsSeq.Add(1)
 	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
