@@ -142,17 +142,30 @@ const totalledMigration = `ALTER TABLE usage_days ADD COLUMN totalled SMALLINT N
 // of days takes them off.
 var totalsMigration = func() string {
 	var b strings.Builder
-	sets, sums := make([]string, len(totalColumns)), make([]string, len(totalColumns))
+	sets := make([]string, len(totalColumns))
 	for i, c := range totalColumns {
 		fmt.Fprintf(&b, "ALTER TABLE usage_objects ADD COLUMN %s %s NOT NULL DEFAULT 0;\n", c, columnType(usage.Columns[i]))
 		sets[i] = c + " = s." + usage.Columns[i]
-		sums[i] = castFigure(usage.Columns[i], "SUM("+usage.Columns[i]+")") + " AS " + usage.Columns[i]
 	}
-	b.WriteString("UPDATE usage_objects SET " + strings.Join(sets, ", ") + " FROM (SELECT uid, " + strings.Join(sums, ", ") +
-		" FROM (SELECT uid, " + prefixed("") + " FROM usage_days UNION ALL SELECT uid, " + prefixed("") + " FROM usage_pending) f" +
-		" GROUP BY uid) s WHERE usage_objects.uid = s.uid")
+	b.WriteString("UPDATE usage_objects SET " + strings.Join(sets, ", ") + " FROM " + objectSums("true") + " s WHERE usage_objects.uid = s.uid")
 	return b.String()
 }()
+
+// objectSums sums each object's figures of its days and those pending where where holds (of their day):
+// a table of uid and usage.Columns.
+func objectSums(where string) string {
+	return "(SELECT uid, " + summedAs(usage.Columns) + " FROM (SELECT uid, " + prefixed("") + " FROM usage_days WHERE " + where +
+		" UNION ALL SELECT uid, " + prefixed("") + " FROM usage_pending WHERE " + where + ") f GROUP BY uid)"
+}
+
+// summedAs is the sums of the figures' columns cols, each named as its column.
+func summedAs(cols []string) string {
+	sums := make([]string, len(cols))
+	for i, c := range cols {
+		sums[i] = castFigure(c, "SUM("+c+")") + " AS " + c
+	}
+	return strings.Join(sums, ", ")
+}
 
 // totalColumns are the objects' totals' columns in usage_objects, in the order of usage.Columns.
 var totalColumns = func() []string {
@@ -377,12 +390,11 @@ func (s *Store) PutPending(ctx context.Context, l *usage.Ledger) error {
 //   - late: a day after one moved, with nothing moved itself, adds what was moved before it. None is
 //     after the last day of the groups' (each day of an object is in its group's), the usual.
 func foldDays(source string) string {
-	sums, cols, cums, runs, sets, adds, lateSums := make([]string, len(usage.Columns)), make([]string, len(usage.Columns)),
+	cols, cums, runs, sets, adds, lateSums := make([]string, len(usage.Columns)), make([]string, len(usage.Columns)),
 		make([]string, len(usage.Columns)), make([]string, len(usage.Columns)), make([]string, len(usage.Columns)),
-		make([]string, len(usage.Columns)), make([]string, len(usage.Columns))
+		make([]string, len(usage.Columns))
 	for i, c := range usage.Columns {
 		r := runColumns[i]
-		sums[i] = castFigure(c, "SUM("+c+")") + " AS " + c
 		cols[i] = "c." + c
 		cums[i] = castFigure(c, "SUM("+c+") OVER w") + " AS cum_" + c
 		runs[i] = "COALESCE(p." + r + ", 0) + c.cum_" + c
@@ -390,7 +402,7 @@ func foldDays(source string) string {
 		adds[i] = r + " = usage_days." + r + " + l." + c
 		lateSums[i] = castFigure(c, "SUM(d."+c+")") + " AS " + c
 	}
-	return `d AS (SELECT uid, day, ` + strings.Join(sums, ", ") + ` FROM ` + source + ` GROUP BY uid, day),
+	return `d AS (SELECT uid, day, ` + summedAs(usage.Columns) + ` FROM ` + source + ` GROUP BY uid, day),
 		c AS (SELECT uid, day, ` + prefixed("") + `, ` + strings.Join(cums, ", ") + ` FROM d
 			WINDOW w AS (PARTITION BY uid ORDER BY day)),
 		days AS (INSERT INTO usage_days (uid, day, ` + strings.Join(usage.Columns, ", ") + `, ` + strings.Join(runColumns, ", ") + `, totalled)
@@ -1068,10 +1080,13 @@ func (s *Store) clustersPaged(ctx context.Context, tx *sql.Tx, q usage.Query) (u
 		}
 		return e
 	}
-	exprs, pending := make([]string, len(sums)), make([]string, len(sums))
+	exprs := make([]string, len(sums))
 	for i, c := range sums {
 		exprs[i] = figure(c)
-		pending[i] = castFigure(c, "SUM("+c+")") + " AS " + c
+	}
+	pending := "uid" // none summed where the page is sorted by name
+	if len(sums) > 0 {
+		pending += ", " + summedAs(sums)
 	}
 	// The window's last day of each cluster (h) and its first (l), looked up only for a cluster with days
 	// outside the window.
@@ -1137,7 +1152,7 @@ func (s *Store) clustersPaged(ctx context.Context, tx *sql.Tx, q usage.Query) (u
 			OR (CASE WHEN ` + inside + ` THEN o.first_day <= o.last_day
 				ELSE EXISTS (SELECT 1 FROM usage_days x WHERE x.uid = o.uid AND x.day >= $1 AND x.day < $2) END))`
 	err := scanRows(ctx, tx, `SELECT `+strings.Join(selected, ", ")+` FROM usage_objects o LEFT JOIN `+last+`
-		LEFT JOIN (SELECT `+strings.Join(append([]string{"uid"}, pending...), ", ")+` FROM usage_pending WHERE day >= $1 AND day < $2 GROUP BY uid) pp
+		LEFT JOIN (SELECT `+pending+` FROM usage_pending WHERE day >= $1 AND day < $2 GROUP BY uid) pp
 			ON pp.uid = o.uid
 		WHERE `+clusters+` ORDER BY `+order+limit, args, func(r *sql.Rows) error {
 		var k usage.GroupKey
@@ -1456,14 +1471,11 @@ func (s *Store) PruneUsage(ctx context.Context, before time.Time) (int64, error)
 			return 0, err
 		}
 	}
-	subtract, sums := make([]string, len(usage.Columns)), make([]string, len(usage.Columns))
+	subtract := make([]string, len(usage.Columns))
 	for i, c := range usage.Columns {
 		subtract[i] = totalColumns[i] + " = usage_objects." + totalColumns[i] + " - p." + c
-		sums[i] = castFigure(c, "SUM("+c+")") + " AS " + c
 	}
-	if _, err := tx.ExecContext(ctx, `UPDATE usage_objects SET `+strings.Join(subtract, ", ")+`
-		FROM (SELECT uid, `+strings.Join(sums, ", ")+` FROM (SELECT uid, `+prefixed("")+` FROM usage_days WHERE day < $1
-			UNION ALL SELECT uid, `+prefixed("")+` FROM usage_pending WHERE day < $1) f GROUP BY uid) p
+	if _, err := tx.ExecContext(ctx, `UPDATE usage_objects SET `+strings.Join(subtract, ", ")+` FROM `+objectSums("day < $1")+` p
 		WHERE usage_objects.uid = p.uid`, day); err != nil {
 		return 0, err
 	}
