@@ -240,8 +240,13 @@ func (r *Recorder) account(ctx context.Context) {
 			}
 		case now := <-prune.C:
 			if r.leading.Load() && r.Accounting.Retention > 0 {
-				if _, err := r.Store.PruneUsage(ctx, now.Add(-r.Accounting.Retention)); err != nil {
+				pruned, err := r.Store.PruneUsage(ctx, now.Add(-r.Accounting.Retention))
+				if err != nil {
 					r.Log.Warn("history: removing the utilization figures past their retention", zap.Error(err))
+				} else if pruned.Corrected > 0 {
+					// A writer that did not keep them (an older replica's prune in a rolling upgrade).
+					r.Log.Warn("history: objects' utilization totals differed from their days and were summed again",
+						zap.Int64("objects", pruned.Corrected))
 				}
 			}
 		}

@@ -1,164 +1,21 @@
-package history
+package history_test
 
 import (
 	"path/filepath"
-	"slices"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"ray-service/internal/ray"
-	"ray-service/internal/usage"
+	"ray-service/internal/history"
+	"ray-service/internal/history/historytest"
 )
 
-// checkRuns asserts that each object's days have running sums that grow by each day's figures: from the
-// first day kept, or from nothing where wholeFrom (no day was pruned).
-func checkRuns(t *testing.T, s *Store, wholeFrom bool) {
-	t.Helper()
-	rows, err := s.db.QueryContext(t.Context(), `SELECT uid, day, `+prefixed("")+`, `+prefixed("run_")+` FROM usage_days ORDER BY uid, day`)
-	require.NoError(t, err)
-	defer func() { _ = rows.Close() }()
-	var prevUID string
-	var prevRun usage.Figures
-	n := 0
-	for rows.Next() {
-		var uid string
-		var day int64
-		var f, run usage.Figures
-		require.NoError(t, rows.Scan(append(append([]any{&uid, &day}, f.Fields()...), run.Fields()...)...))
-		want := f
-		if uid == prevUID {
-			want.Add(prevRun)
-		}
-		if uid == prevUID || wholeFrom {
-			// Whole seconds and bytes: the sums are exact.
-			assert.Equal(t, want, run, "%s day %d", uid, day)
-		}
-		prevUID, prevRun = uid, run
-		n++
-	}
-	require.NoError(t, rows.Err())
-	require.NotZero(t, n)
-	checkTotals(t, s)
-}
-
-// checkTotals asserts that each object's totals are the sums of its days and of its figures pending.
-func checkTotals(t *testing.T, s *Store) {
-	t.Helper()
-	sums := func(query string) map[string]usage.Figures {
-		rows, err := s.db.QueryContext(t.Context(), query)
-		require.NoError(t, err)
-		defer func() { _ = rows.Close() }()
-		out := map[string]usage.Figures{}
-		for rows.Next() {
-			var uid string
-			var f usage.Figures
-			require.NoError(t, rows.Scan(append([]any{&uid}, f.Fields()...)...))
-			out[uid] = f
-		}
-		require.NoError(t, rows.Err())
-		return out
-	}
-	// Whole seconds and bytes: the sums are exact.
-	summed := make([]string, len(usage.Columns))
-	for i, c := range usage.Columns {
-		summed[i] = castFigure(c, "COALESCE(SUM(f."+c+"), 0)")
-	}
-	assert.Equal(t, sums(`SELECT o.uid, `+strings.Join(summed, ", ")+` FROM usage_objects o LEFT JOIN (SELECT uid, `+prefixed("")+` FROM usage_days
-			UNION ALL SELECT uid, `+prefixed("")+` FROM usage_pending) f ON f.uid = o.uid GROUP BY o.uid`),
-		sums(`SELECT uid, `+strings.Join(totalColumns, ", ")+` FROM usage_objects`), "each object's totals")
-}
-
-// The running sums stay those of the days whatever the order the days are written in: several days of
-// an object at once, a day before those there (late use, a credit across midnight), a day pending moved
-// with others, use measured, and days pruned before.
-func TestRunningSumsFollowTheDays(t *testing.T) { runningSums(t, sqliteStore(t)) }
-
-func runningSums(t *testing.T, s *Store) {
-	ctx := t.Context()
-	t0 := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
-	day := func(d int) time.Time { return t0.Add(time.Duration(d) * 24 * time.Hour) }
-	mark := func(uid string, cpu float64) *usage.Mark {
-		return &usage.Mark{UID: uid, Since: t0, State: usage.State{Kind: "RayCluster", Namespace: "ns", Name: uid, Cluster: uid,
-			Creator: "alice", Holding: true, Requests: ray.Resources{CPU: cpu, MemoryBytes: 1 << 30, GPU: 1}}}
-	}
-	a, b, c := mark("a", 2), mark("b", 3), mark("c", 1)
-	// a: days 0 to 2 in one credit; b: day 1 alone; c: day 0 alone (pruned whole below).
-	l := usage.NewLedger()
-	l.Credit(a, day(2).Add(6*time.Hour))
-	l.Credit(c, day(0).Add(time.Hour))
-	b.Since = day(1)
-	l.Credit(b, day(1).Add(time.Hour))
-	require.NoError(t, s.PutUsage(ctx, l))
-	checkRuns(t, s, true)
-	// Pending: a's day 1 (before its day 2), b's day 0 (before its first) and day 3 (after its last).
-	l = usage.NewLedger()
-	l.Used(a, usage.DayOf(day(1)), 100, 1<<30, 50, 0)
-	l.Used(b, usage.DayOf(day(0)), 10, 0, 0, 0)
-	b.Since = day(3)
-	l.Credit(b, day(3).Add(2*time.Hour))
-	require.NoError(t, s.PutPending(ctx, l))
-	// Use measured of a's day 0, pending too; then the minute's credit moves them all.
-	l = usage.NewLedger()
-	l.Used(a, usage.DayOf(day(0)), 7, 0, 0, 0)
-	require.NoError(t, s.PutMeasured(ctx, l, day(3)))
-	require.NoError(t, s.PutUsage(ctx, usage.NewLedger()))
-	checkRuns(t, s, true)
-	// A credit written straight with a day between two there (a's day 1 and b's day 2, new).
-	l = usage.NewLedger()
-	l.Used(a, usage.DayOf(day(1)), 5, 0, 0, 0)
-	l.Used(b, usage.DayOf(day(2)), 5, 0, 0, 0)
-	require.NoError(t, s.PutUsage(ctx, l))
-	checkRuns(t, s, true)
-	// Use read of a cluster whose first mark is still to be written (the writer had not written it yet),
-	// then its mark: its totals count both.
-	x := mark("x", 1)
-	l = usage.NewLedger()
-	l.Used(x, usage.DayOf(day(2)), 30, 0, 0, 0)
-	require.NoError(t, s.PutMeasured(ctx, l, day(3)))
-	l = usage.NewLedger()
-	x.Since = day(2)
-	l.Credit(x, day(2).Add(time.Hour))
-	require.NoError(t, s.PutUsage(ctx, l))
-	checkRuns(t, s, true)
-	// Use of b's day 0 pending when the days before day 1 are pruned with it.
-	l = usage.NewLedger()
-	l.Used(b, usage.DayOf(day(0)), 4, 0, 0, 0)
-	require.NoError(t, s.PutPending(ctx, l))
-	// Days before day 1 pruned: what is left still grows by its days, and later writes keep it so.
-	_, err := s.PruneUsage(ctx, day(1))
-	require.NoError(t, err)
-	l = usage.NewLedger()
-	l.Used(a, usage.DayOf(day(1)), 3, 0, 0, 0)
-	a.Since = day(2).Add(6 * time.Hour)
-	l.Credit(a, day(4))
-	require.NoError(t, s.PutUsage(ctx, l))
-	checkRuns(t, s, false)
-	var days int
-	require.NoError(t, s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM usage_days`).Scan(&days))
-	assert.Equal(t, 7, days, "a's days 1 to 3, b's and x's")
-	// A page by cluster over every day: c, whose days were all pruned, has none in it.
-	q := usage.Query{From: day(0), To: day(5), Now: day(0).Add(time.Hour), GroupBy: usage.ByCluster,
-		Scopes: map[string][]string{"RayCluster": nil}, Page: &usage.Page{SortBy: "name", Limit: 10}}
-	res, err := s.Utilization(ctx, q)
-	require.NoError(t, err)
-	var uids []string
-	for _, g := range res.Groups {
-		uids = append(uids, g.Key.UID)
-	}
-	assert.Equal(t, []string{"a", "b", "x"}, uids)
-	assert.Equal(t, 3, res.Count)
-}
-
-// A history written before the running sums gets them at its migration, from the days there.
+// A history written before the running sums gets them at its migration, from the days there, and each
+// object its totals.
 func TestRunningSumsMigrated(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "history.db")
-	before := slices.Index(migrations, runsMigration)
-	require.Positive(t, before)
-	db := sqliteAt(t, file, before)
+	db := history.SQLiteBeforeRuns(t, file)
 	for _, uid := range []string{"a", "b"} {
 		_, err := db.Exec(`INSERT INTO usage_objects (uid, kind, namespace, name, cluster, creator, holding, idle, cpu, memory_bytes,
 			gpu, npu, since, gone, first_day, last_day) VALUES ($1, 'RayCluster', 'ns', $1, $1, 'alice', 0, 0, 1, 0, 0, 0, 0, 0, 0, $2)`,
@@ -174,11 +31,13 @@ func TestRunningSumsMigrated(t *testing.T) {
 		}
 	}
 	require.NoError(t, db.Close())
-	s, err := Open(t.Context(), "sqlite:"+file)
+	dsn := "sqlite:" + file
+	s, err := history.Open(t.Context(), dsn)
 	require.NoError(t, err)
 	defer func() { _ = s.Close() }()
-	checkRuns(t, s, true)
+	db = historytest.DB(t, dsn)
+	historytest.CheckRuns(t, db, true)
 	var run float64
-	require.NoError(t, s.db.QueryRowContext(t.Context(), `SELECT run_cpu_seconds FROM usage_days WHERE uid = 'b' AND day = $1`, 4*86400).Scan(&run))
+	require.NoError(t, db.QueryRowContext(t.Context(), `SELECT run_cpu_seconds FROM usage_days WHERE uid = 'b' AND day = $1`, 4*86400).Scan(&run))
 	assert.InDelta(t, 7.0*(1+2+3+4), run, 1e-9)
 }

@@ -1456,43 +1456,96 @@ func prefixed(p string) string {
 	return strings.Join(cols, ", ")
 }
 
+// UsagePruned is what a PruneUsage did.
+type UsagePruned struct {
+	// Removed is the number of rows removed: days, groups' days, seconds measured, figures pending and
+	// the marks of objects gone.
+	Removed int64
+	// Corrected is the number of objects whose totals were not the sums of their days and figures
+	// pending, and were set to them.
+	Corrected int64
+}
+
 // PruneUsage removes the figures of days before `before`, and the marks of objects gone whose last day
-// with figures is before it. The objects' totals lose those days' figures. One transaction, after any
-// fold on PostgreSQL.
-func (s *Store) PruneUsage(ctx context.Context, before time.Time) (int64, error) {
+// with figures is before it. One transaction, after any fold on PostgreSQL.
+//
+// The objects' totals lose the figures removed. On SQLite, where this process is the only writer, they
+// are taken off. On PostgreSQL the totals are summed again from what is left, where they differ: at the
+// first prune of this Store, and at each that removes figures (once a day, as a day leaves the
+// retention). Taking the figures off would keep the totals only as long as every writer does so: a
+// replica of a version before the totals, still leading in a rolling upgrade, prunes days without
+// touching them, and no guard refuses a DELETE. Summing again heals that, and any other drift, within a
+// day. It reads every day kept: 240 ms over a month of 10,000 objects (prune-ms in
+// BenchmarkUtilization), against 1.2 s on SQLite.
+func (s *Store) PruneUsage(ctx context.Context, before time.Time) (UsagePruned, error) {
+	var out UsagePruned
 	day := usage.DayOf(before)
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
-		return 0, err
+		return out, err
 	}
 	defer func() { _ = tx.Rollback() }()
 	if s.postgres {
 		if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, foldLock); err != nil {
-			return 0, err
+			return out, err
 		}
 	}
-	subtract := make([]string, len(usage.Columns))
-	for i, c := range usage.Columns {
-		subtract[i] = totalColumns[i] + " = usage_objects." + totalColumns[i] + " - p." + c
+	if !s.postgres {
+		subtract := make([]string, len(usage.Columns))
+		for i, c := range usage.Columns {
+			subtract[i] = totalColumns[i] + " = usage_objects." + totalColumns[i] + " - p." + c
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE usage_objects SET `+strings.Join(subtract, ", ")+` FROM `+objectSums("day < $1")+` p
+			WHERE usage_objects.uid = p.uid`, day); err != nil {
+			return out, err
+		}
 	}
-	if _, err := tx.ExecContext(ctx, `UPDATE usage_objects SET `+strings.Join(subtract, ", ")+` FROM `+objectSums("day < $1")+` p
-		WHERE usage_objects.uid = p.uid`, day); err != nil {
-		return 0, err
-	}
-	var n int64
-	for _, stmt := range []string{`DELETE FROM usage_days WHERE day < $1`, `DELETE FROM usage_totals WHERE day < $1`,
-		`DELETE FROM usage_measured WHERE day < $1`, `DELETE FROM usage_pending WHERE day < $1`,
+	figures := int64(0)
+	for i, stmt := range []string{`DELETE FROM usage_days WHERE day < $1`, `DELETE FROM usage_pending WHERE day < $1`,
+		`DELETE FROM usage_totals WHERE day < $1`, `DELETE FROM usage_measured WHERE day < $1`,
 		`DELETE FROM usage_objects WHERE gone = 1 AND (last_day IS NULL OR last_day < $1)`} {
 		res, err := tx.ExecContext(ctx, stmt, day)
 		if err != nil {
-			return 0, err
+			return out, err
 		}
 		c, _ := res.RowsAffected()
-		n += c
+		out.Removed += c
+		if i < 2 {
+			figures += c
+		}
 	}
 	// What is left of an object starts at the first day kept.
 	if _, err := tx.ExecContext(ctx, `UPDATE usage_objects SET first_day = $1 WHERE first_day < $1`, day); err != nil {
-		return 0, err
+		return out, err
 	}
-	return n, tx.Commit()
+	if s.postgres && (figures > 0 || !s.totalsChecked.Load()) {
+		res, err := tx.ExecContext(ctx, resumTotals)
+		if err != nil {
+			return out, err
+		}
+		out.Corrected, _ = res.RowsAffected()
+	}
+	if err := tx.Commit(); err != nil {
+		return out, err
+	}
+	s.totalsChecked.Store(true)
+	return out, nil
 }
+
+// resumTotals sets each object's totals to the sums of its days and figures pending, where they differ
+// by more than the rounding of sums added in another order.
+var resumTotals = func() string {
+	sets, differ := make([]string, len(usage.Columns)), make([]string, len(usage.Columns))
+	for i, c := range usage.Columns {
+		t := "usage_objects." + totalColumns[i]
+		sets[i] = totalColumns[i] + " = f." + c
+		differ[i] = "ABS(" + t + " - f." + c + ") > 1e-9 * ABS(f." + c + ") + 1e-6"
+	}
+	sums := make([]string, len(usage.Columns))
+	for i, c := range usage.Columns {
+		sums[i] = castFigure(c, "COALESCE(s."+c+", 0)") + " AS " + c
+	}
+	return `UPDATE usage_objects SET ` + strings.Join(sets, ", ") + ` FROM (SELECT o.uid, ` + strings.Join(sums, ", ") + `
+		FROM usage_objects o LEFT JOIN ` + objectSums("true") + ` s ON s.uid = o.uid) f
+		WHERE usage_objects.uid = f.uid AND (` + strings.Join(differ, " OR ") + `)`
+}()

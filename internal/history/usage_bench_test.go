@@ -32,7 +32,7 @@ func benchMark(i int, since time.Time) *usage.Mark {
 // namespaces and reports: what writing the figures adds to the recorder's writes (batches of 50 changes
 // of status written as the recorder does, with and without their credit), and the latency of month-long
 // reports by namespace, creator or kind (p50, p99) and by cluster, a page of 20 (p50 and p99 of 40),
-// over every namespace and over three.
+// over every namespace and over three; and the prune of a day (prune-ms).
 func BenchmarkUtilization(b *testing.B) {
 	ctx := context.Background()
 	s, _ := openBench(b)
@@ -152,12 +152,19 @@ func BenchmarkUtilization(b *testing.B) {
 			b.Fatalf("by cluster: %d rows, the first with %d days", len(rep.Items), len(rep.Items[0].Series))
 		}
 	}
+	// A day leaving the retention: 10,000 days removed, and every object's totals summed again.
+	start = time.Now()
+	if _, err := s.PruneUsage(ctx, t0.Add(24*time.Hour)); err != nil {
+		b.Fatal(err)
+	}
+	prune := time.Since(start)
 	slices.Sort(took)
 	slices.Sort(byCluster[true])
 	slices.Sort(byCluster[false])
 	b.ReportMetric(100*creditTook.Seconds()/recordsTook.Seconds(), "credit-write-%")
 	b.ReportMetric(float64(fold.Microseconds())/1000, "fold-2000-ms")
 	b.ReportMetric(float64(recordsTook.Microseconds())/1000, "records-2000-ms")
+	b.ReportMetric(float64(prune.Microseconds())/1000, "prune-ms")
 	b.ReportMetric(float64(took[len(took)/2].Microseconds())/1000, "p50-ms")
 	b.ReportMetric(float64(took[len(took)*99/100].Microseconds())/1000, "p99-ms")
 	for every, name := range map[bool]string{true: "all", false: "3ns"} {

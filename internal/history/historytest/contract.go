@@ -41,6 +41,8 @@ func Run(t *testing.T, open Open) {
 	t.Run("utilization read in one snapshot", func(t *testing.T) { utilizationSnapshot(t, open) })
 	t.Run("utilization by cluster, the days of those picked", func(t *testing.T) { utilizationPicked(t, open) })
 	t.Run("utilization of the clusters holding now", func(t *testing.T) { utilizationTails(t, open) })
+	t.Run("utilization's running sums and totals", func(t *testing.T) { runningSums(t, open) })
+	t.Run("utilization's totals summed again by a prune", func(t *testing.T) { pruneSumsTotals(t, open) })
 }
 
 // The schema is migrated at the first open and left as it is at the next.
