@@ -547,6 +547,29 @@ func utilizationTails(t *testing.T, open Open) {
 			assert.InDelta(t, 4*held, g.Total.CPUSeconds, 1e-6)
 		}
 	}
+	// No writer since (two days and two hours later): each tail is split at midnights, from the
+	// window's start where it was credited before it.
+	q.From, q.To, q.Now = credited.Add(time.Hour), day.Add(4*24*time.Hour), day.Add(2*24*time.Hour+2*time.Hour)
+	want := map[int64]float64{usage.DayOf(day): 18 * 3600, usage.DayOf(day) + 86400: 86400, usage.DayOf(day) + 2*86400: 2 * 3600}
+	for _, by := range []string{usage.ByNamespace, usage.ByCluster} {
+		q.GroupBy = by
+		groups, _, err = report(ctx, s, q)
+		require.NoError(t, err)
+		for _, g := range groups {
+			n := float64(3)
+			if by == usage.ByCluster {
+				n = 1
+			}
+			got := map[int64]float64{}
+			for d, f := range g.Days {
+				got[d] = f.HeldSeconds / n
+			}
+			assert.Equal(t, want, got, "%s %v: the seconds held of each day", by, g.Key)
+			if g.Key.Name == "idle" || by == usage.ByNamespace {
+				assert.InDelta(t, 2*(18+24+2)*3600.0, g.Total.IdleGPUSeconds, 1e-6, "%s %v", by, g.Key)
+			}
+		}
+	}
 }
 
 // report is s's report for q: its groups and the seconds measured.
