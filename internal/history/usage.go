@@ -976,22 +976,6 @@ func addDay(g *usage.Group, day int64, f usage.Figures) {
 	addTo(g.Days, day, f)
 }
 
-// keyOf is the group an object is counted to, by q's grouping.
-func keyOf(groupBy, uid, ns, cluster, kind, name, creator string) usage.GroupKey {
-	var k usage.GroupKey
-	switch groupBy {
-	case usage.ByCluster:
-		return usage.GroupKey{Namespace: ns, Cluster: cluster, Kind: kind, Name: name, Creator: creator, UID: uid}
-	case usage.ByCreator:
-		k.Creator = creator
-	case usage.ByKind:
-		k.Kind = kind
-	default:
-		k.Namespace = ns
-	}
-	return k
-}
-
 // utilizationDays reads every group's days of q's window: by namespace, creator or kind from the groups'
 // days, by cluster from each cluster's.
 func utilizationDays(ctx context.Context, tx *sql.Tx, q usage.Query) (usage.Result, error) {
