@@ -451,7 +451,7 @@ func TestHelmChart(t *testing.T) {
 					strings.Contains(r.Ending.Log.Text, fmt.Sprint("round ", step))
 			}):
 				// The history: the RayJob that ended in this round, with the tail of its log.
-				return "the history of the RayJob that ended"
+				return "the history of the RayJob that ended (it shows " + historyState(svc.url, "rayjobs", probe, fmt.Sprint("hjob-", step)) + ")"
 			case !showsQuota(svc):
 				// Last: asked only once the rest holds (27 instances polled every 100 ms).
 				return "the quota"

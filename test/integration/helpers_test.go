@@ -1103,13 +1103,20 @@ func recordOf(t *testing.T, base, kind, ns, name string, what string, cond func(
 // historyShows tells whether the service at base shows one record of kind named name in ns to the
 // admin, and cond holds of it in full.
 func historyShows(base, kind, ns, name string, cond func(historyRecord) bool) bool {
+	rec, missing := historyRecordOf(base, kind, ns, name)
+	return missing == "" && cond(rec)
+}
+
+// historyRecordOf is the record of the one object named name in the history of base, or what is
+// missing to read it.
+func historyRecordOf(base, kind, ns, name string) (historyRecord, string) {
 	r, err := sendTo(base, "GET", "/rest/ray/v1/history/"+kind+"?namespace="+ns+"&search="+url.QueryEscape(name), env.tokens["admin"], "", nil)
 	if err != nil || r.Status != 200 {
-		return false
+		return historyRecord{}, fmt.Sprintf("the history's list answered %v", errOrStatus(err, r))
 	}
 	var page historyPage
-	if json.Unmarshal(r.Data, &page) != nil {
-		return false
+	if err := json.Unmarshal(r.Data, &page); err != nil {
+		return historyRecord{}, "the history's list: " + err.Error()
 	}
 	var uids []string
 	for _, it := range page.Items {
@@ -1118,14 +1125,40 @@ func historyShows(base, kind, ns, name string, cond func(historyRecord) bool) bo
 		}
 	}
 	if len(uids) != 1 {
-		return false
+		return historyRecord{}, fmt.Sprintf("%d records named %s", len(uids), name)
 	}
 	r, err = sendTo(base, "GET", "/rest/ray/v1/history/"+kind+"/"+uids[0], env.tokens["admin"], "", nil)
 	if err != nil || r.Status != 200 {
-		return false
+		return historyRecord{}, fmt.Sprintf("the record answered %v", errOrStatus(err, r))
 	}
 	var rec historyRecord
-	return json.Unmarshal(r.Data, &rec) == nil && cond(rec)
+	if err := json.Unmarshal(r.Data, &rec); err != nil {
+		return historyRecord{}, "the record: " + err.Error()
+	}
+	return rec, ""
+}
+
+// errOrStatus is err, or else r's status.
+func errOrStatus(err error, r *response) any {
+	if err != nil {
+		return err
+	}
+	return r.Status
+}
+
+// historyState says what a record of the history shows of how its object ended: for a test's message.
+func historyState(base, kind, ns, name string) string {
+	rec, missing := historyRecordOf(base, kind, ns, name)
+	switch {
+	case missing != "":
+		return missing
+	case rec.Ending == nil:
+		return fmt.Sprintf("status %s, timeline %v, no ending", rec.Status, rec.statuses())
+	case rec.Ending.Log == nil:
+		return fmt.Sprintf("status %s, an ending of %d pods and %d events, without a log", rec.Status, len(rec.Ending.Pods), len(rec.Ending.Events))
+	}
+	text := rec.Ending.Log.Text
+	return fmt.Sprintf("status %s, a log of %s ending %q", rec.Status, rec.Ending.Log.Pod, text[max(0, len(text)-80):])
 }
 
 // finishedJob runs a RayJob (HTTPMode, its cluster deleted 2 s after it ends) to status, with lines in
