@@ -24,8 +24,9 @@ func RunAudit(t *testing.T, open Open) {
 	t.Run("tampering", func(t *testing.T) { auditTampering(t, open) })
 }
 
-// raw opens the database behind a DSN directly, as someone who reaches it would.
-func raw(t *testing.T, dsn string) *sql.DB {
+// DB opens the database behind a history's DSN directly, as someone who reaches it would: to read
+// (or break) its tables.
+func DB(t *testing.T, dsn string) *sql.DB {
 	t.Helper()
 	driver, source := "pgx", dsn
 	if path, ok := strings.CutPrefix(dsn, "sqlite:"); ok {
@@ -125,7 +126,7 @@ func auditTampering(t *testing.T, open Open) {
 		_, err := a.Append(t.Context(), entry("a", "o", i), auditKey.Seal)
 		require.NoError(t, err)
 	}
-	db := raw(t, dsn)
+	db := DB(t, dsn)
 	check := func() audit.Verification {
 		t.Helper()
 		v, err := audit.Check(t.Context(), a, auditKey)

@@ -14,19 +14,6 @@ import (
 	"ray-service/internal/usage"
 )
 
-// DB opens the database of a history's DSN as it is, to read (or break) its tables.
-func DB(t *testing.T, dsn string) *sql.DB {
-	t.Helper()
-	driver, source := "pgx", dsn
-	if file, ok := strings.CutPrefix(dsn, "sqlite:"); ok {
-		driver, source = "sqlite", "file:"+file+"?_pragma=busy_timeout(5000)"
-	}
-	db, err := sql.Open(driver, source)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = db.Close() })
-	return db
-}
-
 // figureColumns are the figures' columns, each prefixed.
 func figureColumns(prefix string) string {
 	cols := make([]string, len(usage.Columns))
