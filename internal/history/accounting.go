@@ -153,6 +153,7 @@ func (r *Recorder) wakeLocked() {
 // leadAccounting takes the marks of the objects not gone up, as the last writer left them.
 func (r *Recorder) leadAccounting(marks map[string]*usage.Mark) {
 	r.acct = newAccounting()
+	r.terms++
 	for uid, m := range marks {
 		r.acct.marks[uid] = m
 		r.acct.byName[usage.ClusterRef{Namespace: m.Namespace, Name: m.Cluster}] = uid
@@ -226,6 +227,7 @@ func (r *Recorder) account(ctx context.Context) {
 	defer measure.Stop()
 	prune := time.NewTicker(time.Hour)
 	defer prune.Stop()
+	checked := 0 // the term whose prune summed the totals again
 	for {
 		select {
 		case <-ctx.Done():
@@ -240,7 +242,13 @@ func (r *Recorder) account(ctx context.Context) {
 			}
 		case now := <-prune.C:
 			if r.leading.Load() && r.Accounting.Retention > 0 {
-				pruned, err := r.Store.PruneUsage(ctx, now.Add(-r.Accounting.Retention))
+				r.mu.Lock()
+				term := r.terms
+				r.mu.Unlock()
+				pruned, err := r.Store.PruneUsage(ctx, now.Add(-r.Accounting.Retention), term != checked)
+				if err == nil {
+					checked = term
+				}
 				if err != nil {
 					r.Log.Warn("history: removing the utilization figures past their retention", zap.Error(err))
 				} else if pruned.Corrected > 0 {

@@ -75,6 +75,9 @@ type Recorder struct {
 	// Accounting are the utilization accounting's settings; acct its state (mu).
 	Accounting Accounting
 	acct       accounting
+	// terms counts the times this replica took the writing up (mu): the first prune of each sums the
+	// objects' totals again (Store.PruneUsage).
+	terms int
 }
 
 // The defaults of the queue's bounds.

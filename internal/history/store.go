@@ -16,7 +16,6 @@ import (
 	"path/filepath"
 	"ray-service/internal/ray"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	// PostgreSQL for several replicas, and the embedded SQLite; both pure Go: the static build stays
@@ -70,8 +69,6 @@ type Store struct {
 	prepared map[upsertKey]*sql.Stmt
 	// folds are the statements of a chunk of the fold of pending figures on SQLite (foldSQLite).
 	folds []*sql.Stmt
-	// totalsChecked is set once a PruneUsage summed the objects' totals again (see there).
-	totalsChecked atomic.Bool
 }
 
 // Open opens the history at dsn: "sqlite:<file>" (the default, embedded) or a PostgreSQL URL

@@ -138,8 +138,8 @@ const totalledMigration = `ALTER TABLE usage_days ADD COLUMN totalled SMALLINT N
 // pending (totalColumns): the figures of a window that holds all its days, read from its mark. A report
 // by cluster over a month then looks days up only for the clusters with days on both sides of one of the
 // window's ends, not for each cluster. Each write of a ledger adds its figures to their objects' marks in
-// the same write as the marks (moving figures pending into the days changes no total), and the pruning
-// of days takes them off.
+// the same write as the marks (moving figures pending into the days changes no total); the pruning of
+// days takes them off, or sums them again (PruneUsage).
 var totalsMigration = func() string {
 	var b strings.Builder
 	sets := make([]string, len(totalColumns))
@@ -1430,14 +1430,16 @@ type UsagePruned struct {
 // with figures is before it. One transaction, after any fold on PostgreSQL.
 //
 // The objects' totals lose the figures removed. On SQLite, where this process is the only writer, they
-// are taken off. On PostgreSQL the totals are summed again from what is left, where they differ: at the
-// first prune of this Store, and at each that removes figures (once a day, as a day leaves the
-// retention). Taking the figures off would keep the totals only as long as every writer does so: a
-// replica of a version before the totals, still leading in a rolling upgrade, prunes days without
-// touching them, and no guard refuses a DELETE. Summing again heals that, and any other drift, within a
-// day. It reads every day kept: 240 ms over a month of 10,000 objects (prune-ms in
-// BenchmarkUtilization), against 1.2 s on SQLite.
-func (s *Store) PruneUsage(ctx context.Context, before time.Time) (UsagePruned, error) {
+// are taken off. On PostgreSQL the totals are summed again from what is left, where they differ: when
+// resum is set (the first prune of a replica's term of writing) and whenever figures are removed (once
+// a day, as a day leaves the retention). Taking the figures off would keep the totals only as long as
+// every writer does so: a replica of a version before the totals, leading in a rolling upgrade, prunes
+// days without touching them, and no guard refuses a DELETE. Summing again heals that, and any other
+// drift, within a day. It reads every day kept: 240 ms over a month of 10,000 objects (prune-ms in
+// BenchmarkUtilization), against 1.2 s on SQLite. Meanwhile the marks are locked against writes (a
+// batch's credit adds to the totals without the fold's lock): one written between the sums' snapshot
+// and their write would lose its figures.
+func (s *Store) PruneUsage(ctx context.Context, before time.Time, resum bool) (UsagePruned, error) {
 	var out UsagePruned
 	day := usage.DayOf(before)
 	tx, err := s.db.BeginTx(ctx, nil)
@@ -1478,18 +1480,17 @@ func (s *Store) PruneUsage(ctx context.Context, before time.Time) (UsagePruned, 
 	if _, err := tx.ExecContext(ctx, `UPDATE usage_objects SET first_day = $1 WHERE first_day < $1`, day); err != nil {
 		return out, err
 	}
-	if s.postgres && (figures > 0 || !s.totalsChecked.Load()) {
+	if s.postgres && (figures > 0 || resum) {
+		if _, err := tx.ExecContext(ctx, `LOCK TABLE usage_objects IN SHARE ROW EXCLUSIVE MODE`); err != nil {
+			return out, err
+		}
 		res, err := tx.ExecContext(ctx, resumTotals)
 		if err != nil {
 			return out, err
 		}
 		out.Corrected, _ = res.RowsAffected()
 	}
-	if err := tx.Commit(); err != nil {
-		return out, err
-	}
-	s.totalsChecked.Store(true)
-	return out, nil
+	return out, tx.Commit()
 }
 
 // resumTotals sets each object's totals to the sums of its days and figures pending, where they differ

@@ -154,7 +154,7 @@ func BenchmarkUtilization(b *testing.B) {
 	}
 	// A day leaving the retention: 10,000 days removed, and every object's totals summed again.
 	start = time.Now()
-	if _, err := s.PruneUsage(ctx, t0.Add(24*time.Hour)); err != nil {
+	if _, err := s.PruneUsage(ctx, t0.Add(24*time.Hour), false); err != nil {
 		b.Fatal(err)
 	}
 	prune := time.Since(start)

@@ -43,6 +43,7 @@ func Run(t *testing.T, open Open) {
 	t.Run("utilization of the clusters holding now", func(t *testing.T) { utilizationTails(t, open) })
 	t.Run("utilization's running sums and totals", func(t *testing.T) { runningSums(t, open) })
 	t.Run("utilization's totals summed again by a prune", func(t *testing.T) { pruneSumsTotals(t, open) })
+	t.Run("utilization's totals summed again against a write", func(t *testing.T) { pruneAgainstAWrite(t, open) })
 }
 
 // The schema is migrated at the first open and left as it is at the next.

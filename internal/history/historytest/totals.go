@@ -142,7 +142,7 @@ func runningSums(t *testing.T, open Open) {
 	l.Used(b, usage.DayOf(day(0)), 4, 0, 0, 0)
 	require.NoError(t, s.PutPending(ctx, l))
 	// Days before day 1 pruned: what is left still grows by its days, and later writes keep it so.
-	_, err := s.PruneUsage(ctx, day(1))
+	_, err := s.PruneUsage(ctx, day(1), false)
 	require.NoError(t, err)
 	l = usage.NewLedger()
 	l.Used(a, usage.DayOf(day(1)), 3, 0, 0, 0)
@@ -166,10 +166,10 @@ func runningSums(t *testing.T, open Open) {
 	assert.Equal(t, 3, res.Count)
 }
 
-// On PostgreSQL a prune sums the objects' totals again where they differ from their days: at a store's
-// first prune, and at each that removes figures. Days deleted without their totals taken off (an older
-// replica's prune in a rolling upgrade) are healed so. SQLite has one writer, this process, which takes
-// them off.
+// On PostgreSQL a prune sums the objects' totals again where they differ from their days: when asked (a
+// replica's first prune of its term of writing), and at each that removes figures. Days deleted without
+// their totals taken off (an older replica's prune in a rolling upgrade) are healed so. SQLite has one
+// writer, this process, which takes them off.
 func pruneSumsTotals(t *testing.T, open Open) {
 	s, dsn := open(t)
 	if strings.HasPrefix(dsn, "sqlite:") {
@@ -177,34 +177,81 @@ func pruneSumsTotals(t *testing.T, open Open) {
 	}
 	db := DB(t, dsn)
 	ctx := t.Context()
-	t0 := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
-	day := func(d int) time.Time { return t0.Add(time.Duration(d) * 24 * time.Hour) }
-	l := usage.NewLedger()
-	for _, uid := range []string{"a", "b", "c"} {
-		m := &usage.Mark{UID: uid, Since: t0, State: usage.State{Kind: "RayCluster", Namespace: "ns", Name: uid, Cluster: uid,
-			Creator: "alice", Holding: true, Requests: ray.Resources{CPU: 2, MemoryBytes: 1 << 30}}}
-		l.Credit(m, day(4))
-	}
-	require.NoError(t, s.PutUsage(ctx, l))
+	creditDays(t, s, "a", "b", "c")
 	// An older writer's prune of a's day 0 and of all b's days before 4: the totals still count them.
-	_, err := db.ExecContext(ctx, `DELETE FROM usage_days WHERE uid = 'a' AND day = $1`, usage.DayOf(day(0)))
+	_, err := db.ExecContext(ctx, `DELETE FROM usage_days WHERE uid = 'a' AND day = $1`, usage.DayOf(pruneDay(0)))
 	require.NoError(t, err)
-	_, err = db.ExecContext(ctx, `DELETE FROM usage_days WHERE uid = 'b' AND day < $1`, usage.DayOf(day(4)))
+	_, err = db.ExecContext(ctx, `DELETE FROM usage_days WHERE uid = 'b' AND day < $1`, usage.DayOf(pruneDay(4)))
 	require.NoError(t, err)
-	// The first prune, with nothing to remove, heals both.
-	pruned, err := s.PruneUsage(ctx, day(-1))
+	// A prune asked to, with nothing to remove, heals both.
+	pruned, err := s.PruneUsage(ctx, pruneDay(-1), true)
 	require.NoError(t, err)
 	assert.Equal(t, history.UsagePruned{Corrected: 2}, pruned)
 	CheckTotals(t, db)
-	// Later, one that removes nothing leaves the totals as they are (it reads no day)...
-	_, err = db.ExecContext(ctx, `DELETE FROM usage_days WHERE uid = 'c' AND day = $1`, usage.DayOf(day(3)))
+	// One not asked to, removing nothing, leaves the totals as they are (it reads no day)...
+	_, err = db.ExecContext(ctx, `DELETE FROM usage_days WHERE uid = 'c' AND day = $1`, usage.DayOf(pruneDay(3)))
 	require.NoError(t, err)
-	pruned, err = s.PruneUsage(ctx, day(-1))
+	pruned, err = s.PruneUsage(ctx, pruneDay(-1), false)
 	require.NoError(t, err)
 	assert.Equal(t, history.UsagePruned{}, pruned)
 	// ...and one that removes figures sums them again: c's day 0 and the group's go, c is corrected.
-	pruned, err = s.PruneUsage(ctx, day(1))
+	pruned, err = s.PruneUsage(ctx, pruneDay(1), false)
 	require.NoError(t, err)
 	assert.Equal(t, history.UsagePruned{Removed: 2, Corrected: 1}, pruned)
 	CheckTotals(t, db)
+}
+
+// On PostgreSQL a batch's credit written while a prune sums the totals again keeps its figures: the
+// batch adds to the totals without the fold's lock, and the prune waits for it to commit before it
+// reads the sums.
+func pruneAgainstAWrite(t *testing.T, open Open) {
+	s, dsn := open(t)
+	if strings.HasPrefix(dsn, "sqlite:") {
+		t.Skip("SQLite has one writer: a prune and a batch's credit do not overlap")
+	}
+	db := DB(t, dsn)
+	ctx := t.Context()
+	creditDays(t, s, "a")
+	// a drifted (a day deleted behind the store's back): the prune corrects it.
+	_, err := db.ExecContext(ctx, `DELETE FROM usage_days WHERE uid = 'a' AND day = $1`, usage.DayOf(pruneDay(0)))
+	require.NoError(t, err)
+	// A batch's credit in flight, as PutPending writes it: a's figures pending, and its totals.
+	tx, err := db.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback() }()
+	_, err = tx.ExecContext(ctx, `INSERT INTO usage_pending (uid, day, namespace, kind, creator, used_cpu_seconds, totalled)
+		VALUES ('a', $1, 'ns', 'RayCluster', 'alice', 10, 1)`, usage.DayOf(pruneDay(3)))
+	require.NoError(t, err)
+	_, err = tx.ExecContext(ctx, `UPDATE usage_objects SET total_used_cpu_seconds = total_used_cpu_seconds + 10 WHERE uid = 'a'`)
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.PruneUsage(ctx, pruneDay(-1), true)
+		done <- err
+	}()
+	// The prune waits for the batch (a lock not granted), which commits then.
+	require.Eventually(t, func() bool {
+		var waiting int
+		return db.QueryRowContext(ctx, `SELECT COUNT(*) FROM pg_locks WHERE NOT granted`).Scan(&waiting) == nil && waiting > 0
+	}, 10*time.Second, 10*time.Millisecond, "the prune waits for the batch")
+	require.NoError(t, tx.Commit())
+	require.NoError(t, <-done)
+	CheckTotals(t, db)
+}
+
+// pruneDay is day d of the prunes' cases.
+func pruneDay(d int) time.Time {
+	return time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(d) * 24 * time.Hour)
+}
+
+// creditDays credits the clusters uids, each holding 2 cores and 1 GiB, from day 0 to day 4.
+func creditDays(t *testing.T, s *history.Store, uids ...string) {
+	t.Helper()
+	l := usage.NewLedger()
+	for _, uid := range uids {
+		m := &usage.Mark{UID: uid, Since: pruneDay(0), State: usage.State{Kind: "RayCluster", Namespace: "ns", Name: uid, Cluster: uid,
+			Creator: "alice", Holding: true, Requests: ray.Resources{CPU: 2, MemoryBytes: 1 << 30}}}
+		l.Credit(m, pruneDay(4))
+	}
+	require.NoError(t, s.PutUsage(t.Context(), l))
 }

@@ -127,7 +127,7 @@ func utilization(t *testing.T, open Open) {
 	require.NoError(t, err)
 	assert.Len(t, groups, 2, "kept across a reopening")
 	assert.InDelta(t, 7200.0, measured[usage.DayOf(t0)], 1e-6)
-	pruned, err := s.PruneUsage(ctx, day.Add(24*time.Hour))
+	pruned, err := s.PruneUsage(ctx, day.Add(24*time.Hour), false)
 	require.NoError(t, err)
 	assert.Positive(t, pruned.Removed)
 	groups, _, err = report(ctx, s, usage.Query{From: day, To: day.Add(24 * time.Hour), GroupBy: usage.ByNamespace,
@@ -281,7 +281,7 @@ func utilizationPending(t *testing.T, open Open) {
 	// Pending figures of days pruned go with them.
 	clear(marks)
 	require.NoError(t, pending.PutPending(ctx, changes()))
-	_, err = pending.PruneUsage(ctx, day.Add(48*time.Hour))
+	_, err = pending.PruneUsage(ctx, day.Add(48*time.Hour), false)
 	require.NoError(t, err)
 	assert.Empty(t, read(pending, usage.ByNamespace), "pruned")
 }
