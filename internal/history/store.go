@@ -11,7 +11,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/url"
 	"os"
 	"path/filepath"
 	"ray-service/internal/ray"
@@ -116,25 +115,9 @@ func parseDSN(dsn string) (driver, source string, err error) {
 		return "sqlite", "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(5000)&_pragma=foreign_keys(1)" +
 			"&_pragma=temp_store(MEMORY)&_pragma=cache_size(-65536)&_pragma=mmap_size(268435456)", nil
 	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
-		return "pgx", withoutJIT(dsn), nil
+		return "pgx", dsn, nil
 	}
 	return "", "", fmt.Errorf("history DSN %q: want sqlite:<file> or postgres://…", redact(dsn))
-}
-
-// withoutJIT turns PostgreSQL's compilation of plans (JIT) off for the history's sessions, unless dsn
-// sets it (a parameter jit). PostgreSQL compiles a plan priced over jit_above_cost (100,000 by default)
-// at each run: the page of a report by cluster over 10,000 clusters is priced about 56,000, and priced
-// as past it (the page of about twice as many) took 37 to 38 ms against 25 to 27 ms, 126 ms at its
-// first run. The history's statements read at most a month's rows: none gains from it.
-func withoutJIT(dsn string) string {
-	_, query, found := strings.Cut(dsn, "?")
-	if v, err := url.ParseQuery(query); err == nil && v.Has("jit") {
-		return dsn
-	}
-	if found {
-		return dsn + "&jit=off"
-	}
-	return dsn + "?jit=off"
 }
 
 // Redact returns the DSN without its secrets (a password in its user information or its query), for
