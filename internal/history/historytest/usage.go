@@ -570,6 +570,32 @@ func utilizationTails(t *testing.T, open Open) {
 			}
 		}
 	}
+	// One credited inside the window, on a day before its last: its tail starts there.
+	l = usage.NewLedger()
+	since := day.Add(24*time.Hour + 20*time.Hour)
+	late := &usage.Mark{UID: "tail-late", Since: since}
+	l.Change(late, usage.State{Kind: "RayCluster", Namespace: "b", Name: "late", Cluster: "late", Creator: "carol", Holding: true,
+		Requests: ray.Resources{CPU: 3}}, since)
+	l.Credit(late, since)
+	require.NoError(t, s.PutUsage(ctx, l))
+	for _, by := range []string{usage.ByNamespace, usage.ByCluster} {
+		q.GroupBy = by
+		groups, _, err = report(ctx, s, q)
+		require.NoError(t, err)
+		var seen bool
+		for _, g := range groups {
+			if g.Key.Namespace != "b" {
+				continue
+			}
+			seen = true
+			got := map[int64]float64{}
+			for d, f := range g.Days {
+				got[d] = f.CPUSeconds
+			}
+			assert.Equal(t, map[int64]float64{usage.DayOf(day) + 86400: 3 * 4 * 3600, usage.DayOf(day) + 2*86400: 3 * 2 * 3600}, got, by)
+		}
+		assert.True(t, seen, by)
+	}
 }
 
 // report is s's report for q: its groups and the seconds measured.
