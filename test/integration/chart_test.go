@@ -406,6 +406,7 @@ func TestHelmChart(t *testing.T) {
 			}
 			// The RayClusters made here (the RayJobs and RayServices make their own, too).
 			clusters, ready := 0, 0
+			var history string // what the history lacks (asked in order, below)
 			for _, it := range get(nsPath(probe, "rayclusters") + "?pageSize=500").Items {
 				if regexp.MustCompile(`^probe-\d$`).MatchString(it.Name) && len(it.WorkerGroups) == 1 {
 					clusters++
@@ -446,12 +447,15 @@ func TestHelmChart(t *testing.T) {
 				return "the event in the stream"
 			case step > 1 && !audited(writes[svc]):
 				return "the audit event"
-			case step > 1 && !historyShows(svc.url, "rayjobs", probe, fmt.Sprint("hjob-", step), func(r historyRecord) bool {
-				return r.Status == "Succeeded" && r.Ending != nil && r.Ending.Log != nil &&
-					strings.Contains(r.Ending.Log.Text, fmt.Sprint("round ", step))
-			}):
+			case step > 1 && func() bool {
+				history = historyLacks(svc.url, "rayjobs", probe, fmt.Sprint("hjob-", step), func(r historyRecord) bool {
+					return r.Status == "Succeeded" && r.Ending != nil && r.Ending.Log != nil &&
+						strings.Contains(r.Ending.Log.Text, fmt.Sprint("round ", step))
+				})
+				return history != ""
+			}():
 				// The history: the RayJob that ended in this round, with the tail of its log.
-				return "the history of the RayJob that ended (it shows " + historyState(svc.url, "rayjobs", probe, fmt.Sprint("hjob-", step)) + ")"
+				return "the history of the RayJob that ended (it shows " + history + ")"
 			case !showsQuota(svc):
 				// Last: asked only once the rest holds (27 instances polled every 100 ms).
 				return "the quota"

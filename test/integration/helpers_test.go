@@ -1146,12 +1146,15 @@ func errOrStatus(err error, r *response) any {
 	return r.Status
 }
 
-// historyState says what a record of the history shows of how its object ended: for a test's message.
-func historyState(base, kind, ns, name string) string {
+// historyLacks is "" where the one record named name in the history of base meets cond, else what it
+// shows of how its object ended (for a test's message), from the same reading.
+func historyLacks(base, kind, ns, name string, cond func(historyRecord) bool) string {
 	rec, missing := historyRecordOf(base, kind, ns, name)
 	switch {
 	case missing != "":
 		return missing
+	case cond(rec):
+		return ""
 	case rec.Ending == nil:
 		return fmt.Sprintf("status %s, timeline %v, no ending", rec.Status, rec.statuses())
 	case rec.Ending.Log == nil:
