@@ -171,17 +171,10 @@ func runningSums(t *testing.T, open Open) {
 // their totals taken off (an older replica's prune in a rolling upgrade) are healed so. SQLite has one
 // writer, this process, which takes them off.
 func pruneSumsTotals(t *testing.T, open Open) {
-	s, dsn := open(t)
-	if strings.HasPrefix(dsn, "sqlite:") {
-		t.Skip("SQLite has one writer: no other prunes its days")
-	}
-	db := DB(t, dsn)
+	s, db := drifted(t, open, "SQLite has one writer: no other prunes its days", "a", "b", "c")
 	ctx := t.Context()
-	creditDays(t, s, "a", "b", "c")
-	// An older writer's prune of a's day 0 and of all b's days before 4: the totals still count them.
-	_, err := db.ExecContext(ctx, `DELETE FROM usage_days WHERE uid = 'a' AND day = $1`, usage.DayOf(pruneDay(0)))
-	require.NoError(t, err)
-	_, err = db.ExecContext(ctx, `DELETE FROM usage_days WHERE uid = 'b' AND day < $1`, usage.DayOf(pruneDay(4)))
+	// And all b's days before 4: the totals still count them.
+	_, err := db.ExecContext(ctx, `DELETE FROM usage_days WHERE uid = 'b' AND day < $1`, usage.DayOf(pruneDay(4)))
 	require.NoError(t, err)
 	// A prune asked to, with nothing to remove, heals both.
 	pruned, err := s.PruneUsage(ctx, pruneDay(-1), true)
@@ -205,16 +198,8 @@ func pruneSumsTotals(t *testing.T, open Open) {
 // batch adds to the totals without the fold's lock, and the prune waits for it to commit before it
 // reads the sums.
 func pruneAgainstAWrite(t *testing.T, open Open) {
-	s, dsn := open(t)
-	if strings.HasPrefix(dsn, "sqlite:") {
-		t.Skip("SQLite has one writer: a prune and a batch's credit do not overlap")
-	}
-	db := DB(t, dsn)
+	s, db := drifted(t, open, "SQLite has one writer: a prune and a batch's credit do not overlap", "a")
 	ctx := t.Context()
-	creditDays(t, s, "a")
-	// a drifted (a day deleted behind the store's back): the prune corrects it.
-	_, err := db.ExecContext(ctx, `DELETE FROM usage_days WHERE uid = 'a' AND day = $1`, usage.DayOf(pruneDay(0)))
-	require.NoError(t, err)
 	// A batch's credit in flight, as PutPending writes it: a's figures pending, and its totals.
 	tx, err := db.BeginTx(ctx, nil)
 	require.NoError(t, err)
@@ -244,9 +229,16 @@ func pruneDay(d int) time.Time {
 	return time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(d) * 24 * time.Hour)
 }
 
-// creditDays credits the clusters uids, each holding 2 cores and 1 GiB, from day 0 to day 4.
-func creditDays(t *testing.T, s *history.Store, uids ...string) {
+// drifted is a PostgreSQL history (on SQLite the test is skipped, saying why) where the clusters uids
+// held 2 cores and 1 GiB each from day 0 to day 4, and a's day 0 was deleted behind the store's back
+// (as an older replica's prune would), its totals still counting it; and its database.
+func drifted(t *testing.T, open Open, why string, uids ...string) (*history.Store, *sql.DB) {
 	t.Helper()
+	s, dsn := open(t)
+	if strings.HasPrefix(dsn, "sqlite:") {
+		t.Skip(why)
+	}
+	db := DB(t, dsn)
 	l := usage.NewLedger()
 	for _, uid := range uids {
 		m := &usage.Mark{UID: uid, Since: pruneDay(0), State: usage.State{Kind: "RayCluster", Namespace: "ns", Name: uid, Cluster: uid,
@@ -254,4 +246,7 @@ func creditDays(t *testing.T, s *history.Store, uids ...string) {
 		l.Credit(m, pruneDay(4))
 	}
 	require.NoError(t, s.PutUsage(t.Context(), l))
+	_, err := db.ExecContext(t.Context(), `DELETE FROM usage_days WHERE uid = 'a' AND day = $1`, usage.DayOf(pruneDay(0)))
+	require.NoError(t, err)
+	return s, db
 }
