@@ -1446,7 +1446,7 @@ type UsagePruned struct {
 // every writer does so: a replica of a version before the totals, leading in a rolling upgrade, prunes
 // days without touching them, and no guard refuses a DELETE. Summing again heals that, and any other
 // drift, within a day. It reads every day kept: 240 ms over a month of 10,000 objects (prune-ms in
-// BenchmarkUtilization), against 1.2 s on SQLite. Meanwhile the marks are locked against writes (a
+// BenchmarkUtilization), against 1.2 s on SQLite. The marks are locked against writes for the prune (a
 // batch's credit adds to the totals without the fold's lock): one written between the sums' snapshot
 // and their write would lose its figures.
 func (s *Store) PruneUsage(ctx context.Context, before time.Time, resum bool) (UsagePruned, error) {
@@ -1459,6 +1459,11 @@ func (s *Store) PruneUsage(ctx context.Context, before time.Time, resum bool) (U
 	defer func() { _ = tx.Rollback() }()
 	if s.postgres {
 		if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, foldLock); err != nil {
+			return out, err
+		}
+		// Before any row is locked here: a batch waiting for a row this prune changed, while the prune
+		// waits for the batch's lock of the table, would deadlock.
+		if _, err := tx.ExecContext(ctx, `LOCK TABLE usage_objects IN SHARE ROW EXCLUSIVE MODE`); err != nil {
 			return out, err
 		}
 	}
@@ -1491,9 +1496,6 @@ func (s *Store) PruneUsage(ctx context.Context, before time.Time, resum bool) (U
 		return out, err
 	}
 	if s.postgres && (figures > 0 || resum) {
-		if _, err := tx.ExecContext(ctx, `LOCK TABLE usage_objects IN SHARE ROW EXCLUSIVE MODE`); err != nil {
-			return out, err
-		}
 		res, err := tx.ExecContext(ctx, resumTotals)
 		if err != nil {
 			return out, err
