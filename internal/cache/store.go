@@ -491,7 +491,6 @@ func (s *Store) countActiveLocked(k *ray.Kind, ns string, old, now *Item) {
 	}
 }
 
-// podChanged publishes again every object that runs on the pod's Ray cluster.
 // podDeleted keeps a Ray pod deleted for a while (gonePods).
 func (s *Store) podDeleted(obj any) {
 	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
@@ -502,6 +501,7 @@ func (s *Store) podDeleted(obj any) {
 	}
 }
 
+// podChanged publishes again every object that runs on the pod's Ray cluster.
 func (s *Store) podChanged(obj any) {
 	s.podsSeq.Add(1)
 	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {

@@ -215,7 +215,7 @@ var (
 		u.types = append(u.types, "integer")
 		return u
 	}()
-	sumFigures = sumOf("")
+	sumFigures = summedAs(usage.Columns)
 )
 
 // addFigures inserts rows of table keyed by key (of keyTypes), or adds their figures to the rows there.
@@ -1403,18 +1403,6 @@ func tails(ctx context.Context, tx *sql.Tx, q usage.Query, only []string, group 
 		}
 	}
 	return rows.Err()
-}
-
-// sumOf is the sums of the figures' columns, each prefixed.
-func sumOf(p string) string {
-	sums := make([]string, len(usage.Columns))
-	for i, c := range usage.Columns {
-		sums[i] = "SUM(" + p + c + ")"
-		if c == "starts" {
-			sums[i] = "CAST(SUM(" + p + "starts) AS BIGINT)"
-		}
-	}
-	return strings.Join(sums, ", ")
 }
 
 // prefixed is the figures' columns, each prefixed.
