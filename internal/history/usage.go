@@ -1123,12 +1123,6 @@ func (s *Store) clustersPaged(ctx context.Context, tx *sql.Tx, q usage.Query) (u
 		limit = fmt.Sprintf(" LIMIT %d OFFSET %d", p.Limit, p.Offset)
 	}
 	selected := append([]string{"o.uid, o.namespace, o.cluster, o.kind, o.name, o.creator"}, exprs...)
-	// The count of all: within the sort on PostgreSQL (a window over the rows, 2 ms); apart on SQLite,
-	// where a window over every row before the sort took 18 ms more over 10,000 clusters.
-	counted := s.postgres && p.Limit > 0
-	if counted {
-		selected = append(selected, "COUNT(*) OVER ()")
-	}
 	// Those with days in the window, figures pending there, or a tail.
 	res := usage.Result{Whole: map[int64]*usage.Figures{}, Paged: true}
 	var keys []usage.GroupKey
@@ -1156,9 +1150,6 @@ func (s *Store) clustersPaged(ctx context.Context, tx *sql.Tx, q usage.Query) (u
 		for _, i := range cols {
 			dest = append(dest, fields[i])
 		}
-		if counted {
-			dest = append(dest, &res.Count)
-		}
 		if err := r.Scan(dest...); err != nil {
 			return err
 		}
@@ -1176,7 +1167,10 @@ func (s *Store) clustersPaged(ctx context.Context, tx *sql.Tx, q usage.Query) (u
 	if p.Limit == 0 {
 		res.Count = len(keys)
 	}
-	if p.Limit > 0 && (!counted || len(keys) == 0) {
+	// The count of all, in a query of its own: a window over every row before the sort took 18 ms
+	// more over 10,000 clusters on SQLite, 12 ms more on PostgreSQL 15 (where the count alone takes
+	// half a millisecond).
+	if p.Limit > 0 {
 		err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM usage_objects o WHERE `+clusters, args...).Scan(&res.Count)
 		if err != nil {
 			return usage.Result{}, err
