@@ -2,6 +2,7 @@ package history
 
 import (
 	"context"
+	"database/sql"
 	"path/filepath"
 	"testing"
 	"time"
@@ -207,4 +208,22 @@ func sqliteStore(t *testing.T) *Store {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = store.Close() })
 	return store
+}
+
+// The cells a report's figures are read into take what the drivers give: numbers, and numbers as text
+// (a NUMERIC); anything else is an error naming it.
+func TestCells(t *testing.T) {
+	var f usage.Figures
+	c := cells(&f)
+	require.Len(t, c, len(usage.Columns))
+	for i, v := range []any{1.5, int64(2), "3.25", []byte("4"), 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0, 12.0, "13"} {
+		require.NoError(t, c[i].(sql.Scanner).Scan(v), "column %d", i)
+	}
+	assert.Equal(t, usage.Figures{HeldSeconds: 1.5, CPUSeconds: 2, MemoryByteSeconds: 3.25, GPUSeconds: 4, NPUSeconds: 5,
+		IdleSeconds: 6, IdleGPUSeconds: 7, IdleNPUSeconds: 8, UsedCPUSeconds: 9, UsedMemoryByteSeconds: 10,
+		UsedGPUSeconds: 11, UsedNPUSeconds: 12, Starts: 13}, f)
+	require.NoError(t, c[len(c)-1].(sql.Scanner).Scan(14.0))
+	assert.Equal(t, int64(14), f.Starts)
+	assert.ErrorContains(t, c[0].(sql.Scanner).Scan(nil), "a figure")
+	assert.ErrorContains(t, c[len(c)-1].(sql.Scanner).Scan("x"), "a count")
 }
