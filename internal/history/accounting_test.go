@@ -226,4 +226,5 @@ func TestCells(t *testing.T) {
 	assert.Equal(t, int64(14), f.Starts)
 	assert.ErrorContains(t, c[0].(sql.Scanner).Scan(nil), "a figure")
 	assert.ErrorContains(t, c[len(c)-1].(sql.Scanner).Scan("x"), "a count")
+	assert.ErrorContains(t, c[len(c)-1].(sql.Scanner).Scan(14.5), "a count of 14.5")
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -1038,9 +1039,10 @@ func utilizationDays(ctx context.Context, tx *sql.Tx, q usage.Query) (usage.Resu
 // clustersPaged reads a page of a report by cluster (q.Page). The database sums each cluster by what the
 // page is sorted by over the window: the difference of the running sums of its last and first days there
 // (two rows, however many days), what is pending, and the credit of its hold since its last credit; it
-// sorts them and gives the page, with the count of all. The clusters on the page are then read whole
-// (their days, those pending and their tails), and the whole's days from the groups' days. With no
-// Limit, every cluster is given with every figure summed, without its days.
+// sorts them and gives the page. One pass over the clusters counts them all and sums the whole's tails.
+// The clusters on the page are then read whole (their days, those pending and their tails), and the
+// whole's days from the groups' days and those pending. With no Limit, every cluster is given with
+// every figure summed, without its days.
 func (s *Store) clustersPaged(ctx context.Context, tx *sql.Tx, q usage.Query) (usage.Result, error) {
 	from, to := q.From.Unix(), q.To.Unix()
 	end := q.To
@@ -1052,8 +1054,10 @@ func (s *Store) clustersPaged(ctx context.Context, tx *sql.Tx, q usage.Query) (u
 	if p.Limit == 0 {
 		sums = usage.Columns
 	}
-	// The seconds held since the last credit, up to the window's end (or now), from its start.
-	const held = `(CASE WHEN o.gone = 0 AND o.holding = 1 AND o.since < $3
+	// A cluster holding since before the window's end (or now), and the seconds it held since its last
+	// credit, up to there, from the window's start.
+	const tailing = `(o.gone = 0 AND o.holding = 1 AND o.since < $3)`
+	const held = `(CASE WHEN ` + tailing + `
 		THEN CAST($3 - (CASE WHEN o.since > $4 THEN o.since ELSE $4 END) AS DOUBLE PRECISION) / 1000000000.0 ELSE 0 END)`
 	const idle = `(CASE WHEN o.idle = 1 AND (o.gpu > 0 OR o.npu > 0) THEN 1 ELSE 0 END)`
 	// A cluster with all its days in the window.
@@ -1140,7 +1144,6 @@ func (s *Store) clustersPaged(ctx context.Context, tx *sql.Tx, q usage.Query) (u
 		limit = fmt.Sprintf(" LIMIT %d OFFSET %d", p.Limit, p.Offset)
 	}
 	selected := append([]string{"o.uid, o.namespace, o.cluster, o.kind, o.name, o.creator"}, exprs...)
-	// Those with days in the window, figures pending there, or a tail.
 	res := usage.Result{Whole: map[int64]*usage.Figures{}, Paged: true}
 	var keys []usage.GroupKey
 	groups := groupsOf{}
@@ -1150,7 +1153,7 @@ func (s *Store) clustersPaged(ctx context.Context, tx *sql.Tx, q usage.Query) (u
 	// they were all pruned (its first day is then after its last). The cheapest test first, the one
 	// that holds for most clusters over a month (all their days in it): the count took half the time
 	// (SQLite 3.40, 10,000 clusters, 5 ms before), where the tail's seconds were computed for each.
-	clusters := `((o.last_day >= $1 AND o.first_day < $2) OR (o.gone = 0 AND o.holding = 1 AND o.since < $3)) AND ` + ow + `
+	clusters := `((o.last_day >= $1 AND o.first_day < $2) OR ` + tailing + `) AND ` + ow + `
 		AND ((` + inside + ` AND o.first_day <= o.last_day) OR ` + held + ` > 0
 			OR o.uid IN (SELECT uid FROM usage_pending WHERE day >= $1 AND day < $2)
 			OR (CASE WHEN ` + inside + ` THEN 1 = 0
@@ -1189,12 +1192,11 @@ func (s *Store) clustersPaged(ctx context.Context, tx *sql.Tx, q usage.Query) (u
 	// credit of those holding (the writer credits all at once: a few groups), the others in one group
 	// (NULL). Apart, the count and the tails took a pass each over 10,000 clusters. In the page's
 	// query, a window over every row before the sort took 18 ms more on SQLite, 12 ms more on
-	// PostgreSQL 15.
-	const tailing = `(o.gone = 0 AND o.holding = 1 AND o.since < $3)`
-	const accelerators = `(CASE WHEN o.idle = 1 AND (o.gpu > 0 OR o.npu > 0) THEN 1 ELSE 0 END)`
+	// PostgreSQL 15. The idle accelerators are sums of their own, not a key of the groups: sorting the
+	// rows by one key took 2 ms less over 10,000 clusters on SQLite.
 	err = scanRows(ctx, tx, `SELECT CASE WHEN `+tailing+` THEN o.since END, COUNT(*), CAST(SUM(o.cpu) AS DOUBLE PRECISION),
 			CAST(SUM(o.memory_bytes) AS DOUBLE PRECISION), CAST(SUM(o.gpu) AS DOUBLE PRECISION), CAST(SUM(o.npu) AS DOUBLE PRECISION),
-			SUM(`+accelerators+`), CAST(SUM(`+accelerators+` * o.gpu) AS DOUBLE PRECISION), CAST(SUM(`+accelerators+` * o.npu) AS DOUBLE PRECISION)
+			SUM(`+idle+`), CAST(SUM(`+idle+` * o.gpu) AS DOUBLE PRECISION), CAST(SUM(`+idle+` * o.npu) AS DOUBLE PRECISION)
 		FROM usage_objects o WHERE `+clusters+` GROUP BY CASE WHEN `+tailing+` THEN o.since END`, args, func(r *sql.Rows) error {
 		var since sql.NullInt64
 		var n int
@@ -1384,6 +1386,9 @@ func (c intCell) Scan(v any) error {
 	case int64:
 		*c.p = v
 	case float64:
+		if v != math.Trunc(v) {
+			return fmt.Errorf("a count of %v", v)
+		}
 		*c.p = int64(v)
 	default:
 		n, err := strconv.ParseInt(cellText(v), 10, 64)
@@ -1432,12 +1437,11 @@ func tails(ctx context.Context, tx *sql.Tx, q usage.Query, only []string, group 
 	}
 	// Each cluster's tail is its requests times the time since its last credit: the database sums the
 	// requests of those credited at the same moment, and each sum is multiplied here. By cluster each
-	// row is one object's: nothing to sum. (Multiplying in the database instead, with no sort for the
-	// whole, was tried: the whole's tails took 10 ms against 11 on SQLite.) One pass over the marks:
+	// row is one object's: nothing to sum. (Multiplying in the database instead, with no sort, was
+	// tried for a report's whole: its tails took 10 ms against 11 on SQLite.) One pass over the marks:
 	// those credited before the day that ends there (no writer for a while) are in the same rows, and
 	// split at midnights here; a pass of their own cost a scan of every mark (3 ms on PostgreSQL). The
-	// idle accelerators are sums of their own, not a key of the groups: the sort of the whole's rows
-	// by one key took 2 ms less over 10,000 marks on SQLite.
+	// idle accelerators are sums of their own, as in clustersPaged's count.
 	const accelerators = `(CASE WHEN idle = 1 AND (gpu > 0 OR npu > 0) THEN 1 ELSE 0 END)`
 	const uncounted = `CASE WHEN last_day IS NULL OR last_day < $2 THEN 1 ELSE 0 END`
 	figures := `1, cpu, memory_bytes, gpu, npu, ` + uncounted + `, ` + accelerators + `, ` + accelerators + ` * gpu, ` + accelerators + ` * npu`

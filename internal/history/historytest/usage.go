@@ -361,23 +361,32 @@ func utilizationPicked(t *testing.T, open Open) {
 			Name: fmt.Sprintf("obj-%d", i), Cluster: fmt.Sprintf("obj-%d-x", i), Creator: []string{"alice", "bob", "carol"}[i%3],
 			Holding: true, Idle: i%2 == 0, Requests: ray.Resources{CPU: float64(i + 1), MemoryBytes: int64(i+1) << 30, GPU: int64(i % 2), NPU: int64(i % 3 / 2)}}
 	}
-	marks := make([]*usage.Mark, 8)
+	marks := make([]*usage.Mark, 9)
 	for i := range marks {
 		marks[i] = &usage.Mark{UID: fmt.Sprintf("picked-%d", i), Since: t0}
 	}
-	// Every cluster holds from t0; 0 to 5 are credited each day up to the third, 6 and 7 once, the first hour.
+	// Every cluster holds from t0; 0 to 5 are credited each day up to the third, 6 and 7 once, the first
+	// hour; 8 is gone then, its mark still holding (no tail of its own, nor in the whole's).
 	l := usage.NewLedger()
 	for i, m := range marks {
 		l.Change(m, state(i), t0)
 		l.Credit(m, t0.Add(time.Hour))
 		l.Used(m, usage.DayOf(t0), float64(600*(i+1)), 1<<30, 0, 0)
 	}
+	l.Gone(marks[8], t0.Add(time.Hour))
 	l.Measured[usage.DayOf(t0)] = 3600
 	require.NoError(t, s.PutUsage(ctx, l))
 	for d := 1; d <= 2; d++ {
 		l := usage.NewLedger()
 		for _, m := range marks[:6] {
 			l.Credit(m, day.Add(time.Duration(d)*24*time.Hour+time.Duration(d)*time.Hour))
+		}
+		if d == 1 {
+			// 0 asks for 20 cores from then on: its days are not those of the others scaled, and a
+			// window's figure read from any day but its last sorts it elsewhere.
+			st := state(0)
+			st.Requests.CPU = 20
+			l.Change(marks[0], st, day.Add(25*time.Hour))
 		}
 		require.NoError(t, s.PutUsage(ctx, l))
 	}
@@ -403,6 +412,7 @@ func utilizationPicked(t *testing.T, open Open) {
 	for _, scope := range []usage.Query{
 		{Scopes: map[string][]string{"RayCluster": nil, "RayJob": nil, "RayService": nil}},
 		{Scopes: map[string][]string{"RayCluster": {"a"}, "RayJob": nil}, Creators: []string{"alice", "bob"}},
+		{Scopes: map[string][]string{"RayCluster": {}, "RayService": {"a", "a-b"}}},
 	} {
 		for first := range 4 {
 			for last := first + 1; last <= 4; last++ {
