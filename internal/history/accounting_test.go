@@ -224,7 +224,7 @@ func TestCells(t *testing.T) {
 		UsedGPUSeconds: 11, UsedNPUSeconds: 12, Starts: 13}, f)
 	require.NoError(t, c[len(c)-1].(sql.Scanner).Scan(14.0))
 	assert.Equal(t, int64(14), f.Starts)
-	assert.ErrorContains(t, c[0].(sql.Scanner).Scan(nil), "a figure")
-	assert.ErrorContains(t, c[len(c)-1].(sql.Scanner).Scan("x"), "a count")
-	assert.ErrorContains(t, c[len(c)-1].(sql.Scanner).Scan(14.5), "a count of 14.5")
+	require.ErrorContains(t, c[0].(sql.Scanner).Scan(nil), "a figure")
+	require.ErrorContains(t, c[len(c)-1].(sql.Scanner).Scan("x"), "a count")
+	require.ErrorContains(t, c[len(c)-1].(sql.Scanner).Scan(14.5), "a count of 14.5")
 }
