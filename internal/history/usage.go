@@ -1171,9 +1171,8 @@ func (s *Store) clustersPaged(ctx context.Context, tx *sql.Tx, q usage.Query) (u
 		WHERE `+clusters+` ORDER BY `+order+limit, args, func(r *sql.Rows) error {
 		var k usage.GroupKey
 		var f usage.Figures
-		fields := f.Fields()
 		dest := []any{&k.UID, &k.Namespace, &k.Cluster, &k.Kind, &k.Name, &k.Creator}
-		dest = append(dest, fields[:len(exprs)]...)
+		dest = append(dest, cells(&f)[:len(exprs)]...)
 		if err := r.Scan(dest...); err != nil {
 			return err
 		}
