@@ -1103,8 +1103,7 @@ func recordOf(t *testing.T, base, kind, ns, name string, what string, cond func(
 // historyShows tells whether the service at base shows one record of kind named name in ns to the
 // admin, and cond holds of it in full.
 func historyShows(base, kind, ns, name string, cond func(historyRecord) bool) bool {
-	rec, missing := historyRecordOf(base, kind, ns, name)
-	return missing == "" && cond(rec)
+	return historyLacks(base, kind, ns, name, cond) == ""
 }
 
 // historyRecordOf is the record of the one object named name in the history of base, or what is
