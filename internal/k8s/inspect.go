@@ -120,9 +120,11 @@ func (o *Objects) ResolveWithEvents(ctx context.Context, ns, name string) (*Curr
 	// Events are informational: served from the apiserver's watch cache (resourceVersion 0), not read
 	// through to etcd.
 	wg.Go(func() { list, listErr = o.Clients.Core.Events(ns).List(ctx, metav1.ListOptions{ResourceVersion: "0"}) })
-	if o.Kind.HasSubmitter {
+	// With no clusters named, the selector is the submitter's (none for a kind without one, or a name
+	// no pod's label can hold).
+	if sel := o.Kind.PodSelectors(name, nil); len(sel) == 1 {
 		wg.Go(func() {
-			if l, err := o.Clients.Core.Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: ray.JobNameLabel + "=" + name}); err == nil {
+			if l, err := o.Clients.Core.Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel[0]}); err == nil {
 				submitters = l.Items
 			}
 		})

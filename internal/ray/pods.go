@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // Node types of the pods an object shows.
@@ -54,16 +55,30 @@ func (k *Kind) ObjectClusters(o *unstructured.Unstructured) []string {
 }
 
 // PodSelectors are the label selectors of the pods of an object named name that runs on the Ray
-// clusters named: theirs, and its submitter Job's.
+// clusters named: theirs, and its submitter Job's. A name that is no label value (past 63 characters:
+// Kubernetes allows 253 in an object's name) names no pod, and is left out: the apiserver refuses a
+// selector with it.
 func (k *Kind) PodSelectors(name string, clusters []string) []string {
 	var selectors []string
-	if len(clusters) > 0 {
-		selectors = append(selectors, RayClusterLabel+" in ("+strings.Join(clusters, ",")+")")
+	labelled := make([]string, 0, len(clusters))
+	for _, c := range clusters {
+		if isLabelValue(c) {
+			labelled = append(labelled, c)
+		}
 	}
-	if k.HasSubmitter {
+	if len(labelled) > 0 {
+		selectors = append(selectors, RayClusterLabel+" in ("+strings.Join(labelled, ",")+")")
+	}
+	if k.HasSubmitter && isLabelValue(name) {
 		selectors = append(selectors, JobNameLabel+"="+name)
 	}
 	return selectors
+}
+
+// isLabelValue tells whether s can be the value of a label (an object's name always has a label
+// value's characters; only its length can be too much).
+func isLabelValue(s string) bool {
+	return len(validation.IsValidLabelValue(s)) == 0
 }
 
 // SortPods puts head pods first, then workers, then submitters, each by name.

@@ -1,6 +1,7 @@
 package ray
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -9,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 )
 
 func rayPod(name, cluster, nodeType string, containers ...string) corev1.Pod {
@@ -71,4 +73,22 @@ func TestLogTargetSidecarMode(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "j-x-head", p.Name)
 	assert.Equal(t, "ray-job-submitter", c)
+}
+
+// A name past 63 characters (Kubernetes allows 253 in an object's name) is no label value: no pod
+// carries it, and the apiserver refuses a selector with it, so it is left out.
+func TestPodSelectorsLeaveOutNamesNoLabelHolds(t *testing.T) {
+	reg := NewKinds()
+	job, _ := reg.Lookup("rayjobs")
+	long := strings.Repeat("long-", 50) + "abc"
+	fits := strings.Repeat("a", 63)
+	assert.Equal(t, []string{"ray.io/cluster in (a," + fits + ")", "batch.kubernetes.io/job-name=j"},
+		job.PodSelectors("j", []string{"a", long, fits}))
+	assert.Equal(t, []string{"batch.kubernetes.io/job-name=" + fits}, job.PodSelectors(fits, []string{long}))
+	assert.Empty(t, job.PodSelectors(long, []string{long}))
+	assert.Empty(t, reg.Cluster().PodSelectors(long, []string{long}))
+	for _, sel := range job.PodSelectors("j", []string{"a", fits}) {
+		_, err := labels.Parse(sel)
+		require.NoError(t, err, sel)
+	}
 }

@@ -242,6 +242,9 @@ func TestAttackRequestIDIsChecked(t *testing.T) {
 // creates none past KubeRay's limits, but writes those made otherwise) was named <name>.<time>, past
 // the 253 characters of a name: where the apiserver holds event names to it, the event and with it the
 // entry were lost. The entries are in the store now, and the mirror's names fit.
+// Such a name is no label value either: the pods' list and the history's record asked the apiserver
+// for pods with it as their ray.io/cluster, and were refused; the record's ending was tried again every
+// second, forever, and every other record waited a second behind it.
 func TestAttackAuditLongNames(t *testing.T) {
 	t.Parallel()
 	ns := namespace(t, "audit-long")
@@ -254,9 +257,22 @@ func TestAttackAuditLongNames(t *testing.T) {
 	eventually(t, 15*time.Second, "the service sees it", func() bool {
 		return call(t, "GET", itemPath(ns, "rayclusters", name), admin, "", nil).Status == 200
 	})
+	// No pod can carry the name as its ray.io/cluster label (63 characters at most): its pods are none,
+	// where the service once asked the apiserver for them with a selector it refuses.
+	pods := call(t, "GET", itemPath(ns, "rayclusters", name)+"/pods", admin, "", nil)
+	require.Equal(t, 200, pods.Status, "%s", pods.Raw)
+	assert.Empty(t, decode[[]podInfo](t, pods))
 	r := scaleAs(t, admin, ns, "rayclusters", name, `{"group":"workers","replicas":1}`)
 	require.Equal(t, 200, r.Status, "%s", r.Raw)
 	require.Equal(t, 200, call(t, "DELETE", itemPath(ns, "rayclusters", name)+"?force=true", admin, "", nil).Status)
+	// Its history records the deletion and how it ended: the ending's pods were read with that selector
+	// too, the ending was never written, and the writer tried again every second, delaying every record
+	// behind it.
+	eventually(t, 15*time.Second, "the history records the deletion and its ending", func() bool {
+		return historyShows(env.serviceURL, "rayclusters", ns, name, func(h historyRecord) bool {
+			return h.DeletedAt != nil && h.Ending != nil
+		})
+	})
 	trail := auditEntriesOf(t, env.serviceURL, ns, 2)
 	var actions []string
 	for _, e := range trail.Items {
