@@ -228,3 +228,43 @@ func TestCells(t *testing.T) {
 	require.ErrorContains(t, c[len(c)-1].(sql.Scanner).Scan("x"), "a count")
 	require.ErrorContains(t, c[len(c)-1].(sql.Scanner).Scan(14.5), "a count of 14.5")
 }
+
+// On SQLite the figures' writes commit without waiting for the disk, and leave the connection's safety
+// level as it was, after a write that fails too: the records' commits wait for it.
+func TestFiguresCommitWithoutWaitingOnSQLite(t *testing.T) {
+	ctx := t.Context()
+	s := sqliteStore(t)
+	level := func(q interface {
+		QueryRowContext(context.Context, string, ...any) *sql.Row
+	}) string {
+		var v string
+		require.NoError(t, q.QueryRowContext(ctx, `PRAGMA synchronous`).Scan(&v))
+		return v
+	}
+	opened := level(s.db)
+	require.Equal(t, "2", opened, "the connection opens at FULL")
+	require.NoError(t, s.writeFigures(ctx, func(tx *sql.Tx) error {
+		assert.Equal(t, "1", level(tx), "NORMAL within the figures' write")
+		return nil
+	}))
+	assert.Equal(t, opened, level(s.db))
+
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	m := &usage.Mark{UID: "u", Since: t0, State: usage.State{Kind: "RayCluster", Namespace: "team", Name: "c", Cluster: "c",
+		Holding: true, Requests: ray.Resources{CPU: 2}}}
+	l := usage.NewLedger()
+	l.Credit(m, t0.Add(time.Minute))
+	require.NoError(t, s.PutPending(ctx, l))
+	assert.Equal(t, opened, level(s.db), "after a batch's credit")
+	require.NoError(t, s.PutUsage(ctx, usage.NewLedger()))
+	assert.Equal(t, opened, level(s.db), "after the minute's credit")
+	// Figures without their mark fail to write, after the level was set.
+	bad := usage.NewLedger()
+	bad.Used(&usage.Mark{UID: "v"}, usage.DayOf(t0), 1, 0, 0, 0)
+	delete(bad.Owners, "v")
+	require.Error(t, s.PutUsage(ctx, bad))
+	assert.Equal(t, opened, level(s.db), "after a credit that failed")
+	var held float64
+	require.NoError(t, s.db.QueryRowContext(ctx, `SELECT held_seconds FROM usage_days WHERE uid = 'u'`).Scan(&held))
+	assert.InDelta(t, 60, held, 1e-9, "the credit written")
+}

@@ -68,6 +68,9 @@ type Store struct {
 	prepared map[upsertKey]*sql.Stmt
 	// folds are the statements of a chunk of the fold of pending figures on SQLite (foldSQLite).
 	folds []*sql.Stmt
+	// synchronous is SQLite's safety level as the connection opens (PRAGMA synchronous): what
+	// writeFigures sets back.
+	synchronous string
 }
 
 // Open opens the history at dsn: "sqlite:<file>" (the default, embedded) or a PostgreSQL URL
@@ -96,6 +99,12 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	if err := s.prepareUpserts(ctx); err != nil {
 		_ = db.Close()
 		return nil, err
+	}
+	if !s.postgres {
+		if err := db.QueryRowContext(ctx, `PRAGMA synchronous`).Scan(&s.synchronous); err != nil {
+			_ = db.Close()
+			return nil, err
+		}
 	}
 	return s, nil
 }

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"fmt"
 	"math"
 	"slices"
@@ -248,12 +249,45 @@ func boolInt(b bool) int {
 // the objects' days, with their running sums, and to their groups' days, with the marks the ledger moved
 // and the seconds measured; written whole or not at all. An empty ledger only moves what is pending.
 func (s *Store) PutUsage(ctx context.Context, l *usage.Ledger) error {
-	tx, err := s.db.BeginTx(ctx, nil)
+	return s.writeFigures(ctx, func(tx *sql.Tx) error { return s.credit(ctx, tx, l) })
+}
+
+// writeFigures runs write, which writes utilization figures, in a transaction. On SQLite its commit does
+// not wait for the disk (synchronous NORMAL, for that commit alone): the next record's commit, which
+// does, takes its part of the log to the disk with its own. Only a power loss or a crash of the system
+// before then loses it, and then whole, as if it had failed: the marks are left where they were, and
+// the credit is taken up from them. A batch's credit of 50 changes took 1.22 to 1.30 ms with the wait
+// and 0.99 to 1.05 ms without (commit 54 to 56 against 28 to 29 ms over 120 batches).
+func (s *Store) writeFigures(ctx context.Context, write func(*sql.Tx) error) (err error) {
+	var conn *sql.Conn
+	if !s.postgres {
+		if conn, err = s.db.Conn(ctx); err != nil {
+			return err
+		}
+		defer func() { _ = conn.Close() }()
+		// The safety level may not change within a transaction: it is set on the connection around it,
+		// and a connection that could not have its own back is closed, not left to commit records so.
+		if _, err := conn.ExecContext(ctx, `PRAGMA synchronous = NORMAL`); err != nil {
+			return err
+		}
+		defer func() {
+			if _, rerr := conn.ExecContext(context.WithoutCancel(ctx), `PRAGMA synchronous = `+s.synchronous); rerr != nil {
+				_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+				err = cmp.Or(err, rerr)
+			}
+		}()
+	}
+	var tx *sql.Tx
+	if conn != nil {
+		tx, err = conn.BeginTx(ctx, nil)
+	} else {
+		tx, err = s.db.BeginTx(ctx, nil)
+	}
 	if err != nil {
 		return err
 	}
 	defer func() { _ = tx.Rollback() }()
-	if err := s.credit(ctx, tx, l); err != nil {
+	if err := write(tx); err != nil {
 		return err
 	}
 	return tx.Commit()
@@ -371,15 +405,7 @@ func (s *Store) PutPending(ctx context.Context, l *usage.Ledger) error {
 	if s.postgres {
 		return pendingArrays.exec(ctx, s.db, rows.marks, rows.spans, rows.pending, rows.measured)
 	}
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = tx.Rollback() }()
-	if err := s.writeUsageRows(ctx, tx, rows); err != nil {
-		return err
-	}
-	return tx.Commit()
+	return s.writeFigures(ctx, func(tx *sql.Tx) error { return s.writeUsageRows(ctx, tx, rows) })
 }
 
 // foldDays are the WITH queries that add the figures moved (from %s: usage_pending's columns) to the
@@ -815,19 +841,13 @@ func (s *Store) MeasuredTo(ctx context.Context) (time.Time, error) {
 // PutMeasured writes what was measured from Prometheus up to `to`: the ledger (its figures of use and
 // seconds measured) and the new bound, in one transaction.
 func (s *Store) PutMeasured(ctx context.Context, l *usage.Ledger, to time.Time) error {
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = tx.Rollback() }()
-	if _, err := tx.ExecContext(ctx, `INSERT INTO usage_state (name, value) VALUES ($1, $2)
-		ON CONFLICT (name) DO UPDATE SET value = excluded.value`, measuredToKey, to.UnixNano()); err != nil {
-		return err
-	}
-	if err := s.credit(ctx, tx, l); err != nil {
-		return err
-	}
-	return tx.Commit()
+	return s.writeFigures(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO usage_state (name, value) VALUES ($1, $2)
+			ON CONFLICT (name) DO UPDATE SET value = excluded.value`, measuredToKey, to.UnixNano()); err != nil {
+			return err
+		}
+		return s.credit(ctx, tx, l)
+	})
 }
 
 // UsageNamespaces are the namespaces with any object counted.
