@@ -3,6 +3,7 @@ package history
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"path/filepath"
 	"testing"
 	"time"
@@ -229,9 +230,9 @@ func TestCells(t *testing.T) {
 	require.ErrorContains(t, c[len(c)-1].(sql.Scanner).Scan(14.5), "a count of 14.5")
 }
 
-// On SQLite the figures' writes commit without waiting for the disk, and leave the connection's safety
-// level as it was, after a write that fails too: the records' commits wait for it.
-func TestFiguresCommitWithoutWaitingOnSQLite(t *testing.T) {
+// On SQLite a batch's credit commits without waiting for the disk, and leaves the connection's safety
+// level as it was, after a write that fails or is cancelled too: the records' commits wait for it.
+func TestBatchCreditCommitsWithoutWaitingOnSQLite(t *testing.T) {
 	ctx := t.Context()
 	s := sqliteStore(t)
 	level := func(q interface {
@@ -243,8 +244,8 @@ func TestFiguresCommitWithoutWaitingOnSQLite(t *testing.T) {
 	}
 	opened := level(s.db)
 	require.Equal(t, "2", opened, "the connection opens at FULL")
-	require.NoError(t, s.writeFigures(ctx, func(tx *sql.Tx) error {
-		assert.Equal(t, "1", level(tx), "NORMAL within the figures' write")
+	require.NoError(t, s.writeUnsynced(ctx, func(tx *sql.Tx) error {
+		assert.Equal(t, "1", level(tx), "NORMAL within the batch's write")
 		return nil
 	}))
 	assert.Equal(t, opened, level(s.db))
@@ -257,14 +258,14 @@ func TestFiguresCommitWithoutWaitingOnSQLite(t *testing.T) {
 	require.NoError(t, s.PutPending(ctx, l))
 	assert.Equal(t, opened, level(s.db), "after a batch's credit")
 	require.NoError(t, s.PutUsage(ctx, usage.NewLedger()))
-	assert.Equal(t, opened, level(s.db), "after the minute's credit")
-	// Figures without their mark fail to write, after the level was set.
-	bad := usage.NewLedger()
-	bad.Used(&usage.Mark{UID: "v"}, usage.DayOf(t0), 1, 0, 0, 0)
-	delete(bad.Owners, "v")
-	require.Error(t, s.PutUsage(ctx, bad))
-	assert.Equal(t, opened, level(s.db), "after a credit that failed")
 	var held float64
 	require.NoError(t, s.db.QueryRowContext(ctx, `SELECT held_seconds FROM usage_days WHERE uid = 'u'`).Scan(&held))
 	assert.InDelta(t, 60, held, 1e-9, "the credit written")
+
+	failed := errors.New("failed")
+	require.ErrorIs(t, s.writeUnsynced(ctx, func(*sql.Tx) error { return failed }), failed)
+	assert.Equal(t, opened, level(s.db), "after a write that failed")
+	cctx, cancel := context.WithCancel(ctx)
+	require.ErrorIs(t, s.writeUnsynced(cctx, func(*sql.Tx) error { cancel(); return cctx.Err() }), context.Canceled)
+	assert.Equal(t, opened, level(s.db), "after a write cancelled")
 }

@@ -69,7 +69,7 @@ type Store struct {
 	// folds are the statements of a chunk of the fold of pending figures on SQLite (foldSQLite).
 	folds []*sql.Stmt
 	// synchronous is SQLite's safety level as the connection opens (PRAGMA synchronous): what
-	// writeFigures sets back.
+	// writeUnsynced sets back.
 	synchronous string
 }
 
