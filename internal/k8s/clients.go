@@ -111,6 +111,18 @@ func (c reviewClients) AuthenticationV1() authenticationv1client.AuthenticationV
 	return c.authn
 }
 
+// ended is why ctx ended, or nil. Its deadline may have passed before it says so: net's dial gives up
+// at the deadline by its own clock.
+func ended(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+		return context.DeadlineExceeded
+	}
+	return nil
+}
+
 // PatientDial dials as net.Dialer does, but while the address refuses connections it tries again
 // every interval, for up to wait in all. A watch cache's list then waits out an apiserver restart and
 // succeeds as soon as it is back, instead of failing into its reflector's backoff, which grows to
@@ -121,6 +133,10 @@ func PatientDial(wait, interval time.Duration) func(ctx context.Context, network
 		deadline := time.Now().Add(wait)
 		for {
 			c, err := d.DialContext(ctx, network, addr)
+			if why := ended(ctx); err != nil && why != nil {
+				// The caller's context ended the dial (net reports its deadline as an i/o timeout).
+				return nil, fmt.Errorf("%w: %w", why, err)
+			}
 			if err == nil || !errors.Is(err, syscall.ECONNREFUSED) || time.Now().After(deadline) {
 				return c, err
 			}

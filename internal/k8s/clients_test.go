@@ -6,6 +6,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -52,6 +54,38 @@ func TestPatientDialWaitsForTheListener(t *testing.T) {
 	defer cancel()
 	_, err = PatientDial(10*time.Second, 50*time.Millisecond)(ctx, "tcp", closed)
 	require.ErrorIs(t, err, context.DeadlineExceeded, "the caller's context bounds the wait")
+
+	// The context ends within a dial: one to a listener whose queue is full hangs, unanswered.
+	full := fullListener(t)
+	ctx, cancel = context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	_, err = PatientDial(10*time.Second, 50*time.Millisecond)(ctx, "tcp", full)
+	require.ErrorIs(t, err, context.DeadlineExceeded, "the caller's context ended the dial")
+	assert.ErrorContains(t, err, full, "the dial's own error is kept")
+}
+
+// fullListener is the address of a socket that listens with a queue of none and never accepts, its
+// queue filled: a connection to it is not answered (Linux drops the SYN) until the dialer gives up.
+func fullListener(t *testing.T) string {
+	t.Helper()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = syscall.Close(fd) })
+	require.NoError(t, syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}))
+	require.NoError(t, syscall.Listen(fd, 0))
+	sa, err := syscall.Getsockname(fd)
+	require.NoError(t, err)
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(sa.(*syscall.SockaddrInet4).Port))
+	for range 4 { // the queue holds one or two, whatever the backlog says
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		c, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+		cancel()
+		if err != nil {
+			break
+		}
+		t.Cleanup(func() { _ = c.Close() })
+	}
+	return addr
 }
 
 // An answer that breaks off after its status line (the apiserver killed mid-write) is marked as a lost
