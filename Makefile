@@ -103,17 +103,18 @@ fuzz:
 # and downloaded before entering it. Six parallel tests at a time, not one per core: they mostly wait on
 # the stack (a schedule's minutes, Prometheus' scrapes, the operator).
 # The compatibility test reads the CRDs of KubeRay v1.5.0 from its module (test/compat/kuberay15).
-# A failed run ends with the logs' tails; what failed is repeated after them, as CI shows a run's end.
+# A failed run ends with the logs' tails; what failed (test/integration/failures.awk) is repeated after
+# them, as CI shows a run's end.
 integration: build stack client
 	stack/gomod.sh test/compat/kuberay15
 	$(GO) test -c -tags integration -o $(BIN)/integration.test ./test/integration
+	rm -f $(BIN)/integration.rc
 	cd test/integration && { RAY_SERVICE_BIN=$(CURDIR)/$(BIN)/ray-service \
 		../../stack/netns.sh ../../$(BIN)/integration.test -test.v -test.count=1 -test.timeout=40m -test.parallel=6; \
 		echo $$? > ../../$(BIN)/integration.rc; } 2>&1 | tee ../../$(BIN)/integration.log
-	@rc=$$(cat $(BIN)/integration.rc); if [ "$$rc" != 0 ]; then \
+	@rc=$$(cat $(BIN)/integration.rc 2>/dev/null || echo lost); if [ "$$rc" != 0 ]; then \
 		echo "integration: failed (exit $$rc); what failed, as the run printed it:"; \
-		grep -E -- '--- FAIL|^panic:|^[[:space:]]+(Error Trace|Error|Messages):|^[[:space:]]+[a-z0-9_]+_test\.go:[0-9]+: ' \
-			$(BIN)/integration.log | head -n 120; \
+		awk -f test/integration/failures.awk $(BIN)/integration.log; \
 		exit 1; fi
 
 # The micro-benchmarks, then the list benchmark against a local stack of its own (bench/stack.sh:
