@@ -36,6 +36,10 @@ func ReadEnding(ctx context.Context, core kubernetes.Interface, k *ray.Kind, ns,
 		list, err := core.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
 		switch {
 		case apierrors.IsForbidden(err):
+		case apierrors.IsBadRequest(err):
+			// A selector the apiserver refuses is refused whenever it is asked: the ending is written
+			// without those pods, rather than read again every second while every record waits behind
+			// it (PodSelectors leaves out the names it knows no pod carries).
 		case err != nil:
 			return nil, err
 		default:

@@ -1,6 +1,8 @@
 package k8s
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -11,9 +13,13 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
+	k8stesting "k8s.io/client-go/testing"
 
 	"ray-service/internal/ray"
 )
@@ -74,4 +80,25 @@ func TestReadTailBounded(t *testing.T) {
 	_, err = readTail(t.Context(), endless, tailPod, "c", ray.EndingLimits{LogLines: 2000, LogBytes: 64 << 10})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "longer than 256 KiB")
+}
+
+// An ending whose pods the apiserver refuses to list with a selector (400) is read without them, as
+// one it may not list; any other failure to list them is an error, and the ending is read again.
+func TestReadEndingWithoutPodsRefused(t *testing.T) {
+	ctx := context.Background()
+	core := fake.NewClientset(&corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: "e", Namespace: "ns"},
+		InvolvedObject: corev1.ObjectReference{Kind: "RayCluster", Name: "c"}, Reason: "Deleted"})
+	refusal := error(apierrors.NewBadRequest("unable to parse requirement"))
+	core.PrependReactor("list", "pods", func(k8stesting.Action) (bool, runtime.Object, error) { return true, nil, refusal })
+	cluster := ray.NewKinds().Cluster()
+	lim := ray.EndingLimits{Events: 10, LogLines: 10, LogBytes: 1 << 10}
+	e, err := ReadEnding(ctx, core, cluster, "ns", "c", []string{"c"}, nil, lim)
+	require.NoError(t, err)
+	assert.Empty(t, e.Pods)
+	require.Len(t, e.Events, 1)
+	assert.Equal(t, "Deleted", e.Events[0].Reason)
+
+	refusal = errors.New("connection refused")
+	_, err = ReadEnding(ctx, core, cluster, "ns", "c", []string{"c"}, nil, lim)
+	require.ErrorContains(t, err, "connection refused")
 }
