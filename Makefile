@@ -12,17 +12,23 @@ SWAG := $(GO) tool swag init -g main.go -d ./cmd/ray-service,./internal --parseI
 
 all: build
 
-# The one build command, static: the Dockerfile's build stage runs it too.
+# One configuration, static, for the service, the vet, the linter's export data and the integration
+# tests' binary: the Go build cache keys a compiled package by CGO_ENABLED and -trimpath too, so each
+# configuration compiles the service's dependencies (and the standard library) again. Only the unit
+# tests (-race) and the fuzzing (instrumented) need their own.
+STATIC := CGO_ENABLED=0 GOFLAGS='-trimpath $(GOFLAGS)'
+
+# The one build command: the Dockerfile's build stage runs it too.
 build: | $(MODULES)
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $(BIN)/ray-service ./cmd/ray-service
+	$(STATIC) $(GO) build -ldflags '-s -w' -o $(BIN)/ray-service ./cmd/ray-service
 
 # golangci-lint is pinned in tools/lint/go.mod (its own module, so that its dependencies stay out of
 # the service's); `go tool -n` builds it once into the Go build cache and names the binary.
 vet: client
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed: $$out"; exit 1; fi
-	$(GO) vet $(PKGS)
-	$(GO) vet -tags integration ./test/...
-	$$(cd tools/lint && $(GO) tool -n golangci-lint) run ./...
+	$(STATIC) $(GO) vet $(PKGS)
+	$(STATIC) $(GO) vet -tags integration ./test/...
+	$(STATIC) $$(cd tools/lint && $(GO) tool -n golangci-lint) run ./...
 	@grep -q '^RUN make build$$' Dockerfile || { echo "Dockerfile must build with make build"; exit 1; }
 
 # docs/swagger (Swagger 2.0) and docs/openapi (OpenAPI 3) are generated from the handlers' annotations by
@@ -67,6 +73,8 @@ run: build
 #
 # The service's, the linter's and the client generator's modules (59 s to download on an empty module
 # cache) come while the stack builds: what needs them waits for them (MODULES), the stack's build does not.
+# The checks wait for the service's build too: they reuse its compiled dependencies (STATIC), where two
+# go commands compiling at once would each compile them.
 test:
 	stack/packages.sh test
 	$(MAKE) --no-print-directory -j3 --output-sync=target MODULES=modules integration checks unit-and-fuzz
@@ -75,7 +83,7 @@ test:
 modules:
 	stack/gomod.sh . tools/lint tools/oapi
 
-checks: | $(MODULES)
+checks: | $(MODULES) build
 	nice -n 19 $(MAKE) --no-print-directory vet swagger-check
 
 unit-and-fuzz: | $(MODULES)
@@ -116,7 +124,7 @@ fuzz:
 # them, as CI shows a run's end.
 integration: build stack client
 	stack/gomod.sh test/compat/kuberay15
-	$(GO) test -c -vet=off -tags integration -o $(BIN)/integration.test ./test/integration
+	$(STATIC) $(GO) test -c -vet=off -tags integration -o $(BIN)/integration.test ./test/integration
 	rm -f $(BIN)/integration.rc
 	cd test/integration && { RAY_SERVICE_BIN=$(CURDIR)/$(BIN)/ray-service \
 		../../stack/netns.sh ../../$(BIN)/integration.test -test.v -test.count=1 -test.timeout=40m -test.parallel=6; \
