@@ -15,7 +15,8 @@ all: build
 # One configuration, static, for the service, the vet, the linter's export data and the integration
 # tests' binary: the Go build cache keys a compiled package by CGO_ENABLED and -trimpath too, so each
 # configuration compiles the service's dependencies (and the standard library) again. Only the unit
-# tests (-race) and the fuzzing (instrumented) need their own.
+# tests (-race) and the fuzzing (instrumented) need their own. Cold, on 2 cores, make test took 55 m 45 s
+# and 104.7 CPU-minutes with it, against 62 m 58 s and 118.7 before (a run each).
 STATIC := CGO_ENABLED=0 GOFLAGS='-trimpath $(GOFLAGS)'
 
 # The one build command: the Dockerfile's build stage runs it too.
