@@ -22,13 +22,16 @@ type feedEnv struct {
 	store *Store
 	kind  *ray.Kind
 	rv    int
+	// created is every object's creation time: one taken per put would make a repeat a change
+	// whenever a second ends between two puts.
+	created metav1.Time
 }
 
 func newFeedEnv(t *testing.T) *feedEnv {
 	kinds := ray.NewKinds()
 	store, err := NewStore(nil, fake.NewSimpleClientset(), kinds, signer(t), 0)
 	require.NoError(t, err)
-	return &feedEnv{t: t, store: store, kind: kinds.Cluster()}
+	return &feedEnv{t: t, store: store, kind: kinds.Cluster(), created: metav1.Now()}
 }
 
 // put publishes a RayCluster ns/name with the given state and suspension.
@@ -40,7 +43,7 @@ func (e *feedEnv) put(ns, name, state string, suspend bool) {
 		"spec":     map[string]any{"suspend": suspend, "headGroupSpec": map[string]any{}},
 		"status":   map[string]any{"state": state},
 	}}
-	u.SetCreationTimestamp(metav1.Now())
+	u.SetCreationTimestamp(e.created)
 	entry, err := (&Store{}).entryTransform(e.kind)(u)
 	require.NoError(e.t, err)
 	e.store.publishInstance(e.kind, entry)
