@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"runtime/pprof"
 	"slices"
 	"testing"
 	"time"
@@ -148,7 +149,10 @@ func BenchmarkUtilization(b *testing.B) {
 		}
 		q.Page = &usage.Page{SortBy: "cpuCoreHours", Desc: true, Limit: 20}
 		t := time.Now()
-		res, err := s.Utilization(ctx, q)
+		var res usage.Result
+		var err error
+		// Labelled, so that a CPU profile (-cpuprofile) can be read case by case (pprof -tagfocus).
+		pprof.Do(ctx, pprof.Labels("by-cluster", name), func(ctx context.Context) { res, err = s.Utilization(ctx, q) })
 		if err != nil {
 			b.Fatal(err)
 		}
