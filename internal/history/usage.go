@@ -1162,10 +1162,6 @@ func (s *Store) clustersPaged(ctx context.Context, tx *sql.Tx, q usage.Query) (u
 	}
 	ow, oa := scopeClause(q, "o.", 4)
 	args := append([]any{from, to, end.UnixNano(), q.From.UnixNano()}, oa...)
-	limit := ""
-	if p.Limit > 0 {
-		limit = fmt.Sprintf(" LIMIT %d", p.Offset+p.Limit)
-	}
 	res := usage.Result{Whole: map[int64]*usage.Figures{}, Paged: true}
 	groups := groupsOf{}
 	// The clusters that may be in the window (days in it, or holding since before its end), with a tail,
@@ -1206,6 +1202,15 @@ func (s *Store) clustersPaged(ctx context.Context, tx *sql.Tx, q usage.Query) (u
 				figure: totalled},
 			{where: `NOT COALESCE(` + inside + `, false) AND ` + near + ` AND ` + ow + ` AND (` + held + ` > 0 OR ` + pendingThere + ` OR ` + daysThere + `)`,
 				joins: pendingJoin + ` ON pp.uid = o.uid LEFT JOIN ` + lastOf(unguarded), figure: looked},
+		}
+	}
+	// One query gives the page; two each give what may be on it (a page deep in the report reads that
+	// many clusters of each), and the merge cuts it.
+	limit := ""
+	if p.Limit > 0 {
+		limit = fmt.Sprintf(" LIMIT %d OFFSET %d", p.Limit, p.Offset)
+		if len(parts) > 1 {
+			limit = fmt.Sprintf(" LIMIT %d", p.Offset+p.Limit)
 		}
 	}
 	type pageRow struct {
@@ -1285,7 +1290,7 @@ func (s *Store) clustersPaged(ctx context.Context, tx *sql.Tx, q usage.Query) (u
 		}
 		merged = both
 	}
-	if p.Limit > 0 {
+	if p.Limit > 0 && len(parts) > 1 {
 		merged = merged[min(p.Offset, len(merged)):min(p.Offset+p.Limit, len(merged))]
 	}
 	keys := make([]usage.GroupKey, len(merged))
