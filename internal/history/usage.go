@@ -1046,13 +1046,9 @@ func utilizationDays(ctx context.Context, tx *sql.Tx, q usage.Query) (usage.Resu
 				return usage.Result{}, err
 			}
 		}
-		// The objects that held anything in the window, counted by group (by cluster, each is one).
-		if err := countObjects(ctx, tx, `SELECT `+col+`, COUNT(*) FROM usage_objects WHERE last_day >= $1 AND first_day < $2 AND `+
-			where+` GROUP BY `+col, args, q.GroupBy, func(k usage.GroupKey, n int64) { groups.group(k).Objects += n }); err != nil {
-			return usage.Result{}, err
-		}
 	}
-	if err := tails(ctx, tx, q, nil, groups.group, addDay); err != nil {
+	// The tails, and (but by cluster, where each is one) the objects counted, in the same pass.
+	if err := tails(ctx, tx, q, nil, !byCluster, groups.group, addDay); err != nil {
 		return usage.Result{}, err
 	}
 	res := usage.Result{Groups: make([]usage.Group, 0, len(groups))}
@@ -1354,7 +1350,7 @@ func (s *Store) clustersPaged(ctx context.Context, tx *sql.Tx, q usage.Query) (u
 				}
 			}
 		}
-		if err := tails(ctx, tx, q, uids, groups.group, addDay); err != nil {
+		if err := tails(ctx, tx, q, uids, false, groups.group, addDay); err != nil {
 			return usage.Result{}, err
 		}
 	}
@@ -1399,26 +1395,6 @@ func addTo(days map[int64]*usage.Figures, day int64, f usage.Figures) {
 		days[day] = &usage.Figures{}
 	}
 	days[day].Add(f)
-}
-
-// countObjects runs query (of a grouping's column and a count) and hands each group its count.
-func countObjects(ctx context.Context, tx *sql.Tx, query string, args []any, groupBy string, add func(usage.GroupKey, int64)) error {
-	rows, err := tx.QueryContext(ctx, query, args...)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = rows.Close() }()
-	for rows.Next() {
-		var v string
-		var n int64
-		if err := rows.Scan(&v, &n); err != nil {
-			return err
-		}
-		var k usage.GroupKey
-		setGroup(&k, groupBy, v)
-		add(k, n)
-	}
-	return rows.Err()
 }
 
 // addDays runs query (of a grouping's column, or of a cluster's, then the day and the figures) and adds
@@ -1522,27 +1498,19 @@ func cellText(v any) string {
 
 // tails credits the objects holding now from their last credit (or q.From) up to q.Now (or q.To), split
 // at UTC midnights: summed by the database, by group and since (the writer credits all at once, so a
-// group is a few rows), and each sum credited here. An object counted only by its tail is
-// counted once. Only those of only where it is set.
-func tails(ctx context.Context, tx *sql.Tx, q usage.Query, only []string, group func(usage.GroupKey) *usage.Group,
+// group is a few rows), and each sum credited here. Only those of only where it is set. Where counted
+// is set, the same pass counts each group's objects of the window: those with days in it, and those
+// holding with none there (counted by their tail alone, once).
+func tails(ctx context.Context, tx *sql.Tx, q usage.Query, only []string, counted bool, group func(usage.GroupKey) *usage.Group,
 	addDay func(*usage.Group, int64, usage.Figures)) error {
 	end := q.To
 	if q.Now.Before(end) {
 		end = q.Now
 	}
-	if !end.After(q.From) {
-		return nil
-	}
 	byCluster := q.GroupBy == usage.ByCluster
 	cols := groupColumn(q.GroupBy)
 	if byCluster {
 		cols = "uid, namespace, cluster, kind, name, creator"
-	}
-	where, args := scopeClause(q, "", 2)
-	if only != nil {
-		in, a := inList(only, 3+len(args))
-		where += " AND uid IN (" + in + ")"
-		args = append(args, a...)
 	}
 	// Each cluster's tail is its requests times the time since its last credit: the database sums the
 	// requests of those credited at the same moment (by cluster, a group is one), and each sum is
@@ -1550,30 +1518,59 @@ func tails(ctx context.Context, tx *sql.Tx, q usage.Query, only []string, group 
 	// whole: its tails took 10 ms against 11 on SQLite.) One pass over the marks: those credited before
 	// the day that ends there (no writer for a while) are in the same rows, and split at midnights
 	// here; a pass of their own cost a scan of every mark (3 ms on PostgreSQL).
-	const uncounted = `SUM(CASE WHEN last_day IS NULL OR last_day < $2 THEN 1 ELSE 0 END)`
-	return scanRows(ctx, tx, `SELECT `+cols+`, since, `+uncounted+`, `+tailSums("")+`
-		FROM usage_objects WHERE gone = 0 AND holding = 1 AND since < $1 AND `+where+` GROUP BY `+cols+`, since`,
-		append([]any{end.UnixNano(), q.From.Unix()}, args...), func(r *sql.Rows) error {
-			var since, uncounted int64
-			var t tail
-			var k usage.GroupKey
-			dest := append([]any{&since, &uncounted}, t.fields()...)
-			var err error
-			if byCluster {
-				err = r.Scan(append([]any{&k.UID, &k.Namespace, &k.Cluster, &k.Kind, &k.Name, &k.Creator}, dest...)...)
-			} else {
-				var v string
-				err = r.Scan(append([]any{&v}, dest...)...)
-				setGroup(&k, q.GroupBy, v)
-			}
-			if err != nil {
-				return err
-			}
-			g := group(k)
-			g.Objects += uncounted
-			t.credit(since, q.From, end, func(day int64, f usage.Figures) { addDay(g, day, f) })
-			return nil
-		})
+	args := []any{end.UnixNano()}
+	tailing := `gone = 0 AND holding = 1 AND since < $1`
+	key, objects, marks := `since`, `0`, tailing
+	switch {
+	case counted:
+		// The marks with days in the window, or holding: those not holding come in one group of their
+		// own (its since NULL, its sums not credited). An object with days after the window alone is
+		// not counted. A pass of their own scanned every mark again: over 10,000 by namespace, the two
+		// passes took 18.4 ms against 15.2 on SQLite, 12.2 against 7.3 on PostgreSQL 15.
+		args = []any{q.From.Unix(), q.To.Unix()}
+		tailing = `1 = 0` // no tail, the count alone
+		if end.After(q.From) {
+			args = append(args, end.UnixNano())
+			tailing = `gone = 0 AND holding = 1 AND since < $3`
+		}
+		key = `CASE WHEN ` + tailing + ` THEN since END`
+		objects = `SUM(CASE WHEN first_day >= $2 AND last_day >= $1 THEN 0 ELSE 1 END)`
+		marks = `((last_day >= $1 AND first_day < $2) OR (` + tailing + `))`
+	case !end.After(q.From):
+		return nil
+	}
+	where, a := scopeClause(q, "", len(args))
+	args = append(args, a...)
+	if only != nil {
+		in, a := inList(only, len(args)+1)
+		where += " AND uid IN (" + in + ")"
+		args = append(args, a...)
+	}
+	return scanRows(ctx, tx, `SELECT `+cols+`, `+key+`, `+objects+`, `+tailSums("")+`
+		FROM usage_objects WHERE `+marks+` AND `+where+` GROUP BY `+cols+`, `+key, args, func(r *sql.Rows) error {
+		var since sql.NullInt64
+		var objects int64
+		var t tail
+		var k usage.GroupKey
+		dest := append([]any{&since, &objects}, t.fields()...)
+		var err error
+		if byCluster {
+			err = r.Scan(append([]any{&k.UID, &k.Namespace, &k.Cluster, &k.Kind, &k.Name, &k.Creator}, dest...)...)
+		} else {
+			var v string
+			err = r.Scan(append([]any{&v}, dest...)...)
+			setGroup(&k, q.GroupBy, v)
+		}
+		if err != nil {
+			return err
+		}
+		g := group(k)
+		g.Objects += objects
+		if since.Valid {
+			t.credit(since.Int64, q.From, end, func(day int64, f usage.Figures) { addDay(g, day, f) })
+		}
+		return nil
+	})
 }
 
 // tail is the requests of objects holding since the same moment, summed: the objects (held), their

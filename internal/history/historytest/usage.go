@@ -565,11 +565,14 @@ func utilizationTails(t *testing.T, open Open) {
 		q.GroupBy = by
 		groups, _, err = report(ctx, s, q)
 		require.NoError(t, err)
+		// None has a day in the window: each is there and counted by its tail alone.
+		require.Len(t, groups, map[string]int{usage.ByNamespace: 1, usage.ByCluster: 3}[by], by)
 		for _, g := range groups {
 			n := float64(3)
 			if by == usage.ByCluster {
 				n = 1
 			}
+			assert.Equal(t, int64(n), g.Objects, "%s %v: the objects", by, g.Key)
 			got := map[int64]float64{}
 			for d, f := range g.Days {
 				got[d] = f.HeldSeconds / n
