@@ -231,6 +231,8 @@ var migrations = []string{
 	totalsGuarded,
 	// 13: each object's figures summed over its days and those pending (usage.go).
 	totalsMigration,
+	// 14: the first days that prunes left, found in the days (usage.go).
+	prunedFound,
 }
 
 // postgresOnly begins a migration that has nothing to do on SQLite (which rewrites a row in place).

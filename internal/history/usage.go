@@ -1113,20 +1113,55 @@ func (s *Store) clustersPaged(ctx context.Context, tx *sql.Tx, q usage.Query) (u
 	// A figure of a cluster with all its days in the window, of one with days outside, and of either.
 	totalled := func(c string) string { return `o.total_` + c }
 	looked := func(c string) string { return `(` + ranged(c) + ` + COALESCE(pp.` + c + `, 0))` }
+	// On a page, a cluster with no day after the window, whose running sums count no day pruned, is
+	// looked up once: its figure is its totals less what is pending outside the window and less its
+	// days before the window, which are the running sums of its first day in the window less that
+	// day's own. With no day in the window, it has its figures pending there alone. The last week of
+	// 10,000 clusters held since before it (the API's default window) looked two days up for each.
+	// A prune records the first day it left (pruned_before): a cluster whose first day is up to there
+	// may count days pruned and is looked up twice. Until a replica of this version has pruned with
+	// its totals summed again (PruneUsage, at the start of its term of writing), what a replica of a
+	// version before pruned is not recorded, and a page sorts those clusters by less than they hold;
+	// the figures it gives are read from their days.
+	const kept = `(o.first_day > COALESCE((SELECT s.value FROM usage_state s WHERE s.name = 'pruned_before'), -1) AND o.last_day < $2)`
+	before := func(c string) string { return `(l.run_` + c + ` - l.` + c + `)` }
+	if lookups {
+		before = func(c string) string {
+			return `(SELECT x.run_` + c + ` - x.` + c + ` FROM usage_days x WHERE x.uid = o.uid AND x.day >= $1 ORDER BY x.day LIMIT 1)`
+		}
+	}
+	quick := p.Limit > 0
+	if quick {
+		slow := looked
+		looked = func(c string) string {
+			return `(CASE WHEN ` + kept + ` THEN (CASE WHEN o.last_day >= $1 THEN ` + totalled(c) + ` - COALESCE(pp.out_` + c + `, 0) - ` + before(c) + `
+					ELSE COALESCE(pp.` + c + `, 0) END)
+				ELSE ` + slow(c) + ` END)`
+		}
+	}
 	either := func(c string) string {
 		return `(CASE WHEN ` + inside + ` THEN ` + totalled(c) + ` ELSE ` + looked(c) + ` END)`
 	}
-	pending := "uid" // none summed where the page is sorted by name
-	if len(sums) > 0 {
-		pending += ", " + summedAs(sums)
+	// The figures pending in the window of each cluster (and on a page those outside it, out_*).
+	pending := []string{"uid"} // none summed where the page is sorted by name
+	for _, c := range sums {
+		pending = append(pending, castFigure(c, `SUM(CASE WHEN day >= $1 AND day < $2 THEN `+c+` ELSE 0 END)`)+` AS `+c)
+		if quick {
+			pending = append(pending, castFigure(c, `SUM(CASE WHEN day >= $1 AND day < $2 THEN 0 ELSE `+c+` END)`)+` AS out_`+c)
+		}
 	}
-	pendingJoin := ` LEFT JOIN (SELECT ` + pending + ` FROM usage_pending WHERE day >= $1 AND day < $2 GROUP BY uid) pp`
+	pendingJoin := ` LEFT JOIN (SELECT ` + strings.Join(pending, ", ") + ` FROM usage_pending GROUP BY uid) pp`
 	// What a join looks up only for a cluster with days outside the window.
 	guard := func(sub string) string { return `(CASE WHEN ` + inside + ` THEN NULL ELSE ` + sub + ` END)` }
 	unguarded := func(sub string) string { return sub }
-	// The window's last day of each cluster (h) and its first (l).
+	// The window's last day of each cluster (h) and its first (l); on a page, l alone for those looked
+	// up once.
 	lastOf := func(g func(string) string) string {
-		return `usage_days h ON h.rowid = ` + g(`(SELECT x.rowid FROM usage_days x WHERE x.uid = o.uid AND x.day < $2 ORDER BY x.day DESC LIMIT 1)`) + `
+		h := `(SELECT x.rowid FROM usage_days x WHERE x.uid = o.uid AND x.day < $2 ORDER BY x.day DESC LIMIT 1)`
+		if quick {
+			h = `(CASE WHEN ` + kept + ` THEN NULL ELSE ` + h + ` END)`
+		}
+		return `usage_days h ON h.rowid = ` + g(h) + `
 		LEFT JOIN usage_days l ON l.rowid = ` + g(`(SELECT x.rowid FROM usage_days x WHERE x.uid = o.uid AND x.day >= $1 ORDER BY x.day LIMIT 1)`)
 	}
 	last := lastOf(guard)
@@ -1696,9 +1731,18 @@ func (s *Store) PruneUsage(ctx context.Context, before time.Time, resum bool) (U
 			figures += c
 		}
 	}
-	// What is left of an object starts at the first day kept.
+	// What is left of an object starts at the first day kept, which is recorded (see clustersPaged);
+	// asked to, found in the days as well (what a replica of a version before pruned_before pruned).
 	if _, err := tx.ExecContext(ctx, `UPDATE usage_objects SET first_day = $1 WHERE first_day < $1`, day); err != nil {
 		return out, err
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO usage_state (name, value) VALUES ('pruned_before', $1)`+laterPruned, day); err != nil {
+		return out, err
+	}
+	if resum {
+		if _, err := tx.ExecContext(ctx, prunedFound); err != nil {
+			return out, err
+		}
 	}
 	if s.postgres && (figures > 0 || resum) {
 		res, err := tx.ExecContext(ctx, resumTotals)
@@ -1709,6 +1753,21 @@ func (s *Store) PruneUsage(ctx context.Context, before time.Time, resum bool) (U
 	}
 	return out, tx.Commit()
 }
+
+// laterPruned keeps the latest of the first days that prunes left (usage_state's pruned_before).
+const laterPruned = ` ON CONFLICT (name) DO UPDATE SET value = excluded.value WHERE excluded.value > usage_state.value`
+
+// prunedFound records the first day left of the objects whose days' running sums count days pruned
+// (where their first day's differ from its own figures), as a prune does.
+var prunedFound = func() string {
+	differ := make([]string, len(usage.Columns))
+	for i, c := range usage.Columns {
+		differ[i] = "d." + runColumns[i] + " <> d." + c
+	}
+	return `INSERT INTO usage_state (name, value) SELECT 'pruned_before', MAX(o.first_day) FROM usage_objects o
+		JOIN usage_days d ON d.uid = o.uid AND d.day = o.first_day WHERE ` + strings.Join(differ, " OR ") + `
+		HAVING MAX(o.first_day) IS NOT NULL` + laterPruned
+}()
 
 // resumTotals sets each object's totals to the sums of its days and figures pending, where they differ
 // by more than the rounding of sums added in another order.

@@ -44,6 +44,7 @@ func Run(t *testing.T, open Open) {
 	t.Run("utilization's running sums and totals", func(t *testing.T) { runningSums(t, open) })
 	t.Run("utilization's totals summed again by a prune", func(t *testing.T) { pruneSumsTotals(t, open) })
 	t.Run("utilization's totals summed again against a write", func(t *testing.T) { pruneAgainstAWrite(t, open) })
+	t.Run("utilization by cluster after a prune", func(t *testing.T) { prunedPage(t, open) })
 }
 
 // The schema is migrated at the first open and left as it is at the next.

@@ -250,3 +250,53 @@ func drifted(t *testing.T, open Open, why string, uids ...string) (*history.Stor
 	require.NoError(t, err)
 	return s, db
 }
+
+// A page by cluster sorts a cluster whose days were pruned by what is kept of them: its days' running
+// sums still count the days pruned, so a prune records the first days it left, and the clusters that
+// start there are looked up in their days (the others from their totals and their last day before the
+// window). The first days left by a prune that did not record them (a replica of a version before)
+// are found in the days by a prune asked to sum the totals again.
+func prunedPage(t *testing.T, open Open) {
+	s, dsn := open(t)
+	db := DB(t, dsn)
+	ctx := t.Context()
+	day := pruneDay
+	mark := func(uid string, cpu float64, since time.Time) *usage.Mark {
+		return &usage.Mark{UID: uid, Since: since, State: usage.State{Kind: "RayCluster", Namespace: "ns", Name: uid, Cluster: uid,
+			Creator: "alice", Holding: true, Requests: ray.Resources{CPU: cpu, MemoryBytes: 1 << 30}}}
+	}
+	// p held 100 cores on day 0 and 3 from day 1; q 2 cores from day 1; both up to day 4.
+	p, q := mark("p", 100, day(0)), mark("q", 2, day(1))
+	l := usage.NewLedger()
+	st := p.State
+	st.Requests.CPU = 3
+	l.Change(p, st, day(1))
+	l.Credit(p, day(4))
+	l.Credit(q, day(4))
+	require.NoError(t, s.PutUsage(ctx, l))
+	first := func(from int) string {
+		t.Helper()
+		res, err := s.Utilization(ctx, usage.Query{From: day(from), To: day(4), Now: day(4), GroupBy: usage.ByCluster,
+			Scopes: map[string][]string{"RayCluster": nil}, Page: &usage.Page{SortBy: "cpuCoreHours", Desc: true, Limit: 1}})
+		require.NoError(t, err)
+		require.Len(t, res.Groups, 1)
+		return res.Groups[0].Key.UID
+	}
+	assert.Equal(t, "p", first(2), "3 cores against 2 over days 2 and 3")
+	_, err := s.PruneUsage(ctx, day(1), false)
+	require.NoError(t, err)
+	assert.Equal(t, "p", first(2), "after day 0 is pruned")
+	// Day 1 pruned as a version before did: its days and their totals, and the first days moved.
+	subtract := make([]string, len(usage.Columns))
+	for i, c := range usage.Columns {
+		subtract[i] = "total_" + c + " = total_" + c + " - COALESCE((SELECT SUM(d." + c + ") FROM usage_days d WHERE d.uid = usage_objects.uid AND d.day < $1), 0)"
+	}
+	for _, stmt := range []string{`UPDATE usage_objects SET ` + strings.Join(subtract, ", "), `DELETE FROM usage_days WHERE day < $1`,
+		`DELETE FROM usage_totals WHERE day < $1`, `UPDATE usage_objects SET first_day = $1 WHERE first_day < $1`} {
+		_, err := db.ExecContext(ctx, stmt, usage.DayOf(day(2)))
+		require.NoError(t, err)
+	}
+	_, err = s.PruneUsage(ctx, day(1), true)
+	require.NoError(t, err)
+	assert.Equal(t, "p", first(3), "3 cores against 2 on day 3, after day 1 is pruned by a version before")
+}

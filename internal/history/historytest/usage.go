@@ -396,6 +396,10 @@ func utilizationPicked(t *testing.T, open Open) {
 		l.Used(m, usage.DayOf(t0), 120, 1<<29, 30, 0)
 	}
 	require.NoError(t, s.PutUsage(ctx, l))
+	// Use of the first day read later still for 3, pending: its totals count it, its days not yet.
+	l = usage.NewLedger()
+	l.Used(marks[3], usage.DayOf(t0), 900, 1<<28, 0, 0)
+	require.NoError(t, s.PutPending(ctx, l))
 	// 4 and 5 stop on the third day, written pending; 6 and 7 still hold, last credited on the first day.
 	l = usage.NewLedger()
 	for i, m := range marks[4:6] {
