@@ -1103,11 +1103,15 @@ func (s *Store) clustersPaged(ctx context.Context, tx *sql.Tx, q usage.Query) (u
 	// last day, and its first), where the join has two whatever the figures: a page sorts by one or
 	// two; a report of every cluster, with all thirteen, joins.
 	lookups := s.postgres && p.Limit > 0
+	// A cluster's days before the window: the running sums of its first day in it less that day's own.
+	before := func(c string) string { return `(l.run_` + c + ` - l.` + c + `)` }
 	if lookups {
+		before = func(c string) string {
+			return `(SELECT x.run_` + c + ` - x.` + c + ` FROM usage_days x WHERE x.uid = o.uid AND x.day >= $1 ORDER BY x.day LIMIT 1)`
+		}
 		ranged = func(c string) string {
 			return `COALESCE((SELECT x.run_` + c + ` FROM usage_days x WHERE x.uid = o.uid AND x.day >= $1 AND x.day < $2
-					ORDER BY x.day DESC LIMIT 1)
-				- (SELECT x.run_` + c + ` - x.` + c + ` FROM usage_days x WHERE x.uid = o.uid AND x.day >= $1 ORDER BY x.day LIMIT 1), 0)`
+					ORDER BY x.day DESC LIMIT 1) - ` + before(c) + `, 0)`
 		}
 	}
 	// A figure of a cluster with all its days in the window, of one with days outside, and of either.
@@ -1115,21 +1119,15 @@ func (s *Store) clustersPaged(ctx context.Context, tx *sql.Tx, q usage.Query) (u
 	looked := func(c string) string { return `(` + ranged(c) + ` + COALESCE(pp.` + c + `, 0))` }
 	// On a page, a cluster with no day after the window, whose running sums count no day pruned, is
 	// looked up once: its figure is its totals less what is pending outside the window and less its
-	// days before the window, which are the running sums of its first day in the window less that
-	// day's own. With no day in the window, it has its figures pending there alone. The last week of
-	// 10,000 clusters held since before it (the API's default window) looked two days up for each.
+	// days before the window (before). With no day in the window, it has its figures pending there
+	// alone. The last week of 10,000 clusters held since before it (the API's default window) looked
+	// two days up for each.
 	// A prune records the first day it left (pruned_before): a cluster whose first day is up to there
 	// may count days pruned and is looked up twice. Until a replica of this version has pruned with
 	// its totals summed again (PruneUsage, at the start of its term of writing), what a replica of a
 	// version before pruned is not recorded, and a page sorts those clusters by less than they hold;
 	// the figures it gives are read from their days.
 	const kept = `(o.first_day > COALESCE((SELECT s.value FROM usage_state s WHERE s.name = 'pruned_before'), -1) AND o.last_day < $2)`
-	before := func(c string) string { return `(l.run_` + c + ` - l.` + c + `)` }
-	if lookups {
-		before = func(c string) string {
-			return `(SELECT x.run_` + c + ` - x.` + c + ` FROM usage_days x WHERE x.uid = o.uid AND x.day >= $1 ORDER BY x.day LIMIT 1)`
-		}
-	}
 	quick := p.Limit > 0
 	if quick {
 		slow := looked
