@@ -1082,8 +1082,8 @@ func (s *Store) clustersPaged(ctx context.Context, tx *sql.Tx, q usage.Query) (u
 	}
 	// A cluster holding since before the window's end (or now), and the seconds it held since its last
 	// credit, up to there, from the window's start.
-	const tailing = `(o.gone = 0 AND o.holding = 1 AND o.since < $3)`
-	const held = `(CASE WHEN ` + tailing + `
+	tailing := holdingBefore("o.", "$3")
+	held := `(CASE WHEN ` + tailing + `
 		THEN CAST($3 - (CASE WHEN o.since > $4 THEN o.since ELSE $4 END) AS DOUBLE PRECISION) / 1000000000.0 ELSE 0 END)`
 	idle := idleAccelerators("o.")
 	// A cluster with all its days in the window.
@@ -1127,7 +1127,7 @@ func (s *Store) clustersPaged(ctx context.Context, tx *sql.Tx, q usage.Query) (u
 	// its totals summed again (PruneUsage, at the start of its term of writing), what a replica of a
 	// version before pruned is not recorded, and a page sorts those clusters by less than they hold;
 	// the figures it gives are read from their days.
-	const kept = `(o.first_day > COALESCE((SELECT s.value FROM usage_state s WHERE s.name = 'pruned_before'), -1) AND o.last_day < $2)`
+	const kept = `(o.first_day > COALESCE((SELECT s.value FROM usage_state s WHERE s.name = '` + prunedBeforeKey + `'), -1) AND o.last_day < $2)`
 	quick := p.Limit > 0
 	if quick {
 		slow := looked
@@ -1199,7 +1199,7 @@ func (s *Store) clustersPaged(ctx context.Context, tx *sql.Tx, q usage.Query) (u
 	// a cluster holding. The cheapest test first, the one that holds for most clusters over a month (all
 	// their days in it): the count took half the time (SQLite 3.40, 10,000 clusters, 5 ms before), where
 	// the tail's seconds were computed for each.
-	const near = `((o.last_day >= $1 AND o.first_day < $2) OR ` + tailing + `)`
+	near := nearWindow("o.", tailing)
 	const pendingThere = `o.uid IN (SELECT uid FROM usage_pending WHERE day >= $1 AND day < $2)`
 	const daysThere = `EXISTS (SELECT 1 FROM usage_days x WHERE x.uid = o.uid AND x.day >= $1 AND x.day < $2)`
 	clusters := near + ` AND ` + ow + `
@@ -1529,6 +1529,18 @@ func cellText(v any) string {
 	return fmt.Sprintf("%T", v)
 }
 
+// holdingBefore is the condition of a mark holding since before end (a parameter: the window's end, or
+// now), its columns prefixed by p: what a tail is credited to.
+func holdingBefore(p, end string) string {
+	return `(` + p + `gone = 0 AND ` + p + `holding = 1 AND ` + p + `since < ` + end + `)`
+}
+
+// nearWindow is the condition of a mark with days in the window ($1 to $2) or tailing (holdingBefore),
+// its columns prefixed by p: what a report may count.
+func nearWindow(p, tailing string) string {
+	return `((` + p + `last_day >= $1 AND ` + p + `first_day < $2) OR ` + tailing + `)`
+}
+
 // tails credits the objects holding now from their last credit (or q.From) up to q.Now (or q.To), split
 // at UTC midnights: summed by the database, by group and since (the writer credits all at once, so a
 // group is a few rows), and each sum credited here. Only those of only where it is set. Where counted
@@ -1552,7 +1564,7 @@ func tails(ctx context.Context, tx *sql.Tx, q usage.Query, only []string, counte
 	// the day that ends there (no writer for a while) are in the same rows, and split at midnights
 	// here; a pass of their own cost a scan of every mark (3 ms on PostgreSQL).
 	args := []any{end.UnixNano()}
-	tailing := `gone = 0 AND holding = 1 AND since < $1`
+	tailing := holdingBefore("", "$1")
 	key, objects, marks := `since`, `0`, tailing
 	switch {
 	case counted:
@@ -1564,11 +1576,11 @@ func tails(ctx context.Context, tx *sql.Tx, q usage.Query, only []string, counte
 		tailing = `1 = 0` // no tail, the count alone
 		if end.After(q.From) {
 			args = append(args, end.UnixNano())
-			tailing = `gone = 0 AND holding = 1 AND since < $3`
+			tailing = holdingBefore("", "$3")
 		}
 		key = `CASE WHEN ` + tailing + ` THEN since END`
 		objects = `SUM(CASE WHEN first_day >= $2 AND last_day >= $1 THEN 0 ELSE 1 END)`
-		marks = `((last_day >= $1 AND first_day < $2) OR (` + tailing + `))`
+		marks = nearWindow("", tailing)
 	case !end.After(q.From):
 		return nil
 	}
@@ -1730,11 +1742,11 @@ func (s *Store) PruneUsage(ctx context.Context, before time.Time, resum bool) (U
 		}
 	}
 	// What is left of an object starts at the first day kept, which is recorded (see clustersPaged);
-	// asked to, found in the days as well (what a replica of a version before pruned_before pruned).
+	// asked to, found in the days as well (what a replica of a version before the record pruned).
 	if _, err := tx.ExecContext(ctx, `UPDATE usage_objects SET first_day = $1 WHERE first_day < $1`, day); err != nil {
 		return out, err
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO usage_state (name, value) VALUES ('pruned_before', $1)`+laterPruned, day); err != nil {
+	if _, err := tx.ExecContext(ctx, `INSERT INTO usage_state (name, value) VALUES ('`+prunedBeforeKey+`', $1)`+laterPruned, day); err != nil {
 		return out, err
 	}
 	if resum {
@@ -1752,7 +1764,10 @@ func (s *Store) PruneUsage(ctx context.Context, before time.Time, resum bool) (U
 	return out, tx.Commit()
 }
 
-// laterPruned keeps the latest of the first days that prunes left (usage_state's pruned_before).
+// prunedBeforeKey is usage_state's row holding the first day the last prune left (see clustersPaged).
+const prunedBeforeKey = "pruned_before"
+
+// laterPruned keeps the latest of the first days that prunes left (usage_state's prunedBeforeKey).
 const laterPruned = ` ON CONFLICT (name) DO UPDATE SET value = excluded.value WHERE excluded.value > usage_state.value`
 
 // prunedFound records the first day left of the objects whose days' running sums count days pruned
@@ -1762,7 +1777,7 @@ var prunedFound = func() string {
 	for i, c := range usage.Columns {
 		differ[i] = "d." + runColumns[i] + " <> d." + c
 	}
-	return `INSERT INTO usage_state (name, value) SELECT 'pruned_before', MAX(o.first_day) FROM usage_objects o
+	return `INSERT INTO usage_state (name, value) SELECT '` + prunedBeforeKey + `', MAX(o.first_day) FROM usage_objects o
 		JOIN usage_days d ON d.uid = o.uid AND d.day = o.first_day WHERE ` + strings.Join(differ, " OR ") + `
 		HAVING MAX(o.first_day) IS NOT NULL` + laterPruned
 }()

@@ -253,7 +253,7 @@ func drifted(t *testing.T, open Open, why string, uids ...string) (*history.Stor
 
 // A page by cluster sorts a cluster whose days were pruned by what is kept of them: its days' running
 // sums still count the days pruned, so a prune records the first days it left, and the clusters that
-// start there are looked up in their days (the others from their totals and their last day before the
+// start there are looked up in their days (the others from their totals and their first day in the
 // window). The first days left by a prune that did not record them (a replica of a version before)
 // are found in the days by a prune asked to sum the totals again.
 func prunedPage(t *testing.T, open Open) {
