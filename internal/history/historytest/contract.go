@@ -45,6 +45,7 @@ func Run(t *testing.T, open Open) {
 	t.Run("utilization's totals summed again by a prune", func(t *testing.T) { pruneSumsTotals(t, open) })
 	t.Run("utilization's totals summed again against a write", func(t *testing.T) { pruneAgainstAWrite(t, open) })
 	t.Run("utilization by cluster after a prune", func(t *testing.T) { prunedPage(t, open) })
+	t.Run("utilization of every kind, or some", func(t *testing.T) { utilizationKinds(t, open) })
 }
 
 // The schema is migrated at the first open and left as it is at the next.

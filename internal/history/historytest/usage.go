@@ -620,3 +620,68 @@ func report(ctx context.Context, s *history.Store, q usage.Query) ([]usage.Group
 	res, err := s.Utilization(ctx, q)
 	return res.Groups, res.Measured, err
 }
+
+// utilizationKinds: a report that counts every namespace of each kind the marks have reads them with no
+// condition on their kind; one that leaves a kind out, or scopes one to namespaces, leaves out its
+// clusters: their days, their tails and their count, grouped and by cluster on a page.
+func utilizationKinds(t *testing.T, open Open) {
+	s, _ := open(t)
+	ctx := t.Context()
+	day := t0.Truncate(24 * time.Hour)
+	credited := day.Add(5 * time.Hour)
+	l := usage.NewLedger()
+	for i, st := range []usage.State{
+		{Kind: "RayCluster", Namespace: "a", Name: "c", Cluster: "c", Creator: "alice", Holding: true, Requests: ray.Resources{CPU: 1}},
+		{Kind: "RayJob", Namespace: "b", Name: "j", Cluster: "j-x", Creator: "bob", Holding: true, Requests: ray.Resources{CPU: 2}},
+		{Kind: "RayService", Namespace: "c", Name: "s", Cluster: "s-x", Creator: "alice", Holding: true, Requests: ray.Resources{CPU: 4}},
+	} {
+		m := &usage.Mark{UID: fmt.Sprintf("kind-%d", i), Since: day}
+		l.Change(m, st, day)
+		l.Credit(m, credited)
+	}
+	require.NoError(t, s.PutUsage(ctx, l))
+	// Each cluster held 5 h written and 1 h since (its tail), its cores times 6 h.
+	const held = 6 * 3600.0
+	for _, c := range []struct {
+		scopes   map[string][]string
+		creators []string
+		want     map[string]float64 // cores by namespace
+	}{
+		{scopes: map[string][]string{"RayCluster": nil, "RayJob": nil, "RayService": nil}, want: map[string]float64{"a": 1, "b": 2, "c": 4}},
+		{scopes: map[string][]string{"RayCluster": nil, "RayJob": nil}, want: map[string]float64{"a": 1, "b": 2}},
+		{scopes: map[string][]string{"RayCluster": nil, "RayService": nil, "Other": nil}, want: map[string]float64{"a": 1, "c": 4}},
+		{scopes: map[string][]string{"RayCluster": nil, "RayJob": {}, "RayService": nil}, want: map[string]float64{"a": 1, "c": 4}},
+		{scopes: map[string][]string{"RayCluster": nil, "RayJob": {"a"}, "RayService": nil}, want: map[string]float64{"a": 1, "c": 4}},
+		{scopes: map[string][]string{"RayCluster": nil, "RayJob": nil, "RayService": nil}, creators: []string{"alice"},
+			want: map[string]float64{"a": 1, "c": 4}},
+	} {
+		msg := fmt.Sprintf("%v, creators %v", c.scopes, c.creators)
+		q := usage.Query{From: day, To: day.Add(24 * time.Hour), Now: credited.Add(time.Hour), GroupBy: usage.ByNamespace,
+			Scopes: c.scopes, Creators: c.creators}
+		groups, _, err := report(ctx, s, q)
+		require.NoError(t, err)
+		got := map[string]float64{}
+		for _, g := range groups {
+			got[g.Key.Namespace] = g.Total.CPUSeconds / held
+			assert.Equal(t, int64(1), g.Objects, msg)
+		}
+		assert.InDeltaMapValues(t, c.want, got, 1e-9, msg)
+		q.GroupBy, q.Page = usage.ByCluster, &usage.Page{SortBy: "cpuCoreHours", Desc: true, Limit: 2}
+		res, err := s.Utilization(ctx, q)
+		require.NoError(t, err)
+		assert.Equal(t, len(c.want), res.Count, msg)
+		require.Len(t, res.Groups, min(2, len(c.want)), msg)
+		for _, g := range res.Groups {
+			assert.InDelta(t, c.want[g.Key.Namespace]*held, g.Total.CPUSeconds, 1e-6, msg)
+		}
+		whole := 0.0
+		for _, f := range res.Whole {
+			whole += f.CPUSeconds
+		}
+		sum := 0.0
+		for _, v := range c.want {
+			sum += v
+		}
+		assert.InDelta(t, sum*held, whole, 1e-6, "%s: the whole", msg)
+	}
+}
