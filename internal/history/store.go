@@ -238,6 +238,12 @@ var migrations = []string{
 	// cannot take it for a scan, whatever the statistics. Without them (a database migrated and not yet
 	// analyzed), SQLite took it, and a page by cluster scoped to two kinds took 58 ms against 32.
 	`CREATE INDEX usage_objects_kind ON usage_objects (kind) WHERE gone >= 0`,
+	// 16: each group's day says its kind's day counts it (usage.go).
+	kindSummedMigration,
+	// 17: on PostgreSQL, what writes them must say so (usage.go).
+	kindsGuarded,
+	// 18: the groups' days summed per kind (usage.go).
+	kindDaysMigration,
 }
 
 // postgresOnly begins a migration that has nothing to do on SQLite (which rewrites a row in place).

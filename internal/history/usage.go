@@ -64,6 +64,31 @@ const usageMigration = `CREATE TABLE usage_objects (
 		value BIGINT NOT NULL
 	)`
 
+// kindSummedMigration adds to each group's day the column of kindsGuarded: its figures are in its
+// kind's day too (kindDaysMigration). On SQLite the default stays, to keep one shape of rows.
+const kindSummedMigration = `ALTER TABLE usage_totals ADD COLUMN kind_summed SMALLINT NOT NULL DEFAULT 1`
+
+// kindsGuarded takes the default off kindSummedMigration's column on PostgreSQL, so that its writer
+// must fill it: a replica of a version before the kinds' days, still running while a new one migrated,
+// fails to write a group's day (its rows lack it) instead of writing one its kind's day does not count;
+// its credit is taken up from the marks by the writer after it. It comes before the kinds' days are
+// summed, so that no group's day is written between that and the guard. SQLite has one process.
+const kindsGuarded = postgresOnly + `ALTER TABLE usage_totals ALTER COLUMN kind_summed DROP DEFAULT`
+
+// kindDaysMigration keeps the groups' days summed per day and kind, over the namespaces and creators:
+// what a report reads for a kind it counts in every namespace (groupDays). A month of three kinds is
+// 90 rows, where its groups' days in 100 namespaces are 3,000: the whole's days of a page by cluster
+// of every namespace took 0.6 ms against 4.3 ms on SQLite. Written with the groups' days (foldKinds);
+// pruned with them.
+var kindDaysMigration = `CREATE TABLE usage_kind_days (
+		day BIGINT NOT NULL,
+		kind TEXT NOT NULL,
+		` + usageColumnsDDL + `,
+		PRIMARY KEY (day, kind)
+	);
+	INSERT INTO usage_kind_days (day, kind, ` + strings.Join(usage.Columns, ", ") + `)
+		SELECT day, kind, ` + summedAs(usage.Columns) + ` FROM usage_totals GROUP BY day, kind`
+
 // usageColumnsDDL declares the figures (usage.Columns).
 const usageColumnsDDL = `held_seconds DOUBLE PRECISION NOT NULL DEFAULT 0,
 		cpu_seconds DOUBLE PRECISION NOT NULL DEFAULT 0,
@@ -207,7 +232,13 @@ func castFigure(c, expr string) string {
 
 // The statements that add a ledger's figures, built once from usage.Columns.
 var (
-	addUsageTotal = addFigures("usage_totals", []string{"day", "namespace", "kind", "creator"}, []string{"bigint", "text", "text", "text"})
+	// addUsageTotal adds to the groups' days, each saying that its kind's day counts it (kindsGuarded).
+	addUsageTotal = func() upsert {
+		u := addFigures("usage_totals", []string{"day", "namespace", "kind", "creator"}, []string{"bigint", "text", "text", "text"})
+		u.head = strings.Replace(u.head, ") VALUES ", ", kind_summed) VALUES ", 1)
+		return u
+	}()
+	addKindDay = addFigures("usage_kind_days", []string{"day", "kind"}, []string{"bigint", "text"})
 	// addPending appends figures to usage_pending: plain rows, whatever is there, each saying that its
 	// object's totals count it (totalsGuarded).
 	addPending = func() upsert {
@@ -386,6 +417,7 @@ var foldSQLite = func() []string {
 		`UPDATE usage_days SET ` + strings.Join(adds, ", ") + ` FROM ` + moved + `
 			WHERE usage_days.uid = c.uid AND usage_days.day > c.day`,
 		foldTotals("usage_pending", where),
+		foldKinds("usage_pending", where),
 	}
 }()
 
@@ -452,8 +484,15 @@ func foldDays(source string) string {
 // groups' days, summed first, in the order of their keys.
 func foldTotals(source, where string) string {
 	const key = "day, namespace, kind, creator"
-	return strings.TrimSuffix(addUsageTotal.head, "VALUES ") + "SELECT " + key + ", " + sumFigures + " FROM " + source +
+	return strings.TrimSuffix(addUsageTotal.head, "VALUES ") + "SELECT " + key + ", " + sumFigures + ", 1 FROM " + source +
 		" WHERE " + where + " GROUP BY " + key + " ORDER BY " + key + " " + addUsageTotal.tail
+}
+
+// foldKinds adds the figures of source's rows (as foldTotals) to their kinds' days.
+func foldKinds(source, where string) string {
+	const key = "day, kind"
+	return strings.TrimSuffix(addKindDay.head, "VALUES ") + "SELECT " + key + ", " + sumFigures + " FROM " + source +
+		" WHERE " + where + " GROUP BY " + key + " ORDER BY " + key + " " + addKindDay.tail
 }
 
 // creditPostgres writes a ledger on PostgreSQL in one statement (usageRows' parts: marks, spans, the
@@ -463,7 +502,7 @@ func foldTotals(source, where string) string {
 var creditPostgres = arrays(putMarks.part(), putSpans.part(), addMeasured.part(), arrayPart{columns: addPending.columns, text: func(n int) string {
 	// The last part of arrays follows the WITH queries of the others: it carries on their list.
 	return ", pending AS (DELETE FROM usage_pending RETURNING *), src AS (SELECT * FROM pending UNION ALL SELECT * FROM unnest(" +
-		addPending.arrays(n) + ")), " + foldDays("src") + " " + foldTotals("src", "true")
+		addPending.arrays(n) + ")), " + foldDays("src") + ", kinds AS (" + foldKinds("src", "true") + ") " + foldTotals("src", "true")
 }})
 
 // usageRows are a ledger's rows, in the columns of their upserts: the marks, the days of objects whose
@@ -1055,6 +1094,47 @@ func everyKind(ctx context.Context, tx *sql.Tx, q usage.Query) (bool, error) {
 	return every, rows.Err()
 }
 
+// groupDays adds the days of q's window of each group by col (a grouping's column; "" sums the whole),
+// and those pending. A kind counted in every namespace, where no creator is asked, is read from its
+// kind's days (usage_kind_days), by kind or for the whole; the others from the groups' days.
+func groupDays(ctx context.Context, tx *sql.Tx, q usage.Query, col string, add func(usage.GroupKey, int64, usage.Figures)) error {
+	from, to := q.From.Unix(), q.To.Unix()
+	value, by := "''", "day"
+	if col != "" {
+		value, by = col, col+", day"
+	}
+	rest, whole := q, []string(nil)
+	if len(q.Creators) == 0 && (col == "" || col == groupColumn(usage.ByKind)) {
+		rest.Scopes = map[string][]string{}
+		for k, ns := range q.Scopes {
+			if ns == nil {
+				whole = append(whole, k)
+			} else {
+				rest.Scopes[k] = ns
+			}
+		}
+		slices.Sort(whole)
+	}
+	read := func(table, where string, args []any) error {
+		return addDays(ctx, tx, `SELECT `+value+`, day, `+sumFigures+` FROM `+table+` WHERE day >= $1 AND day < $2 AND `+where+
+			` GROUP BY `+by, append([]any{from, to}, args...), false, q.GroupBy, add)
+	}
+	if len(whole) > 0 {
+		in, args := inList(whole, 3)
+		if err := read("usage_kind_days", "kind IN ("+in+")", args); err != nil {
+			return err
+		}
+	}
+	if len(rest.Scopes) > 0 {
+		where, args := scopeClause(rest, "", 2)
+		if err := read("usage_totals", where, args); err != nil {
+			return err
+		}
+	}
+	where, args := scopeClause(q, "", 2)
+	return read("usage_pending", where, args)
+}
+
 // groupsOf makes the groups of a report as they are first named.
 type groupsOf map[usage.GroupKey]*usage.Group
 
@@ -1082,8 +1162,6 @@ func utilizationDays(ctx context.Context, r report) (usage.Result, error) {
 	byCluster := q.GroupBy == usage.ByCluster
 	col := groupColumn(q.GroupBy)
 	// The figures of the days, then those pending (PutPending).
-	where, a := scopeClause(q, "", 2)
-	args := append([]any{from, to}, a...)
 	if byCluster {
 		ow, oa := r.marks("o.", 2)
 		for _, table := range []string{"usage_days", "usage_pending"} {
@@ -1097,14 +1175,9 @@ func utilizationDays(ctx context.Context, r report) (usage.Result, error) {
 			}
 		}
 	} else {
-		for _, table := range []string{"usage_totals", "usage_pending"} {
-			err := addDays(ctx, tx, `SELECT `+col+`, day, `+sumFigures+` FROM `+table+` WHERE day >= $1 AND day < $2 AND `+
-				where+` GROUP BY `+col+`, day`, args, false, q.GroupBy, func(k usage.GroupKey, day int64, f usage.Figures) {
-				addDay(groups.group(k), day, f)
-			})
-			if err != nil {
-				return usage.Result{}, err
-			}
+		err := groupDays(ctx, tx, q, col, func(k usage.GroupKey, day int64, f usage.Figures) { addDay(groups.group(k), day, f) })
+		if err != nil {
+			return usage.Result{}, err
 		}
 	}
 	// The tails, and (but by cluster, where each is one) the objects counted, in the same pass.
@@ -1414,15 +1487,8 @@ func (s *Store) clustersPaged(ctx context.Context, r report) (usage.Result, erro
 		return usage.Result{}, err
 	}
 	// The whole's days: the groups' days, those pending, and the tails summed.
-	where, a := scopeClause(q, "", 2)
-	for _, table := range []string{"usage_totals", "usage_pending"} {
-		err := addDays(ctx, tx, `SELECT '', day, `+sumFigures+` FROM `+table+` WHERE day >= $1 AND day < $2 AND `+where+
-			` GROUP BY day`, append([]any{from, to}, a...), false, q.GroupBy, func(_ usage.GroupKey, day int64, f usage.Figures) {
-			addTo(res.Whole, day, f)
-		})
-		if err != nil {
-			return usage.Result{}, err
-		}
+	if err := groupDays(ctx, tx, q, "", func(_ usage.GroupKey, day int64, f usage.Figures) { addTo(res.Whole, day, f) }); err != nil {
+		return usage.Result{}, err
 	}
 	if p.Limit > 0 && len(keys) > 0 {
 		// The clusters on the page, whole: their days, those pending and their tails.
@@ -1740,8 +1806,8 @@ func prefixed(p string) string {
 
 // UsagePruned is what a PruneUsage did.
 type UsagePruned struct {
-	// Removed is the number of rows removed: days, groups' days, seconds measured, figures pending and
-	// the marks of objects gone.
+	// Removed is the number of rows removed: days, groups' and kinds' days, seconds measured, figures pending
+	// and the marks of objects gone.
 	Removed int64
 	// Corrected is the number of objects whose totals were not the sums of their days and figures
 	// pending, and were set to them.
@@ -1791,7 +1857,7 @@ func (s *Store) PruneUsage(ctx context.Context, before time.Time, resum bool) (U
 	}
 	figures := int64(0)
 	for i, stmt := range []string{`DELETE FROM usage_days WHERE day < $1`, `DELETE FROM usage_pending WHERE day < $1`,
-		`DELETE FROM usage_totals WHERE day < $1`, `DELETE FROM usage_measured WHERE day < $1`,
+		`DELETE FROM usage_totals WHERE day < $1`, `DELETE FROM usage_kind_days WHERE day < $1`, `DELETE FROM usage_measured WHERE day < $1`,
 		`DELETE FROM usage_objects WHERE gone = 1 AND (last_day IS NULL OR last_day < $1)`} {
 		res, err := tx.ExecContext(ctx, stmt, day)
 		if err != nil {

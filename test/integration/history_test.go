@@ -272,9 +272,10 @@ func TestHistoryTwoReplicas(t *testing.T) {
 	assert.Equal(t, 1, strings.Count(strings.Join(st, " "), "Running"), "the handover duplicated nothing: %v", st)
 }
 
-// On PostgreSQL a replica of a version before the running sums, or before the clusters' totals, still
-// running while a new one migrated, fails to write a cluster's day or figures pending (its rows lack
-// them) rather than write one whose sums are wrong or that the totals do not count.
+// On PostgreSQL a replica of a version before the running sums, the clusters' totals or the kinds'
+// days, still running while a new one migrated, fails to write a cluster's day, figures pending or a
+// group's day (its rows lack them) rather than write one whose sums are wrong or that the totals or
+// the kinds' days do not count.
 func TestHistoryDaysWithoutRunningSumsRefused(t *testing.T) {
 	t.Parallel()
 	dsn := postgresDatabase(t)
@@ -304,4 +305,10 @@ func TestHistoryDaysWithoutRunningSumsRefused(t *testing.T) {
 		VALUES ('old', 0, 'ns', 'RayCluster', 'alice', 60, 60)`)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `"totalled"`)
+	// And a group's day, as a replica of a version before the kinds' days writes it.
+	_, err = db.ExecContext(t.Context(), `INSERT INTO usage_totals (day, namespace, kind, creator, held_seconds, cpu_seconds)
+		VALUES (0, 'ns', 'RayCluster', 'alice', 60, 60)
+		ON CONFLICT (day, namespace, kind, creator) DO UPDATE SET held_seconds = usage_totals.held_seconds + excluded.held_seconds`)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `"kind_summed"`)
 }

@@ -187,10 +187,11 @@ func pruneSumsTotals(t *testing.T, open Open) {
 	pruned, err = s.PruneUsage(ctx, pruneDay(-1), false)
 	require.NoError(t, err)
 	assert.Equal(t, history.UsagePruned{}, pruned)
-	// ...and one that removes figures sums them again: c's day 0 and the group's go, c is corrected.
+	// ...and one that removes figures sums them again: c's day 0, the group's and the kind's go, c is
+	// corrected.
 	pruned, err = s.PruneUsage(ctx, pruneDay(1), false)
 	require.NoError(t, err)
-	assert.Equal(t, history.UsagePruned{Removed: 2, Corrected: 1}, pruned)
+	assert.Equal(t, history.UsagePruned{Removed: 3, Corrected: 1}, pruned)
 	CheckTotals(t, db)
 }
 

@@ -134,6 +134,10 @@ func utilization(t *testing.T, open Open) {
 		Now: day, Scopes: map[string][]string{"RayJob": nil, "RayCluster": nil}})
 	require.NoError(t, err)
 	assert.Empty(t, groups, "pruned")
+	groups, _, err = report(ctx, s, usage.Query{From: day, To: day.Add(24 * time.Hour), GroupBy: usage.ByKind,
+		Now: day, Scopes: map[string][]string{"RayJob": nil, "RayCluster": nil}})
+	require.NoError(t, err)
+	assert.Empty(t, groups, "pruned, the kinds' days too")
 }
 
 // A ledger of more clusters than one statement of SQLite writes (the writes go in parts of several
@@ -417,6 +421,8 @@ func utilizationPicked(t *testing.T, open Open) {
 		{Scopes: map[string][]string{"RayCluster": nil, "RayJob": nil, "RayService": nil}},
 		{Scopes: map[string][]string{"RayCluster": {"a"}, "RayJob": nil}, Creators: []string{"alice", "bob"}},
 		{Scopes: map[string][]string{"RayCluster": {}, "RayService": {"a", "a-b"}}},
+		// Two kinds counted in every namespace (their kinds' days), one in some (its groups' days).
+		{Scopes: map[string][]string{"RayCluster": {"a"}, "RayJob": nil, "RayService": nil}},
 	} {
 		for first := range 4 {
 			for last := first + 1; last <= 4; last++ {
