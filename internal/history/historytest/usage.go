@@ -515,20 +515,14 @@ func utilizationTails(t *testing.T, open Open) {
 	ctx := t.Context()
 	day := t0.Truncate(24 * time.Hour)
 	credited := day.Add(5 * time.Hour)
-	l := usage.NewLedger()
-	for i, st := range []usage.State{
+	putHolding(t, s, "tail", credited, credited, []usage.State{
 		{Kind: "RayCluster", Namespace: "a", Name: "idle", Cluster: "idle", Creator: "alice", Holding: true, Idle: true,
 			Requests: ray.Resources{CPU: 4, MemoryBytes: 8 << 30, GPU: 2}},
 		{Kind: "RayCluster", Namespace: "a", Name: "busy", Cluster: "busy", Creator: "alice", Holding: true,
 			Requests: ray.Resources{CPU: 2, MemoryBytes: 4 << 30, NPU: 1}},
 		{Kind: "RayJob", Namespace: "a", Name: "cpu", Cluster: "cpu-x", Creator: "bob", Holding: true, Idle: true,
 			Requests: ray.Resources{CPU: 1, MemoryBytes: 1 << 30}},
-	} {
-		m := &usage.Mark{UID: fmt.Sprintf("tail-%d", i), Since: credited}
-		l.Change(m, st, credited)
-		l.Credit(m, credited)
-	}
-	require.NoError(t, s.PutUsage(ctx, l))
+	})
 	q := usage.Query{From: day, To: day.Add(24 * time.Hour), Now: credited.Add(10 * time.Minute), GroupBy: usage.ByNamespace,
 		Scopes: map[string][]string{"RayCluster": nil, "RayJob": nil}}
 	groups, _, err := report(ctx, s, q)
@@ -594,7 +588,7 @@ func utilizationTails(t *testing.T, open Open) {
 		}
 	}
 	// One credited inside the window, on a day before its last: its tail starts there.
-	l = usage.NewLedger()
+	l := usage.NewLedger()
 	since := day.Add(24*time.Hour + 20*time.Hour)
 	late := &usage.Mark{UID: "tail-late", Since: since}
 	l.Change(late, usage.State{Kind: "RayCluster", Namespace: "b", Name: "late", Cluster: "late", Creator: "carol", Holding: true,
@@ -621,6 +615,19 @@ func utilizationTails(t *testing.T, open Open) {
 	}
 }
 
+// putHolding writes clusters in states, holding from since, credited up to credited (their UIDs prefix-0,
+// prefix-1, …).
+func putHolding(t *testing.T, s *history.Store, prefix string, since, credited time.Time, states []usage.State) {
+	t.Helper()
+	l := usage.NewLedger()
+	for i, st := range states {
+		m := &usage.Mark{UID: fmt.Sprintf("%s-%d", prefix, i), Since: since}
+		l.Change(m, st, since)
+		l.Credit(m, credited)
+	}
+	require.NoError(t, s.PutUsage(t.Context(), l))
+}
+
 // report is s's report for q: its groups and the seconds measured.
 func report(ctx context.Context, s *history.Store, q usage.Query) ([]usage.Group, map[int64]float64, error) {
 	res, err := s.Utilization(ctx, q)
@@ -632,20 +639,14 @@ func report(ctx context.Context, s *history.Store, q usage.Query) ([]usage.Group
 // clusters: their days, their tails and their count, grouped and by cluster on a page.
 func utilizationKinds(t *testing.T, open Open) {
 	s, _ := open(t)
-	ctx := t.Context()
 	day := t0.Truncate(24 * time.Hour)
-	credited := day.Add(5 * time.Hour)
-	l := usage.NewLedger()
-	for i, st := range []usage.State{
+	// Held from the day's start, credited up to 5 h, reported 6 h after it.
+	now := day.Add(6 * time.Hour)
+	putHolding(t, s, "kind", day, now.Add(-time.Hour), []usage.State{
 		{Kind: "RayCluster", Namespace: "a", Name: "c", Cluster: "c", Creator: "alice", Holding: true, Requests: ray.Resources{CPU: 1}},
 		{Kind: "RayJob", Namespace: "b", Name: "j", Cluster: "j-x", Creator: "bob", Holding: true, Requests: ray.Resources{CPU: 2}},
 		{Kind: "RayService", Namespace: "c", Name: "s", Cluster: "s-x", Creator: "alice", Holding: true, Requests: ray.Resources{CPU: 4}},
-	} {
-		m := &usage.Mark{UID: fmt.Sprintf("kind-%d", i), Since: day}
-		l.Change(m, st, day)
-		l.Credit(m, credited)
-	}
-	require.NoError(t, s.PutUsage(ctx, l))
+	})
 	// Each cluster held 5 h written and 1 h since (its tail), its cores times 6 h.
 	const held = 6 * 3600.0
 	for _, c := range []struct {
@@ -662,9 +663,9 @@ func utilizationKinds(t *testing.T, open Open) {
 			want: map[string]float64{"a": 1, "c": 4}},
 	} {
 		msg := fmt.Sprintf("%v, creators %v", c.scopes, c.creators)
-		q := usage.Query{From: day, To: day.Add(24 * time.Hour), Now: credited.Add(time.Hour), GroupBy: usage.ByNamespace,
+		q := usage.Query{From: day, To: day.Add(24 * time.Hour), Now: now, GroupBy: usage.ByNamespace,
 			Scopes: c.scopes, Creators: c.creators}
-		groups, _, err := report(ctx, s, q)
+		groups, _, err := report(t.Context(), s, q)
 		require.NoError(t, err)
 		got := map[string]float64{}
 		for _, g := range groups {
@@ -673,7 +674,7 @@ func utilizationKinds(t *testing.T, open Open) {
 		}
 		assert.InDeltaMapValues(t, c.want, got, 1e-9, msg)
 		q.GroupBy, q.Page = usage.ByCluster, &usage.Page{SortBy: "cpuCoreHours", Desc: true, Limit: 2}
-		res, err := s.Utilization(ctx, q)
+		res, err := s.Utilization(t.Context(), q)
 		require.NoError(t, err)
 		assert.Equal(t, len(c.want), res.Count, msg)
 		require.Len(t, res.Groups, min(2, len(c.want)), msg)
