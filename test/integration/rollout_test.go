@@ -159,11 +159,13 @@ func TestRayServiceIncrementalUpgradeAndRollback(t *testing.T) {
 	stream.until(t, 30*time.Second, "RollingBack on the stream", func(ev sseEvent) bool {
 		return ev.Name == "MODIFIED" && decodeRollout(t, ev).Status == "RollingBack"
 	})
-	// Why, from RollbackInProgress; unless the operator warned of something about it meanwhile (e.g. a
-	// cluster it could not create), which the health names instead.
+	// Why, from RollbackInProgress; unless something was warned of meanwhile, which the health names
+	// instead: by the operator about the service (e.g. a cluster it could not create), or by the
+	// scheduler about its clusters' pods (FailedScheduling, where the stack's nodes are full). The
+	// namespace is this test's alone.
 	h := decode[healthDetail](t, call(t, "GET", itemPath(ns, "rayservices", "roll"), admin, "", nil))
 	if h.Health.Reason != "TargetClusterChanged" {
-		events, err := env.admin.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=roll,type=Warning"})
+		events, err := env.admin.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "type=Warning"})
 		require.NoError(t, err)
 		var reasons []string
 		for _, e := range events.Items {
