@@ -79,7 +79,10 @@ const kindsGuarded = postgresOnly + `ALTER TABLE usage_totals ALTER COLUMN kind_
 // what a report reads for a kind it counts in every namespace (groupDays). A month of three kinds is
 // 90 rows, where its groups' days in 100 namespaces are 3,000: the whole's days of a page by cluster
 // of every namespace took 0.6 ms against 4.3 ms on SQLite. Written with the groups' days (foldKinds);
-// pruned with them.
+// pruned with them. A replica of a version before, leading in a rolling upgrade, prunes the groups'
+// days and leaves the kinds' (no guard refuses a DELETE): until this version's next prune, within the
+// hour, a report of a window before the retention may read figures by kind, or for the whole, that
+// it no longer has by namespace.
 var kindDaysMigration = `CREATE TABLE usage_kind_days (
 		day BIGINT NOT NULL,
 		kind TEXT NOT NULL,
@@ -236,6 +239,8 @@ var (
 	addUsageTotal = func() upsert {
 		u := addFigures("usage_totals", []string{"day", "namespace", "kind", "creator"}, []string{"bigint", "text", "text", "text"})
 		u.head = strings.Replace(u.head, ") VALUES ", ", kind_summed) VALUES ", 1)
+		u.columns++
+		u.types = append(u.types, "smallint")
 		return u
 	}()
 	addKindDay = addFigures("usage_kind_days", []string{"day", "kind"}, []string{"bigint", "text"})
@@ -1200,7 +1205,7 @@ func utilizationDays(ctx context.Context, r report) (usage.Result, error) {
 // and the credit of its hold since its last credit. It sorts them and gives the page's worth from each
 // of its queries, merged here. One pass over the clusters counts them all and sums the whole's tails.
 // The clusters on the page are then read whole (their days, those pending and their tails), and the
-// whole's days from the groups' days and those pending. With no Limit, every cluster is given with
+// whole's days from the groups' days (or the kinds', groupDays) and those pending. With no Limit, every cluster is given with
 // every figure summed, without its days.
 func (s *Store) clustersPaged(ctx context.Context, r report) (usage.Result, error) {
 	tx, q := r.tx, r.q
@@ -1486,7 +1491,7 @@ func (s *Store) clustersPaged(ctx context.Context, r report) (usage.Result, erro
 	if err != nil {
 		return usage.Result{}, err
 	}
-	// The whole's days: the groups' days, those pending, and the tails summed.
+	// The whole's days: the groups' days (or the kinds'), those pending, and the tails summed.
 	if err := groupDays(ctx, tx, q, "", func(_ usage.GroupKey, day int64, f usage.Figures) { addTo(res.Whole, day, f) }); err != nil {
 		return usage.Result{}, err
 	}

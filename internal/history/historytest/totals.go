@@ -54,7 +54,8 @@ func CheckRuns(t *testing.T, db *sql.DB, wholeFrom bool) {
 	CheckTotals(t, db)
 }
 
-// CheckTotals asserts that each object's totals are the sums of its days and of its figures pending.
+// CheckTotals asserts that each object's totals are the sums of its days and of its figures pending, and
+// each kind's days the sums of its groups' days.
 func CheckTotals(t *testing.T, db *sql.DB) {
 	t.Helper()
 	sums := func(query string) map[string]usage.Figures {
@@ -82,6 +83,9 @@ func CheckTotals(t *testing.T, db *sql.DB) {
 	assert.Equal(t, sums(`SELECT o.uid, `+strings.Join(summed, ", ")+` FROM usage_objects o LEFT JOIN (SELECT uid, `+figureColumns("")+` FROM usage_days
 			UNION ALL SELECT uid, `+figureColumns("")+` FROM usage_pending) f ON f.uid = o.uid GROUP BY o.uid`),
 		sums(`SELECT uid, `+figureColumns("total_")+` FROM usage_objects`), "each object's totals")
+	const dayKind = `CAST(day AS TEXT) || ' ' || kind`
+	assert.Equal(t, sums(`SELECT `+dayKind+`, `+strings.Join(summed, ", ")+` FROM usage_totals f GROUP BY day, kind`),
+		sums(`SELECT `+dayKind+`, `+figureColumns("")+` FROM usage_kind_days`), "each kind's days")
 }
 
 // The running sums stay those of the days whatever the order the days are written in: several days of
