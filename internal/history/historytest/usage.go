@@ -638,7 +638,7 @@ func report(ctx context.Context, s *history.Store, q usage.Query) ([]usage.Group
 // condition on their kind; one that leaves a kind out, or scopes one to namespaces, leaves out its
 // clusters: their days, their tails and their count, grouped and by cluster on a page.
 func utilizationKinds(t *testing.T, open Open) {
-	s, _ := open(t)
+	s, dsn := open(t)
 	day := t0.Truncate(24 * time.Hour)
 	// Held from the day's start, credited up to 5 h, reported 6 h after it.
 	now := day.Add(6 * time.Hour)
@@ -649,7 +649,7 @@ func utilizationKinds(t *testing.T, open Open) {
 	})
 	// Each cluster held 5 h written and 1 h since (its tail), its cores times 6 h.
 	const held = 6 * 3600.0
-	for _, c := range []struct {
+	cases := []struct {
 		scopes   map[string][]string
 		creators []string
 		want     map[string]float64 // cores by namespace
@@ -661,8 +661,17 @@ func utilizationKinds(t *testing.T, open Open) {
 		{scopes: map[string][]string{"RayCluster": nil, "RayJob": {"a"}, "RayService": nil}, want: map[string]float64{"a": 1, "c": 4}},
 		{scopes: map[string][]string{"RayCluster": nil, "RayJob": nil, "RayService": nil}, creators: []string{"alice"},
 			want: map[string]float64{"a": 1, "c": 4}},
-	} {
-		msg := fmt.Sprintf("%v, creators %v", c.scopes, c.creators)
+	}
+	for i, c := range append(cases, cases...) {
+		if i == len(cases) {
+			// The same, the store opened again: the kinds are those its marks have.
+			require.NoError(t, s.Close())
+			var err error
+			s, err = history.Open(t.Context(), dsn)
+			require.NoError(t, err)
+			defer func() { _ = s.Close() }()
+		}
+		msg := fmt.Sprintf("%v, creators %v, opened %d times", c.scopes, c.creators, 1+i/len(cases))
 		q := usage.Query{From: day, To: day.Add(24 * time.Hour), Now: now, GroupBy: usage.ByNamespace,
 			Scopes: c.scopes, Creators: c.creators}
 		groups, _, err := report(t.Context(), s, q)
