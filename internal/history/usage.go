@@ -90,8 +90,7 @@ var kindDaysMigration = `CREATE TABLE usage_kind_days (
 		` + usageColumnsDDL + `,
 		PRIMARY KEY (day, kind)
 	);
-	INSERT INTO usage_kind_days (day, kind, ` + strings.Join(usage.Columns, ", ") + `)
-		SELECT day, kind, ` + summedAs(usage.Columns) + ` FROM usage_totals GROUP BY day, kind`
+	` + kindDaysSummed("true")
 
 // usageColumnsDDL declares the figures (usage.Columns).
 const usageColumnsDDL = `held_seconds DOUBLE PRECISION NOT NULL DEFAULT 0,
@@ -401,14 +400,18 @@ func (s *Store) credit(ctx context.Context, tx *sql.Tx, l *usage.Ledger) error {
 // (foldKinds, as PostgreSQL does in its one statement, where the groups' days it writes are not yet
 // visible) sorted and summed the chunk's rows a second time, where a day has a row a group: a fold of
 // 2,000 changes took a median 31.9 ms against 29.4 ms so (nine runs of each, alternated).
-var kindsSummed = func() string {
+var kindsSummed = kindDaysSummed("day = $1")
+
+// kindDaysSummed sets the kinds' days of the groups' days where where holds to their sums: the
+// backfill of kindDaysMigration, and kindsSummed.
+func kindDaysSummed(where string) string {
 	sets := make([]string, len(usage.Columns))
 	for i, c := range usage.Columns {
 		sets[i] = c + " = excluded." + c
 	}
-	return strings.TrimSuffix(addKindDay.head, "VALUES ") + "SELECT day, kind, " + sumFigures + ` FROM usage_totals WHERE day = $1
+	return strings.TrimSuffix(addKindDay.head, "VALUES ") + "SELECT day, kind, " + sumFigures + ` FROM usage_totals WHERE ` + where + `
 		GROUP BY day, kind ORDER BY day, kind ON CONFLICT (day, kind) DO UPDATE SET ` + strings.Join(sets, ", ")
-}()
+}
 
 // foldChunk is the number of pending rows (by rowid) a chunk of SQLite's fold moves.
 const foldChunk = 256
