@@ -127,7 +127,7 @@ integration: build stack client
 	stack/gomod.sh test/compat/kuberay15
 	$(STATIC) $(GO) test -c -vet=off -tags integration -o $(BIN)/integration.test ./test/integration
 	rm -f $(BIN)/integration.rc
-	cd test/integration && { RAY_SERVICE_BIN=$(CURDIR)/$(BIN)/ray-service \
+	cd test/integration && { RAY_SERVICE_BIN=$(CURDIR)/$(BIN)/ray-service RAY_TEST_PAIRS=$(CURDIR)/$(BIN)/answered-pairs.txt \
 		../../stack/netns.sh ../../$(BIN)/integration.test -test.v -test.count=1 -test.timeout=40m -test.parallel=6; \
 		echo $$? > ../../$(BIN)/integration.rc; } 2>&1 | tee ../../$(BIN)/integration.log
 	@rc=$$(cat $(BIN)/integration.rc 2>/dev/null || echo lost); if [ "$$rc" != 0 ]; then \

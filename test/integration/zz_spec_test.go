@@ -312,13 +312,21 @@ func (s *spec) check(sc jsonSchema, v any, at string) []string {
 
 // checkAnswers checks every answer the tests received: its route, method and status are documented, and
 // its JSON body fits the documented schema, with every documented field that is always sent. It returns
-// the problems, each with how often it was seen, and the number of distinct route/status pairs seen.
-func checkAnswers(root string, answers []answer) (problemList []string, pairs int, err error) {
+// the problems, each with how often it was seen, and the documented route/status pairs each with
+// whether an answer was seen ("get /path 200").
+func checkAnswers(root string, answers []answer) (problemList []string, pairs map[string]bool, err error) {
 	s, err := loadSpec(root)
 	if err != nil {
-		return nil, 0, err
+		return nil, nil, err
 	}
-	seen := map[string]bool{}
+	pairs = map[string]bool{}
+	for route, ops := range s.Paths {
+		for method, op := range ops {
+			for status := range op.Responses {
+				pairs[fmt.Sprintf("%s %s %s", method, route, status)] = false
+			}
+		}
+	}
 	problems := map[string]int{}
 	for _, a := range answers {
 		route := s.route(a.path)
@@ -335,12 +343,12 @@ func checkAnswers(root string, answers []answer) (problemList []string, pairs in
 			continue
 		}
 		key := fmt.Sprintf("%s %s %d", a.method, route, a.status)
-		seen[key] = true
 		res, ok := op.Responses[fmt.Sprint(a.status)]
 		if !ok {
 			problems[key+": status not documented"]++
 			continue
 		}
+		pairs[key] = true
 		if !strings.HasPrefix(a.contentType, "application/json") || res.Schema == nil || strings.HasSuffix(route, "/dashboard/{path}") {
 			continue
 		}
@@ -357,7 +365,7 @@ func checkAnswers(root string, answers []answer) (problemList []string, pairs in
 		problemList = append(problemList, fmt.Sprintf("%s (%d times)", p, n))
 	}
 	sort.Strings(problemList)
-	return problemList, len(seen), nil
+	return problemList, pairs, nil
 }
 
 // recordedAnswers returns a copy of the answers recorded so far.
