@@ -22,6 +22,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"ray-service/internal/k8s"
 	"ray-service/internal/notify"
 )
 
@@ -247,6 +248,17 @@ func TestIdleStopByPolicy(t *testing.T) {
 	r, err = sendTo(svc.url, "PUT", "/rest/ray/v1/namespaces/"+ns+"/idle-policy", admin, "application/json", body)
 	require.NoError(t, err)
 	require.Equal(t, 201, r.Status, "%s", r.Raw)
+	// Read back as it was set, and set again: replaced, 200.
+	r, err = sendTo(svc.url, "GET", "/rest/ray/v1/namespaces/"+ns+"/idle-policy", admin, "", nil)
+	require.NoError(t, err)
+	require.Equal(t, 200, r.Status, "%s", r.Raw)
+	pol := decode[k8s.IdlePolicy](t, r)
+	assert.Equal(t, ns, pol.Namespace)
+	assert.Equal(t, "1m", pol.StopAfter)
+	assert.NotEmpty(t, pol.SetBy)
+	r, err = sendTo(svc.url, "PUT", "/rest/ray/v1/namespaces/"+ns+"/idle-policy", admin, "application/json", body)
+	require.NoError(t, err)
+	require.Equal(t, 200, r.Status, "%s", r.Raw)
 
 	quiet := func(stopAfter string) func(map[string]any) {
 		return func(obj map[string]any) {
@@ -333,4 +345,7 @@ func TestIdleStopByPolicy(t *testing.T) {
 	r, err = sendTo(svc.url, "DELETE", "/rest/ray/v1/namespaces/"+ns+"/idle-policy", admin, "", nil)
 	require.NoError(t, err)
 	assert.Equal(t, 200, r.Status, "%s", r.Raw)
+	r, err = sendTo(svc.url, "GET", "/rest/ray/v1/namespaces/"+ns+"/idle-policy", admin, "", nil)
+	require.NoError(t, err)
+	assert.Equal(t, 404, r.Status, "removed: %s", r.Raw)
 }
