@@ -130,8 +130,8 @@ func afterTests() bool {
 	problems, pairs, err := checkAnswers(env.root, answers)
 	report("answers against docs/swagger", problems, err)
 	// Which pairs were answered, in the file RAY_TEST_PAIRS names (make's: beside the run's log): two
-	// runs' files tell what one of them did not reach (a test's polling may end before a status it
-	// could see).
+	// runs' files tell what one of them did not reach (the fault tests' writes are answered 503 or 504
+	// as the outage falls).
 	var lines []string
 	answered := 0
 	for p, seen := range pairs {

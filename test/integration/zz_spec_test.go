@@ -376,15 +376,27 @@ func recordedAnswers() []answer {
 }
 
 // The check finds a documented field that is always sent missing from an answer, a field of the wrong
-// type, and an undocumented status; it passes the same answers whole.
+// type, and an undocumented status; it passes the same answers whole, and counts the pair they answered
+// (and not an undocumented one).
 func TestAnswersCheckFindsWhatIsMissing(t *testing.T) {
 	t.Parallel()
 	const path = "/rest/ray/v1/namespaces/default/rayclusters"
 	whole := answer{method: "get", path: path, contentType: "application/json; charset=utf-8", status: 200,
 		body: []byte(`{"code":200,"msg":"OK","data":{"items":[],"total":0,"page":1,"pageSize":20}}`)}
-	problems, _, err := checkAnswers(env.root, []answer{whole})
+	teapot := whole
+	teapot.status = 418
+	problems, pairs, err := checkAnswers(env.root, []answer{whole, whole, teapot})
 	require.NoError(t, err)
-	assert.Empty(t, problems, "a whole answer")
+	assert.Equal(t, []string{"get /rest/ray/v1/namespaces/{namespace}/{kind} 418: status not documented (1 times)"}, problems)
+	var answered []string
+	for p, seen := range pairs {
+		if seen {
+			answered = append(answered, p)
+		}
+	}
+	assert.Equal(t, []string{"get /rest/ray/v1/namespaces/{namespace}/{kind} 200"}, answered)
+	assert.Contains(t, pairs, "get /rest/ray/v1/namespaces/{namespace}/{kind} 404", "a documented pair not answered")
+	assert.Greater(t, len(pairs), 300, "every documented pair")
 
 	noTotal, noData, wrongType, undocumented := whole, whole, whole, whole
 	noTotal.body = []byte(`{"code":200,"msg":"OK","data":{"items":[],"page":1,"pageSize":20}}`)
