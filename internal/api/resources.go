@@ -406,9 +406,17 @@ func (s *Server) detailOf(c *gin.Context, r *request, cur *k8s.Current, sum ray.
 //
 //	@Summary		Replace
 //	@ID				replaceObject
-//	@Description	Replaces the object with a full manifest (JSON, YAML or uploaded file). A stale
-//	@Description	metadata.resourceVersion is 409; a manifest without one replaces unconditionally. The name
-//	@Description	and namespace cannot change (400). The creator recorded at creation is kept. status is ignored.
+//	@Description	Replaces the object with a full manifest (JSON, YAML or uploaded file). The name and namespace
+//	@Description	cannot change (400). The creator recorded at creation is kept. status is ignored. A manifest
+//	@Description	without metadata.resourceVersion replaces unconditionally. One with an older resourceVersion (an
+//	@Description	export edited while KubeRay wrote the object's status) is merged, part by part, with the object
+//	@Description	as it is now: spec, labels, annotations, finalizers and owner references each whole. A part sent
+//	@Description	as exported keeps its current value; a part the manifest changes is written where nobody else
+//	@Description	changed it since that resourceVersion, and is 409 Conflict, naming the part, where someone did.
+//	@Description	The export is read back at its resourceVersion while the apiserver keeps it (etcd compaction,
+//	@Description	5 to 10 minutes by default); after that, a part counts as changed by someone else unless it is
+//	@Description	the same now as sent, and the spec as unchanged when metadata.generation is the current one. An
+//	@Description	object deleted and created again under its name (another uid) is 409.
 //	@Tags			resources
 //	@Accept			json
 //	@Accept			application/yaml

@@ -151,7 +151,8 @@ func (o *Objects) Create(ctx context.Context, obj *unstructured.Unstructured, st
 }
 
 // Replace replaces ns/name, instance or template, with a prepared manifest (see Kind.PrepareUpdate),
-// keeping the creator recorded at creation.
+// keeping the creator recorded at creation. An instance's manifest with an older resourceVersion is
+// rebased on the current object where nobody else changed what it changes (see replaceInstance).
 func (o *Objects) Replace(ctx context.Context, obj *unstructured.Unstructured, dryRun bool) (*Current, error) {
 	current, err := o.Resolve(ctx, obj.GetNamespace(), obj.GetName())
 	if err != nil {
@@ -165,8 +166,7 @@ func (o *Objects) Replace(ctx context.Context, obj *unstructured.Unstructured, d
 		}
 		return &Current{Template: tpl}, nil
 	}
-	ray.KeepCreator(obj, current.Instance)
-	updated, err := o.update(ctx, obj, dryRun)
+	updated, err := o.replaceInstance(ctx, obj, current.Instance, dryRun)
 	if err != nil {
 		return nil, err
 	}
