@@ -98,7 +98,12 @@ func TestStatusTable(t *testing.T) {
 		{"service upgrading", service, obj(nil, m{"conditions": l{cond("Ready", "True", "NonZeroServeEndpoints"), cond("UpgradeInProgress", "True", "BothActivePendingClustersExist")}}), StatusUpgrading},
 		{"service init timeout", service, obj(nil, m{"conditions": l{cond("Ready", "False", "InitializingTimeout")}}), StatusFailed},
 		{"service without conditions", service, obj(nil, m{"serviceStatus": "Running"}), StatusRunning},
-		{"service suspended", service, obj(m{"suspend": true}, nil), StatusStopped},
+		// KubeRay v1.7 rayservice_controller.go handleSuspend: Suspending, then Suspended.
+		{"service suspend asked", service, obj(m{"suspend": true}, m{"conditions": l{cond("Ready", "True", "NonZeroServeEndpoints")}}), StatusStopping},
+		{"service suspending", service, obj(m{"suspend": true}, m{"conditions": l{cond("Suspending", "True", "SuspendRequested"), cond("Ready", "False", "SuspendInProgress")}}), StatusStopping},
+		{"service suspending, suspend set back", service, obj(m{"suspend": false}, m{"conditions": l{cond("Suspending", "True", "SuspendInProgress"), cond("Ready", "False", "SuspendInProgress")}}), StatusStopping},
+		{"service suspended", service, obj(m{"suspend": true}, m{"conditions": l{cond("Suspending", "False", "SuspendComplete"), cond("Suspended", "True", "SuspendComplete"), cond("Ready", "False", "SuspendComplete")}}), StatusStopped},
+		{"service resumed", service, obj(m{"suspend": false}, m{"conditions": l{cond("Suspended", "False", "RayServiceResumed"), cond("Ready", "False", "Initializing")}}), StatusPending},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { assert.Equal(t, c.want, c.kind.Status(c.o)) })
