@@ -42,10 +42,18 @@ func rayServiceKind() *Kind {
 }
 
 // rayServiceStatus normalizes a RayService's Ready, UpgradeInProgress and RollbackInProgress
-// conditions (KubeRay v1.6 apis/ray/v1/rayservice_types.go; a rollback runs within an upgrade).
+// conditions (KubeRay v1.6 apis/ray/v1/rayservice_types.go; a rollback runs within an upgrade), and,
+// where the installed CRD has spec.suspend (KubeRay v1.7), its Suspending and Suspended conditions:
+// the operator deletes the service's clusters while Suspending is True, finishes even when
+// spec.suspend is set back meanwhile, and only then says Suspended (v1.7 rayservice_controller.go
+// handleSuspend). Until the operator has written Suspending, a spec.suspend asked is Stopping too.
 func rayServiceStatus(o *unstructured.Unstructured) string {
-	if suspended, _, _ := unstructured.NestedBool(o.Object, "spec", "suspend"); suspended {
-		return StatusStopped // only where the installed CRD has spec.suspend
+	if c, _ := condition(o, "Suspended"); c.Status == "True" {
+		return StatusStopped
+	}
+	suspend, _, _ := unstructured.NestedBool(o.Object, "spec", "suspend")
+	if c, _ := condition(o, "Suspending"); c.Status == "True" || suspend {
+		return StatusStopping
 	}
 	ready, found := condition(o, "Ready")
 	if c, _ := condition(o, "RollbackInProgress"); c.Status == "True" {
