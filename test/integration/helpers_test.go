@@ -168,9 +168,16 @@ func decode[T any](t *testing.T, r *response) T {
 	return v
 }
 
-// eventually polls cond every 100ms until it holds or the timeout passes.
+// patience is the least eventually waits: a bound is there to end a test that will never pass, not to
+// judge speed (benchmarks do). A busy machine (the unit tests and the fuzzing run beside this suite)
+// answers a watch or a reconcile in seconds that an idle one answers in milliseconds.
+const patience = time.Minute
+
+// eventually polls cond every 100ms until it holds or the timeout passes; the timeout is at least
+// patience.
 func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
+	timeout = max(timeout, patience)
 	deadline := time.Now().Add(timeout)
 	for !cond() {
 		if time.Now().After(deadline) {
