@@ -212,13 +212,17 @@ func TestAttackStreamLimitsArePerUser(t *testing.T) {
 	// was one that reads them.
 	refused := api.requests()
 	assert.Empty(t, eventReads(refused, ns), "refused before reading the namespace's events")
+	t.Logf("the instance's apiserver requests by the refusal: %d, of them reads of %s's events: %v", len(refused), ns, eventReads(refused, ns))
 	// The record shows such a read where there is one: an object stream served reads them.
 	status, admin := openWatch(t, svc.url, path+"/watch", env.tokens["admin"], "")
 	require.Equal(t, 200, status, "the admin's object stream")
 	admin.until(t, 30*time.Second, "the admin's first state", func(ev sseEvent) bool { return ev.Name == "SYNCED" })
+	var served []apiRequest
 	eventually(t, 60*time.Second, "the served stream's read of the namespace's events recorded", func() bool {
-		return len(eventReads(api.requests()[len(refused):], ns)) > 0
+		served = eventReads(api.requests()[len(refused):], ns)
+		return len(served) > 0
 	})
+	t.Logf("reads of %s's events for the stream served: %v", ns, served)
 	admin.close()
 
 	var head string
