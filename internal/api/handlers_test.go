@@ -26,12 +26,14 @@ import (
 	"ray-service/internal/ray"
 )
 
-// fakeObjects answers as configured and records what the handlers asked.
+// fakeObjects answers as configured and records what the handlers asked: each call once, a dry run
+// named as one.
 type fakeObjects struct {
-	mu       sync.Mutex
-	calls    []string
-	current  *k8s.Current
-	err      error // returned by every call
+	mu      sync.Mutex
+	calls   []string
+	current *k8s.Current
+	err     error // returned by every call
+	// created is what the last create stored, and start how it asked for it; a dry run stores nothing.
 	created  *unstructured.Unstructured
 	start    bool
 	deleteOf map[string]error
@@ -51,20 +53,28 @@ func (f *fakeObjects) Resolve(_ context.Context, ns, name string) (*k8s.Current,
 	return f.current, f.err
 }
 
+// ResolveWithEvents is one call: the object read with its namespace's events at once.
 func (f *fakeObjects) ResolveWithEvents(_ context.Context, ns, name string) (*k8s.Current, []ray.EventInfo, error) {
-	f.record("resolve " + ns + "/" + name)
+	f.record("resolve with events " + ns + "/" + name)
 	if f.err != nil {
 		return nil, nil, f.err
 	}
-	f.record("events")
 	return f.current, []ray.EventInfo{}, nil
 }
 
-func (f *fakeObjects) Create(_ context.Context, obj *unstructured.Unstructured, start, _ bool) (*k8s.Current, error) {
-	f.record("create " + obj.GetNamespace() + "/" + obj.GetName())
-	f.created, f.start = obj, start
+// Create stores obj, as the apiserver would, unless it is a dry run: that answers what would be created
+// and stores nothing.
+func (f *fakeObjects) Create(_ context.Context, obj *unstructured.Unstructured, start, dryRun bool) (*k8s.Current, error) {
+	call := "create " + obj.GetNamespace() + "/" + obj.GetName()
+	if dryRun {
+		call += " dry run"
+	}
+	f.record(call)
 	if f.err != nil {
 		return nil, f.err
+	}
+	if !dryRun {
+		f.created, f.start = obj, start
 	}
 	return &k8s.Current{Instance: obj}, nil
 }
@@ -124,6 +134,7 @@ func (f *fakeObjects) OpenLogs(context.Context, *k8s.Current, string, string, *c
 }
 
 func (f *fakeObjects) DashboardToken(context.Context, *unstructured.Unstructured) (string, error) {
+	f.record("dashboard token")
 	return f.rayToken, f.rayTokenErr
 }
 
@@ -340,6 +351,7 @@ func TestHandlers(t *testing.T) {
 			method: "POST", path: "/rest/ray/v1/namespaces/a/rayclusters?start=false", contentType: "application/yaml",
 			body: "metadata: {name: demo}\nspec: {}\n", wantCode: 201, wantCalls: []string{"create a/demo"},
 			check: func(t *testing.T, e *handlerEnv, _ json.RawMessage) {
+				require.NotNil(t, e.objects.created, "a create stores")
 				assert.False(t, e.objects.start)
 				assert.Equal(t, "alice@example", e.objects.created.GetAnnotations()[ray.CreatorKey])
 				assert.Equal(t, "alice_example", e.objects.created.GetLabels()[ray.CreatorKey])
@@ -349,18 +361,33 @@ func TestHandlers(t *testing.T) {
 		{
 			name:   "create with a name KubeRay cannot use is 422 before any Kubernetes call",
 			method: "POST", path: "/rest/ray/v1/namespaces/a/rayclusters", contentType: "application/json",
-			body: `{"metadata":{"name":"Not_A_Name"}}`, wantCode: 422, wantReason: "Invalid",
+			body: `{"metadata":{"name":"Not_A_Name"}}`, wantCode: 422, wantReason: "Invalid", wantCalls: []string{},
 		},
 		{
-			name:   "a dry run answers 200",
+			name:   "a dry run answers 200 with what would be created, asks for a dry-run create and stores nothing",
 			method: "POST", path: "/rest/ray/v1/namespaces/a/rayclusters?dryRun=true", contentType: "application/json",
-			body: `{"metadata":{"name":"demo"}}`, wantCode: 200, wantCalls: []string{"create a/demo"},
+			body: `{"metadata":{"name":"demo"}}`, wantCode: 200, wantCalls: []string{"create a/demo dry run"},
+			check: func(t *testing.T, e *handlerEnv, data json.RawMessage) {
+				assert.Nil(t, e.objects.created, "a dry run stores nothing")
+				var d Detail
+				require.NoError(t, json.Unmarshal(data, &d))
+				assert.Equal(t, "demo", d.Name)
+			},
 		},
 		{
-			name:   "detail of a template has no dashboard and no events call",
+			name:   "a create without dryRun is no dry run: it stores and answers 201",
+			method: "POST", path: "/rest/ray/v1/namespaces/a/rayclusters", contentType: "application/json",
+			body: `{"metadata":{"name":"demo"}}`, wantCode: 201, wantCalls: []string{"create a/demo"},
+			check: func(t *testing.T, e *handlerEnv, _ json.RawMessage) {
+				require.NotNil(t, e.objects.created, "a create stores")
+				assert.True(t, e.objects.start, "a create starts by default")
+			},
+		},
+		{
+			name:   "detail of a template reads it with its events in one call, and links no dashboard",
 			env:    handlerEnv{objects: &fakeObjects{current: template("demo")}},
 			method: "GET", path: "/rest/ray/v1/namespaces/a/rayservices/demo", wantCode: 200,
-			wantCalls: []string{"resolve a/demo", "events"},
+			wantCalls: []string{"resolve with events a/demo"},
 			check: func(t *testing.T, _ *handlerEnv, data json.RawMessage) {
 				var d Detail
 				require.NoError(t, json.Unmarshal(data, &d))
@@ -387,11 +414,17 @@ func TestHandlers(t *testing.T) {
 		{
 			name:   "a bad force flag is 400 before the delete",
 			method: "DELETE", path: "/rest/ray/v1/namespaces/a/rayclusters/x?force=maybe", wantCode: 400, wantReason: "BadRequest",
+			wantCalls: []string{},
 		},
 		{
 			name:   "start answers the object as it is afterwards",
 			env:    handlerEnv{objects: &fakeObjects{current: instance("a", "x")}},
 			method: "POST", path: "/rest/ray/v1/namespaces/a/rayclusters/x/start", wantCode: 200, wantCalls: []string{"start a/x"},
+			check: func(t *testing.T, _ *handlerEnv, data json.RawMessage) {
+				var d Detail
+				require.NoError(t, json.Unmarshal(data, &d))
+				assert.Equal(t, []string{"a", "x", ray.TypeInstance}, []string{d.Namespace, d.Name, d.Type}, "the object Start answered")
+			},
 		},
 		{
 			name:   "logs of a template are 409 without opening a stream",
@@ -417,6 +450,7 @@ func TestHandlers(t *testing.T) {
 			name:   "the dashboard proxy refuses a caller without services/proxy before reading anything",
 			env:    handlerEnv{authz: &fakeAuthz{allowed: false}},
 			method: "GET", path: "/rest/ray/v1/namespaces/a/rayclusters/x/dashboard/api/version", wantCode: 403, wantReason: "Forbidden",
+			wantCalls: []string{},
 		},
 		{
 			name:   "metrics are per RayCluster",
@@ -470,8 +504,8 @@ func TestHandlers(t *testing.T) {
 			require.NoError(t, json.Unmarshal(w.Body.Bytes(), &env), w.Body.String())
 			assert.Equal(t, w.Code, env.Code)
 			assert.Equal(t, tc.wantReason, env.Reason)
-			if tc.wantCalls != nil {
-				assert.Equal(t, tc.wantCalls, e.objects.calls)
+			if tc.wantCalls != nil { // empty: no call at all
+				assert.Equal(t, tc.wantCalls, append([]string{}, e.objects.calls...), "the calls of the objects")
 			}
 			if tc.check != nil {
 				tc.check(t, &e, env.Data)

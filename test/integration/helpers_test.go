@@ -11,6 +11,7 @@ import (
 	"crypto/x509"
 	"database/sql"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"maps"
@@ -45,6 +46,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 )
 
@@ -2013,6 +2015,81 @@ func kubeconfigVia(t *testing.T, addr string) string {
 	kc := filepath.Join(t.TempDir(), "kubeconfig")
 	require.NoError(t, os.WriteFile(kc, []byte(strings.ReplaceAll(string(data), env.vars["KUBE_APISERVER_URL"], "https://"+addr)), 0o600))
 	return kc
+}
+
+// apiRequest is one request a service instance sent the apiserver.
+type apiRequest struct {
+	Method, Path, Query string
+}
+
+// apiRecorder stands between a service instance and the apiserver, with a TLS certificate of its own,
+// and records the requests it passes on, in the order they reach it: what the instance asked of the
+// apiserver, and when, relative to what the test saw, without a clock.
+type apiRecorder struct {
+	srv  *httptest.Server
+	mu   sync.Mutex
+	seen []apiRequest
+}
+
+// recordAPI starts a recorder in front of the stack's apiserver; it stops when t ends, after the
+// instances started later (t.Cleanup runs last in first).
+func recordAPI(t *testing.T) *apiRecorder {
+	t.Helper()
+	target, err := url.Parse(env.vars["KUBE_APISERVER_URL"])
+	require.NoError(t, err)
+	ca, err := os.ReadFile(env.vars["KUBE_CA_FILE"])
+	require.NoError(t, err)
+	roots := x509.NewCertPool()
+	require.True(t, roots.AppendCertsFromPEM(ca), "the stack's CA")
+	rp := httputil.NewSingleHostReverseProxy(target)
+	rp.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}}
+	rp.FlushInterval = -1 // watches and log follows pass each chunk on at once
+	rec := &apiRecorder{}
+	rec.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec.mu.Lock()
+		rec.seen = append(rec.seen, apiRequest{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery})
+		rec.mu.Unlock()
+		rp.ServeHTTP(w, r)
+	}))
+	rec.srv.StartTLS()
+	t.Cleanup(func() {
+		rec.srv.CloseClientConnections() // the watches still open
+		rec.srv.Close()
+	})
+	return rec
+}
+
+// kubeconfig writes a copy of the service's kubeconfig (its user, its token) whose apiserver is the
+// recorder.
+func (r *apiRecorder) kubeconfig(t *testing.T) string {
+	t.Helper()
+	cfg, err := clientcmd.LoadFromFile(env.vars["SERVICE_KUBECONFIG"])
+	require.NoError(t, err)
+	caData := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: r.srv.Certificate().Raw})
+	for _, c := range cfg.Clusters {
+		c.Server, c.CertificateAuthority, c.CertificateAuthorityData = r.srv.URL, "", caData
+	}
+	kc := filepath.Join(t.TempDir(), "kubeconfig")
+	require.NoError(t, clientcmd.WriteToFile(*cfg, kc))
+	return kc
+}
+
+// requests returns the requests recorded so far, oldest first.
+func (r *apiRecorder) requests() []apiRequest {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.seen)
+}
+
+// eventReads are the reads (lists and watches) of the events of namespace ns among reqs.
+func eventReads(reqs []apiRequest, ns string) []apiRequest {
+	var out []apiRequest
+	for _, q := range reqs {
+		if q.Method == http.MethodGet && q.Path == "/api/v1/namespaces/"+ns+"/events" {
+			out = append(out, q)
+		}
+	}
+	return out
 }
 
 func runTool(t *testing.T, name string, args ...string) string {

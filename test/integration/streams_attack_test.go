@@ -167,8 +167,11 @@ func TestAttackObjectStreamShowsNoPodsWithoutPodRights(t *testing.T) {
 // token. They now count the authenticated user; an object stream is also refused before it starts
 // reading the namespace's events.
 func TestAttackStreamLimitsArePerUser(t *testing.T) {
+	// The instance reaches the apiserver through a recorder: what it read before a refusal is in the
+	// record by the time the refusal arrives.
+	api := recordAPI(t)
 	svc := startInstance(t, "ray-service-peruser.log",
-		"--max-watches-per-caller=2", "--max-log-follows-per-caller=1")
+		"--max-watches-per-caller=2", "--max-log-follows-per-caller=1", "--kubeconfig", api.kubeconfig(t))
 	ns := namespace(t, "peruser")
 	runningCluster(t, ns, "pu")
 	ctx := context.Background()
@@ -202,10 +205,25 @@ func TestAttackStreamLimitsArePerUser(t *testing.T) {
 	}
 	status, _ := openWatch(t, svc.url, watchPath(ns, "rayclusters"), tokens[2], "")
 	assert.Equal(t, 429, status, "a third stream of the same user, with a token of its own")
-	start := time.Now()
 	status, _ = openWatch(t, svc.url, path+"/watch", tokens[3], "")
 	assert.Equal(t, 429, status, "an object stream of the same user, with yet another token")
-	assert.Less(t, time.Since(start), 2*time.Second, "refused before reading the namespace's events")
+	// A stream that reads the events does so before its first state; had the refused one read them
+	// before its refusal, the read would be recorded by now. None of this instance's streams so far
+	// was one that reads them.
+	refused := api.requests()
+	assert.Empty(t, eventReads(refused, ns), "refused before reading the namespace's events")
+	t.Logf("the instance's apiserver requests by the refusal: %d, of them reads of %s's events: %v", len(refused), ns, eventReads(refused, ns))
+	// The record shows such a read where there is one: an object stream served reads them.
+	status, admin := openWatch(t, svc.url, path+"/watch", env.tokens["admin"], "")
+	require.Equal(t, 200, status, "the admin's object stream")
+	admin.until(t, 30*time.Second, "the admin's first state", func(ev sseEvent) bool { return ev.Name == "SYNCED" })
+	var served []apiRequest
+	eventually(t, 60*time.Second, "the served stream's read of the namespace's events recorded", func() bool {
+		served = eventReads(api.requests()[len(refused):], ns)
+		return len(served) > 0
+	})
+	t.Logf("reads of %s's events for the stream served: %v", ns, served)
+	admin.close()
 
 	var head string
 	for _, p := range clusterPods(t, ns, "pu") {

@@ -3,9 +3,12 @@
 package integration
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +20,7 @@ import (
 	"ray-service/internal/api"
 	"ray-service/internal/metrics"
 	"ray-service/internal/ray"
+	"ray-service/internal/usage"
 )
 
 // publicRoutes answer without a token: they hold no cluster data.
@@ -129,13 +133,64 @@ func TestAuthorizationMatrix(t *testing.T) {
 				var l struct{ Items []any }
 				require.NoError(t, json.Unmarshal(r.Data, &l))
 				assert.Empty(t, l.Items, "no queue the caller may list, no object it may list waits in")
+			case rt.Path == api.BasePath+"/utilization":
+				emptyReport(t, r.Data)
 			default:
-				var l struct{ Total int }
-				require.NoError(t, json.Unmarshal(r.Data, &l), "only a list may answer 200: %s", r.Raw)
-				assert.Zero(t, l.Total, "an empty list")
+				emptyPage(t, r.Data)
 			}
 		})
 	}
+}
+
+// pageKeys are the keys of a list's data, a page (api.Page; api.Page-* in docs/swagger), and its only ones.
+var pageKeys = []string{"items", "total", "page", "pageSize"}
+
+// emptyPage holds the data of a 200 where only a list may answer to a page that lists nothing: an
+// object with a page's keys and no other, no item, a total of 0. A detail, or any other object, fails.
+func emptyPage(t *testing.T, data json.RawMessage) {
+	t.Helper()
+	var fields map[string]json.RawMessage
+	require.NoError(t, json.Unmarshal(data, &fields), "only a list may answer 200, and a list is an object: %s", data)
+	require.ElementsMatch(t, pageKeys, slices.Collect(maps.Keys(fields)), "only a list may answer 200: a page's keys, no other: %s", data)
+	var page struct {
+		Items    []json.RawMessage `json:"items"`
+		Total    int               `json:"total"`
+		Page     int               `json:"page"`
+		PageSize int               `json:"pageSize"`
+	}
+	strict(t, data, &page)
+	assert.JSONEq(t, "[]", string(fields["items"]), "no item")
+	assert.Zero(t, page.Total, "an empty list")
+	assert.Positive(t, page.Page, "a page number")
+	assert.Positive(t, page.PageSize, "a page size")
+}
+
+// emptyReport holds the data of a utilization report to one that counts nothing: a report and nothing
+// else, no row, and a whole of nothing held.
+func emptyReport(t *testing.T, data json.RawMessage) {
+	t.Helper()
+	var rep usage.Report
+	strict(t, data, &rep)
+	require.NotNil(t, rep.Items, "the rows are a list: %s", data)
+	assert.Empty(t, rep.Items, "no row")
+	assert.Zero(t, rep.Total, "no row")
+	w := rep.Whole
+	assert.Equal(t, usage.Hours{}, w.Allocated, "nothing allocated")
+	assert.Zero(t, w.HeldHours, "nothing held")
+	assert.Zero(t, w.Objects, "no Ray cluster")
+	assert.Zero(t, w.Runs, "no run")
+	assert.Empty(t, w.Series, "no day")
+	if w.Used != nil {
+		assert.Equal(t, usage.Hours{}, *w.Used, "nothing used")
+	}
+}
+
+// strict decodes data into v, refusing a key v has not.
+func strict(t *testing.T, data json.RawMessage, v any) {
+	t.Helper()
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	require.NoError(t, dec.Decode(v), "%s", data)
 }
 
 // watchShowsNothing holds a watch route to the matrix: without a token 401; with the token of a user
