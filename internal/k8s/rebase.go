@@ -133,28 +133,49 @@ func rebase(sent, base, current *unstructured.Unstructured) (*unstructured.Unstr
 	return out, nil
 }
 
-// part is o's value at path, as compared: empty is absent, and the creator's label and annotations are
-// left out (a replace keeps the ones recorded at creation, see ray.KeepCreator).
+// part is o's value at path, as compared: empty objects and lists are absent at any depth, and the
+// creator's label and annotations are left out (a replace keeps the ones recorded at creation, see
+// ray.KeepCreator). KubeRay updates a new RayJob through its Go types to add its finalizer
+// (ray-operator/controllers/ray/rayjob_controller.go, v1.6.0: r.Update in JobDeploymentStatusNew),
+// which writes the empty structs the manifest left out (`template.metadata: {}`, `scaleStrategy: {}`):
+// the spec's generation moves, its meaning does not.
 func part(o *unstructured.Unstructured, path []string) any {
 	v, ok, _ := unstructured.NestedFieldNoCopy(o.Object, path...)
 	if !ok {
 		return nil
 	}
+	if t, ok := v.(map[string]any); ok && path[0] == "metadata" {
+		t = maps.Clone(t)
+		delete(t, ray.CreatorKey)
+		delete(t, ray.CreatorSignatureKey)
+		v = t
+	}
+	return pruned(v)
+}
+
+// pruned is v without its empty objects and lists, at any depth; nil where nothing is left.
+func pruned(v any) any {
 	switch t := v.(type) {
 	case map[string]any:
-		if path[0] == "metadata" {
-			t = maps.Clone(t)
-			delete(t, ray.CreatorKey)
-			delete(t, ray.CreatorSignatureKey)
+		out := make(map[string]any, len(t))
+		for k, e := range t {
+			if e = pruned(e); e != nil {
+				out[k] = e
+			}
 		}
-		if len(t) == 0 {
+		if len(out) == 0 {
 			return nil
 		}
-		return t
+		return out
 	case []any:
 		if len(t) == 0 {
 			return nil
 		}
+		out := make([]any, len(t))
+		for i, e := range t {
+			out[i] = pruned(e)
+		}
+		return out
 	}
 	return v
 }

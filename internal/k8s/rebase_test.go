@@ -77,6 +77,20 @@ func TestRebase(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, int64(4), replicasOf(t, out))
 	})
+	t.Run("empty objects the operator's typed update writes are no change", func(t *testing.T) {
+		now := object("12", 2, 2, map[string]string{"team": "a"})
+		groups, _, _ := unstructured.NestedSlice(now.Object, "spec", "workerGroupSpecs")
+		groups[0].(map[string]any)["scaleStrategy"] = map[string]any{}
+		groups[0].(map[string]any)["template"] = map[string]any{"metadata": map[string]any{}}
+		require.NoError(t, unstructured.SetNestedSlice(now.Object, groups, "spec", "workerGroupSpecs"))
+		out, err := rebase(object("10", 1, 3, map[string]string{"team": "a"}), base, now)
+		require.NoError(t, err, "the spec's meaning did not move")
+		assert.Equal(t, int64(3), replicasOf(t, out))
+		groups[0].(map[string]any)["scaleStrategy"] = map[string]any{"workersToDelete": []any{"w-1"}}
+		require.NoError(t, unstructured.SetNestedSlice(now.Object, groups, "spec", "workerGroupSpecs"))
+		_, err = rebase(object("10", 1, 3, map[string]string{"team": "a"}), base, now)
+		require.Error(t, err, "a worker to delete is a change")
+	})
 	t.Run("the creator's keys are the service's, not a change", func(t *testing.T) {
 		sent := object("10", 1, 3, map[string]string{"team": "a"})
 		now := object("12", 1, 2, map[string]string{"team": "a", ray.CreatorKey: "alice"})
