@@ -1,0 +1,73 @@
+package benchtarget
+
+import (
+	"fmt"
+	"math"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+)
+
+func TestTargetMet(t *testing.T) {
+	most, least := AtMost("p99-ms", 20, "ms"), AtLeast("share of /healthz", 50, "%")
+	assert.True(t, most.Met(20))
+	assert.True(t, most.Met(0.3))
+	assert.False(t, most.Met(20.01))
+	assert.True(t, least.Met(50))
+	assert.False(t, least.Met(49.9))
+	assert.False(t, most.Met(math.NaN()), "a figure that is not a number meets no target")
+	assert.False(t, least.Met(math.NaN()))
+}
+
+func TestTargetLines(t *testing.T) {
+	assert.Equal(t, "≤ 20 ms", AtMost("p99-ms", 20, "ms").Bound())
+	assert.Equal(t, "≥ 50%", AtLeast("share", 50, "%").Bound())
+	assert.Equal(t, "target missed: p99-ms measured 23.4 ms, target ≤ 20 ms", AtMost("p99-ms", 20, "ms").Missed(23.4))
+	assert.Equal(t, "target missed: heap per stream measured 19740 bytes, target ≤ 8000 bytes",
+		AtMost("heap per stream", 8000, "bytes").Missed(19740.4))
+	assert.Equal(t, "target missed: share measured 34%, target ≥ 50%", AtLeast("share", 50, "%").Missed(34))
+}
+
+// recorder is a testing.TB that keeps what a check says instead of failing the test.
+type recorder struct {
+	testing.TB
+	errors, logs []string
+}
+
+func (r *recorder) Helper() {}
+func (r *recorder) Error(args ...any) {
+	r.errors = append(r.errors, fmt.Sprint(args...))
+}
+func (r *recorder) Logf(format string, args ...any) {
+	r.logs = append(r.logs, fmt.Sprintf(format, args...))
+}
+
+func TestCheckFailsAMissedTarget(t *testing.T) {
+	t.Setenv(ChecksOnlyEnv, "")
+	r := &recorder{TB: t}
+	Check(r, AtMost("p99-ms", 20, "ms"), 12)
+	assert.Empty(t, r.errors, "a met target")
+	Check(r, AtMost("p99-ms", 20, "ms"), 31)
+	assert.Equal(t, []string{"target missed: p99-ms measured 31 ms, target ≤ 20 ms"}, r.errors)
+	assert.Empty(t, r.logs)
+}
+
+func TestCheckJudgesNothingInChecksOnlyRuns(t *testing.T) {
+	t.Setenv(ChecksOnlyEnv, "1")
+	assert.False(t, Judged())
+	r := &recorder{TB: t}
+	Check(r, AtMost("p99-ms", 20, "ms"), 31)
+	assert.Empty(t, r.errors)
+	assert.Equal(t, []string{"not judged (BENCH_CHECKS_ONLY=1): p99-ms measured 31 ms, target ≤ 20 ms"}, r.logs)
+	t.Setenv(ChecksOnlyEnv, "0")
+	assert.True(t, Judged(), "only 1 turns the judging off")
+}
+
+func TestSizes(t *testing.T) {
+	t.Setenv(ChecksOnlyEnv, "")
+	assert.Equal(t, 100_000, Size(100_000, 5_000))
+	assert.Equal(t, []int{1000, 10000, 100000}, Sizes(1000, 10000, 100000))
+	t.Setenv(ChecksOnlyEnv, "1")
+	assert.Equal(t, 5_000, Size(100_000, 5_000), "checks alone run small")
+	assert.Equal(t, []int{1000}, Sizes(1000, 10000, 100000))
+}
