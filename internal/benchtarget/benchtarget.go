@@ -86,8 +86,9 @@ func (t Target) Missed(got float64) string {
 	return fmt.Sprintf("target missed: %s measured %s%s, target %s", t.Figure, number(got), unit(t.Unit), t.Bound())
 }
 
-// Check fails b, with Missed's line, when got misses t. When this run does not judge figures
-// (Judged), it logs the figure beside its target instead.
+// Check fails b, with Missed's line, when got misses t, and logs the figure beside its target when
+// it meets it: a benchmark that fails prints no line of figures, so each judged figure is printed
+// here, met or missed. When this run does not judge figures (Judged), it logs the figure alone.
 func Check(b testing.TB, t Target, got float64) {
 	b.Helper()
 	switch {
@@ -95,6 +96,8 @@ func Check(b testing.TB, t Target, got float64) {
 		b.Logf("not judged (%s=1): %s measured %s%s, target %s", ChecksOnlyEnv, t.Figure, number(got), unit(t.Unit), t.Bound())
 	case !t.Met(got):
 		b.Error(t.Missed(got))
+	default:
+		b.Logf("target met: %s measured %s%s, target %s", t.Figure, number(got), unit(t.Unit), t.Bound())
 	}
 }
 

@@ -49,7 +49,8 @@ func TestCheckFailsAMissedTarget(t *testing.T) {
 	assert.Empty(t, r.errors, "a met target")
 	Check(r, AtMost("p99-ms", 20, "ms"), 31)
 	assert.Equal(t, []string{"target missed: p99-ms measured 31 ms, target ≤ 20 ms"}, r.errors)
-	assert.Empty(t, r.logs)
+	assert.Equal(t, []string{"target met: p99-ms measured 12 ms, target ≤ 20 ms"}, r.logs,
+		"a met figure is printed too: a failed benchmark prints no figures")
 }
 
 func TestCheckJudgesNothingInChecksOnlyRuns(t *testing.T) {
