@@ -45,9 +45,12 @@ func Sizes(sizes ...int) []int {
 // A Target bounds one figure.
 type Target struct {
 	Figure string  // the figure, as the benchmark names it (a metric, a table's row)
-	Limit  float64 // the bound, in Unit
+	Limit  float64 // the target, in Unit
 	Unit   string  // printed after the numbers: "ms", "%", "bytes"
 	Least  bool    // the figure must be at least Limit; otherwise at most
+	// Slack is how far past its target a figure may go before the run fails (Within): 0 but where the
+	// machine the benchmarks run on measures the figure past its target from one run to the next.
+	Slack float64
 }
 
 // AtMost is the target of a figure that must not exceed limit.
@@ -60,44 +63,76 @@ func AtLeast(figure string, limit float64, unit string) Target {
 	return Target{Figure: figure, Limit: limit, Unit: unit, Least: true}
 }
 
-// Met reports whether the figure got meets the target. A figure that is not a number (a share of
-// nothing) meets none.
-func (t Target) Met(got float64) bool {
+// Within is t with a threshold slack past its target: the run fails past the threshold, not past the
+// target. For a figure this machine measures past its target from one run to the next, so that the
+// benchmark fails for a change and not for its noise; the lines it prints give both.
+func (t Target) Within(slack float64) Target {
+	t.Slack = slack
+	return t
+}
+
+// threshold is the bound past which the run fails: the target, moved by its slack.
+func (t Target) threshold() float64 {
+	if t.Least {
+		return t.Limit - t.Slack
+	}
+	return t.Limit + t.Slack
+}
+
+// Met reports whether the figure got meets the target itself. A figure that is not a number (a share
+// of nothing) meets none.
+func (t Target) Met(got float64) bool { return within(got, t.Limit, t.Least) }
+
+// Passes reports whether the figure got is within the threshold (the target, or its slack past it):
+// the run fails otherwise.
+func (t Target) Passes(got float64) bool { return within(got, t.threshold(), t.Least) }
+
+func within(got, bound float64, least bool) bool {
 	if math.IsNaN(got) {
 		return false
 	}
-	if t.Least {
-		return got >= t.Limit
+	if least {
+		return got >= bound
 	}
-	return got <= t.Limit
+	return got <= bound
 }
 
-// Bound is the target as the tables print it: "≤ 20 ms".
+// Bound is the target as the tables print it: "≤ 20 ms", or with a slack "≤ 20 ms, failing past 30 ms".
 func (t Target) Bound() string {
 	op := "≤"
 	if t.Least {
 		op = "≥"
 	}
-	return op + " " + number(t.Limit) + unit(t.Unit)
+	bound := op + " " + number(t.Limit) + unit(t.Unit)
+	if t.Slack != 0 {
+		bound += ", failing past " + number(t.threshold()) + unit(t.Unit)
+	}
+	return bound
 }
 
-// Missed is the line a missed target fails with: the figure, the value measured and the target.
+// Missed is the line a run fails with when the figure got does not pass: the figure, the value
+// measured and the target.
 func (t Target) Missed(got float64) string {
-	return fmt.Sprintf("target missed: %s measured %s%s, target %s", t.Figure, number(got), unit(t.Unit), t.Bound())
+	return fmt.Sprintf("target missed: %s measured %s, target %s", t.Figure, t.value(got), t.Bound())
 }
 
-// Check fails b, with Missed's line, when got misses t, and logs the figure beside its target when
-// it meets it: a benchmark that fails prints no line of figures, so each judged figure is printed
-// here, met or missed. When this run does not judge figures (Judged), it logs the figure alone.
+func (t Target) value(got float64) string { return number(got) + unit(t.Unit) }
+
+// Check fails b, with Missed's line, when got does not pass t, and otherwise logs the figure beside its
+// target: a benchmark that fails prints no line of figures, so each judged figure is printed here,
+// met, over its target within the slack, or missed. When this run does not judge figures (Judged), it
+// logs the figure alone.
 func Check(b testing.TB, t Target, got float64) {
 	b.Helper()
 	switch {
 	case !Judged():
-		b.Logf("not judged (%s=1): %s measured %s%s, target %s", ChecksOnlyEnv, t.Figure, number(got), unit(t.Unit), t.Bound())
-	case !t.Met(got):
+		b.Logf("not judged (%s=1): %s measured %s, target %s", ChecksOnlyEnv, t.Figure, t.value(got), t.Bound())
+	case !t.Passes(got):
 		b.Error(t.Missed(got))
+	case !t.Met(got):
+		b.Logf("target not met, within its slack: %s measured %s, target %s", t.Figure, t.value(got), t.Bound())
 	default:
-		b.Logf("target met: %s measured %s%s, target %s", t.Figure, number(got), unit(t.Unit), t.Bound())
+		b.Logf("target met: %s measured %s, target %s", t.Figure, t.value(got), t.Bound())
 	}
 }
 

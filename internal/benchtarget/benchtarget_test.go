@@ -19,6 +19,23 @@ func TestTargetMet(t *testing.T) {
 	assert.False(t, least.Met(math.NaN()))
 }
 
+func TestTargetWithinSlack(t *testing.T) {
+	most := AtMost("by-cluster-all-p50-ms", 20, "ms").Within(10)
+	assert.True(t, most.Met(20))
+	assert.False(t, most.Met(24), "past the target")
+	assert.True(t, most.Passes(24), "within the slack")
+	assert.True(t, most.Passes(30))
+	assert.False(t, most.Passes(30.5))
+	least := AtLeast("share", 50, "%").Within(5)
+	assert.True(t, least.Passes(46))
+	assert.False(t, least.Met(46))
+	assert.False(t, least.Passes(44))
+	assert.Equal(t, "≤ 20 ms, failing past 30 ms", most.Bound())
+	assert.Equal(t, "target missed: by-cluster-all-p50-ms measured 31.2 ms, target ≤ 20 ms, failing past 30 ms", most.Missed(31.2))
+	assert.True(t, AtMost("p99-ms", 20, "ms").Passes(20))
+	assert.False(t, AtMost("p99-ms", 20, "ms").Passes(20.1), "no slack: the target is the threshold")
+}
+
 func TestTargetLines(t *testing.T) {
 	assert.Equal(t, "≤ 20 ms", AtMost("p99-ms", 20, "ms").Bound())
 	assert.Equal(t, "≥ 50%", AtLeast("share", 50, "%").Bound())
@@ -51,6 +68,14 @@ func TestCheckFailsAMissedTarget(t *testing.T) {
 	assert.Equal(t, []string{"target missed: p99-ms measured 31 ms, target ≤ 20 ms"}, r.errors)
 	assert.Equal(t, []string{"target met: p99-ms measured 12 ms, target ≤ 20 ms"}, r.logs,
 		"a met figure is printed too: a failed benchmark prints no figures")
+
+	r = &recorder{TB: t}
+	slack := AtMost("p50-ms", 20, "ms").Within(10)
+	Check(r, slack, 24)
+	assert.Empty(t, r.errors, "within the slack")
+	assert.Equal(t, []string{"target not met, within its slack: p50-ms measured 24 ms, target ≤ 20 ms, failing past 30 ms"}, r.logs)
+	Check(r, slack, 31)
+	assert.Equal(t, []string{"target missed: p50-ms measured 31 ms, target ≤ 20 ms, failing past 30 ms"}, r.errors)
 }
 
 func TestCheckJudgesNothingInChecksOnlyRuns(t *testing.T) {
