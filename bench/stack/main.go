@@ -82,7 +82,7 @@ func (j *judge) target(t benchtarget.Target, got float64) string {
 	if !benchtarget.Judged() {
 		return note + " (not judged)"
 	}
-	if !t.Met(got) {
+	if !t.Passes(got) {
 		j.failed = append(j.failed, t.Missed(got))
 		fmt.Println(t.Missed(got))
 		return note + ": missed"
