@@ -80,7 +80,7 @@ test:
 	stack/packages.sh test
 	$(MAKE) --no-print-directory -j3 --output-sync=target MODULES=modules integration checks unit-and-fuzz
 
-.PHONY: modules checks unit-and-fuzz
+.PHONY: modules checks unit-and-fuzz bench-checks
 modules:
 	stack/gomod.sh . tools/lint tools/oapi
 
@@ -89,6 +89,7 @@ checks: | $(MODULES) build
 
 unit-and-fuzz: | $(MODULES)
 	nice -n 19 $(MAKE) --no-print-directory unit
+	nice -n 19 $(MAKE) --no-print-directory bench-checks
 	nice -n 19 $(MAKE) --no-print-directory fuzz
 
 # Vet runs once, in `make vet`, with every analyzer over the same packages and their tests: `go test`
@@ -97,6 +98,14 @@ unit-and-fuzz: | $(MODULES)
 # on 2 cores), and again for the fuzzing's instrumented build and the integration tests' binary.
 unit:
 	$(GO) test -race -vet=off -count=1 $(PKGS)
+
+# Each Go benchmark once, for its own checks (pages full, counts right, every answer 200): with
+# BENCH_CHECKS_ONLY=1 no figure is judged against its target (internal/benchtarget); `make bench`
+# judges them. Only the packages that hold benchmarks (found when it runs: the Docker build has no
+# .git), in the build's configuration (STATIC).
+BENCHPKGS = $(addprefix ./,$(sort $(dir $(shell git grep -l '^func Benchmark' -- '*_test.go'))))
+bench-checks: | $(MODULES)
+	BENCH_CHECKS_ONLY=1 $(STATIC) $(GO) test -vet=off -count=1 -run '^$$' -bench . -benchtime 1x $(BENCHPKGS)
 
 # Each fuzz target (package:target) for a bounded time; `unit` already ran their seeds. A crasher fails
 # the run and is kept under the package's testdata/fuzz as a regression seed. Go's fuzzing can also end

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"ray-service/internal/auth"
+	"ray-service/internal/benchtarget"
 	"ray-service/internal/ray"
 	"ray-service/internal/ray/raytest"
 )
@@ -56,7 +57,7 @@ func heapInUse() uint64 {
 // BenchmarkCacheMemory reports the heap that 10,000 cached RayClusters take, as the watch cache keeps
 // them (summary entries) and, for comparison, as whole objects.
 func BenchmarkCacheMemory(b *testing.B) {
-	const n = 10000
+	n := benchtarget.Size(10000, 1000)
 	kind := ray.NewKinds().Cluster()
 	transform := (&Store{}).entryTransform(kind)
 	objs := make([]*unstructured.Unstructured, n)
@@ -79,11 +80,11 @@ func BenchmarkCacheMemory(b *testing.B) {
 					}
 				}
 				after := heapInUse()
-				perObject = float64(after-before) / n
+				perObject = float64(after-before) / float64(n)
 				runtime.KeepAlive(store)
 			}
 			b.ReportMetric(perObject, "bytes/object")
-			b.ReportMetric(perObject*n/(1<<20), "MiB/10k")
+			b.ReportMetric(perObject*10000/(1<<20), "MiB/10k")
 		})
 	}
 }
@@ -127,7 +128,7 @@ func listPage(s *Store, k *ray.Kind, scope auth.Scope, q *Query) ([]*Item, int) 
 // RayClusters: a filtered page sorted by name, and the default page (sorted by creation). The time and
 // the memory a page takes should not grow with the objects cached.
 func BenchmarkListQuery(b *testing.B) {
-	for _, n := range []int{1000, 10000, 100000} {
+	for _, n := range benchtarget.Sizes(1000, 10000, 100000) {
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
 			s, k := benchStore(b, n)
 			for _, c := range []struct {
@@ -168,7 +169,7 @@ func BenchmarkListQuery(b *testing.B) {
 // BenchmarkInitialSync measures publishing n RayClusters in random order, as an informer's first list
 // delivers them, and one list after it: the time to a first answer after start.
 func BenchmarkInitialSync(b *testing.B) {
-	for _, n := range []int{10000, 100000} {
+	for _, n := range benchtarget.Sizes(10000, 100000) {
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
 			s, k := benchStore(b, 0)
 			transform := (&Store{}).entryTransform(k)
@@ -199,13 +200,13 @@ func BenchmarkInitialSync(b *testing.B) {
 // BenchmarkStoreMemory reports the heap the store takes per cached RayCluster once its informer entry
 // and its published item are kept, with every index and kept order: what the service holds at rest.
 func BenchmarkStoreMemory(b *testing.B) {
-	const n = 10000
+	n := benchtarget.Size(10000, 1000)
 	var perObject float64
 	for b.Loop() {
 		before := heapInUse()
 		s, k := benchStoreIndexed(b, n)
 		after := heapInUse()
-		perObject = float64(after-before) / n
+		perObject = float64(after-before) / float64(n)
 		runtime.KeepAlive(s)
 		runtime.KeepAlive(k)
 	}
@@ -236,7 +237,7 @@ func benchStoreIndexed(b *testing.B, n int) (*Store, *ray.Kind) {
 // its summary, while a stream reads the feed as it goes and another never does; it reports how much the
 // live heap grew: bounded by the change feed's window and bytes, whatever the objects' sizes.
 func BenchmarkWriteStorm(b *testing.B) {
-	const n, changes = 10000, 60000
+	n, changes := benchtarget.Size(10000, 1000), benchtarget.Size(60000, 6000)
 	var grew float64
 	for b.Loop() {
 		s, k := benchStoreIndexed(b, n)

@@ -10,15 +10,18 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"ray-service/internal/benchtarget"
 )
 
-// benchRecords is how many records the history benchmark holds (HISTORY_BENCH_RECORDS to change it).
+// benchRecords is how many records the history benchmark holds (HISTORY_BENCH_RECORDS to change it):
+// 100,000, or 1,000 in runs for its checks alone.
 func benchRecords() int {
 	var n int
 	if _, err := fmt.Sscan(os.Getenv("HISTORY_BENCH_RECORDS"), &n); err == nil && n > 0 {
 		return n
 	}
-	return 100_000
+	return benchtarget.Size(100_000, 1_000)
 }
 
 // benchRecord is record i of a history spread over 50 namespaces, 20 creators and the three kinds,
@@ -61,7 +64,8 @@ func openBench(b *testing.B) (*Store, string) {
 
 // BenchmarkHistory fills a history with 100,000 records and reports: the write rate of records as the
 // recorder writes them (one record and its transitions at a time), the database's size per record, and
-// the latency of filtered, sorted history pages (p50, p99).
+// the latency of filtered, sorted history pages (p50, p99). Issue 17's target: a page's p99 ≤ 20 ms on
+// SQLite.
 func BenchmarkHistory(b *testing.B) {
 	ctx := context.Background()
 	s, file := openBench(b)
@@ -162,6 +166,12 @@ func BenchmarkHistory(b *testing.B) {
 	}
 	b.ReportMetric(writeRate, "records-written/s")
 	slices.Sort(took)
+	p99 := float64(took[len(took)*99/100].Microseconds()) / 1000
 	b.ReportMetric(float64(took[len(took)/2].Microseconds())/1000, "p50-ms")
-	b.ReportMetric(float64(took[len(took)*99/100].Microseconds())/1000, "p99-ms")
+	b.ReportMetric(p99, "p99-ms")
+	// Issue 17's target, with a slack: on the development machine (2 cores, shared) a page's p99 was
+	// 18.1 and 19.5 ms in two runs of -benchtime 5000x on 2026-12-06, and 22.6 ms while other work ran.
+	if file != "" {
+		benchtarget.Check(b, benchtarget.AtMost("p99-ms (SQLite)", 20, "ms").Within(10), p99)
+	}
 }

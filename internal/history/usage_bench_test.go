@@ -9,16 +9,16 @@ import (
 	"testing"
 	"time"
 
+	"ray-service/internal/benchtarget"
 	"ray-service/internal/ray"
 	"ray-service/internal/usage"
 )
 
 // benchUsageObjects is the utilization benchmark's objects, in 100 namespaces, each held every day of
-// 30 days.
-const (
-	benchUsageObjects = 10_000
-	benchUsageDays    = 30
-)
+// 30 days: 10,000, or 1,000 in runs for its checks alone (a page of 20 of three namespaces needs 30).
+func benchUsageObjects() int { return benchtarget.Size(10_000, 1_000) }
+
+const benchUsageDays = 30
 
 // benchMark is object i's mark: a Ray cluster of one of the kinds and 20 creators, holding 4 to 19 cores,
 // a GPU for one in four.
@@ -36,11 +36,16 @@ func benchMark(i int, since time.Time) *usage.Mark {
 // reports by namespace, creator or kind (p50, p99) and by cluster, a page of 20 (p50 and p99 of 40),
 // over every namespace and over three, and over every namespace for the month's last week; and the
 // prune of a day (prune-ms).
+//
+// Issue 32's targets, on SQLite and PostgreSQL: a month-long report p50 ≤ 20 ms and p99 ≤ 100 ms (the
+// grouped reports, and the month's pages by cluster; the week's page is not a month-long report), and
+// writing the figures costs the recorder 5 % of its time at most (credit-write-%).
 func BenchmarkUtilization(b *testing.B) {
 	ctx := context.Background()
 	s, _ := openBench(b)
 	defer func() { _ = s.Close() }()
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	objects := benchUsageObjects()
 
 	// The recorder's writes: batches of 50 records, each record a transaction (as writeOne), then the
 	// batch's credit in one, pending (as writeAccounting between the minute's credits); then the minute's
@@ -81,8 +86,9 @@ func BenchmarkUtilization(b *testing.B) {
 	// statement prepared on a connection anew at each of its first five runs, and a batch's credit
 	// took 4 to 10 ms there against 2 after, the minute's credit 5 ms more its first time. So 500
 	// records of the last objects come first, with their credit and a fold (credit-first-500-%); then
-	// 2,000 records (40 batches) and their fold (credit-write-%).
-	warmRecords, warmCredit, _ := writes(benchUsageObjects-500, 10)
+	// 2,000 records (40 batches) and their fold (credit-write-%). Of fewer objects than 2,500 (a run for
+	// the checks alone), the 500 are of objects past them, so that no record is written twice.
+	warmRecords, warmCredit, _ := writes(max(objects, 2500)-500, 10)
 	recordsTook, creditTook, fold := writes(0, 40)
 
 	// A month, every object held the whole of each day, written in one ledger: each object's mark is
@@ -92,7 +98,7 @@ func BenchmarkUtilization(b *testing.B) {
 	month := usage.NewLedger()
 	for d := range benchUsageDays {
 		day := t0.Add(time.Duration(d) * 24 * time.Hour)
-		for i := range benchUsageObjects {
+		for i := range objects {
 			m := benchMark(i, day)
 			month.Credit(m, day.Add(24*time.Hour-time.Second))
 			month.Used(m, usage.DayOf(day), 3600, 1<<30, 0, 0)
@@ -105,7 +111,7 @@ func BenchmarkUtilization(b *testing.B) {
 	// Every object holds now: credited up to 30 s ago, as the writer leaves them (each report adds that).
 	now := t0.Add(benchUsageDays*24*time.Hour - time.Hour)
 	l := usage.NewLedger()
-	for i := range benchUsageObjects {
+	for i := range objects {
 		m := benchMark(i, now.Add(-30*time.Second))
 		l.Marks[m.UID] = *m
 	}
@@ -178,16 +184,35 @@ func BenchmarkUtilization(b *testing.B) {
 	}
 	prune := time.Since(start)
 	slices.Sort(took)
-	b.ReportMetric(100*creditTook.Seconds()/recordsTook.Seconds(), "credit-write-%")
+	credit := 100 * creditTook.Seconds() / recordsTook.Seconds()
+	b.ReportMetric(credit, "credit-write-%")
 	b.ReportMetric(100*warmCredit.Seconds()/warmRecords.Seconds(), "credit-first-500-%")
 	b.ReportMetric(float64(fold.Microseconds())/1000, "fold-2000-ms")
 	b.ReportMetric(float64(recordsTook.Microseconds())/1000, "records-2000-ms")
 	b.ReportMetric(float64(prune.Microseconds())/1000, "prune-ms")
-	b.ReportMetric(float64(took[len(took)/2].Microseconds())/1000, "p50-ms")
-	b.ReportMetric(float64(took[len(took)*99/100].Microseconds())/1000, "p99-ms")
-	for name, took := range byCluster {
+	// The reports' percentiles, the month's judged against issue 32's targets (p50 ≤ 20 ms, p99 ≤ 100
+	// ms), the week's page reported alone. Where the development machine (2 cores, shared) measures
+	// past a target from one run to the next, the run fails only past a slack, so that it fails for a
+	// change rather than for that noise. Twelve runs of -benchtime 200x on 2026-12-06 on SQLite: the
+	// grouped reports' p50 12.7 to 15.4 ms, p99 39 to 60 ms but twice past 100 (113, 115 ms: slack
+	// 50 ms); the page by cluster of every namespace p50 19.5 to 23.9 ms (slack 10 ms), p99 24 to 73
+	// ms; of three namespaces p50 12 to 17 ms, p99 16 to 49 ms; writing the credit 1.9 to 4.9 %, 5.5 %
+	// on a busy machine (slack 1 point). docs/benchmarks-history.md has them, and PostgreSQL's of
+	// other days.
+	percentiles := func(took []time.Duration, prefix string, target bool, p50Slack, p99Slack float64) {
 		slices.Sort(took)
-		b.ReportMetric(float64(took[len(took)/2].Microseconds())/1000, "by-cluster-"+name+"-p50-ms")
-		b.ReportMetric(float64(took[len(took)*99/100].Microseconds())/1000, "by-cluster-"+name+"-p99-ms")
+		p50 := float64(took[len(took)/2].Microseconds()) / 1000
+		p99 := float64(took[len(took)*99/100].Microseconds()) / 1000
+		b.ReportMetric(p50, prefix+"p50-ms")
+		b.ReportMetric(p99, prefix+"p99-ms")
+		if target {
+			benchtarget.Check(b, benchtarget.AtMost(prefix+"p50-ms", 20, "ms").Within(p50Slack), p50)
+			benchtarget.Check(b, benchtarget.AtMost(prefix+"p99-ms", 100, "ms").Within(p99Slack), p99)
+		}
 	}
+	percentiles(took, "", true, 0, 50)
+	percentiles(byCluster["all"], "by-cluster-all-", true, 10, 0)
+	percentiles(byCluster["3ns"], "by-cluster-3ns-", true, 0, 0)
+	percentiles(byCluster["week"], "by-cluster-week-", false, 0, 0)
+	benchtarget.Check(b, benchtarget.AtMost("credit-write-%", 5, "%").Within(1), credit)
 }
