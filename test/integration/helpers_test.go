@@ -1859,12 +1859,12 @@ func startPrometheus(t *testing.T, openmetrics string) (string, func()) {
 	return u, stop
 }
 
-// slowPrometheus forwards to the stack's Prometheus after a delay, and counts the queries whose client
-// went away before the answer.
+// slowPrometheus forwards to the stack's Prometheus after a delay, and counts the queries begun, those
+// whose client went away before the answer, and those forwarded to be answered.
 type slowPrometheus struct {
-	delay             time.Duration
-	mu                sync.Mutex
-	started, canceled int
+	delay                        time.Duration
+	mu                           sync.Mutex
+	started, canceled, forwarded int
 }
 
 func (p *slowPrometheus) start(t *testing.T) string {
@@ -1893,6 +1893,9 @@ func (p *slowPrometheus) start(t *testing.T) string {
 			return
 		case <-time.After(delay):
 		}
+		p.mu.Lock()
+		p.forwarded++
+		p.mu.Unlock()
 		rp.ServeHTTP(w, r)
 	}))
 	t.Cleanup(srv.Close)
@@ -1910,6 +1913,13 @@ func (p *slowPrometheus) counts() (started, canceled int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.started, p.canceled
+}
+
+// forwardedCount is how many queries were forwarded to Prometheus (past their delay) so far.
+func (p *slowPrometheus) forwardedCount() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.forwarded
 }
 
 // slowReader holds back each read by the delay at the time.
