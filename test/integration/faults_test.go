@@ -752,9 +752,9 @@ func TestOperatorStopped(t *testing.T) {
 
 // A RayService stop (its spec stored as a template, then the instance deleted) and start (the instance
 // created, then the template deleted) are interrupted half-way: the service that runs them is killed
-// (SIGKILL) after the first step, which a slow link to the apiserver leaves time to see. Throughout,
-// the list shows the object once; repeating the action through another instance completes it; the
-// spec is whole.
+// (SIGKILL) after the first step, which a slow link to the apiserver leaves time to see, and the link
+// holds whatever it still carries. Throughout, the list shows the object once; repeating the action
+// through another instance completes it; the spec is whole.
 func TestInterruptedStopAndStart(t *testing.T) {
 	ns := namespace(t, "interrupt")
 	admin := env.tokens["admin"]
@@ -776,22 +776,20 @@ func TestInterruptedStopAndStart(t *testing.T) {
 		assert.Len(t, entries, 1, "%s: the list shows the object once", what)
 	}
 
-	// interrupt runs action through an instance behind a slow link and kills it once caught(), the
-	// first step done, holds; it says whether the kill came before the second step. The link is slowed
-	// once the instance is ready: each request then takes 2 s to arrive, the time to see the first step
-	// and kill the instance before the second, even on a loaded machine.
+	// interrupt runs action through an instance behind a slow link and, once caught(), the first step
+	// done, holds, holds the link and kills the instance; it says whether the kill came before the second
+	// step. The link is slowed once the instance is ready: each chunk towards the apiserver then arrives
+	// 10 s after it was sent, so the second step's request is still on the link (and dropped there) unless
+	// seeing the first step took the test that long.
 	interrupt := func(action string, caught, secondDone func() bool) bool {
 		f := forward(t, strings.TrimPrefix(env.vars["KUBE_APISERVER_URL"], "https://"))
 		svc, err := instance{log: "ray-service-interrupt-" + action + ".log", readyWithin: 90 * time.Second,
 			args: []string{"--kubeconfig", kubeconfigVia(t, f.ln.Addr().String())}}.start(t)
 		require.NoError(t, err)
-		f.slow(2 * time.Second)
+		f.slow(10 * time.Second)
 		go func() { _, _ = sendTo(svc.url, "POST", itemPath(ns, "rayservices", "half")+"/"+action, admin, "", nil) }()
-		deadline := time.Now().Add(60 * time.Second)
-		for !caught() {
-			require.True(t, time.Now().Before(deadline), "%s: the first step was not seen", action)
-			time.Sleep(5 * time.Millisecond)
-		}
+		eventually(t, 120*time.Second, action+": the first step", caught)
+		f.hold()
 		require.NoError(t, svc.cmd.Process.Kill())
 		<-svc.done
 		f.stop()

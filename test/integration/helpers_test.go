@@ -1922,20 +1922,6 @@ func (p *slowPrometheus) forwardedCount() int {
 	return p.forwarded
 }
 
-// slowReader holds back each read by the delay at the time.
-type slowReader struct {
-	r     io.Reader
-	delay *atomic.Int64
-}
-
-func (s *slowReader) Read(p []byte) (int, error) {
-	n, err := s.r.Read(p)
-	if d := time.Duration(s.delay.Load()); n > 0 && d > 0 {
-		time.Sleep(d)
-	}
-	return n, err
-}
-
 // tcpForwarder relays connections to target until cut: then it refuses new ones and closes the open
 // ones, as an apiserver that went away.
 type tcpForwarder struct {
@@ -1946,10 +1932,52 @@ type tcpForwarder struct {
 	// delay holds back each chunk sent towards the target: a slow link, so that a test can act
 	// between the requests of one operation.
 	delay atomic.Int64
+	// held: nothing more is sent towards the target.
+	held atomic.Bool
 }
 
-// slow sets the delay of each chunk sent from now on.
+// slow sets the delay of each chunk read from now on.
 func (f *tcpForwarder) slow(d time.Duration) { f.delay.Store(int64(d)) }
+
+// hold sends nothing more towards the target: what is read, and what is held back by the delay, is
+// dropped.
+func (f *tcpForwarder) hold() { f.held.Store(true) }
+
+// relay copies from towards the target (to), each chunk held back by the delay at the time it was
+// read: a link of long latency, not a narrow one (chunks read together arrive together, in order).
+func (f *tcpForwarder) relay(to, from net.Conn) {
+	type chunk struct {
+		data []byte
+		due  time.Time
+	}
+	chunks := make(chan chunk, 1024)
+	go func() {
+		defer close(chunks)
+		for {
+			buf := make([]byte, 32<<10)
+			n, err := from.Read(buf)
+			if n > 0 {
+				chunks <- chunk{buf[:n], time.Now().Add(time.Duration(f.delay.Load()))}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	for c := range chunks {
+		time.Sleep(time.Until(c.due))
+		if f.held.Load() {
+			break
+		}
+		if _, err := to.Write(c.data); err != nil {
+			break
+		}
+	}
+	to.Close()
+	from.Close()
+	for range chunks { // until the reader ends
+	}
+}
 
 func (f *tcpForwarder) stop() {
 	f.mu.Lock()
@@ -1981,7 +2009,7 @@ func forward(t *testing.T, target string) *tcpForwarder {
 			f.mu.Lock()
 			f.conns = append(f.conns, c, up)
 			f.mu.Unlock()
-			go func() { _, _ = io.Copy(up, &slowReader{r: c, delay: &f.delay}); up.Close() }()
+			go f.relay(up, c)
 			go func() { _, _ = io.Copy(c, up); c.Close() }()
 		}
 	}()
