@@ -77,9 +77,20 @@ func TestAttackPlantedTemplateIsNotFollowed(t *testing.T) {
 	require.NoError(t, err, "bob may create ConfigMaps")
 
 	admin := env.tokens["admin"]
-	time.Sleep(time.Second) // the watch cache has seen the ConfigMap by now
-	l := decode[listData](t, call(t, "GET", nsPath(team, "rayclusters")+"?type=template", admin, "", nil))
-	assert.Zero(t, l.Total, "a ConfigMap the service did not write is no template: %+v", l.Items)
+	// A template the service writes after it: once it is listed, the service's watch of template
+	// ConfigMaps, which sees them in the order they were written, has seen the planted one too.
+	require.Equal(t, 201, createClusterAt(t, admin, team, "sentinel", "?start=false").Status)
+	var l listData
+	eventually(t, 60*time.Second, "the service's own template listed", func() bool {
+		l = decode[listData](t, call(t, "GET", nsPath(team, "rayclusters")+"?type=template", admin, "", nil))
+		for _, it := range l.Items {
+			if it.Name == "sentinel" {
+				return true
+			}
+		}
+		return false
+	})
+	assert.Equal(t, 1, l.Total, "a ConfigMap the service did not write is no template, its own is: %+v", l.Items)
 
 	r := call(t, "POST", itemPath(team, "rayclusters", "demo")+"/start", admin, "", nil)
 	assert.GreaterOrEqual(t, r.Status, 400, "the admin's start of the planted template must be refused: %s", r.Raw)
