@@ -361,7 +361,9 @@ func closedWithin(conn net.Conn, d time.Duration) (bool, time.Duration) {
 
 // Attack: the server had no read, write or idle timeout beyond the header's, log follows had no cap or
 // end, and the proxy waited on a dashboard for ever. A client could hold connections, goroutines and
-// apiserver streams as long and as many as it liked.
+// apiserver streams as long and as many as it liked. Each bound is shown by what ends (a connection the
+// server closes while the client still sends, a 504 where the dashboard would have answered, a follow
+// the server ends), each waited for well past the bound; how soon is not asserted.
 func TestAttackSlowAndLongRequestsAreBounded(t *testing.T) {
 	limits := []string{"--read-timeout=2s", "--idle-timeout=2s", "--dashboard-timeout=2s",
 		"--max-log-follows-per-caller=2", "--max-log-follow-duration=3s"}
@@ -379,15 +381,16 @@ func TestAttackSlowAndLongRequestsAreBounded(t *testing.T) {
 		_, err = fmt.Fprintf(conn, "POST /rest/ray/v1/namespaces/default/rayclusters HTTP/1.1\r\nHost: x\r\n"+
 			"Authorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n", admin)
 		require.NoError(t, err)
+		// A byte a second for longer than the wait below: the body is still coming when the server cuts it off.
 		go func() {
-			for range 20 {
+			for range 120 {
 				if _, err := conn.Write([]byte(" ")); err != nil {
 					return
 				}
 				time.Sleep(time.Second)
 			}
 		}()
-		closed, after := closedWithin(conn, 8*time.Second)
+		closed, after := closedWithin(conn, 60*time.Second)
 		assert.True(t, closed, "the connection is closed by the read timeout")
 		t.Logf("closed after %s", after.Round(100*time.Millisecond))
 	})
@@ -397,7 +400,7 @@ func TestAttackSlowAndLongRequestsAreBounded(t *testing.T) {
 		defer conn.Close()
 		_, err = fmt.Fprintf(conn, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
 		require.NoError(t, err)
-		closed, after := closedWithin(conn, 8*time.Second)
+		closed, after := closedWithin(conn, 60*time.Second)
 		assert.True(t, closed, "closed once idle")
 		t.Logf("closed after %s", after.Round(100*time.Millisecond))
 	})
@@ -407,13 +410,13 @@ func TestAttackSlowAndLongRequestsAreBounded(t *testing.T) {
 	path := itemPath(ns, "rayclusters", "bc")
 
 	t.Run("a dashboard that does not answer is 504 in time", func(t *testing.T) {
-		start := time.Now()
-		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		// The stand-in's /slow answers (200, empty) after 20 s: a proxy that waited for it would pass that
+		// on; a 504 is the service's own, given before the dashboard answered.
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
 		status, body, err := httpGetHeaders(ctx, svc.url+path+"/dashboard/slow", map[string]string{"Authorization": "Bearer " + admin})
 		require.NoError(t, err)
 		assert.Equal(t, 504, status, "%s", body)
-		assert.Less(t, time.Since(start), 6*time.Second)
 	})
 	t.Run("log follows are capped per caller and end by themselves", func(t *testing.T) {
 		var head string
@@ -439,12 +442,13 @@ func TestAttackSlowAndLongRequestsAreBounded(t *testing.T) {
 		if res != nil {
 			open = append(open, res)
 		}
-		start := time.Now()
-		for _, res := range open {
-			_, _ = io.Copy(io.Discard, res.Body)
+		// Each follow ends by itself: the server ends the stream (a clean end, no error), well before the
+		// client would give up (openFollow).
+		for i, res := range open {
+			_, err := io.Copy(io.Discard, res.Body)
 			res.Body.Close()
+			require.NoError(t, err, "follow %d ended by itself at the maximum duration", i+1)
 		}
-		assert.Less(t, time.Since(start), 8*time.Second, "every follow ended at the maximum duration")
 		status, res = openFollow(t, svc.url, path, admin)
 		assert.Equal(t, 200, status, "an ended follow frees its place")
 		if res != nil {
