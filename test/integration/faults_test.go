@@ -528,7 +528,7 @@ func killedUnderLoad(t *testing.T, name string) {
 	readyAfter := time.Since(back)
 	// The load goes on against the recovered cluster: more writes acknowledged, one a worker.
 	ackedBack := acked.Load()
-	eventually(t, 60*time.Second, "writes acknowledged after the return", func() bool { return acked.Load() >= ackedBack+4 })
+	eventually(t, 120*time.Second, "writes acknowledged after the return", func() bool { return acked.Load() >= ackedBack+4 })
 	close(stop)
 	<-loadDone
 	close(stopWatch)
