@@ -77,22 +77,19 @@ func TestAttackPlantedTemplateIsNotFollowed(t *testing.T) {
 	require.NoError(t, err, "bob may create ConfigMaps")
 
 	admin := env.tokens["admin"]
-	// A template the service writes after it: once it is listed, the service's watch of template
-	// ConfigMaps, which sees them in the order they were written, has seen the planted one too.
-	require.Equal(t, 201, createClusterAt(t, admin, team, "sentinel", "?start=false").Status)
-	var l listData
+	// A template the service writes after it (a RayService created stopped): once it is listed, the
+	// service's one watch of template ConfigMaps, which sees them in the order they were written, has seen
+	// the planted one too.
+	r := call(t, "POST", nsPath(team, "rayservices")+"?start=false", admin, "application/yaml", mustRename(t, "rayservice-minimal.yaml", "sentinel"))
+	require.Equal(t, 201, r.Status, "%s", r.Raw)
 	eventually(t, 60*time.Second, "the service's own template listed", func() bool {
-		l = decode[listData](t, call(t, "GET", nsPath(team, "rayclusters")+"?type=template", admin, "", nil))
-		for _, it := range l.Items {
-			if it.Name == "sentinel" {
-				return true
-			}
-		}
-		return false
+		l := decode[listData](t, call(t, "GET", nsPath(team, "rayservices")+"?type=template", admin, "", nil))
+		return l.Total == 1 && l.Items[0].Name == "sentinel"
 	})
-	assert.Equal(t, 1, l.Total, "a ConfigMap the service did not write is no template, its own is: %+v", l.Items)
+	l := decode[listData](t, call(t, "GET", nsPath(team, "rayclusters")+"?type=template", admin, "", nil))
+	assert.Zero(t, l.Total, "a ConfigMap the service did not write is no template: %+v", l.Items)
 
-	r := call(t, "POST", itemPath(team, "rayclusters", "demo")+"/start", admin, "", nil)
+	r = call(t, "POST", itemPath(team, "rayclusters", "demo")+"/start", admin, "", nil)
 	assert.GreaterOrEqual(t, r.Status, 400, "the admin's start of the planted template must be refused: %s", r.Raw)
 	assert.Less(t, r.Status, 500, "%s", r.Raw)
 	_, err = getRay(t, rayClusters, prod, "evil")
