@@ -153,7 +153,10 @@ probing:
 			servedAfter++
 		}
 	}
-	notReadyAfter := time.Duration(notReadyAt.Load() - termAt.Load())
+	var notReadyAfter time.Duration // 0: never said
+	if notReadyAt.Load() != 0 {
+		notReadyAfter = time.Duration(notReadyAt.Load() - termAt.Load())
+	}
 	t.Logf("sent %d, answered %d (%s), refused after the listener closed %d; /readyz answered not ready %s after SIGTERM, "+
 		"then %d requests sent were answered 200; exited after %s",
 		sent.Load(), answered.Load(), statusCounts(codes), refused.Load(), notReadyAfter.Round(time.Millisecond), servedAfter,
