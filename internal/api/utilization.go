@@ -267,7 +267,9 @@ func utilizationQuery(c *gin.Context, now time.Time) (usage.Query, error) {
 		}
 		to = t
 	}
-	from := time.Unix(usage.DayOf(to), 0).AddDate(0, 0, -(defaultUtilizationDays - 1))
+	// Days back on the UTC calendar: on the local one, a change of summer time within the week moves
+	// the start an hour, into the UTC day before.
+	from := time.Unix(usage.DayOf(to), 0).UTC().AddDate(0, 0, -(defaultUtilizationDays - 1))
 	if v := c.Query("from"); v != "" {
 		t, err := metrics.ParseTime("from", v)
 		if err != nil {

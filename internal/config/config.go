@@ -161,7 +161,7 @@ func Load(args []string) (*Config, error) {
 	fs.Duration("idle-stop-warning", 15*time.Minute, "how long ahead a stop by an idle policy is announced (a Warning event and a notification)")
 	fs.Duration("usage-credit-every", time.Minute, "how often the utilization accounting credits what each Ray cluster holds")
 	fs.Duration("usage-measure-every", 5*time.Minute, "how often the Ray clusters' use is read from Prometheus for the utilization accounting")
-	fs.Duration("usage-measure-step", 15*time.Second, "how finely the Ray clusters' use is sampled (at least the scrape interval)")
+	fs.Duration("usage-measure-step", 15*time.Second, "how finely the Ray clusters' use is sampled (at least the scrape interval, and dividing a day)")
 	fs.Duration("usage-retention", 400*24*time.Hour, "how long the utilization's daily figures are kept (0: always)")
 	fs.StringSlice("notify-allow-cidrs", nil, "ranges a webhook may be in although they are refused by default (loopback, link-local)")
 	fs.StringSlice("notify-deny-cidrs", nil, "ranges no webhook may be in: the cluster's service and pod ranges")
@@ -244,6 +244,13 @@ func Load(args []string) (*Config, error) {
 		return nil, fmt.Errorf("usage-credit-every %s, usage-measure-every %s, usage-measure-step %s and usage-retention %s: want "+
 			"the credit's period and the step above 0, the reading's period from the step up to an hour, and a retention of 0 "+
 			"(always) or more", c.UsageCreditEvery, c.UsageMeasureEvery, c.UsageMeasureStep, c.UsageRetention)
+	}
+	if 24*time.Hour%c.UsageMeasureStep != 0 {
+		// A reading is split at UTC midnights into spans of whole steps; a midnight between two steps left
+		// a span shorter than a step, which Prometheus is not asked for: the reading failed, and each after
+		// it, from the same point, until an hour had gone unmeasured.
+		return nil, fmt.Errorf("usage-measure-step %s: want a step that divides a day (24h), so that every UTC midnight falls "+
+			"on a step", c.UsageMeasureStep)
 	}
 	if c.IdleStopWarning <= 0 || c.NotifyRetryFor <= 0 || c.NotifyMaxBackoff <= 0 || c.NotifyTimeout <= 0 {
 		return nil, fmt.Errorf("idle-stop-warning %s, notify-retry-for %s, notify-max-backoff %s and notify-timeout %s: want each "+

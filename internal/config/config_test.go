@@ -52,6 +52,25 @@ func TestLoadRefusals(t *testing.T) {
 	assert.Error(t, err)
 }
 
+// The utilization's readings of use are split at UTC midnights into whole steps: a step that does not
+// divide a day is refused (a midnight between two steps stopped the readings for an hour); one that
+// does is taken.
+func TestUsageMeasureStepDividesADay(t *testing.T) {
+	t.Setenv("RAY_SERVICE_TEMPLATE_KEY_FILE", "/keys/template")
+	t.Setenv("RAY_SERVICE_AUDIT_KEY_FILE", "/keys/audit")
+	for _, step := range []string{"7s", "1m10s", "50m", "2.3ms"} {
+		_, err := Load([]string{"--usage-measure-step", step, "--usage-measure-every", "1h"})
+		require.ErrorContains(t, err, "divides a day", step)
+	}
+	for _, step := range []string{"5s", "15s", "1m", "1m30s", "45s", "1h", "500ms"} {
+		c, err := Load([]string{"--usage-measure-step", step, "--usage-measure-every", "1h"})
+		require.NoError(t, err, step)
+		want, err := time.ParseDuration(step)
+		require.NoError(t, err)
+		assert.Equal(t, want, c.UsageMeasureStep, step)
+	}
+}
+
 // The history's quotas in bytes are quantities: 64Mi and 1Gi by default, 0 for no bound; anything else
 // is refused, naming the flag.
 func TestHistoryQuotas(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
@@ -25,7 +26,10 @@ type fakeUse struct {
 	spans [][2]time.Time
 }
 
-func (f *fakeUse) ClusterUse(_ context.Context, from, to time.Time, _ time.Duration) (map[usage.ClusterRef]usage.Used, error) {
+func (f *fakeUse) ClusterUse(_ context.Context, from, to time.Time, step time.Duration) (map[usage.ClusterRef]usage.Used, error) {
+	if to.Sub(from) < step { // as Prometheus is asked (metrics.Querier.ClusterUse)
+		return nil, fmt.Errorf("use between %s and %s: shorter than a step (%s)", from, to, step)
+	}
 	f.spans = append(f.spans, [2]time.Time{from, to})
 	return map[usage.ClusterRef]usage.Used{f.ref: {CPUSeconds: f.cores * to.Sub(from).Seconds()}}, nil
 }
@@ -200,6 +204,48 @@ func TestRecorderWritesChangesPending(t *testing.T) {
 func utilization(ctx context.Context, s *Store, q usage.Query) ([]usage.Group, map[int64]float64, error) {
 	res, err := s.Utilization(ctx, q)
 	return res.Groups, res.Measured, err
+}
+
+// A reading of use across a UTC midnight is split there into whole steps, each day credited its part
+// of the use and of the seconds measured; the next reading goes on from where it ended. (A step that
+// does not divide a day, which left a span shorter than a step at midnight and stopped the readings, is
+// refused by the configuration.)
+func TestMeasureAcrossMidnight(t *testing.T) {
+	ctx := t.Context()
+	store := sqliteStore(t)
+	kinds := ray.NewKinds()
+	use := &fakeUse{ref: usage.ClusterRef{Namespace: "team", Name: "own"}, cores: 0.5}
+	const step = 15 * time.Second
+	r := &Recorder{Store: store, Kinds: kinds, Log: zap.NewNop(), Accounting: Accounting{Use: use, MeasureEvery: time.Minute, MeasureStep: step}}
+	r.init()
+	r.leading.Store(true)
+	k := kinds.Cluster()
+	midnight := time.Now().UTC().Truncate(24*time.Hour).AddDate(0, 0, -1)
+	own := rayCluster("own", "u-own", "bob", nil, 2)
+	s := k.Summarize(own)
+	r.mu.Lock()
+	r.observeLocked(k, own, &s, midnight.Add(-time.Hour))
+	r.mu.Unlock()
+
+	// The first reading, 20 s past midnight: the minute up to the step before it, 45 s before midnight
+	// and 15 s after.
+	r.measure(ctx, midnight.Add(20*time.Second))
+	require.Equal(t, [][2]time.Time{{midnight.Add(-45 * time.Second), midnight}, {midnight, midnight.Add(15 * time.Second)}}, use.spans)
+	// The next, a minute on, from there.
+	r.measure(ctx, midnight.Add(80*time.Second))
+	require.Equal(t, [2]time.Time{midnight.Add(15 * time.Second), midnight.Add(75 * time.Second)}, use.spans[2])
+
+	q := usage.Query{From: midnight.AddDate(0, 0, -1), To: midnight.AddDate(0, 0, 1), GroupBy: usage.ByCluster, Now: midnight.Add(80 * time.Second),
+		Scopes: map[string][]string{"RayCluster": nil}}
+	groups, measured, err := utilization(ctx, store, q)
+	require.NoError(t, err)
+	require.Len(t, groups, 1)
+	before, after := usage.DayOf(midnight.Add(-time.Second)), usage.DayOf(midnight)
+	assert.Equal(t, map[int64]float64{before: 45, after: 75}, measured, "the seconds measured, by day")
+	require.Contains(t, groups[0].Days, before)
+	require.Contains(t, groups[0].Days, after)
+	assert.InDelta(t, 0.5*45, groups[0].Days[before].UsedCPUSeconds, 1e-9, "half a core for the 45 s before midnight")
+	assert.InDelta(t, 0.5*75, groups[0].Days[after].UsedCPUSeconds, 1e-9, "and for the 75 s after")
 }
 
 // sqliteStore is a history in a new SQLite file, closed when the test ends.

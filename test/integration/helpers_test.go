@@ -727,10 +727,11 @@ func followHeadLog(t *testing.T, base, ns, cluster, line string) (*http.Response
 }
 
 // openFollow starts a log follow on svc as token; it returns the status and, on 200, the open response.
-// The request gives up after 15 s, so that a follow that never ends cannot hold the test.
+// The request gives up after 120 s, so that a follow that never ends cannot hold the test; a follow the
+// service ends ends well before (a test that asserts so tells the two apart by the read's error).
 func openFollow(t *testing.T, svcURL, path, token string) (int, *http.Response) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	t.Cleanup(cancel)
 	req, err := http.NewRequestWithContext(ctx, "GET", svcURL+path+"/logs?follow=true", nil)
 	require.NoError(t, err)
@@ -1887,12 +1888,12 @@ func startPrometheus(t *testing.T, openmetrics string) (string, func()) {
 	return u, stop
 }
 
-// slowPrometheus forwards to the stack's Prometheus after a delay, and counts the queries whose client
-// went away before the answer.
+// slowPrometheus forwards to the stack's Prometheus after a delay, and counts the queries begun, those
+// whose client went away before the answer, and those forwarded to be answered.
 type slowPrometheus struct {
-	delay             time.Duration
-	mu                sync.Mutex
-	started, canceled int
+	delay                        time.Duration
+	mu                           sync.Mutex
+	started, canceled, forwarded int
 }
 
 func (p *slowPrometheus) start(t *testing.T) string {
@@ -1921,6 +1922,9 @@ func (p *slowPrometheus) start(t *testing.T) string {
 			return
 		case <-time.After(delay):
 		}
+		p.mu.Lock()
+		p.forwarded++
+		p.mu.Unlock()
 		rp.ServeHTTP(w, r)
 	}))
 	t.Cleanup(srv.Close)
@@ -1940,18 +1944,11 @@ func (p *slowPrometheus) counts() (started, canceled int) {
 	return p.started, p.canceled
 }
 
-// slowReader holds back each read by the delay at the time.
-type slowReader struct {
-	r     io.Reader
-	delay *atomic.Int64
-}
-
-func (s *slowReader) Read(p []byte) (int, error) {
-	n, err := s.r.Read(p)
-	if d := time.Duration(s.delay.Load()); n > 0 && d > 0 {
-		time.Sleep(d)
-	}
-	return n, err
+// forwardedCount is how many queries were forwarded to Prometheus (past their delay) so far.
+func (p *slowPrometheus) forwardedCount() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.forwarded
 }
 
 // tcpForwarder relays connections to target until cut: then it refuses new ones and closes the open
@@ -1964,10 +1961,52 @@ type tcpForwarder struct {
 	// delay holds back each chunk sent towards the target: a slow link, so that a test can act
 	// between the requests of one operation.
 	delay atomic.Int64
+	// held: nothing more is sent towards the target.
+	held atomic.Bool
 }
 
-// slow sets the delay of each chunk sent from now on.
+// slow sets the delay of each chunk read from now on.
 func (f *tcpForwarder) slow(d time.Duration) { f.delay.Store(int64(d)) }
+
+// hold sends nothing more towards the target: what is read, and what is held back by the delay, is
+// dropped.
+func (f *tcpForwarder) hold() { f.held.Store(true) }
+
+// relay copies from towards the target (to), each chunk held back by the delay at the time it was
+// read: a link of long latency, not a narrow one (chunks read together arrive together, in order).
+func (f *tcpForwarder) relay(to, from net.Conn) {
+	type chunk struct {
+		data []byte
+		due  time.Time
+	}
+	chunks := make(chan chunk, 1024)
+	go func() {
+		defer close(chunks)
+		for {
+			buf := make([]byte, 32<<10)
+			n, err := from.Read(buf)
+			if n > 0 {
+				chunks <- chunk{buf[:n], time.Now().Add(time.Duration(f.delay.Load()))}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	for c := range chunks {
+		time.Sleep(time.Until(c.due))
+		if f.held.Load() {
+			break
+		}
+		if _, err := to.Write(c.data); err != nil {
+			break
+		}
+	}
+	to.Close()
+	from.Close()
+	for range chunks { // until the reader ends
+	}
+}
 
 func (f *tcpForwarder) stop() {
 	f.mu.Lock()
@@ -1999,7 +2038,7 @@ func forward(t *testing.T, target string) *tcpForwarder {
 			f.mu.Lock()
 			f.conns = append(f.conns, c, up)
 			f.mu.Unlock()
-			go func() { _, _ = io.Copy(up, &slowReader{r: c, delay: &f.delay}); up.Close() }()
+			go f.relay(up, c)
 			go func() { _, _ = io.Copy(c, up); c.Close() }()
 		}
 	}()

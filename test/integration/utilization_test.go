@@ -23,13 +23,30 @@ import (
 	"ray-service/internal/usage"
 )
 
-// heldSeconds is how long a history record's timeline says the object held its resources: the time
-// in Pending or Running (and the other holding statuses), up to the next status or to its deletion.
-func heldSeconds(t *testing.T, rec map[string]any) float64 {
+// utcDay is the UTC day that holds at, as the Unix seconds of its midnight.
+func utcDay(at time.Time) int64 { return at.UTC().Truncate(24 * time.Hour).Unix() }
+
+// dayName formats a day of utcDay.
+func dayName(day int64) string { return time.Unix(day, 0).UTC().Format(time.DateOnly) }
+
+// heldByDay is how long a history record's timeline says the object held its resources on each UTC
+// day: the time in Pending or Running (and the other holding statuses), up to the next status or to its
+// deletion, split at midnights.
+func heldByDay(t *testing.T, rec map[string]any) map[int64]float64 {
 	t.Helper()
 	timeline, _ := rec["timeline"].([]any)
 	require.NotEmpty(t, timeline, "a timeline: %v", rec)
-	var held float64
+	held := map[int64]float64{}
+	add := func(from, to time.Time) {
+		for from.Before(to) {
+			end := time.Unix(utcDay(from), 0).Add(24 * time.Hour)
+			if end.After(to) {
+				end = to
+			}
+			held[utcDay(from)] += end.Sub(from).Seconds()
+			from = end
+		}
+	}
 	var since time.Time
 	holding := false
 	for _, tr := range timeline {
@@ -37,7 +54,7 @@ func heldSeconds(t *testing.T, rec map[string]any) float64 {
 		at, err := time.Parse(time.RFC3339Nano, m["at"].(string))
 		require.NoError(t, err)
 		if holding {
-			held += at.Sub(since).Seconds()
+			add(since, at)
 		}
 		holding, since = usage.Holding(m["status"].(string)), at
 	}
@@ -46,9 +63,63 @@ func heldSeconds(t *testing.T, rec map[string]any) float64 {
 		require.True(t, ok, "a holding object ends when it is deleted: %v", rec)
 		at, err := time.Parse(time.RFC3339Nano, deleted)
 		require.NoError(t, err)
-		held += at.Sub(since).Seconds()
+		add(since, at)
 	}
 	return held
+}
+
+// heldSeconds is how long a history record's timeline says the object held its resources, over every day.
+func heldSeconds(t *testing.T, rec map[string]any) float64 {
+	t.Helper()
+	var held float64
+	for _, s := range heldByDay(t, rec) {
+		held += s
+	}
+	return held
+}
+
+// statusAt is when a history record's timeline first says status.
+func statusAt(t *testing.T, rec map[string]any, status string) time.Time {
+	t.Helper()
+	timeline, _ := rec["timeline"].([]any)
+	for _, tr := range timeline {
+		m := tr.(map[string]any)
+		if m["status"] == status {
+			at, err := time.Parse(time.RFC3339Nano, m["at"].(string))
+			require.NoError(t, err)
+			return at
+		}
+	}
+	require.FailNow(t, "no "+status+" in the timeline", "%v", rec)
+	return time.Time{}
+}
+
+// assertDays checks the days of a row's series: each a UTC day from first to last (the days of the clock's
+// readings before the clusters were made and after their records ended: one, or two where a midnight fell
+// between), each day's core-hours the cores times the seconds the records say were held that day (to the
+// second a cluster), every day held in the series, and the days summing to the row's figures. held are
+// the seconds of each day the row's clusters held (heldByDay, added), cores those each held.
+func assertDays(t *testing.T, what string, series []usage.Day, total usage.Hours, cores float64, clusters int, held map[int64]float64,
+	first, last int64) {
+	t.Helper()
+	assert.LessOrEqual(t, len(series), int((last-first)/86400)+1, "%s: no more days than the run covered", what)
+	var sum float64
+	inSeries := map[int64]bool{}
+	for _, d := range series {
+		day := d.Day.Unix()
+		inSeries[day] = true
+		sum += d.Allocated.CPUCoreHours
+		assert.Equal(t, utcDay(d.Day), day, "%s: %s is a UTC midnight", what, d.Day)
+		assert.True(t, day >= first && day <= last, "%s: %s is a day from %s to %s", what, d.Day, dayName(first), dayName(last))
+		assert.InDelta(t, cores*held[day]/3600, d.Allocated.CPUCoreHours, cores*float64(clusters)/3600, "%s on %s: %.0f cores × %.1f s",
+			what, dayName(day), cores, held[day])
+	}
+	for day, s := range held {
+		if s >= 1 {
+			assert.True(t, inSeries[day], "%s: %s, when it held for %.1f s, is in the series", what, dayName(day), s)
+		}
+	}
+	assert.InDelta(t, total.CPUCoreHours, sum, 1e-9, "%s: the days sum to the window's figures", what)
 }
 
 type utilizationRow struct {
@@ -100,16 +171,22 @@ func TestUtilization(t *testing.T) {
 			}
 		}
 	}
+	// The clock before the clusters are made: their days start on its day.
+	before := time.Now()
 	// The minimal cluster: a head of 1 CPU and two workers of 2: 5 cores held, three containers.
 	require.Equal(t, 201, createCluster(t, admin, ns, "held", using("500m")).Status)
 	require.Equal(t, 201, createCluster(t, env.tokens["alice"], ns, "gone", using("1")).Status)
 	require.Equal(t, 201, createCluster(t, admin, other, "elsewhere", nil).Status)
 	waitStatus(t, ns, "rayclusters", "held", "Running")
 	waitStatus(t, ns, "rayclusters", "gone", "Running")
+	// Both hold for a known time at least (a sleep makes a duration; nothing is awaited here): 40 s, and
+	// 10 s more for the second.
 	time.Sleep(40 * time.Second)
+	stopAsked := time.Now()
 	require.Equal(t, 200, call(t, "POST", itemPath(ns, "rayclusters", "held")+"/stop", admin, "", nil).Status)
 	waitStatus(t, ns, "rayclusters", "held", "Stopped")
 	time.Sleep(10 * time.Second)
+	deleteAsked := time.Now()
 	require.Equal(t, 200, call(t, "DELETE", itemPath(ns, "rayclusters", "gone")+"?force=true", admin, "", nil).Status, "a running cluster is deleted with force")
 
 	// What the history's timelines say each held.
@@ -147,23 +224,34 @@ func TestUtilization(t *testing.T) {
 		}
 		return r.Status, rep, r.Raw
 	}
-	// The use of the last seconds is read within a reading's period (10 s): wait until the use no longer
-	// grows over more than one.
+	// The use of the last seconds is read at a later reading of Prometheus (every 10 s), whose rates lag the
+	// pods by up to their window (20 s): the use is read up to the end once a reading found no more of it.
+	// Each reading adds the seconds it covered to the report's measured seconds: a report whose measured
+	// seconds grew since one with the same use had a reading between them, which found none. (A reading
+	// while the pods ran would have found theirs; one that failed adds no seconds.)
 	var rep utilizationReport
-	var lastUsed float64
-	eventually(t, 90*time.Second, "the use read up to the end", func() bool {
-		time.Sleep(12 * time.Second)
+	var base struct{ measured, used float64 }
+	eventually(t, 120*time.Second, "a reading of the use after the pods' end that found no more", func() bool {
 		code, got, raw := report(svc.url, "/rest/ray/v1/namespaces/"+ns+"/utilization?groupBy=creator&sortBy=name&order=asc", admin)
 		require.Equal(t, 200, code, "%s", raw)
 		rep = got
 		if len(rep.Items) != 2 || rep.Items[0].Used == nil || rep.Items[1].Used == nil {
 			return false
 		}
-		u := rep.Items[0].Used.CPUCoreHours + rep.Items[1].Used.CPUCoreHours
-		stable := u > 0 && u == lastUsed
-		lastUsed = u
-		return stable
+		u, m := rep.Items[0].Used.CPUCoreHours+rep.Items[1].Used.CPUCoreHours, rep.Measured.Seconds
+		switch {
+		case u <= 0 || u != base.used:
+			base.measured, base.used = m, u
+			return false
+		case m <= base.measured:
+			return false // no reading since
+		}
+		return true
 	})
+	// The clock after the records ended and the report was read: the clusters' days end on its day.
+	after := time.Now()
+	first, last := utcDay(before), utcDay(after)
+	t.Logf("the run's days: %s to %s", dayName(first), dayName(last))
 	require.Len(t, rep.Items, 2, "two creators")
 	byCreator := map[string]utilizationRow{}
 	for _, it := range rep.Items {
@@ -177,21 +265,35 @@ func TestUtilization(t *testing.T) {
 	assert.InDelta(t, heldHeld/3600, adminRow.HeldHours, 1.0/3600)
 	assert.Equal(t, int64(1), adminRow.Objects)
 	assert.Equal(t, int64(1), adminRow.Runs)
-	// Used: 3 containers at 0.5 and at 1 core while their pods run. The first 20 s of a pod give no rate
-	// yet (the rate's window of four 5 s steps, scraped every 5 s), and the pods start after the cluster
-	// holds them: up to 25 s less, never more.
+	// Used: 3 containers at 0.5 and at 1 core while their pods run: at least from when the cluster was
+	// Running (its pods were, by then) to when its end was asked, less the first 20 s of a pod, which give
+	// no rate yet (the rate's window of four 5 s steps), and a scrape (5 s); at most for the time it held them.
 	t.Logf("used: admin %.1f core-seconds, alice %.1f", adminRow.Used.CPUCoreHours*3600, aliceRow.Used.CPUCoreHours*3600)
 	for _, c := range []struct {
 		who         string
 		cores, held float64
+		ran         time.Duration
 		used        float64
-	}{{"admin", 1.5, heldHeld, adminRow.Used.CPUCoreHours * 3600}, {"alice", 3, goneHeld, aliceRow.Used.CPUCoreHours * 3600}} {
-		assert.GreaterOrEqual(t, c.used, c.cores*(c.held-25), "%s's use: %.1f cores for most of %.1f s", c.who, c.cores, c.held)
+	}{{"admin", 1.5, heldHeld, stopAsked.Sub(statusAt(t, records["held"], "Running")), adminRow.Used.CPUCoreHours * 3600},
+		{"alice", 3, goneHeld, deleteAsked.Sub(statusAt(t, records["gone"], "Running")), aliceRow.Used.CPUCoreHours * 3600}} {
+		assert.GreaterOrEqual(t, c.used, c.cores*(c.ran.Seconds()-25), "%s's use: %.1f cores for most of the %s its pods surely ran",
+			c.who, c.cores, c.ran.Round(100*time.Millisecond))
 		assert.LessOrEqual(t, c.used, c.cores*c.held*1.05, "%s's use: %.1f cores for at most %.1f s", c.who, c.cores, c.held)
 	}
 	assert.Positive(t, rep.Measured.Seconds)
 	assert.InDelta(t, adminRow.Allocated.CPUCoreHours/(adminRow.Allocated.CPUCoreHours+aliceRow.Allocated.CPUCoreHours), adminRow.Share.CPU, 1e-9)
-	require.Len(t, adminRow.Series, 1, "one day")
+	// The days: one, or two where the run spanned a UTC midnight.
+	heldDays, goneDays := heldByDay(t, records["held"]), heldByDay(t, records["gone"])
+	t.Logf("series: admin %d days, alice %d", len(adminRow.Series), len(aliceRow.Series))
+	assertDays(t, "admin's cluster", adminRow.Series, adminRow.Allocated, 5, 1, heldDays, first, last)
+	assertDays(t, "alice's cluster", aliceRow.Series, aliceRow.Allocated, 5, 1, goneDays, first, last)
+	bothDays := map[int64]float64{}
+	for _, days := range []map[int64]float64{heldDays, goneDays} {
+		for d, s := range days {
+			bothDays[d] += s
+		}
+	}
+	assertDays(t, "the whole", rep.Whole.Series, rep.Whole.Allocated, 5, 2, bothDays, first, last)
 
 	// By cluster, a page at a time: each cluster's figures as its creator's (one each), the days of those
 	// on the page, and the whole's days those of every cluster.
@@ -203,11 +305,10 @@ func TestUtilization(t *testing.T) {
 		require.Equal(t, 2, got.Total, "%s", raw)
 		require.Len(t, got.Items, 1, "%s", raw)
 		it := got.Items[0]
-		require.Len(t, it.Series, 1, "the cluster on the page has its day: %s", raw)
-		assert.InDelta(t, it.Allocated.CPUCoreHours, it.Series[0].Allocated.CPUCoreHours, 1e-9)
-		require.Len(t, got.Whole.Series, 1, "%s", raw)
-		assert.InDelta(t, rep.Whole.Allocated.CPUCoreHours, got.Whole.Series[0].Allocated.CPUCoreHours, 10*1.0/3600,
-			"the whole's day is every cluster's")
+		require.Contains(t, records, it.Name, "%s", raw)
+		assertDays(t, "the cluster "+it.Name+" on its page", it.Series, it.Allocated, 5, 1, heldByDay(t, records[it.Name]), first, last)
+		assertDays(t, "the whole on the page of "+it.Name, got.Whole.Series, got.Whole.Allocated, 5, 2, bothDays, first, last)
+		assert.InDelta(t, rep.Whole.Allocated.CPUCoreHours, got.Whole.Allocated.CPUCoreHours, 10*1.0/3600, "the whole's days are every cluster's")
 		clusterRows = append(clusterRows, it)
 	}
 	for _, it := range clusterRows {
