@@ -1356,7 +1356,7 @@ func (p *serviceProc) stop() bool {
 		select {
 		case <-p.done:
 			p.stopped = true
-		case <-time.After(20 * time.Second):
+		case <-time.After(time.Minute):
 			_ = p.cmd.Process.Kill()
 			<-p.done
 		}

@@ -234,7 +234,9 @@ func TestDashboardProxy(t *testing.T) {
 func TestFollowEndsOnShutdown(t *testing.T) {
 	ns := namespace(t, "follow-stop")
 	runningCluster(t, ns, "fs")
-	svc := startInstance(t, "ray-service-follow.log")
+	// A shutdown may take ten minutes: were the follow to hold it, the service would not end by itself
+	// (stop waits a minute, then kills it).
+	svc := startInstance(t, "ray-service-follow.log", "--shutdown-timeout", "10m")
 	res, sc := followHeadLog(t, svc.url, ns, "fs", "before shutdown")
 	defer res.Body.Close()
 	ended := make(chan struct{})
@@ -244,12 +246,11 @@ func TestFollowEndsOnShutdown(t *testing.T) {
 		close(ended)
 	}()
 	start := time.Now()
-	assert.True(t, svc.stop(), "the service ends by itself after SIGTERM")
+	assert.True(t, svc.stop(), "the service ends by itself after SIGTERM, the follow open")
 	select {
 	case <-ended:
-	case <-time.After(5 * time.Second):
+	case <-time.After(time.Minute):
 		t.Fatal("the stream did not end with the service")
 	}
 	t.Logf("service and stream ended %s after SIGTERM", time.Since(start).Round(time.Millisecond))
-	assert.Less(t, time.Since(start), 10*time.Second)
 }
