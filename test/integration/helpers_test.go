@@ -735,12 +735,14 @@ func goroutinesOf(t *testing.T, base string) int {
 
 // Streams.
 
-// sseEvent is one Server-Sent Event as an EventSource dispatches it.
+// sseEvent is one Server-Sent Event as an EventSource dispatches it, stamped when the reader took it off
+// the connection (not when a test drains it from the channel).
 type sseEvent struct {
 	ID    string
 	HasID bool
 	Name  string
 	Data  json.RawMessage
+	At    time.Time
 }
 
 func (e sseEvent) summary(t *testing.T) summary {
@@ -789,6 +791,7 @@ func (s *sseStream) read() {
 				} else {
 					ev.ID = s.lastID
 				}
+				ev.At = time.Now()
 				s.events <- ev
 			}
 			ev, data = sseEvent{}, nil
