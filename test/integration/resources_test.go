@@ -293,7 +293,11 @@ func TestYAMLRoundTrip(t *testing.T) {
 			require.Equal(t, 201, r.Status, "%s", r.Raw)
 			name := decode[summary](t, r).Name
 			gvr := schema.GroupVersionResource{Group: "ray.io", Version: "v1", Resource: s.kind}
-			time.Sleep(time.Second) // let the operator write status once, as it would in use
+			// Exported once the operator has written a status, as it would be in use.
+			eventually(t, 60*time.Second, "the operator's status of "+name, func() bool {
+				o, err := getRay(t, gvr, ns, name)
+				return err == nil && o.Object["status"] != nil
+			})
 			exp := call(t, "GET", nsPath(ns, s.kind)+"/"+name+"/yaml?download=true", admin, "", nil)
 			require.Equal(t, 200, exp.Status)
 			assert.Equal(t, "application/yaml; charset=utf-8", exp.Header.Get("Content-Type"))
