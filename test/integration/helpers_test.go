@@ -113,6 +113,7 @@ func sendTo(base, method, path, token, contentType string, body []byte) (*respon
 		if r.Status != r.Code {
 			return nil, fmt.Errorf("envelope code %d must equal the HTTP status %d: %s", r.Code, r.Status, raw)
 		}
+		holdAnsweredSecret(method, path, r.Data)
 	}
 	return r, nil
 }
@@ -369,8 +370,8 @@ func waitAllowed(t *testing.T, user, ns, verb, group, resource string) {
 // clientAs returns a Kubernetes client that acts as a stack user, straight to the apiserver.
 func clientAs(t *testing.T, user string) kubernetes.Interface {
 	t.Helper()
-	cs, err := kubernetes.NewForConfig(&rest.Config{Host: env.vars["KUBE_APISERVER_URL"], BearerToken: env.tokens[user],
-		TLSClientConfig: rest.TLSClientConfig{CAFile: env.vars["KUBE_CA_FILE"]}})
+	cs, err := kubernetes.NewForConfig(seeingCredentials(&rest.Config{Host: env.vars["KUBE_APISERVER_URL"], BearerToken: env.tokens[user],
+		TLSClientConfig: rest.TLSClientConfig{CAFile: env.vars["KUBE_CA_FILE"]}}))
 	require.NoError(t, err)
 	return cs
 }
@@ -378,8 +379,8 @@ func clientAs(t *testing.T, user string) kubernetes.Interface {
 // dynamicAs returns a dynamic client that acts as a stack user, straight to the apiserver.
 func dynamicAs(t *testing.T, user string) dynamic.Interface {
 	t.Helper()
-	d, err := dynamic.NewForConfig(&rest.Config{Host: env.vars["KUBE_APISERVER_URL"], BearerToken: env.tokens[user],
-		TLSClientConfig: rest.TLSClientConfig{CAFile: env.vars["KUBE_CA_FILE"]}, QPS: 500, Burst: 1000})
+	d, err := dynamic.NewForConfig(seeingCredentials(&rest.Config{Host: env.vars["KUBE_APISERVER_URL"], BearerToken: env.tokens[user],
+		TLSClientConfig: rest.TLSClientConfig{CAFile: env.vars["KUBE_CA_FILE"]}, QPS: 500, Burst: 1000}))
 	require.NoError(t, err)
 	return d
 }

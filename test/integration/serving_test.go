@@ -60,10 +60,13 @@ func selfSigned(t *testing.T, certFile, keyFile, name string) []byte {
 	require.NoError(t, err)
 	kb, err := x509.MarshalECPrivateKey(key)
 	require.NoError(t, err)
+	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb})
+	// The first line of its body: a log that showed the key file would hold it.
+	holdSecret("the serving key "+name, strings.SplitN(string(keyPEM), "\n", 3)[1])
 	// Written as the kubelet updates a mounted Secret: whole files, each put in place at once.
 	for file, data := range map[string][]byte{
 		certFile: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		keyFile:  pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}),
+		keyFile:  keyPEM,
 	} {
 		require.NoError(t, os.WriteFile(file+".new", data, 0o600))
 		require.NoError(t, os.Rename(file+".new", file))
