@@ -224,7 +224,7 @@ func keys[V any](m map[string]V) []string {
 // (the service's write, the loopback, the reader's goroutine being scheduled), on a loaded machine.
 const (
 	overviewPace   = time.Second
-	overviewJitter = 400 * time.Millisecond
+	overviewJitter = 500 * time.Millisecond
 )
 
 // The overview stream sends the counts and allocated totals at once and when they change, at most
