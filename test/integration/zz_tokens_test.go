@@ -109,7 +109,7 @@ func (c credentialsSeen) RoundTrip(req *http.Request) (*http.Response, error) {
 	res, err := c.next.RoundTrip(req)
 	path := req.URL.Path
 	parts := strings.Split(strings.TrimSuffix(path, "/"), "/")
-	tokenRequest := len(parts) >= 3 && parts[len(parts)-1] == "token" && parts[len(parts)-3] == "serviceaccounts"
+	tokenRequest := len(parts) >= 4 && parts[len(parts)-1] == "token" && parts[len(parts)-3] == "serviceaccounts"
 	secretsPath := len(parts) >= 2 && slices.Contains(parts[len(parts)-2:], "secrets")
 	if err != nil || res.StatusCode >= 300 || req.URL.Query().Get("watch") != "" || req.Method == http.MethodDelete ||
 		(!tokenRequest && !secretsPath) {
@@ -125,7 +125,7 @@ func (c credentialsSeen) RoundTrip(req *http.Request) (*http.Response, error) {
 	var found []corev1.Secret
 	switch o := obj.(type) {
 	case *authenticationv1.TokenRequest:
-		holdSecret("a token of "+path, o.Status.Token)
+		holdSecret(fmt.Sprintf("a token of the service account %s/%s", parts[len(parts)-4], parts[len(parts)-2]), o.Status.Token)
 	case *corev1.Secret:
 		found = append(found, *o)
 	case *corev1.SecretList:
