@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -66,6 +67,27 @@ func auditEntriesOf(t *testing.T, base, ns string, n int) auditData {
 	return got
 }
 
+// auditPast makes a write the trail records after what the test did so far (marker, a RayCluster not
+// started, created in ns through the service at base as the admin) and waits until the trail shows
+// it. The trail is appended in the order of the writes, each before its answer: once the marker's
+// entry shows, an entry that anything before it was to make would show too. It returns the trail then.
+func auditPast(t *testing.T, base, ns, marker string) auditData {
+	t.Helper()
+	r, err := sendTo(base, "POST", nsPath(ns, "rayclusters")+"?start=false", env.tokens["admin"], "application/yaml",
+		[]byte(strings.Replace(minimalCluster, "NAME", marker, 1)))
+	require.NoError(t, err)
+	require.Equal(t, 201, r.Status, "%s", r.Raw)
+	id := r.Header.Get("X-Request-ID")
+	require.NotEmpty(t, id)
+	var got auditData
+	ok := waitFor(30*time.Second, func() bool {
+		got = auditOf(t, base, ns)
+		return slices.ContainsFunc(got.Items, func(e auditEntry) bool { return e.RequestID == id })
+	})
+	require.True(t, ok, "the entry of the marker %s in the trail of %s, got %+v", marker, ns, got.Items)
+	return got
+}
+
 // Attack: a tenant who may delete events in its namespace erased the trail, which was only events.
 // The trail is the service's own store now; its events are only a mirror.
 func TestAttackAuditSurvivesDeletedEvents(t *testing.T) {
@@ -92,9 +114,12 @@ func TestAttackAuditSurvivesDeletedEvents(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, list.Items, "bob deleted the mirror")
 
-	after := auditOf(t, env.serviceURL, ns)
-	assert.Equal(t, before.Total, after.Total, "the trail keeps its entries: %+v", after.Items)
-	assert.Equal(t, before.Items, after.Items)
+	// A write after the deletion: once its entry is there, an entry the deletion removed would be gone.
+	after := auditPast(t, env.serviceURL, ns, "marker")
+	require.NotEmpty(t, after.Items)
+	assert.Equal(t, "marker", after.Items[0].Name, "newest first")
+	assert.Equal(t, before.Total+1, after.Total, "the trail keeps its entries: %+v", after.Items)
+	assert.Equal(t, before.Items, after.Items[1:])
 }
 
 // Attack: a signed event copied under another name by a tenant who may create events was a second
@@ -128,9 +153,13 @@ func TestAttackAuditCopiedEventIsNoDuplicate(t *testing.T) {
 		}
 		return true
 	})
-	time.Sleep(time.Second)
-	after := auditOf(t, env.serviceURL, ns)
-	assert.Equal(t, 1, after.Total, "copies of a signed event are no entries: %+v", after.Items)
+	// A write after the copies: once its entry is there, so would be one made of a copy.
+	after := auditPast(t, env.serviceURL, ns, "marker")
+	var names []string
+	for _, e := range after.Items {
+		names = append(names, e.Action+" "+e.Name)
+	}
+	assert.Equal(t, []string{"Create marker", "Create copied"}, names, "copies of a signed event are no entries: %+v", after.Items)
 }
 
 // Attack: someone who reaches the history database changes or removes an entry of the trail; the

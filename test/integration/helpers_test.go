@@ -115,6 +115,7 @@ func sendTo(base, method, path, token, contentType string, body []byte) (*respon
 		if r.Status != r.Code {
 			return nil, fmt.Errorf("envelope code %d must equal the HTTP status %d: %s", r.Code, r.Status, raw)
 		}
+		holdAnsweredSecret(method, path, r.Data)
 	}
 	return r, nil
 }
@@ -378,8 +379,8 @@ func waitAllowed(t *testing.T, user, ns, verb, group, resource string) {
 // clientAs returns a Kubernetes client that acts as a stack user, straight to the apiserver.
 func clientAs(t *testing.T, user string) kubernetes.Interface {
 	t.Helper()
-	cs, err := kubernetes.NewForConfig(&rest.Config{Host: env.vars["KUBE_APISERVER_URL"], BearerToken: env.tokens[user],
-		TLSClientConfig: rest.TLSClientConfig{CAFile: env.vars["KUBE_CA_FILE"]}})
+	cs, err := kubernetes.NewForConfig(seeingCredentials(&rest.Config{Host: env.vars["KUBE_APISERVER_URL"], BearerToken: env.tokens[user],
+		TLSClientConfig: rest.TLSClientConfig{CAFile: env.vars["KUBE_CA_FILE"]}}))
 	require.NoError(t, err)
 	return cs
 }
@@ -387,8 +388,8 @@ func clientAs(t *testing.T, user string) kubernetes.Interface {
 // dynamicAs returns a dynamic client that acts as a stack user, straight to the apiserver.
 func dynamicAs(t *testing.T, user string) dynamic.Interface {
 	t.Helper()
-	d, err := dynamic.NewForConfig(&rest.Config{Host: env.vars["KUBE_APISERVER_URL"], BearerToken: env.tokens[user],
-		TLSClientConfig: rest.TLSClientConfig{CAFile: env.vars["KUBE_CA_FILE"]}, QPS: 500, Burst: 1000})
+	d, err := dynamic.NewForConfig(seeingCredentials(&rest.Config{Host: env.vars["KUBE_APISERVER_URL"], BearerToken: env.tokens[user],
+		TLSClientConfig: rest.TLSClientConfig{CAFile: env.vars["KUBE_CA_FILE"]}, QPS: 500, Burst: 1000}))
 	require.NoError(t, err)
 	return d
 }
@@ -765,12 +766,14 @@ func goroutinesOf(t *testing.T, base string) int {
 
 // Streams.
 
-// sseEvent is one Server-Sent Event as an EventSource dispatches it.
+// sseEvent is one Server-Sent Event as an EventSource dispatches it, stamped when the reader took it off
+// the connection (not when a test drains it from the channel).
 type sseEvent struct {
 	ID    string
 	HasID bool
 	Name  string
 	Data  json.RawMessage
+	At    time.Time
 }
 
 func (e sseEvent) summary(t *testing.T) summary {
@@ -819,6 +822,7 @@ func (s *sseStream) read() {
 				} else {
 					ev.ID = s.lastID
 				}
+				ev.At = time.Now()
 				s.events <- ev
 			}
 			ev, data = sseEvent{}, nil

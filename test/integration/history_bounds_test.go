@@ -91,6 +91,20 @@ func historyBytes(t *testing.T, file string) int64 {
 	return n
 }
 
+// historyPast waits until the history of the service at base has written every change it had seen
+// before the call. Its writer takes what is queued in batches, one after the other: a marker created
+// now (a RayCluster named <prefix>-1, not started, in ns) is written in a batch with what was queued
+// before it or after; a second marker, created once the first is recorded, is written in a later batch,
+// so that once it is recorded the batch of the first, and all before, are written.
+func historyPast(t *testing.T, base, ns, prefix string) {
+	t.Helper()
+	for i := 1; i <= 2; i++ {
+		name := fmt.Sprint(prefix, "-", i)
+		require.Equal(t, 201, createClusterAt(t, env.tokens["admin"], ns, name, "?start=false").Status)
+		recordOf(t, base, "rayclusters", ns, name, "recorded", func(r historyRecord) bool { return r.Status != "" })
+	}
+}
+
 // Attack: a tenant creates and deletes RayJobs of ~1 MB manifests in a loop. Each record kept the whole
 // manifest, forever: the history's volume filled at the rate of the loop. A record now keeps a manifest
 // over 64 KiB only in part (with its size and sha256), and a rerun of it says why it cannot be made.
@@ -100,8 +114,8 @@ func TestAttackHistoryFloodIsBounded(t *testing.T) {
 	bind(t, ns, "alice", "ray-editor")
 	svc := startInstance(t, "ray-service-history-flood.log")
 	file := filepath.Join(env.state, "history", "ray-service-history-flood.db")
-	// The service's own objects are recorded first: what grows after is the tenant's.
-	time.Sleep(3 * time.Second)
+	// What the service found on the stack is recorded first: what grows after is the tenant's.
+	historyPast(t, svc.url, ns, "before")
 	before := historyBytes(t, file)
 
 	alice := dynamicAs(t, "alice").Resource(rayJobs).Namespace(ns)
@@ -133,14 +147,16 @@ func TestAttackHistoryFloodIsBounded(t *testing.T) {
 			historyOf(t, svc.url, "rayjobs", ns, fmt.Sprintf("big-%03d", jobs-2))[0].DeletedAt != nil
 	})
 	t.Logf("recorded %s after the loop began", time.Since(started).Round(time.Millisecond))
-	time.Sleep(2 * time.Second)
+	// Every change of the loop written (the other deletions too), before the history is measured.
+	historyPast(t, svc.url, ns, "after-loop")
 	after := historyBytes(t, file)
 	grown := after - before
 	t.Logf("%d RayJobs of %d KiB manifests each (%d MiB in all) created and deleted: the history grew by %d KiB (%d KiB before, %d KiB after)",
 		jobs, manifestBytes/jobs>>10, manifestBytes>>20, grown>>10, before>>10, after>>10)
 	// A record of a manifest past the bound keeps a few KiB of it; the records and their indexes are
-	// small. 16 KiB a record is far above what one takes, and far below the manifests.
-	assert.Less(t, grown, int64(jobs*16<<10), "the history grows by its bound per record, not by the manifests")
+	// small. 16 KiB a record (the jobs', and the two markers') is far above what one takes, and far below
+	// the manifests.
+	assert.Less(t, grown, int64((jobs+2)*16<<10), "the history grows by its bound per record, not by the manifests")
 
 	// Later writes still succeed.
 	require.Equal(t, 201, createCluster(t, env.tokens["alice"], ns, "after", nil).Status)

@@ -53,20 +53,26 @@ func TestKueueStopStartWithoutAFight(t *testing.T) {
 	require.NoError(t, err)
 
 	type item struct {
+		Status     string `json:"status"`
 		Health     health `json:"health"`
 		Scheduling *struct {
 			Manager, Queue, Phase, Reason, Message string
 		} `json:"scheduling"`
 	}
+	var d item
 	waits := func() bool {
-		d := decode[item](t, call(t, "GET", itemPath(ns, "rayjobs", "queued"), admin, "", nil))
+		d = decode[item](t, call(t, "GET", itemPath(ns, "rayjobs", "queued"), admin, "", nil))
 		return d.Scheduling != nil && d.Scheduling.Manager == "kueue" && d.Health.Reason == "WaitingInQueue" &&
 			d.Health.Message == "waiting in kueue queue team-queue: "+noQuota
 	}
 	eventually(t, 30*time.Second, "waiting in its LocalQueue, saying why", waits)
-	// Suspended by the operator meanwhile (Stopping, then Stopped): still waiting, not stopped.
-	time.Sleep(2 * time.Second)
-	assert.True(t, waits(), "still waiting once the operator has suspended it")
+	// Suspended by the operator meanwhile (Stopping, then Stopped): once the detail shows the operator's
+	// write, it still says waiting, not stopped.
+	eventually(t, 60*time.Second, "the operator's suspension shown (Stopped)", func() bool {
+		waits()
+		return d.Status == "Stopped"
+	})
+	assert.True(t, waits(), "still waiting once the operator has suspended it: %+v", d)
 
 	// The queues route: its LocalQueue, with what Kueue wrote of it, and the RayJob waiting there.
 	// Its ClusterQueue: quota and use as Kueue writes them (kueue v0.17.0 apis/kueue/v1beta2/clusterqueue_types.go).

@@ -77,9 +77,9 @@ func TestRayCronJobOnSchedule(t *testing.T) {
 	l := decode[listData](t, call(t, "GET", nsPath(ns, "raycronjobs"), admin, "", nil))
 	assert.Equal(t, 1, l.Total)
 
-	runs := func() []string {
+	runsOf := func(cron string) []string {
 		t.Helper()
-		list, err := env.adminDyn.Resource(rayJobs).Namespace(ns).List(ctx, metav1.ListOptions{LabelSelector: "ray.io/cronjob-name=" + name})
+		list, err := env.adminDyn.Resource(rayJobs).Namespace(ns).List(ctx, metav1.ListOptions{LabelSelector: "ray.io/cronjob-name=" + cron})
 		require.NoError(t, err)
 		var out []string
 		for _, j := range list.Items {
@@ -87,6 +87,7 @@ func TestRayCronJobOnSchedule(t *testing.T) {
 		}
 		return out
 	}
+	runs := func() []string { t.Helper(); return runsOf(name) }
 	eventually(t, 90*time.Second, "the first run on schedule", func() bool { return len(runs()) > 0 })
 	first := runs()[0]
 	runsStream.until(t, 30*time.Second, "the run on the RayJob list stream", func(ev sseEvent) bool {
@@ -174,6 +175,17 @@ func TestRayCronJobOnSchedule(t *testing.T) {
 	r = call(t, "POST", itemPath(ns, "rayclusters", "none")+"/run", admin, "", nil)
 	assert.Equal(t, 404, r.Status, "%s", r.Raw)
 
+	// A second RayCronJob on the same schedule, never suspended, made outside the service: its runs are
+	// the operator's ticks, which the check of the stopped one waits for. Its runs are made suspended
+	// (they start no Ray cluster).
+	const ticker = "raycronjob-ticker"
+	var tick map[string]any
+	require.NoError(t, json.Unmarshal(sample, &tick))
+	tick["metadata"] = map[string]any{"name": ticker}
+	tick["spec"].(map[string]any)["jobTemplate"].(map[string]any)["suspend"] = true
+	_, err = env.adminDyn.Resource(rayCronJobs).Namespace(ns).Create(ctx, &unstructured.Unstructured{Object: tick}, metav1.CreateOptions{})
+	require.NoError(t, err)
+
 	r = call(t, "POST", itemPath(ns, "raycronjobs", name)+"/stop", admin, "", nil)
 	require.Equal(t, 200, r.Status, "%s", r.Raw)
 	eventually(t, 10*time.Second, "Stopped", func() bool { return detail().Status == "Stopped" })
@@ -181,8 +193,12 @@ func TestRayCronJobOnSchedule(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, true, got.Object["spec"].(map[string]any)["suspend"])
 	before := len(runs())
-	time.Sleep(121 * time.Second) // two periods of the schedule, as the issue asks
+	// Two periods of the schedule, as the issue asks, told by the operator itself: two runs of the ticker
+	// made since the stop, the second a period after the first, at which the stopped one was due too.
+	ticks := len(runsOf(ticker))
+	eventually(t, 5*time.Minute, "two runs of "+ticker+" on schedule since the stop", func() bool { return len(runsOf(ticker)) >= ticks+2 })
 	assert.Len(t, runs(), before, "no run while suspended")
+	require.NoError(t, env.adminDyn.Resource(rayCronJobs).Namespace(ns).Delete(ctx, ticker, metav1.DeleteOptions{}))
 	r = call(t, "POST", itemPath(ns, "raycronjobs", name)+"/run", admin, "", nil)
 	assert.Equal(t, 201, r.Status, "run now runs while suspended too: %s", r.Raw)
 

@@ -60,10 +60,13 @@ func selfSigned(t *testing.T, certFile, keyFile, name string) []byte {
 	require.NoError(t, err)
 	kb, err := x509.MarshalECPrivateKey(key)
 	require.NoError(t, err)
+	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb})
+	// The first line of its body: a log that showed the key file would hold it.
+	holdSecret("the serving key "+name, strings.SplitN(string(keyPEM), "\n", 3)[1])
 	// Written as the kubelet updates a mounted Secret: whole files, each put in place at once.
 	for file, data := range map[string][]byte{
 		certFile: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		keyFile:  pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}),
+		keyFile:  keyPEM,
 	} {
 		require.NoError(t, os.WriteFile(file+".new", data, 0o600))
 		require.NoError(t, os.Rename(file+".new", file))
@@ -115,8 +118,13 @@ func TestServesTLSAndReloads(t *testing.T) {
 	eventually(t, 10*time.Second, "the renewed certificate served", func() bool {
 		return bytes.Equal(second, servedCertificate(t, addr))
 	})
-	// A broken renewal keeps the pair in use.
+	// A broken renewal keeps the pair in use. The files are looked at again on a handshake, at most once a
+	// second: handshakes go on until the service has read the broken file, as its log says, and each
+	// presents the pair before.
 	require.NoError(t, os.WriteFile(certFile, []byte("not a certificate"), 0o600))
-	time.Sleep(1500 * time.Millisecond)
-	assert.Equal(t, second, servedCertificate(t, addr))
+	eventually(t, 30*time.Second, "the broken renewal read and refused", func() bool {
+		require.Equal(t, second, servedCertificate(t, addr), "the pair before, while the broken one is read")
+		return logMentioning(t, svc, "reading the renewed serving certificate") != ""
+	})
+	assert.Equal(t, second, servedCertificate(t, addr), "the pair before, once the broken one was refused")
 }
