@@ -351,8 +351,10 @@ func TestOverviewLiveUsage(t *testing.T) {
 		group(head, "resources", "requests")["huawei.com/Ascend910"] = "1"
 		group(head, "resources", "limits")["huawei.com/Ascend910"] = "1"
 		w := group(obj, "spec", "workerGroupSpecs", 0, "template")
+		// What the workers' tasks and actors hold of Ray's logical resources, apart from what they use.
 		group(w, "metadata")["annotations"] = map[string]any{
-			"kwok.x-k8s.io/usage-cpu": "250m", "kwok.x-k8s.io/usage-memory": "1Gi", "ray-service.local/gpu-utilization": "80"}
+			"kwok.x-k8s.io/usage-cpu": "250m", "kwok.x-k8s.io/usage-memory": "1Gi", "ray-service.local/gpu-utilization": "80",
+			"ray-service.local/ray-reserved-cpu": "2", "ray-service.local/ray-reserved-gpu": "1"}
 		res := group(w, "spec", "containers", 0, "resources")
 		group(res, "requests")["nvidia.com/gpu"] = "1"
 		group(res, "limits")["nvidia.com/gpu"] = "1"
@@ -372,9 +374,10 @@ func TestOverviewLiveUsage(t *testing.T) {
 	started := time.Now()
 	eventually(t, 2*time.Minute, "live used figures in the overview", func() bool {
 		get("/rest/ray/v1/overview?namespace="+ns, &d)
+		_, rayScraped := d.Used.Ray["CPU"]
 		return d.Used.CPU != nil && d.Used.MemoryBytes != nil && d.Used.GPU != nil && d.Used.NPU != nil &&
 			math.Abs(*d.Used.CPU-wantCPU) < 0.05*wantCPU && *d.Used.MemoryBytes == wantMem && math.Abs(*d.Used.GPU-wantGPU) < 1e-9 &&
-			math.Abs(*d.Used.NPU-wantNPU) < 1e-9
+			math.Abs(*d.Used.NPU-wantNPU) < 1e-9 && rayScraped
 	})
 	t.Logf("used CPU %.3f, memory %.0f, GPU %.2f, %s after the cluster ran", *d.Used.CPU, *d.Used.MemoryBytes, *d.Used.GPU,
 		time.Since(started).Round(time.Second))
@@ -383,7 +386,9 @@ func TestOverviewLiveUsage(t *testing.T) {
 	assert.InDelta(t, float64(2*4096<<20), *d.Used.GPUMemoryBytes, 0, "two GPUs, 4 GiB each by default")
 	require.NotNil(t, d.Used.NPUMemoryBytes)
 	assert.InDelta(t, float64(8192<<20), *d.Used.NPUMemoryBytes, 0, "one NPU, 8 GiB by default")
-	assert.InDelta(t, wantCPU, d.Used.Ray["CPU"], 0.05*wantCPU, "Ray's logical CPUs in use")
+	// Ray's logical resources held: the workers' 2 CPUs and a GPU each, the head's nothing (its NPU, and
+	// the memory, held by no task).
+	assert.Equal(t, map[string]float64{"CPU": 4, "GPU": 2, "NPU": 0, "memory": 0}, d.Used.Ray, "Ray's logical resources held, not used")
 
 	var m overviewData
 	get(itemPath(ns, "rayclusters", "busy")+"/metrics", &m)
