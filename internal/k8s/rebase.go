@@ -114,12 +114,13 @@ func rebase(sent, base, current *unstructured.Unstructured) (*unstructured.Unstr
 		switch {
 		case known:
 			was = part(base, path)
-		case path[0] == "spec" && sent.GetGeneration() != 0 && sent.GetGeneration() == current.GetGeneration():
+		case path[0] == "spec" && sent.GetUID() != "" && sent.GetGeneration() != 0 && sent.GetGeneration() == current.GetGeneration():
+			// Only for the object sent: one created again under the name counts its generations anew.
 			was, known = now, true
 		}
 		switch {
 		case equality.Semantic.DeepEqual(mine, now):
-			// the same either way
+			setPart(out, path, current) // the same either way: as it is written now
 		case known && equality.Semantic.DeepEqual(mine, was):
 			setPart(out, path, current) // the caller left it: someone else's change stays
 		case known && equality.Semantic.DeepEqual(now, was):
@@ -133,12 +134,13 @@ func rebase(sent, base, current *unstructured.Unstructured) (*unstructured.Unstr
 	return out, nil
 }
 
-// part is o's value at path, as compared: empty objects and lists are absent at any depth, and the
+// part is o's value at path, as compared: the empty fields a typed write adds are absent, and the
 // creator's label and annotations are left out (a replace keeps the ones recorded at creation, see
 // ray.KeepCreator). KubeRay updates a new RayJob through its Go types to add its finalizer
 // (ray-operator/controllers/ray/rayjob_controller.go, v1.6.0: r.Update in JobDeploymentStatusNew),
 // which writes the empty structs the manifest left out (`template.metadata: {}`, `scaleStrategy: {}`):
-// the spec's generation moves, its meaning does not.
+// the spec's generation moves, its meaning does not. Other empty values keep their meaning (an
+// affinity term's `namespaceSelector: {}` is every namespace, its absence the pod's own).
 func part(o *unstructured.Unstructured, path []string) any {
 	v, ok, _ := unstructured.NestedFieldNoCopy(o.Object, path...)
 	if !ok {
@@ -153,14 +155,29 @@ func part(o *unstructured.Unstructured, path []string) any {
 	return pruned(v)
 }
 
-// pruned is v without its empty objects and lists, at any depth; nil where nothing is left.
+// typedEmpty are the fields a write through Go types adds, empty, where a manifest left them out: struct
+// fields without omitempty's effect (ObjectMeta, ScaleStrategy, ResourceRequirements) and a metadata's
+// creationTimestamp: null.
+var typedEmpty = map[string]bool{"metadata": true, "scaleStrategy": true, "resources": true, "creationTimestamp": true}
+
+// pruned is v without the typedEmpty fields that are empty or null, at any depth; nil where an object or
+// a list is left empty. Any other field left empty stays, as an empty object or list (or null).
 func pruned(v any) any {
 	switch t := v.(type) {
 	case map[string]any:
 		out := make(map[string]any, len(t))
 		for k, e := range t {
-			if e = pruned(e); e != nil {
-				out[k] = e
+			p := pruned(e)
+			switch {
+			case p != nil:
+				out[k] = p
+			case typedEmpty[k]:
+			case isList(e):
+				out[k] = []any{}
+			case e != nil:
+				out[k] = map[string]any{}
+			default:
+				out[k] = nil
 			}
 		}
 		if len(out) == 0 {
@@ -188,4 +205,9 @@ func setPart(out *unstructured.Unstructured, path []string, from *unstructured.U
 		return
 	}
 	_ = unstructured.SetNestedField(out.Object, v, path...)
+}
+
+func isList(v any) bool {
+	_, ok := v.([]any)
+	return ok
 }

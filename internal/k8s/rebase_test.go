@@ -15,7 +15,8 @@ func object(rv string, gen int64, replicas int64, labels map[string]string, fina
 	o := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "ray.io/v1", "kind": "RayCluster",
 		"metadata": map[string]any{"name": "c", "namespace": "ns", "uid": "u1"},
-		"spec":     map[string]any{"workerGroupSpecs": []any{map[string]any{"groupName": "w", "replicas": replicas}}},
+		"spec": map[string]any{"workerGroupSpecs": []any{map[string]any{"groupName": "w", "replicas": replicas,
+			"template": map[string]any{"spec": map[string]any{"containers": []any{map[string]any{"name": "ray-worker", "image": "rayproject/ray:2.46.0"}}}}}}},
 	}}
 	o.SetResourceVersion(rv)
 	o.SetGeneration(gen)
@@ -81,7 +82,9 @@ func TestRebase(t *testing.T) {
 		now := object("12", 2, 2, map[string]string{"team": "a"})
 		groups, _, _ := unstructured.NestedSlice(now.Object, "spec", "workerGroupSpecs")
 		groups[0].(map[string]any)["scaleStrategy"] = map[string]any{}
-		groups[0].(map[string]any)["template"] = map[string]any{"metadata": map[string]any{}}
+		template := groups[0].(map[string]any)["template"].(map[string]any)
+		template["metadata"] = map[string]any{"creationTimestamp": nil}
+		template["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)["resources"] = map[string]any{}
 		require.NoError(t, unstructured.SetNestedSlice(now.Object, groups, "spec", "workerGroupSpecs"))
 		out, err := rebase(object("10", 1, 3, map[string]string{"team": "a"}), base, now)
 		require.NoError(t, err, "the spec's meaning did not move")
@@ -90,6 +93,28 @@ func TestRebase(t *testing.T) {
 		require.NoError(t, unstructured.SetNestedSlice(now.Object, groups, "spec", "workerGroupSpecs"))
 		_, err = rebase(object("10", 1, 3, map[string]string{"team": "a"}), base, now)
 		require.Error(t, err, "a worker to delete is a change")
+	})
+	t.Run("an empty selector someone else added is a change", func(t *testing.T) {
+		// withTerm is o with a required anti-affinity term on its workers, sel its namespaceSelector.
+		withTerm := func(o *unstructured.Unstructured, sel map[string]any) *unstructured.Unstructured {
+			term := map[string]any{"topologyKey": "kubernetes.io/hostname"}
+			if sel != nil {
+				term["namespaceSelector"] = sel
+			}
+			groups, _, _ := unstructured.NestedSlice(o.Object, "spec", "workerGroupSpecs")
+			groups[0].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["affinity"] = map[string]any{
+				"podAntiAffinity": map[string]any{"requiredDuringSchedulingIgnoredDuringExecution": []any{term}}}
+			require.NoError(t, unstructured.SetNestedSlice(o.Object, groups, "spec", "workerGroupSpecs"))
+			return o
+		}
+		was := withTerm(object("10", 1, 2, map[string]string{"team": "a"}), nil)
+		// namespaceSelector: {} is every namespace; without it, the pod's own.
+		now := withTerm(object("12", 2, 2, map[string]string{"team": "a"}), map[string]any{})
+		_, err := rebase(withTerm(object("10", 1, 3, map[string]string{"team": "a"}), nil), was, now)
+		require.Error(t, err, "the caller's stale spec would drop their selector")
+		out, err := rebase(withTerm(object("10", 1, 2, map[string]string{"team": "c"}), nil), was, now)
+		require.NoError(t, err, "a label edit alone")
+		assert.Equal(t, now.Object["spec"], out.Object["spec"], "their selector stays")
 	})
 	t.Run("the creator's keys are the service's, not a change", func(t *testing.T) {
 		sent := object("10", 1, 3, map[string]string{"team": "a"})
@@ -115,6 +140,10 @@ func TestRebase(t *testing.T) {
 		assert.Equal(t, int64(3), replicasOf(t, out))
 		_, err = rebase(object("10", 1, 3, map[string]string{"team": "a"}), nil, object("12", 2, 2, map[string]string{"team": "a"}))
 		require.Error(t, err, "the spec moved since")
+		noUID := object("10", 1, 3, map[string]string{"team": "a"})
+		noUID.SetUID("")
+		_, err = rebase(noUID, nil, object("12", 1, 2, map[string]string{"team": "a"}))
+		require.Error(t, err, "no uid sent: the generation may be another object's")
 		noGen := object("10", 0, 3, map[string]string{"team": "a"})
 		_, err = rebase(noGen, nil, object("12", 0, 2, map[string]string{"team": "a"}))
 		require.Error(t, err, "no generation sent: nothing tells the spec's base")
