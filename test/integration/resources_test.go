@@ -348,6 +348,32 @@ func TestYAMLRoundTrip(t *testing.T) {
 		require.Equal(t, 200, put.Status, "%s", put.Raw)
 		assert.Equal(t, int64(1), decode[summary](t, put).WorkerGroups[0].Replicas)
 	})
+	// Attack (from the review of the rebase): an empty object someone else adds carries meaning, and a
+	// stale edit must not drop it. An anti-affinity term's namespaceSelector: {} is every namespace,
+	// its absence the pod's own namespace only.
+	t.Run("a stale edit cannot drop an empty selector added since", func(t *testing.T) {
+		require.Equal(t, 201, createCluster(t, admin, ns, "selector", nil).Status)
+		path := nsPath(ns, "rayclusters") + "/selector"
+		patchRay(t, rayClusters, ns, "selector", types.JSONPatchType, `[{"op":"add","path":"/spec/workerGroupSpecs/0/template/spec/affinity",`+
+			`"value":{"podAntiAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":[{"topologyKey":"kubernetes.io/hostname"}]}}}]`)
+		exp := call(t, "GET", path+"/yaml", admin, "", nil)
+		require.Equal(t, 200, exp.Status)
+		patchRay(t, rayClusters, ns, "selector", types.JSONPatchType,
+			`[{"op":"add","path":"/spec/workerGroupSpecs/0/template/spec/affinity/podAntiAffinity/requiredDuringSchedulingIgnoredDuringExecution/0/namespaceSelector","value":{}}]`)
+		theirs, _ := stored(t, rayClusters, ns, "selector")
+		put := call(t, "PUT", path, admin, "application/yaml", editedReplicas(t, exp.Raw, 1))
+		require.Equal(t, 409, put.Status, "a spec edit from before the selector: %s", put.Raw)
+		assert.Contains(t, put.Msg, "spec was changed since resourceVersion")
+		var o unstructured.Unstructured
+		require.NoError(t, yaml.Unmarshal(exp.Raw, &o.Object))
+		o.SetLabels(map[string]string{"team": "a"})
+		labelled, err := yaml.Marshal(o.Object)
+		require.NoError(t, err)
+		put = call(t, "PUT", path, admin, "application/yaml", labelled)
+		require.Equal(t, 200, put.Status, "a label edit alone: %s", put.Raw)
+		now, _ := stored(t, rayClusters, ns, "selector")
+		assert.Equal(t, theirs, now, "their selector stays")
+	})
 }
 
 // operatorStarted waits until the operator has written the object's status: for a RayJob, past
