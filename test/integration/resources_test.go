@@ -13,6 +13,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -412,4 +414,46 @@ func editedReplicas(t *testing.T, exported []byte, n int64) []byte {
 	out, err := yaml.Marshal(o)
 	require.NoError(t, err)
 	return out
+}
+
+// Attack (from the review of the rebase): an export whose uid was taken out, sent after its object was
+// deleted and created again under the name, by a caller who may not list (so the export cannot be read
+// back). The new object's generation starts again and can equal the one sent: the generation alone must
+// not let the old spec over the new object.
+func TestAttackStaleReplaceOfAnObjectCreatedAgain(t *testing.T) {
+	t.Parallel()
+	ns := namespace(t, "recreated")
+	admin := env.tokens["admin"]
+	user, token := tenant(t, ns, "editor")
+	grantRole(t, ns, user, "get-update", rbacv1.PolicyRule{APIGroups: []string{"ray.io"}, Resources: []string{"rayclusters"}, Verbs: []string{"get", "update"}})
+	require.Equal(t, 201, createCluster(t, admin, ns, "again", nil).Status)
+	path := nsPath(ns, "rayclusters") + "/again"
+	exp := call(t, "GET", path+"/yaml", token, "", nil)
+	require.Equal(t, 200, exp.Status, "%s", exp.Raw)
+	var o unstructured.Unstructured
+	require.NoError(t, yaml.Unmarshal(editedReplicas(t, exp.Raw, 1), &o.Object))
+	unstructured.RemoveNestedField(o.Object, "metadata", "uid")
+	stale, err := yaml.Marshal(o.Object)
+	require.NoError(t, err)
+
+	_, exported := stored(t, rayClusters, ns, "again") // the generation the export carries
+	ctx := context.Background()
+	require.NoError(t, env.adminDyn.Resource(rayClusters).Namespace(ns).Delete(ctx, "again", metav1.DeleteOptions{}))
+	eventually(t, time.Minute, "the cluster gone", func() bool {
+		_, err := getRay(t, rayClusters, ns, "again")
+		return apierrors.IsNotFound(err)
+	})
+	theirs := clusterManifest(t, "again")
+	groups, _, _ := unstructured.NestedSlice(theirs.Object, "spec", "workerGroupSpecs")
+	groups[0].(map[string]any)["replicas"] = int64(3)
+	require.NoError(t, unstructured.SetNestedSlice(theirs.Object, groups, "spec", "workerGroupSpecs"))
+	created, err := env.adminDyn.Resource(rayClusters).Namespace(ns).Create(ctx, theirs, metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.Equal(t, exported, created.GetGeneration(), "the attack needs the generations to match")
+	spec, _ := stored(t, rayClusters, ns, "again")
+
+	put := call(t, "PUT", path, token, "application/yaml", stale)
+	require.Equal(t, 409, put.Status, "the old spec over the object created again: %s", put.Raw)
+	now, _ := stored(t, rayClusters, ns, "again")
+	assert.Equal(t, spec, now, "the new object's spec stays")
 }
