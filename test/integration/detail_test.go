@@ -80,10 +80,8 @@ func TestDetailFromTheCache(t *testing.T) {
 	fromAPIServer := detailsServed(t, svc.url, "apiserver")
 
 	// A change made elsewhere, and an event about the object: shown from the cache.
-	_, err := env.adminDyn.Resource(rayClusters).Namespace(ns).Patch(context.Background(), "demo", types.MergePatchType,
-		[]byte(`{"metadata":{"labels":{"changed":"elsewhere"}}}`), metav1.PatchOptions{})
-	require.NoError(t, err)
-	_, err = env.admin.CoreV1().Events(ns).Create(context.Background(), &corev1.Event{
+	patchRay(t, rayClusters, ns, "demo", types.MergePatchType, `{"metadata":{"labels":{"changed":"elsewhere"}}}`)
+	_, err := env.admin.CoreV1().Events(ns).Create(context.Background(), &corev1.Event{
 		ObjectMeta:     metav1.ObjectMeta{Name: "demo-note"},
 		InvolvedObject: corev1.ObjectReference{Kind: "RayCluster", Name: "demo", Namespace: ns}, Reason: "Noted", Message: "a note",
 		Type: "Normal", LastTimestamp: metav1.Now(), Source: corev1.EventSource{Component: "test"},

@@ -42,6 +42,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -527,6 +528,13 @@ func renamed(t *testing.T, manifest []byte, name string) (yamlDoc, jsonDoc []byt
 func getRay(t *testing.T, gvr schema.GroupVersionResource, ns, name string) (*unstructured.Unstructured, error) {
 	t.Helper()
 	return env.adminDyn.Resource(gvr).Namespace(ns).Get(context.Background(), name, metav1.GetOptions{})
+}
+
+// patchRay patches a Ray object as the admin, straight to the apiserver: someone else's write.
+func patchRay(t *testing.T, gvr schema.GroupVersionResource, ns, name string, pt types.PatchType, patch string) {
+	t.Helper()
+	_, err := env.adminDyn.Resource(gvr).Namespace(ns).Patch(context.Background(), name, pt, []byte(patch), metav1.PatchOptions{})
+	require.NoError(t, err)
 }
 
 // clusterPods lists the pods of a Ray cluster as the admin.

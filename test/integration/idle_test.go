@@ -284,10 +284,15 @@ type promSample struct {
 	Value  float64
 }
 
+// promAnswer is the stack's Prometheus' answer to an instant query, now.
+func promAnswer(expr string) (int, []byte, error) {
+	return httpGetHeaders(context.Background(), env.vars["PROMETHEUS_URL"]+"/api/v1/query?query="+url.QueryEscape(expr), nil)
+}
+
 // promQuery asks the stack's Prometheus an instant query, now.
 func promQuery(t *testing.T, expr string) []promSample {
 	t.Helper()
-	code, body, err := httpGetHeaders(context.Background(), env.vars["PROMETHEUS_URL"]+"/api/v1/query?query="+url.QueryEscape(expr), nil)
+	code, body, err := promAnswer(expr)
 	require.NoError(t, err)
 	require.Equal(t, 200, code, "%s", body)
 	var answer struct {
@@ -315,7 +320,7 @@ func logIdleQueries(t *testing.T) {
 		return
 	}
 	for name, expr := range metrics.WorkExpressions(30*time.Second, 5*time.Second) {
-		_, body, err := httpGetHeaders(context.Background(), env.vars["PROMETHEUS_URL"]+"/api/v1/query?query="+url.QueryEscape(expr), nil)
+		_, body, err := promAnswer(expr)
 		t.Logf("%s: %v %s", name, err, body)
 	}
 }

@@ -394,13 +394,6 @@ func operatorStarted(t *testing.T, gvr schema.GroupVersionResource, ns, name str
 	})
 }
 
-// patchRay patches a Ray object as the admin, straight to the apiserver: someone else's write.
-func patchRay(t *testing.T, gvr schema.GroupVersionResource, ns, name string, pt types.PatchType, patch string) {
-	t.Helper()
-	_, err := env.adminDyn.Resource(gvr).Namespace(ns).Patch(context.Background(), name, pt, []byte(patch), metav1.PatchOptions{})
-	require.NoError(t, err)
-}
-
 // editedReplicas is an exported RayCluster's YAML with its one worker group's replicas set to n.
 func editedReplicas(t *testing.T, exported []byte, n int64) []byte {
 	t.Helper()
