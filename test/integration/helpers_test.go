@@ -594,6 +594,8 @@ type summary struct {
 		Manager string `json:"manager"`
 		Queue   string `json:"queue"`
 	} `json:"scheduling"`
+	// Idle is present while the cluster is judged idle.
+	Idle json.RawMessage `json:"idle"`
 }
 
 type listData struct {
