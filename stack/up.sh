@@ -23,6 +23,9 @@ QUEUE_CRDS=$("$STACK_DIR/crds.sh")
 : "${WITH_KWOK_METRICS:=$WITH_PROMETHEUS}"
 # The size of each fake node (the benchmark runs a thousand Ray pods on one).
 : "${NODE_CPU:=32}" "${NODE_MEMORY:=128Gi}" "${NODE_PODS:=110}"
+# Accelerators per fake node: enough that the suite's clusters, running side by side, never wait for one
+# another (two nodes of 4 GPUs ran out when the idle tests overlapped the overview's).
+: "${NODE_GPUS:=16}" "${NODE_NPUS:=32}"
 SERVICE_CIDR=127.2.0.0/16
 
 mkdir -p "$STATE"/{pki,logs,pids}
@@ -263,8 +266,8 @@ metadata:
   annotations: {node.alpha.kubernetes.io/ttl: "0", kwok.x-k8s.io/node: fake}
   labels: {kubernetes.io/arch: amd64, kubernetes.io/os: linux, kubernetes.io/hostname: kwok-node-$i, type: kwok}
 status:
-  allocatable: {cpu: "$NODE_CPU", memory: $NODE_MEMORY, pods: "$NODE_PODS", nvidia.com/gpu: "4", huawei.com/Ascend910: "8"}
-  capacity: {cpu: "$NODE_CPU", memory: $NODE_MEMORY, pods: "$NODE_PODS", nvidia.com/gpu: "4", huawei.com/Ascend910: "8"}
+  allocatable: {cpu: "$NODE_CPU", memory: $NODE_MEMORY, pods: "$NODE_PODS", nvidia.com/gpu: "$NODE_GPUS", huawei.com/Ascend910: "$NODE_NPUS"}
+  capacity: {cpu: "$NODE_CPU", memory: $NODE_MEMORY, pods: "$NODE_PODS", nvidia.com/gpu: "$NODE_GPUS", huawei.com/Ascend910: "$NODE_NPUS"}
 NODE
 done | kubectl apply -f - >>"$STATE/logs/apply.log"
 wait_for kwok 60 kubectl wait --for=condition=Ready --timeout=1s node --all

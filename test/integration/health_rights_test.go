@@ -23,7 +23,7 @@ func TestHealthReasonNeedsTheRightToSeeItsSource(t *testing.T) {
 	require.Equal(t, 201, createCluster(t, admin, ns, "gpu", func(obj map[string]any) {
 		res := group(obj, "spec", "workerGroupSpecs", 0, "template", "spec", "containers", 0, "resources")
 		for _, k := range []string{"requests", "limits"} {
-			group(res, k)["nvidia.com/gpu"] = "8"
+			group(res, k)["nvidia.com/gpu"] = "1000"
 		}
 	}).Status)
 	waitHealth(t, ns, "gpu", "Degraded", "Unschedulable")

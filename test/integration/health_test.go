@@ -26,10 +26,10 @@ func TestHealthDiagnosis(t *testing.T) {
 	admin := env.tokens["admin"]
 	cases := map[string]func(obj map[string]any){
 		"healthy": nil,
-		"gpu": func(obj map[string]any) { // workers ask for 8 GPUs, more than any KWOK node has (4); the head runs
+		"gpu": func(obj map[string]any) { // workers ask for 1000 GPUs, more than any KWOK node has (stack/up.sh); the head runs
 			res := group(obj, "spec", "workerGroupSpecs", 0, "template", "spec", "containers", 0, "resources")
 			for _, k := range []string{"requests", "limits"} {
-				group(res, k)["nvidia.com/gpu"] = "8"
+				group(res, k)["nvidia.com/gpu"] = "1000"
 			}
 		},
 		"image": func(obj map[string]any) {

@@ -429,6 +429,12 @@ func runningCluster(t *testing.T, ns, name string) {
 func waitStatus(t *testing.T, ns, kind, name, want string) summary {
 	t.Helper()
 	var last summary
+	defer func() {
+		if t.Failed() { // what stood in the way, from the detail's health (a timeout ends the test here)
+			r := call(t, "GET", itemPath(ns, kind, name), env.tokens["admin"], "", nil)
+			t.Logf("%s/%s last read as %q: %d %s", kind, name, last.Status, r.Status, healthOf(r.Raw))
+		}
+	}()
 	eventually(t, 90*time.Second, fmt.Sprintf("%s/%s status %s", kind, name, want), func() bool {
 		s, code := statusOf(t, ns, kind, name)
 		last = s
@@ -436,6 +442,17 @@ func waitStatus(t *testing.T, ns, kind, name, want string) summary {
 	})
 	captureStatus(t, ns, kind, name)
 	return last
+}
+
+// healthOf is the health part of a detail's answer, for a failure's log.
+func healthOf(raw []byte) string {
+	var d struct {
+		Health json.RawMessage `json:"health"`
+	}
+	if json.Unmarshal(raw, &d) != nil {
+		return string(raw)
+	}
+	return string(d.Health)
 }
 
 // statusOf reads an object's summary status through the service, as the admin.
