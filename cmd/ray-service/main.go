@@ -151,7 +151,7 @@ func run() error {
 	var leading func() bool    // whether this replica writes the history, and so acts for all
 	var utilization api.Utilization
 	if cfg.HistoryDSN != "" {
-		recorder, store2, released, err := startHistory(ctx, cfg, restCfg, kinds, store.Serves, log, instance, registry, clusterUse)
+		recorder, store2, released, err := startHistory(ctx, cfg, restCfg, kinds, templates, store.Serves, log, instance, registry, clusterUse)
 		if err != nil {
 			return err
 		}
@@ -404,7 +404,8 @@ func (t idleTo) SetIdle(idle map[cache.ClusterRef]*ray.Idle) {
 
 // startHistory opens the history database and starts its recorder, which writes while this replica
 // holds the history's Lease.
-func startHistory(ctx context.Context, cfg *config.Config, restCfg *rest.Config, kinds *ray.Kinds, serves func(*ray.Kind) bool, log *zap.Logger,
+func startHistory(ctx context.Context, cfg *config.Config, restCfg *rest.Config, kinds *ray.Kinds, signer *ray.TemplateSigner,
+	serves func(*ray.Kind) bool, log *zap.Logger,
 	instance string, registry *prometheus.Registry, use history.Use) (*history.Recorder, *history.Store, <-chan struct{}, error) {
 	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -429,7 +430,7 @@ func startHistory(ctx context.Context, cfg *config.Config, restCfg *rest.Config,
 			ns = strings.TrimSpace(string(b))
 		}
 	}
-	r := &history.Recorder{Store: hs, Kinds: kinds, Serves: serves, Dynamic: dyn, Core: core, Log: log,
+	r := &history.Recorder{Store: hs, Kinds: kinds, Serves: serves, Dynamic: dyn, Core: core, Log: log, Signer: signer,
 		Limits: ray.EndingLimits{Events: 100, LogLines: 2000, LogBytes: 256 << 10},
 		MaxAge: cfg.HistoryMaxAge, MaxPerNamespace: cfg.HistoryMaxPerNamespace,
 		NamespaceMaxBytes: cfg.HistoryNamespaceBytes, MaxBytes: cfg.HistoryBytes,
