@@ -87,7 +87,7 @@ type GroupKey struct {
 	// Creator is the creator the service signed; empty (grouped by creator) for the objects whose creator
 	// it did not sign: unverified, billed to no one.
 	Creator string `json:"creator,omitempty"`
-	Kind      string `json:"kind,omitempty"`
+	Kind    string `json:"kind,omitempty"`
 	// Cluster and Name (grouped by cluster): the Ray cluster, and the object it is counted to.
 	Cluster string `json:"cluster,omitempty"`
 	Name    string `json:"name,omitempty"`
