@@ -254,9 +254,15 @@ func run() error {
 				}
 				return "", nil
 			}
+			storeNS, storeName, _ := strings.Cut(cfg.IdlePolicyStore, "/")
+			if cfg.IdlePolicyStore == "" {
+				storeNS, storeName = serviceNamespace(), "ray-service-idle-policies"
+			}
+			manager.PolicyGenerations = &k8s.PolicyGenerations{ConfigMaps: core.CoreV1().ConfigMaps(storeNS), Name: storeName}
+			log.Info("idle policies", zap.String("generations", storeNS+"/"+storeName))
 			policy.Stopping = true
 			policy.Namespaces = func(ctx context.Context, ns string) (*idle.NamespacePolicy, error) {
-				p, err := k8s.ReadIdlePolicy(ctx, core.CoreV1(), templates, ns)
+				p, err := k8s.ReadIdlePolicy(ctx, core.CoreV1(), templates, manager.PolicyGenerations, ns)
 				if p == nil || err != nil {
 					return nil, err
 				}
@@ -425,10 +431,7 @@ func startHistory(ctx context.Context, cfg *config.Config, restCfg *rest.Config,
 	}
 	ns := cfg.HistoryLeaseNamespace
 	if ns == "" {
-		ns = "default"
-		if b, err := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace"); err == nil && len(b) > 0 {
-			ns = strings.TrimSpace(string(b))
-		}
+		ns = serviceNamespace()
 	}
 	r := &history.Recorder{Store: hs, Kinds: kinds, Serves: serves, Dynamic: dyn, Core: core, Log: log, Signer: signer,
 		Limits: ray.EndingLimits{Events: 100, LogLines: 2000, LogBytes: 256 << 10},
@@ -456,6 +459,14 @@ func startHistory(ctx context.Context, cfg *config.Config, restCfg *rest.Config,
 	}()
 	log.Info("history", zap.String("database", history.Redact(cfg.HistoryDSN)), zap.String("lease", ns+"/"+cfg.HistoryLease))
 	return r, hs, released, nil
+}
+
+// serviceNamespace is the service's own namespace (its ServiceAccount's), else default.
+func serviceNamespace() string {
+	if b, err := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace"); err == nil && len(b) > 0 {
+		return strings.TrimSpace(string(b))
+	}
+	return "default"
 }
 
 // newGuard is the guard of the webhooks' addresses the configuration asks for.
