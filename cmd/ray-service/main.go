@@ -120,7 +120,11 @@ func run() error {
 	reviewer := auth.NewReviewer(clients.ReviewerFor, cfg.AuthCacheTTL, cfg.AuthCacheSize)
 	dashboards := dashboard.NewDashboards(cfg.ClusterDomain, cfg.DashboardTimeout)
 	registry, httpMetrics := metrics.NewRegistry()
-	registry.MustRegister(metrics.NewRunsCollector(store.EachRunState))
+	// The RayCronJobs' series name each one (namespace and name), which only callers who may list them
+	// see: they are served on the metrics address of its own alone, never on the API's, which answers
+	// without a token.
+	named := prometheus.NewRegistry()
+	named.MustRegister(metrics.NewRunsCollector(store.EachRunState))
 	metrics.RegisterSize(registry, "ray_service_auth_cache_entries", "Access review verdicts and user names cached.", reviewer.Len)
 	var usage api.Usage // none without Prometheus
 	var clusterHealth api.ClusterHealth
@@ -288,6 +292,8 @@ func run() error {
 	var apiMetrics prometheus.Gatherer = registry
 	if cfg.MetricsListen != "" {
 		apiMetrics = nil
+	} else {
+		log.Info("the RayCronJobs' run series (ray_service_runs*) are served on metrics-listen alone: none is set")
 	}
 	router := api.NewRouter(api.Deps{
 		Kinds: kinds,
@@ -345,7 +351,7 @@ func run() error {
 	}
 	errc := make(chan error, 2)
 	if cfg.MetricsListen != "" {
-		msrv := &http.Server{Addr: cfg.MetricsListen, Handler: promhttp.HandlerFor(registry, promhttp.HandlerOpts{}),
+		msrv := &http.Server{Addr: cfg.MetricsListen, Handler: promhttp.HandlerFor(prometheus.Gatherers{registry, named}, promhttp.HandlerOpts{}),
 			ReadHeaderTimeout: 10 * time.Second, ReadTimeout: cfg.ReadTimeout, WriteTimeout: cfg.WriteTimeout}
 		defer func() { _ = msrv.Close() }()
 		go func() {
