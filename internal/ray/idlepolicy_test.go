@@ -42,4 +42,3 @@ func TestPolicyRefusal(t *testing.T) {
 	_, signed = s.PolicyRefusal(edited, "u-1", 2)
 	assert.False(t, signed, "not the service's at all")
 }
-
