@@ -120,7 +120,11 @@ func run() error {
 	reviewer := auth.NewReviewer(clients.ReviewerFor, cfg.AuthCacheTTL, cfg.AuthCacheSize)
 	dashboards := dashboard.NewDashboards(cfg.ClusterDomain, cfg.DashboardTimeout)
 	registry, httpMetrics := metrics.NewRegistry()
-	registry.MustRegister(metrics.NewRunsCollector(store.EachRunState))
+	// The RayCronJobs' series name each one (namespace and name), which only callers who may list them
+	// see: they are served on the metrics address of its own alone, never on the API's, which answers
+	// without a token.
+	named := prometheus.NewRegistry()
+	named.MustRegister(metrics.NewRunsCollector(store.EachRunState))
 	metrics.RegisterSize(registry, "ray_service_auth_cache_entries", "Access review verdicts and user names cached.", reviewer.Len)
 	var usage api.Usage // none without Prometheus
 	var clusterHealth api.ClusterHealth
@@ -151,7 +155,7 @@ func run() error {
 	var leading func() bool    // whether this replica writes the history, and so acts for all
 	var utilization api.Utilization
 	if cfg.HistoryDSN != "" {
-		recorder, store2, released, err := startHistory(ctx, cfg, restCfg, kinds, store.Serves, log, instance, registry, clusterUse)
+		recorder, store2, released, err := startHistory(ctx, cfg, restCfg, kinds, templates, store.Serves, log, instance, registry, clusterUse)
 		if err != nil {
 			return err
 		}
@@ -254,9 +258,15 @@ func run() error {
 				}
 				return "", nil
 			}
+			storeNS, storeName, _ := strings.Cut(cfg.IdlePolicyStore, "/")
+			if cfg.IdlePolicyStore == "" {
+				storeNS, storeName = serviceNamespace(), "ray-service-idle-policies"
+			}
+			manager.PolicyGenerations = &k8s.PolicyGenerations{ConfigMaps: core.CoreV1().ConfigMaps(storeNS), Name: storeName}
+			log.Info("idle policies", zap.String("generations", storeNS+"/"+storeName))
 			policy.Stopping = true
 			policy.Namespaces = func(ctx context.Context, ns string) (*idle.NamespacePolicy, error) {
-				p, err := k8s.ReadIdlePolicy(ctx, core.CoreV1(), templates, ns)
+				p, err := k8s.ReadIdlePolicy(ctx, core.CoreV1(), templates, manager.PolicyGenerations, ns)
 				if p == nil || err != nil {
 					return nil, err
 				}
@@ -282,6 +292,8 @@ func run() error {
 	var apiMetrics prometheus.Gatherer = registry
 	if cfg.MetricsListen != "" {
 		apiMetrics = nil
+	} else {
+		log.Info("the RayCronJobs' run series (ray_service_runs*) are served on metrics-listen alone: none is set")
 	}
 	router := api.NewRouter(api.Deps{
 		Kinds: kinds,
@@ -339,7 +351,7 @@ func run() error {
 	}
 	errc := make(chan error, 2)
 	if cfg.MetricsListen != "" {
-		msrv := &http.Server{Addr: cfg.MetricsListen, Handler: promhttp.HandlerFor(registry, promhttp.HandlerOpts{}),
+		msrv := &http.Server{Addr: cfg.MetricsListen, Handler: promhttp.HandlerFor(prometheus.Gatherers{registry, named}, promhttp.HandlerOpts{}),
 			ReadHeaderTimeout: 10 * time.Second, ReadTimeout: cfg.ReadTimeout, WriteTimeout: cfg.WriteTimeout}
 		defer func() { _ = msrv.Close() }()
 		go func() {
@@ -404,7 +416,8 @@ func (t idleTo) SetIdle(idle map[cache.ClusterRef]*ray.Idle) {
 
 // startHistory opens the history database and starts its recorder, which writes while this replica
 // holds the history's Lease.
-func startHistory(ctx context.Context, cfg *config.Config, restCfg *rest.Config, kinds *ray.Kinds, serves func(*ray.Kind) bool, log *zap.Logger,
+func startHistory(ctx context.Context, cfg *config.Config, restCfg *rest.Config, kinds *ray.Kinds, signer *ray.TemplateSigner,
+	serves func(*ray.Kind) bool, log *zap.Logger,
 	instance string, registry *prometheus.Registry, use history.Use) (*history.Recorder, *history.Store, <-chan struct{}, error) {
 	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -424,12 +437,9 @@ func startHistory(ctx context.Context, cfg *config.Config, restCfg *rest.Config,
 	}
 	ns := cfg.HistoryLeaseNamespace
 	if ns == "" {
-		ns = "default"
-		if b, err := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace"); err == nil && len(b) > 0 {
-			ns = strings.TrimSpace(string(b))
-		}
+		ns = serviceNamespace()
 	}
-	r := &history.Recorder{Store: hs, Kinds: kinds, Serves: serves, Dynamic: dyn, Core: core, Log: log,
+	r := &history.Recorder{Store: hs, Kinds: kinds, Serves: serves, Dynamic: dyn, Core: core, Log: log, Signer: signer,
 		Limits: ray.EndingLimits{Events: 100, LogLines: 2000, LogBytes: 256 << 10},
 		MaxAge: cfg.HistoryMaxAge, MaxPerNamespace: cfg.HistoryMaxPerNamespace,
 		NamespaceMaxBytes: cfg.HistoryNamespaceBytes, MaxBytes: cfg.HistoryBytes,
@@ -455,6 +465,14 @@ func startHistory(ctx context.Context, cfg *config.Config, restCfg *rest.Config,
 	}()
 	log.Info("history", zap.String("database", history.Redact(cfg.HistoryDSN)), zap.String("lease", ns+"/"+cfg.HistoryLease))
 	return r, hs, released, nil
+}
+
+// serviceNamespace is the service's own namespace (its ServiceAccount's), else default.
+func serviceNamespace() string {
+	if b, err := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace"); err == nil && len(b) > 0 {
+		return strings.TrimSpace(string(b))
+	}
+	return "default"
 }
 
 // newGuard is the guard of the webhooks' addresses the configuration asks for.

@@ -45,14 +45,16 @@ const csvContentType = "text/csv; charset=utf-8"
 //	@Description	cluster) between from and to (RFC 3339 or Unix seconds; default the last seven UTC days, today included).
 //	@Description	The figures are kept per UTC day, so the window is widened to whole days: the answer's from and to say
 //	@Description	which. Allocated hours are each Ray cluster's requests (head and every worker replica) times the time
-//	@Description	it was Pending or Running, counted to the object that made it (a RayJob or RayService) and that
-//	@Description	object's creator; they are kept after the objects are gone. Used hours are what its pods used, read
+//	@Description	it was Pending or Running, counted to the object that made it (a RayJob or RayService, where the
+//	@Description	cluster's owner reference to it backs KubeRay's labels) and that object's creator; they are kept after
+//	@Description	the objects are gone. Only a creator the service signed (a create made through it) is billed: one
+//	@Description	written by anyone who may edit the object is shown as an empty creator (unverified). Used hours are what its pods used, read
 //	@Description	from Prometheus (cAdvisor, DCGM, npu-exporter) by the service as the days go: measured shows how much
 //	@Description	of the window was, and where none was the used figures are null with a warning. Idle hours are those a
 //	@Description	cluster holding GPUs or NPUs spent idle, as the idle detection judges it. Objects counts the Ray
 //	@Description	clusters that held anything in the window, runs the times one began to; share is a row's part of the
 //	@Description	whole (every group the caller may see). Grouped by namespace, each row carries the namespace's
-//	@Description	ResourceQuotas for CPU, memory, GPUs and NPUs. A caller sees only the namespaces where it may list
+//	@Description	ResourceQuotas for CPU, memory, GPUs and NPUs, where the caller may list ResourceQuotas there. A caller sees only the namespaces where it may list
 //	@Description	the kind counted (RayClusters, RayJobs, RayServices). Accept: text/csv answers the rows as CSV (all of
 //	@Description	them unless page or pageSize is given). 503 when the service runs without a history database.
 //	@Tags			utilization
@@ -206,6 +208,13 @@ func (s *Server) utilizationIn(c *gin.Context, ns string) (*response, error) {
 		for i := range rep.Items {
 			names[i] = rep.Items[i].Namespace
 		}
+		// The quotas are read with the service's identity: a row carries them only where the caller may
+		// list ResourceQuotas itself.
+		readable, err := s.Authz.Scope(ctx, token(c), auth.Attributes{Verb: "list", Resource: "resourcequotas", Namespace: ns}, names)
+		if err != nil {
+			return nil, err
+		}
+		names = slices.DeleteFunc(names, func(n string) bool { return !readable.Contains(n) })
 		quotas, err := s.Quotas.Quotas(ctx, names)
 		if err != nil {
 			rep.Warnings = append(rep.Warnings, "the namespaces' ResourceQuotas could not be read: "+err.Error())

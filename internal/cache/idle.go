@@ -17,8 +17,10 @@ type IdleCandidate struct {
 	Summary ray.Summary
 	// JobRunning: a RayJob runs its job on it now (a RayJob's cluster is idle only between jobs).
 	JobRunning bool
-	// OwnedBy is the kind that made it ("RayJob", "RayService"; "" for one made on its own), from
-	// KubeRay's label ray.io/originated-from-crd.
+	// OwnedBy is the kind that made it ("RayJob", "RayService"; "" for one made on its own): KubeRay's
+	// labels ray.io/originated-from-crd and ray.io/originated-from-cr-name, believed only with the owner
+	// reference KubeRay sets to that object, whose UID is the one the cache holds (ray.MadeBy). Labels
+	// anyone may set would otherwise exempt a cluster from its namespace's idle policy.
 	OwnedBy string
 	// StopAfter is its annotation ray.openfuyao.com/idle-stop-after, "" without.
 	StopAfter string
@@ -54,10 +56,25 @@ func (s *Store) IdleCandidates() []IdleCandidate {
 			}
 			ref := ClusterRef{ns, name}
 			out = append(out, IdleCandidate{ClusterRef: ref, Summary: it.Summary, JobRunning: jobs[ref],
-				OwnedBy: it.Labels.Get(ray.OriginatedFromCRDLabel), StopAfter: it.IdleStopAfter, Labels: it.Labels})
+				OwnedBy: s.makerLocked(ns, it.MadeBy), StopAfter: it.IdleStopAfter, Labels: it.Labels})
 		}
 	}
 	return out
+}
+
+// makerLocked is the kind of the object m names where the cache holds that object with m's UID, else "".
+func (s *Store) makerLocked(ns string, m *ray.Maker) string {
+	if m == nil {
+		return ""
+	}
+	k := s.kinds.ByKind(m.Kind)
+	if k == nil || k.IsCluster {
+		return ""
+	}
+	if it, ok := s.instances[k].get(ns, m.Name); ok && it.UID == m.UID {
+		return m.Kind
+	}
+	return ""
 }
 
 // SetIdle replaces what is idle by Ray cluster; each cluster whose idleness changed is published again,

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"ray-service/internal/auth"
 	"ray-service/internal/ray"
@@ -74,4 +75,37 @@ func TestIdleClustersArePublished(t *testing.T) {
 
 	store.SetIdle(nil)
 	require.Eventually(t, func() bool { return len(matching(clusterKind)) == 0 && len(matching(jobKind)) == 0 }, 5*time.Second, 10*time.Millisecond)
+}
+
+// A Ray cluster is its maker's to stop (the idle policy leaves it) only where KubeRay's labels are backed
+// by its owner reference to the maker the cache holds, with that UID: labels alone, or a reference to
+// another UID, leave it a cluster of its own.
+func TestIdleCandidatesOwnedOnlyByReference(t *testing.T) {
+	kinds, dyn, _, store := startedStore(t)
+	ctx := t.Context()
+	clusterKind, jobKind := kinds.Cluster(), kinds.ByKind("RayJob")
+	job := raytest.Manifest(t, jobKind.Kind, jobKind.ClusterSpecPath, "train", map[string]any{"jobDeploymentStatus": "Running"})
+	job.SetUID("u-job")
+	_, err := dyn.Resource(jobKind.GVR()).Namespace("team").Create(ctx, job, metav1.CreateOptions{})
+	require.NoError(t, err)
+	yes := true
+	for _, c := range []struct{ name, uid string }{{"labelled", ""}, {"wrong-uid", "u-other"}, {"made", "u-job"}} {
+		u := raytest.Manifest(t, clusterKind.Kind, clusterKind.ClusterSpecPath, c.name, map[string]any{"state": "ready"})
+		u.SetUID(types.UID("u-" + c.name))
+		u.SetLabels(map[string]string{ray.OriginatedFromCRDLabel: "RayJob", ray.OriginatedFromCRNameLabel: "train"})
+		if c.uid != "" {
+			u.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "ray.io/v1", Kind: "RayJob", Name: "train", UID: types.UID(c.uid), Controller: &yes}})
+		}
+		_, err := dyn.Resource(clusterKind.GVR()).Namespace("team").Create(ctx, u, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	all := Scopes{Instances: auth.AllNamespaces()}
+	require.Eventually(t, func() bool {
+		return len(store.Items(clusterKind, all)) == 3 && len(store.Items(jobKind, all)) == 1
+	}, 5*time.Second, 10*time.Millisecond)
+	owned := map[string]string{}
+	for _, c := range store.IdleCandidates() {
+		owned[c.Name] = c.OwnedBy
+	}
+	assert.Equal(t, map[string]string{"labelled": "", "wrong-uid": "", "made": "RayJob"}, owned)
 }

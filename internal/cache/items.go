@@ -8,6 +8,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 
 	"ray-service/internal/auth"
 	"ray-service/internal/ray"
@@ -51,6 +52,10 @@ type Item struct {
 	// IdleStopAfter is the object's annotation ray.openfuyao.com/idle-stop-after ("" without), for the
 	// idle policy.
 	IdleStopAfter string
+	// UID is the object's; MadeBy, of a Ray cluster, the object that made it as its labels and owner
+	// reference say (ray.MadeBy; nil: none), believed where MadeBy.UID is that object's UID.
+	UID    types.UID
+	MadeBy *ray.Maker
 	// lowerName is the name lower-cased, for a search.
 	lowerName string
 	// bytes estimates the memory the item holds, for the change feed's bound.

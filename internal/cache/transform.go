@@ -29,8 +29,12 @@ func (s *Store) entryTransform(k *ray.Kind) cache.TransformFunc {
 			},
 			item: newItem(s.summarize(k, u), ray.NewLabelSet(u.GetLabels())),
 		}
-		if v, ok := u.GetAnnotations()[ray.IdleStopAfterKey]; ok && k.IsCluster {
-			e.item.IdleStopAfter = ray.Clip(v, 64)
+		e.item.UID = u.GetUID()
+		if k.IsCluster {
+			if v, ok := u.GetAnnotations()[ray.IdleStopAfterKey]; ok {
+				e.item.IdleStopAfter = ray.Clip(v, 64)
+			}
+			e.item.MadeBy = ray.MadeBy(u)
 		}
 		if s.observer != nil {
 			s.observer.Observe(k, u, &e.item.Summary)

@@ -46,6 +46,10 @@ type Config struct {
 	// their policies ("": no stop by policy); IdleStopWarning how long ahead a stop is announced.
 	IdleStopIdentity string        `mapstructure:"idle-stop-identity"`
 	IdleStopWarning  time.Duration `mapstructure:"idle-stop-warning"`
+	// IdlePolicyStore is the ConfigMap (namespace/name) that keeps the generations of the namespaces'
+	// idle policies, which their signatures cover ("": ray-service-idle-policies in the service's own
+	// namespace).
+	IdlePolicyStore string `mapstructure:"idle-policy-store"`
 	// UsageCreditEvery is how often the utilization accounting credits what each Ray cluster holds;
 	// UsageMeasureEvery how often it reads their use from Prometheus, sampled every UsageMeasureStep;
 	// UsageRetention how long its daily figures are kept (0: always).
@@ -158,6 +162,7 @@ func Load(args []string) (*Config, error) {
 	fs.Float64("idle-cpu-share", 0.05, "the share of its requested CPU an idle cluster's containers may use")
 	fs.Float64("idle-accelerator-percent", 5, "the utilization (percent) an idle cluster's GPUs and NPUs may have")
 	fs.String("idle-stop-identity", "", "the ServiceAccount (namespace/name) idle clusters are stopped as, by their policies (empty: no stop by policy)")
+	fs.String("idle-policy-store", "", "the ConfigMap (namespace/name) that keeps the idle policies' generations, apart from their namespaces (empty: ray-service-idle-policies in the service's namespace)")
 	fs.Duration("idle-stop-warning", 15*time.Minute, "how long ahead a stop by an idle policy is announced (a Warning event and a notification)")
 	fs.Duration("usage-credit-every", time.Minute, "how often the utilization accounting credits what each Ray cluster holds")
 	fs.Duration("usage-measure-every", 5*time.Minute, "how often the Ray clusters' use is read from Prometheus for the utilization accounting")
@@ -233,6 +238,11 @@ func Load(args []string) (*Config, error) {
 	if c.IdleWindow < 0 || (c.IdleWindow > 0 && (c.IdleInterval <= 0 || c.IdleInterval > c.IdleWindow)) {
 		return nil, fmt.Errorf("idle-window %s and idle-interval %s: want a window of 0 (off) or more than 0, and an interval "+
 			"above 0 and at most the window", c.IdleWindow, c.IdleInterval)
+	}
+	if c.IdlePolicyStore != "" {
+		if ns, name, ok := strings.Cut(c.IdlePolicyStore, "/"); !ok || ns == "" || name == "" || strings.Contains(name, "/") {
+			return nil, fmt.Errorf("idle-policy-store %q: want the ConfigMap as namespace/name", c.IdlePolicyStore)
+		}
 	}
 	if c.IdleStopIdentity != "" {
 		if ns, name, ok := strings.Cut(c.IdleStopIdentity, "/"); !ok || ns == "" || name == "" || strings.Contains(name, "/") {

@@ -6,6 +6,7 @@ import (
 
 	"go.uber.org/zap"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 
 	"ray-service/internal/cache"
 	"ray-service/internal/ray"
@@ -42,55 +43,131 @@ type accounting struct {
 	// gone are the marks of clusters deleted since the last reading of use, whose last use is still
 	// to be read.
 	gone map[usage.ClusterRef]*usage.Mark
-	// makers are the creators of the objects that make Ray clusters, by kind, namespace and name.
-	makers map[[3]string]string
-	idle   map[usage.ClusterRef]bool
-	ledger *usage.Ledger
+	// makers are the objects that make Ray clusters (RayJobs, RayServices), by kind, namespace and name.
+	makers map[[3]string]maker
+	// claims are, by a cluster's UID, the maker its labels and owner reference name (ray.MadeBy), and
+	// its state as a cluster of its own; claimants the clusters that claim each maker.
+	claims    map[string]claim
+	claimants map[[3]string]map[string]bool
+	idle      map[usage.ClusterRef]bool
+	ledger    *usage.Ledger
 	// credited: the ledger holds the minute's credit, written with the figures pending (PutUsage); a
 	// ledger of changes alone is written pending (PutPending).
 	credited bool
 }
 
+// maker is an object that makes Ray clusters: its UID and the creator the service signed on it ("" for
+// none: unverified).
+type maker struct {
+	uid     types.UID
+	creator string
+}
+
+// claim is what a Ray cluster says made it, and its own state.
+type claim struct {
+	key  [3]string
+	uid  types.UID
+	base usage.State
+}
+
 func newAccounting() accounting {
 	return accounting{marks: map[string]*usage.Mark{}, byName: map[usage.ClusterRef]string{}, gone: map[usage.ClusterRef]*usage.Mark{},
-		makers: map[[3]string]string{}, idle: map[usage.ClusterRef]bool{}, ledger: usage.NewLedger()}
+		makers: map[[3]string]maker{}, claims: map[string]claim{}, claimants: map[[3]string]map[string]bool{},
+		idle: map[usage.ClusterRef]bool{}, ledger: usage.NewLedger()}
+}
+
+// signedCreator is the creator of an object where the service signed it, else "": an annotation
+// anyone who may edit the object could have set bills no one (the report shows it unverified).
+func signedCreator(s *ray.Summary) string {
+	if s.CreatorSigned {
+		return s.Creator
+	}
+	return ""
 }
 
 // accountLocked credits what an object observed held until now, and takes its state from now on.
 func (r *Recorder) accountLocked(k *ray.Kind, o *unstructured.Unstructured, s *ray.Summary, now time.Time) {
 	a := &r.acct
 	if !k.IsCluster {
-		a.makers[[3]string{k.Kind, o.GetNamespace(), o.GetName()}] = s.Creator
+		key := [3]string{k.Kind, o.GetNamespace(), o.GetName()}
+		mk := maker{uid: o.GetUID(), creator: signedCreator(s)}
+		if a.makers[key] == mk {
+			return
+		}
+		a.makers[key] = mk
+		// The clusters that claim it are counted to it now, or no more (a maker of the same name made
+		// again is another object).
+		for uid := range a.claimants[key] {
+			if m := a.marks[uid]; m != nil {
+				r.changeLocked(m, a.stateOf(uid, a.claims[uid].base, m), now)
+			}
+		}
 		return
 	}
 	uid, ns, name := string(o.GetUID()), o.GetNamespace(), o.GetName()
 	ref := usage.ClusterRef{Namespace: ns, Name: name}
-	st := usage.State{Kind: k.Kind, Namespace: ns, Name: name, Cluster: name, Creator: s.Creator, Holding: usage.Holding(s.Status),
+	base := usage.State{Kind: k.Kind, Namespace: ns, Name: name, Cluster: name, Creator: signedCreator(s), Holding: usage.Holding(s.Status),
 		Idle: a.idle[ref], Requests: s.Requested}
-	labels := o.GetLabels()
-	if maker := labels[ray.OriginatedFromCRDLabel]; maker != "" {
-		st.Kind = maker
-		if n := labels[ray.OriginatedFromCRNameLabel]; n != "" {
-			st.Name = n
+	a.unclaimLocked(uid)
+	if mb := ray.MadeBy(o); mb != nil {
+		key := [3]string{mb.Kind, ns, mb.Name}
+		a.claims[uid] = claim{key: key, uid: mb.UID, base: base}
+		if a.claimants[key] == nil {
+			a.claimants[key] = map[string]bool{}
 		}
-		if st.Creator == "" {
-			st.Creator = a.makers[[3]string{maker, ns, st.Name}]
-		}
+		a.claimants[key][uid] = true
 	}
 	m := a.marks[uid]
 	if m == nil {
 		m = &usage.Mark{UID: uid, Since: now}
 		a.marks[uid] = m
-	} else if st.Creator == "" && m.Kind == st.Kind && m.Name == st.Name {
-		// Its maker not seen yet (a new writer lists the clusters first): as counted so far.
-		st.Creator = m.Creator
 	}
 	a.byName[ref] = uid
+	r.changeLocked(m, a.stateOf(uid, base, m), now)
+}
+
+// stateOf is whom a cluster's figures are counted to: the maker it claims where that is the object the
+// recorder knows of that kind, namespace, name and UID (with the maker's creator where the cluster has
+// none signed), else the cluster itself as base says. A maker not seen yet (a new writer lists the
+// clusters first) leaves the cluster as counted so far, until the maker is seen or the listing ends.
+func (a *accounting) stateOf(uid string, base usage.State, m *usage.Mark) usage.State {
+	base.Idle = m.Idle
+	c, claims := a.claims[uid]
+	if !claims {
+		return base
+	}
+	st := base
+	mk, known := a.makers[c.key]
+	switch {
+	case known && mk.uid == c.uid:
+		st.Kind, st.Name = c.key[0], c.key[2]
+		if st.Creator == "" {
+			st.Creator = mk.creator
+		}
+	case !known && m.Kind == c.key[0] && m.Name == c.key[2]:
+		st.Kind, st.Name, st.Creator = m.Kind, m.Name, m.Creator
+	}
+	return st
+}
+
+// changeLocked gives m the state st from now on, where that differs.
+func (r *Recorder) changeLocked(m *usage.Mark, st usage.State, now time.Time) {
 	if m.State == st {
 		return
 	}
-	a.ledger.Change(m, st, now)
+	r.acct.ledger.Change(m, st, now)
 	r.wakeLocked()
+}
+
+// unclaimLocked forgets what a cluster claimed.
+func (a *accounting) unclaimLocked(uid string) {
+	if c, ok := a.claims[uid]; ok {
+		delete(a.claimants[c.key], uid)
+		if len(a.claimants[c.key]) == 0 {
+			delete(a.claimants, c.key)
+		}
+		delete(a.claims, uid)
+	}
 }
 
 // goneAccountLocked credits a deleted cluster up to now and ends its credit.
@@ -102,6 +179,7 @@ func (r *Recorder) goneAccountLocked(uid string, now time.Time) {
 	}
 	a.ledger.Gone(m, now)
 	delete(a.marks, uid)
+	a.unclaimLocked(uid)
 	ref := usage.ClusterRef{Namespace: m.Namespace, Name: m.Cluster}
 	if a.byName[ref] == uid {
 		delete(a.byName, ref)
@@ -166,6 +244,17 @@ func (r *Recorder) caughtUpAccountingLocked() {
 	for uid, m := range r.acct.marks {
 		if kn := r.known[uid]; kn == nil {
 			r.goneAccountLocked(uid, m.Since)
+		}
+	}
+	// Every maker there is was listed: a cluster whose maker was not is counted as itself from now.
+	now := time.Now().UTC()
+	for uid, c := range r.acct.claims {
+		if _, known := r.acct.makers[c.key]; !known {
+			if m := r.acct.marks[uid]; m != nil {
+				base := c.base
+				base.Idle = m.Idle
+				r.changeLocked(m, base, now)
+			}
 		}
 	}
 }

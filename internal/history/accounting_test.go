@@ -12,7 +12,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 
 	"ray-service/internal/ray"
 	"ray-service/internal/usage"
@@ -59,13 +61,16 @@ func TestRecorderAccounting(t *testing.T) {
 	store := sqliteStore(t)
 	kinds := ray.NewKinds()
 	use := &fakeUse{ref: usage.ClusterRef{Namespace: "team", Name: "own"}, cores: 0.5}
-	r := &Recorder{Store: store, Kinds: kinds, Log: zap.NewNop(), Accounting: Accounting{Use: use, MeasureEvery: time.Minute, MeasureStep: 15 * time.Second}}
+	signer := testSigner(t)
+	r := &Recorder{Store: store, Kinds: kinds, Log: zap.NewNop(), Signer: signer,
+		Accounting: Accounting{Use: use, MeasureEvery: time.Minute, MeasureStep: 15 * time.Second}}
 	r.init()
 	r.leading.Store(true)
 	k := kinds.Cluster()
 	t0 := time.Now().UTC().Truncate(time.Minute).Add(-time.Hour)
 	observe := func(o *unstructured.Unstructured, at time.Time) {
 		s := k.Summarize(o)
+		s.CreatorSigned = signer.CreatorSigned(k, o)
 		r.mu.Lock()
 		r.observeLocked(k, o, &s, at)
 		r.mu.Unlock()
@@ -73,13 +78,16 @@ func TestRecorderAccounting(t *testing.T) {
 	job := kinds.ByKind("RayJob")
 	jobObj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "ray.io/v1", "kind": "RayJob",
 		"metadata": map[string]any{"name": "train", "namespace": "team", "uid": "u-job", "annotations": map[string]any{ray.CreatorKey: "alice"}}}}
+	signer.SignCreator(job, jobObj)
 	js := job.Summarize(jobObj)
+	js.CreatorSigned = signer.CreatorSigned(job, jobObj)
 	r.mu.Lock()
 	r.observeLocked(job, jobObj, &js, t0)
 	r.mu.Unlock()
 
 	own := rayCluster("own", "u-own", "bob", nil, 2)
-	made := rayCluster("train-x1", "u-made", "", map[string]string{ray.OriginatedFromCRDLabel: "RayJob", ray.OriginatedFromCRNameLabel: "train"}, 1)
+	signer.SignCreator(k, own)
+	made := madeBy(rayCluster("train-x1", "u-made", "", nil, 1), "RayJob", "train", "u-job")
 	observe(own, t0)
 	observe(made, t0)
 	require.Equal(t, ray.StatusRunning, k.Summarize(own).Status)
@@ -118,6 +126,7 @@ func TestRecorderAccounting(t *testing.T) {
 	r2.mu.Lock()
 	r2.leadAccounting(marks)
 	s := k.Summarize(own)
+	s.CreatorSigned = signer.CreatorSigned(k, own)
 	r2.known["u-own"] = &known{kind: k}
 	r2.accountLocked(k, own, &s, t0.Add(20*time.Minute))
 	r2.mu.Unlock()
@@ -198,6 +207,80 @@ func TestRecorderWritesChangesPending(t *testing.T) {
 	r.writeAccounting(ctx)
 	assert.Zero(t, pending(), "the next credit moves it, with no cluster holding")
 	assert.InDelta(t, 5*5*60.0, cpu(), 1e-6, "counted once")
+}
+
+func testSigner(t *testing.T) *ray.TemplateSigner {
+	t.Helper()
+	s, err := ray.NewTemplateSigner([]byte("0123456789abcdef0123456789abcdef"))
+	require.NoError(t, err)
+	return s
+}
+
+// madeBy marks a cluster as KubeRay marks one a RayJob or RayService made: its labels, and its
+// controller owner reference to that object's UID ("" for none).
+func madeBy(u *unstructured.Unstructured, kind, name, uid string) *unstructured.Unstructured {
+	labels := u.GetLabels()
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[ray.OriginatedFromCRDLabel], labels[ray.OriginatedFromCRNameLabel] = kind, name
+	u.SetLabels(labels)
+	if uid != "" {
+		yes := true
+		u.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "ray.io/v1", Kind: kind, Name: name, UID: types.UID(uid), Controller: &yes}})
+	}
+	return u
+}
+
+// Only what the service signed, and what KubeRay's owner reference backs, decides whom a cluster is
+// counted to: an unsigned creator annotation bills no one, labels that name a maker without its owner
+// reference (or with a reference to another UID) leave the cluster counted as itself, and a cluster
+// seen before its maker is counted to it once the maker is seen.
+func TestRecorderAccountingTrustsSignedAndOwned(t *testing.T) {
+	ctx := t.Context()
+	store := sqliteStore(t)
+	kinds := ray.NewKinds()
+	signer := testSigner(t)
+	r := &Recorder{Store: store, Kinds: kinds, Log: zap.NewNop(), Signer: signer}
+	r.init()
+	r.leading.Store(true)
+	k, job := kinds.Cluster(), kinds.ByKind("RayJob")
+	t0 := time.Now().UTC().Truncate(time.Minute).Add(-time.Hour)
+	observe := func(kind *ray.Kind, o *unstructured.Unstructured, at time.Time) {
+		s := kind.Summarize(o)
+		s.CreatorSigned = signer.CreatorSigned(kind, o)
+		r.mu.Lock()
+		r.observeLocked(kind, o, &s, at)
+		r.mu.Unlock()
+	}
+	// A forged creator, and a forged maker: labels alone, and labels with a reference to another UID.
+	observe(k, rayCluster("forged", "u-forged", "victim", nil, 1), t0)
+	observe(k, madeBy(rayCluster("labelled", "u-labelled", "", nil, 1), "RayJob", "victims-job", ""), t0)
+	observe(k, madeBy(rayCluster("wrong-uid", "u-wrong", "", nil, 1), "RayJob", "train", "u-not-the-job"), t0)
+	// A cluster seen before the RayJob that made it.
+	observe(k, madeBy(rayCluster("train-x1", "u-made", "", nil, 1), "RayJob", "train", "u-job"), t0)
+	jobObj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "ray.io/v1", "kind": "RayJob",
+		"metadata": map[string]any{"name": "train", "namespace": "team", "uid": "u-job", "annotations": map[string]any{ray.CreatorKey: "alice"}}}}
+	signer.SignCreator(job, jobObj)
+	observe(job, jobObj, t0.Add(time.Minute))
+	r.creditAll(t0.Add(10 * time.Minute))
+	r.writeAccounting(ctx)
+
+	q := usage.Query{From: time.Unix(usage.DayOf(t0), 0).UTC(), To: time.Unix(usage.DayOf(t0)+2*86400, 0).UTC(), GroupBy: usage.ByCluster,
+		Now: t0.Add(10 * time.Minute), Scopes: map[string][]string{"RayCluster": nil, "RayJob": nil}}
+	groups, _, err := utilization(ctx, store, q)
+	require.NoError(t, err)
+	byUID := map[string]usage.GroupKey{}
+	for _, g := range groups {
+		byUID[g.Key.UID] = g.Key
+	}
+	for _, uid := range []string{"u-forged", "u-labelled", "u-wrong"} {
+		assert.Equal(t, "RayCluster", byUID[uid].Kind, "%s: counted as itself", uid)
+		assert.Empty(t, byUID[uid].Creator, "%s: billed to no one (unverified)", uid)
+	}
+	assert.Equal(t, "RayJob", byUID["u-made"].Kind, "counted to its maker once seen")
+	assert.Equal(t, "train", byUID["u-made"].Name)
+	assert.Equal(t, "alice", byUID["u-made"].Creator)
 }
 
 // utilization is s's report for q: its groups and the seconds measured.

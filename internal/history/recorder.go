@@ -38,7 +38,10 @@ type Recorder struct {
 	Dynamic dynamic.Interface
 	Core    kubernetes.Interface
 	Log     *zap.Logger
-	Limits  ray.EndingLimits
+	// Signer tells the creators the service signed (the watch cache's summaries say it too) from those
+	// anyone could have written: only those are billed (nil: none is).
+	Signer *ray.TemplateSigner
+	Limits ray.EndingLimits
 	// Retention bounds the records of ended objects: by age (0: none) and per namespace (0: none).
 	MaxAge          time.Duration
 	MaxPerNamespace int
@@ -564,6 +567,7 @@ func (r *Recorder) catchUp(ctx context.Context, k *ray.Kind) error {
 		now := time.Now().UTC()
 		for i := range list.Items {
 			s := k.Summarize(&list.Items[i])
+			s.CreatorSigned = r.Signer.CreatorSigned(k, &list.Items[i])
 			r.mu.Lock()
 			r.observeLocked(k, &list.Items[i], &s, now)
 			r.mu.Unlock()

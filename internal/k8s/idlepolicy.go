@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -43,18 +44,41 @@ func noPolicy(ns string) error {
 }
 
 // ReadIdlePolicy reads ns's policy with the service's own client: nil where it has none, or where the
-// ConfigMap of its name is not the service's.
-func ReadIdlePolicy(ctx context.Context, cms corev1client.ConfigMapsGetter, signer *ray.TemplateSigner, ns string) (*IdlePolicy, error) {
+// ConfigMap of its name is not the service's; an error that says why where it carries the service's
+// signature but is refused (created again from a copy, or an older version written back), so that the
+// refusal is logged.
+func ReadIdlePolicy(ctx context.Context, cms corev1client.ConfigMapsGetter, signer *ray.TemplateSigner, gens *PolicyGenerations,
+	ns string) (*IdlePolicy, error) {
 	cm, err := cms.ConfigMaps(ns).Get(ctx, ray.IdlePolicyName, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
 		return nil, nil
 	case err != nil:
 		return nil, err
-	case !signer.PolicySigned(cm):
+	}
+	reason, signed, err := refusal(ctx, signer, gens, cm)
+	switch {
+	case err != nil:
+		return nil, err
+	case reason != "" && signed:
+		return nil, fmt.Errorf("ConfigMap %s/%s is refused as the namespace's idle policy: %s", ns, ray.IdlePolicyName, reason)
+	case reason != "":
 		return nil, nil
 	}
 	return policyOf(cm), nil
+}
+
+// refusal says why cm is no policy ("": it is one), and whether it carries the service's signature.
+func refusal(ctx context.Context, signer *ray.TemplateSigner, gens *PolicyGenerations, cm *corev1.ConfigMap) (string, bool, error) {
+	if gens == nil {
+		return "ray-service keeps no generations of idle policies", false, nil
+	}
+	uid, gen, err := gens.Last(ctx, cm.Namespace)
+	if err != nil {
+		return "", false, err
+	}
+	reason, signed := signer.PolicyRefusal(cm, uid, gen)
+	return reason, signed, nil
 }
 
 // IdlePolicies are the namespaces' idle policies as one caller reads and writes them: with its own
@@ -74,7 +98,7 @@ func (m *Manager) IdlePolicies(token string) (*IdlePolicies, error) {
 	return &IdlePolicies{c: c, token: token, m: m}, nil
 }
 
-// Get reads ns's policy: NotFound where it has none.
+// Get reads ns's policy: NotFound where it has none, saying why where a ConfigMap of its name is refused.
 func (p *IdlePolicies) Get(ctx context.Context, ns string) (*IdlePolicy, error) {
 	cm, err := p.c.Core.ConfigMaps(ns).Get(ctx, ray.IdlePolicyName, metav1.GetOptions{})
 	switch {
@@ -82,7 +106,15 @@ func (p *IdlePolicies) Get(ctx context.Context, ns string) (*IdlePolicy, error) 
 		return nil, noPolicy(ns)
 	case err != nil:
 		return nil, err
-	case !p.m.Templates.PolicySigned(cm):
+	}
+	reason, signed, err := refusal(ctx, p.m.Templates, p.m.PolicyGenerations, cm)
+	switch {
+	case err != nil:
+		return nil, err
+	case reason != "" && signed:
+		return nil, apierrors.NewNotFound(configMaps, fmt.Sprintf("%s: namespace %s has no idle policy: ConfigMap %s is refused, %s",
+			ray.IdlePolicyName, ns, ray.IdlePolicyName, reason))
+	case reason != "":
 		return nil, noPolicy(ns)
 	}
 	return policyOf(cm), nil
@@ -116,14 +148,25 @@ func (p *IdlePolicies) Put(ctx context.Context, ns, stopAfter, user string) (pol
 	cm.Labels[ray.IdlePolicyLabel] = "true"
 	cm.Annotations[ray.IdlePolicySetByKey] = user
 	cm.Annotations[ray.IdlePolicySetAtKey] = time.Now().UTC().Format(time.RFC3339)
+	delete(cm.Annotations, ray.IdlePolicySignatureKey)
 	cm.Data = map[string]string{ray.IdlePolicyStopAfterKey: stopAfter}
-	p.m.Templates.SignPolicy(cm)
-	if created {
-		cm, err = cms.Create(ctx, cm, metav1.CreateOptions{})
-	} else {
-		cm, err = cms.Update(ctx, cm, metav1.UpdateOptions{})
+	if p.m.PolicyGenerations == nil {
+		return nil, false, errors.New("no generations of idle policies configured")
 	}
+	// The signature covers the ConfigMap's UID: a new one is created unsigned (no policy until signed),
+	// then given its generation and signed.
+	if created {
+		if cm, err = cms.Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+			return nil, false, err
+		}
+	}
+	gen, err := p.m.PolicyGenerations.Next(ctx, ns, cm.UID)
 	if err != nil {
+		return nil, false, err
+	}
+	cm.Annotations[ray.IdlePolicyGenerationKey] = strconv.FormatInt(gen, 10)
+	p.m.Templates.SignPolicy(cm)
+	if cm, err = cms.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
 		return nil, false, err
 	}
 	return policyOf(cm), created, nil
@@ -137,7 +180,14 @@ func (p *IdlePolicies) Delete(ctx context.Context, ns string) error {
 	if err := p.mayStop(ctx, ns); err != nil {
 		return err
 	}
-	return p.c.Core.ConfigMaps(ns).Delete(ctx, ray.IdlePolicyName, metav1.DeleteOptions{})
+	if err := p.c.Core.ConfigMaps(ns).Delete(ctx, ray.IdlePolicyName, metav1.DeleteOptions{}); err != nil {
+		return err
+	}
+	// A ConfigMap made again has another UID and is refused all the same; forgetting it is tidiness.
+	if p.m.PolicyGenerations == nil {
+		return nil
+	}
+	return p.m.PolicyGenerations.Forget(ctx, ns)
 }
 
 // mayStop is Forbidden unless the caller is an admin of ns: who writes a policy decides what is stopped

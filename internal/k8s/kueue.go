@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
+	"ray-service/internal/auth"
 	"ray-service/internal/ray"
 )
 
@@ -22,7 +23,8 @@ func kueueManaged(obj *unstructured.Unstructured) bool {
 // setWorkloadActive starts or stops a Kueue-managed object the way Kueue documents it: its Workload's
 // spec.active (false: Kueue evicts it with reason Deactivated and suspends the object; true: it queues
 // again and Kueue resumes it once admitted). Made as the caller, who needs the right to patch
-// workloads.kueue.x-k8s.io there. The object is returned as it is; a Workload already so changes nothing.
+// workloads.kueue.x-k8s.io there. The object is returned as it is; a Workload already so changes nothing, once
+// the caller is seen to hold that right.
 func (o *Objects) setWorkloadActive(ctx context.Context, cur *Current, active bool) (*Current, error) {
 	obj := cur.Instance
 	workloads := o.Clients.Dynamic.Resource(ray.WorkloadResource()).Namespace(obj.GetNamespace())
@@ -36,6 +38,16 @@ func (o *Objects) setWorkloadActive(ctx context.Context, cur *Current, active bo
 			continue
 		}
 		if now, found, _ := unstructured.NestedBool(wl.Object, "spec", "active"); (found && now == active) || (!found && active) {
+			// Nothing to do still needs the right the patch would have: a reader gets 403, as elsewhere.
+			gr := ray.WorkloadResource().GroupResource()
+			allowed, err := o.may(ctx, auth.Attributes{Verb: "patch", Group: gr.Group, Resource: gr.Resource, Namespace: wl.GetNamespace(),
+				Name: wl.GetName()})
+			if err != nil {
+				return nil, err
+			}
+			if !allowed {
+				return nil, apierrors.NewForbidden(gr, wl.GetName(), fmt.Errorf("the caller may not patch the Workload of %s %s", o.Kind.Kind, obj.GetName()))
+			}
 			out := *cur
 			out.Unchanged = true
 			return &out, nil

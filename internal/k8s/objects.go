@@ -37,6 +37,9 @@ type Manager struct {
 	Cache Cache
 	// Templates signs the templates the service writes and tells them from other ConfigMaps.
 	Templates *ray.TemplateSigner
+	// PolicyGenerations keeps the generations of the namespaces' idle policies (nil: no policy is set
+	// or read).
+	PolicyGenerations *PolicyGenerations
 	// Authz checks what the apiserver is not asked: that the caller may update a RayJob its dashboard
 	// stops, and holds the right a start or stop with nothing to do would have needed.
 	Authz Authorizer

@@ -84,8 +84,10 @@ type Result struct {
 // GroupKey names a group: the fields of the grouping set, the others empty.
 type GroupKey struct {
 	Namespace string `json:"namespace,omitempty"`
-	Creator   string `json:"creator,omitempty"`
-	Kind      string `json:"kind,omitempty"`
+	// Creator is the creator the service signed; empty (grouped by creator) for the objects whose creator
+	// it did not sign: unverified, billed to no one.
+	Creator string `json:"creator,omitempty"`
+	Kind    string `json:"kind,omitempty"`
 	// Cluster and Name (grouped by cluster): the Ray cluster, and the object it is counted to.
 	Cluster string `json:"cluster,omitempty"`
 	Name    string `json:"name,omitempty"`

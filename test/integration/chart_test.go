@@ -25,6 +25,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 )
 
@@ -667,4 +669,112 @@ func (r *reasons) has(reason string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.seen[reason]
+}
+
+// The chart with the stop by policy on, on a cluster that serves ValidatingAdmissionPolicy: the service,
+// under the chart's rules alone, makes its keys (the admission policy lets it create those Secrets and
+// no other), sets a namespace's idle policy (the generations' ConfigMap the chart makes, updated under a
+// Role held to its name) and applies it: the idle cluster there gets its stop planned, which needs the
+// get on ConfigMaps the service reads policies with. Before, the ClusterRole granted ConfigMaps list and
+// watch only (no namespace policy ever applied under the chart), and the service could create any
+// Secret in its namespace.
+func TestHelmChartIdlePolicyAndKeyRules(t *testing.T) {
+	t.Parallel()
+	helm := filepath.Join(env.vars["STACK_BIN"], "helm")
+	kubectl := filepath.Join(env.vars["STACK_BIN"], "kubectl")
+	chart := filepath.Join(env.root, "charts", "ray-package")
+	ns := namespace(t, "chart-policy")
+	kc := "--kubeconfig=" + env.vars["KUBECONFIG"]
+	manifest := runTool(t, helm, "template", "openfuyao-ray", chart, "-n", ns, "--set", "ray-service.idle.stopPolicy.enabled=true",
+		"--api-versions", "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy")
+	var r roles
+	var admission []map[string]any
+	for _, d := range docs(t, manifest) {
+		b, _ := yaml.Marshal(d)
+		name, _ := nested(d, "metadata", "name").(string)
+		switch d["kind"] {
+		case "ClusterRole":
+			if name == "ray-service-idle-stop" {
+				continue // the stopping identity's, not the service's
+			}
+			var role rbacv1.ClusterRole
+			require.NoError(t, yaml.Unmarshal(b, &role))
+			r.cluster = append(r.cluster, role.Rules...)
+		case "Role":
+			if name == "ray-service-idle-stop-token" {
+				continue
+			}
+			var role rbacv1.Role
+			require.NoError(t, yaml.Unmarshal(b, &role))
+			r.namespaced = append(r.namespaced, role.Rules...)
+		case "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding":
+			admission = append(admission, d)
+		case "ConfigMap":
+			if name == "ray-service-idle-policies" {
+				admission = append(admission, d) // applied with the policy: the chart makes it
+			}
+		}
+	}
+	require.Len(t, admission, 3, "the keys' admission policy, its binding and the generations' ConfigMap")
+	assert.Contains(t, manifest, "resources: [configmaps]\n    verbs: [get]", "the service reads the namespaces' policies")
+	assert.Contains(t, manifest, "resourceNames: [ray-service-idle-policies]\n    verbs: [get, update]")
+	f := filepath.Join(t.TempDir(), "admission.yaml")
+	var out []byte
+	for _, d := range admission {
+		b, err := yaml.Marshal(d)
+		require.NoError(t, err)
+		out = append(append(out, b...), []byte("---\n")...)
+	}
+	require.NoError(t, os.WriteFile(f, out, 0o644))
+	runTool(t, kubectl, kc, "apply", "-n", ns, "-f", f)
+	t.Cleanup(func() { runTool(t, kubectl, kc, "delete", "--ignore-not-found", "-n", ns, "-f", f) })
+
+	kubeconfig := grant(t, ns, "ray-service", r)
+	// The service's own Secrets: only its keys, of type Opaque.
+	asService := clientFromKubeconfig(t, kubeconfig)
+	tries := 0
+	eventually(t, 30*time.Second, "the admission policy refuses another Secret", func() bool {
+		tries++
+		_, err := asService.CoreV1().Secrets(ns).Create(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("other-%d", tries)},
+			StringData: map[string]string{"a": "b"}}, metav1.CreateOptions{})
+		return err != nil && strings.Contains(err.Error(), "may create only its key Secrets")
+	})
+	svc := startInstance(t, "ray-service-"+ns+".log", "--kubeconfig", kubeconfig, "--history-lease-namespace", ns,
+		"--template-key-file=", "--template-key-secret", ns+"/ray-service-template-key", "--audit-key-file=", "--audit-key-secret", ns+"/ray-service-audit-key",
+		"--idle-window=30s", "--idle-interval=5s", "--idle-stop-identity="+ns+"/ray-service-idle-stop", "--idle-stop-warning=10s",
+		"--idle-policy-store="+ns+"/ray-service-idle-policies")
+
+	work := namespace(t, "chart-policy-work")
+	admin := env.tokens["admin"]
+	body, _ := json.Marshal(map[string]string{"stopAfter": "1h"})
+	resp, err := sendTo(svc.url, "PUT", "/rest/ray/v1/namespaces/"+work+"/idle-policy", admin, "application/json", body)
+	require.NoError(t, err)
+	require.Equal(t, 201, resp.Status, "%s", resp.Raw)
+	resp, err = sendTo(svc.url, "GET", "/rest/ray/v1/namespaces/"+work+"/idle-policy", admin, "", nil)
+	require.NoError(t, err)
+	require.Equal(t, 200, resp.Status, "%s", resp.Raw)
+	u := quietCluster(t, "quiet")
+	_, err = env.adminDyn.Resource(rayClusters).Namespace(work).Create(context.Background(), u, metav1.CreateOptions{})
+	require.NoError(t, err)
+	eventually(t, 3*time.Minute, "the namespace's policy plans the idle cluster's stop", func() bool {
+		r, err := sendTo(svc.url, "GET", itemPath(work, "rayclusters", "quiet"), admin, "", nil)
+		require.NoError(t, err)
+		d := decode[struct {
+			Idle *struct {
+				StopAt *time.Time `json:"stopAt"`
+				Policy string     `json:"policy"`
+			} `json:"idle"`
+		}](t, r)
+		return d.Idle != nil && d.Idle.StopAt != nil && strings.Contains(d.Idle.Policy, "namespace policy")
+	})
+}
+
+// clientFromKubeconfig is a Kubernetes client of a kubeconfig file.
+func clientFromKubeconfig(t *testing.T, path string) kubernetes.Interface {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", path)
+	require.NoError(t, err)
+	cs, err := kubernetes.NewForConfig(cfg)
+	require.NoError(t, err)
+	return cs
 }
