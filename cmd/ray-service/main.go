@@ -119,6 +119,7 @@ func run() error {
 	}
 	reviewer := auth.NewReviewer(clients.ReviewerFor, cfg.AuthCacheTTL, cfg.AuthCacheSize)
 	dashboards := dashboard.NewDashboards(cfg.ClusterDomain, cfg.DashboardTimeout)
+	dashboards.Log = log
 	registry, httpMetrics := metrics.NewRegistry()
 	registry.MustRegister(metrics.NewRunsCollector(store.EachRunState))
 	metrics.RegisterSize(registry, "ray_service_auth_cache_entries", "Access review verdicts and user names cached.", reviewer.Len)
