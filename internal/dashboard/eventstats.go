@@ -137,8 +137,17 @@ func (d *Dashboards) GCSEventStats(ctx context.Context, addr, nodeIP, rayToken s
 		}
 		return nil, errors.New("the Ray dashboard could not read gcs_server.out (its error is in the service's log)")
 	}
-	return ParseEventStats(bytes.NewReader(body), time.UTC)
+	prints, err := ParseEventStats(bytes.NewReader(body), time.UTC)
+	if len(prints) > maxGCSPrints {
+		prints = prints[len(prints)-maxGCSPrints:]
+	}
+	return prints, err
 }
+
+// maxGCSPrints bounds the prints taken from one answer, and so the series a health answer carries: a
+// week of prints a minute (the longest window), where a head that prints at every line would fill the
+// answer with them.
+const maxGCSPrints = 7 * 24 * 60
 
 // lastBytes reads r to its end and keeps its last limit bytes: the log's newest lines, which the API
 // sends last; limit bounds what it keeps. It says how many bytes it read.

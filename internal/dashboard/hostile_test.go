@@ -151,3 +151,17 @@ func TestEventStatsOutOfRangeAreLeftOut(t *testing.T) {
 	assert.InDelta(t, 1, got[0].QueueingMeanMs, 1e-9)
 	assert.InDelta(t, 2, got[1].QueueingMeanMs, 1e-9)
 }
+
+// A log of nothing but prints gives at most a week of prints a minute, the newest.
+func TestEventStatsPrintsAreBounded(t *testing.T) {
+	var log strings.Builder
+	for i := range maxGCSPrints + 500 {
+		fmt.Fprintf(&log, "[2025-11-30 10:00:00,%03d I 1 1] (gcs_server) gcs_server.cc:957: Main service Event stats:\n"+
+			"Global stats: %d total (1 active)\nQueueing time: mean = 1.00ms\n", i%1000, i)
+	}
+	d, addr, _, _ := hostileHead(t, func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte(log.String())) })
+	got, err := d.GCSEventStats(t.Context(), addr, "10.0.0.7", "")
+	require.NoError(t, err)
+	require.Len(t, got, maxGCSPrints)
+	assert.Equal(t, int64(maxGCSPrints+499), got[len(got)-1].Total)
+}
