@@ -119,6 +119,7 @@ func run() error {
 	}
 	reviewer := auth.NewReviewer(clients.ReviewerFor, cfg.AuthCacheTTL, cfg.AuthCacheSize)
 	dashboards := dashboard.NewDashboards(cfg.ClusterDomain, cfg.DashboardTimeout)
+	dashboards.Log = log
 	registry, httpMetrics := metrics.NewRegistry()
 	// The RayCronJobs' series name each one (namespace and name), which only callers who may list them
 	// see: they are served on the metrics address of its own alone, never on the API's, which answers

@@ -37,7 +37,7 @@ var proxyVerbs = map[string]string{
 //	@Description	services/proxy in the namespace: get (GET, HEAD, OPTIONS), create (POST), update (PUT, PATCH),
 //	@Description	delete (DELETE). The caller's credentials and cookies are not passed on. A Ray cluster in
 //	@Description	token mode (authOptions.mode: token) gets its token in X-Ray-Authorization, as KubeRay sends
-//	@Description	it, when the caller may get the Secret holding it; otherwise the dashboard's own answer (401,
+//	@Description	it, when the caller may get the Secret holding it (one the cluster owns); otherwise the dashboard's own answer (401,
 //	@Description	its login) comes back, and an X-Ray-Authorization the caller sends is passed on. No one's
 //	@Description	Kubernetes token is sent to a dashboard, including one with enableK8sTokenAuth. What the dashboard
 //	@Description	answers is kept to its own box on the console's origin: Set-Cookie and headers that act on

@@ -61,7 +61,10 @@ func (s *Server) start(c *gin.Context) (*response, error) {
 //	@Description	KubeRay suspends it, update for a RayJob stopped through its dashboard, delete for a RayService; else 403.
 //	@Description	RayCluster: spec.suspend=true. RayJob: spec.suspend=true where KubeRay allows it
 //	@Description	(shutdownAfterJobFinishes true, no clusterSelector); otherwise its Ray job is stopped through the
-//	@Description	cluster's Ray dashboard, for callers allowed to update the RayJob. RayService: the manifest is stored
+//	@Description	cluster's Ray dashboard, for callers allowed to update the RayJob, with the cluster's token where it
+//	@Description	takes one (from the Secret KubeRay made for it, which the caller may get; else 409). The dashboard's
+//	@Description	answer is not passed on: a refusal is 503 naming its status only, and a redirect is not followed
+//	@Description	(503 naming it). RayService: the manifest is stored
 //	@Description	as a template, then the instance is deleted. A finished RayJob is 409, as is a job not yet submitted,
 //	@Description	and a ConfigMap of the template's name that the service did not write (it is never adopted).
 //	@Tags			lifecycle
@@ -72,7 +75,7 @@ func (s *Server) start(c *gin.Context) (*response, error) {
 //	@Param			name				path		string	true	"name"
 //	@Success		200					{object}	Envelope{data=Detail}
 //	@Failure		400,401,403,404,409	{object}	Envelope
-//	@Failure		503,504				{object}	Envelope	"503: the Ray dashboard is unreachable"
+//	@Failure		503,504				{object}	Envelope	"503: the Ray dashboard is unreachable, refused (its status) or redirected"
 //	@Router			/rest/ray/v1/namespaces/{namespace}/{kind}/{name}/stop [post]
 func (s *Server) stop(c *gin.Context) (*response, error) {
 	return s.lifecycle(c, audit.Stop, Objects.Stop)

@@ -187,7 +187,8 @@ func (s *Server) figures(c *gin.Context, w metrics.Window, scope metrics.Scope, 
 //	@Description	the older gauge (Ray 2.49 and before with RAY_event_stats_metrics=1), else
 //	@Description	ray_io_context_event_loop_lag_ms, else, for a caller who may get services/proxy in the
 //	@Description	namespace, the "Main service Event stats" gcs_server.out prints every minute, read through the
-//	@Description	cluster's Ray dashboard (/api/v0/logs/file), with figures eventsPerSecond and activeEvents.
+//	@Description	cluster's Ray dashboard (/api/v0/logs/file), with figures eventsPerSecond and activeEvents
+//	@Description	(where the dashboard refuses, the reason names its status only; a redirect is not followed).
 //	@Description	nodeHealthChecks (ms; 1000, 5000): the p99 latency of the GCS's node health checks
 //	@Description	(ray_health_check_rpc_latency_ms). jobAPIPressure (s; 1, 5): the p95 latency of the job API
 //	@Description	(submit_job, stop_job, delete_job, get_job_info, list_jobs, get_job_logs, or their paths;

@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"ray-service/internal/metrics"
 )
@@ -66,7 +68,7 @@ func TestParseEventStatsOfEachGeneration(t *testing.T) {
 }
 
 // The dashboard is asked for the head node's gcs_server.out by its IP; what it refuses is an error that
-// says so.
+// says so with the status, and what it said goes to the log.
 func TestGCSEventStatsThroughTheLogAPI(t *testing.T) {
 	var asked, rayAuth string
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -80,6 +82,8 @@ func TestGCSEventStatsThroughTheLogAPI(t *testing.T) {
 	}))
 	defer srv.Close()
 	d := NewDashboards("cluster.local", time.Second)
+	core, logs := observer.New(zap.InfoLevel)
+	d.Log = zap.New(core)
 	addr := strings.TrimPrefix(srv.URL, "http://")
 	got, err := d.GCSEventStats(t.Context(), addr, "10.0.0.7", "")
 	require.NoError(t, err)
@@ -90,14 +94,15 @@ func TestGCSEventStatsThroughTheLogAPI(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "Bearer t0k", rayAuth, "a token-mode cluster's token, as KubeRay sends it")
 	_, err = d.GCSEventStats(t.Context(), addr, "10.0.0.8", "")
-	require.ErrorContains(t, err, "404 Not Found")
-	require.ErrorContains(t, err, "Node with IP 10.0.0.8 not found")
+	require.EqualError(t, err, "the Ray dashboard answered 404 Not Found for gcs_server.out")
+	require.Equal(t, 1, logs.Len())
+	assert.Equal(t, `"Node with IP 10.0.0.8 not found\n"`, logs.All()[0].ContextMap()["body"])
 }
 
 // What is kept of a long answer is its end: the newest prints.
 func TestLastBytesKeepsTheNewest(t *testing.T) {
 	long := strings.Repeat("old line\n", 100000) + "newest\n"
-	got, err := lastBytes(strings.NewReader(long), 1000)
+	got, _, err := lastBytes(strings.NewReader(long), 1000)
 	require.NoError(t, err)
 	assert.Len(t, got, 1000)
 	assert.True(t, strings.HasSuffix(string(got), "old line\nnewest\n"))

@@ -25,8 +25,11 @@ type ClusterAuth struct {
 	// Kubernetes: enableK8sTokenAuth as well; Ray checks callers' Kubernetes tokens (TokenReview and
 	// SubjectAccessReview) and there is no static token.
 	Kubernetes bool
-	// Secret names the Secret holding the static token (key AuthTokenKey): authOptions.secretName,
-	// else the one KubeRay makes per cluster, named after it. "" without a static token.
+	// Secret names the Secret holding the static token (key AuthTokenKey), as KubeRay names the one it
+	// reads for the cluster (ray-project/kuberay v1.7.0 ray-operator/controllers/ray/utils/util.go
+	// GetRayDashboardClientFunc): authOptions.secretName, else the one KubeRay makes per cluster, named
+	// after it. "" without a static token. Its name is the author's choice: whoever sends its token
+	// checks that the Secret is the cluster's own (k8s.Objects.DashboardToken).
 	Secret string
 }
 

@@ -1519,6 +1519,37 @@ type standIn struct {
 	// tokens are the Ray tokens the dashboards took, by dashboard host: the logs are searched for them.
 	tokens   map[string]string
 	authSeen map[string]authSeen
+	// answers are what a test makes the dashboards of hosts starting with a prefix answer instead.
+	answers map[string]standInAnswer
+}
+
+// standInAnswer answers a request in a test's own way and tells whether it did; the stand-in answers
+// the others.
+type standInAnswer func(w http.ResponseWriter, r *http.Request) bool
+
+// answer makes the dashboards of hosts starting with prefix answer with h (what whoever controls a
+// head could make it answer), until the test ends.
+func (s *standIn) answer(t *testing.T, prefix string, h standInAnswer) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.answers[prefix] = h
+	t.Cleanup(func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		delete(s.answers, prefix)
+	})
+}
+
+// answerOf is what a test made the dashboard at host answer; nil for the stand-in's own answers.
+func (s *standIn) answerOf(host string) standInAnswer {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for prefix, h := range s.answers {
+		if strings.HasPrefix(host, prefix) {
+			return h
+		}
+	}
+	return nil
 }
 
 type gcsLog struct{ nodeIP, text string }
@@ -1647,6 +1678,9 @@ func (s *standIn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	host = strings.Split(host, ":")[0]
 	if s.tokenRefused(w, r, host) {
+		return
+	}
+	if h := s.answerOf(host); h != nil && h(w, r) { // served outside the lock: it may be slow
 		return
 	}
 	if r.URL.Path == "/slow" { // a dashboard that does not answer in time (served outside the lock)
@@ -1835,7 +1869,8 @@ func startStandIn(addr string, admin kubernetes.Interface) (*standIn, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &standIn{jobs: map[string]map[string]*fakeJob{}, gcsLogs: map[string]gcsLog{}, admin: admin, tokens: map[string]string{}, authSeen: map[string]authSeen{}}
+	s := &standIn{jobs: map[string]map[string]*fakeJob{}, gcsLogs: map[string]gcsLog{}, admin: admin, tokens: map[string]string{}, authSeen: map[string]authSeen{},
+		answers: map[string]standInAnswer{}}
 	s.srv = &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = s.srv.Serve(ln) }()
 	return s, nil
