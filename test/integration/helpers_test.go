@@ -1633,6 +1633,9 @@ func (s *standIn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.URL.Path == "/slow" { // a dashboard that does not answer in time (served outside the lock)
+		s.mu.Lock()
+		s.requests = append(s.requests, seenRequest{Method: r.Method, Host: host, Path: r.URL.Path, Header: r.Header.Clone()})
+		s.mu.Unlock()
 		select {
 		case <-r.Context().Done():
 		case <-time.After(20 * time.Second):
@@ -1642,7 +1645,7 @@ func (s *standIn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.requests = append(s.requests, seenRequest{Method: r.Method, Host: host, Path: r.URL.Path, Query: r.URL.RawQuery,
-		Credentials: r.Header.Get("Authorization") != "" || r.Header.Get("X-OpenFuyao-Authorization") != ""})
+		Credentials: r.Header.Get("Authorization") != "" || r.Header.Get("X-OpenFuyao-Authorization") != "", Header: r.Header.Clone()})
 	table := s.jobs[host]
 	if table == nil {
 		table = map[string]*fakeJob{}
@@ -1671,6 +1674,11 @@ func (s *standIn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "http://attacker.example/phish", http.StatusFound)
 	case p == "/redirect-root":
 		http.Redirect(w, r, "/api/version", http.StatusFound)
+	case p == "/redirect-to":
+		// Whatever Location a hostile head answers, as it answers it (http.Redirect would clean it).
+		code, _ := strconv.Atoi(r.URL.Query().Get("code"))
+		w.Header().Set("Location", r.URL.Query().Get("to"))
+		w.WriteHeader(cmp.Or(code, http.StatusFound))
 	case p == "/api/v0/logs/file":
 		// Ray's log API (python/ray/dashboard/modules/state/state_head.py, Ray 2.10 and later): the
 		// file's last lines as they are, text/plain; 400 without a node, 404 for a node it does not know.
@@ -1844,6 +1852,21 @@ type seenRequest struct {
 	Credentials bool
 	// Refused: a token-mode dashboard refused it for its token.
 	Refused bool
+	// Header is what the request carried.
+	Header http.Header
+}
+
+// headersSeen are the headers of the requests to hosts starting with prefix whose path ends with suffix.
+func (s *standIn) headersSeen(hostPrefix, pathSuffix string) []http.Header {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []http.Header
+	for _, r := range s.requests {
+		if strings.HasPrefix(r.Host, hostPrefix) && strings.HasSuffix(r.Path, pathSuffix) {
+			out = append(out, r.Header)
+		}
+	}
+	return out
 }
 
 var jobPath = regexp.MustCompile(`^/api/jobs/?([^/]*)(/stop|/logs)?/?$`)
