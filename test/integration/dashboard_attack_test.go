@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"path"
@@ -193,9 +194,7 @@ func TestAttackDashboardGetsOnlyAllowedHeaders(t *testing.T) {
 		"X-OpenFuyao-Authorization": "Bearer " + admin, "X-Csrf-Token": "console-csrf",
 	}
 	header := map[string]string{"Accept": "application/json", "Accept-Language": "en"}
-	for k, v := range secrets {
-		header[k] = v
-	}
+	maps.Copy(header, secrets)
 	res, _ := dashboardAsBrowser(t, env.serviceURL, "GET", base+"/api/version", admin, header)
 	require.Equal(t, 200, res.StatusCode)
 	seen := env.dashboards.headersSeen("hd-head-svc."+ns, "/api/version")

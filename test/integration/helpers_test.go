@@ -1336,6 +1336,8 @@ func startInstance(t *testing.T, log string, args ...string) *serviceProc {
 // serviceProc is a running service binary.
 type serviceProc struct {
 	url string
+	// dashboardURL is the origin of its Ray dashboards (dashboard-listen).
+	dashboardURL string
 	// client reaches url: it trusts the serving certificate of an instance that speaks HTTPS.
 	client *http.Client
 	cmd    *exec.Cmd
@@ -1403,12 +1405,14 @@ func launchServiceEnv(root, state string, vars map[string]string, logName string
 	if bin == "" {
 		bin = filepath.Join(root, "bin", "ray-service")
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := freeLoopback()
 	if err != nil {
 		return nil, err
 	}
-	addr := ln.Addr().String()
-	ln.Close()
+	dashAddr, err := freeLoopback() // the Ray dashboards' own origin
+	if err != nil {
+		return nil, err
+	}
 	logf, err := os.Create(filepath.Join(state, "logs", logName))
 	if err != nil {
 		return nil, err
@@ -1421,7 +1425,7 @@ func launchServiceEnv(root, state string, vars map[string]string, logName string
 	if err := os.MkdirAll(filepath.Join(state, "history"), 0o755); err != nil {
 		return nil, err
 	}
-	all := append([]string{"--listen", addr, "--kubeconfig", vars["SERVICE_KUBECONFIG"],
+	all := append([]string{"--listen", addr, "--dashboard-listen", dashAddr, "--kubeconfig", vars["SERVICE_KUBECONFIG"],
 		"--prometheus-url", vars["PROMETHEUS_URL"], "--template-key-file", vars["TEMPLATE_KEY_FILE"], "--audit-key-file", vars["AUDIT_KEY_FILE"],
 		"--log-level", "debug",
 		"--shutdown-delay", "0s", "--history-dsn", "sqlite:" + filepath.Join(state, "history", base+".db"),
@@ -1432,7 +1436,7 @@ func launchServiceEnv(root, state string, vars map[string]string, logName string
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting %s: %w", bin, err)
 	}
-	p := &serviceProc{url: "http://" + addr, client: http.DefaultClient, cmd: cmd, log: logf, done: make(chan struct{})}
+	p := &serviceProc{url: "http://" + addr, dashboardURL: "http://" + dashAddr, client: http.DefaultClient, cmd: cmd, log: logf, done: make(chan struct{})}
 	if i := slices.Index(all, "--tls-cert-file"); i >= 0 && i+1 < len(all) {
 		// A self-signed serving certificate is its own root.
 		pem, err := os.ReadFile(all[i+1])
@@ -1441,7 +1445,7 @@ func launchServiceEnv(root, state string, vars map[string]string, logName string
 		}
 		roots := x509.NewCertPool()
 		roots.AppendCertsFromPEM(pem)
-		p.url = "https://" + addr
+		p.url, p.dashboardURL = "https://"+addr, "https://"+dashAddr
 		p.client = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}}}
 	}
 	go func() { _ = cmd.Wait(); close(p.done) }()
@@ -1465,6 +1469,16 @@ func launchServiceEnv(root, state string, vars map[string]string, logName string
 // leaseName makes a Lease name of a log file's base name.
 func leaseName(base string) string {
 	return "history-" + strings.Trim(regexp.MustCompile(`[^a-z0-9-]+`).ReplaceAllString(strings.ToLower(base), "-"), "-")
+}
+
+// freeLoopback returns a loopback address nothing listens on.
+func freeLoopback() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
 }
 
 // freeAddr returns a loopback address nothing listens on.
