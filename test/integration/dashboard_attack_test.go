@@ -77,7 +77,13 @@ func TestAttackDashboardIsNotServedOnTheConsoleOrigin(t *testing.T) {
 	runningCluster(t, ns, "oo")
 	base := itemPath(ns, "rayclusters", "oo") + "/dashboard"
 
-	res := dashboardAs(t, "GET", base+"/hostile", admin)
+	req, err := http.NewRequest("GET", env.serviceURL+base+"/hostile", nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+admin)
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	res, err := noRedirect.Do(req)
+	require.NoError(t, err)
+	res.Body.Close()
 	require.Equal(t, 307, res.StatusCode, "the console's origin serves no page a tenant's head answers")
 	console, err := url.Parse(env.serviceURL)
 	require.NoError(t, err)
