@@ -33,6 +33,8 @@ export RAY_SERVICE_SHUTDOWN_DELAY=${RAY_SERVICE_SHUTDOWN_DELAY:-0s}
 STATE=${RAY_STACK_STATE:-$(pwd)/.run/stack}
 RUN_ENV=$(dirname "$STATE")/env
 LISTEN=${RAY_SERVICE_LISTEN:-127.0.0.1:8080}
+# The Ray dashboards on an origin of their own: what a tenant's dashboard serves never runs on the API's.
+DASHBOARD_LISTEN=${RAY_SERVICE_DASHBOARD_LISTEN:-127.0.0.1:8081}
 pid=""
 up=""
 watcher=""
@@ -80,6 +82,7 @@ source "$STATE/env"
 
 cat >"$RUN_ENV" <<ENV
 export RAY_SERVICE_URL=http://$LISTEN
+export RAY_DASHBOARD_URL=http://$DASHBOARD_LISTEN
 export KUBECONFIG=$KUBECONFIG
 export ADMIN_TOKEN=$ADMIN_TOKEN
 export VIEWER_TOKEN=$VIEWER_TOKEN
@@ -97,12 +100,14 @@ ray-service on the local stack. In another shell:
        --data-binary @examples/raycluster.yaml \$RAY_SERVICE_URL/rest/ray/v1/namespaces/default/rayclusters
   kubectl get pods -A          (kubectl is in $(dirname "$(command -v kubectl)"))
 
+Ray dashboards are served on their own origin, \$RAY_DASHBOARD_URL (a detail's dashboardURL names it).
+
 Ctrl-C stops the service and the stack.
 
 MSG
 # The service reaches Ray dashboards through the same loopback proxy setting as the operator.
 HTTP_PROXY=$OPERATOR_HTTP_PROXY NO_PROXY=127.0.0.1,localhost \
-  "$BIN" --listen "$LISTEN" --kubeconfig "$SERVICE_KUBECONFIG" --prometheus-url "$PROMETHEUS_URL" \
+  "$BIN" --listen "$LISTEN" --dashboard-listen "$DASHBOARD_LISTEN" --kubeconfig "$SERVICE_KUBECONFIG" --prometheus-url "$PROMETHEUS_URL" \
   --template-key-file "$TEMPLATE_KEY_FILE" --audit-key-file "$AUDIT_KEY_FILE" --history-dsn "${RAY_SERVICE_HISTORY_DSN:-sqlite:$(dirname "$STATE")/history.db}" \
   --history-lease-namespace default "$@" &
 pid=$!

@@ -296,7 +296,7 @@ func run() error {
 	} else {
 		log.Info("the RayCronJobs' run series (ray_service_runs*) are served on metrics-listen alone: none is set")
 	}
-	router := api.NewRouter(api.Deps{
+	deps := api.Deps{
 		Kinds: kinds,
 		Store: store,
 		Queues: &queues.Lister{Dynamic: func(token string) (dynamic.Interface, error) {
@@ -309,10 +309,13 @@ func run() error {
 		Objects: func(k *ray.Kind, token string) (api.Objects, error) {
 			return manager.For(k, token)
 		},
-		Dashboards:      dashboards,
-		DashboardOrigin: cfg.DashboardOrigin,
-		Authz:           reviewer,
-		RightsVersion:   rightsVersion,
+		Dashboards: dashboards,
+		Dashboard: api.DashboardSite{Origin: cfg.DashboardOrigin, Port: cfg.DashboardPort,
+			SameOrigin: cfg.DashboardSameOrigin},
+		Proxies:        api.NewProxyLimit(cfg.MaxDashboardRequests, cfg.MaxDashboardRequestsPerCaller, cfg.MaxDashboardDuration),
+		TrustedProxies: cfg.TrustedProxyPrefixes,
+		Authz:          reviewer,
+		RightsVersion:  rightsVersion,
 		// A kept page reuses verdicts: no longer than they are kept.
 		PageReuse:   min(api.MaxPageReuse, cfg.AuthCacheTTL),
 		Log:         log,
@@ -341,16 +344,22 @@ func run() error {
 		Utilization:   utilization,
 		Quotas:        k8s.Quotas{Core: core.CoreV1()},
 		Ready:         draining.ready(readiness(store, bindings, core.Discovery(), kinds)),
-	})
-	srv := &http.Server{Addr: cfg.Listen, Handler: router, ReadHeaderTimeout: 10 * time.Second,
+	}
+	srv := &http.Server{Addr: cfg.Listen, Handler: api.NewRouter(deps), ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout: cfg.ReadTimeout, WriteTimeout: cfg.WriteTimeout, IdleTimeout: cfg.IdleTimeout,
 		// The request line and headers together; past it the server answers 431.
 		MaxHeaderBytes: api.MaxHeaderBytes}
+	// The Ray dashboards on an origin of their own: the same server but for its address and handler.
+	var dashSrv *http.Server
+	if cfg.DashboardListen != "" {
+		dashSrv = &http.Server{Addr: cfg.DashboardListen, Handler: api.NewDashboardRouter(deps), ReadHeaderTimeout: 10 * time.Second,
+			ReadTimeout: cfg.ReadTimeout, WriteTimeout: cfg.WriteTimeout, IdleTimeout: cfg.IdleTimeout, MaxHeaderBytes: api.MaxHeaderBytes}
+	}
 
 	if cfg.PprofListen != "" {
 		go servePprof(cfg.PprofListen, log)
 	}
-	errc := make(chan error, 2)
+	errc := make(chan error, 3)
 	if cfg.MetricsListen != "" {
 		msrv := &http.Server{Addr: cfg.MetricsListen, Handler: promhttp.HandlerFor(prometheus.Gatherers{registry, named}, promhttp.HandlerOpts{}),
 			ReadHeaderTimeout: 10 * time.Second, ReadTimeout: cfg.ReadTimeout, WriteTimeout: cfg.WriteTimeout}
@@ -373,12 +382,15 @@ func run() error {
 	}
 	go func() {
 		log.Info("listening", zap.String("address", cfg.Listen), zap.Bool("tls", srv.TLSConfig != nil), zap.String("apiserver", restCfg.Host))
-		if srv.TLSConfig != nil {
-			errc <- srv.ListenAndServeTLS("", "")
-			return
-		}
-		errc <- srv.ListenAndServe()
+		errc <- serve(srv)
 	}()
+	if dashSrv != nil {
+		dashSrv.TLSConfig = srv.TLSConfig
+		go func() {
+			log.Info("Ray dashboards listening", zap.String("address", cfg.DashboardListen), zap.String("origin", cfg.DashboardOrigin))
+			errc <- serve(dashSrv)
+		}()
+	}
 	select {
 	case err := <-errc:
 		if !errors.Is(err, http.ErrServerClosed) {
@@ -398,10 +410,29 @@ func run() error {
 	endStreams()
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	defer cancel()
+	dashDone := make(chan error, 1)
+	go func() {
+		if dashSrv == nil {
+			dashDone <- nil
+			return
+		}
+		dashDone <- dashSrv.Shutdown(sctx)
+	}()
 	if err := srv.Shutdown(sctx); err != nil {
 		return err
 	}
+	if err := <-dashDone; err != nil {
+		return err
+	}
 	return detached.Wait(sctx)
+}
+
+// serve serves srv, with TLS where it has a configuration for it.
+func serve(srv *http.Server) error {
+	if srv.TLSConfig != nil {
+		return srv.ListenAndServeTLS("", "")
+	}
+	return srv.ListenAndServe()
 }
 
 // idleTo hands the idle detection's judgement to the watch cache and to the utilization accounting.

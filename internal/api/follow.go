@@ -35,6 +35,11 @@ func NewWatchLimit(maxStreams, perCaller int, duration time.Duration) *FollowLim
 	return &FollowLimit{noun: "watch streams", max: maxStreams, perCaller: perCaller, duration: duration, byCaller: map[string]int{}}
 }
 
+// NewProxyLimit is the same bound for the requests the Ray dashboard proxy holds open.
+func NewProxyLimit(maxRequests, perCaller int, duration time.Duration) *FollowLimit {
+	return &FollowLimit{noun: "Ray dashboard requests", max: maxRequests, perCaller: perCaller, duration: duration, byCaller: map[string]int{}}
+}
+
 // acquireFor takes a place of l for the caller of c, counted by its user name as the apiserver
 // authenticates its token: a user who mints tokens holds no more places than with one.
 func (s *Server) acquireFor(c *gin.Context, l *FollowLimit) (release func(), err error) {

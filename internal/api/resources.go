@@ -36,8 +36,11 @@ type Detail struct {
 	// Problems are what holds the object back, each with the pod or object it was seen on: the first 32,
 	// their reasons cut to 128 bytes and their messages to 1024; those read from pods or Warning events
 	// only for a caller who may list them in the namespace.
-	Problems     []ray.Problem   `json:"problems"`
-	DashboardURL string          `json:"dashboardURL,omitempty" example:"/rest/ray/v1/namespaces/default/rayclusters/demo/dashboard/"`
+	Problems []ray.Problem `json:"problems"`
+	// DashboardURL is where the proxy serves the Ray dashboard: on the dashboards' own origin
+	// (dashboard-origin, else the request's host with dashboard-listen's port), a path on the API's
+	// origin only where it has none.
+	DashboardURL string          `json:"dashboardURL,omitempty" example:"https://ray-dashboards.example.com/rest/ray/v1/namespaces/default/rayclusters/demo/dashboard/"`
 	Events       []ray.EventInfo `json:"events"`
 	Object       objectJSON      `json:"object" swaggertype:"object"`
 	// Queued is on a start's answer only: the start put the object in its queue manager's queue (the
@@ -392,7 +395,7 @@ func (s *Server) detailOf(c *gin.Context, r *request, cur *k8s.Current, sum ray.
 		return d
 	}
 	obj := cur.Instance
-	d.DashboardURL = s.DashboardOrigin + dashboardPath(obj.GetNamespace(), r.kind.Resource, obj.GetName()) + "/"
+	d.DashboardURL = s.dashboardOrigin(c.Request) + dashboardPath(obj.GetNamespace(), r.kind.Resource, obj.GetName()) + "/"
 	// Encoded, not changed: the object's own conditions serve.
 	if conds, ok, _ := unstructured.NestedFieldNoCopy(obj.Object, "status", "conditions"); ok {
 		if conds, ok := conds.([]any); ok {

@@ -147,10 +147,14 @@ type Deps struct {
 	Objects ObjectsFor
 	// Dashboards reaches the Ray dashboards the proxy route serves.
 	Dashboards Dashboards
-	// DashboardOrigin, when set (scheme://host[:port]), is a separate origin that alone serves the Ray
-	// dashboard proxy, so that what a dashboard answers never runs on the console's origin.
-	DashboardOrigin string
-	Authz           Authorizer
+	// Dashboard says where the Ray dashboard proxy is served: what a dashboard answers never runs on the
+	// console's origin. Proxies bounds the proxied requests open at once and how long each lasts.
+	Dashboard DashboardSite
+	Proxies   *FollowLimit
+	// TrustedProxies are the peers whose X-Forwarded-Proto and X-Forwarded-Host name the origin a
+	// browser sees (gateways in front of the service); none: the request's own.
+	TrustedProxies []netip.Prefix
+	Authz          Authorizer
 	// RightsVersion counts the changes of what the callers' rights are read from besides their
 	// verdicts (the RoleBindings); nil: nothing but the verdicts.
 	RightsVersion func() uint64
@@ -206,9 +210,24 @@ type Deps struct {
 	Ready func(ctx context.Context) error
 }
 
+// DashboardSite is where the Ray dashboard proxy is served.
+type DashboardSite struct {
+	// Origin (scheme://host[:port]) is where browsers reach the dashboards' own listener; empty: the
+	// origin of each request to the API, with the port Port.
+	Origin string
+	// Port is the port of the dashboards' own listener; empty: there is none.
+	Port string
+	// SameOrigin has the API's origin serve the proxy too, its pages sandboxed, instead of sending
+	// callers to the dashboards' origin.
+	SameOrigin bool
+}
+
 // Server holds the handlers.
 type Server struct {
 	Deps
+
+	// dashboardsOnly: this server is the dashboards' own origin, and serves nothing else.
+	dashboardsOnly bool
 
 	readyMu     sync.Mutex
 	readyReason string
@@ -231,7 +250,7 @@ func NewRouter(d Deps) *gin.Engine {
 	r := gin.New()
 	r.ContextWithFallback = true
 	r.HandleMethodNotAllowed = true
-	r.Use(s.observe, s.recover, s.dashboardsOnlyThere)
+	r.Use(s.observe, s.recover)
 	r.NoRoute(s.handle(func(c *gin.Context) (*response, error) {
 		return nil, statusError(http.StatusNotFound, metav1.StatusReasonNotFound, fmt.Sprintf("no route %s %s", c.Request.Method, c.Request.URL.Path))
 	}))
@@ -279,7 +298,6 @@ func NewRouter(d Deps) *gin.Engine {
 	ns := a.Group("/namespaces/:namespace/:kind", s.withKind)
 	ns.GET("", s.handle(s.list))
 	ns.GET("/watch", s.handle(s.watchList))
-	ns.GET("/:name/dashboard", s.handle(s.dashboardRoot))
 	// The detail builds the caller's clients only where the watch cache cannot answer it.
 	ns.GET("/:name", s.handle(s.get))
 	obj := ns.Group("", s.asCaller)
@@ -296,12 +314,34 @@ func NewRouter(d Deps) *gin.Engine {
 	obj.POST("/:name/run", s.handle(s.runNow))
 	obj.GET("/:name/events", s.handle(s.events))
 	obj.GET("/:name/logs", s.handle(s.logs))
-	for method := range proxyVerbs {
-		obj.Handle(method, "/:name/dashboard/*path", s.handle(s.dashboard))
-	}
+	s.dashboardRoutes(ns)
 	obj.GET("/:name/metrics", s.handle(s.clusterMetrics))
 	obj.GET("/:name/health", s.handle(s.clusterHealth))
 	return r
+}
+
+// NewDashboardRouter returns the HTTP handler of the dashboards' own origin: the Ray dashboard proxy
+// and nothing else, so that what a tenant's dashboard answers runs on no origin that serves the API.
+func NewDashboardRouter(d Deps) *gin.Engine {
+	s := &Server{Deps: d, dashboardsOnly: true}
+	gin.SetMode(gin.ReleaseMode)
+	r := gin.New()
+	r.ContextWithFallback = true
+	r.Use(s.observe, s.recover)
+	r.NoRoute(s.handle(func(*gin.Context) (*response, error) {
+		return nil, statusError(http.StatusNotFound, metav1.StatusReasonNotFound, "this origin serves Ray dashboards only")
+	}))
+	s.dashboardRoutes(r.Group(BasePath, s.authenticate).Group("/namespaces/:namespace/:kind", s.withKind))
+	return r
+}
+
+// dashboardRoutes adds the dashboard proxy's routes to ns, the group of a namespace's kind.
+func (s *Server) dashboardRoutes(ns *gin.RouterGroup) {
+	ns.GET("/:name/dashboard", s.handle(s.dashboardRoot))
+	obj := ns.Group("", s.asCaller)
+	for method := range proxyVerbs {
+		obj.Handle(method, "/:name/dashboard/*path", s.handle(s.dashboard))
+	}
 }
 
 // observe gives each request an id and a logger, and records its metrics and an access log line.
@@ -351,16 +391,6 @@ func (s *Server) recover(c *gin.Context) {
 		}
 	}()
 	c.Next()
-}
-
-// dashboardsOnlyThere serves nothing but the dashboard proxy on the separate dashboard origin.
-func (s *Server) dashboardsOnlyThere(c *gin.Context) {
-	if s.DashboardOrigin == "" || requestOrigin(c.Request) != s.DashboardOrigin ||
-		strings.HasPrefix(c.FullPath(), BasePath+"/namespaces/:namespace/:kind/:name/dashboard") {
-		c.Next()
-		return
-	}
-	s.abort(c, statusError(http.StatusNotFound, metav1.StatusReasonNotFound, "this origin serves Ray dashboards only"))
 }
 
 // authenticate requires a bearer token. The token is checked by the apiserver at its first use.

@@ -5,6 +5,7 @@ package config
 import (
 	"fmt"
 	"net"
+	"net/netip"
 	"net/url"
 	"strings"
 	"time"
@@ -108,9 +109,23 @@ type Config struct {
 	ReviewEveryNamespace bool `mapstructure:"review-every-namespace"`
 	// ResyncPeriod is the informers' resync period (0 disables resync).
 	ResyncPeriod time.Duration `mapstructure:"resync-period"`
-	// DashboardOrigin, when set (scheme://host[:port]), is a separate origin that alone serves the Ray
-	// dashboard proxy.
-	DashboardOrigin string `mapstructure:"dashboard-origin"`
+	// DashboardListen is the address of the listener that serves the Ray dashboard proxy and nothing
+	// else, on an origin of its own; DashboardOrigin (scheme://host[:port]) is where browsers reach it
+	// (empty: the API request's host with DashboardListen's port). DashboardSameOrigin has the API's
+	// listener serve the proxy too, its pages sandboxed. DashboardPort is DashboardListen's port.
+	DashboardListen     string `mapstructure:"dashboard-listen"`
+	DashboardOrigin     string `mapstructure:"dashboard-origin"`
+	DashboardSameOrigin bool   `mapstructure:"dashboard-same-origin"`
+	DashboardPort       string `mapstructure:"-"`
+	// MaxDashboardRequests and MaxDashboardRequestsPerCaller bound the requests the dashboard proxy holds
+	// open at once, in all and per caller; MaxDashboardDuration how long one may last.
+	MaxDashboardRequests          int           `mapstructure:"max-dashboard-requests"`
+	MaxDashboardRequestsPerCaller int           `mapstructure:"max-dashboard-requests-per-caller"`
+	MaxDashboardDuration          time.Duration `mapstructure:"max-dashboard-duration"`
+	// TrustedProxies are the addresses or ranges of the gateways whose X-Forwarded-Proto and
+	// X-Forwarded-Host are believed (none by default); TrustedProxyPrefixes are them parsed.
+	TrustedProxies       []string       `mapstructure:"trusted-proxies"`
+	TrustedProxyPrefixes []netip.Prefix `mapstructure:"-"`
 	// PprofListen, when set, is a loopback address where the Go profiler is served (off by default).
 	PprofListen string `mapstructure:"pprof-listen"`
 	// TemplateKeyFile holds the key the service signs its templates with (at least 32 bytes; every
@@ -194,7 +209,13 @@ func Load(args []string) (*Config, error) {
 	fs.Int("auth-cache-size", 10000, "the most access review verdicts and user names cached")
 	fs.Bool("review-every-namespace", false, "review a caller's rights in every namespace of a list across namespaces, not only where a RoleBinding names it (for authorizers other than RBAC that grant per namespace)")
 	fs.Duration("resync-period", 0, "informer resync period (0: none)")
-	fs.String("dashboard-origin", "", "a separate origin (scheme://host[:port]) that alone serves the Ray dashboard proxy")
+	fs.String("dashboard-listen", ":8081", "address of the listener that serves the Ray dashboard proxy, and nothing else, on an origin of its own")
+	fs.String("dashboard-origin", "", "where browsers reach dashboard-listen (scheme://host[:port]); empty: the API request's host with dashboard-listen's port")
+	fs.Bool("dashboard-same-origin", false, "serve the Ray dashboard proxy on the API's origin too, its pages sandboxed (their scripts reach no API)")
+	fs.Int("max-dashboard-requests", 1024, "the most requests the Ray dashboard proxy holds open at once")
+	fs.Int("max-dashboard-requests-per-caller", 64, "the most requests one caller may have open through the Ray dashboard proxy at once")
+	fs.Duration("max-dashboard-duration", time.Hour, "how long one request through the Ray dashboard proxy may last")
+	fs.StringSlice("trusted-proxies", nil, "addresses or CIDRs of the gateways whose X-Forwarded-Proto and X-Forwarded-Host are believed (none by default)")
 	fs.String("pprof-listen", "", "a loopback address (e.g. 127.0.0.1:6060) to serve the Go profiler on; empty: off")
 	fs.String("template-key-file", "", "file holding the key templates are signed with (at least 32 bytes); or template-key-secret")
 	fs.String("template-key-secret", "", "namespace/name of a Secret holding the template key (data \"key\"), made with a random key when missing")
@@ -291,11 +312,8 @@ func Load(args []string) (*Config, error) {
 			return nil, fmt.Errorf("pprof-listen %q: want a loopback address such as 127.0.0.1:6060", c.PprofListen)
 		}
 	}
-	if c.DashboardOrigin != "" {
-		u, err := url.Parse(c.DashboardOrigin)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Path != "" || u.RawQuery != "" {
-			return nil, fmt.Errorf("dashboard-origin %q: want scheme://host[:port], nothing after", c.DashboardOrigin)
-		}
+	if err := checkDashboards(&c); err != nil {
+		return nil, err
 	}
 	if c.HistoryDSN != "" && c.HistoryLease == "" {
 		return nil, fmt.Errorf("history-lease is empty: the replicas need a Lease to choose the one that writes the history")
@@ -319,4 +337,47 @@ func Load(args []string) (*Config, error) {
 		return nil, fmt.Errorf("log-level %q: want debug, info, warn or error", c.LogLevel)
 	}
 	return &c, nil
+}
+
+// checkDashboards checks where the Ray dashboard proxy is served, and the gateways trusted to say where
+// a browser sees it.
+func checkDashboards(c *Config) error {
+	if c.DashboardListen == "" && !c.DashboardSameOrigin {
+		return fmt.Errorf("dashboard-listen is empty: the Ray dashboards need an origin of their own (whoever runs a Ray " +
+			"cluster controls what its dashboard answers); or set dashboard-same-origin to serve them sandboxed on the API's")
+	}
+	if c.DashboardListen != "" {
+		_, port, err := net.SplitHostPort(c.DashboardListen)
+		if err != nil || port == "" || port == "0" {
+			return fmt.Errorf("dashboard-listen %q: want host:port with a port, e.g. :8081", c.DashboardListen)
+		}
+		if c.DashboardListen == c.Listen || c.DashboardListen == c.MetricsListen {
+			return fmt.Errorf("dashboard-listen %q is the API's or the metrics' address: the dashboards need one of their own", c.DashboardListen)
+		}
+		c.DashboardPort = port
+	}
+	if c.DashboardOrigin != "" {
+		u, err := url.Parse(c.DashboardOrigin)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Path != "" || u.RawQuery != "" || u.User != nil {
+			return fmt.Errorf("dashboard-origin %q: want scheme://host[:port], nothing after", c.DashboardOrigin)
+		}
+		if c.DashboardListen == "" {
+			return fmt.Errorf("dashboard-origin %q needs dashboard-listen, the listener it reaches", c.DashboardOrigin)
+		}
+	}
+	if c.MaxDashboardRequests < 0 || c.MaxDashboardRequestsPerCaller < 0 || c.MaxDashboardDuration < 0 {
+		return fmt.Errorf("max-dashboard-requests, max-dashboard-requests-per-caller and max-dashboard-duration: want 0 (no bound) or more")
+	}
+	for _, p := range c.TrustedProxies {
+		prefix, err := netip.ParsePrefix(p)
+		if err != nil {
+			addr, aerr := netip.ParseAddr(p)
+			if aerr != nil {
+				return fmt.Errorf("trusted-proxies %q: want an IP address or a CIDR", p)
+			}
+			prefix = netip.PrefixFrom(addr.Unmap(), addr.Unmap().BitLen())
+		}
+		c.TrustedProxyPrefixes = append(c.TrustedProxyPrefixes, prefix.Masked())
+	}
+	return nil
 }

@@ -1,8 +1,10 @@
 package config
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -87,5 +89,38 @@ func TestHistoryQuotas(t *testing.T) {
 	for _, bad := range []string{"lots", "-1Mi"} {
 		_, err = Load([]string{"--history-namespace-quota", bad})
 		require.ErrorContains(t, err, "history-namespace-quota", bad)
+	}
+}
+
+// The Ray dashboards have an origin of their own by default; the forwarded headers of no gateway are
+// believed unless it is named.
+func TestDashboards(t *testing.T) {
+	t.Setenv("RAY_SERVICE_TEMPLATE_KEY_FILE", "/keys/template")
+	t.Setenv("RAY_SERVICE_AUDIT_KEY_FILE", "/keys/audit")
+	c, err := Load(nil)
+	require.NoError(t, err)
+	assert.Equal(t, ":8081", c.DashboardListen)
+	assert.Equal(t, "8081", c.DashboardPort)
+	assert.False(t, c.DashboardSameOrigin)
+	assert.Empty(t, c.TrustedProxyPrefixes)
+	assert.Positive(t, c.MaxDashboardRequestsPerCaller)
+	assert.Positive(t, c.MaxDashboardDuration)
+	c, err = Load([]string{"--trusted-proxies", "10.0.0.0/8,192.0.2.7,::1"})
+	require.NoError(t, err)
+	assert.Equal(t, "[10.0.0.0/8 192.0.2.7/32 ::1/128]", fmt.Sprint(c.TrustedProxyPrefixes))
+	c, err = Load([]string{"--dashboard-listen", "", "--dashboard-same-origin"})
+	require.NoError(t, err, "sandboxed on the API's origin, where the operator says so")
+	assert.Empty(t, c.DashboardPort)
+	for args, want := range map[string]string{
+		"--dashboard-listen=":                          "need an origin of their own",
+		"--dashboard-listen=:8080":                     "the API's or the metrics' address",
+		"--dashboard-listen=8081":                      "want host:port",
+		"--dashboard-origin=https://dash.example/path": "want scheme://host[:port]",
+		"--trusted-proxies=gateway.example":            "want an IP address or a CIDR",
+		"--max-dashboard-duration=-1s":                 "want 0 (no bound) or more",
+		"--dashboard-origin=https://dash.example --dashboard-listen= --dashboard-same-origin": "needs dashboard-listen",
+	} {
+		_, err := Load(strings.Fields(args))
+		assert.ErrorContains(t, err, want, args)
 	}
 }

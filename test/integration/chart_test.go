@@ -77,7 +77,14 @@ func TestHelmChart(t *testing.T) {
 	for _, want := range []string{"domain = 192.0.2.10", "nodePort: 30300", "nodePort: 30080", `MONITORING_URL: "http://prometheus-server.monitoring.svc:9090"`, "type: NodePort"} {
 		assert.Contains(t, alone, want, "the user guide's standalone values take effect")
 	}
+	assert.Contains(t, alone, `dashboard-origin: "http://192.0.2.10:30081"`, "standalone: the dashboards' origin is a port of the node of their own")
+	assert.Contains(t, alone, "nodePort: 30081")
 	for name, manifest := range map[string]string{"marketplace": market, "standalone": alone} {
+		assert.Contains(t, manifest, `dashboard-listen: ":8081"`, "%s: the Ray dashboards on an origin of their own", name)
+		assert.Contains(t, manifest, "name: ray-service-dashboards", "%s: a Service of their own", name)
+		assert.Contains(t, manifest, "{name: dashboards, containerPort: 8081}", name)
+		assert.Contains(t, manifest, "dashboard-same-origin: false", name)
+		assert.Contains(t, manifest, "trusted-proxies: []", "%s: no gateway's forwarded headers believed by default", name)
 		assert.Contains(t, manifest, "template-key-secret: "+ns+"/ray-service-template-key", "%s: the service keeps its template key", name)
 		assert.Contains(t, manifest, "audit-key-secret: "+ns+"/ray-service-audit-key", "%s: and its audit key", name)
 		assert.NotContains(t, manifest, "kind: Secret", "%s: the chart renders no key, so no render changes it", name)

@@ -1353,6 +1353,8 @@ func startInstance(t *testing.T, log string, args ...string) *serviceProc {
 // serviceProc is a running service binary.
 type serviceProc struct {
 	url string
+	// dashboardURL is the origin of its Ray dashboards (dashboard-listen).
+	dashboardURL string
 	// client reaches url: it trusts the serving certificate of an instance that speaks HTTPS.
 	client *http.Client
 	cmd    *exec.Cmd
@@ -1420,12 +1422,14 @@ func launchServiceEnv(root, state string, vars map[string]string, logName string
 	if bin == "" {
 		bin = filepath.Join(root, "bin", "ray-service")
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := freeLoopback()
 	if err != nil {
 		return nil, err
 	}
-	addr := ln.Addr().String()
-	ln.Close()
+	dashAddr, err := freeLoopback() // the Ray dashboards' own origin
+	if err != nil {
+		return nil, err
+	}
 	logf, err := os.Create(filepath.Join(state, "logs", logName))
 	if err != nil {
 		return nil, err
@@ -1438,7 +1442,7 @@ func launchServiceEnv(root, state string, vars map[string]string, logName string
 	if err := os.MkdirAll(filepath.Join(state, "history"), 0o755); err != nil {
 		return nil, err
 	}
-	all := append([]string{"--listen", addr, "--kubeconfig", vars["SERVICE_KUBECONFIG"],
+	all := append([]string{"--listen", addr, "--dashboard-listen", dashAddr, "--kubeconfig", vars["SERVICE_KUBECONFIG"],
 		"--prometheus-url", vars["PROMETHEUS_URL"], "--template-key-file", vars["TEMPLATE_KEY_FILE"], "--audit-key-file", vars["AUDIT_KEY_FILE"],
 		"--log-level", "debug",
 		"--shutdown-delay", "0s", "--history-dsn", "sqlite:" + filepath.Join(state, "history", base+".db"),
@@ -1449,7 +1453,7 @@ func launchServiceEnv(root, state string, vars map[string]string, logName string
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting %s: %w", bin, err)
 	}
-	p := &serviceProc{url: "http://" + addr, client: http.DefaultClient, cmd: cmd, log: logf, done: make(chan struct{})}
+	p := &serviceProc{url: "http://" + addr, dashboardURL: "http://" + dashAddr, client: http.DefaultClient, cmd: cmd, log: logf, done: make(chan struct{})}
 	if i := slices.Index(all, "--tls-cert-file"); i >= 0 && i+1 < len(all) {
 		// A self-signed serving certificate is its own root.
 		pem, err := os.ReadFile(all[i+1])
@@ -1458,7 +1462,7 @@ func launchServiceEnv(root, state string, vars map[string]string, logName string
 		}
 		roots := x509.NewCertPool()
 		roots.AppendCertsFromPEM(pem)
-		p.url = "https://" + addr
+		p.url, p.dashboardURL = "https://"+addr, "https://"+dashAddr
 		p.client = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}}}
 	}
 	go func() { _ = cmd.Wait(); close(p.done) }()
@@ -1482,6 +1486,16 @@ func launchServiceEnv(root, state string, vars map[string]string, logName string
 // leaseName makes a Lease name of a log file's base name.
 func leaseName(base string) string {
 	return "history-" + strings.Trim(regexp.MustCompile(`[^a-z0-9-]+`).ReplaceAllString(strings.ToLower(base), "-"), "-")
+}
+
+// freeLoopback returns a loopback address nothing listens on.
+func freeLoopback() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
 }
 
 // freeAddr returns a loopback address nothing listens on.
@@ -1684,6 +1698,9 @@ func (s *standIn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.URL.Path == "/slow" { // a dashboard that does not answer in time (served outside the lock)
+		s.mu.Lock()
+		s.requests = append(s.requests, seenRequest{Method: r.Method, Host: host, Path: r.URL.Path, Header: r.Header.Clone()})
+		s.mu.Unlock()
 		select {
 		case <-r.Context().Done():
 		case <-time.After(20 * time.Second):
@@ -1693,7 +1710,7 @@ func (s *standIn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.requests = append(s.requests, seenRequest{Method: r.Method, Host: host, Path: r.URL.Path, Query: r.URL.RawQuery,
-		Credentials: r.Header.Get("Authorization") != "" || r.Header.Get("X-OpenFuyao-Authorization") != ""})
+		Credentials: r.Header.Get("Authorization") != "" || r.Header.Get("X-OpenFuyao-Authorization") != "", Header: r.Header.Clone()})
 	table := s.jobs[host]
 	if table == nil {
 		table = map[string]*fakeJob{}
@@ -1722,6 +1739,11 @@ func (s *standIn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "http://attacker.example/phish", http.StatusFound)
 	case p == "/redirect-root":
 		http.Redirect(w, r, "/api/version", http.StatusFound)
+	case p == "/redirect-to":
+		// Whatever Location a hostile head answers, as it answers it (http.Redirect would clean it).
+		code, _ := strconv.Atoi(r.URL.Query().Get("code"))
+		w.Header().Set("Location", r.URL.Query().Get("to"))
+		w.WriteHeader(cmp.Or(code, http.StatusFound))
 	case p == "/api/v0/logs/file":
 		// Ray's log API (python/ray/dashboard/modules/state/state_head.py, Ray 2.10 and later): the
 		// file's last lines as they are, text/plain; 400 without a node, 404 for a node it does not know.
@@ -1896,6 +1918,21 @@ type seenRequest struct {
 	Credentials bool
 	// Refused: a token-mode dashboard refused it for its token.
 	Refused bool
+	// Header is what the request carried.
+	Header http.Header
+}
+
+// headersSeen are the headers of the requests to hosts starting with prefix whose path ends with suffix.
+func (s *standIn) headersSeen(hostPrefix, pathSuffix string) []http.Header {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []http.Header
+	for _, r := range s.requests {
+		if strings.HasPrefix(r.Host, hostPrefix) && strings.HasSuffix(r.Path, pathSuffix) {
+			out = append(out, r.Header)
+		}
+	}
+	return out
 }
 
 var jobPath = regexp.MustCompile(`^/api/jobs/?([^/]*)(/stop|/logs)?/?$`)

@@ -197,7 +197,7 @@ func TestEventsOfUnschedulableCluster(t *testing.T) {
 		Events       []event `json:"events"`
 	}](t, d)
 	assert.NotEmpty(t, detail.Events, "the detail shows recent events")
-	assert.Equal(t, itemPath(ns, "rayclusters", "huge")+"/dashboard/", detail.DashboardURL)
+	assert.Equal(t, env.dashboardURL+itemPath(ns, "rayclusters", "huge")+"/dashboard/", detail.DashboardURL, "on the dashboards' own origin")
 }
 
 func TestDashboardProxy(t *testing.T) {
@@ -224,6 +224,13 @@ func TestDashboardProxy(t *testing.T) {
 	req, _ := http.NewRequest("GET", env.serviceURL+base, nil)
 	req.Header.Set("Authorization", "Bearer "+admin)
 	res, err := noRedirect.Do(req)
+	require.NoError(t, err)
+	res.Body.Close()
+	assert.Equal(t, 307, res.StatusCode, "to the dashboards' own origin")
+	assert.Equal(t, env.dashboardURL+base+"/", res.Header.Get("Location"))
+	req, _ = http.NewRequest("GET", env.dashboardURL+base, nil)
+	req.Header.Set("Authorization", "Bearer "+admin)
+	res, err = noRedirect.Do(req)
 	require.NoError(t, err)
 	res.Body.Close()
 	assert.Equal(t, 301, res.StatusCode)

@@ -41,10 +41,12 @@ type stackEnv struct {
 	root       string // the repository
 	state      string // the stack's state directory
 	serviceURL string
-	admin      kubernetes.Interface
-	adminDyn   dynamic.Interface
-	tokens     map[string]string // user -> token
-	dashboards *standIn          // the Ray dashboards, behind the operator's and the service's proxy
+	// dashboardURL is the origin of the service's Ray dashboards (its dashboard-listen).
+	dashboardURL string
+	admin        kubernetes.Interface
+	adminDyn     dynamic.Interface
+	tokens       map[string]string // user -> token
+	dashboards   *standIn          // the Ray dashboards, behind the operator's and the service's proxy
 }
 
 func TestMain(m *testing.M) {
@@ -243,7 +245,7 @@ func startService(root, state string) (*stackEnv, func(), error) {
 		return nil, nil, err
 	}
 	seeingCredentials(cfg)
-	e := &stackEnv{vars: vars, serviceURL: proc.url, root: root, state: state, tokens: map[string]string{
+	e := &stackEnv{vars: vars, serviceURL: proc.url, dashboardURL: proc.dashboardURL, root: root, state: state, tokens: map[string]string{
 		"admin": vars["ADMIN_TOKEN"], "viewer": vars["VIEWER_TOKEN"], "nobody": vars["NOBODY_TOKEN"],
 		"alice": vars["ALICE_TOKEN"], "bob": vars["BOB_TOKEN"], "carol": vars["CAROL_TOKEN"],
 	}}

@@ -71,7 +71,7 @@ func startMakeRun(t *testing.T, state string, extraEnv ...string) *makeRun {
 			environ = append(environ, kv)
 		}
 	}
-	cmd.Env = append(append(append(environ, "RAY_STACK_STATE="+state, "RAY_SERVICE_LISTEN="+listen,
+	cmd.Env = append(append(append(environ, "RAY_STACK_STATE="+state, "RAY_SERVICE_LISTEN="+listen, "RAY_SERVICE_DASHBOARD_LISTEN="+freeAddr(t),
 		"STACK_BIN="+env.vars["STACK_BIN"], "NUM_NODES=1"), makeRunPorts...), extraEnv...)
 	m := &makeRun{cmd: cmd, out: &lockedBuffer{}, state: state, listen: listen, done: make(chan struct{}), pids: map[string]int{}}
 	cmd.Stdout, cmd.Stderr = m.out, m.out

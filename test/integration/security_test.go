@@ -175,10 +175,11 @@ func TestAttackMethodsDoNotGrowMetrics(t *testing.T) {
 	assert.Equal(t, http.StatusRequestHeaderFieldsTooLarge, res.StatusCode, "a 1 MiB request line is refused")
 }
 
-// dashboardAs calls the dashboard proxy of ns/name without following redirects.
+// dashboardAs calls the dashboard proxy of ns/name on the dashboards' origin without following
+// redirects.
 func dashboardAs(t *testing.T, method, path, token string) *http.Response {
 	t.Helper()
-	req, err := http.NewRequest(method, env.serviceURL+path, strings.NewReader(`{}`))
+	req, err := http.NewRequest(method, env.dashboardURL+path, strings.NewReader(`{}`))
 	require.NoError(t, err)
 	req.Header.Set("Authorization", "Bearer "+token)
 	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
@@ -189,9 +190,9 @@ func dashboardAs(t *testing.T, method, path, token string) *http.Response {
 	return res
 }
 
-// Attack: whoever controls a head pod answers through the proxy on the console's own origin. Its
-// cookies must not be set there, its redirects must stay under the proxy path, its content must not be
-// sniffed, and a Content-Security-Policy must keep its scripts to its own dashboard.
+// Attack: whoever controls a head pod answers through the proxy. Its cookies must not be set, its
+// redirects must stay under the proxy path, its content must not be sniffed, a Content-Security-Policy
+// must keep its scripts to its own dashboard, and it runs on the dashboards' origin, not the console's.
 func TestAttackDashboardContentStaysInItsBox(t *testing.T) {
 	ns := namespace(t, "hostile")
 	admin := env.tokens["admin"]
@@ -200,37 +201,62 @@ func TestAttackDashboardContentStaysInItsBox(t *testing.T) {
 
 	res := dashboardAs(t, "GET", base+"/hostile", admin)
 	require.Equal(t, 200, res.StatusCode)
-	assert.Empty(t, res.Header.Values("Set-Cookie"), "no cookie for the console's origin")
+	assert.Empty(t, res.Header.Values("Set-Cookie"), "no cookie for the dashboards' origin")
 	assert.Equal(t, "nosniff", res.Header.Get("X-Content-Type-Options"))
 	csp := res.Header.Get("Content-Security-Policy")
-	assert.Contains(t, csp, "connect-src "+env.serviceURL+base+"/;", "scripts reach their own dashboard only: %s", csp)
-	assert.Contains(t, csp, "frame-ancestors 'self'")
+	assert.Contains(t, csp, "connect-src "+env.dashboardURL+base+"/;", "scripts reach their own dashboard only: %s", csp)
+	assert.Contains(t, csp, "frame-ancestors 'none'", "no other dashboard of the origin frames it")
 
 	res = dashboardAs(t, "GET", base+"/redirect-away", admin)
-	assert.Equal(t, 302, res.StatusCode)
-	assert.True(t, strings.HasPrefix(res.Header.Get("Location"), base+"/"), "a redirect off-site stays under the proxy: %q", res.Header.Get("Location"))
+	assert.Equal(t, 303, res.StatusCode)
+	assert.Equal(t, base+"/", res.Header.Get("Location"), "a redirect off-site goes to the dashboard's root")
 	res = dashboardAs(t, "GET", base+"/redirect-root", admin)
 	assert.Equal(t, base+"/api/version", res.Header.Get("Location"), "a dashboard-absolute redirect is mapped under the proxy")
 
-	// In a browser, behind a gateway that adds the caller's token as the console does: the page still
-	// reads its own dashboard, and cannot call the console's API with the caller's credentials.
-	gw := consoleGateway(t, admin)
-	dom := renderPage(t, gw+base+"/hostile")
+	// In a browser, behind a gateway that adds the caller's token as the console does, on the dashboards'
+	// origin: the page reads its own dashboard, and cannot call the API with the caller's credentials.
+	dash := gateway(t, env.dashboardURL, admin, true)
+	dom := renderPage(t, dash+base+"/hostile")
 	reported := regexp.MustCompile(`<div id="[a-z]+">([a-z]+:[a-z0-9]+)</div>`).FindAllStringSubmatch(dom, -1)
 	t.Logf("the hostile page reported: %v", reported)
 	assert.Contains(t, dom, `<div id="dash">dashboard:standin</div>`, "the dashboard works through the proxy")
 	assert.Contains(t, dom, `<div id="console">console:blocked</div>`, "the console's API is out of the page's reach")
+	// Through the console's gateway the page is not served at all: the console's origin sends it away.
+	dom = renderPage(t, consoleGateway(t, admin)+base+"/hostile")
+	assert.NotContains(t, dom, `id="console"`, "no tenant's page on the console's origin")
+
+	// Where the operator insists on the console's origin, the page is sandboxed: an opaque origin, whose
+	// script reaches neither the console's API nor, by the same rule, anything of that origin.
+	same := startInstance(t, "ray-service-sameorigin.log", "--dashboard-same-origin")
+	res, _ = dashboardAsBrowser(t, same.url, "GET", base+"/hostile", admin, nil)
+	require.Equal(t, 200, res.StatusCode, "served on the API's origin")
+	assert.Contains(t, res.Header.Get("Content-Security-Policy"), "; sandbox allow-scripts")
+	assert.NotContains(t, res.Header.Get("Content-Security-Policy"), "allow-same-origin")
+	dom = renderPage(t, gateway(t, same.url, admin, false)+base+"/hostile")
+	t.Logf("the sandboxed page reported: %v", regexp.MustCompile(`<div id="[a-z]+">([a-z]+:[a-z0-9]+)</div>`).FindAllStringSubmatch(dom, -1))
+	assert.Contains(t, dom, `<div id="console">console:blocked</div>`)
 }
 
 // consoleGateway stands in for the openFuyao console in front of the service: it adds the caller's
 // token to every request, with the X-Forwarded headers of a gateway. It returns its base URL.
 func consoleGateway(t *testing.T, token string) string {
 	t.Helper()
-	target, err := url.Parse(env.serviceURL)
+	return gateway(t, env.serviceURL, token, false)
+}
+
+// gateway stands in for a gateway in front of the service at base that adds the caller's token to every
+// request, with the X-Forwarded headers of a gateway; keepHost passes the Host the browser asked for
+// on, as gateways in front of the dashboards' origin do. It returns its base URL.
+func gateway(t *testing.T, base, token string, keepHost bool) string {
+	t.Helper()
+	target, err := url.Parse(base)
 	require.NoError(t, err)
 	rp := &httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) {
 		pr.SetURL(target)
 		pr.SetXForwarded()
+		if keepHost {
+			pr.Out.Host = pr.In.Host
+		}
 		pr.Out.Header.Set("X-OpenFuyao-Authorization", "Bearer "+token)
 	}}
 	srv := httptest.NewServer(rp)
