@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -86,6 +88,47 @@ func (s *Server) notifying(c *gin.Context, verb string) (string, error) {
 	return ns, nil
 }
 
+// readKinds are the group and resource of each kind sub carries: its kinds, or every kind served.
+func (s *Server) readKinds(sub *notify.Subscription) []auth.Attributes {
+	var out []auth.Attributes
+	for _, k := range s.Kinds.All() {
+		// All kinds: those the cluster serves now; one served later is asked at each delivery.
+		if len(sub.Kinds) == 0 && s.Store.Serves(k) || slices.Contains(sub.Kinds, k.Kind) {
+			out = append(out, auth.Attributes{Group: ray.RayGroupVersion.Group, Resource: k.Resource})
+		}
+	}
+	return out
+}
+
+// mayRead answers 403 unless the caller may read what sub carries (notify.Rights): a subscription tells
+// of objects' names, statuses, messages and creators, and its delivery log names them.
+func (s *Server) mayRead(c *gin.Context, sub *notify.Subscription) error {
+	needs := notify.Rights(sub.Namespace, s.readKinds(sub))
+	allowed, err := s.Authz.AllowedAll(c.Request.Context(), token(c), needs)
+	if err != nil {
+		return err
+	}
+	var missing []string
+	for i, a := range needs {
+		if !allowed[i] {
+			missing = append(missing, a.Verb+" "+a.Resource)
+		}
+	}
+	if len(missing) > 0 {
+		return statusError(http.StatusForbidden, metav1.StatusReasonForbidden, fmt.Sprintf(
+			"the caller may not %s in namespace %q, which the subscription's notices tell of", strings.Join(missing, ", "), sub.Namespace))
+	}
+	return nil
+}
+
+// shown is sub as read back after its create: its URL's scheme and host alone, since a webhook's path
+// and query often hold its own secret (a chat service's hook token), and whoever may create the
+// namespace's events reads its subscriptions.
+func shown(sub *notify.Subscription) *notify.Subscription {
+	sub.URL = notify.Redacted(sub.URL)
+	return sub
+}
+
 func noSubscription(ns, id string) error {
 	return statusError(http.StatusNotFound, metav1.StatusReasonNotFound, fmt.Sprintf("namespace %q has no subscription %s", ns, id))
 }
@@ -139,6 +182,9 @@ func (s *Server) createSubscription(c *gin.Context) (*response, error) {
 	if err := sub.Check(known); err != nil {
 		return nil, badRequest("%v", err)
 	}
+	if err := s.mayRead(c, &sub); err != nil {
+		return nil, err
+	}
 	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if err := s.Guard.CheckURL(lctx, in.URL, s.Lookup); err != nil {
@@ -152,9 +198,13 @@ func (s *Server) createSubscription(c *gin.Context) (*response, error) {
 		return nil, statusError(http.StatusConflict, metav1.StatusReasonConflict,
 			fmt.Sprintf("namespace %q has %d subscriptions, the most it may have: delete one first", ns, len(existing)))
 	}
-	if sub.Creator, err = s.Authz.UserName(ctx, token(c)); err != nil {
+	// Who the deliveries are authorized as, each time (notify.Rights): the creator's name and groups,
+	// never its token.
+	id, err := s.Authz.Identity(ctx, token(c))
+	if err != nil {
 		return nil, err
 	}
+	sub.Creator, sub.CreatorGroups = id.Name, id.Groups
 	if sub.Secret, err = notify.NewSecret(); err != nil {
 		return nil, err
 	}
@@ -186,6 +236,9 @@ func (s *Server) listSubscriptions(c *gin.Context) (*response, error) {
 	subs, err := s.Subscriptions.Subscriptions(c.Request.Context(), ns)
 	if err != nil {
 		return nil, err
+	}
+	for i := range subs {
+		shown(&subs[i])
 	}
 	return ok(SubscriptionList{Items: subs}), nil
 }
@@ -225,7 +278,7 @@ func (s *Server) getSubscription(c *gin.Context) (*response, error) {
 	if err != nil {
 		return nil, err
 	}
-	return ok(sub), nil
+	return ok(shown(sub)), nil
 }
 
 // deleteSubscription ends a subscription.
@@ -253,7 +306,7 @@ func (s *Server) deleteSubscription(c *gin.Context) (*response, error) {
 		return nil, err
 	}
 	s.recordKindWrite(c, audit.Delete, "Subscription", sub.Namespace, sub.ID, "", "to "+notify.Redacted(sub.URL))
-	return ok(sub), nil
+	return ok(shown(sub)), nil
 }
 
 // listDeliveries lists what became of a subscription's notifications.
@@ -276,6 +329,10 @@ func (s *Server) deleteSubscription(c *gin.Context) (*response, error) {
 func (s *Server) listDeliveries(c *gin.Context) (*response, error) {
 	sub, err := s.subscription(c)
 	if err != nil {
+		return nil, err
+	}
+	// The log names the objects told of: only to who may read them.
+	if err := s.mayRead(c, sub); err != nil {
 		return nil, err
 	}
 	page, size, err := pageParams(c)
