@@ -43,8 +43,9 @@ const MaxSubscriptions = 20
 
 // SubscriptionRequest asks for a namespace's notifications at a webhook.
 type SubscriptionRequest struct {
-	// URL is the webhook's, http or https; loopback, link-local and the cluster's own ranges are
-	// refused unless the operator allows them.
+	// URL is the webhook's, http or https, at a public address: private, shared, loopback, link-local,
+	// unique-local and the other special-purpose ranges, and the cluster's own, are refused unless the
+	// operator allows them.
 	URL string `json:"url" binding:"required" example:"https://hooks.example.com/ray"`
 	// Events are the notification types wanted (all when empty).
 	Events []string `json:"events" enums:"job.succeeded,job.failed,job.stopped,cluster.failed,cluster.idle,cluster.idle-stop-planned,cluster.stopped-by-policy,service.unhealthy,service.upgrade-finished"`
@@ -140,11 +141,13 @@ func noSubscription(ns, id string) error {
 //	@Description	Subscribes a webhook to the namespace's notifications, delivered from now on as CloudEvents 1.0
 //	@Description	(structured JSON, application/cloudevents+json; type com.openfuyao.ray.<event>, subject
 //	@Description	<Kind>/<name>) by POST, signed in the header X-Ray-Service-Signature: sha256= and the hex HMAC-SHA256
-//	@Description	of the body with the subscription's secret, which this answer alone shows. Each is retried with
-//	@Description	backoff for a bounded time, in order, at least once. The caller must be allowed to create events
-//	@Description	in the namespace. 422 for a URL whose host is (or resolves to) loopback, link-local or the cluster's
-//	@Description	own ranges, unless the operator allows them; 409 past 20 subscriptions in the namespace. 503 without a
-//	@Description	history database.
+//	@Description	of the body with the subscription's secret, which this answer alone shows, with the whole URL. Each is
+//	@Description	retried with backoff for a bounded time, in order, at least once; a redirect is not followed. The caller
+//	@Description	must be allowed to create events in the namespace and to list each kind subscribed to (every kind
+//	@Description	served, when kinds is empty); each delivery is made only while the caller still may (asked as its user
+//	@Description	name and groups). 422 for a URL whose host is (or resolves to) an address that is not public (private,
+//	@Description	shared, loopback, link-local, unique-local, documentation, ...) or in the cluster's own ranges, unless the
+//	@Description	operator allows it; 409 past 20 subscriptions in the namespace. 503 without a history database.
 //	@Tags			notifications
 //	@Accept			json
 //	@Produce		json
@@ -219,8 +222,8 @@ func (s *Server) createSubscription(c *gin.Context) (*response, error) {
 //
 //	@Summary		Subscriptions
 //	@ID				listSubscriptions
-//	@Description	The namespace's subscriptions, oldest first, without their secrets. The caller must be allowed to
-//	@Description	create events in the namespace.
+//	@Description	The namespace's subscriptions, oldest first, without their secrets, each URL shown as its scheme and
+//	@Description	host alone (scheme://host/…). The caller must be allowed to create events in the namespace.
 //	@Tags			notifications
 //	@Produce		json
 //	@Security		Bearer
@@ -264,7 +267,7 @@ func (s *Server) subscription(c *gin.Context) (*notify.Subscription, error) {
 //
 //	@Summary		Subscription
 //	@ID				getSubscription
-//	@Description	One subscription of the namespace, without its secret.
+//	@Description	One subscription of the namespace, without its secret, its URL shown as its scheme and host alone.
 //	@Tags			notifications
 //	@Produce		json
 //	@Security		Bearer
@@ -315,7 +318,9 @@ func (s *Server) deleteSubscription(c *gin.Context) (*response, error) {
 //	@ID				listDeliveries
 //	@Description	The subscription's delivery log, newest notice first: each notice's number, type and object, its
 //	@Description	status (retrying, delivered, failed: given up once its retries' time ran out, or its address was
-//	@Description	refused when dialed), the attempts and the last error.
+//	@Description	refused when dialed, or its creator may no longer read it), the attempts and the last error: a
+//	@Description	receiver's status code alone, never its answer, and one same message for a try that got no answer.
+//	@Description	The caller must be allowed to list the kinds the subscription carries.
 //	@Tags			notifications
 //	@Produce		json
 //	@Security		Bearer

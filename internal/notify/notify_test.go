@@ -405,7 +405,7 @@ func TestSendBoundsHostileReceivers(t *testing.T) {
 		err := (&Sender{Client: client}).Send(context.Background(), Target{URL: srv.URL, Secret: "x"}, notice)
 		took := time.Since(began)
 		if name != "trickle" { // a 2xx is a delivery, whatever its body does after
-			assert.Error(t, err, name)
+			require.Error(t, err, name)
 		}
 		assert.Less(t, took, bound+2*time.Second, "%s: a try is bounded in time", name)
 		if name == "endless" {
@@ -451,7 +451,7 @@ func TestSendNoAnswerLooksTheSame(t *testing.T) {
 		for _, word := range []string{"refused", "reset", "timeout", "deadline", "tls", "certificate", "EOF"} {
 			assert.NotContains(t, strings.ToLower(err.Error()), strings.ToLower(word), u)
 		}
-		assert.Error(t, errors.Unwrap(err), "the cause is kept for the service's log")
+		require.Error(t, errors.Unwrap(err), "the cause is kept for the service's log")
 	}
 	assert.Equal(t, []string{shown[0], shown[0], shown[0], shown[0]}, shown)
 }

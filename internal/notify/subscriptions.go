@@ -23,7 +23,8 @@ var Types = []string{
 type Subscription struct {
 	ID        string `json:"id" example:"9b2f3c1e-7d4a-4e0b-9c55-0f1e2d3c4b5a"`
 	Namespace string `json:"namespace" example:"team-a"`
-	URL       string `json:"url" example:"https://hooks.example.com/ray"`
+	// URL is the webhook's, whole in the create's answer alone; read back, its scheme and host.
+	URL string `json:"url" example:"https://hooks.example.com/…"`
 	// Events are the notification types wanted (all when empty).
 	Events []string `json:"events" example:"job.succeeded,job.failed"`
 	// Kinds are the kinds wanted (all when empty).

@@ -95,7 +95,9 @@ func TestHelmChart(t *testing.T) {
 	assert.Contains(t, market, "[auth.proxy]\n    enabled = true\n    header_name = X-Forwarded-User")
 	assert.NotContains(t, alone, "[auth.proxy]")
 	for name, manifest := range map[string]string{"marketplace": market, "standalone": alone} {
-		assert.Equal(t, 2, kinds(manifest)["NetworkPolicy"], "%s: for ray-service and Grafana", name)
+		assert.Equal(t, 3, kinds(manifest)["NetworkPolicy"], "%s: for ray-service (who reaches it, what it reaches) and Grafana", name)
+		assert.Contains(t, manifest, "name: ray-service-egress", "%s: webhooks reach public addresses only", name)
+		assert.Contains(t, manifest, `except: ["0.0.0.0/8","10.0.0.0/8","100.64.0.0/10","127.0.0.0/8","169.254.0.0/16"`, name)
 		assert.Equal(t, 2, strings.Count(manifest, "readOnlyRootFilesystem: true"), "%s: both containers of the service chart", name)
 	}
 	// By default one replica, the history in SQLite on a volume of its own that outlives the release,
