@@ -215,7 +215,10 @@ func (s *Server) createSubscription(c *gin.Context) (*response, error) {
 		return nil, err
 	}
 	s.recordKindWrite(c, audit.Create, "Subscription", ns, sub.ID, "", "to "+notify.Redacted(sub.URL))
-	return withCode(http.StatusCreated, sub), nil
+	// The one answer that holds the secret and the whole URL: kept by no cache on its way.
+	res := withCode(http.StatusCreated, sub)
+	res.header = http.Header{"Cache-Control": {"no-store"}}
+	return res, nil
 }
 
 // listSubscriptions lists a namespace's subscriptions.
