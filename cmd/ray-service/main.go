@@ -229,8 +229,14 @@ func run() error {
 	if notices != nil {
 		subscriptions = notices
 		addNotice = func(ctx context.Context, n notify.Notice) error { return notices.AddNotices(ctx, []notify.Notice{n}) }
+		// Each delivery is authorized as the subscription's creator, asked by the service's own identity.
+		readKinds := map[string]auth.Attributes{}
+		for _, k := range kinds.All() {
+			readKinds[k.Kind] = auth.Attributes{Group: ray.RayGroupVersion.Group, Resource: k.Resource}
+		}
 		d := &notify.Deliverer{Store: notices, Sender: &notify.Sender{Client: guard.Client(cfg.NotifyTimeout), Source: "/ray-service"},
-			Leading: leading, RetryFor: cfg.NotifyRetryFor, MaxBackoff: cfg.NotifyMaxBackoff, Poll: 2 * time.Second, Log: log}
+			Leading: leading, RetryFor: cfg.NotifyRetryFor, MaxBackoff: cfg.NotifyMaxBackoff, Poll: 2 * time.Second, Log: log,
+			Access: auth.NewSubjects(core.AuthorizationV1().SubjectAccessReviews(), cfg.AuthCacheTTL), Kinds: readKinds}
 		go d.Run(ctx)
 	}
 	var idlePolicies func(string) (api.IdlePolicies, error)

@@ -174,6 +174,10 @@ func (f *fakeAuthz) Scope(_ context.Context, _ string, a auth.Attributes, _ []st
 
 func (f *fakeAuthz) UserName(context.Context, string) (string, error) { return "alice@example", nil }
 
+func (f *fakeAuthz) Identity(context.Context, string) (auth.Identity, error) {
+	return auth.Identity{Name: "alice@example", Groups: []string{"team-a"}}, nil
+}
+
 // fakeStore holds items per kind and namespace. Tests change its items at will: its version is new at
 // each ask, so that no kept page answers for it.
 type fakeStore struct {

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -41,8 +43,9 @@ const MaxSubscriptions = 20
 
 // SubscriptionRequest asks for a namespace's notifications at a webhook.
 type SubscriptionRequest struct {
-	// URL is the webhook's, http or https; loopback, link-local and the cluster's own ranges are
-	// refused unless the operator allows them.
+	// URL is the webhook's, http or https, at a public address: private, shared, loopback, link-local,
+	// unique-local and the other special-purpose ranges, and the cluster's own, are refused unless the
+	// operator allows them.
 	URL string `json:"url" binding:"required" example:"https://hooks.example.com/ray"`
 	// Events are the notification types wanted (all when empty).
 	Events []string `json:"events" enums:"job.succeeded,job.failed,job.stopped,cluster.failed,cluster.idle,cluster.idle-stop-planned,cluster.stopped-by-policy,service.unhealthy,service.upgrade-finished"`
@@ -86,6 +89,47 @@ func (s *Server) notifying(c *gin.Context, verb string) (string, error) {
 	return ns, nil
 }
 
+// readKinds are the group and resource of each kind sub carries: its kinds, or every kind served.
+func (s *Server) readKinds(sub *notify.Subscription) []auth.Attributes {
+	var out []auth.Attributes
+	for _, k := range s.Kinds.All() {
+		// All kinds: those the cluster serves now; one served later is asked at each delivery.
+		if len(sub.Kinds) == 0 && s.Store.Serves(k) || slices.Contains(sub.Kinds, k.Kind) {
+			out = append(out, auth.Attributes{Group: ray.RayGroupVersion.Group, Resource: k.Resource})
+		}
+	}
+	return out
+}
+
+// mayRead answers 403 unless the caller may read what sub carries (notify.Rights): a subscription tells
+// of objects' names, statuses, messages and creators, and its delivery log names them.
+func (s *Server) mayRead(c *gin.Context, sub *notify.Subscription) error {
+	needs := notify.Rights(sub.Namespace, s.readKinds(sub))
+	allowed, err := s.Authz.AllowedAll(c.Request.Context(), token(c), needs)
+	if err != nil {
+		return err
+	}
+	var missing []string
+	for i, a := range needs {
+		if !allowed[i] {
+			missing = append(missing, a.Verb+" "+a.Resource)
+		}
+	}
+	if len(missing) > 0 {
+		return statusError(http.StatusForbidden, metav1.StatusReasonForbidden, fmt.Sprintf(
+			"the caller may not %s in namespace %q, which the subscription's notices tell of", strings.Join(missing, ", "), sub.Namespace))
+	}
+	return nil
+}
+
+// shown is sub as read back after its create: its URL's scheme and host alone, since a webhook's path
+// and query often hold its own secret (a chat service's hook token), and whoever may create the
+// namespace's events reads its subscriptions.
+func shown(sub *notify.Subscription) *notify.Subscription {
+	sub.URL = notify.Redacted(sub.URL)
+	return sub
+}
+
 func noSubscription(ns, id string) error {
 	return statusError(http.StatusNotFound, metav1.StatusReasonNotFound, fmt.Sprintf("namespace %q has no subscription %s", ns, id))
 }
@@ -97,11 +141,13 @@ func noSubscription(ns, id string) error {
 //	@Description	Subscribes a webhook to the namespace's notifications, delivered from now on as CloudEvents 1.0
 //	@Description	(structured JSON, application/cloudevents+json; type com.openfuyao.ray.<event>, subject
 //	@Description	<Kind>/<name>) by POST, signed in the header X-Ray-Service-Signature: sha256= and the hex HMAC-SHA256
-//	@Description	of the body with the subscription's secret, which this answer alone shows. Each is retried with
-//	@Description	backoff for a bounded time, in order, at least once. The caller must be allowed to create events
-//	@Description	in the namespace. 422 for a URL whose host is (or resolves to) loopback, link-local or the cluster's
-//	@Description	own ranges, unless the operator allows them; 409 past 20 subscriptions in the namespace. 503 without a
-//	@Description	history database.
+//	@Description	of the body with the subscription's secret, which this answer alone shows, with the whole URL. Each is
+//	@Description	retried with backoff for a bounded time, in order, at least once; a redirect is not followed. The caller
+//	@Description	must be allowed to create events in the namespace and to list each kind subscribed to (every kind
+//	@Description	served, when kinds is empty); each delivery is made only while the caller still may (asked as its user
+//	@Description	name and groups). 422 for a URL whose host is (or resolves to) an address that is not public (private,
+//	@Description	shared, loopback, link-local, unique-local, documentation, ...) or in the cluster's own ranges, unless the
+//	@Description	operator allows it; 409 past 20 subscriptions in the namespace. 503 without a history database.
 //	@Tags			notifications
 //	@Accept			json
 //	@Produce		json
@@ -139,6 +185,9 @@ func (s *Server) createSubscription(c *gin.Context) (*response, error) {
 	if err := sub.Check(known); err != nil {
 		return nil, badRequest("%v", err)
 	}
+	if err := s.mayRead(c, &sub); err != nil {
+		return nil, err
+	}
 	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if err := s.Guard.CheckURL(lctx, in.URL, s.Lookup); err != nil {
@@ -152,9 +201,13 @@ func (s *Server) createSubscription(c *gin.Context) (*response, error) {
 		return nil, statusError(http.StatusConflict, metav1.StatusReasonConflict,
 			fmt.Sprintf("namespace %q has %d subscriptions, the most it may have: delete one first", ns, len(existing)))
 	}
-	if sub.Creator, err = s.Authz.UserName(ctx, token(c)); err != nil {
+	// Who the deliveries are authorized as, each time (notify.Rights): the creator's name and groups,
+	// never its token.
+	id, err := s.Authz.Identity(ctx, token(c))
+	if err != nil {
 		return nil, err
 	}
+	sub.Creator, sub.CreatorGroups = id.Name, id.Groups
 	if sub.Secret, err = notify.NewSecret(); err != nil {
 		return nil, err
 	}
@@ -162,15 +215,18 @@ func (s *Server) createSubscription(c *gin.Context) (*response, error) {
 		return nil, err
 	}
 	s.recordKindWrite(c, audit.Create, "Subscription", ns, sub.ID, "", "to "+notify.Redacted(sub.URL))
-	return withCode(http.StatusCreated, sub), nil
+	// The one answer that holds the secret and the whole URL: kept by no cache on its way.
+	res := withCode(http.StatusCreated, sub)
+	res.header = http.Header{"Cache-Control": {"no-store"}}
+	return res, nil
 }
 
 // listSubscriptions lists a namespace's subscriptions.
 //
 //	@Summary		Subscriptions
 //	@ID				listSubscriptions
-//	@Description	The namespace's subscriptions, oldest first, without their secrets. The caller must be allowed to
-//	@Description	create events in the namespace.
+//	@Description	The namespace's subscriptions, oldest first, without their secrets, each URL shown as its scheme and
+//	@Description	host alone (scheme://host/…). The caller must be allowed to create events in the namespace.
 //	@Tags			notifications
 //	@Produce		json
 //	@Security		Bearer
@@ -186,6 +242,9 @@ func (s *Server) listSubscriptions(c *gin.Context) (*response, error) {
 	subs, err := s.Subscriptions.Subscriptions(c.Request.Context(), ns)
 	if err != nil {
 		return nil, err
+	}
+	for i := range subs {
+		shown(&subs[i])
 	}
 	return ok(SubscriptionList{Items: subs}), nil
 }
@@ -211,7 +270,7 @@ func (s *Server) subscription(c *gin.Context) (*notify.Subscription, error) {
 //
 //	@Summary		Subscription
 //	@ID				getSubscription
-//	@Description	One subscription of the namespace, without its secret.
+//	@Description	One subscription of the namespace, without its secret, its URL shown as its scheme and host alone.
 //	@Tags			notifications
 //	@Produce		json
 //	@Security		Bearer
@@ -225,7 +284,7 @@ func (s *Server) getSubscription(c *gin.Context) (*response, error) {
 	if err != nil {
 		return nil, err
 	}
-	return ok(sub), nil
+	return ok(shown(sub)), nil
 }
 
 // deleteSubscription ends a subscription.
@@ -253,7 +312,7 @@ func (s *Server) deleteSubscription(c *gin.Context) (*response, error) {
 		return nil, err
 	}
 	s.recordKindWrite(c, audit.Delete, "Subscription", sub.Namespace, sub.ID, "", "to "+notify.Redacted(sub.URL))
-	return ok(sub), nil
+	return ok(shown(sub)), nil
 }
 
 // listDeliveries lists what became of a subscription's notifications.
@@ -262,7 +321,9 @@ func (s *Server) deleteSubscription(c *gin.Context) (*response, error) {
 //	@ID				listDeliveries
 //	@Description	The subscription's delivery log, newest notice first: each notice's number, type and object, its
 //	@Description	status (retrying, delivered, failed: given up once its retries' time ran out, or its address was
-//	@Description	refused when dialed), the attempts and the last error.
+//	@Description	refused when dialed, or its creator may no longer read it), the attempts and the last error: a
+//	@Description	receiver's status code alone, never its answer, and one same message for a try that got no answer.
+//	@Description	The caller must be allowed to list the kinds the subscription carries.
 //	@Tags			notifications
 //	@Produce		json
 //	@Security		Bearer
@@ -276,6 +337,10 @@ func (s *Server) deleteSubscription(c *gin.Context) (*response, error) {
 func (s *Server) listDeliveries(c *gin.Context) (*response, error) {
 	sub, err := s.subscription(c)
 	if err != nil {
+		return nil, err
+	}
+	// The log names the objects told of: only to who may read them.
+	if err := s.mayRead(c, sub); err != nil {
 		return nil, err
 	}
 	page, size, err := pageParams(c)

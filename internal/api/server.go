@@ -48,6 +48,8 @@ type Authorizer interface {
 	// Scope returns where the caller may do a: everywhere, or those of candidates where it may.
 	Scope(ctx context.Context, token string, a auth.Attributes, candidates []string) (auth.Scope, error)
 	UserName(ctx context.Context, token string) (string, error)
+	// Identity is who the apiserver authenticates token as: its user name and groups.
+	Identity(ctx context.Context, token string) (auth.Identity, error)
 }
 
 // Store is the watch cache as the handlers read it (cache.Store).

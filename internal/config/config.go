@@ -58,8 +58,9 @@ type Config struct {
 	UsageMeasureEvery time.Duration `mapstructure:"usage-measure-every"`
 	UsageMeasureStep  time.Duration `mapstructure:"usage-measure-step"`
 	UsageRetention    time.Duration `mapstructure:"usage-retention"`
-	// NotifyAllowCIDRs are the ranges a webhook may be in although the guard refuses them (loopback,
-	// link-local); NotifyDenyCIDRs the cluster's own ranges (its services' and pods'), refused.
+	// NotifyAllowCIDRs are the ranges a webhook may be in although they are not public (by default a
+	// webhook reaches public addresses only); NotifyDenyCIDRs the cluster's own ranges (its services' and
+	// pods'), refused even where NotifyAllowCIDRs holds them.
 	NotifyAllowCIDRs []string `mapstructure:"notify-allow-cidrs"`
 	NotifyDenyCIDRs  []string `mapstructure:"notify-deny-cidrs"`
 	// NotifyRetryFor bounds how long a notification is retried; NotifyMaxBackoff the wait between two
@@ -183,8 +184,8 @@ func Load(args []string) (*Config, error) {
 	fs.Duration("usage-measure-every", 5*time.Minute, "how often the Ray clusters' use is read from Prometheus for the utilization accounting")
 	fs.Duration("usage-measure-step", 15*time.Second, "how finely the Ray clusters' use is sampled (at least the scrape interval, and dividing a day)")
 	fs.Duration("usage-retention", 400*24*time.Hour, "how long the utilization's daily figures are kept (0: always)")
-	fs.StringSlice("notify-allow-cidrs", nil, "ranges a webhook may be in although they are refused by default (loopback, link-local)")
-	fs.StringSlice("notify-deny-cidrs", nil, "ranges no webhook may be in: the cluster's service and pod ranges")
+	fs.StringSlice("notify-allow-cidrs", nil, "ranges a webhook may be in although they are not public (refused by default: private, shared, loopback, link-local, unique-local, ...)")
+	fs.StringSlice("notify-deny-cidrs", nil, "ranges no webhook may be in, even where notify-allow-cidrs holds them: the cluster's service and pod ranges")
 	fs.Duration("notify-retry-for", time.Hour, "how long a notification is retried before it is given up")
 	fs.Duration("notify-max-backoff", 5*time.Minute, "the longest wait between two tries of a notification")
 	fs.Duration("notify-timeout", 10*time.Second, "how long one try of a notification may take")

@@ -57,6 +57,10 @@ const noticesMigration = `CREATE TABLE notices (
 		PRIMARY KEY (subscription_id, seq)
 	)`
 
+// creatorGroupsMigration keeps each subscription's creator's groups: with its name, who its deliveries
+// are authorized as. A subscription made before has none: authorized as its creator's name alone.
+const creatorGroupsMigration = `ALTER TABLE subscriptions ADD COLUMN creator_groups TEXT NOT NULL DEFAULT '[]'`
+
 // maxErrorBytes bounds a delivery's last error as kept.
 const maxErrorBytes = 1024
 
@@ -132,25 +136,32 @@ func (s *Store) CreateSubscription(ctx context.Context, sub notify.Subscription)
 	if err != nil {
 		return sub, err
 	}
-	if err := s.db.QueryRowContext(ctx, `INSERT INTO subscriptions (id, namespace, url, secret, events, kinds, selector, creator, created_at, next_seq)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, (SELECT seq + 1 FROM notice_head WHERE id = 1)) RETURNING next_seq`,
+	groups, err := json.Marshal(append([]string{}, sub.CreatorGroups...))
+	if err != nil {
+		return sub, err
+	}
+	if err := s.db.QueryRowContext(ctx, `INSERT INTO subscriptions (id, namespace, url, secret, events, kinds, selector, creator, created_at, next_seq, creator_groups)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, (SELECT seq + 1 FROM notice_head WHERE id = 1), $10) RETURNING next_seq`,
 		sub.ID, sub.Namespace, sub.URL, sub.Secret, string(events), string(kinds), sub.Selector, sub.Creator,
-		sub.CreatedAt.UnixNano()).Scan(&sub.Next); err != nil {
+		sub.CreatedAt.UnixNano(), string(groups)).Scan(&sub.Next); err != nil {
 		return sub, err
 	}
 	return sub, nil
 }
 
-const subscriptionColumns = `id, namespace, url, secret, events, kinds, selector, creator, created_at, next_seq`
+const subscriptionColumns = `id, namespace, url, secret, events, kinds, selector, creator, created_at, next_seq, creator_groups`
 
 func scanSubscriptions(rows *sql.Rows) ([]notify.Subscription, error) {
 	defer func() { _ = rows.Close() }()
 	out := []notify.Subscription{}
 	for rows.Next() {
 		var sub notify.Subscription
-		var events, kinds string
+		var events, kinds, groups string
 		var at int64
-		if err := rows.Scan(&sub.ID, &sub.Namespace, &sub.URL, &sub.Secret, &events, &kinds, &sub.Selector, &sub.Creator, &at, &sub.Next); err != nil {
+		if err := rows.Scan(&sub.ID, &sub.Namespace, &sub.URL, &sub.Secret, &events, &kinds, &sub.Selector, &sub.Creator, &at, &sub.Next, &groups); err != nil {
+			return nil, err
+		}
+		if err := json.Unmarshal([]byte(groups), &sub.CreatorGroups); err != nil {
 			return nil, err
 		}
 		sub.CreatedAt = time.Unix(0, at).UTC()

@@ -245,6 +245,8 @@ var migrations = []string{
 	kindsGuarded,
 	// 18: the groups' days summed per kind (usage.go).
 	kindDaysMigration,
+	// 19: the groups of each subscription's creator (notices.go).
+	creatorGroupsMigration,
 }
 
 // postgresOnly begins a migration that has nothing to do on SQLite (which rewrites a row in place).

@@ -3,9 +3,12 @@ package notify
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"go.uber.org/zap"
+
+	"ray-service/internal/auth"
 )
 
 // Store keeps the subscriptions, the notices and the deliveries (history.Store): in the history's
@@ -34,6 +37,11 @@ type Deliverer struct {
 	// Poll is how often the subscriptions and new notices are looked for.
 	Poll time.Duration
 	Log  *zap.Logger
+	// Access asks whether a subscription's creator may still read each notice (Rights) before it is
+	// sent, as the object streams check their callers' rights again; Kinds names each notice's kind's
+	// group and resource. Nil Access: not asked (tests of the delivery alone).
+	Access Access
+	Kinds  map[string]auth.Attributes
 }
 
 // batch is how many notices a worker reads at once.
@@ -118,19 +126,24 @@ func (d *Deliverer) work(ctx context.Context, s Subscription) {
 func (d *Deliverer) deliver(ctx context.Context, log *zap.Logger, s *Subscription, n *Notice) bool {
 	first := time.Now().UTC()
 	for attempt := 1; ; attempt++ {
-		err := d.Sender.Send(ctx, Target{URL: s.URL, Secret: s.Secret}, *n)
+		forbidden, err := d.mayRead(ctx, s, n)
+		if err == nil && !forbidden {
+			err = d.Sender.Send(ctx, Target{URL: s.URL, Secret: s.Secret}, *n)
+		}
 		if ctx.Err() != nil {
 			return false
 		}
 		dl := Delivery{Seq: n.Seq, Type: n.Type, Kind: n.Kind, Name: n.Name, Status: Delivered, Attempts: attempt,
 			FirstAt: first, LastAt: time.Now().UTC()}
 		var refused *RefusedError
+		var lost *lostRights
 		if err != nil {
 			dl.LastError = err.Error()
 			dl.Status = Delivering
-			if errors.As(err, &refused) || time.Since(first) >= d.RetryFor {
+			if errors.As(err, &refused) || errors.As(err, &lost) || time.Since(first) >= d.RetryFor {
 				dl.Status = Failed
 			}
+			log.Debug("notifications: a try failed", zap.Int64("seq", n.Seq), zap.Error(errors.Unwrap(err)))
 		}
 		recorded, rerr := d.Store.RecordDelivery(ctx, s.ID, dl)
 		switch {
@@ -155,6 +168,35 @@ func (d *Deliverer) deliver(ctx context.Context, log *zap.Logger, s *Subscriptio
 			return false
 		}
 	}
+}
+
+// lostRights is a notice not sent: the subscription's creator may no longer read it.
+type lostRights struct{ msg string }
+
+func (e *lostRights) Error() string { return e.msg }
+
+// mayRead asks whether s's creator may still read n (Rights): forbidden with an error that says so
+// (given up, not retried), or an error where it could not be asked (retried).
+func (d *Deliverer) mayRead(ctx context.Context, s *Subscription, n *Notice) (forbidden bool, err error) {
+	if d.Access == nil {
+		return false, nil
+	}
+	kind, ok := d.Kinds[n.Kind]
+	if !ok {
+		return true, &lostRights{msg: fmt.Sprintf("not sent: the kind %s is not one the service serves", n.Kind)}
+	}
+	id := auth.Identity{Name: s.Creator, Groups: s.CreatorGroups}
+	for _, a := range Rights(s.Namespace, []auth.Attributes{kind}) {
+		allowed, err := d.Access.AllowedAs(ctx, id, a)
+		if err != nil {
+			return false, &Failure{Shown: "not sent: the rights of the subscription's creator could not be checked", cause: err}
+		}
+		if !allowed {
+			return true, &lostRights{msg: fmt.Sprintf("not sent: the subscription's creator %s may no longer %s %s in namespace %q",
+				s.Creator, a.Verb, a.Resource, s.Namespace)}
+		}
+	}
+	return false, nil
 }
 
 // sleep waits for d or ctx's end; false when ctx ended.

@@ -2,10 +2,12 @@ package notify
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,6 +17,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
+
+	"ray-service/internal/auth"
 )
 
 // memStore is a Store in memory.
@@ -168,4 +172,83 @@ func TestUnreachableWebhookKeepsItsPath(t *testing.T) {
 	assert.Contains(t, err.Error(), "127.0.0.1:1")
 	assert.NotContains(t, err.Error(), "s3cret")
 	assert.NotContains(t, err.Error(), "token")
+}
+
+// access allows what its rights hold, for the identity it expects, and records what it was asked.
+type access struct {
+	mu     sync.Mutex
+	want   auth.Identity
+	rights map[string]bool // "verb resource"
+	fail   bool
+}
+
+func (a *access) AllowedAs(_ context.Context, id auth.Identity, at auth.Attributes) (bool, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.fail {
+		return false, errors.New("the apiserver is away")
+	}
+	return id.Name == a.want.Name && slices.Equal(id.Groups, a.want.Groups) && at.Namespace == "a" && a.rights[at.Verb+" "+at.Resource], nil
+}
+
+func (a *access) set(right string, allowed bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.rights[right] = allowed
+}
+
+// Each notice is delivered only while the subscription's creator (its name and groups, as stored) may
+// read it: one whose right to list the kind is gone is not sent, and given up with the reason; a check
+// that could not be made is retried.
+func TestDelivererChecksTheCreatorsRights(t *testing.T) {
+	var mu sync.Mutex
+	var got []string
+	srv := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		var e event.Event
+		_ = e.UnmarshalJSON(body)
+		mu.Lock()
+		got = append(got, e.Subject())
+		mu.Unlock()
+	}))
+	defer srv.Close()
+	store := &memStore{deliveries: map[int64]Delivery{}, subs: []Subscription{{ID: "s1", Namespace: "a", URL: srv.URL, Secret: "x", Next: 1,
+		Creator: "bob", CreatorGroups: []string{"team-a"}}}}
+	add := func(seq int64, name string) {
+		store.mu.Lock()
+		defer store.mu.Unlock()
+		store.notices = append(store.notices, Notice{Seq: seq, Type: "job.failed", Kind: "RayJob", Namespace: "a", Name: name, Time: time.Now()})
+	}
+	acc := &access{want: auth.Identity{Name: "bob", Groups: []string{"team-a"}}, rights: map[string]bool{"create events": true, "list rayjobs": true}}
+	guard := &Guard{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}
+	d := &Deliverer{Store: store, Sender: &Sender{Client: guard.Client(time.Second)}, RetryFor: time.Minute, MaxBackoff: 50 * time.Millisecond,
+		Poll: 20 * time.Millisecond, Log: zap.NewNop(), Access: acc, Kinds: map[string]auth.Attributes{"RayJob": {Group: "ray.io", Resource: "rayjobs"}}}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	add(1, "allowed")
+	go d.Run(ctx)
+	require.Eventually(t, func() bool { dl, ok := store.delivery(1); return ok && dl.Status == Delivered }, 5*time.Second, 10*time.Millisecond)
+
+	acc.set("list rayjobs", false)
+	add(2, "revoked")
+	require.Eventually(t, func() bool { dl, ok := store.delivery(2); return ok && dl.Status == Failed }, 5*time.Second, 10*time.Millisecond)
+	dl, _ := store.delivery(2)
+	assert.Contains(t, dl.LastError, `not sent: the subscription's creator bob may no longer list rayjobs in namespace "a"`)
+
+	acc.mu.Lock()
+	acc.fail = true
+	acc.mu.Unlock()
+	acc.set("list rayjobs", true)
+	add(3, "unchecked")
+	require.Eventually(t, func() bool { dl, ok := store.delivery(3); return ok && dl.Attempts >= 2 }, 5*time.Second, 10*time.Millisecond)
+	dl, _ = store.delivery(3)
+	assert.Equal(t, Delivering, dl.Status, "retried")
+	assert.Contains(t, dl.LastError, "could not be checked")
+	acc.mu.Lock()
+	acc.fail = false
+	acc.mu.Unlock()
+	require.Eventually(t, func() bool { dl, ok := store.delivery(3); return ok && dl.Status == Delivered }, 5*time.Second, 10*time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, []string{"RayJob/allowed", "RayJob/unchecked"}, got, "the revoked notice was never sent")
 }

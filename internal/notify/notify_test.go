@@ -1,10 +1,14 @@
 package notify
 
 import (
+	"bufio"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -44,9 +48,12 @@ func TestParsePrefixes(t *testing.T) {
 	assert.ErrorContains(t, err, `"10.0.0.0/33"`)
 }
 
+// By default every address that is not public is refused: a subscriber, who needs only namespace rights,
+// must not reach through the service what only the cluster reaches (its Services and pods, the kubelets,
+// the cloud's metadata service). The operator allows ranges; the cluster's own ranges stay refused.
 func TestGuardRefuses(t *testing.T) {
 	g := &Guard{Deny: prefixes(t, "10.96.0.0/12", "fd10::/64")}
-	allowing := &Guard{Allow: prefixes(t, "127.0.0.0/8", "10.96.5.0/24"), Deny: g.Deny}
+	allowing := &Guard{Allow: prefixes(t, "127.0.0.0/8", "10.0.0.0/8", "fd00::/8"), Deny: g.Deny}
 
 	for _, c := range []struct {
 		guard *Guard
@@ -60,26 +67,49 @@ func TestGuardRefuses(t *testing.T) {
 		{g, "169.254.169.254", "169.254.169.254 is link-local"},
 		{g, "fe80::1", "fe80::1 is link-local"},
 		{g, "fe80::1%eth0", "is link-local"},
-		{g, "ff02::1", "ff02::1 is link-local"},
-		{g, "224.0.0.1", "224.0.0.1 is link-local"},
-		{g, "ff01::1", "ff01::1 is interface-local"},
-		{g, "0.0.0.0", "0.0.0.0 is unspecified"},
+		{g, "ff02::1", "ff02::1 is multicast"},
+		{g, "224.0.0.1", "224.0.0.1 is multicast"},
+		{g, "0.0.0.0", `0.0.0.0 is of "this network"`},
 		{g, "::", ":: is unspecified"},
 		{g, "239.1.2.3", "239.1.2.3 is multicast"},
-		{g, "ff0e::1", "ff0e::1 is multicast"},
+		{g, "255.255.255.255", "is reserved"},
+		{g, "10.0.0.1", "10.0.0.1 is private (10.0.0.0/8, RFC 1918)"},
+		{g, "172.20.1.1", "is private (172.16.0.0/12"},
+		{g, "192.168.1.1", "is private (192.168.0.0/16"},
+		{g, "100.100.100.200", "is shared address space (100.64.0.0/10"},
+		{g, "fd00::1", "is unique-local"},
+		{g, "fc00::1", "is unique-local"},
+		{g, "192.0.2.1", "is for documentation"},
+		{g, "198.51.100.1", "is for documentation"},
+		{g, "203.0.113.1", "is for documentation"},
+		{g, "2001:db8::1", "is for documentation"},
+		{g, "198.18.0.1", "is for benchmarking"},
+		{g, "2001:2::1", "2001::/23"},
+		{g, "2002:a00:1::", "is 6to4"},
+		{g, "fec0::1", "is site-local"},
+		{g, "::10.0.0.1", "is not IPv6 global unicast"},
+		{g, "64:ff9b::a00:1", "64:ff9b::a00:1 carries an IPv4 address that is private (10.0.0.0/8"},
+		{g, "64:ff9b::7f00:1", "carries an IPv4 address that is loopback"},
+		{g, "64:ff9b:1::1", "local-use NAT64"},
 		{g, "10.96.0.1", "10.96.0.1 is in the cluster's range 10.96.0.0/12"},
 		{g, "::ffff:10.96.0.1", "is in the cluster's range 10.96.0.0/12"},
+		{g, "64:ff9b::a60:1", "is in the cluster's range 10.96.0.0/12"},
 		{g, "fd10::5", "fd10::5 is in the cluster's range fd10::/64"},
 		{g, "93.184.216.34", ""},
-		{g, "10.0.0.1", ""},
-		{g, "2001:db8::1", ""},
-		{&Guard{}, "10.96.0.1", ""},
+		{g, "2606:4700::1", ""},
+		{g, "64:ff9b::5db8:d822", ""}, // 93.184.216.34 through NAT64
+		{&Guard{}, "10.96.0.1", "is private"},
 		{(*Guard)(nil), "127.0.0.1", "127.0.0.1 is loopback"},
+		{(*Guard)(nil), "10.1.2.3", "is private"},
 		{allowing, "127.0.0.1", ""},
 		{allowing, "::ffff:127.0.0.1", ""},
+		{allowing, "10.1.2.3", ""},
+		{allowing, "fd00::1", ""},
+		{allowing, "64:ff9b::a00:1", ""},
 		{allowing, "::1", "::1 is loopback"},
+		{allowing, "192.168.1.1", "is private"},
 		{allowing, "10.96.5.9", "10.96.5.9 is in the cluster's range 10.96.0.0/12"}, // the cluster's ranges win
-		{allowing, "10.96.6.9", "10.96.6.9 is in the cluster's range 10.96.0.0/12"},
+		{allowing, "fd10::5", "is in the cluster's range fd10::/64"},
 	} {
 		got := c.guard.Refuses(netip.MustParseAddr(c.addr))
 		if c.want == "" {
@@ -95,10 +125,11 @@ func TestCheckURL(t *testing.T) {
 	g := &Guard{Deny: prefixes(t, "10.96.0.0/12")}
 	ctx := context.Background()
 	resolved := map[string][]netip.Addr{
-		"good.example":  {netip.MustParseAddr("93.184.216.34"), netip.MustParseAddr("2001:db8::1")},
-		"mixed.example": {netip.MustParseAddr("93.184.216.34"), netip.MustParseAddr("10.96.0.10")},
-		"meta.example":  {netip.MustParseAddr("169.254.169.254")},
-		"empty.example": {},
+		"good.example":   {netip.MustParseAddr("93.184.216.34"), netip.MustParseAddr("2606:4700::1")},
+		"inside.example": {netip.MustParseAddr("10.3.4.5")},
+		"mixed.example":  {netip.MustParseAddr("93.184.216.34"), netip.MustParseAddr("10.96.0.10")},
+		"meta.example":   {netip.MustParseAddr("169.254.169.254")},
+		"empty.example":  {},
 	}
 	var looked []string
 	lookup := func(_ context.Context, host string) ([]netip.Addr, error) {
@@ -110,7 +141,7 @@ func TestCheckURL(t *testing.T) {
 		return a, nil
 	}
 
-	for _, ok := range []string{"https://good.example/hook", "http://good.example:8080/x?y=1", "http://93.184.216.34/", "https://[2001:db8::1]:443/"} {
+	for _, ok := range []string{"https://good.example/hook", "http://good.example:8080/x?y=1", "http://93.184.216.34/", "https://[2606:4700::1]:443/"} {
 		require.NoError(t, g.CheckURL(ctx, ok, lookup), ok)
 	}
 
@@ -120,11 +151,15 @@ func TestCheckURL(t *testing.T) {
 		{"https://user:pass@good.example/hook", "user information"},
 		{"https://token@good.example/hook", "user information"},
 		{"http:///hook", "it has no host"},
-		{"http://mixed.example/hook", "its host resolves to 10.96.0.10, which is in the cluster's range 10.96.0.0/12"},
-		{"http://meta.example/", "its host resolves to 169.254.169.254, which is link-local"},
+		{"http://mixed.example/hook", "its host resolves to an address that is in the cluster's range 10.96.0.0/12"},
+		{"http://meta.example/", "its host resolves to an address that is link-local"},
+		{"http://inside.example:8265/api/jobs/x/stop", "its host resolves to an address that is private (10.0.0.0/8"},
 		{"http://empty.example/", "resolves to no address"},
-		{"http://nowhere.example/", "its host does not resolve: no such host"},
-		{"http://169.254.169.254/x", "169.254.169.254 is link-local (an operator may allow it with --notify-allow-cidrs, unless --notify-deny-cidrs holds it)"},
+		{"http://nowhere.example/", "its host does not resolve"},
+		{"http://10.1.2.3:8265/api/jobs/x/stop", "10.1.2.3 is private"},
+		{"http://100.100.100.200/latest/meta-data", "is shared address space"},
+		{"http://[fd00::1]/", "is unique-local"},
+		{"http://169.254.169.254/x", "169.254.169.254 is link-local (169.254.0.0/16; clouds' metadata services); an operator may allow it with --notify-allow-cidrs, unless --notify-deny-cidrs holds it"},
 		{"http://[::ffff:127.0.0.1]/x", "127.0.0.1 is loopback"},
 		{"http://[fe80::1%25eth0]/x", "is link-local"},
 		{"http://10.96.0.1/x", "10.96.0.1 is in the cluster's range 10.96.0.0/12"},
@@ -135,11 +170,13 @@ func TestCheckURL(t *testing.T) {
 		if assert.ErrorAs(t, err, &refused, c.url) {
 			assert.Contains(t, refused.Reason, c.reason, c.url)
 			assert.True(t, strings.HasPrefix(err.Error(), "the webhook address "), err.Error())
+			assert.NotContains(t, err.Error(), "10.3.4.5", "the address a name resolves to is not told")
 		}
 	}
 
 	err := g.CheckURL(ctx, "http://169.254.169.254/x", lookup)
-	require.EqualError(t, err, "the webhook address http://169.254.169.254/x is refused: 169.254.169.254 is link-local (an operator may allow it with --notify-allow-cidrs, unless --notify-deny-cidrs holds it)")
+	require.EqualError(t, err, "the webhook address http://169.254.169.254/x is refused: 169.254.169.254 is link-local "+
+		"(169.254.0.0/16; clouds' metadata services); an operator may allow it with --notify-allow-cidrs, unless --notify-deny-cidrs holds it")
 
 	// Credentials never reach the message.
 	err = g.CheckURL(ctx, "https://user:s3cret@good.example/hook", lookup)
@@ -150,8 +187,9 @@ func TestCheckURL(t *testing.T) {
 	require.NoError(t, g.CheckURL(ctx, "http://93.184.216.34/", lookup))
 	assert.Empty(t, looked)
 
-	allowing := &Guard{Allow: prefixes(t, "10.96.0.10/32"), Deny: g.Deny}
+	allowing := &Guard{Allow: prefixes(t, "10.0.0.0/8"), Deny: g.Deny}
 	require.Error(t, allowing.CheckURL(ctx, "http://mixed.example/hook", lookup), "an allowed range does not open the cluster's")
+	require.NoError(t, allowing.CheckURL(ctx, "http://inside.example/hook", lookup), "the operator allows a private range")
 }
 
 func TestControl(t *testing.T) {
@@ -245,22 +283,177 @@ func TestSend(t *testing.T) {
 	assert.NotContains(t, raw, "data_base64")
 }
 
+// A receiver's answer comes back as its status code alone: not its body, not its reason phrase (both the
+// receiver's text, which made the delivery log a way to read what a webhook inside the network answers).
+// A redirect is an answer, not followed.
 func TestSendAnswers(t *testing.T) {
 	ctx := context.Background()
 	client := loopbackGuard(t).Client(5 * time.Second)
 
 	r := newReceiver(t, http.StatusInternalServerError, "database down"+strings.Repeat(".", 1000))
 	err := (&Sender{Client: client}).Send(ctx, Target{URL: r.srv.URL, Secret: "x"}, notice)
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), "500")
-	assert.Contains(t, err.Error(), "database down")
-	assert.Less(t, len(err.Error()), 400)
+	require.EqualError(t, err, "the webhook "+r.srv.URL+"/… answered 500 Internal Server Error")
 
 	r = newReceiver(t, http.StatusFound, "")
 	err = (&Sender{Client: client}).Send(ctx, Target{URL: r.srv.URL + "/hook", Secret: "x"}, notice)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "302")
+	assert.Contains(t, err.Error(), "redirects are not followed")
 	assert.Equal(t, int32(1), r.hits.Load())
+
+	// A reason phrase of the receiver's own.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				_, _ = http.ReadRequest(bufio.NewReader(c))
+				_, _ = io.WriteString(c, "HTTP/1.1 418 root:x:0:0 from the inside\r\nContent-Length: 0\r\n\r\n")
+			}()
+		}
+	}()
+	err = (&Sender{Client: client}).Send(ctx, Target{URL: "http://" + ln.Addr().String() + "/", Secret: "x"}, notice)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "answered 418")
+	assert.NotContains(t, err.Error(), "root")
+}
+
+// A redirect to an address the guard refuses is not followed: the receiver cannot send the service
+// inside the network by answering 307 (which a client that follows redirects would post to again).
+func TestSendNeverFollowsRedirects(t *testing.T) {
+	var inside atomic.Int32
+	target := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { inside.Add(1) }))
+	t.Cleanup(target.Close)
+	for _, code := range []int{http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther, http.StatusTemporaryRedirect, http.StatusPermanentRedirect} {
+		hostile := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, target.URL+"/api/jobs/raysubmit_1/stop", code)
+		}))
+		err := (&Sender{Client: loopbackGuard(t).Client(5 * time.Second)}).Send(context.Background(), Target{URL: hostile.URL, Secret: "x"}, notice)
+		hostile.Close()
+		require.Error(t, err, "%d", code)
+		assert.Contains(t, err.Error(), "redirects are not followed")
+		assert.NotContains(t, err.Error(), "raysubmit_1", "the Location is not shown")
+	}
+	assert.Zero(t, inside.Load(), "no redirect was followed")
+}
+
+// A receiver that answers slowly, trickles its header, or never ends its body holds a try no longer than
+// the client's time bound; a huge answer is not read beyond a bound, nor a compressed one inflated.
+func TestSendBoundsHostileReceivers(t *testing.T) {
+	const bound = 500 * time.Millisecond
+	client := loopbackGuard(t).Client(bound)
+	release := make(chan struct{})
+	defer close(release) // before the servers' Close, which waits for their handlers
+	var written atomic.Int64
+	handlers := map[string]http.HandlerFunc{
+		"silent": func(http.ResponseWriter, *http.Request) { <-release },
+		"trickle": func(w http.ResponseWriter, _ *http.Request) {
+			w.WriteHeader(http.StatusOK)
+			w.(http.Flusher).Flush()
+			for {
+				select {
+				case <-release:
+					return
+				case <-time.After(50 * time.Millisecond):
+				}
+				if _, err := w.Write([]byte("x")); err != nil {
+					return
+				}
+				w.(http.Flusher).Flush()
+			}
+		},
+		"endless": func(w http.ResponseWriter, _ *http.Request) {
+			w.WriteHeader(http.StatusInternalServerError)
+			chunk := []byte(strings.Repeat("y", 32<<10))
+			for {
+				n, err := w.Write(chunk)
+				written.Add(int64(n))
+				if err != nil {
+					return
+				}
+			}
+		},
+		"header": func(w http.ResponseWriter, _ *http.Request) {
+			for i := range 200 {
+				w.Header().Set(fmt.Sprintf("X-Pad-%d", i), strings.Repeat("z", 1000))
+			}
+			w.WriteHeader(http.StatusOK)
+		},
+		"gzip": func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Encoding", "gzip")
+			w.WriteHeader(http.StatusInternalServerError)
+			gz := gzip.NewWriter(w)
+			zeros := make([]byte, 1<<20)
+			for range 1024 { // a gigabyte inflated
+				if _, err := gz.Write(zeros); err != nil {
+					return
+				}
+			}
+			_ = gz.Close()
+		},
+	}
+	for name, h := range handlers {
+		srv := httptest.NewServer(h)
+		t.Cleanup(srv.Close)
+		began := time.Now()
+		err := (&Sender{Client: client}).Send(context.Background(), Target{URL: srv.URL, Secret: "x"}, notice)
+		took := time.Since(began)
+		if name != "trickle" { // a 2xx is a delivery, whatever its body does after
+			require.Error(t, err, name)
+		}
+		assert.Less(t, took, bound+2*time.Second, "%s: a try is bounded in time", name)
+		if name == "endless" {
+			assert.Less(t, written.Load(), int64(16<<20), "an endless answer is not read")
+		}
+	}
+}
+
+// Every try that got no answer says the same, and takes the same time: the delivery log tells a closed
+// port from a silent one no more than it tells them from a host that is down.
+func TestSendNoAnswerLooksTheSame(t *testing.T) {
+	const bound = 300 * time.Millisecond
+	client := loopbackGuard(t).Client(bound)
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	closedAddr := closed.Addr().String()
+	require.NoError(t, closed.Close())
+	silent, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = silent.Close() })
+	reset, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = reset.Close() })
+	go func() {
+		for {
+			c, err := reset.Accept()
+			if err != nil {
+				return
+			}
+			_ = c.Close()
+		}
+	}()
+	tlsOnly := httptest.NewTLSServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	t.Cleanup(tlsOnly.Close)
+	var shown []string
+	for _, u := range []string{"http://" + closedAddr + "/", "http://" + silent.Addr().String() + "/", "http://" + reset.Addr().String() + "/", tlsOnly.URL + "/"} {
+		began := time.Now()
+		err := (&Sender{Client: client}).Send(context.Background(), Target{URL: u, Secret: "x"}, notice)
+		require.Error(t, err)
+		assert.GreaterOrEqual(t, time.Since(began), bound, "%s: no sooner than the bound", u)
+		host := strings.TrimPrefix(strings.TrimPrefix(u, "http://"), "https://")
+		shown = append(shown, strings.Replace(strings.Replace(err.Error(), host, "HOST/", 1), "https://", "http://", 1))
+		for _, word := range []string{"refused", "reset", "timeout", "deadline", "tls", "certificate", "EOF"} {
+			assert.NotContains(t, strings.ToLower(err.Error()), strings.ToLower(word), u)
+		}
+		require.Error(t, errors.Unwrap(err), "the cause is kept for the service's log")
+	}
+	assert.Equal(t, []string{shown[0], shown[0], shown[0], shown[0]}, shown)
 }
 
 func TestSendRefusedAtDial(t *testing.T) {

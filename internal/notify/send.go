@@ -35,8 +35,6 @@ const ContentType = event.ApplicationCloudEventsJSON + "; charset=utf-8"
 const (
 	defaultSource    = "/ray-service"
 	defaultUserAgent = "ray-service"
-	// shownBody is how much of a refusing answer's body an error quotes.
-	shownBody = 256
 	// drained is how much of an answer is read to keep its connection for the next delivery.
 	drained = 64 << 10
 )
@@ -99,8 +97,22 @@ type Sender struct {
 	UserAgent string
 }
 
+// Failure is a try that did not deliver. Its message is what the delivery log shows to whoever reads
+// the subscription: the receiver's status alone, never its answer's body, and one same message for every
+// try that got no answer (refused, reset, timed out, a TLS handshake that failed), so that the log is no
+// port scanner. The cause, for the service's own log, is unwrapped.
+type Failure struct {
+	Shown string
+	cause error
+}
+
+func (f *Failure) Error() string { return f.Shown }
+func (f *Failure) Unwrap() error { return f.cause }
+
 // Send delivers a notice to t. Any 2xx answer is a delivery; a redirect is not followed and, like any
-// other answer, is an error. A refusal of the guard at dial time is a *RefusedError in the chain.
+// other answer, is an error. Errors are a *Failure; a refusal of the guard at dial time is a
+// *RefusedError in its chain. A try that gets no answer returns no sooner than the client's time bound
+// after it began: how long it took would tell a refused port from a silent one.
 func (s *Sender) Send(ctx context.Context, t Target, n Notice) error {
 	source := s.Source
 	if source == "" {
@@ -112,7 +124,7 @@ func (s *Sender) Send(ctx context.Context, t Target, n Notice) error {
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.URL, bytes.NewReader(body))
 	if err != nil {
-		return fmt.Errorf("the webhook address is not usable: %w", err)
+		return &Failure{Shown: "the webhook address is not usable", cause: err}
 	}
 	ua := s.UserAgent
 	if ua == "" {
@@ -126,29 +138,38 @@ func (s *Sender) Send(ctx context.Context, t Target, n Notice) error {
 	if client == nil {
 		client = (&Guard{}).Client(10 * time.Second)
 	}
+	began := time.Now()
 	resp, err := client.Do(req)
 	if err != nil {
 		// The client's error names the whole URL, whose path may be the webhook's secret: keep its cause.
 		if uerr, ok := errors.AsType[*url.Error](err); ok {
 			err = uerr.Err
 		}
-		return fmt.Errorf("the webhook %s could not be reached: %w", redacted(t.URL), err)
+		if refused, ok := errors.AsType[*RefusedError](err); ok {
+			// The guard's own verdict, as the create told it: not the address dialed.
+			return &Failure{Shown: fmt.Sprintf("the webhook %s was refused when dialed: its host's address %s%s",
+				redacted(t.URL), refused.Refusal, allowHint), cause: err}
+		}
+		if client.Timeout > 0 {
+			sleep(ctx, time.Until(began.Add(client.Timeout)))
+		}
+		return &Failure{Shown: fmt.Sprintf("the webhook %s gave no answer", redacted(t.URL)), cause: err}
 	}
 	defer resp.Body.Close()
+	// Read only to keep the connection for the next delivery, and never kept.
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, drained))
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, drained))
 		return nil
 	}
-	head, _ := io.ReadAll(io.LimitReader(resp.Body, shownBody))
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, drained))
-	msg := fmt.Sprintf("the webhook %s answered %s", redacted(t.URL), resp.Status)
+	// The code alone: the reason phrase after it is the receiver's text, as its body is.
+	msg := fmt.Sprintf("the webhook %s answered %d", redacted(t.URL), resp.StatusCode)
+	if text := http.StatusText(resp.StatusCode); text != "" {
+		msg += " " + text
+	}
 	if resp.StatusCode >= 300 && resp.StatusCode < 400 {
 		msg += " (redirects are not followed)"
 	}
-	if text := strings.TrimSpace(strings.ToValidUTF8(string(head), "")); text != "" {
-		msg += ": " + strconv.Quote(text)
-	}
-	return errors.New(msg)
+	return &Failure{Shown: msg, cause: errors.New(msg)}
 }
 
 // Redacted is a webhook's URL as it may be logged or recorded: its scheme and host.

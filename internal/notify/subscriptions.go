@@ -1,12 +1,15 @@
 package notify
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
+
+	"ray-service/internal/auth"
 )
 
 // Types are the notifications a subscription may ask for.
@@ -20,15 +23,19 @@ var Types = []string{
 type Subscription struct {
 	ID        string `json:"id" example:"9b2f3c1e-7d4a-4e0b-9c55-0f1e2d3c4b5a"`
 	Namespace string `json:"namespace" example:"team-a"`
-	URL       string `json:"url" example:"https://hooks.example.com/ray"`
+	// URL is the webhook's, whole in the create's answer alone; read back, its scheme and host.
+	URL string `json:"url" example:"https://hooks.example.com/…"`
 	// Events are the notification types wanted (all when empty).
 	Events []string `json:"events" example:"job.succeeded,job.failed"`
 	// Kinds are the kinds wanted (all when empty).
 	Kinds []string `json:"kinds" example:"RayJob"`
 	// Selector is a label selector of the objects wanted ("" for all).
-	Selector  string    `json:"selector" example:"team=a"`
-	Creator   string    `json:"creator" example:"alice"`
-	CreatedAt time.Time `json:"createdAt"`
+	Selector string `json:"selector" example:"team=a"`
+	Creator  string `json:"creator" example:"alice"`
+	// CreatorGroups are the creator's groups when it subscribed: with Creator, who the deliveries are
+	// authorized as (see Rights). Not its token, which is never kept.
+	CreatorGroups []string  `json:"-"`
+	CreatedAt     time.Time `json:"createdAt"`
 	// Secret signs the deliveries (SignatureHeader); it is shown once, in the answer of the create.
 	Secret string `json:"secret,omitempty"`
 	// Next is the number of the first notice not yet delivered.
@@ -86,4 +93,22 @@ type Delivery struct {
 	LastError string    `json:"lastError,omitempty"`
 	FirstAt   time.Time `json:"firstAttemptAt"`
 	LastAt    time.Time `json:"lastAttemptAt"`
+}
+
+// Rights are what reading a namespace's notices of the given kinds needs (each kind's group and
+// resource): to create events there (who may tell of the namespace decides what it is told of) and to
+// list each kind's objects, whose names, statuses, messages and creators the notices carry.
+func Rights(ns string, kinds []auth.Attributes) []auth.Attributes {
+	out := make([]auth.Attributes, 0, len(kinds)+1)
+	out = append(out, auth.Attributes{Verb: "create", Resource: "events", Namespace: ns})
+	for _, k := range kinds {
+		out = append(out, auth.Attributes{Verb: "list", Group: k.Group, Resource: k.Resource, Namespace: ns})
+	}
+	return out
+}
+
+// Access tells what an identity may do, asked as the service (auth.Subjects): a delivery is authorized
+// as the subscription's creator, whose token is not kept.
+type Access interface {
+	AllowedAs(ctx context.Context, id auth.Identity, a auth.Attributes) (bool, error)
 }

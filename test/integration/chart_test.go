@@ -104,7 +104,9 @@ func TestHelmChart(t *testing.T) {
 	assert.Contains(t, market, "[auth.proxy]\n    enabled = true\n    header_name = X-Forwarded-User")
 	assert.NotContains(t, alone, "[auth.proxy]")
 	for name, manifest := range map[string]string{"marketplace": market, "standalone": alone} {
-		assert.Equal(t, 2, kinds(manifest)["NetworkPolicy"], "%s: for ray-service and Grafana", name)
+		assert.Equal(t, 3, kinds(manifest)["NetworkPolicy"], "%s: for ray-service (who reaches it, what it reaches) and Grafana", name)
+		assert.Contains(t, manifest, "name: ray-service-egress", "%s: webhooks reach public addresses only", name)
+		assert.Contains(t, manifest, `except: ["0.0.0.0/8","10.0.0.0/8","100.64.0.0/10","127.0.0.0/8","169.254.0.0/16"`, name)
 		assert.Equal(t, 2, strings.Count(manifest, "readOnlyRootFilesystem: true"), "%s: both containers of the service chart", name)
 	}
 	// By default one replica, the history in SQLite on a volume of its own that outlives the release,
@@ -297,7 +299,7 @@ func TestHelmChart(t *testing.T) {
 		var wg sync.WaitGroup
 		launch := func(what, sa string, r roles) {
 			kubeconfig := grant(t, ns, sa, r)
-			// 27 instances start at once, beside other tests: the reference gets time to be ready under load,
+			// 28 instances start at once, beside other tests: the reference gets time to be ready under load,
 			// and a variant enough not to count as never ready merely for being slow.
 			within := 30 * time.Second
 			if what == "" {
@@ -305,7 +307,7 @@ func TestHelmChart(t *testing.T) {
 			}
 			wg.Go(func() {
 				svc, _ := instance{log: "ray-service-" + sa + ".log", readyWithin: within, environ: []string{"KUBE_FEATURE_WatchListClient=false"},
-					args: append([]string{"--kubeconfig", kubeconfig, "--history-lease-namespace", ns}, keyFlags...)}.start(t)
+					args: append([]string{"--kubeconfig", kubeconfig, "--history-lease-namespace", ns, "--notify-allow-cidrs=127.0.0.0/8"}, keyFlags...)}.start(t)
 				mu.Lock()
 				variants = append(variants, variant{what: what, svc: svc})
 				mu.Unlock()
@@ -376,11 +378,33 @@ func TestHelmChart(t *testing.T) {
 			}
 			return false
 		}
+		// Each service delivers the notices of the probe's RayJobs to a webhook of its own, authorized
+		// each time as the subscription's creator (a SubjectAccessReview the service makes).
+		webhooks := map[*serviceProc]*subscriber{}
 		for _, v := range variants {
 			if v.svc != nil {
 				_, s := openWatch(t, v.svc.url, itemPath(probe, "rayclusters", "followed")+"/watch", admin, "")
 				streams[v.svc] = collectReasons(s)
+				hook := newSubscriber(t)
+				r := subscribe(t, v.svc.url, probe, admin, map[string]any{"url": hook.srv.URL, "kinds": []string{"RayJob"}, "events": []string{"job.succeeded"}})
+				if v.svc == reference {
+					require.Equal(t, 201, r.Status, "%s", r.Raw)
+				}
+				if r.Status == 201 {
+					webhooks[v.svc] = hook
+				}
 			}
+		}
+		told := func(svc *serviceProc, step int) bool {
+			if webhooks[svc] == nil {
+				return false
+			}
+			for _, d := range webhooks[svc].received() {
+				if d.event.Subject() == fmt.Sprint("RayJob/hjob-", step) {
+					return true
+				}
+			}
+			return false
 		}
 		time.Sleep(time.Until(started.Add(25 * time.Second)))
 
@@ -465,8 +489,10 @@ func TestHelmChart(t *testing.T) {
 			}():
 				// The history: the RayJob that ended in this round, with the tail of its log.
 				return "the history of the RayJob that ended (it shows " + history + ")"
+			case step > 1 && !told(svc, step):
+				return "the notification of the RayJob that ended"
 			case !showsQuota(svc):
-				// Last: asked only once the rest holds (27 instances polled every 100 ms).
+				// Last: asked only once the rest holds (28 instances polled every 100 ms).
 				return "the quota"
 			}
 			return ""
@@ -564,7 +590,7 @@ func TestHelmChart(t *testing.T) {
 			check.Wait()
 			time.Sleep(2 * time.Second)
 		}
-		assert.Len(t, variants, 27) // list and watch of podgroups and workloads too, list resourcequotas
+		assert.Len(t, variants, 28) // list and watch of podgroups and workloads too, list resourcequotas, create subjectaccessreviews
 		for _, v := range variants {
 			switch {
 			case v.what == "":

@@ -22,7 +22,8 @@ func notifications(t *testing.T, open Open) {
 	}
 	require.NoError(t, s.AddNotices(ctx, []notify.Notice{notice("a", "before", "job.succeeded")}))
 	sub, err := s.CreateSubscription(ctx, notify.Subscription{ID: "3f1c9a4e-0b7d-4c1e-9a57-2d8e6f0b1c3a", Namespace: "a",
-		URL: "https://hooks.example/x", Secret: "s3cret", Events: []string{"job.failed"}, Kinds: []string{}, Creator: "alice", CreatedAt: t0})
+		URL: "https://hooks.example/x", Secret: "s3cret", Events: []string{"job.failed"}, Kinds: []string{}, Creator: "alice",
+		CreatorGroups: []string{"team-a", "system:authenticated"}, CreatedAt: t0})
 	require.NoError(t, err)
 	assert.Equal(t, int64(2), sub.Next, "delivered what is made from now on")
 	require.NoError(t, s.AddNotices(ctx, []notify.Notice{notice("a", "one", "job.failed"), notice("b", "other", "job.failed"),
@@ -58,6 +59,7 @@ func notifications(t *testing.T, open Open) {
 	require.Len(t, all, 1)
 	assert.Equal(t, int64(3), all[0].Next)
 	assert.Equal(t, "s3cret", all[0].Secret, "the deliverer signs with it")
+	assert.Equal(t, []string{"team-a", "system:authenticated"}, all[0].CreatorGroups, "the deliveries are authorized as the creator")
 	listed, err := s.Subscriptions(ctx, "a")
 	require.NoError(t, err)
 	require.Len(t, listed, 1)
