@@ -231,6 +231,11 @@ func TestUtilization(t *testing.T) {
 	// while the pods ran would have found theirs; one that failed adds no seconds.)
 	var rep utilizationReport
 	var base struct{ measured, used float64 }
+	defer func() {
+		if t.Failed() { // what the readings last said (a timeout ends the test here)
+			t.Logf("last report: %d items, measured %.0f s, use %.6f core-hours at %.0f s", len(rep.Items), rep.Measured.Seconds, base.used, base.measured)
+		}
+	}()
 	eventually(t, 120*time.Second, "a reading of the use after the pods' end that found no more", func() bool {
 		code, got, raw := report(svc.url, "/rest/ray/v1/namespaces/"+ns+"/utilization?groupBy=creator&sortBy=name&order=asc", admin)
 		require.Equal(t, 200, code, "%s", raw)
