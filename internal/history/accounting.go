@@ -120,10 +120,15 @@ func (r *Recorder) accountLocked(k *ray.Kind, o *unstructured.Unstructured, s *r
 			a.runs[cron][key] = true
 		}
 		// The clusters that claim it are counted to it now, or no more (a maker of the same name made
-		// again is another object; a status that names the cluster now, or no more); those of the runs of
-		// the RayCronJob it is, or whose run it says it is, are counted again (one run of a tick).
+		// again is another object; a status that names the cluster now); those of the runs of the
+		// RayCronJob it is, or whose run it says it is now or said it was, are counted again (one run of
+		// a tick).
 		r.refileLocked(key, now)
-		for _, cron := range [][3]string{key, {ray.CronJobKind, key[1], old.run.CronJob}, {ray.CronJobKind, key[1], mk.run.CronJob}} {
+		crons := [][3]string{key}
+		if old.run != mk.run {
+			crons = append(crons, [3]string{ray.CronJobKind, key[1], old.run.CronJob}, [3]string{ray.CronJobKind, key[1], mk.run.CronJob})
+		}
+		for _, cron := range crons {
 			for job := range a.runs[cron] {
 				r.refileLocked(job, now)
 			}
