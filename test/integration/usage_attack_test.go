@@ -306,22 +306,33 @@ func TestAttackCronRunsBilledOnlyWhenScheduled(t *testing.T) {
 		}
 		return false
 	})
+	// pastTick waits until the RayCronJob's status has reached a tick, and then for a credit of a job's
+	// cluster after that.
+	pastTick := func(job string, tick time.Time) {
+		t.Helper()
+		eventually(t, 3*time.Minute, "the RayCronJob's status past "+tick.String(), func() bool {
+			c, err := env.adminDyn.Resource(ray.RayGroupVersion.WithResource("raycronjobs")).Namespace(ns).Get(ctx, "every-minute", metav1.GetOptions{})
+			require.NoError(t, err)
+			last, _, _ := unstructured.NestedString(c.Object, "status", "lastScheduleTime")
+			at, err := time.Parse(time.RFC3339, last)
+			return err == nil && !at.Before(tick)
+		})
+		_, before := billed(job)
+		eventually(t, 60*time.Second, job+"'s cluster credited since", func() bool {
+			_, now := billed(job)
+			return now > before
+		})
+	}
+	scheduled, err := env.adminDyn.Resource(rayJobs).Namespace(ns).Get(ctx, run, metav1.GetOptions{})
+	require.NoError(t, err)
+	at, err := time.Parse(time.RFC3339, scheduled.GetAnnotations()[ray.ScheduledAtAnnotation])
+	require.NoError(t, err)
+	pastTick(run, at)
 	creators, _ := billed(run)
 	assert.Equal(t, map[string]bool{victim: true}, creators, "the run %s KubeRay made on schedule is billed to the RayCronJob's signed creator", run)
 
 	// The RayCronJob reaches the forged run's tick; a credit later, the forged run is still no run of it.
-	eventually(t, 3*time.Minute, "the RayCronJob past the forged tick", func() bool {
-		c, err := env.adminDyn.Resource(ray.RayGroupVersion.WithResource("raycronjobs")).Namespace(ns).Get(ctx, "every-minute", metav1.GetOptions{})
-		require.NoError(t, err)
-		last, _, _ := unstructured.NestedString(c.Object, "status", "lastScheduleTime")
-		at, err := time.Parse(time.RFC3339, last)
-		return err == nil && !at.Before(tick)
-	})
-	_, before := billed("every-minute-forged")
-	eventually(t, 60*time.Second, "the forged run's cluster credited since", func() bool {
-		_, now := billed("every-minute-forged")
-		return now > before
-	})
+	pastTick("every-minute-forged", tick)
 	creators, _ = billed("every-minute-forged")
 	assert.Equal(t, map[string]bool{"": true}, creators, "a RayJob made before the tick it claims is billed to no one")
 }
