@@ -49,6 +49,10 @@ type accounting struct {
 	// (ray.RunOf), by the RayCronJob's key.
 	makers map[[3]string]maker
 	runs   map[[3]string]map[[3]string]bool
+	// spent are the ticks whose run (a RayJob that said it was the run of that tick) was deleted: KubeRay
+	// makes one run a tick, so another that says the same is not its. Kept while one could still be
+	// believed (ray.ScheduledRunGrace) or one says so.
+	spent map[tick]bool
 	// claims are, by a cluster's UID, the maker its labels and owner reference name (ray.MadeBy), and
 	// its state as a cluster of its own; claimants the clusters that claim each maker.
 	claims    map[string]claim
@@ -72,6 +76,12 @@ type maker struct {
 	schedule ray.CronJobFacts
 }
 
+// tick is one tick of a RayCronJob's schedule: the RayCronJob's key and the tick's Unix time.
+type tick struct {
+	cron [3]string
+	at   int64
+}
+
 // claim is what a Ray cluster says made it, and its own state.
 type claim struct {
 	key  [3]string
@@ -81,7 +91,7 @@ type claim struct {
 
 func newAccounting() accounting {
 	return accounting{marks: map[string]*usage.Mark{}, byName: map[usage.ClusterRef]string{}, gone: map[usage.ClusterRef]*usage.Mark{},
-		makers: map[[3]string]maker{}, runs: map[[3]string]map[[3]string]bool{}, claims: map[string]claim{}, claimants: map[[3]string]map[string]bool{},
+		makers: map[[3]string]maker{}, runs: map[[3]string]map[[3]string]bool{}, spent: map[tick]bool{}, claims: map[string]claim{}, claimants: map[[3]string]map[string]bool{},
 		idle: map[usage.ClusterRef]bool{}, ledger: usage.NewLedger()}
 }
 
@@ -179,8 +189,9 @@ func (a *accounting) unrunLocked(key [3]string, mk maker) {
 	}
 }
 
-// goneMakerLocked forgets a maker deleted; the other runs of the RayCronJob it said it was a run of are
-// counted again (the tick may have one run now). The runs of a RayCronJob deleted stay as counted.
+// goneMakerLocked forgets a maker deleted. A RayJob that said it was the run of a tick spends that tick:
+// the other RayJobs that say so are billed to no one (one was not KubeRay's; which, nothing tells), and
+// so is one made after. The runs of a RayCronJob deleted stay as counted.
 func (r *Recorder) goneMakerLocked(key [3]string, now time.Time) {
 	a := &r.acct
 	mk, ok := a.makers[key]
@@ -189,16 +200,37 @@ func (r *Recorder) goneMakerLocked(key [3]string, now time.Time) {
 	}
 	delete(a.makers, key)
 	a.unrunLocked(key, mk)
-	for job := range a.runs[[3]string{ray.CronJobKind, key[1], mk.run.CronJob}] {
+	if mk.run.CronJob == "" {
+		return
+	}
+	cron := [3]string{ray.CronJobKind, key[1], mk.run.CronJob}
+	for tk := range a.spent {
+		if time.Unix(tk.at, 0).Add(ray.ScheduledRunGrace).Before(now) && !a.claimedLocked(tk) {
+			delete(a.spent, tk)
+		}
+	}
+	a.spent[tick{cron, mk.run.ScheduledAt.Unix()}] = true
+	for job := range a.runs[cron] {
 		r.refileLocked(job, now)
 	}
+}
+
+// claimedLocked tells whether a RayJob the recorder knows says it is the run of tk.
+func (a *accounting) claimedLocked(tk tick) bool {
+	for job := range a.runs[tk.cron] {
+		if a.makers[job].run.ScheduledAt.Unix() == tk.at {
+			return true
+		}
+	}
+	return false
 }
 
 // creatorOf is whom the clusters of the maker of key, mk, are billed to: the creator the service signed
 // on it, or, for a RayJob a RayCronJob's schedule made, the creator the service signed on that RayCronJob.
 // A RayJob is such a run only as far as what KubeRay alone writes backs what it says
-// (ray.CronJobFacts.Scheduled), and where no other RayJob so backed says it is the run of the same tick:
-// KubeRay makes one, and anyone who may create RayJobs could make another that says the same. known is
+// (ray.CronJobFacts.Scheduled), and where no other RayJob so backed says, or said (spent), it is the run of
+// the same tick: KubeRay makes one, and anyone who may create RayJobs could make another that says the
+// same. known is
 // false where the RayCronJob a RayJob names is not known (not listed yet, or deleted, its runs with it).
 func (a *accounting) creatorOf(key [3]string, mk maker) (creator string, known bool) {
 	if mk.creator != "" || mk.run.CronJob == "" {
@@ -209,7 +241,7 @@ func (a *accounting) creatorOf(key [3]string, mk maker) (creator string, known b
 	if !ok {
 		return "", false
 	}
-	if cron.creator == "" || !cron.schedule.Scheduled(&mk.run) {
+	if cron.creator == "" || !cron.schedule.Scheduled(&mk.run) || a.spent[tick{cronKey, mk.run.ScheduledAt.Unix()}] {
 		return "", true
 	}
 	for job := range a.runs[cronKey] {

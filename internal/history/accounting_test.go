@@ -296,7 +296,7 @@ func TestRecorderAccountingTrustsSignedAndOwned(t *testing.T) {
 // the RayService's. The RayJobs a RayCronJob's schedule made (unsigned) are billed to the RayCronJob's
 // signed creator once its status.lastScheduleTime reaches their tick; a RayJob made before its tick, long
 // after it, on no tick, or one of two that say they are the same tick's run, is billed to no one. One
-// twin gone, the other is billed; the RayCronJob gone (its runs go with it), they stay as billed.
+// run deleted spends its tick; the RayCronJob gone (its runs go with it), they stay as billed.
 func TestRecorderAccountingStatusAndCronRuns(t *testing.T) {
 	ctx := t.Context()
 	store := sqliteStore(t)
@@ -408,14 +408,24 @@ func TestRecorderAccountingStatusAndCronRuns(t *testing.T) {
 	assert.Equal(t, []string{"RayJob/nightly-run/carol"}, keys("u-nightly-run-c"),
 		"the scheduled run is the RayCronJob creator's once its status reaches the tick")
 
-	r.mu.Lock()
-	r.goneMakerLocked([3]string{"RayJob", "team", "nightly-twin-b"}, t0.Add(11*time.Minute))
-	r.mu.Unlock()
-	assert.Equal(t, "RayJob/nightly-twin-a/carol", state("u-nightly-twin-a-c"), "the tick's only run now")
-	r.mu.Lock()
-	r.goneMakerLocked([3]string{"RayCronJob", "team", "nightly"}, t0.Add(12*time.Minute))
-	r.mu.Unlock()
-	assert.Equal(t, "RayJob/nightly-twin-a/carol", state("u-nightly-twin-a-c"), "as billed, the RayCronJob gone")
+	// A run deleted spends its tick: one made again within the grace that says the same is billed to no
+	// one, nor is the twin of one deleted.
+	gone := func(key [3]string, at time.Time) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.goneMakerLocked(key, at)
+	}
+	gone([3]string{"RayJob", "team", "nightly-run"}, tick.Add(time.Minute))
+	run("nightly-replay", tick, tick.Add(90*time.Second))
+	assert.Equal(t, "RayJob/nightly-replay/", state("u-nightly-replay-c"), "a RayJob made again for a spent tick")
+	gone([3]string{"RayJob", "team", "nightly-twin-b"}, t0.Add(11*time.Minute))
+	assert.Equal(t, "RayJob/nightly-twin-a/", state("u-nightly-twin-a-c"), "the twin left")
+
+	// The runs of a RayCronJob deleted (which go with it) stay as billed.
+	run("nightly-next", tick.Add(2*time.Minute), tick.Add(2*time.Minute))
+	assert.Equal(t, "RayJob/nightly-next/carol", state("u-nightly-next-c"))
+	gone([3]string{"RayCronJob", "team", "nightly"}, t0.Add(12*time.Minute))
+	assert.Equal(t, "RayJob/nightly-next/carol", state("u-nightly-next-c"), "as billed, the RayCronJob gone")
 }
 
 // utilization is s's report for q: its groups and the seconds measured.
