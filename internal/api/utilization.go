@@ -46,9 +46,14 @@ const csvContentType = "text/csv; charset=utf-8"
 //	@Description	The figures are kept per UTC day, so the window is widened to whole days: the answer's from and to say
 //	@Description	which. Allocated hours are each Ray cluster's requests (head and every worker replica) times the time
 //	@Description	it was Pending or Running, counted to the object that made it (a RayJob or RayService, where the
-//	@Description	cluster's owner reference to it backs KubeRay's labels) and that object's creator; they are kept after
-//	@Description	the objects are gone. Only a creator the service signed (a create made through it) is billed: one
-//	@Description	written by anyone who may edit the object is shown as an empty creator (unverified). Used hours are what its pods used, read
+//	@Description	cluster's owner reference to its UID backs KubeRay's labels, from when that object's status names the
+//	@Description	cluster; a RayService's cluster an upgrade replaced stays the RayService's until KubeRay deletes it) and
+//	@Description	that object's creator; they are kept after the objects are gone. Only a creator the service signed (a
+//	@Description	create made through it) is billed: one written by anyone who may edit the object is shown as an empty
+//	@Description	creator (unverified). A RayJob a RayCronJob's schedule made is billed to the RayCronJob's signed creator
+//	@Description	where its owner reference, label and tick match that RayCronJob, it was made at that tick (up to two
+//	@Description	minutes after), status.lastScheduleTime has reached it, and no other RayJob claims, or claimed, the same tick.
+//	@Description	Used hours are what its pods used, read
 //	@Description	from Prometheus (cAdvisor, DCGM, npu-exporter) by the service as the days go: measured shows how much
 //	@Description	of the window was, and where none was the used figures are null with a warning. Idle hours are those a
 //	@Description	cluster holding GPUs or NPUs spent idle, as the idle detection judges it. Objects counts the Ray

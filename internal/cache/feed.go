@@ -144,7 +144,8 @@ func newEpoch() string {
 // sameItem tells whether two items publish the same: a pod change that changes nothing in a summary
 // is not a change.
 func sameItem(a, b *Item) bool {
-	return a == b || (a != nil && b != nil && reflect.DeepEqual(a.Summary, b.Summary) && slices.Equal(a.Labels, b.Labels))
+	return a == b || (a != nil && b != nil && reflect.DeepEqual(a.Summary, b.Summary) && slices.Equal(a.Labels, b.Labels) &&
+		reflect.DeepEqual(a.MadeBy, b.MadeBy) && slices.Equal(a.Makes, b.Makes))
 }
 
 // Epoch names this run of the store, for stream positions.

@@ -19,8 +19,9 @@ type IdleCandidate struct {
 	JobRunning bool
 	// OwnedBy is the kind that made it ("RayJob", "RayService"; "" for one made on its own): KubeRay's
 	// labels ray.io/originated-from-crd and ray.io/originated-from-cr-name, believed only with the owner
-	// reference KubeRay sets to that object, whose UID is the one the cache holds (ray.MadeBy). Labels
-	// anyone may set would otherwise exempt a cluster from its namespace's idle policy.
+	// reference KubeRay sets to that object, whose UID is the one the cache holds (ray.MadeBy), and where
+	// that object's status names the cluster (ray.Names). Labels and references anyone may set would
+	// otherwise exempt a cluster from its namespace's idle policy.
 	OwnedBy string
 	// StopAfter is its annotation ray.openfuyao.com/idle-stop-after, "" without.
 	StopAfter string
@@ -56,14 +57,15 @@ func (s *Store) IdleCandidates() []IdleCandidate {
 			}
 			ref := ClusterRef{ns, name}
 			out = append(out, IdleCandidate{ClusterRef: ref, Summary: it.Summary, JobRunning: jobs[ref],
-				OwnedBy: s.makerLocked(ns, it.MadeBy), StopAfter: it.IdleStopAfter, Labels: it.Labels})
+				OwnedBy: s.makerLocked(ns, name, it.MadeBy), StopAfter: it.IdleStopAfter, Labels: it.Labels})
 		}
 	}
 	return out
 }
 
-// makerLocked is the kind of the object m names where the cache holds that object with m's UID, else "".
-func (s *Store) makerLocked(ns string, m *ray.Maker) string {
+// makerLocked is the kind of the object m names where the cache holds that object with m's UID and its
+// status names the cluster, else "".
+func (s *Store) makerLocked(ns, cluster string, m *ray.Maker) string {
 	if m == nil {
 		return ""
 	}
@@ -71,7 +73,7 @@ func (s *Store) makerLocked(ns string, m *ray.Maker) string {
 	if k == nil || k.IsCluster {
 		return ""
 	}
-	if it, ok := s.instances[k].get(ns, m.Name); ok && it.UID == m.UID {
+	if it, ok := s.instances[k].get(ns, m.Name); ok && it.UID == m.UID && ray.Names(it.Makes, cluster) {
 		return m.Kind
 	}
 	return ""

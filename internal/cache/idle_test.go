@@ -1,12 +1,14 @@
 package cache
 
 import (
+	"maps"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
 	"ray-service/internal/auth"
@@ -78,18 +80,20 @@ func TestIdleClustersArePublished(t *testing.T) {
 }
 
 // A Ray cluster is its maker's to stop (the idle policy leaves it) only where KubeRay's labels are backed
-// by its owner reference to the maker the cache holds, with that UID: labels alone, or a reference to
-// another UID, leave it a cluster of its own.
+// by its owner reference to the maker the cache holds, with that UID, and the maker's status names the
+// cluster: labels alone, a reference to another UID, or one to the maker's UID that its status does not
+// name, leave it a cluster of its own. Once the status names it, it is the maker's.
 func TestIdleCandidatesOwnedOnlyByReference(t *testing.T) {
 	kinds, dyn, _, store := startedStore(t)
 	ctx := t.Context()
 	clusterKind, jobKind := kinds.Cluster(), kinds.ByKind("RayJob")
-	job := raytest.Manifest(t, jobKind.Kind, jobKind.ClusterSpecPath, "train", map[string]any{"jobDeploymentStatus": "Running"})
+	job := raytest.Manifest(t, jobKind.Kind, jobKind.ClusterSpecPath, "train", map[string]any{"jobDeploymentStatus": "Running",
+		"rayClusterName": "made"})
 	job.SetUID("u-job")
 	_, err := dyn.Resource(jobKind.GVR()).Namespace("team").Create(ctx, job, metav1.CreateOptions{})
 	require.NoError(t, err)
 	yes := true
-	for _, c := range []struct{ name, uid string }{{"labelled", ""}, {"wrong-uid", "u-other"}, {"made", "u-job"}} {
+	for _, c := range []struct{ name, uid string }{{"labelled", ""}, {"wrong-uid", "u-other"}, {"made", "u-job"}, {"unnamed", "u-job"}} {
 		u := raytest.Manifest(t, clusterKind.Kind, clusterKind.ClusterSpecPath, c.name, map[string]any{"state": "ready"})
 		u.SetUID(types.UID("u-" + c.name))
 		u.SetLabels(map[string]string{ray.OriginatedFromCRDLabel: "RayJob", ray.OriginatedFromCRNameLabel: "train"})
@@ -101,11 +105,22 @@ func TestIdleCandidatesOwnedOnlyByReference(t *testing.T) {
 	}
 	all := Scopes{Instances: auth.AllNamespaces()}
 	require.Eventually(t, func() bool {
-		return len(store.Items(clusterKind, all)) == 3 && len(store.Items(jobKind, all)) == 1
+		return len(store.Items(clusterKind, all)) == 4 && len(store.Items(jobKind, all)) == 1
 	}, 5*time.Second, 10*time.Millisecond)
-	owned := map[string]string{}
-	for _, c := range store.IdleCandidates() {
-		owned[c.Name] = c.OwnedBy
+	owned := func() map[string]string {
+		out := map[string]string{}
+		for _, c := range store.IdleCandidates() {
+			out[c.Name] = c.OwnedBy
+		}
+		return out
 	}
-	assert.Equal(t, map[string]string{"labelled": "", "wrong-uid": "", "made": "RayJob"}, owned)
+	assert.Equal(t, map[string]string{"labelled": "", "wrong-uid": "", "made": "RayJob", "unnamed": ""}, owned())
+
+	// The status names the other cluster now: it is the RayJob's, and the first no more.
+	require.NoError(t, unstructured.SetNestedField(job.Object, "unnamed", "status", "rayClusterName"))
+	_, err = dyn.Resource(jobKind.GVR()).Namespace("team").UpdateStatus(ctx, job, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		return maps.Equal(owned(), map[string]string{"labelled": "", "wrong-uid": "", "made": "", "unnamed": "RayJob"})
+	}, 5*time.Second, 10*time.Millisecond)
 }

@@ -53,9 +53,12 @@ type Item struct {
 	// idle policy.
 	IdleStopAfter string
 	// UID is the object's; MadeBy, of a Ray cluster, the object that made it as its labels and owner
-	// reference say (ray.MadeBy; nil: none), believed where MadeBy.UID is that object's UID.
+	// reference say (ray.MadeBy; nil: none), believed where MadeBy.UID is that object's UID and that
+	// object's Makes names the cluster; Makes, of a RayJob or RayService, the clusters its status says
+	// KubeRay made for it (Kind.MadeClusters).
 	UID    types.UID
 	MadeBy *ray.Maker
+	Makes  []string
 	// lowerName is the name lower-cased, for a search.
 	lowerName string
 	// bytes estimates the memory the item holds, for the change feed's bound.

@@ -370,7 +370,7 @@ func (s *Store) putInstanceLocked(k *ray.Kind, e *Entry) bool {
 	sum = k.WithScheduling(sum, s.schedulingLocked(k, sum))
 	if sum = ray.WithIdle(sum, s.idleLocked(k, sum)); sum != &e.item.Summary {
 		item = newItem(*sum, e.item.Labels)
-		item.IdleStopAfter, item.UID, item.MadeBy = e.item.IdleStopAfter, e.item.UID, e.item.MadeBy
+		item.IdleStopAfter, item.UID, item.MadeBy, item.Makes = e.item.IdleStopAfter, e.item.UID, e.item.MadeBy, e.item.Makes
 	}
 	old, _ := s.instances[k].get(e.Namespace, e.Name)
 	if sameItem(old, item) {

@@ -35,6 +35,8 @@ func (s *Store) entryTransform(k *ray.Kind) cache.TransformFunc {
 				e.item.IdleStopAfter = ray.Clip(v, 64)
 			}
 			e.item.MadeBy = ray.MadeBy(u)
+		} else {
+			e.item.Makes = k.MadeClusters(u)
 		}
 		if s.observer != nil {
 			s.observer.Observe(k, u, &e.item.Summary)

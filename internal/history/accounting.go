@@ -2,6 +2,7 @@ package history
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -43,8 +44,15 @@ type accounting struct {
 	// gone are the marks of clusters deleted since the last reading of use, whose last use is still
 	// to be read.
 	gone map[usage.ClusterRef]*usage.Mark
-	// makers are the objects that make Ray clusters (RayJobs, RayServices), by kind, namespace and name.
+	// makers are the objects that make Ray clusters (RayJobs, RayServices) and the RayCronJobs that make
+	// RayJobs, by kind, namespace and name; runs the RayJobs that say they are runs of each RayCronJob
+	// (ray.RunOf), by the RayCronJob's key.
 	makers map[[3]string]maker
+	runs   map[[3]string]map[[3]string]bool
+	// spent are the ticks whose run (a RayJob that said it was the run of that tick) was deleted: KubeRay
+	// makes one run a tick, so another that says the same is not its. Kept while one could still be
+	// believed (ray.ScheduledRunGrace) or one says so.
+	spent map[tick]bool
 	// claims are, by a cluster's UID, the maker its labels and owner reference name (ray.MadeBy), and
 	// its state as a cluster of its own; claimants the clusters that claim each maker.
 	claims    map[string]claim
@@ -56,11 +64,22 @@ type accounting struct {
 	credited bool
 }
 
-// maker is an object that makes Ray clusters: its UID and the creator the service signed on it ("" for
-// none: unverified).
+// maker is an object that makes Ray clusters: its UID, the creator the service signed on it ("" for
+// none: unverified) and the clusters its status names as made for it (Kind.MadeClusters, joined by
+// newlines). A RayJob whose creator the service did not sign may be the run a RayCronJob's schedule made
+// (run: what it says, ray.RunOf); a RayCronJob says what backs its runs (schedule).
 type maker struct {
-	uid     types.UID
-	creator string
+	uid      types.UID
+	creator  string
+	made     string
+	run      ray.CronRun
+	schedule ray.CronJobFacts
+}
+
+// tick is one tick of a RayCronJob's schedule: the RayCronJob's key and the tick's Unix time.
+type tick struct {
+	cron [3]string
+	at   int64
 }
 
 // claim is what a Ray cluster says made it, and its own state.
@@ -72,7 +91,7 @@ type claim struct {
 
 func newAccounting() accounting {
 	return accounting{marks: map[string]*usage.Mark{}, byName: map[usage.ClusterRef]string{}, gone: map[usage.ClusterRef]*usage.Mark{},
-		makers: map[[3]string]maker{}, claims: map[string]claim{}, claimants: map[[3]string]map[string]bool{},
+		makers: map[[3]string]maker{}, runs: map[[3]string]map[[3]string]bool{}, spent: map[tick]bool{}, claims: map[string]claim{}, claimants: map[[3]string]map[string]bool{},
 		idle: map[usage.ClusterRef]bool{}, ledger: usage.NewLedger()}
 }
 
@@ -90,16 +109,38 @@ func (r *Recorder) accountLocked(k *ray.Kind, o *unstructured.Unstructured, s *r
 	a := &r.acct
 	if !k.IsCluster {
 		key := [3]string{k.Kind, o.GetNamespace(), o.GetName()}
-		mk := maker{uid: o.GetUID(), creator: signedCreator(s)}
-		if a.makers[key] == mk {
+		mk := maker{uid: o.GetUID(), creator: signedCreator(s), made: strings.Join(k.MadeClusters(o), "\n")}
+		if run := ray.RunOf(o); run != nil && mk.creator == "" {
+			mk.run = *run
+		}
+		if k.Runs != nil {
+			mk.schedule = ray.CronJobFactsOf(o)
+		}
+		old, seen := a.makers[key]
+		if seen && old == mk {
 			return
 		}
+		a.unrunLocked(key, old)
 		a.makers[key] = mk
+		if mk.run.CronJob != "" {
+			cron := [3]string{ray.CronJobKind, key[1], mk.run.CronJob}
+			if a.runs[cron] == nil {
+				a.runs[cron] = map[[3]string]bool{}
+			}
+			a.runs[cron][key] = true
+		}
 		// The clusters that claim it are counted to it now, or no more (a maker of the same name made
-		// again is another object).
-		for uid := range a.claimants[key] {
-			if m := a.marks[uid]; m != nil {
-				r.changeLocked(m, a.stateOf(uid, a.claims[uid].base, m), now)
+		// again is another object; a status that names the cluster now); those of the runs of the
+		// RayCronJob it is, or whose run it says it is now or said it was, are counted again (one run of
+		// a tick).
+		r.refileLocked(key, now)
+		crons := [][3]string{key}
+		if old.run != mk.run {
+			crons = append(crons, [3]string{ray.CronJobKind, key[1], old.run.CronJob}, [3]string{ray.CronJobKind, key[1], mk.run.CronJob})
+		}
+		for _, cron := range crons {
+			for job := range a.runs[cron] {
+				r.refileLocked(job, now)
 			}
 		}
 		return
@@ -126,9 +167,96 @@ func (r *Recorder) accountLocked(k *ray.Kind, o *unstructured.Unstructured, s *r
 	r.changeLocked(m, a.stateOf(uid, base, m), now)
 }
 
+// refileLocked counts the clusters that claim the maker of key again.
+func (r *Recorder) refileLocked(key [3]string, now time.Time) {
+	a := &r.acct
+	for uid := range a.claimants[key] {
+		if m := a.marks[uid]; m != nil {
+			r.changeLocked(m, a.stateOf(uid, a.claims[uid].base, m), now)
+		}
+	}
+}
+
+// unrunLocked forgets the run the maker of key said it was, as mk.
+func (a *accounting) unrunLocked(key [3]string, mk maker) {
+	if mk.run.CronJob == "" {
+		return
+	}
+	cron := [3]string{ray.CronJobKind, key[1], mk.run.CronJob}
+	delete(a.runs[cron], key)
+	if len(a.runs[cron]) == 0 {
+		delete(a.runs, cron)
+	}
+}
+
+// goneMakerLocked forgets a maker deleted. A RayJob that said it was the run of a tick spends that tick:
+// the other RayJobs that say so are billed to no one (one was not KubeRay's; which, nothing tells), and
+// so is one made after. The runs of a RayCronJob deleted stay as counted.
+func (r *Recorder) goneMakerLocked(key [3]string, now time.Time) {
+	a := &r.acct
+	mk, ok := a.makers[key]
+	if !ok {
+		return
+	}
+	delete(a.makers, key)
+	a.unrunLocked(key, mk)
+	if mk.run.CronJob == "" {
+		return
+	}
+	cron := [3]string{ray.CronJobKind, key[1], mk.run.CronJob}
+	for tk := range a.spent {
+		if time.Unix(tk.at, 0).Add(ray.ScheduledRunGrace).Before(now) && !a.claimedLocked(tk) {
+			delete(a.spent, tk)
+		}
+	}
+	a.spent[tick{cron, mk.run.ScheduledAt.Unix()}] = true
+	for job := range a.runs[cron] {
+		r.refileLocked(job, now)
+	}
+}
+
+// claimedLocked tells whether a RayJob the recorder knows says it is the run of tk.
+func (a *accounting) claimedLocked(tk tick) bool {
+	for job := range a.runs[tk.cron] {
+		if a.makers[job].run.ScheduledAt.Unix() == tk.at {
+			return true
+		}
+	}
+	return false
+}
+
+// creatorOf is whom the clusters of the maker of key, mk, are billed to: the creator the service signed
+// on it, or, for a RayJob a RayCronJob's schedule made, the creator the service signed on that RayCronJob.
+// A RayJob is such a run only as far as what KubeRay alone writes backs what it says
+// (ray.CronJobFacts.Scheduled), and where no other RayJob so backed says, or said (spent), it is the run of
+// the same tick: KubeRay makes one, and anyone who may create RayJobs could make another that says the
+// same. known is
+// false where the RayCronJob a RayJob names is not known (not listed yet, or deleted, its runs with it).
+func (a *accounting) creatorOf(key [3]string, mk maker) (creator string, known bool) {
+	if mk.creator != "" || mk.run.CronJob == "" {
+		return mk.creator, true
+	}
+	cronKey := [3]string{ray.CronJobKind, key[1], mk.run.CronJob}
+	cron, ok := a.makers[cronKey]
+	if !ok {
+		return "", false
+	}
+	if cron.creator == "" || !cron.schedule.Scheduled(&mk.run) || a.spent[tick{cronKey, mk.run.ScheduledAt.Unix()}] {
+		return "", true
+	}
+	for job := range a.runs[cronKey] {
+		if other := a.makers[job]; job != key && other.run.ScheduledAt.Equal(mk.run.ScheduledAt) && cron.schedule.Scheduled(&other.run) {
+			return "", true
+		}
+	}
+	return cron.creator, true
+}
+
 // stateOf is whom a cluster's figures are counted to: the maker it claims where that is the object the
-// recorder knows of that kind, namespace, name and UID (with the maker's creator where the cluster has
-// none signed), else the cluster itself as base says. A maker not seen yet (a new writer lists the
+// recorder knows of that kind, namespace, name and UID and whose status names the cluster, or named it
+// (m is counted to it: a RayService's cluster an upgrade replaced stays the RayService's until KubeRay
+// deletes it), with the maker's creator (creatorOf) where the cluster has none signed; else the cluster
+// itself as base says. A maker not seen yet (a new writer lists the
 // clusters first) leaves the cluster as counted so far, until the maker is seen or the listing ends.
 func (a *accounting) stateOf(uid string, base usage.State, m *usage.Mark) usage.State {
 	base.Idle = m.Idle
@@ -139,10 +267,14 @@ func (a *accounting) stateOf(uid string, base usage.State, m *usage.Mark) usage.
 	st := base
 	mk, known := a.makers[c.key]
 	switch {
-	case known && mk.uid == c.uid:
+	case known && mk.uid == c.uid && (ray.Names(strings.Split(mk.made, "\n"), base.Cluster) || m.Kind == c.key[0] && m.Name == c.key[2]):
 		st.Kind, st.Name = c.key[0], c.key[2]
 		if st.Creator == "" {
-			st.Creator = mk.creator
+			creator, decided := a.creatorOf(c.key, mk)
+			if !decided && m.Kind == st.Kind && m.Name == st.Name {
+				creator = m.Creator // as counted so far, until the RayCronJob is known
+			}
+			st.Creator = creator
 		}
 	case !known && m.Kind == c.key[0] && m.Name == c.key[2]:
 		st.Kind, st.Name, st.Creator = m.Kind, m.Name, m.Creator

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -77,7 +79,8 @@ func TestRecorderAccounting(t *testing.T) {
 	}
 	job := kinds.ByKind("RayJob")
 	jobObj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "ray.io/v1", "kind": "RayJob",
-		"metadata": map[string]any{"name": "train", "namespace": "team", "uid": "u-job", "annotations": map[string]any{ray.CreatorKey: "alice"}}}}
+		"metadata": map[string]any{"name": "train", "namespace": "team", "uid": "u-job", "annotations": map[string]any{ray.CreatorKey: "alice"}},
+		"status":   map[string]any{"rayClusterName": "train-x1"}}}
 	signer.SignCreator(job, jobObj)
 	js := job.Summarize(jobObj)
 	js.CreatorSigned = signer.CreatorSigned(job, jobObj)
@@ -232,10 +235,11 @@ func madeBy(u *unstructured.Unstructured, kind, name, uid string) *unstructured.
 	return u
 }
 
-// Only what the service signed, and what KubeRay's owner reference backs, decides whom a cluster is
-// counted to: an unsigned creator annotation bills no one, labels that name a maker without its owner
-// reference (or with a reference to another UID) leave the cluster counted as itself, and a cluster
-// seen before its maker is counted to it once the maker is seen.
+// Only what the service signed, and what KubeRay's owner reference and its maker's status back, decides
+// whom a cluster is counted to: an unsigned creator annotation bills no one, labels that name a maker
+// without its owner reference (or with a reference to another UID, or to the maker's UID where its status
+// does not name the cluster) leave the cluster counted as itself, and a cluster seen before its maker is
+// counted to it once the maker is seen.
 func TestRecorderAccountingTrustsSignedAndOwned(t *testing.T) {
 	ctx := t.Context()
 	store := sqliteStore(t)
@@ -257,10 +261,13 @@ func TestRecorderAccountingTrustsSignedAndOwned(t *testing.T) {
 	observe(k, rayCluster("forged", "u-forged", "victim", nil, 1), t0)
 	observe(k, madeBy(rayCluster("labelled", "u-labelled", "", nil, 1), "RayJob", "victims-job", ""), t0)
 	observe(k, madeBy(rayCluster("wrong-uid", "u-wrong", "", nil, 1), "RayJob", "train", "u-not-the-job"), t0)
-	// A cluster seen before the RayJob that made it.
+	// A cluster seen before the RayJob that made it; another with the same owner reference, which the
+	// RayJob's status does not name.
 	observe(k, madeBy(rayCluster("train-x1", "u-made", "", nil, 1), "RayJob", "train", "u-job"), t0)
+	observe(k, madeBy(rayCluster("train-forged", "u-unnamed", "", nil, 1), "RayJob", "train", "u-job"), t0)
 	jobObj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "ray.io/v1", "kind": "RayJob",
-		"metadata": map[string]any{"name": "train", "namespace": "team", "uid": "u-job", "annotations": map[string]any{ray.CreatorKey: "alice"}}}}
+		"metadata": map[string]any{"name": "train", "namespace": "team", "uid": "u-job", "annotations": map[string]any{ray.CreatorKey: "alice"}},
+		"status":   map[string]any{"rayClusterName": "train-x1"}}}
 	signer.SignCreator(job, jobObj)
 	observe(job, jobObj, t0.Add(time.Minute))
 	r.creditAll(t0.Add(10 * time.Minute))
@@ -274,13 +281,151 @@ func TestRecorderAccountingTrustsSignedAndOwned(t *testing.T) {
 	for _, g := range groups {
 		byUID[g.Key.UID] = g.Key
 	}
-	for _, uid := range []string{"u-forged", "u-labelled", "u-wrong"} {
+	for _, uid := range []string{"u-forged", "u-labelled", "u-wrong", "u-unnamed"} {
 		assert.Equal(t, "RayCluster", byUID[uid].Kind, "%s: counted as itself", uid)
 		assert.Empty(t, byUID[uid].Creator, "%s: billed to no one (unverified)", uid)
 	}
 	assert.Equal(t, "RayJob", byUID["u-made"].Kind, "counted to its maker once seen")
 	assert.Equal(t, "train", byUID["u-made"].Name)
 	assert.Equal(t, "alice", byUID["u-made"].Creator)
+}
+
+// A maker's status decides from when its clusters are its own: a cluster KubeRay made before the
+// RayJob's status names it is counted as itself until the status does, then (all its figures, as every
+// cluster's go to whom it is counted to) to the RayJob; a RayService's cluster an upgrade replaced stays
+// the RayService's. The RayJobs a RayCronJob's schedule made (unsigned) are billed to the RayCronJob's
+// signed creator once its status.lastScheduleTime reaches their tick; a RayJob made before its tick, long
+// after it, on no tick, or one of two that say they are the same tick's run, is billed to no one. One
+// run deleted spends its tick; the RayCronJob gone (its runs go with it), they stay as billed.
+func TestRecorderAccountingStatusAndCronRuns(t *testing.T) {
+	ctx := t.Context()
+	store := sqliteStore(t)
+	kinds := ray.NewKinds()
+	signer := testSigner(t)
+	r := &Recorder{Store: store, Kinds: kinds, Log: zap.NewNop(), Signer: signer}
+	r.init()
+	r.leading.Store(true)
+	k, job, svc, cronKind := kinds.Cluster(), kinds.ByKind("RayJob"), kinds.ByKind("RayService"), kinds.ByKind("RayCronJob")
+	t0 := time.Now().UTC().Truncate(time.Minute).Add(-time.Hour)
+	stamp := func(t time.Time) string { return t.Format(time.RFC3339) }
+	observe := func(kind *ray.Kind, o *unstructured.Unstructured, at time.Time) {
+		s := kind.Summarize(o)
+		s.CreatorSigned = signer.CreatorSigned(kind, o)
+		r.mu.Lock()
+		r.observeLocked(kind, o, &s, at)
+		r.mu.Unlock()
+	}
+	object := func(kind *ray.Kind, name, uid, creator string, created time.Time, status map[string]any) *unstructured.Unstructured {
+		o := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "ray.io/v1", "kind": kind.Kind,
+			"metadata": map[string]any{"name": name, "namespace": "team", "uid": uid, "creationTimestamp": stamp(created)},
+			"status":   status}}
+		if creator != "" {
+			o.SetAnnotations(map[string]string{ray.CreatorKey: creator})
+			signer.SignCreator(kind, o)
+		}
+		return o
+	}
+
+	// A RayJob whose status names its cluster only after the cluster is seen.
+	observe(job, object(job, "train", "u-job", "alice", t0, map[string]any{}), t0)
+	observe(k, madeBy(rayCluster("train-x1", "u-train", "", nil, 1), "RayJob", "train", "u-job"), t0)
+	state := func(uid string) string {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		m := r.acct.marks[uid]
+		return m.Kind + "/" + m.Name + "/" + m.Creator
+	}
+	assert.Equal(t, "RayCluster/train-x1/", state("u-train"), "not named yet")
+	observe(job, object(job, "train", "u-job", "alice", t0, map[string]any{"rayClusterName": "train-x1"}), t0.Add(time.Minute))
+	assert.Equal(t, "RayJob/train/alice", state("u-train"), "named")
+
+	// A RayService upgraded from svc-a to svc-b.
+	active := func(a, p string) map[string]any {
+		return map[string]any{"activeServiceStatus": map[string]any{"rayClusterName": a}, "pendingServiceStatus": map[string]any{"rayClusterName": p}}
+	}
+	observe(svc, object(svc, "serve", "u-svc", "bob", t0, active("svc-a", "")), t0)
+	observe(k, madeBy(rayCluster("svc-a", "u-svc-a", "", nil, 1), "RayService", "serve", "u-svc"), t0)
+	observe(k, madeBy(rayCluster("svc-b", "u-svc-b", "", nil, 1), "RayService", "serve", "u-svc"), t0.Add(2*time.Minute))
+	observe(svc, object(svc, "serve", "u-svc", "bob", t0, active("svc-a", "svc-b")), t0.Add(2*time.Minute))
+	observe(svc, object(svc, "serve", "u-svc", "bob", t0, active("svc-b", "")), t0.Add(4*time.Minute))
+
+	// A RayCronJob every minute, and RayJobs that say they are its runs, each with its cluster.
+	tick := t0.Add(time.Minute)
+	cron := func(last time.Time) *unstructured.Unstructured {
+		o := object(cronKind, "nightly", "u-cron", "carol", t0.Add(-10*time.Minute), map[string]any{"lastScheduleTime": stamp(last)})
+		o.Object["spec"] = map[string]any{"schedule": "* * * * *"}
+		return o
+	}
+	yes := true
+	run := func(name string, at, created time.Time) {
+		o := object(job, name, "u-"+name, "", created, map[string]any{"rayClusterName": name + "-c"})
+		o.SetLabels(map[string]string{ray.RunOfLabel: "nightly"})
+		o.SetAnnotations(map[string]string{ray.ScheduledAtAnnotation: stamp(at)})
+		o.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "ray.io/v1", Kind: "RayCronJob", Name: "nightly", UID: "u-cron", Controller: &yes}})
+		observe(job, o, created)
+		observe(k, madeBy(rayCluster(name+"-c", "u-"+name+"-c", "", nil, 1), "RayJob", name, "u-"+name), created)
+	}
+	observe(cronKind, cron(t0.Add(-5*time.Minute)), t0)
+	run("nightly-early", tick.Add(2*time.Minute), tick.Add(-30*time.Second)) // made before its tick
+	run("nightly-run", tick, tick.Add(time.Second))
+	run("nightly-late", tick.Add(-5*time.Minute), tick)                          // made long after its tick
+	run("nightly-offtick", tick.Add(-90*time.Second), tick.Add(-80*time.Second)) // on no tick
+	run("nightly-twin-a", tick.Add(time.Minute), tick.Add(time.Minute+time.Second))
+	run("nightly-twin-b", tick.Add(time.Minute), tick.Add(time.Minute+2*time.Second))
+	assert.Equal(t, "RayJob/nightly-run/", state("u-nightly-run-c"), "before the status reaches its tick")
+	// The status reaches the runs' ticks after they are made.
+	observe(cronKind, cron(tick.Add(3*time.Minute)), tick.Add(3*time.Minute))
+	r.creditAll(t0.Add(10 * time.Minute))
+	r.writeAccounting(ctx)
+
+	q := usage.Query{From: time.Unix(usage.DayOf(t0), 0).UTC(), To: time.Unix(usage.DayOf(t0)+2*86400, 0).UTC(), GroupBy: usage.ByCluster,
+		Now: t0.Add(10 * time.Minute), Scopes: map[string][]string{"RayCluster": nil, "RayJob": nil, "RayService": nil}}
+	groups, _, err := utilization(ctx, store, q)
+	require.NoError(t, err)
+	// rows are, by cluster UID, whom its figures were counted to, with the seconds held of each.
+	rows := map[string]map[[3]string]float64{}
+	for _, g := range groups {
+		if rows[g.Key.UID] == nil {
+			rows[g.Key.UID] = map[[3]string]float64{}
+		}
+		rows[g.Key.UID][[3]string{g.Key.Kind, g.Key.Name, g.Key.Creator}] += g.Total.HeldSeconds
+	}
+	keys := func(uid string) []string {
+		var out []string
+		for key := range rows[uid] {
+			out = append(out, strings.Join(key[:], "/"))
+		}
+		slices.Sort(out)
+		return out
+	}
+	assert.Equal(t, []string{"RayJob/train/alice"}, keys("u-train"), "the RayJob's once its status names it")
+	assert.InDelta(t, 600, rows["u-train"][[3]string{"RayJob", "train", "alice"}], 1e-6, "all its figures")
+	assert.Equal(t, []string{"RayService/serve/bob"}, keys("u-svc-a"), "the replaced cluster stays the RayService's")
+	assert.Equal(t, []string{"RayService/serve/bob"}, keys("u-svc-b"), "the pending cluster, then the active one")
+	for _, name := range []string{"nightly-early", "nightly-late", "nightly-offtick", "nightly-twin-a", "nightly-twin-b"} {
+		assert.Equal(t, []string{"RayJob/" + name + "/"}, keys("u-"+name+"-c"), "%s is billed to no one", name)
+	}
+	assert.Equal(t, []string{"RayJob/nightly-run/carol"}, keys("u-nightly-run-c"),
+		"the scheduled run is the RayCronJob creator's once its status reaches the tick")
+
+	// A run deleted spends its tick: one made again within the grace that says the same is billed to no
+	// one, nor is the twin of one deleted.
+	gone := func(key [3]string, at time.Time) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.goneMakerLocked(key, at)
+	}
+	gone([3]string{"RayJob", "team", "nightly-run"}, tick.Add(time.Minute))
+	run("nightly-replay", tick, tick.Add(90*time.Second))
+	assert.Equal(t, "RayJob/nightly-replay/", state("u-nightly-replay-c"), "a RayJob made again for a spent tick")
+	gone([3]string{"RayJob", "team", "nightly-twin-b"}, t0.Add(11*time.Minute))
+	assert.Equal(t, "RayJob/nightly-twin-a/", state("u-nightly-twin-a-c"), "the twin left")
+
+	// The runs of a RayCronJob deleted (which go with it) stay as billed.
+	run("nightly-next", tick.Add(2*time.Minute), tick.Add(2*time.Minute))
+	assert.Equal(t, "RayJob/nightly-next/carol", state("u-nightly-next-c"))
+	gone([3]string{"RayCronJob", "team", "nightly"}, t0.Add(12*time.Minute))
+	assert.Equal(t, "RayJob/nightly-next/carol", state("u-nightly-next-c"), "as billed, the RayCronJob gone")
 }
 
 // utilization is s's report for q: its groups and the seconds measured.

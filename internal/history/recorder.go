@@ -326,7 +326,7 @@ func (r *Recorder) goneLocked(k *ray.Kind, e *cache.Entry, pods []corev1.Pod, no
 	}
 	delete(r.known, uid)
 	r.goneAccountLocked(uid, now)
-	delete(r.acct.makers, [3]string{k.Kind, e.Namespace, e.Name})
+	r.goneMakerLocked([3]string{k.Kind, e.Namespace, e.Name}, now)
 	rec := Record{UID: uid, Kind: k.Kind, Namespace: e.Namespace, Name: e.Name, Creator: s.Creator, Status: kn.status,
 		Reason: kn.reason, CreatedAt: e.CreationTimestamp.UTC(), DeletedAt: &now}
 	if rec.Status == "" {

@@ -63,6 +63,10 @@ type Kind struct {
 	// first; empty names are dropped.
 	ClustersOf func(s *Summary) []string
 
+	// Makes names the Ray clusters an object's status says KubeRay made for it: a cluster that claims
+	// the object as its maker (MadeBy) is counted to it only where this names it too. Default: none.
+	Makes func(o *unstructured.Unstructured) []string
+
 	// IsCluster tells that an object of the kind is a Ray cluster itself: the overview counts Ray
 	// clusters and their pods by it. Default: false.
 	IsCluster bool
@@ -147,6 +151,15 @@ func (k *Kind) APIVersion() string { return RayGroupVersion.String() }
 // itself, a RayJob's cluster, a RayService's active and pending clusters.
 func (k *Kind) Clusters(s *Summary) []string {
 	return slices.DeleteFunc(k.ClustersOf(s), func(c string) bool { return c == "" })
+}
+
+// MadeClusters are the Ray clusters o's status says KubeRay made for it (Makes); empty names are
+// dropped.
+func (k *Kind) MadeClusters(o *unstructured.Unstructured) []string {
+	if k.Makes == nil {
+		return nil
+	}
+	return slices.DeleteFunc(k.Makes(o), func(c string) bool { return c == "" })
 }
 
 // CurrentCluster is the Ray cluster the object runs on now, "" when it has none.

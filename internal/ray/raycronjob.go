@@ -10,6 +10,8 @@ import (
 	"github.com/robfig/cron/v3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // RayCronJob (KubeRay v1.6, feature gate RayCronJob; apis/ray/v1/raycronjob_types.go and
@@ -19,6 +21,8 @@ import (
 // template, named <name>-<5 random characters>, labelled RunOfLabel, annotated ScheduledAtAnnotation,
 // and owned by the RayCronJob. It runs on no Ray cluster of its own.
 const (
+	// CronJobKind is the kind's name, which the owner reference of its runs names.
+	CronJobKind = "RayCronJob"
 	// RunOfLabel names, on a RayJob, the RayCronJob that made it (KubeRay constant.go).
 	RunOfLabel = "ray.io/cronjob-name"
 	// ScheduledAtAnnotation is the time a RayCronJob's run was scheduled for, UTC RFC 3339.
@@ -35,7 +39,7 @@ const (
 func rayCronJobKind() *Kind {
 	return &Kind{
 		Resource:        "raycronjobs",
-		Kind:            "RayCronJob",
+		Kind:            CronJobKind,
 		MaxNameLength:   47 - 6,
 		ClusterSpecPath: []string{"spec", "jobTemplate", "rayClusterSpec"},
 		StatusOf:        rayCronJobStatus,
@@ -158,4 +162,84 @@ func newRayCronJobRun(o *unstructured.Unstructured, now time.Time, suffix string
 	run.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: o.GetAPIVersion(), Kind: o.GetKind(), Name: o.GetName(),
 		UID: o.GetUID(), Controller: &yes, BlockOwnerDeletion: &yes}})
 	return run
+}
+
+// ScheduledRunGrace is how long after the tick it names a RayJob may be made and still be believed a
+// run KubeRay made on schedule: KubeRay makes it at the tick (requeued for that time).
+const ScheduledRunGrace = 2 * time.Minute
+
+// CronRun is what a RayJob says of the RayCronJob run it is: the RayCronJob its controlling owner
+// reference (of ray.io) and its label RunOfLabel both name, that reference's UID, the tick its
+// annotation ScheduledAtAnnotation names, and when the RayJob was made.
+type CronRun struct {
+	CronJob     string
+	UID         types.UID
+	ScheduledAt time.Time
+	Created     time.Time
+}
+
+// RunOf is the RayCronJob run the RayJob o says it is; nil when it says none. Anyone who may create
+// RayJobs may say so (with the RayCronJob's real UID): CronJobFacts.Scheduled tells whether KubeRay's
+// schedule backs it.
+func RunOf(o *unstructured.Unstructured) *CronRun {
+	name := o.GetLabels()[RunOfLabel]
+	at, err := time.Parse(time.RFC3339, o.GetAnnotations()[ScheduledAtAnnotation])
+	if o.GetKind() != "RayJob" || name == "" || err != nil {
+		return nil
+	}
+	for _, ref := range o.GetOwnerReferences() {
+		gv, err := schema.ParseGroupVersion(ref.APIVersion)
+		if err == nil && gv.Group == RayGroupVersion.Group && ref.Controller != nil && *ref.Controller && ref.Kind == CronJobKind &&
+			ref.Name == name && ref.UID != "" {
+			return &CronRun{CronJob: name, UID: ref.UID, ScheduledAt: at.UTC(), Created: o.GetCreationTimestamp().UTC()}
+		}
+	}
+	return nil
+}
+
+// CronJobFacts are what a RayCronJob's object says of the runs KubeRay made on its schedule: its UID,
+// its schedule as the operator parses it, when it was made, and status.lastScheduleTime (zero: none).
+type CronJobFacts struct {
+	UID      types.UID
+	Schedule string
+	Created  time.Time
+	Last     time.Time
+}
+
+// CronJobFactsOf reads them from a RayCronJob. Its schedule is spec.schedule, prefixed "TZ=<zone> " where
+// spec.timeZone names one (KubeRay v1.7.0 raycronjob_types.go RayCronJobSpec.TimeZone,
+// raycronjob_controller.go formatSchedule).
+func CronJobFactsOf(o *unstructured.Unstructured) CronJobFacts {
+	f := CronJobFacts{UID: o.GetUID(), Created: o.GetCreationTimestamp().UTC()}
+	f.Schedule, _, _ = unstructured.NestedString(o.Object, "spec", "schedule")
+	if tz, _, _ := unstructured.NestedString(o.Object, "spec", "timeZone"); tz != "" {
+		f.Schedule = "TZ=" + tz + " " + f.Schedule
+	}
+	if last, _, _ := unstructured.NestedString(o.Object, "status", "lastScheduleTime"); last != "" {
+		if t, err := time.Parse(time.RFC3339, last); err == nil {
+			f.Last = t.UTC()
+		}
+	}
+	return f
+}
+
+// Scheduled tells whether r is, as far as the objects tell, a run KubeRay made on the RayCronJob's
+// schedule (ray-project/kuberay ray-operator/controllers/ray/raycronjob_controller.go, v1.6.0-v1.7.0):
+// KubeRay makes one run per tick, at the tick (scheduleTime, schedule.Next of status.lastScheduleTime or
+// of the RayCronJob's creation), and then writes status.lastScheduleTime (v1.6.0: the time it made it;
+// v1.7.0: the tick). So r names this RayCronJob's UID and one of its schedule's ticks after it was made,
+// no later than the status's lastScheduleTime, and the RayJob was made at that tick or up to
+// ScheduledRunGrace after. A RayJob made before the tick it names, or long after, is not KubeRay's; the
+// caller also believes only one RayJob that so names a tick (KubeRay makes one).
+func (f CronJobFacts) Scheduled(r *CronRun) bool {
+	if r == nil || r.UID != f.UID || f.Last.IsZero() || r.ScheduledAt.After(f.Last) || r.Created.Before(r.ScheduledAt) ||
+		r.Created.Sub(r.ScheduledAt) > ScheduledRunGrace {
+		return false
+	}
+	sched, err := cron.ParseStandard(f.Schedule)
+	if err != nil {
+		return false
+	}
+	tick := sched.Next(r.ScheduledAt.Add(-time.Second))
+	return tick.Equal(r.ScheduledAt) && r.ScheduledAt.After(f.Created)
 }

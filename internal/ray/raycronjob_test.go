@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"ray-service/internal/ray/raytest"
@@ -104,4 +105,81 @@ func TestRayCronJobRun(t *testing.T) {
 	assert.Equal(t, "python /home/ray/samples/sample_code.py", entry)
 	assert.LessOrEqual(t, len(run.GetName()), 47, "within a RayJob's name limit")
 	assert.Equal(t, 41, k.MaxNameLength)
+}
+
+// A RayJob is a RayCronJob's run as KubeRay makes them (RunOf: its controlling owner reference, label
+// and tick), and backed by the RayCronJob (Scheduled) only where its tick is one of the schedule's after
+// the RayCronJob was made, no later than status.lastScheduleTime, and it was made at that tick or up to
+// ScheduledRunGrace after; the time zone spec.timeZone names (KubeRay v1.7) moves the ticks.
+func TestRayCronJobScheduledRun(t *testing.T) {
+	k := rayCronJobKind()
+	made := time.Date(2026, 12, 3, 8, 30, 20, 0, time.UTC)
+	tick := time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC)
+	o := cronJob(t, "*/15 * * * *", false, map[string]any{"lastScheduleTime": tick.Format(time.RFC3339)})
+	o.SetUID("u-cron")
+	o.SetCreationTimestamp(metav1.NewTime(made))
+	f := CronJobFactsOf(o)
+	at := func(scheduled, created time.Time) *CronRun {
+		run := k.NewRun(o, scheduled, "abcde")
+		run.SetCreationTimestamp(metav1.NewTime(created))
+		return RunOf(run)
+	}
+	require.NotNil(t, at(tick, tick))
+	assert.Equal(t, CronRun{CronJob: "nightly", UID: "u-cron", ScheduledAt: tick, Created: tick}, *at(tick, tick))
+	assert.True(t, f.Scheduled(at(tick, tick.Add(time.Second))), "KubeRay's run of the last tick")
+	assert.True(t, f.Scheduled(at(tick.Add(-15*time.Minute), tick.Add(-15*time.Minute))), "of an earlier tick")
+	for what, run := range map[string]*CronRun{
+		"made before its tick":                 at(tick, tick.Add(-time.Second)),
+		"made long after its tick":             at(tick, tick.Add(ScheduledRunGrace+time.Second)),
+		"on no tick":                           at(tick.Add(-time.Minute), tick.Add(-time.Minute)),
+		"of a tick the status has not reached": at(tick.Add(15*time.Minute), tick.Add(15*time.Minute)),
+		"of a tick before the RayCronJob":      at(tick.Add(-30*time.Minute), tick.Add(-30*time.Minute)),
+		"none":                                 nil,
+	} {
+		assert.False(t, f.Scheduled(run), what)
+	}
+	other := *at(tick, tick)
+	other.UID = "u-other"
+	assert.False(t, f.Scheduled(&other), "of a RayCronJob of the same name made again")
+
+	// Not a run: without the owner reference, one that is not the controller, or a label of another name.
+	run := k.NewRun(o, tick, "abcde")
+	run.SetOwnerReferences(nil)
+	assert.Nil(t, RunOf(run))
+	run = k.NewRun(o, tick, "abcde")
+	run.SetLabels(map[string]string{RunOfLabel: "other"})
+	assert.Nil(t, RunOf(run))
+	run = k.NewRun(o, tick, "abcde")
+	no := false
+	refs := run.GetOwnerReferences()
+	refs[0].Controller = &no
+	run.SetOwnerReferences(refs)
+	assert.Nil(t, RunOf(run))
+
+	// In a time zone of its own: 9:00 UTC is no tick of "0 9 * * *" in Asia/Shanghai, but of "0 17 * * *".
+	require.NoError(t, unstructured.SetNestedField(o.Object, "Asia/Shanghai", "spec", "timeZone"))
+	for schedule, want := range map[string]bool{"0 9 * * *": false, "0 17 * * *": true} {
+		require.NoError(t, unstructured.SetNestedField(o.Object, schedule, "spec", "schedule"))
+		assert.Equal(t, want, CronJobFactsOf(o).Scheduled(at(tick, tick)), schedule)
+	}
+}
+
+// A RayJob's status names the cluster KubeRay made for it, unless it runs on one its selector names; a
+// RayService's names its active and pending clusters.
+func TestMadeClusters(t *testing.T) {
+	job := rayJobKind()
+	o := &unstructured.Unstructured{Object: map[string]any{"status": map[string]any{"rayClusterName": "train-x1"}}}
+	assert.Equal(t, []string{"train-x1"}, job.MadeClusters(o))
+	o.Object["spec"] = map[string]any{"clusterSelector": map[string]any{"ray.io/cluster": "train-x1"}}
+	assert.Empty(t, job.MadeClusters(o), "a cluster it selects is none it made")
+	svc := rayServiceKind()
+	o = &unstructured.Unstructured{Object: map[string]any{"status": map[string]any{"activeServiceStatus": map[string]any{"rayClusterName": "a"},
+		"pendingServiceStatus": map[string]any{"rayClusterName": "b"}}}}
+	assert.Equal(t, []string{"a", "b"}, svc.MadeClusters(o))
+	delete(o.Object["status"].(map[string]any), "pendingServiceStatus")
+	assert.Equal(t, []string{"a"}, svc.MadeClusters(o))
+	assert.Empty(t, rayClusterKind().MadeClusters(o), "a RayCluster makes none")
+	assert.True(t, Names([]string{"a"}, "a"))
+	assert.False(t, Names([]string{"a"}, ""))
+	assert.False(t, Names(nil, "a"))
 }

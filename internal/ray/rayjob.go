@@ -20,6 +20,7 @@ func rayJobKind() *Kind {
 		SignalsOf:       rayJobSignals,
 		SummarizeOwn:    summarizeRayJob,
 		ClustersOf:      func(s *Summary) []string { return []string{s.RayClusterName} },
+		Makes:           rayJobMakes,
 		HasSubmitter:    true,
 		// KubeRay v1.6.0 batchscheduler/volcano reads its labels and rayjob_controller.go copies them to its
 		// cluster; Kueue v0.17.0 pkg/controller/jobs/rayjob.
@@ -35,6 +36,18 @@ func rayJobKind() *Kind {
 			return status == StatusSucceeded || status == StatusFailed || status == StatusStopped
 		},
 	}
+}
+
+// rayJobMakes: the cluster a RayJob's status.rayClusterName names (KubeRay
+// ray-operator/apis/ray/v1/rayjob_types.go RayJobStatus.RayClusterName, v1.5.0-v1.7.0), unless the RayJob
+// runs on a cluster its spec.clusterSelector selects: KubeRay then writes that cluster's name there
+// (controllers/ray/rayjob_controller.go, v1.6.0), but made none.
+func rayJobMakes(o *unstructured.Unstructured) []string {
+	if sel, _, _ := unstructured.NestedMap(o.Object, "spec", "clusterSelector"); len(sel) > 0 {
+		return nil
+	}
+	name, _, _ := unstructured.NestedString(o.Object, "status", "rayClusterName")
+	return []string{name}
 }
 
 // rayJobSuspendable: KubeRay suspends only a RayJob that owns its cluster and deletes it when done.

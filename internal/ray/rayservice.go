@@ -21,6 +21,15 @@ func rayServiceKind() *Kind {
 		SignalsOf:       rayServiceSignals,
 		SummarizeOwn:    summarizeRayService,
 		ClustersOf:      func(s *Summary) []string { return []string{s.ActiveRayClusterName, s.PendingRayClusterName} },
+		// The clusters status.activeServiceStatus.rayClusterName and status.pendingServiceStatus.rayClusterName
+		// name (KubeRay ray-operator/apis/ray/v1/rayservice_types.go, v1.5.0-v1.7.0). A cluster an upgrade
+		// replaced is named no more: the utilization keeps it the RayService's (it was named), the idle
+		// policy judges it as a cluster of its own until KubeRay deletes it (RayClusterDeletionDelaySeconds).
+		Makes: func(o *unstructured.Unstructured) []string {
+			active, _, _ := unstructured.NestedString(o.Object, "status", "activeServiceStatus", "rayClusterName")
+			pending, _, _ := unstructured.NestedString(o.Object, "status", "pendingServiceStatus", "rayClusterName")
+			return []string{active, pending}
+		},
 		RecordedHeadService: func(o *unstructured.Unstructured) string {
 			svc, _, _ := unstructured.NestedString(o.Object, "status", "activeServiceStatus", "rayClusterStatus", "head", "serviceName")
 			return svc

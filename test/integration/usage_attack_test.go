@@ -157,6 +157,186 @@ func TestAttackForgedCreatorAndMaker(t *testing.T) {
 	}
 }
 
+// A tenant who may edit Ray objects in a namespace reads another user's RayJob there (its UID) and
+// makes a RayCluster straight through the apiserver with KubeRay's labels and a controlling owner
+// reference to that RayJob, UID and all. KubeRay made no such cluster: the RayJob's status
+// (status.rayClusterName) names none, so its hours must not be billed to the RayJob's creator nor filed
+// under the RayJob, and the RayJob's exemption from the namespace's idle policy must not cover it.
+// Before, the owner reference alone was believed: the report showed the RayJob and its creator, and the
+// idle cluster had no stop planned.
+func TestAttackForgedOwnerReference(t *testing.T) {
+	t.Parallel()
+	ns := namespace(t, "usage-owner")
+	flags := idleStopIdentity(t, ns)
+	svc := startInstance(t, "ray-service-usage-owner.log", append([]string{"--usage-credit-every=2s", "--idle-window=30s",
+		"--idle-interval=5s"}, flags...)...)
+	admin := env.tokens["admin"]
+	user, token := tenant(t, ns, "mallory")
+	bind(t, ns, user, "ray-editor")
+	ctx := context.Background()
+
+	body, _ := json.Marshal(map[string]string{"stopAfter": "1h"})
+	r, err := sendTo(svc.url, "PUT", "/rest/ray/v1/namespaces/"+ns+"/idle-policy", admin, "application/json", body)
+	require.NoError(t, err)
+	require.Equal(t, 201, r.Status, "%s", r.Raw)
+
+	// The victim's RayJob, made through the service (its creator signed); suspended, it makes no cluster.
+	var obj map[string]any
+	require.NoError(t, yaml.Unmarshal(mustRename(t, "rayjob-minimal.yaml", "victims-job"), &obj))
+	obj["spec"].(map[string]any)["suspend"] = true
+	jobBody, err := json.Marshal(obj)
+	require.NoError(t, err)
+	r = call(t, "POST", nsPath(ns, "rayjobs"), admin, "application/json", jobBody)
+	require.Equal(t, 201, r.Status, "%s", r.Raw)
+	require.True(t, decode[summary](t, r).CreatorSigned)
+	victim := decode[summary](t, r).Creator
+
+	mallory := dynamicWithToken(t, token)
+	job, err := mallory.Resource(rayJobs).Namespace(ns).Get(ctx, "victims-job", metav1.GetOptions{})
+	require.NoError(t, err)
+	forged := quietCluster(t, "forged")
+	forged.SetLabels(map[string]string{ray.OriginatedFromCRDLabel: "RayJob", ray.OriginatedFromCRNameLabel: "victims-job"})
+	yes := true
+	forged.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "ray.io/v1", Kind: "RayJob", Name: "victims-job", UID: job.GetUID(),
+		Controller: &yes}})
+	_, err = mallory.Resource(ray.RayGroupVersion.WithResource("rayclusters")).Namespace(ns).Create(ctx, forged, metav1.CreateOptions{})
+	require.NoError(t, err)
+	waitStatus(t, ns, "rayclusters", "forged", "Running")
+
+	report := func(groupBy string) utilizationReport {
+		r, err := sendTo(svc.url, "GET", "/rest/ray/v1/namespaces/"+ns+"/utilization?groupBy="+groupBy, admin, "", nil)
+		require.NoError(t, err)
+		require.Equal(t, 200, r.Status, "%s", r.Raw)
+		var rep utilizationReport
+		require.NoError(t, json.Unmarshal(r.Data, &rep), "%s", r.Raw)
+		return rep
+	}
+	eventually(t, 60*time.Second, "the forged cluster's hours credited", func() bool {
+		return report("creator").Whole.Allocated.CPUCoreHours > 0
+	})
+	for _, row := range report("cluster").Items {
+		assert.NotEqual(t, victim, row.Creator, "a forged owner reference bills no one: %+v", row.GroupKey)
+		assert.Equal(t, "RayCluster", row.Kind, "nor files the cluster under the RayJob: %+v", row.GroupKey)
+	}
+
+	type idleDetail struct {
+		Idle *struct {
+			StopAt *time.Time `json:"stopAt"`
+			Policy string     `json:"policy"`
+		} `json:"idle"`
+	}
+	var d idleDetail
+	eventually(t, 2*time.Minute, "the forged cluster idle", func() bool {
+		r, err := sendTo(svc.url, "GET", itemPath(ns, "rayclusters", "forged"), admin, "", nil)
+		require.NoError(t, err)
+		d = decode[idleDetail](t, r)
+		return d.Idle != nil
+	})
+	if assert.NotNil(t, d.Idle.StopAt, "the namespace's policy plans its stop: the RayJob's exemption does not cover it") {
+		assert.Contains(t, d.Idle.Policy, "namespace policy")
+	}
+}
+
+// A RayCronJob made through the service (its creator signed) runs every minute: the runs KubeRay makes on
+// its schedule carry no signed creator, and are billed to the RayCronJob's. A tenant who may edit Ray
+// objects there cannot have a RayJob of its own billed so: one with the RayCronJob's controlling owner
+// reference (its real UID), label and the annotation of a tick to come, made before that tick (KubeRay
+// makes a run at its tick, one per tick, and writes status.lastScheduleTime after), is no run of it,
+// before and after the RayCronJob reaches that tick. Before, the scheduled runs were unverified.
+func TestAttackCronRunsBilledOnlyWhenScheduled(t *testing.T) {
+	t.Parallel()
+	ns := namespace(t, "usage-cron")
+	svc := startInstance(t, "ray-service-usage-cron.log", "--usage-credit-every=2s", "--idle-window=0")
+	admin := env.tokens["admin"]
+	user, token := tenant(t, ns, "mallory")
+	bind(t, ns, user, "ray-editor")
+	ctx := context.Background()
+
+	manifest := strings.Replace(string(testdata(t, "raycronjob-minimal.yaml")), `schedule: "0 1 * * *"`, `schedule: "* * * * *"`, 1)
+	manifest = strings.Replace(manifest, "name: minimal-cronjob", "name: every-minute", 1)
+	r := call(t, "POST", nsPath(ns, "raycronjobs"), admin, "application/yaml", []byte(manifest))
+	require.Equal(t, 201, r.Status, "%s", r.Raw)
+	require.True(t, decode[summary](t, r).CreatorSigned)
+	victim := decode[summary](t, r).Creator
+
+	mallory := dynamicWithToken(t, token)
+	cron, err := mallory.Resource(ray.RayGroupVersion.WithResource("raycronjobs")).Namespace(ns).Get(ctx, "every-minute", metav1.GetOptions{})
+	require.NoError(t, err)
+	// A tick far enough ahead that the RayJob is made before it.
+	tick := time.Now().UTC().Truncate(time.Minute).Add(2 * time.Minute)
+	var obj map[string]any
+	require.NoError(t, yaml.Unmarshal(mustRename(t, "rayjob-minimal.yaml", "every-minute-forged"), &obj))
+	forged := &unstructured.Unstructured{Object: obj}
+	forged.SetLabels(map[string]string{ray.RunOfLabel: "every-minute"})
+	forged.SetAnnotations(map[string]string{ray.ScheduledAtAnnotation: tick.Format(time.RFC3339)})
+	yes := true
+	forged.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "ray.io/v1", Kind: "RayCronJob", Name: "every-minute", UID: cron.GetUID(),
+		Controller: &yes}})
+	_, err = mallory.Resource(rayJobs).Namespace(ns).Create(ctx, forged, metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.True(t, time.Now().Before(tick), "made before its tick")
+
+	rows := func() []utilizationRow {
+		r, err := sendTo(svc.url, "GET", "/rest/ray/v1/namespaces/"+ns+"/utilization?groupBy=cluster", admin, "", nil)
+		require.NoError(t, err)
+		require.Equal(t, 200, r.Status, "%s", r.Raw)
+		var rep utilizationReport
+		require.NoError(t, json.Unmarshal(r.Data, &rep), "%s", r.Raw)
+		return rep.Items
+	}
+	// billed are the creators the rows counted to a RayJob bill, and its core-hours.
+	billed := func(job string) (creators map[string]bool, hours float64) {
+		creators = map[string]bool{}
+		for _, row := range rows() {
+			if row.Kind == "RayJob" && row.Name == job {
+				creators[row.Creator] = true
+				hours += row.Allocated.CPUCoreHours
+			}
+		}
+		return creators, hours
+	}
+	// The first run KubeRay makes on schedule (not the forged one), once its cluster's hours are credited.
+	var run string
+	eventually(t, 3*time.Minute, "a scheduled run's cluster credited", func() bool {
+		for _, row := range rows() {
+			if row.Kind == "RayJob" && row.Name != "every-minute-forged" && strings.HasPrefix(row.Name, "every-minute-") && row.Allocated.CPUCoreHours > 0 {
+				run = row.Name
+				return true
+			}
+		}
+		return false
+	})
+	// pastTick waits until the RayCronJob's status has reached a tick, and then for a credit of a job's
+	// cluster after that.
+	pastTick := func(job string, tick time.Time) {
+		t.Helper()
+		eventually(t, 3*time.Minute, "the RayCronJob's status past "+tick.String(), func() bool {
+			c, err := env.adminDyn.Resource(ray.RayGroupVersion.WithResource("raycronjobs")).Namespace(ns).Get(ctx, "every-minute", metav1.GetOptions{})
+			require.NoError(t, err)
+			last, _, _ := unstructured.NestedString(c.Object, "status", "lastScheduleTime")
+			at, err := time.Parse(time.RFC3339, last)
+			return err == nil && !at.Before(tick)
+		})
+		_, before := billed(job)
+		eventually(t, 60*time.Second, job+"'s cluster credited since", func() bool {
+			_, now := billed(job)
+			return now > before
+		})
+	}
+	scheduled, err := env.adminDyn.Resource(rayJobs).Namespace(ns).Get(ctx, run, metav1.GetOptions{})
+	require.NoError(t, err)
+	at, err := time.Parse(time.RFC3339, scheduled.GetAnnotations()[ray.ScheduledAtAnnotation])
+	require.NoError(t, err)
+	pastTick(run, at)
+	creators, _ := billed(run)
+	assert.Equal(t, map[string]bool{victim: true}, creators, "the run %s KubeRay made on schedule is billed to the RayCronJob's signed creator", run)
+
+	// The RayCronJob reaches the forged run's tick; a credit later, the forged run is still no run of it.
+	pastTick("every-minute-forged", tick)
+	creators, _ = billed("every-minute-forged")
+	assert.Equal(t, map[string]bool{"": true}, creators, "a RayJob made before the tick it claims is billed to no one")
+}
+
 // Anyone who may write ConfigMaps in a namespace replays its idle policy: the admin sets 1h and later
 // 2h; the tenant writes the first version's data and signature back into the ConfigMap, and after the
 // admin deletes the policy creates a copy of it again. Neither is a policy: the signature holds the
