@@ -17,6 +17,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/pprof"
 	"os"
@@ -370,9 +371,13 @@ func run() error {
 		msrv := &http.Server{Addr: cfg.MetricsListen, Handler: promhttp.HandlerFor(prometheus.Gatherers{registry, named}, promhttp.HandlerOpts{}),
 			ReadHeaderTimeout: 10 * time.Second, ReadTimeout: cfg.ReadTimeout, WriteTimeout: cfg.WriteTimeout}
 		defer func() { _ = msrv.Close() }()
+		mln, err := listen(msrv)
+		if err != nil {
+			return err
+		}
 		go func() {
 			log.Info("metrics listening", zap.String("address", cfg.MetricsListen))
-			if err := msrv.ListenAndServe(); !errors.Is(err, http.ErrServerClosed) {
+			if err := msrv.Serve(mln); !errors.Is(err, http.ErrServerClosed) {
 				errc <- fmt.Errorf("metrics server: %w", err)
 			}
 		}()
@@ -386,15 +391,28 @@ func run() error {
 		}
 		srv.TLSConfig = reloader.TLSConfig()
 	}
-	go func() {
-		log.Info("listening", zap.String("address", cfg.Listen), zap.Bool("tls", srv.TLSConfig != nil), zap.String("apiserver", restCfg.Host))
-		errc <- serve(srv)
-	}()
+	// Every address is taken before any is served: a port that is not free ends the start at once,
+	// before the API answers ready, rather than a listener failing beside one that serves.
+	ln, err := listen(srv)
+	if err != nil {
+		return err
+	}
+	var dashLn net.Listener
 	if dashSrv != nil {
 		dashSrv.TLSConfig = srv.TLSConfig
+		if dashLn, err = listen(dashSrv); err != nil {
+			_ = ln.Close()
+			return err
+		}
+	}
+	go func() {
+		log.Info("listening", zap.String("address", cfg.Listen), zap.Bool("tls", srv.TLSConfig != nil), zap.String("apiserver", restCfg.Host))
+		errc <- serve(srv, ln)
+	}()
+	if dashSrv != nil {
 		go func() {
 			log.Info("Ray dashboards listening", zap.String("address", cfg.DashboardListen), zap.String("origin", cfg.DashboardOrigin))
-			errc <- serve(dashSrv)
+			errc <- serve(dashSrv, dashLn)
 		}()
 	}
 	select {
@@ -433,12 +451,21 @@ func run() error {
 	return detached.Wait(sctx)
 }
 
-// serve serves srv, with TLS where it has a configuration for it.
-func serve(srv *http.Server) error {
-	if srv.TLSConfig != nil {
-		return srv.ListenAndServeTLS("", "")
+// listen takes srv's address.
+func listen(srv *http.Server) (net.Listener, error) {
+	ln, err := net.Listen("tcp", srv.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("listening on %s: %w", srv.Addr, err)
 	}
-	return srv.ListenAndServe()
+	return ln, nil
+}
+
+// serve serves srv on ln, with TLS where it has a configuration for it.
+func serve(srv *http.Server, ln net.Listener) error {
+	if srv.TLSConfig != nil {
+		return srv.ServeTLS(ln, "", "")
+	}
+	return srv.Serve(ln)
 }
 
 // idleTo hands the idle detection's judgement to the watch cache and to the utilization accounting.

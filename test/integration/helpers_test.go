@@ -12,6 +12,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -1416,8 +1417,22 @@ func launchService(root, state string, vars map[string]string, logName string, r
 	return launchServiceEnv(root, state, vars, logName, readyWithin, nil, args...)
 }
 
-// launchServiceEnv is launchService with extra environment variables.
+// launchServiceEnv is launchService with extra environment variables. The free ports it picks may be
+// taken by another process before the service binds them (many start side by side): the service then
+// exits at once, naming the address, and is started again on others.
 func launchServiceEnv(root, state string, vars map[string]string, logName string, readyWithin time.Duration, environ []string, args ...string) (*serviceProc, error) {
+	for attempt := 1; ; attempt++ {
+		p, err := launchServiceOnce(root, state, vars, logName, readyWithin, environ, args...)
+		if err == nil || attempt == 5 || !errors.Is(err, errPortTaken) {
+			return p, err
+		}
+	}
+}
+
+// errPortTaken is a service's exit because an address it was given was taken meanwhile.
+var errPortTaken = errors.New("an address the service was given was taken")
+
+func launchServiceOnce(root, state string, vars map[string]string, logName string, readyWithin time.Duration, environ []string, args ...string) (*serviceProc, error) {
 	bin := os.Getenv("RAY_SERVICE_BIN")
 	if bin == "" {
 		bin = filepath.Join(root, "bin", "ray-service")
@@ -1474,6 +1489,9 @@ func launchServiceEnv(root, state string, vars map[string]string, logName string
 		}
 		select {
 		case <-p.done:
+			if b, _ := os.ReadFile(logf.Name()); bytes.Contains(b, []byte("address already in use")) {
+				return nil, fmt.Errorf("%w; see %s", errPortTaken, logf.Name())
+			}
 			return nil, fmt.Errorf("the service exited; see %s", logf.Name())
 		case <-ctx.Done():
 			p.stop()
