@@ -44,31 +44,44 @@ func NewTemplateSigner(key []byte) (*TemplateSigner, error) {
 	return &TemplateSigner{key: key}, nil
 }
 
-// creatorSignature covers the creator and what names the object: its kind, namespace and name. (Its UID
-// is not known before it is created; a signature copied from an earlier object of the same kind,
-// namespace and name still holds.)
+// creatorSignature covers the creator and the object it is recorded on: its kind, namespace, name and
+// UID. The UID makes it this object's alone: one copied onto an object of the same kind, namespace and
+// name made later (once the signed one is gone) does not hold, as utilization is billed to a signed
+// creator.
 func (s *TemplateSigner) creatorSignature(k *Kind, o *unstructured.Unstructured) string {
 	mac := hmac.New(sha256.New, s.key)
-	for _, part := range []string{"ray-creator/v1", k.Kind, o.GetNamespace(), o.GetName(), o.GetAnnotations()[CreatorKey]} {
+	for _, part := range []string{"ray-creator/v2", k.Kind, o.GetNamespace(), o.GetName(), string(o.GetUID()), o.GetAnnotations()[CreatorKey]} {
 		mac.Write([]byte(strconv.Itoa(len(part)) + ":" + part))
 	}
 	return base64.RawStdEncoding.EncodeToString(mac.Sum(nil))
 }
 
-// SignCreator signs the creator recorded on o (nothing when none is).
+// CreatorSignature is the signature of the creator recorded on o, an object made already (it has its
+// UID): "" where none is recorded or o has no UID yet.
+func (s *TemplateSigner) CreatorSignature(k *Kind, o *unstructured.Unstructured) string {
+	if s == nil || o.GetAnnotations()[CreatorKey] == "" || o.GetUID() == "" {
+		return ""
+	}
+	return s.creatorSignature(k, o)
+}
+
+// SignCreator signs the creator recorded on o, an object made already (nothing when none is recorded or
+// o has no UID).
 func (s *TemplateSigner) SignCreator(k *Kind, o *unstructured.Unstructured) {
-	ann := o.GetAnnotations()
-	if s == nil || ann[CreatorKey] == "" {
+	sig := s.CreatorSignature(k, o)
+	if sig == "" {
 		return
 	}
-	ann[CreatorSignatureKey] = s.creatorSignature(k, o)
+	ann := o.GetAnnotations()
+	ann[CreatorSignatureKey] = sig
 	o.SetAnnotations(ann)
 }
 
-// CreatorSigned tells whether the service wrote o's creator annotation.
+// CreatorSigned tells whether the service wrote o's creator annotation, on this very object.
 func (s *TemplateSigner) CreatorSigned(k *Kind, o *unstructured.Unstructured) bool {
 	sig := o.GetAnnotations()[CreatorSignatureKey]
-	return s != nil && sig != "" && o.GetAnnotations()[CreatorKey] != "" && hmac.Equal([]byte(sig), []byte(s.creatorSignature(k, o)))
+	want := s.CreatorSignature(k, o)
+	return sig != "" && want != "" && hmac.Equal([]byte(sig), []byte(want))
 }
 
 // signature covers everything a template is trusted for: its kind, namespace, name, creator, the
