@@ -82,11 +82,13 @@ func (o *Objects) create(ctx context.Context, obj *unstructured.Unstructured, dr
 	if dryRun {
 		opts.DryRun = []string{metav1.DryRunAll}
 	}
-	// A signature the manifest carries is no one's: the service signs the object once it exists.
+	// A signature the manifest carries is no one's: the service signs the creator for the moment of the
+	// create, and over the object's UID once it exists.
 	if ann := obj.GetAnnotations(); ann[ray.CreatorSignatureKey] != "" {
 		delete(ann, ray.CreatorSignatureKey)
 		obj.SetAnnotations(ann)
 	}
+	o.m.Templates.SignCreatorAt(o.Kind, obj, time.Now())
 	out, err := o.resource(obj.GetNamespace()).Create(ctx, obj, opts)
 	if err != nil || dryRun {
 		return out, o.Kind.StrictError(err, obj.GetName())
