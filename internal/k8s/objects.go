@@ -2,6 +2,7 @@ package k8s
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 
 	"ray-service/internal/auth"
@@ -80,9 +82,39 @@ func (o *Objects) create(ctx context.Context, obj *unstructured.Unstructured, dr
 	if dryRun {
 		opts.DryRun = []string{metav1.DryRunAll}
 	}
-	o.m.Templates.SignCreator(o.Kind, obj)
+	// A signature the manifest carries is no one's: the service signs the creator for the moment of the
+	// create, and over the object's UID once it exists.
+	if ann := obj.GetAnnotations(); ann[ray.CreatorSignatureKey] != "" {
+		delete(ann, ray.CreatorSignatureKey)
+		obj.SetAnnotations(ann)
+	}
+	o.m.Templates.SignCreatorAt(o.Kind, obj, time.Now())
 	out, err := o.resource(obj.GetNamespace()).Create(ctx, obj, opts)
-	return out, o.Kind.StrictError(err, obj.GetName())
+	if err != nil || dryRun {
+		return out, o.Kind.StrictError(err, obj.GetName())
+	}
+	return o.signCreator(ctx, out), nil
+}
+
+// signCreator signs the creator recorded on out, just created, and returns it as it is then: its
+// signature covers its UID, which it has only now, so that it cannot be copied onto an object of the same
+// name made later (see ray.TemplateSigner.CreatorSignature). Written as the caller, held to that UID; where
+// the write fails the object stays unsigned (its creator shown unverified, its use billed to no one).
+func (o *Objects) signCreator(ctx context.Context, out *unstructured.Unstructured) *unstructured.Unstructured {
+	sig := o.m.Templates.CreatorSignature(o.Kind, out)
+	if sig == "" {
+		return out
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"uid": out.GetUID(),
+		"annotations": map[string]string{ray.CreatorSignatureKey: sig}}})
+	if err != nil {
+		return out
+	}
+	signed, err := o.resource(out.GetNamespace()).Patch(ctx, out.GetName(), types.MergePatchType, patch, metav1.PatchOptions{})
+	if err != nil {
+		return out
+	}
+	return signed
 }
 
 // update replaces an instance with a prepared manifest.

@@ -116,8 +116,9 @@ type Summary struct {
 	RayVersion string `json:"rayVersion"`
 	// Creator is the annotation ray.openfuyao.com/creator, cut to 256 bytes.
 	Creator string `json:"creator"`
-	// CreatorSigned says whether the service wrote the creator (signed, at a create made through it);
-	// false where anyone who may edit the object could have set it.
+	// CreatorSigned says whether the service wrote the creator (signed, at a create made through it,
+	// for this very object: its UID); false where anyone who may edit the object could have set it, or
+	// copied it from another object.
 	CreatorSigned bool      `json:"creatorSigned"`
 	CreatedAt     time.Time `json:"createdAt"`
 	// Image is the head's first container's image, cut to 512 bytes.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -44,31 +45,85 @@ func NewTemplateSigner(key []byte) (*TemplateSigner, error) {
 	return &TemplateSigner{key: key}, nil
 }
 
-// creatorSignature covers the creator and what names the object: its kind, namespace and name. (Its UID
-// is not known before it is created; a signature copied from an earlier object of the same kind,
-// namespace and name still holds.)
+// creatorSignature covers the creator and the object it is recorded on: its kind, namespace, name and
+// UID. The UID makes it this object's alone: one copied onto an object of the same kind, namespace and
+// name made later (once the signed one is gone) does not hold, as utilization is billed to a signed
+// creator.
 func (s *TemplateSigner) creatorSignature(k *Kind, o *unstructured.Unstructured) string {
 	mac := hmac.New(sha256.New, s.key)
-	for _, part := range []string{"ray-creator/v1", k.Kind, o.GetNamespace(), o.GetName(), o.GetAnnotations()[CreatorKey]} {
+	for _, part := range []string{"ray-creator/v2", k.Kind, o.GetNamespace(), o.GetName(), string(o.GetUID()), o.GetAnnotations()[CreatorKey]} {
 		mac.Write([]byte(strconv.Itoa(len(part)) + ":" + part))
 	}
 	return base64.RawStdEncoding.EncodeToString(mac.Sum(nil))
 }
 
-// SignCreator signs the creator recorded on o (nothing when none is).
+// CreatorSignature is the signature of the creator recorded on o, an object made already (it has its
+// UID): "" where none is recorded or o has no UID yet.
+func (s *TemplateSigner) CreatorSignature(k *Kind, o *unstructured.Unstructured) string {
+	if s == nil || o.GetAnnotations()[CreatorKey] == "" || o.GetUID() == "" {
+		return ""
+	}
+	return s.creatorSignature(k, o)
+}
+
+// SignCreator signs the creator recorded on o, an object made already (nothing when none is recorded or
+// o has no UID).
 func (s *TemplateSigner) SignCreator(k *Kind, o *unstructured.Unstructured) {
+	sig := s.CreatorSignature(k, o)
+	if sig == "" {
+		return
+	}
+	ann := o.GetAnnotations()
+	ann[CreatorSignatureKey] = sig
+	o.SetAnnotations(ann)
+}
+
+// SignCreatorAt signs the creator recorded on o, about to be created at now, for the moment until it can
+// be signed over its UID (SignCreator): the signature holds only for an object created within
+// provisionalSkew of now, so that a copy outlives no object of that name by more.
+func (s *TemplateSigner) SignCreatorAt(k *Kind, o *unstructured.Unstructured, now time.Time) {
 	ann := o.GetAnnotations()
 	if s == nil || ann[CreatorKey] == "" {
 		return
 	}
-	ann[CreatorSignatureKey] = s.creatorSignature(k, o)
+	at := strconv.FormatInt(now.Unix(), 10)
+	ann[CreatorSignatureKey] = provisionalPrefix + at + ":" + s.provisionalSignature(k, o, at)
 	o.SetAnnotations(ann)
 }
 
-// CreatorSigned tells whether the service wrote o's creator annotation.
+// provisionalPrefix starts a signature made before the object existed: "at:<Unix seconds>:<MAC>".
+const provisionalPrefix = "at:"
+
+// provisionalSkew is how far an object's creation may be from its provisional signature's time: the
+// create follows the signature at once, and the apiserver's clock may differ from the service's.
+const provisionalSkew = time.Minute
+
+func (s *TemplateSigner) provisionalSignature(k *Kind, o *unstructured.Unstructured, at string) string {
+	mac := hmac.New(sha256.New, s.key)
+	for _, part := range []string{"ray-creator-at/v1", k.Kind, o.GetNamespace(), o.GetName(), at, o.GetAnnotations()[CreatorKey]} {
+		mac.Write([]byte(strconv.Itoa(len(part)) + ":" + part))
+	}
+	return base64.RawStdEncoding.EncodeToString(mac.Sum(nil))
+}
+
+// CreatorSigned tells whether the service wrote o's creator annotation, on this very object: signed over
+// its UID, or provisionally for an object created when the signature was made.
 func (s *TemplateSigner) CreatorSigned(k *Kind, o *unstructured.Unstructured) bool {
 	sig := o.GetAnnotations()[CreatorSignatureKey]
-	return s != nil && sig != "" && o.GetAnnotations()[CreatorKey] != "" && hmac.Equal([]byte(sig), []byte(s.creatorSignature(k, o)))
+	if s == nil || sig == "" || o.GetAnnotations()[CreatorKey] == "" {
+		return false
+	}
+	if rest, ok := strings.CutPrefix(sig, provisionalPrefix); ok {
+		at, mac, ok := strings.Cut(rest, ":")
+		unix, err := strconv.ParseInt(at, 10, 64)
+		created := o.GetCreationTimestamp().Time
+		if !ok || err != nil || created.IsZero() || created.Sub(time.Unix(unix, 0)).Abs() > provisionalSkew {
+			return false
+		}
+		return hmac.Equal([]byte(mac), []byte(s.provisionalSignature(k, o, at)))
+	}
+	want := s.CreatorSignature(k, o)
+	return want != "" && hmac.Equal([]byte(sig), []byte(want))
 }
 
 // signature covers everything a template is trusted for: its kind, namespace, name, creator, the

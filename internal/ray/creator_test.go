@@ -1,0 +1,71 @@
+package ray
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// A creator's signature is that object's alone: copied onto an object of the same kind, namespace and
+// name made later (another UID), it does not hold; an object not made yet (no UID) is not signed.
+func TestCreatorSignatureHoldsForItsObjectAlone(t *testing.T) {
+	s, err := NewTemplateSigner([]byte("0123456789abcdef0123456789abcdef"))
+	require.NoError(t, err)
+	k := NewKinds().Cluster()
+	obj := func(uid string) *unstructured.Unstructured {
+		o := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "ray.io/v1", "kind": "RayCluster"}}
+		o.SetNamespace("team")
+		o.SetName("train")
+		o.SetUID(types.UID(uid))
+		o.SetAnnotations(map[string]string{CreatorKey: "alice"})
+		return o
+	}
+	unmade := obj("")
+	s.SignCreator(k, unmade)
+	assert.Empty(t, unmade.GetAnnotations()[CreatorSignatureKey], "an object without its UID is not signed")
+	assert.False(t, s.CreatorSigned(k, unmade))
+
+	first := obj("u-1")
+	s.SignCreator(k, first)
+	require.True(t, s.CreatorSigned(k, first))
+
+	later := obj("u-2")
+	later.SetAnnotations(first.GetAnnotations())
+	assert.False(t, s.CreatorSigned(k, later), "a signature copied onto a later object of the same name")
+	first.SetAnnotations(map[string]string{CreatorKey: "bob", CreatorSignatureKey: first.GetAnnotations()[CreatorSignatureKey]})
+	assert.False(t, s.CreatorSigned(k, first), "another creator")
+}
+
+// Before the object exists its creator is signed for the moment of its create: the signature holds for an
+// object created then, not for one of the same name created later from a copy.
+func TestProvisionalCreatorSignatureHoldsAtItsCreateAlone(t *testing.T) {
+	s, err := NewTemplateSigner([]byte("0123456789abcdef0123456789abcdef"))
+	require.NoError(t, err)
+	k := NewKinds().Cluster()
+	signedAt := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	o := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "ray.io/v1", "kind": "RayCluster"}}
+	o.SetNamespace("team")
+	o.SetName("train")
+	o.SetAnnotations(map[string]string{CreatorKey: "alice"})
+	s.SignCreatorAt(k, o, signedAt)
+	require.NotEmpty(t, o.GetAnnotations()[CreatorSignatureKey])
+	assert.False(t, s.CreatorSigned(k, o), "not created yet")
+
+	o.SetUID("u-1")
+	o.SetCreationTimestamp(metav1.NewTime(signedAt.Add(2 * time.Second)))
+	assert.True(t, s.CreatorSigned(k, o), "the object created then")
+
+	later := o.DeepCopy()
+	later.SetUID("u-2")
+	later.SetCreationTimestamp(metav1.NewTime(signedAt.Add(10 * time.Minute)))
+	assert.False(t, s.CreatorSigned(k, later), "a copy on an object of the same name created later")
+
+	other := o.DeepCopy()
+	other.SetAnnotations(map[string]string{CreatorKey: "bob", CreatorSignatureKey: o.GetAnnotations()[CreatorSignatureKey]})
+	assert.False(t, s.CreatorSigned(k, other), "another creator")
+}
