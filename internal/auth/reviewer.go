@@ -103,6 +103,17 @@ func (r *Reviewer) Allowed(ctx context.Context, token string, a Attributes) (boo
 	return r.allowedAs(ctx, token, TokenHash(token), a)
 }
 
+// key is a text that names a, field by field.
+func (a Attributes) key() string {
+	return strings.Join([]string{a.Verb, a.Group, a.Resource, a.Subresource, a.Namespace, a.Name}, "\x00")
+}
+
+// resourceAttributes is a as an access review asks it.
+func (a Attributes) resourceAttributes() *authorizationv1.ResourceAttributes {
+	return &authorizationv1.ResourceAttributes{Verb: a.Verb, Group: a.Group, Resource: a.Resource, Subresource: a.Subresource,
+		Namespace: a.Namespace, Name: a.Name}
+}
+
 // verdictKey is the cache key of a verdict on an action for the token of that hash.
 type verdictKey struct {
 	hash string
@@ -207,9 +218,14 @@ func (r *Reviewer) allowedAll(ctx context.Context, token string, asks []Attribut
 
 // cached returns the cached verdict on a, if there is one still fresh.
 func (r *Reviewer) cached(hash string, a Attributes, now time.Time) (allowed, ok bool) {
-	r.mu.RLock()
-	v, found := r.allowed[verdictKey{hash, a}]
-	r.mu.RUnlock()
+	return cachedVerdict(r.mu.RLocker(), r.allowed, verdictKey{hash, a}, now)
+}
+
+// cachedVerdict returns the verdict verdicts hold under key, read under mu, if there is one still fresh.
+func cachedVerdict[K comparable](mu sync.Locker, verdicts map[K]verdict, key K, now time.Time) (allowed, ok bool) {
+	mu.Lock()
+	v, found := verdicts[key]
+	mu.Unlock()
 	return v.allowed, found && now.Before(v.expires)
 }
 
@@ -224,7 +240,7 @@ func (r *Reviewer) allowedAs(ctx context.Context, token, hash string, a Attribut
 // review asks the apiserver whether the holder of token may do a, and caches the verdict. Requests that
 // miss the same verdict at once (all of a page's clients when it expires) share one review.
 func (r *Reviewer) review(ctx context.Context, token, hash string, a Attributes, now time.Time) (bool, error) {
-	key := hash + "\x00" + a.Verb + "\x00" + a.Group + "\x00" + a.Resource + "\x00" + a.Subresource + "\x00" + a.Namespace + "\x00" + a.Name
+	key := hash + "\x00" + a.key()
 	v, err, _ := r.asking.Do(key, func() (any, error) {
 		// Shared: one caller going away does not fail the others.
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reviewTimeout)
@@ -241,10 +257,7 @@ func (r *Reviewer) reviewOnce(ctx context.Context, token, hash string, a Attribu
 		return false, err
 	}
 	review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
-		ResourceAttributes: &authorizationv1.ResourceAttributes{
-			Verb: a.Verb, Group: a.Group, Resource: a.Resource, Subresource: a.Subresource,
-			Namespace: a.Namespace, Name: a.Name,
-		},
+		ResourceAttributes: a.resourceAttributes(),
 	}}
 	res, err := cs.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
 	if err != nil {

@@ -34,20 +34,15 @@ func NewSubjects(reviews authorizationv1client.SubjectAccessReviewInterface, ttl
 // AllowedAs tells whether the user id may do a.
 func (s *Subjects) AllowedAs(ctx context.Context, id Identity, a Attributes) (bool, error) {
 	groups := slices.Sorted(slices.Values(id.Groups))
-	key := strings.Join(append([]string{id.Name, a.Verb, a.Group, a.Resource, a.Subresource, a.Namespace, a.Name}, groups...), "\x00")
+	key := strings.Join(append([]string{id.Name, a.key()}, groups...), "\x00")
 	now := s.now()
-	s.mu.Lock()
-	v, ok := s.allowed[key]
-	s.mu.Unlock()
-	if ok && now.Before(v.expires) {
-		return v.allowed, nil
+	if allowed, ok := cachedVerdict(&s.mu, s.allowed, key, now); ok {
+		return allowed, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, reviewTimeout)
 	defer cancel()
 	res, err := s.reviews.Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-		User: id.Name, Groups: groups,
-		ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: a.Verb, Group: a.Group, Resource: a.Resource,
-			Subresource: a.Subresource, Namespace: a.Namespace, Name: a.Name},
+		User: id.Name, Groups: groups, ResourceAttributes: a.resourceAttributes(),
 	}}, metav1.CreateOptions{})
 	if err != nil {
 		return false, err

@@ -55,6 +55,41 @@ func rayCluster(name, uid, creator string, labels map[string]string, replicas in
 	return u
 }
 
+// leadingRecorder is r made ready and leading, as a replica that holds the lease.
+func leadingRecorder(r *Recorder) *Recorder {
+	r.init()
+	r.leading.Store(true)
+	return r
+}
+
+// observe has r observe o of kind at, its creator signed where r's signer signed it.
+func observe(r *Recorder, kind *ray.Kind, o *unstructured.Unstructured, at time.Time) {
+	s := kind.Summarize(o)
+	s.CreatorSigned = r.Signer.CreatorSigned(kind, o)
+	r.mu.Lock()
+	r.observeLocked(kind, o, &s, at)
+	r.mu.Unlock()
+}
+
+// trainJob is alice's RayJob train (UID u-job), its creator signed, whose status names its cluster train-x1.
+func trainJob(signer *ray.TemplateSigner, job *ray.Kind) *unstructured.Unstructured {
+	o := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "ray.io/v1", "kind": "RayJob",
+		"metadata": map[string]any{"name": "train", "namespace": "team", "uid": "u-job", "annotations": map[string]any{ray.CreatorKey: "alice"}},
+		"status":   map[string]any{"rayClusterName": "train-x1"}}}
+	signer.SignCreator(job, o)
+	return o
+}
+
+// twoDays asks for the report, grouped by groupBy as at now, of the day of t0 and the next, of the kinds.
+func twoDays(t0 time.Time, groupBy string, now time.Time, kinds ...string) usage.Query {
+	scopes := map[string][]string{}
+	for _, k := range kinds {
+		scopes[k] = nil
+	}
+	return usage.Query{From: time.Unix(usage.DayOf(t0), 0).UTC(), To: time.Unix(usage.DayOf(t0)+2*86400, 0).UTC(), GroupBy: groupBy,
+		Now: now, Scopes: scopes}
+}
+
 // The recorder credits a cluster's requests while it holds them (at its changes and each credit), counts
 // a cluster a RayJob made to that RayJob and its creator, counts idle time while it holds a GPU, reads
 // its use, and a new writer takes the credit up from the marks without counting anything twice.
@@ -64,35 +99,18 @@ func TestRecorderAccounting(t *testing.T) {
 	kinds := ray.NewKinds()
 	use := &fakeUse{ref: usage.ClusterRef{Namespace: "team", Name: "own"}, cores: 0.5}
 	signer := testSigner(t)
-	r := &Recorder{Store: store, Kinds: kinds, Log: zap.NewNop(), Signer: signer,
-		Accounting: Accounting{Use: use, MeasureEvery: time.Minute, MeasureStep: 15 * time.Second}}
-	r.init()
-	r.leading.Store(true)
+	r := leadingRecorder(&Recorder{Store: store, Kinds: kinds, Log: zap.NewNop(), Signer: signer,
+		Accounting: Accounting{Use: use, MeasureEvery: time.Minute, MeasureStep: 15 * time.Second}})
 	k := kinds.Cluster()
 	t0 := time.Now().UTC().Truncate(time.Minute).Add(-time.Hour)
-	observe := func(o *unstructured.Unstructured, at time.Time) {
-		s := k.Summarize(o)
-		s.CreatorSigned = signer.CreatorSigned(k, o)
-		r.mu.Lock()
-		r.observeLocked(k, o, &s, at)
-		r.mu.Unlock()
-	}
 	job := kinds.ByKind("RayJob")
-	jobObj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "ray.io/v1", "kind": "RayJob",
-		"metadata": map[string]any{"name": "train", "namespace": "team", "uid": "u-job", "annotations": map[string]any{ray.CreatorKey: "alice"}},
-		"status":   map[string]any{"rayClusterName": "train-x1"}}}
-	signer.SignCreator(job, jobObj)
-	js := job.Summarize(jobObj)
-	js.CreatorSigned = signer.CreatorSigned(job, jobObj)
-	r.mu.Lock()
-	r.observeLocked(job, jobObj, &js, t0)
-	r.mu.Unlock()
+	observe(r, job, trainJob(signer, job), t0)
 
 	own := rayCluster("own", "u-own", "bob", nil, 2)
 	signer.SignCreator(k, own)
 	made := madeBy(rayCluster("train-x1", "u-made", "", nil, 1), "RayJob", "train", "u-job")
-	observe(own, t0)
-	observe(made, t0)
+	observe(r, k, own, t0)
+	observe(r, k, made, t0)
 	require.Equal(t, ray.StatusRunning, k.Summarize(own).Status)
 	r.creditAll(t0.Add(10 * time.Minute))
 	// own idles from minute 10 to 20; made is deleted at minute 15.
@@ -102,8 +120,7 @@ func TestRecorderAccounting(t *testing.T) {
 	r.mu.Unlock()
 	r.writeAccounting(ctx)
 
-	q := usage.Query{From: time.Unix(usage.DayOf(t0), 0).UTC(), To: time.Unix(usage.DayOf(t0)+2*86400, 0).UTC(), GroupBy: usage.ByCluster,
-		Now: t0.Add(10 * time.Minute), Scopes: map[string][]string{"RayCluster": nil, "RayJob": nil}}
+	q := twoDays(t0, usage.ByCluster, t0.Add(10*time.Minute), "RayCluster", "RayJob")
 	groups, _, err := utilization(ctx, store, q)
 	require.NoError(t, err)
 	byUID := map[string]usage.Group{}
@@ -120,9 +137,7 @@ func TestRecorderAccounting(t *testing.T) {
 	assert.InDelta(t, 5*10*60.0, byUID["u-own"].Total.CPUSeconds, 1e-6, "1 + 2×2 cores for 10 minutes")
 
 	// A new writer: own's mark is taken up where it was left, idle; made is gone.
-	r2 := &Recorder{Store: store, Kinds: kinds, Log: zap.NewNop()}
-	r2.init()
-	r2.leading.Store(true)
+	r2 := leadingRecorder(&Recorder{Store: store, Kinds: kinds, Log: zap.NewNop()})
 	marks, err := store.UsageMarks(ctx)
 	require.NoError(t, err)
 	require.Len(t, marks, 1)
@@ -172,16 +187,10 @@ func TestRecorderWritesChangesPending(t *testing.T) {
 	ctx := t.Context()
 	store := sqliteStore(t)
 	kinds := ray.NewKinds()
-	r := &Recorder{Store: store, Kinds: kinds, Log: zap.NewNop()}
-	r.init()
-	r.leading.Store(true)
+	r := leadingRecorder(&Recorder{Store: store, Kinds: kinds, Log: zap.NewNop()})
 	k := kinds.Cluster()
 	t0 := time.Now().UTC().Truncate(time.Minute).Add(-time.Hour)
-	own := rayCluster("own", "u-own", "bob", nil, 2)
-	s := k.Summarize(own)
-	r.mu.Lock()
-	r.observeLocked(k, own, &s, t0)
-	r.mu.Unlock()
+	observe(r, k, rayCluster("own", "u-own", "bob", nil, 2), t0)
 	r.creditAll(t0.Add(time.Minute))
 	r.writeAccounting(ctx)
 	pending := func() int {
@@ -192,9 +201,7 @@ func TestRecorderWritesChangesPending(t *testing.T) {
 	require.Zero(t, pending(), "the minute's credit goes into the days")
 
 	cpu := func() float64 {
-		q := usage.Query{From: time.Unix(usage.DayOf(t0), 0).UTC(), To: time.Unix(usage.DayOf(t0)+2*86400, 0).UTC(),
-			GroupBy: usage.ByNamespace, Now: t0.Add(10 * time.Minute), Scopes: map[string][]string{"RayCluster": nil}}
-		groups, _, err := utilization(ctx, store, q)
+		groups, _, err := utilization(ctx, store, twoDays(t0, usage.ByNamespace, t0.Add(10*time.Minute), "RayCluster"))
 		require.NoError(t, err)
 		require.Len(t, groups, 1)
 		return groups[0].Total.CPUSeconds
@@ -245,36 +252,22 @@ func TestRecorderAccountingTrustsSignedAndOwned(t *testing.T) {
 	store := sqliteStore(t)
 	kinds := ray.NewKinds()
 	signer := testSigner(t)
-	r := &Recorder{Store: store, Kinds: kinds, Log: zap.NewNop(), Signer: signer}
-	r.init()
-	r.leading.Store(true)
+	r := leadingRecorder(&Recorder{Store: store, Kinds: kinds, Log: zap.NewNop(), Signer: signer})
 	k, job := kinds.Cluster(), kinds.ByKind("RayJob")
 	t0 := time.Now().UTC().Truncate(time.Minute).Add(-time.Hour)
-	observe := func(kind *ray.Kind, o *unstructured.Unstructured, at time.Time) {
-		s := kind.Summarize(o)
-		s.CreatorSigned = signer.CreatorSigned(kind, o)
-		r.mu.Lock()
-		r.observeLocked(kind, o, &s, at)
-		r.mu.Unlock()
-	}
 	// A forged creator, and a forged maker: labels alone, and labels with a reference to another UID.
-	observe(k, rayCluster("forged", "u-forged", "victim", nil, 1), t0)
-	observe(k, madeBy(rayCluster("labelled", "u-labelled", "", nil, 1), "RayJob", "victims-job", ""), t0)
-	observe(k, madeBy(rayCluster("wrong-uid", "u-wrong", "", nil, 1), "RayJob", "train", "u-not-the-job"), t0)
+	observe(r, k, rayCluster("forged", "u-forged", "victim", nil, 1), t0)
+	observe(r, k, madeBy(rayCluster("labelled", "u-labelled", "", nil, 1), "RayJob", "victims-job", ""), t0)
+	observe(r, k, madeBy(rayCluster("wrong-uid", "u-wrong", "", nil, 1), "RayJob", "train", "u-not-the-job"), t0)
 	// A cluster seen before the RayJob that made it; another with the same owner reference, which the
 	// RayJob's status does not name.
-	observe(k, madeBy(rayCluster("train-x1", "u-made", "", nil, 1), "RayJob", "train", "u-job"), t0)
-	observe(k, madeBy(rayCluster("train-forged", "u-unnamed", "", nil, 1), "RayJob", "train", "u-job"), t0)
-	jobObj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "ray.io/v1", "kind": "RayJob",
-		"metadata": map[string]any{"name": "train", "namespace": "team", "uid": "u-job", "annotations": map[string]any{ray.CreatorKey: "alice"}},
-		"status":   map[string]any{"rayClusterName": "train-x1"}}}
-	signer.SignCreator(job, jobObj)
-	observe(job, jobObj, t0.Add(time.Minute))
+	observe(r, k, madeBy(rayCluster("train-x1", "u-made", "", nil, 1), "RayJob", "train", "u-job"), t0)
+	observe(r, k, madeBy(rayCluster("train-forged", "u-unnamed", "", nil, 1), "RayJob", "train", "u-job"), t0)
+	observe(r, job, trainJob(signer, job), t0.Add(time.Minute))
 	r.creditAll(t0.Add(10 * time.Minute))
 	r.writeAccounting(ctx)
 
-	q := usage.Query{From: time.Unix(usage.DayOf(t0), 0).UTC(), To: time.Unix(usage.DayOf(t0)+2*86400, 0).UTC(), GroupBy: usage.ByCluster,
-		Now: t0.Add(10 * time.Minute), Scopes: map[string][]string{"RayCluster": nil, "RayJob": nil}}
+	q := twoDays(t0, usage.ByCluster, t0.Add(10*time.Minute), "RayCluster", "RayJob")
 	groups, _, err := utilization(ctx, store, q)
 	require.NoError(t, err)
 	byUID := map[string]usage.GroupKey{}
@@ -302,19 +295,10 @@ func TestRecorderAccountingStatusAndCronRuns(t *testing.T) {
 	store := sqliteStore(t)
 	kinds := ray.NewKinds()
 	signer := testSigner(t)
-	r := &Recorder{Store: store, Kinds: kinds, Log: zap.NewNop(), Signer: signer}
-	r.init()
-	r.leading.Store(true)
+	r := leadingRecorder(&Recorder{Store: store, Kinds: kinds, Log: zap.NewNop(), Signer: signer})
 	k, job, svc, cronKind := kinds.Cluster(), kinds.ByKind("RayJob"), kinds.ByKind("RayService"), kinds.ByKind("RayCronJob")
 	t0 := time.Now().UTC().Truncate(time.Minute).Add(-time.Hour)
 	stamp := func(t time.Time) string { return t.Format(time.RFC3339) }
-	observe := func(kind *ray.Kind, o *unstructured.Unstructured, at time.Time) {
-		s := kind.Summarize(o)
-		s.CreatorSigned = signer.CreatorSigned(kind, o)
-		r.mu.Lock()
-		r.observeLocked(kind, o, &s, at)
-		r.mu.Unlock()
-	}
 	object := func(kind *ray.Kind, name, uid, creator string, created time.Time, status map[string]any) *unstructured.Unstructured {
 		o := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "ray.io/v1", "kind": kind.Kind,
 			"metadata": map[string]any{"name": name, "namespace": "team", "uid": uid, "creationTimestamp": stamp(created)},
@@ -327,8 +311,8 @@ func TestRecorderAccountingStatusAndCronRuns(t *testing.T) {
 	}
 
 	// A RayJob whose status names its cluster only after the cluster is seen.
-	observe(job, object(job, "train", "u-job", "alice", t0, map[string]any{}), t0)
-	observe(k, madeBy(rayCluster("train-x1", "u-train", "", nil, 1), "RayJob", "train", "u-job"), t0)
+	observe(r, job, object(job, "train", "u-job", "alice", t0, map[string]any{}), t0)
+	observe(r, k, madeBy(rayCluster("train-x1", "u-train", "", nil, 1), "RayJob", "train", "u-job"), t0)
 	state := func(uid string) string {
 		r.mu.Lock()
 		defer r.mu.Unlock()
@@ -336,18 +320,18 @@ func TestRecorderAccountingStatusAndCronRuns(t *testing.T) {
 		return m.Kind + "/" + m.Name + "/" + m.Creator
 	}
 	assert.Equal(t, "RayCluster/train-x1/", state("u-train"), "not named yet")
-	observe(job, object(job, "train", "u-job", "alice", t0, map[string]any{"rayClusterName": "train-x1"}), t0.Add(time.Minute))
+	observe(r, job, object(job, "train", "u-job", "alice", t0, map[string]any{"rayClusterName": "train-x1"}), t0.Add(time.Minute))
 	assert.Equal(t, "RayJob/train/alice", state("u-train"), "named")
 
 	// A RayService upgraded from svc-a to svc-b.
 	active := func(a, p string) map[string]any {
 		return map[string]any{"activeServiceStatus": map[string]any{"rayClusterName": a}, "pendingServiceStatus": map[string]any{"rayClusterName": p}}
 	}
-	observe(svc, object(svc, "serve", "u-svc", "bob", t0, active("svc-a", "")), t0)
-	observe(k, madeBy(rayCluster("svc-a", "u-svc-a", "", nil, 1), "RayService", "serve", "u-svc"), t0)
-	observe(k, madeBy(rayCluster("svc-b", "u-svc-b", "", nil, 1), "RayService", "serve", "u-svc"), t0.Add(2*time.Minute))
-	observe(svc, object(svc, "serve", "u-svc", "bob", t0, active("svc-a", "svc-b")), t0.Add(2*time.Minute))
-	observe(svc, object(svc, "serve", "u-svc", "bob", t0, active("svc-b", "")), t0.Add(4*time.Minute))
+	observe(r, svc, object(svc, "serve", "u-svc", "bob", t0, active("svc-a", "")), t0)
+	observe(r, k, madeBy(rayCluster("svc-a", "u-svc-a", "", nil, 1), "RayService", "serve", "u-svc"), t0)
+	observe(r, k, madeBy(rayCluster("svc-b", "u-svc-b", "", nil, 1), "RayService", "serve", "u-svc"), t0.Add(2*time.Minute))
+	observe(r, svc, object(svc, "serve", "u-svc", "bob", t0, active("svc-a", "svc-b")), t0.Add(2*time.Minute))
+	observe(r, svc, object(svc, "serve", "u-svc", "bob", t0, active("svc-b", "")), t0.Add(4*time.Minute))
 
 	// A RayCronJob every minute, and RayJobs that say they are its runs, each with its cluster.
 	tick := t0.Add(time.Minute)
@@ -362,10 +346,10 @@ func TestRecorderAccountingStatusAndCronRuns(t *testing.T) {
 		o.SetLabels(map[string]string{ray.RunOfLabel: "nightly"})
 		o.SetAnnotations(map[string]string{ray.ScheduledAtAnnotation: stamp(at)})
 		o.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "ray.io/v1", Kind: "RayCronJob", Name: "nightly", UID: "u-cron", Controller: &yes}})
-		observe(job, o, created)
-		observe(k, madeBy(rayCluster(name+"-c", "u-"+name+"-c", "", nil, 1), "RayJob", name, "u-"+name), created)
+		observe(r, job, o, created)
+		observe(r, k, madeBy(rayCluster(name+"-c", "u-"+name+"-c", "", nil, 1), "RayJob", name, "u-"+name), created)
 	}
-	observe(cronKind, cron(t0.Add(-5*time.Minute)), t0)
+	observe(r, cronKind, cron(t0.Add(-5*time.Minute)), t0)
 	run("nightly-early", tick.Add(2*time.Minute), tick.Add(-30*time.Second)) // made before its tick
 	run("nightly-run", tick, tick.Add(time.Second))
 	run("nightly-late", tick.Add(-5*time.Minute), tick)                          // made long after its tick
@@ -374,12 +358,11 @@ func TestRecorderAccountingStatusAndCronRuns(t *testing.T) {
 	run("nightly-twin-b", tick.Add(time.Minute), tick.Add(time.Minute+2*time.Second))
 	assert.Equal(t, "RayJob/nightly-run/", state("u-nightly-run-c"), "before the status reaches its tick")
 	// The status reaches the runs' ticks after they are made.
-	observe(cronKind, cron(tick.Add(3*time.Minute)), tick.Add(3*time.Minute))
+	observe(r, cronKind, cron(tick.Add(3*time.Minute)), tick.Add(3*time.Minute))
 	r.creditAll(t0.Add(10 * time.Minute))
 	r.writeAccounting(ctx)
 
-	q := usage.Query{From: time.Unix(usage.DayOf(t0), 0).UTC(), To: time.Unix(usage.DayOf(t0)+2*86400, 0).UTC(), GroupBy: usage.ByCluster,
-		Now: t0.Add(10 * time.Minute), Scopes: map[string][]string{"RayCluster": nil, "RayJob": nil, "RayService": nil}}
+	q := twoDays(t0, usage.ByCluster, t0.Add(10*time.Minute), "RayCluster", "RayJob", "RayService")
 	groups, _, err := utilization(ctx, store, q)
 	require.NoError(t, err)
 	// rows are, by cluster UID, whom its figures were counted to, with the seconds held of each.
@@ -444,16 +427,9 @@ func TestMeasureAcrossMidnight(t *testing.T) {
 	kinds := ray.NewKinds()
 	use := &fakeUse{ref: usage.ClusterRef{Namespace: "team", Name: "own"}, cores: 0.5}
 	const step = 15 * time.Second
-	r := &Recorder{Store: store, Kinds: kinds, Log: zap.NewNop(), Accounting: Accounting{Use: use, MeasureEvery: time.Minute, MeasureStep: step}}
-	r.init()
-	r.leading.Store(true)
-	k := kinds.Cluster()
+	r := leadingRecorder(&Recorder{Store: store, Kinds: kinds, Log: zap.NewNop(), Accounting: Accounting{Use: use, MeasureEvery: time.Minute, MeasureStep: step}})
 	midnight := time.Now().UTC().Truncate(24*time.Hour).AddDate(0, 0, -1)
-	own := rayCluster("own", "u-own", "bob", nil, 2)
-	s := k.Summarize(own)
-	r.mu.Lock()
-	r.observeLocked(k, own, &s, midnight.Add(-time.Hour))
-	r.mu.Unlock()
+	observe(r, kinds.Cluster(), rayCluster("own", "u-own", "bob", nil, 2), midnight.Add(-time.Hour))
 
 	// The first reading, 20 s past midnight: the minute up to the step before it, 45 s before midnight
 	// and 15 s after.

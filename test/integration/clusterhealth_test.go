@@ -222,6 +222,27 @@ func TestClusterHealthTab(t *testing.T) {
 	assert.Equal(t, "no data", away.Verdict.Level)
 }
 
+// headPodIP waits until the head pod of the RayCluster name in ns runs, and returns its IP.
+func headPodIP(t *testing.T, ns, name string) string {
+	t.Helper()
+	var headIP string
+	eventually(t, 60*time.Second, "the head pod's IP", func() bool {
+		for _, p := range decode[[]podInfo](t, call(t, "GET", itemPath(ns, "rayclusters", name)+"/pods", env.tokens["admin"], "", nil)) {
+			if p.NodeType == "head" && p.IP != "" && p.Phase == "Running" {
+				headIP = p.IP
+			}
+		}
+		return headIP != ""
+	})
+	return headIP
+}
+
+// healthPath is the health tab of the RayCluster name in ns, from start to end in steps of 30 s.
+func healthPath(ns, name string, start, end time.Time) string {
+	return itemPath(ns, "rayclusters", name) + "/health?" +
+		url.Values{"start": {strconv.FormatInt(start.Unix(), 10)}, "end": {strconv.FormatInt(end.Unix(), 10)}, "step": {"30s"}}.Encode()
+}
+
 func panelOf(d clusterHealthData, name string) healthPanel {
 	for _, p := range d.Panels {
 		if p.Name == name {
@@ -240,15 +261,7 @@ func TestClusterHealthFromGCSLog(t *testing.T) {
 	ns := namespace(t, "gcslog")
 	admin := env.tokens["admin"]
 	runningCluster(t, ns, "seed")
-	var headIP string
-	eventually(t, 60*time.Second, "the head pod's IP", func() bool {
-		for _, p := range decode[[]podInfo](t, call(t, "GET", itemPath(ns, "rayclusters", "seed")+"/pods", admin, "", nil)) {
-			if p.NodeType == "head" && p.IP != "" && p.Phase == "Running" {
-				headIP = p.IP
-			}
-		}
-		return headIP != ""
-	})
+	headIP := headPodIP(t, ns, "seed")
 	end := time.Now().UTC().Truncate(time.Minute)
 	start := end.Add(-10 * time.Minute)
 	var log strings.Builder
@@ -267,8 +280,7 @@ func TestClusterHealthFromGCSLog(t *testing.T) {
 	promURL, _ := startPrometheus(t, rayMetricsFixture(ns, map[string]rayLoad{}, start, end))
 	svc := startInstance(t, "ray-service-gcslog.log", "--prometheus-url", promURL)
 	get := func(token string) healthPanel {
-		r, err := sendTo(svc.url, "GET", itemPath(ns, "rayclusters", "seed")+"/health?"+
-			url.Values{"start": {strconv.FormatInt(start.Unix(), 10)}, "end": {strconv.FormatInt(end.Unix(), 10)}, "step": {"30s"}}.Encode(), token, "", nil)
+		r, err := sendTo(svc.url, "GET", healthPath(ns, "seed", start, end), token, "", nil)
 		require.NoError(t, err)
 		require.Equal(t, 200, r.Status, "%s", r.Raw)
 		return panelOf(decode[clusterHealthData](t, r), "gcsEventPressure")

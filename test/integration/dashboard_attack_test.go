@@ -26,26 +26,43 @@ func dashboardAsBrowser(t *testing.T, base, method, path, token string, header m
 	t.Helper()
 	target, err := url.Parse(base + path)
 	require.NoError(t, err)
-	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	for hop := 0; ; hop++ {
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		req, err := http.NewRequestWithContext(ctx, method, target.String(), strings.NewReader(`{}`))
-		require.NoError(t, err)
-		req.Header.Set("Authorization", "Bearer "+token)
-		for k, v := range header {
-			req.Header.Set(k, v)
-		}
-		res, err := noRedirect.Do(req)
-		require.NoError(t, err)
-		_, _ = io.Copy(io.Discard, res.Body)
-		res.Body.Close()
-		cancel()
+		res := dashboardHop(t, method, target.String(), token, header, strings.NewReader(`{}`))
 		next, err := url.Parse(res.Header.Get("Location"))
 		if hop > 0 || (res.StatusCode != 307 && res.StatusCode != 308) || err != nil || next.Host == "" || next.Host == target.Host {
 			return res, target
 		}
 		target = next
 	}
+}
+
+// dashboardHop asks target once, as the holder of token with header, following no redirect, and returns
+// the answer (its body read).
+func dashboardHop(t *testing.T, method, target, token string, header map[string]string, body io.Reader) *http.Response {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, target, body)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+token)
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	res, err := noRedirect.Do(req)
+	require.NoError(t, err)
+	_, _ = io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	return res
+}
+
+// runningDashboard makes, in a new namespace named after prefix, the running RayCluster name, and
+// returns the namespace and the path of the cluster's dashboard.
+func runningDashboard(t *testing.T, prefix, name string) (ns, base string) {
+	t.Helper()
+	ns = namespace(t, prefix)
+	runningCluster(t, ns, name)
+	return ns, itemPath(ns, "rayclusters", name) + "/dashboard"
 }
 
 // browserResolve resolves a Location as a browser does: tabs and newlines are dropped, a backslash is a
@@ -72,18 +89,10 @@ func browserResolve(t *testing.T, from *url.URL, loc string) *url.URL {
 // the dashboard there.
 func TestAttackDashboardIsNotServedOnTheConsoleOrigin(t *testing.T) {
 	t.Parallel()
-	ns := namespace(t, "ownorigin")
+	ns, base := runningDashboard(t, "ownorigin", "oo")
 	admin := env.tokens["admin"]
-	runningCluster(t, ns, "oo")
-	base := itemPath(ns, "rayclusters", "oo") + "/dashboard"
 
-	req, err := http.NewRequest("GET", env.serviceURL+base+"/hostile", nil)
-	require.NoError(t, err)
-	req.Header.Set("Authorization", "Bearer "+admin)
-	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	res, err := noRedirect.Do(req)
-	require.NoError(t, err)
-	res.Body.Close()
+	res := dashboardHop(t, "GET", env.serviceURL+base+"/hostile", admin, nil, nil)
 	require.Equal(t, 307, res.StatusCode, "the console's origin serves no page a tenant's head answers")
 	console, err := url.Parse(env.serviceURL)
 	require.NoError(t, err)
@@ -119,10 +128,8 @@ func TestAttackDashboardIsNotServedOnTheConsoleOrigin(t *testing.T) {
 // resolved against the request's URL and kept under the proxy path of that cluster.
 func TestAttackDashboardRedirectsStayInTheirBox(t *testing.T) {
 	t.Parallel()
-	ns := namespace(t, "redirects")
+	_, base := runningDashboard(t, "redirects", "rd")
 	admin := env.tokens["admin"]
-	runningCluster(t, ns, "rd")
-	base := itemPath(ns, "rayclusters", "rd") + "/dashboard"
 	up := strings.Repeat("../", 8)
 	for _, loc := range []string{
 		up + "rest/ray/v1/audit",
@@ -158,22 +165,11 @@ func TestAttackDashboardRedirectsStayInTheirBox(t *testing.T) {
 // default).
 func TestAttackForwardedHeadersAreNotTrusted(t *testing.T) {
 	t.Parallel()
-	ns := namespace(t, "forwarded")
+	_, base := runningDashboard(t, "forwarded", "fw")
 	admin := env.tokens["admin"]
-	runningCluster(t, ns, "fw")
-	base := itemPath(ns, "rayclusters", "fw") + "/dashboard"
 	forged := map[string]string{"X-Forwarded-Host": "evil.example", "X-Forwarded-Proto": "https"}
 
-	req, err := http.NewRequest("GET", env.serviceURL+base+"/api/version", nil)
-	require.NoError(t, err)
-	req.Header.Set("Authorization", "Bearer "+admin)
-	for k, v := range forged {
-		req.Header.Set(k, v)
-	}
-	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	res, err := noRedirect.Do(req)
-	require.NoError(t, err)
-	res.Body.Close()
+	res := dashboardHop(t, "GET", env.serviceURL+base+"/api/version", admin, forged, nil)
 	said := res.Header.Get("Content-Security-Policy") + " " + res.Header.Get("Location")
 	assert.NotContains(t, said, "evil.example", "a client's X-Forwarded-Host names no origin")
 
@@ -189,10 +185,8 @@ func TestAttackForwardedHeadersAreNotTrusted(t *testing.T) {
 // reached whoever runs the cluster. Only the headers a dashboard needs are passed on now.
 func TestAttackDashboardGetsOnlyAllowedHeaders(t *testing.T) {
 	t.Parallel()
-	ns := namespace(t, "headers")
+	ns, base := runningDashboard(t, "headers", "hd")
 	admin := env.tokens["admin"]
-	runningCluster(t, ns, "hd")
-	base := itemPath(ns, "rayclusters", "hd") + "/dashboard"
 	secrets := map[string]string{
 		"X-Forwarded-Access-Token": "gateway-access-token", "X-Auth-Request-Access-Token": "gateway-access-token",
 		"X-Auth-Request-User": "admin", "X-Auth-Request-Email": "admin@example.com", "X-Remote-User": "admin",
@@ -217,11 +211,9 @@ func TestAttackDashboardGetsOnlyAllowedHeaders(t *testing.T) {
 // Attack: a caller could hold any number of proxied requests open, each as long as the dashboard
 // kept it. Each caller now has a bound on those open at once (429 past it), and each a longest duration.
 func TestAttackDashboardProxyIsBounded(t *testing.T) {
-	ns := namespace(t, "proxybounds")
+	ns, base := runningDashboard(t, "proxybounds", "pb")
 	admin := env.tokens["admin"]
-	runningCluster(t, ns, "pb")
 	svc := startInstance(t, "ray-service-proxybounds.log", "--max-dashboard-requests-per-caller=2", "--max-dashboard-duration=3s")
-	base := itemPath(ns, "rayclusters", "pb") + "/dashboard"
 	host := "pb-head-svc." + ns
 
 	var wg sync.WaitGroup

@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"math"
 	"net/http"
-	"net/url"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -133,23 +131,14 @@ func TestHostileHeadAnswersTheHealthTab(t *testing.T) {
 	ns := namespace(t, "hostilegcs")
 	admin := env.tokens["admin"]
 	runningCluster(t, ns, "seed")
-	var headIP string
-	eventually(t, 60*time.Second, "the head pod's IP", func() bool {
-		for _, p := range decode[[]podInfo](t, call(t, "GET", itemPath(ns, "rayclusters", "seed")+"/pods", admin, "", nil)) {
-			if p.NodeType == "head" && p.IP != "" && p.Phase == "Running" {
-				headIP = p.IP
-			}
-		}
-		return headIP != ""
-	})
+	headPodIP(t, ns, "seed") // its head pod runs
 	end := time.Now().UTC().Truncate(time.Minute)
 	start := end.Add(-10 * time.Minute)
 	promURL, _ := startPrometheus(t, rayMetricsFixture(ns, map[string]rayLoad{}, start, end))
 	svc := startInstance(t, "ray-service-hostilegcs.log", "--prometheus-url", promURL)
 	// get answers the status, the panel and the answer, and whether the answer is JSON.
 	get := func() (int, healthPanel, []byte, bool) {
-		r, err := sendTo(svc.url, "GET", itemPath(ns, "rayclusters", "seed")+"/health?"+
-			url.Values{"start": {strconv.FormatInt(start.Unix(), 10)}, "end": {strconv.FormatInt(end.Unix(), 10)}, "step": {"30s"}}.Encode(), admin, "", nil)
+		r, err := sendTo(svc.url, "GET", healthPath(ns, "seed", start, end), admin, "", nil)
 		if err != nil { // an answer that is no JSON envelope
 			return 0, healthPanel{}, []byte(err.Error()), false
 		}

@@ -364,17 +364,23 @@ func grantRole(t *testing.T, ns, user, name string, rules ...rbacv1.PolicyRule) 
 	waitAllowed(t, user, ns, first.Verbs[0], first.APIGroups[0], first.Resources[0])
 }
 
+// allowedTo asks the apiserver whether user may do verb on resource in ns.
+func allowedTo(t *testing.T, user, ns, verb, group, resource string) bool {
+	t.Helper()
+	sar, err := env.admin.AuthorizationV1().SubjectAccessReviews().Create(context.Background(), &authorizationv1.SubjectAccessReview{
+		Spec: authorizationv1.SubjectAccessReviewSpec{User: user, ResourceAttributes: &authorizationv1.ResourceAttributes{
+			Namespace: ns, Verb: verb, Group: group, Resource: resource}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	return sar.Status.Allowed
+}
+
 // waitAllowed waits until the apiserver's RBAC cache, which learns of bindings a moment after they are
 // made, allows user the verb.
 func waitAllowed(t *testing.T, user, ns, verb, group, resource string) {
 	t.Helper()
 	eventually(t, 10*time.Second, user+" allowed to "+verb+" "+resource, func() bool {
-		sar, err := env.admin.AuthorizationV1().SubjectAccessReviews().Create(context.Background(), &authorizationv1.SubjectAccessReview{
-			Spec: authorizationv1.SubjectAccessReviewSpec{User: user, ResourceAttributes: &authorizationv1.ResourceAttributes{
-				Namespace: ns, Verb: verb, Group: group, Resource: resource}},
-		}, metav1.CreateOptions{})
-		require.NoError(t, err)
-		return sar.Status.Allowed
+		return allowedTo(t, user, ns, verb, group, resource)
 	})
 }
 

@@ -202,10 +202,8 @@ func TestEventsOfUnschedulableCluster(t *testing.T) {
 
 func TestDashboardProxy(t *testing.T) {
 	t.Parallel()
-	ns := namespace(t, "dash")
+	ns, base := runningDashboard(t, "dash", "dc")
 	admin := env.tokens["admin"]
-	runningCluster(t, ns, "dc")
-	base := itemPath(ns, "rayclusters", "dc") + "/dashboard"
 
 	r := call(t, "GET", base+"/", admin, "", nil)
 	require.Equal(t, 200, r.Status, "%s", r.Raw)

@@ -18,6 +18,23 @@ import (
 
 var kueueWorkloads = schema.GroupVersionResource{Group: "kueue.x-k8s.io", Version: "v1beta2", Resource: "workloads"}
 
+// createSuspendedRayJob makes, through the service as the holder of token, the minimal RayJob under name
+// in ns, suspended (as Kueue's webhook makes a RayJob it admits) and with labels (nil: the manifest's).
+func createSuspendedRayJob(t *testing.T, token, ns, name string, labels map[string]any) *response {
+	t.Helper()
+	var obj map[string]any
+	require.NoError(t, yaml.Unmarshal(mustRename(t, "rayjob-minimal.yaml", name), &obj))
+	if labels != nil {
+		obj["metadata"].(map[string]any)["labels"] = labels
+	}
+	obj["spec"].(map[string]any)["suspend"] = true
+	body, err := json.Marshal(obj)
+	require.NoError(t, err)
+	r := call(t, "POST", nsPath(ns, "rayjobs"), token, "application/json", body)
+	require.Equal(t, 201, r.Status, "%s", r.Raw)
+	return r
+}
+
 // A RayJob Kueue admits (label kueue.x-k8s.io/queue-name; suspended at create, as Kueue's webhook makes
 // it) is stopped and started through its Workload's spec.active, as Kueue documents, never by toggling
 // the spec.suspend Kueue owns. No Kueue controller runs on the stack: the test plays it, making the
@@ -29,16 +46,9 @@ func TestKueueStopStartWithoutAFight(t *testing.T) {
 	admin := env.tokens["admin"]
 	ctx := context.Background()
 
-	var obj map[string]any
-	require.NoError(t, yaml.Unmarshal(mustRename(t, "rayjob-minimal.yaml", "queued"), &obj))
-	obj["metadata"].(map[string]any)["labels"] = map[string]any{"kueue.x-k8s.io/queue-name": "team-queue"}
-	obj["spec"].(map[string]any)["suspend"] = true
-	body, err := json.Marshal(obj)
-	require.NoError(t, err)
-	r := call(t, "POST", nsPath(ns, "rayjobs"), admin, "application/json", body)
-	require.Equal(t, 201, r.Status, "%s", r.Raw)
+	createSuspendedRayJob(t, admin, ns, "queued", map[string]any{"kueue.x-k8s.io/queue-name": "team-queue"})
 
-	r = call(t, "POST", itemPath(ns, "rayjobs", "queued")+"/stop", admin, "", nil)
+	r := call(t, "POST", itemPath(ns, "rayjobs", "queued")+"/stop", admin, "", nil)
 	assert.Equal(t, 409, r.Status, "no Workload yet: %s", r.Raw)
 	assert.Contains(t, r.Msg, "has made no Workload for it yet")
 
@@ -49,7 +59,7 @@ func TestKueueStopStartWithoutAFight(t *testing.T) {
 	const noQuota = "couldn't assign flavors to pod set head: insufficient unused quota for cpu in flavor default, 1 more needed"
 	made.Object["status"] = map[string]any{"conditions": []any{map[string]any{"type": "QuotaReserved", "status": "False",
 		"reason": "Pending", "message": noQuota, "lastTransitionTime": time.Now().UTC().Format(time.RFC3339)}}}
-	_, err = workloads.UpdateStatus(ctx, made, metav1.UpdateOptions{})
+	_, err := workloads.UpdateStatus(ctx, made, metav1.UpdateOptions{})
 	require.NoError(t, err)
 
 	type item struct {

@@ -16,7 +16,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	authorizationv1 "k8s.io/api/authorization/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -38,6 +37,20 @@ func deliveriesOf(t *testing.T, base, ns, id, token string) *response {
 	r, err := sendTo(base, "GET", "/rest/ray/v1/namespaces/"+ns+"/subscriptions/"+id+"/deliveries", token, "", nil)
 	require.NoError(t, err)
 	return r
+}
+
+// oneDelivery waits until the delivery log of the subscription id holds one try (what says which), as
+// the holder of token reads it, and returns the log.
+func oneDelivery(t *testing.T, base, ns, id, token, what string) []notify.Delivery {
+	t.Helper()
+	var ds []notify.Delivery
+	eventually(t, time.Minute, what, func() bool {
+		r := deliveriesOf(t, base, ns, id, token)
+		require.Equal(t, 200, r.Status, "%s", r.Raw)
+		ds = decode[struct{ Items []notify.Delivery }](t, r).Items
+		return len(ds) == 1
+	})
+	return ds
 }
 
 // Attack: a tenant who may create events subscribes a webhook at an address inside the cluster (a Ray
@@ -72,13 +85,7 @@ func TestWebhookAttackPrivateAddresses(t *testing.T) {
 	require.True(t, allowing.stop(), "the service stops")
 	svc = startInstance(t, "ray-service-notify-dns.log", "--notify-max-backoff=1s")
 	succeededJob(t, ns, "dialed")
-	var ds []notify.Delivery
-	eventually(t, time.Minute, "the notice's try in the delivery log", func() bool {
-		r := deliveriesOf(t, svc.url, ns, id, admin)
-		require.Equal(t, 200, r.Status, "%s", r.Raw)
-		ds = decode[struct{ Items []notify.Delivery }](t, r).Items
-		return len(ds) == 1
-	})
+	ds := oneDelivery(t, svc.url, ns, id, admin, "the notice's try in the delivery log")
 	assert.Equal(t, notify.Failed, ds[0].Status, "refused when dialed, not retried: %+v", ds[0])
 	assert.Contains(t, ds[0].LastError, "refused")
 	assert.Empty(t, sub.received(), "nothing reached the address the name resolved to")
@@ -206,25 +213,8 @@ func TestSubscriptionAttackRights(t *testing.T) {
 	})
 	succeededJob(t, ns, "after-revoke")
 	eventually(t, time.Minute, "the witness told", func() bool { return len(witness.received()) == 1 })
-	var ds []notify.Delivery
-	eventually(t, time.Minute, "the revoked subscription's try in its log", func() bool {
-		r := deliveriesOf(t, svc.url, ns, id, admin)
-		require.Equal(t, 200, r.Status, "%s", r.Raw)
-		ds = decode[struct{ Items []notify.Delivery }](t, r).Items
-		return len(ds) == 1
-	})
+	ds := oneDelivery(t, svc.url, ns, id, admin, "the revoked subscription's try in its log")
 	assert.Equal(t, notify.Failed, ds[0].Status, "%+v", ds[0])
 	assert.Empty(t, revoked.received(), "a subscriber whose rights are gone is told nothing")
 	assert.Empty(t, spy.received())
-}
-
-// allowedTo asks the apiserver whether user may do verb on resource in ns.
-func allowedTo(t *testing.T, user, ns, verb, group, resource string) bool {
-	t.Helper()
-	sar, err := env.admin.AuthorizationV1().SubjectAccessReviews().Create(context.Background(), &authorizationv1.SubjectAccessReview{
-		Spec: authorizationv1.SubjectAccessReviewSpec{User: user, ResourceAttributes: &authorizationv1.ResourceAttributes{
-			Namespace: ns, Verb: verb, Group: group, Resource: resource}},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	return sar.Status.Allowed
 }

@@ -179,25 +179,15 @@ func TestAttackMethodsDoNotGrowMetrics(t *testing.T) {
 // redirects.
 func dashboardAs(t *testing.T, method, path, token string) *http.Response {
 	t.Helper()
-	req, err := http.NewRequest(method, env.dashboardURL+path, strings.NewReader(`{}`))
-	require.NoError(t, err)
-	req.Header.Set("Authorization", "Bearer "+token)
-	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	res, err := noRedirect.Do(req)
-	require.NoError(t, err)
-	_, _ = io.Copy(io.Discard, res.Body)
-	res.Body.Close()
-	return res
+	return dashboardHop(t, method, env.dashboardURL+path, token, nil, strings.NewReader(`{}`))
 }
 
 // Attack: whoever controls a head pod answers through the proxy. Its cookies must not be set, its
 // redirects must stay under the proxy path, its content must not be sniffed, a Content-Security-Policy
 // must keep its scripts to its own dashboard, and it runs on the dashboards' origin, not the console's.
 func TestAttackDashboardContentStaysInItsBox(t *testing.T) {
-	ns := namespace(t, "hostile")
+	_, base := runningDashboard(t, "hostile", "hc")
 	admin := env.tokens["admin"]
-	runningCluster(t, ns, "hc")
-	base := itemPath(ns, "rayclusters", "hc") + "/dashboard"
 
 	res := dashboardAs(t, "GET", base+"/hostile", admin)
 	require.Equal(t, 200, res.StatusCode)

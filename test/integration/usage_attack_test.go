@@ -26,11 +26,16 @@ import (
 	"ray-service/internal/ray"
 )
 
+// tokenConfig is the configuration of a client that acts as a token's holder, straight to the apiserver.
+func tokenConfig(token string) *rest.Config {
+	return seeingCredentials(&rest.Config{Host: env.vars["KUBE_APISERVER_URL"], BearerToken: token,
+		TLSClientConfig: rest.TLSClientConfig{CAFile: env.vars["KUBE_CA_FILE"]}})
+}
+
 // dynamicWithToken is a dynamic client that acts as a token's holder, straight to the apiserver.
 func dynamicWithToken(t *testing.T, token string) dynamic.Interface {
 	t.Helper()
-	d, err := dynamic.NewForConfig(seeingCredentials(&rest.Config{Host: env.vars["KUBE_APISERVER_URL"], BearerToken: token,
-		TLSClientConfig: rest.TLSClientConfig{CAFile: env.vars["KUBE_CA_FILE"]}}))
+	d, err := dynamic.NewForConfig(tokenConfig(token))
 	require.NoError(t, err)
 	return d
 }
@@ -38,10 +43,58 @@ func dynamicWithToken(t *testing.T, token string) dynamic.Interface {
 // clientWithToken is a Kubernetes client that acts as a token's holder, straight to the apiserver.
 func clientWithToken(t *testing.T, token string) kubernetes.Interface {
 	t.Helper()
-	cs, err := kubernetes.NewForConfig(seeingCredentials(&rest.Config{Host: env.vars["KUBE_APISERVER_URL"], BearerToken: token,
-		TLSClientConfig: rest.TLSClientConfig{CAFile: env.vars["KUBE_CA_FILE"]}}))
+	cs, err := kubernetes.NewForConfig(tokenConfig(token))
 	require.NoError(t, err)
 	return cs
+}
+
+// putIdlePolicy sets ns's idle policy through svc as the holder of token.
+func putIdlePolicy(t *testing.T, svc *serviceProc, token, ns, stopAfter string) *response {
+	t.Helper()
+	body, _ := json.Marshal(map[string]string{"stopAfter": stopAfter})
+	r, err := sendTo(svc.url, "PUT", "/rest/ray/v1/namespaces/"+ns+"/idle-policy", token, "application/json", body)
+	require.NoError(t, err)
+	return r
+}
+
+// utilizationOf is svc's utilization report of ns grouped by groupBy, as the holder of token reads it.
+func utilizationOf(t *testing.T, svc *serviceProc, token, ns, groupBy string) utilizationReport {
+	t.Helper()
+	r, err := sendTo(svc.url, "GET", "/rest/ray/v1/namespaces/"+ns+"/utilization?groupBy="+groupBy, token, "", nil)
+	require.NoError(t, err)
+	require.Equal(t, 200, r.Status, "%s", r.Raw)
+	var rep utilizationReport
+	require.NoError(t, json.Unmarshal(r.Data, &rep), "%s", r.Raw)
+	return rep
+}
+
+// idleDetail is what a cluster's detail says of its creator and of its idleness.
+type idleDetail struct {
+	Creator       string `json:"creator"`
+	CreatorSigned bool   `json:"creatorSigned"`
+	Idle          *struct {
+		StopAt *time.Time `json:"stopAt"`
+		Policy string     `json:"policy"`
+	} `json:"idle"`
+}
+
+// waitIdle waits until svc's detail of the RayCluster name in ns says it is idle, and returns it.
+func waitIdle(t *testing.T, svc *serviceProc, token, ns, name string) idleDetail {
+	t.Helper()
+	var d idleDetail
+	eventually(t, 2*time.Minute, "the "+name+" cluster idle", func() bool {
+		r, err := sendTo(svc.url, "GET", itemPath(ns, "rayclusters", name), token, "", nil)
+		require.NoError(t, err)
+		d = decode[idleDetail](t, r)
+		return d.Idle != nil
+	})
+	return d
+}
+
+// controlledBy makes u's controlling owner reference name the Ray object kind/name of that UID.
+func controlledBy(u *unstructured.Unstructured, kind, name string, uid types.UID) {
+	yes := true
+	u.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "ray.io/v1", Kind: kind, Name: name, UID: uid, Controller: &yes}})
 }
 
 // idleStopIdentity makes, in ns alone, the identity the chart makes for the stop of idle clusters by
@@ -101,27 +154,18 @@ func TestAttackForgedCreatorAndMaker(t *testing.T) {
 	user, token := tenant(t, ns, "mallory")
 	bind(t, ns, user, "ray-editor")
 
-	body, _ := json.Marshal(map[string]string{"stopAfter": "1h"})
-	r, err := sendTo(svc.url, "PUT", "/rest/ray/v1/namespaces/"+ns+"/idle-policy", admin, "application/json", body)
-	require.NoError(t, err)
+	r := putIdlePolicy(t, svc, admin, ns, "1h")
 	require.Equal(t, 201, r.Status, "%s", r.Raw)
 
 	forged := quietCluster(t, "forged")
 	forged.SetAnnotations(map[string]string{ray.CreatorKey: "victim-user"})
 	forged.SetLabels(map[string]string{ray.CreatorKey: "victim-user", ray.OriginatedFromCRDLabel: "RayJob", ray.OriginatedFromCRNameLabel: "victims-job"})
-	_, err = dynamicWithToken(t, token).Resource(ray.RayGroupVersion.WithResource("rayclusters")).Namespace(ns).Create(context.Background(), forged,
+	_, err := dynamicWithToken(t, token).Resource(ray.RayGroupVersion.WithResource("rayclusters")).Namespace(ns).Create(context.Background(), forged,
 		metav1.CreateOptions{})
 	require.NoError(t, err)
 	waitStatus(t, ns, "rayclusters", "forged", "Running")
 
-	report := func(groupBy string) utilizationReport {
-		r, err := sendTo(svc.url, "GET", "/rest/ray/v1/namespaces/"+ns+"/utilization?groupBy="+groupBy, admin, "", nil)
-		require.NoError(t, err)
-		require.Equal(t, 200, r.Status, "%s", r.Raw)
-		var rep utilizationReport
-		require.NoError(t, json.Unmarshal(r.Data, &rep), "%s", r.Raw)
-		return rep
-	}
+	report := func(groupBy string) utilizationReport { return utilizationOf(t, svc, admin, ns, groupBy) }
 	eventually(t, 60*time.Second, "the forged cluster's hours credited", func() bool {
 		rep := report("creator")
 		return len(rep.Items) > 0 && rep.Whole.Allocated.CPUCoreHours > 0
@@ -136,21 +180,7 @@ func TestAttackForgedCreatorAndMaker(t *testing.T) {
 	assert.False(t, kinds["RayJob"], "labels without KubeRay's owner reference file no cluster under a RayJob: %v", kinds)
 	assert.True(t, kinds["RayCluster"], "counted as what it is, a RayCluster of its own: %v", kinds)
 
-	type idleDetail struct {
-		Creator       string `json:"creator"`
-		CreatorSigned bool   `json:"creatorSigned"`
-		Idle          *struct {
-			StopAt *time.Time `json:"stopAt"`
-			Policy string     `json:"policy"`
-		} `json:"idle"`
-	}
-	var d idleDetail
-	eventually(t, 2*time.Minute, "the forged cluster idle", func() bool {
-		r, err := sendTo(svc.url, "GET", itemPath(ns, "rayclusters", "forged"), admin, "", nil)
-		require.NoError(t, err)
-		d = decode[idleDetail](t, r)
-		return d.Idle != nil
-	})
+	d := waitIdle(t, svc, admin, ns, "forged")
 	assert.False(t, d.CreatorSigned, "the detail says the creator is not the service's")
 	if assert.NotNil(t, d.Idle.StopAt, "the namespace's policy plans its stop: the forged labels exempt nothing") {
 		assert.Contains(t, d.Idle.Policy, "namespace policy")
@@ -175,19 +205,11 @@ func TestAttackForgedOwnerReference(t *testing.T) {
 	bind(t, ns, user, "ray-editor")
 	ctx := context.Background()
 
-	body, _ := json.Marshal(map[string]string{"stopAfter": "1h"})
-	r, err := sendTo(svc.url, "PUT", "/rest/ray/v1/namespaces/"+ns+"/idle-policy", admin, "application/json", body)
-	require.NoError(t, err)
+	r := putIdlePolicy(t, svc, admin, ns, "1h")
 	require.Equal(t, 201, r.Status, "%s", r.Raw)
 
 	// The victim's RayJob, made through the service (its creator signed); suspended, it makes no cluster.
-	var obj map[string]any
-	require.NoError(t, yaml.Unmarshal(mustRename(t, "rayjob-minimal.yaml", "victims-job"), &obj))
-	obj["spec"].(map[string]any)["suspend"] = true
-	jobBody, err := json.Marshal(obj)
-	require.NoError(t, err)
-	r = call(t, "POST", nsPath(ns, "rayjobs"), admin, "application/json", jobBody)
-	require.Equal(t, 201, r.Status, "%s", r.Raw)
+	r = createSuspendedRayJob(t, admin, ns, "victims-job", nil)
 	require.True(t, decode[summary](t, r).CreatorSigned)
 	victim := decode[summary](t, r).Creator
 
@@ -196,21 +218,12 @@ func TestAttackForgedOwnerReference(t *testing.T) {
 	require.NoError(t, err)
 	forged := quietCluster(t, "forged")
 	forged.SetLabels(map[string]string{ray.OriginatedFromCRDLabel: "RayJob", ray.OriginatedFromCRNameLabel: "victims-job"})
-	yes := true
-	forged.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "ray.io/v1", Kind: "RayJob", Name: "victims-job", UID: job.GetUID(),
-		Controller: &yes}})
+	controlledBy(forged, "RayJob", "victims-job", job.GetUID())
 	_, err = mallory.Resource(ray.RayGroupVersion.WithResource("rayclusters")).Namespace(ns).Create(ctx, forged, metav1.CreateOptions{})
 	require.NoError(t, err)
 	waitStatus(t, ns, "rayclusters", "forged", "Running")
 
-	report := func(groupBy string) utilizationReport {
-		r, err := sendTo(svc.url, "GET", "/rest/ray/v1/namespaces/"+ns+"/utilization?groupBy="+groupBy, admin, "", nil)
-		require.NoError(t, err)
-		require.Equal(t, 200, r.Status, "%s", r.Raw)
-		var rep utilizationReport
-		require.NoError(t, json.Unmarshal(r.Data, &rep), "%s", r.Raw)
-		return rep
-	}
+	report := func(groupBy string) utilizationReport { return utilizationOf(t, svc, admin, ns, groupBy) }
 	eventually(t, 60*time.Second, "the forged cluster's hours credited", func() bool {
 		return report("creator").Whole.Allocated.CPUCoreHours > 0
 	})
@@ -219,19 +232,7 @@ func TestAttackForgedOwnerReference(t *testing.T) {
 		assert.Equal(t, "RayCluster", row.Kind, "nor files the cluster under the RayJob: %+v", row.GroupKey)
 	}
 
-	type idleDetail struct {
-		Idle *struct {
-			StopAt *time.Time `json:"stopAt"`
-			Policy string     `json:"policy"`
-		} `json:"idle"`
-	}
-	var d idleDetail
-	eventually(t, 2*time.Minute, "the forged cluster idle", func() bool {
-		r, err := sendTo(svc.url, "GET", itemPath(ns, "rayclusters", "forged"), admin, "", nil)
-		require.NoError(t, err)
-		d = decode[idleDetail](t, r)
-		return d.Idle != nil
-	})
+	d := waitIdle(t, svc, admin, ns, "forged")
 	if assert.NotNil(t, d.Idle.StopAt, "the namespace's policy plans its stop: the RayJob's exemption does not cover it") {
 		assert.Contains(t, d.Idle.Policy, "namespace policy")
 	}
@@ -269,21 +270,12 @@ func TestAttackCronRunsBilledOnlyWhenScheduled(t *testing.T) {
 	forged := &unstructured.Unstructured{Object: obj}
 	forged.SetLabels(map[string]string{ray.RunOfLabel: "every-minute"})
 	forged.SetAnnotations(map[string]string{ray.ScheduledAtAnnotation: tick.Format(time.RFC3339)})
-	yes := true
-	forged.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "ray.io/v1", Kind: "RayCronJob", Name: "every-minute", UID: cron.GetUID(),
-		Controller: &yes}})
+	controlledBy(forged, "RayCronJob", "every-minute", cron.GetUID())
 	_, err = mallory.Resource(rayJobs).Namespace(ns).Create(ctx, forged, metav1.CreateOptions{})
 	require.NoError(t, err)
 	require.True(t, time.Now().Before(tick), "made before its tick")
 
-	rows := func() []utilizationRow {
-		r, err := sendTo(svc.url, "GET", "/rest/ray/v1/namespaces/"+ns+"/utilization?groupBy=cluster", admin, "", nil)
-		require.NoError(t, err)
-		require.Equal(t, 200, r.Status, "%s", r.Raw)
-		var rep utilizationReport
-		require.NoError(t, json.Unmarshal(r.Data, &rep), "%s", r.Raw)
-		return rep.Items
-	}
+	rows := func() []utilizationRow { return utilizationOf(t, svc, admin, ns, "cluster").Items }
 	// billed are the creators the rows counted to a RayJob bill, and its core-hours.
 	billed := func(job string) (creators map[string]bool, hours float64) {
 		creators = map[string]bool{}
@@ -354,9 +346,7 @@ func TestAttackIdlePolicyReplay(t *testing.T) {
 	ctx := context.Background()
 	path := "/rest/ray/v1/namespaces/" + ns + "/idle-policy"
 	put := func(stopAfter string) {
-		body, _ := json.Marshal(map[string]string{"stopAfter": stopAfter})
-		r, err := sendTo(svc.url, "PUT", path, admin, "application/json", body)
-		require.NoError(t, err)
+		r := putIdlePolicy(t, svc, admin, ns, stopAfter)
 		require.Contains(t, []int{200, 201}, r.Status, "%s", r.Raw)
 	}
 	get := func() *response {
@@ -406,16 +396,9 @@ func TestAttackKueueNoopNeedsTheRight(t *testing.T) {
 	ns := namespace(t, "kueue-noop")
 	admin := env.tokens["admin"]
 	ctx := context.Background()
-	var obj map[string]any
-	require.NoError(t, yaml.Unmarshal(mustRename(t, "rayjob-minimal.yaml", "queued"), &obj))
-	obj["metadata"].(map[string]any)["labels"] = map[string]any{"kueue.x-k8s.io/queue-name": "team-queue"}
-	obj["spec"].(map[string]any)["suspend"] = true
-	body, err := json.Marshal(obj)
-	require.NoError(t, err)
-	r := call(t, "POST", nsPath(ns, "rayjobs"), admin, "application/json", body)
-	require.Equal(t, 201, r.Status, "%s", r.Raw)
+	createSuspendedRayJob(t, admin, ns, "queued", map[string]any{"kueue.x-k8s.io/queue-name": "team-queue"})
 	made := makeWorkload(t, ns, rayJobs, "queued", "rayjob-queued-noop", "team-queue")
-	_, err = env.adminDyn.Resource(kueueWorkloads).Namespace(ns).Patch(ctx, made.GetName(), types.MergePatchType, []byte(`{"spec":{"active":false}}`),
+	_, err := env.adminDyn.Resource(kueueWorkloads).Namespace(ns).Patch(ctx, made.GetName(), types.MergePatchType, []byte(`{"spec":{"active":false}}`),
 		metav1.PatchOptions{})
 	require.NoError(t, err)
 
@@ -423,7 +406,7 @@ func TestAttackKueueNoopNeedsTheRight(t *testing.T) {
 	grantRole(t, ns, reader, "read", rbacv1.PolicyRule{APIGroups: []string{"ray.io"}, Resources: []string{"rayjobs"}, Verbs: []string{"get", "list"}},
 		rbacv1.PolicyRule{APIGroups: []string{"kueue.x-k8s.io"}, Resources: []string{"workloads"}, Verbs: []string{"get", "list"}},
 		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list"}})
-	r = call(t, "POST", itemPath(ns, "rayjobs", "queued")+"/stop", readerToken, "", nil)
+	r := call(t, "POST", itemPath(ns, "rayjobs", "queued")+"/stop", readerToken, "", nil)
 	assert.Equal(t, 403, r.Status, "a stop with nothing to do by a reader: %s", r.Raw)
 	r = call(t, "POST", itemPath(ns, "rayjobs", "queued")+"/stop", admin, "", nil)
 	assert.Equal(t, 200, r.Status, "the admin's no-op: %s", r.Raw)
@@ -445,14 +428,7 @@ func TestAttackUtilizationQuotasUnreadable(t *testing.T) {
 	bind(t, ns, user, "ray-viewer")
 	require.Equal(t, 201, createCluster(t, admin, ns, "held", nil).Status)
 	waitStatus(t, ns, "rayclusters", "held", "Running")
-	report := func(tok string) utilizationReport {
-		r, err := sendTo(svc.url, "GET", "/rest/ray/v1/namespaces/"+ns+"/utilization?groupBy=namespace", tok, "", nil)
-		require.NoError(t, err)
-		require.Equal(t, 200, r.Status, "%s", r.Raw)
-		var rep utilizationReport
-		require.NoError(t, json.Unmarshal(r.Data, &rep), "%s", r.Raw)
-		return rep
-	}
+	report := func(tok string) utilizationReport { return utilizationOf(t, svc, tok, ns, "namespace") }
 	eventually(t, 60*time.Second, "the namespace's row", func() bool { return len(report(admin).Items) == 1 })
 	assert.NotEmpty(t, report(admin).Items[0].Quota, "an admin reads the quota")
 	rep := report(token)
