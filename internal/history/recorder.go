@@ -13,11 +13,10 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/leaderelection"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
 	"ray-service/internal/cache"
 	"ray-service/internal/k8s"
+	"ray-service/internal/lease"
 	"ray-service/internal/notify"
 	"ray-service/internal/ray"
 	"ray-service/internal/usage"
@@ -468,33 +467,19 @@ func manifest(k *ray.Kind, o *unstructured.Unstructured) string {
 	return string(b)
 }
 
-// Election is the Lease the replicas compete for: its holder writes the history.
-type Election struct {
-	Lock                                      resourcelock.Interface
-	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
-}
-
-// Run writes the history until ctx ends, while this replica holds the Lease.
-func (r *Recorder) Run(ctx context.Context, el Election) {
+// Start starts the recorder's loops, which write while this replica leads (Lead, Follow) until ctx
+// ends.
+func (r *Recorder) Start(ctx context.Context) {
 	r.init()
 	go r.write(ctx)
 	go r.prune(ctx)
 	go r.account(ctx)
-	for ctx.Err() == nil {
-		le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-			Lock: el.Lock, LeaseDuration: el.LeaseDuration, RenewDeadline: el.RenewDeadline, RetryPeriod: el.RetryPeriod,
-			ReleaseOnCancel: true, Name: "history",
-			Callbacks: leaderelection.LeaderCallbacks{
-				OnStartedLeading: r.lead,
-				OnStoppedLeading: r.follow,
-			},
-		})
-		if err != nil {
-			r.Log.Error("history: leader election", zap.Error(err))
-			return
-		}
-		le.Run(ctx)
-	}
+}
+
+// Hooks are the recorder's part in the service's Lease: it writes the history while this replica
+// holds it.
+func (r *Recorder) Hooks() lease.Hooks {
+	return lease.Hooks{Name: "history", Lead: r.lead, Follow: r.follow}
 }
 
 // lead takes over: what is recorded of the objects not gone is compared with every object there now.

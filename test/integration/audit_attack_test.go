@@ -380,7 +380,7 @@ func TestAuditChainTwoReplicasOnPostgres(t *testing.T) {
 	ns := namespace(t, "audit-ha")
 	admin := env.tokens["admin"]
 	dsn := postgresDatabase(t)
-	args := []string{"--history-dsn", dsn, "--history-lease", "history-audit-ha"}
+	args := []string{"--history-dsn", dsn, "--lease", "history-audit-ha"}
 	a := startInstance(t, "ray-service-audit-ha-a.log", args...)
 	b := startInstance(t, "ray-service-audit-ha-b.log", args...)
 	const each = 12

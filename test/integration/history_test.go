@@ -193,7 +193,7 @@ func TestHistoryStoreOnPostgres(t *testing.T) {
 func TestHistoryRestart(t *testing.T) {
 	ns := namespace(t, "hist-restart")
 	admin := env.tokens["admin"]
-	args := []string{"--history-dsn", "sqlite:" + env.state + "/history/restart.db", "--history-lease", "history-restart"}
+	args := []string{"--history-dsn", "sqlite:" + env.state + "/history/restart.db", "--lease", "history-restart"}
 	svc := startInstance(t, "ray-service-restart-1.log", args...)
 	require.Equal(t, 201, call(t, "POST", nsPath(ns, "rayjobs"), admin, "application/json", rayJob(t, "job", true)).Status)
 	require.Equal(t, 201, createCluster(t, admin, ns, "doomed", nil).Status)
@@ -230,7 +230,7 @@ func TestHistoryTwoReplicas(t *testing.T) {
 	ns := namespace(t, "hist-ha")
 	admin := env.tokens["admin"]
 	dsn := postgresDatabase(t)
-	args := []string{"--history-dsn", dsn, "--history-lease", "history-ha"}
+	args := []string{"--history-dsn", dsn, "--lease", "history-ha"}
 	a := startInstance(t, "ray-service-ha-a.log", args...)
 	b := startInstance(t, "ray-service-ha-b.log", args...)
 	var leader, follower *serviceProc
