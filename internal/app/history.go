@@ -15,6 +15,7 @@ import (
 	"ray-service/internal/config"
 	"ray-service/internal/history"
 	"ray-service/internal/ray"
+	"ray-service/internal/sqldb"
 )
 
 // idleTo hands the idle detection's judgement to the watch cache and to the utilization accounting.
@@ -66,6 +67,6 @@ func startHistory(ctx context.Context, cfg *config.Config, restCfg *rest.Config,
 	registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ray_service_history_dropped_total",
 		Help: "Changes of deleted objects a full write queue of the history dropped."}, func() float64 { return float64(r.Dropped()) }))
 	r.Start(ctx)
-	log.Info("history", zap.String("database", history.Redact(cfg.HistoryDSN)))
+	log.Info("history", zap.String("database", sqldb.Redact(cfg.HistoryDSN)))
 	return r, hs, nil
 }

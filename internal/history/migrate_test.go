@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
 
+	"ray-service/internal/sqldb"
 	"ray-service/internal/usage"
 )
 
@@ -56,25 +57,9 @@ func TestMigrationKeepsRecords(t *testing.T) {
 // an older service left it.
 func sqliteAt(t *testing.T, file string, v int) *sql.DB {
 	t.Helper()
-	driver, source, err := parseDSN("sqlite:" + file)
+	d, err := sqldb.Open(t.Context(), "sqlite:"+file, Migrations()[:v])
 	require.NoError(t, err)
-	db, err := sql.Open(driver, source)
-	require.NoError(t, err)
-	_, err = db.Exec(`CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at BIGINT NOT NULL)`)
-	require.NoError(t, err)
-	for i, m := range migrations[:v] {
-		if !strings.HasPrefix(m, postgresOnly) {
-			for stmt := range strings.SplitSeq(m, ";") {
-				if strings.TrimSpace(stmt) != "" {
-					_, err := db.Exec(stmt)
-					require.NoError(t, err)
-				}
-			}
-		}
-		_, err = db.Exec(`INSERT INTO schema_migrations VALUES ($1, 0)`, i+1)
-		require.NoError(t, err)
-	}
-	return db
+	return d.DB
 }
 
 // A change queued keeps the first and the last KeptTransitions of its transitions, and counts those
