@@ -147,14 +147,19 @@ func Run(ctx context.Context, cfg *config.Config) error {
 	var notices *history.Store // where notifications are kept: none without a history database
 	var utilization api.Utilization
 	if cfg.HistoryDSN != "" {
-		recorder, store2, err := startHistory(ctx, cfg, restCfg, kinds, templates, store.Serves, log, registry, clusterUse)
+		db, err := openDatabase(ctx, cfg.HistoryDSN)
 		if err != nil {
+			return err
+		}
+		recorder, store2, err := startHistory(ctx, cfg, db, restCfg, kinds, templates, store.Serves, log, registry, clusterUse)
+		if err != nil {
+			_ = db.Close()
 			return err
 		}
 		defer func() { _ = store2.Close() }()
 		elected.Add(recorder.Hooks())
 		store.SetObserver(recorder)
-		hist, auditStore = store2, store2.Audit()
+		hist, auditStore = store2, audit.NewSQLStore(db)
 		notices, utilization = store2, store2
 		if detector != nil {
 			detector.Clusters = idleTo{Store: store, accounting: recorder}

@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"ray-service/internal/audit"
 	"ray-service/internal/cache"
 	"ray-service/internal/config"
 	"ray-service/internal/history"
@@ -29,13 +30,13 @@ func (t idleTo) SetIdle(idle map[cache.ClusterRef]*ray.Idle) {
 	t.accounting.SetIdle(idle)
 }
 
-// startHistory opens the history database and starts its recorder, which writes while this replica
+// startHistory starts the history in db and its recorder, which writes while this replica
 // holds the Lease (its hooks are the Lease's to add).
-func startHistory(ctx context.Context, cfg *config.Config, restCfg *rest.Config, kinds *ray.Kinds, signer *ray.TemplateSigner,
+func startHistory(ctx context.Context, cfg *config.Config, db *sqldb.DB, restCfg *rest.Config, kinds *ray.Kinds, signer *ray.TemplateSigner,
 	serves func(*ray.Kind) bool, log *zap.Logger, registry *prometheus.Registry, use history.Use) (*history.Recorder, *history.Store, error) {
 	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	hs, err := history.Open(octx, cfg.HistoryDSN)
+	hs, err := history.New(octx, db)
 	if err != nil {
 		return nil, nil, fmt.Errorf("opening the history: %w", err)
 	}
@@ -69,4 +70,20 @@ func startHistory(ctx context.Context, cfg *config.Config, restCfg *rest.Config,
 	r.Start(ctx)
 	log.Info("history", zap.String("database", sqldb.Redact(cfg.HistoryDSN)))
 	return r, hs, nil
+}
+
+// openDatabase opens the service's database (history-dsn), where each stored feature keeps its tables,
+// and brings it to the one schema their migrations make.
+func openDatabase(ctx context.Context, dsn string) (*sqldb.DB, error) {
+	schema, err := sqldb.Schema(history.Migrations(), audit.Migrations())
+	if err != nil {
+		return nil, err
+	}
+	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	db, err := sqldb.Open(octx, dsn, schema)
+	if err != nil {
+		return nil, fmt.Errorf("opening the history: %w", err)
+	}
+	return db, nil
 }

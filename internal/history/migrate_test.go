@@ -53,11 +53,17 @@ func TestMigrationKeepsRecords(t *testing.T) {
 	assert.Greater(t, n, int64(100<<10), "what it takes is counted")
 }
 
-// sqliteAt opens a SQLite history in file at schema version v (its first v migrations, each recorded), as
+// sqliteAt opens a SQLite history in file at schema version v (its migrations up to v, each recorded), as
 // an older service left it.
 func sqliteAt(t *testing.T, file string, v int) *sql.DB {
 	t.Helper()
-	d, err := sqldb.Open(t.Context(), "sqlite:"+file, Migrations()[:v])
+	var upTo []sqldb.Migration
+	for _, m := range Migrations() {
+		if m.Version <= v {
+			upTo = append(upTo, m)
+		}
+	}
+	d, err := sqldb.Open(t.Context(), "sqlite:"+file, upTo)
 	require.NoError(t, err)
 	return d.DB
 }

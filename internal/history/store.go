@@ -78,6 +78,11 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	return New(ctx, d)
+}
+
+// New is the history in d, whose schema has the history's migrations; closing it closes d.
+func New(ctx context.Context, d *sqldb.DB) (*Store, error) {
 	s := &Store{db: d.DB, postgres: d.Postgres, sqldb: d}
 	if err := s.prepareUpserts(ctx); err != nil {
 		_ = d.Close()
@@ -107,7 +112,8 @@ func (s *Store) Close() error {
 // migrationLock is the PostgreSQL advisory lock held while the schema is migrated.
 const migrationLock = sqldb.MigrationLock
 
-// migrations are the schema's versions, in order; each runs once, in a transaction.
+// migrations are the schema's versions the history holds, by number (version v at v-1): the numbers
+// are shared with the other features' (sqldb.Schema), whose versions are empty here.
 var migrations = []string{
 	// 1: records, their manifests, timelines and endings. A record's row stays small (a page scans
 	// many); what only a detail shows is in tables of its own.
@@ -161,8 +167,8 @@ var migrations = []string{
 		ending_bytes = COALESCE((SELECT LENGTH(body) FROM endings e WHERE e.uid = records.uid), 0),
 		transition_count = (SELECT COUNT(*) FROM transitions t WHERE t.uid = records.uid);
 	CREATE INDEX records_by_namespace_ended ON records (namespace, (COALESCE(finished_at, deleted_at)), uid)`,
-	// 3: the audit trail (audit.go).
-	auditMigration,
+	// 3: the audit trail's (internal/audit).
+	"",
 	// 4: the notifications (notices.go).
 	noticesMigration,
 	// 5: the utilization accounting (usage.go).
@@ -216,14 +222,16 @@ const postgresOnly = sqldb.PostgresOnly
 const recordBytes = `(256 + LENGTH(kind) + LENGTH(namespace) + LENGTH(name) + LENGTH(creator) + LENGTH(reason) + LENGTH(message)
 	+ spec_bytes + ending_bytes + 64 * transition_count)`
 
-// SchemaVersion is the schema version this service brings a database to.
+// SchemaVersion is the newest schema version of the history's own migrations.
 var SchemaVersion = len(migrations)
 
 // Migrations are the history's schema migrations, numbered.
 func Migrations() []sqldb.Migration {
-	out := make([]sqldb.Migration, len(migrations))
+	var out []sqldb.Migration
 	for i, m := range migrations {
-		out[i] = sqldb.Migration{Version: i + 1, Feature: "history", SQL: m}
+		if m != "" {
+			out = append(out, sqldb.Migration{Version: i + 1, Feature: "history", SQL: m})
+		}
 	}
 	return out
 }

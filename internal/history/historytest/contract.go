@@ -4,6 +4,7 @@ package historytest
 
 import (
 	"crypto/sha256"
+	"database/sql"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 
 	"ray-service/internal/history"
 	"ray-service/internal/ray"
+	"ray-service/internal/sqldb/sqldbtest"
 )
 
 // Open opens a new, empty history and returns it with its DSN (to open it again).
@@ -302,3 +304,7 @@ func quotas(t *testing.T, open Open) {
 	require.NoError(t, err)
 	assert.Equal(t, int64(1), n, "of all: b0")
 }
+
+// DB opens the database behind a history's DSN directly, as someone who reaches it would: to read (or
+// break) its tables.
+func DB(t *testing.T, dsn string) *sql.DB { return sqldbtest.Raw(t, dsn) }
