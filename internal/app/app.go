@@ -144,14 +144,18 @@ func Run(ctx context.Context, cfg *config.Config) error {
 	p.leading = elected.Leading
 	var hist api.History // none without a history database
 	var auditStore audit.Store
-	var notices *history.Store // where notifications are kept: none without a history database
+	var notices *notify.SQLStore // where notifications are kept: none without the service's database
 	var utilization api.Utilization
 	if cfg.HistoryDSN != "" {
 		db, err := openDatabase(ctx, cfg.HistoryDSN)
 		if err != nil {
 			return err
 		}
-		recorder, store2, err := startHistory(ctx, cfg, db, restCfg, kinds, templates, store.Serves, log, registry, clusterUse)
+		notices = notify.NewSQLStore(db)
+		changes := func(ctx context.Context, cs []history.StatusChange) error {
+			return notices.AddNotices(ctx, noticesOf(cs))
+		}
+		recorder, store2, err := startHistory(ctx, cfg, db, restCfg, kinds, templates, store.Serves, log, registry, clusterUse, changes)
 		if err != nil {
 			_ = db.Close()
 			return err
@@ -160,7 +164,10 @@ func Run(ctx context.Context, cfg *config.Config) error {
 		elected.Add(recorder.Hooks())
 		store.SetObserver(recorder)
 		hist, auditStore = store2, audit.NewSQLStore(db)
-		notices, utilization = store2, store2
+		notices, utilization = notify.NewSQLStore(db), store2
+		recorder.Changes = func(ctx context.Context, cs []history.StatusChange) error {
+			return notices.AddNotices(ctx, noticesOf(cs))
+		}
 		if detector != nil {
 			detector.Clusters = idleTo{Store: store, accounting: recorder}
 		}

@@ -15,6 +15,7 @@ import (
 	"ray-service/internal/cache"
 	"ray-service/internal/config"
 	"ray-service/internal/history"
+	"ray-service/internal/notify"
 	"ray-service/internal/ray"
 	"ray-service/internal/sqldb"
 )
@@ -30,10 +31,12 @@ func (t idleTo) SetIdle(idle map[cache.ClusterRef]*ray.Idle) {
 	t.accounting.SetIdle(idle)
 }
 
-// startHistory starts the history in db and its recorder, which writes while this replica
-// holds the Lease (its hooks are the Lease's to add).
+// startHistory starts the history in db and its recorder, which writes while this replica holds the
+// Lease (its hooks are the Lease's to add) and hands the changes of status that make notifications to
+// changes.
 func startHistory(ctx context.Context, cfg *config.Config, db *sqldb.DB, restCfg *rest.Config, kinds *ray.Kinds, signer *ray.TemplateSigner,
-	serves func(*ray.Kind) bool, log *zap.Logger, registry *prometheus.Registry, use history.Use) (*history.Recorder, *history.Store, error) {
+	serves func(*ray.Kind) bool, log *zap.Logger, registry *prometheus.Registry, use history.Use,
+	changes func(context.Context, []history.StatusChange) error) (*history.Recorder, *history.Store, error) {
 	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	hs, err := history.New(octx, db)
@@ -52,7 +55,7 @@ func startHistory(ctx context.Context, cfg *config.Config, db *sqldb.DB, restCfg
 	}
 	r := &history.Recorder{Store: hs, Kinds: kinds, Serves: serves, Dynamic: dyn, Core: core, Log: log, Signer: signer,
 		Limits: ray.EndingLimits{Events: cfg.HistoryEndingEvents, LogLines: int64(cfg.HistoryEndingLogLines), LogBytes: cfg.HistoryEndingBytes},
-		MaxAge: cfg.HistoryMaxAge, MaxPerNamespace: cfg.HistoryMaxPerNamespace,
+		MaxAge: cfg.HistoryMaxAge, MaxPerNamespace: cfg.HistoryMaxPerNamespace, Changes: changes,
 		NamespaceMaxBytes: cfg.HistoryNamespaceBytes, MaxBytes: cfg.HistoryBytes,
 		Accounting: history.Accounting{CreditEvery: cfg.UsageCreditEvery, Use: use, MeasureEvery: cfg.UsageMeasureEvery,
 			MeasureStep: cfg.UsageMeasureStep, Retention: cfg.UsageRetention}}
@@ -75,7 +78,7 @@ func startHistory(ctx context.Context, cfg *config.Config, db *sqldb.DB, restCfg
 // openDatabase opens the service's database (history-dsn), where each stored feature keeps its tables,
 // and brings it to the one schema their migrations make.
 func openDatabase(ctx context.Context, dsn string) (*sqldb.DB, error) {
-	schema, err := sqldb.Schema(history.Migrations(), audit.Migrations())
+	schema, err := sqldb.Schema(history.Migrations(), audit.Migrations(), notify.Migrations())
 	if err != nil {
 		return nil, err
 	}

@@ -12,6 +12,7 @@ import (
 
 	"ray-service/internal/audit"
 	"ray-service/internal/history"
+	"ray-service/internal/notify"
 	"ray-service/internal/sqldb"
 )
 
@@ -48,7 +49,7 @@ func TestAuditMigrationKeepsTheHistory(t *testing.T) {
 	defer func() { _ = s.Close() }()
 	v, err := db.Version(t.Context())
 	require.NoError(t, err)
-	schema, err := sqldb.Schema(history.Migrations(), audit.Migrations())
+	schema, err := sqldb.Schema(history.Migrations(), audit.Migrations(), notify.Migrations())
 	require.NoError(t, err)
 	assert.Equal(t, schema[len(schema)-1].Version, v)
 	r, err := s.Get(t.Context(), "u1")

@@ -169,8 +169,8 @@ var migrations = []string{
 	CREATE INDEX records_by_namespace_ended ON records (namespace, (COALESCE(finished_at, deleted_at)), uid)`,
 	// 3: the audit trail's (internal/audit).
 	"",
-	// 4: the notifications (notices.go).
-	noticesMigration,
+	// 4: the notifications' (internal/notify).
+	"",
 	// 5: the utilization accounting (usage.go).
 	usageMigration,
 	// 6: half of each page of the marks left free on PostgreSQL. The writer rewrites each holding
@@ -210,8 +210,8 @@ var migrations = []string{
 	kindsGuarded,
 	// 18: the groups' days summed per kind (usage.go).
 	kindDaysMigration,
-	// 19: the groups of each subscription's creator (notices.go).
-	creatorGroupsMigration,
+	// 19: the notifications' (internal/notify).
+	"",
 }
 
 // postgresOnly begins a migration that has nothing to do on SQLite (which rewrites a row in place).
@@ -223,7 +223,10 @@ const recordBytes = `(256 + LENGTH(kind) + LENGTH(namespace) + LENGTH(name) + LE
 	+ spec_bytes + ending_bytes + 64 * transition_count)`
 
 // SchemaVersion is the newest schema version of the history's own migrations.
-var SchemaVersion = len(migrations)
+var SchemaVersion = func() int {
+	m := Migrations()
+	return m[len(m)-1].Version
+}()
 
 // Migrations are the history's schema migrations, numbered.
 func Migrations() []sqldb.Migration {

@@ -16,6 +16,7 @@ import (
 
 	"ray-service/internal/history"
 	"ray-service/internal/history/historytest"
+	"ray-service/internal/notify/notifytest"
 )
 
 // historyScenario: what ran, how it ended and why, kept after KubeRay and users deleted it, as the
@@ -176,9 +177,10 @@ func TestHistory(t *testing.T) {
 	})
 }
 
-// The history's store behaves on PostgreSQL as on SQLite.
+// The history's store, and the notifications' kept beside it, behave on PostgreSQL as on SQLite.
 func TestHistoryStoreOnPostgres(t *testing.T) {
 	t.Parallel()
+	notifytest.Run(t, postgresDatabase)
 	historytest.Run(t, func(t *testing.T) (*history.Store, string) {
 		dsn := postgresDatabase(t)
 		s, err := history.Open(t.Context(), dsn)

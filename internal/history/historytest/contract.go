@@ -36,7 +36,6 @@ func Run(t *testing.T, open Open) {
 	t.Run("retention", func(t *testing.T) { retention(t, open) })
 	t.Run("bounds", func(t *testing.T) { bounds(t, open) })
 	t.Run("quotas in bytes", func(t *testing.T) { quotas(t, open) })
-	t.Run("notifications", func(t *testing.T) { notifications(t, open) })
 	t.Run("utilization", func(t *testing.T) { utilization(t, open) })
 	t.Run("utilization of many clusters at once", func(t *testing.T) { utilizationMany(t, open) })
 	t.Run("utilization pending between credits", func(t *testing.T) { utilizationPending(t, open) })
