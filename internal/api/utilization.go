@@ -52,7 +52,8 @@ const csvContentType = "text/csv; charset=utf-8"
 //	@Description	create made through it) is billed: one written by anyone who may edit the object is shown as an empty
 //	@Description	creator (unverified). A RayJob a RayCronJob's schedule made is billed to the RayCronJob's signed creator
 //	@Description	where its owner reference, label and tick match that RayCronJob, it was made at that tick (up to two
-//	@Description	minutes after), status.lastScheduleTime has reached it, and no other RayJob claims, or claimed, the same tick.
+//	@Description	minutes after), status.lastScheduleTime has reached it, and no other RayJob claims, or claimed, the same tick,
+//	@Description	nor was made for an earlier tick after it (KubeRay runs none of the ticks it passes over).
 //	@Description	Used hours are what its pods used, read
 //	@Description	from Prometheus (cAdvisor, DCGM, npu-exporter) by the service as the days go: measured shows how much
 //	@Description	of the window was, and where none was the used figures are null with a warning. Idle hours are those a

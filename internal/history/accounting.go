@@ -49,10 +49,11 @@ type accounting struct {
 	// (ray.RunOf), by the RayCronJob's key.
 	makers map[[3]string]maker
 	runs   map[[3]string]map[[3]string]bool
-	// spent are the ticks whose run (a RayJob that said it was the run of that tick) was deleted: KubeRay
-	// makes one run a tick, so another that says the same is not its. Kept while one could still be
-	// believed (ray.ScheduledRunGrace) or one says so.
-	spent map[tick]bool
+	// spent are the ticks whose run (a RayJob that said it was the run of that tick) was deleted, with
+	// when that run was made: KubeRay makes one run a tick, so another that says the same, or a tick
+	// that run passed over (ray.CronRun.Covers), is not its. Kept while one could still be believed
+	// (ray.ScheduledRunGrace) or one says so.
+	spent map[tick]time.Time
 	// claims are, by a cluster's UID, the maker its labels and owner reference name (ray.MadeBy), and
 	// its state as a cluster of its own; claimants the clusters that claim each maker.
 	claims    map[string]claim
@@ -91,7 +92,7 @@ type claim struct {
 
 func newAccounting() accounting {
 	return accounting{marks: map[string]*usage.Mark{}, byName: map[usage.ClusterRef]string{}, gone: map[usage.ClusterRef]*usage.Mark{},
-		makers: map[[3]string]maker{}, runs: map[[3]string]map[[3]string]bool{}, spent: map[tick]bool{}, claims: map[string]claim{}, claimants: map[[3]string]map[string]bool{},
+		makers: map[[3]string]maker{}, runs: map[[3]string]map[[3]string]bool{}, spent: map[tick]time.Time{}, claims: map[string]claim{}, claimants: map[[3]string]map[string]bool{},
 		idle: map[usage.ClusterRef]bool{}, ledger: usage.NewLedger()}
 }
 
@@ -204,21 +205,34 @@ func (r *Recorder) goneMakerLocked(key [3]string, now time.Time) {
 		return
 	}
 	cron := [3]string{ray.CronJobKind, key[1], mk.run.CronJob}
-	for tk := range a.spent {
-		if time.Unix(tk.at, 0).Add(ray.ScheduledRunGrace).Before(now) && !a.claimedLocked(tk) {
+	for tk, made := range a.spent {
+		if time.Unix(tk.at, 0).Add(ray.ScheduledRunGrace).Before(now) && !a.claimedLocked(tk, made) {
 			delete(a.spent, tk)
 		}
 	}
-	a.spent[tick{cron, mk.run.ScheduledAt.Unix()}] = true
+	a.spent[tick{cron, mk.run.ScheduledAt.Unix()}] = mk.run.Created
 	for job := range a.runs[cron] {
 		r.refileLocked(job, now)
 	}
 }
 
-// claimedLocked tells whether a RayJob the recorder knows says it is the run of tk.
-func (a *accounting) claimedLocked(tk tick) bool {
+// claimedLocked tells whether a RayJob the recorder knows says it is the run of tk, or of a tick the run of
+// tk, made at made, passed over.
+func (a *accounting) claimedLocked(tk tick, made time.Time) bool {
+	spentRun := ray.CronRun{ScheduledAt: time.Unix(tk.at, 0).UTC(), Created: made}
 	for job := range a.runs[tk.cron] {
-		if a.makers[job].run.ScheduledAt.Unix() == tk.at {
+		if spentRun.Covers(a.makers[job].run.ScheduledAt) {
+			return true
+		}
+	}
+	return false
+}
+
+// spentLocked tells whether the tick at of the RayCronJob cron is spent: a run of it, or a run that passed
+// over it, was deleted.
+func (a *accounting) spentLocked(cron [3]string, at time.Time) bool {
+	for tk, made := range a.spent {
+		if tk.cron == cron && (&ray.CronRun{ScheduledAt: time.Unix(tk.at, 0).UTC(), Created: made}).Covers(at) {
 			return true
 		}
 	}
@@ -228,9 +242,12 @@ func (a *accounting) claimedLocked(tk tick) bool {
 // creatorOf is whom the clusters of the maker of key, mk, are billed to: the creator the service signed
 // on it, or, for a RayJob a RayCronJob's schedule made, the creator the service signed on that RayCronJob.
 // A RayJob is such a run only as far as what KubeRay alone writes backs what it says
-// (ray.CronJobFacts.Scheduled), and where no other RayJob so backed says, or said (spent), it is the run of
-// the same tick: KubeRay makes one, and anyone who may create RayJobs could make another that says the
-// same. known is
+// (ray.CronJobFacts.Scheduled), and where no other RayJob made at or after its tick says, or said (spent),
+// it is the run of the same tick, or of an earlier tick that it was made after this one (ray.CronRun.Covers):
+// KubeRay makes one run a tick, and after a tick it made late (a RayCronJob suspended, the operator
+// down) it goes on from the time it made it, so the ticks in between have no run, and the RayCronJob's
+// status is past them all the same. Anyone who may create RayJobs could make one that says it is the run
+// of such a tick, or of one KubeRay ran. known is
 // false where the RayCronJob a RayJob names is not known (not listed yet, or deleted, its runs with it).
 func (a *accounting) creatorOf(key [3]string, mk maker) (creator string, known bool) {
 	if mk.creator != "" || mk.run.CronJob == "" {
@@ -241,11 +258,14 @@ func (a *accounting) creatorOf(key [3]string, mk maker) (creator string, known b
 	if !ok {
 		return "", false
 	}
-	if cron.creator == "" || !cron.schedule.Scheduled(&mk.run) || a.spent[tick{cronKey, mk.run.ScheduledAt.Unix()}] {
+	if cron.creator == "" || !cron.schedule.Scheduled(&mk.run) || a.spentLocked(cronKey, mk.run.ScheduledAt) {
 		return "", true
 	}
 	for job := range a.runs[cronKey] {
-		if other := a.makers[job]; job != key && other.run.ScheduledAt.Equal(mk.run.ScheduledAt) && cron.schedule.Scheduled(&other.run) {
+		// A RayJob made before the tick it names is no run of KubeRay's, nor one of another RayCronJob of
+		// that name: neither says anything of this one's tick.
+		other := a.makers[job].run
+		if job != key && other.UID == cron.schedule.UID && !other.Created.Before(other.ScheduledAt) && other.Covers(mk.run.ScheduledAt) {
 			return "", true
 		}
 	}

@@ -407,6 +407,20 @@ func TestRecorderAccountingStatusAndCronRuns(t *testing.T) {
 	// The runs of a RayCronJob deleted (which go with it) stay as billed.
 	run("nightly-next", tick.Add(2*time.Minute), tick.Add(2*time.Minute))
 	assert.Equal(t, "RayJob/nightly-next/carol", state("u-nightly-next-c"))
+
+	// Resumed after a suspension, KubeRay makes the run of the first tick it missed late, and goes on from
+	// then: it ran none of the ticks in between, though its status is past them. A RayJob that says it is
+	// the run of one is billed to no one, also once that late run is deleted; the next run is billed.
+	run("nightly-resumed", tick.Add(4*time.Minute), tick.Add(7*time.Minute+10*time.Second))
+	run("nightly-gap", tick.Add(6*time.Minute), tick.Add(6*time.Minute+5*time.Second))
+	run("nightly-after", tick.Add(8*time.Minute), tick.Add(8*time.Minute+time.Second))
+	observe(r, cronKind, cron(tick.Add(8*time.Minute+time.Second)), tick.Add(8*time.Minute+time.Second))
+	assert.Equal(t, "RayJob/nightly-resumed/", state("u-nightly-resumed-c"), "made long after its tick")
+	assert.Equal(t, "RayJob/nightly-gap/", state("u-nightly-gap-c"), "a tick KubeRay passed over")
+	assert.Equal(t, "RayJob/nightly-after/carol", state("u-nightly-after-c"), "the run after the late one")
+	gone([3]string{"RayJob", "team", "nightly-resumed"}, tick.Add(9*time.Minute))
+	assert.Equal(t, "RayJob/nightly-gap/", state("u-nightly-gap-c"), "the late run deleted")
+	assert.Equal(t, "RayJob/nightly-after/carol", state("u-nightly-after-c"))
 	gone([3]string{"RayCronJob", "team", "nightly"}, t0.Add(12*time.Minute))
 	assert.Equal(t, "RayJob/nightly-next/carol", state("u-nightly-next-c"), "as billed, the RayCronJob gone")
 }

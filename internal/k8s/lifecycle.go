@@ -22,7 +22,7 @@ func (o *Objects) createStopped(ctx context.Context, obj *unstructured.Unstructu
 		if err := unstructured.SetNestedField(obj.Object, true, "spec", "suspend"); err != nil {
 			return nil, err
 		}
-		created, err := o.create(ctx, obj, dryRun)
+		created, err := o.create(ctx, obj, dryRun, true)
 		if err != nil {
 			return nil, err
 		}
@@ -185,7 +185,7 @@ func (o *Objects) patchSuspend(ctx context.Context, ns, name string, suspend boo
 func (o *Objects) fromTemplate(ctx context.Context, tpl *ray.Template) (*Current, error) {
 	m := tpl.Manifest.DeepCopy()
 	m.SetResourceVersion("")
-	obj, err := o.create(ctx, m, false)
+	obj, err := o.create(ctx, m, false, tpl.CreatorSigned())
 	if apierrors.IsAlreadyExists(err) { // created by an earlier start that did not get to remove the template
 		obj, err = o.Get(ctx, m.GetNamespace(), m.GetName())
 	}
@@ -204,7 +204,7 @@ func (o *Objects) fromTemplate(ctx context.Context, tpl *ray.Template) (*Current
 // earlier attempt that was cut short); an older template of its own is replaced by the instance,
 // which is what runs; and a ConfigMap it did not write is refused (Conflict), never adopted.
 func (o *Objects) saveTemplate(ctx context.Context, obj *unstructured.Unstructured) (*ray.Template, error) {
-	cm, err := o.m.Templates.ConfigMap(o.Kind, obj, string(obj.GetUID()))
+	cm, err := o.m.Templates.ConfigMap(o.Kind, obj, string(obj.GetUID()), o.m.Templates.CreatorSigned(o.Kind, obj))
 	if err != nil {
 		return nil, err
 	}

@@ -370,7 +370,7 @@ func TestTemplatesAreTrustedOnlyAsSigned(t *testing.T) {
 	}
 
 	e := newLifecycleEnv(t, "rayservices")
-	cm, err := e.objs.m.Templates.ConfigMap(e.kind, e.manifest("svc"), "")
+	cm, err := e.objs.m.Templates.ConfigMap(e.kind, e.manifest("svc"), "", true)
 	require.NoError(t, err)
 	delete(cm.Labels, ray.TemplateLabel)
 	_, err = e.core.CoreV1().ConfigMaps("team").Create(ctx, cm, metav1.CreateOptions{})
@@ -380,7 +380,7 @@ func TestTemplatesAreTrustedOnlyAsSigned(t *testing.T) {
 
 	other := e.manifest("elsewhere")
 	other.SetNamespace("prod")
-	cm, err = e.objs.m.Templates.ConfigMap(e.kind, other, "")
+	cm, err = e.objs.m.Templates.ConfigMap(e.kind, other, "", true)
 	require.NoError(t, err)
 	cm.Namespace, cm.Name = "team", e.kind.TemplateName("svc2")
 	e.objs.m.Templates.Sign(cm) // even signed, a manifest of another object is refused
@@ -405,7 +405,7 @@ func TestStopAdoptsOnlyItsOwnTemplate(t *testing.T) {
 		require.NoError(t, err)
 		m2 := &unstructured.Unstructured{}
 		require.NoError(t, yaml.Unmarshal([]byte(strings.ReplaceAll(string(data), "rayproject/ray", image)), &m2.Object))
-		cm, err := e.objs.m.Templates.ConfigMap(e.kind, m2, parkedUID)
+		cm, err := e.objs.m.Templates.ConfigMap(e.kind, m2, parkedUID, true)
 		require.NoError(t, err)
 		if !signed {
 			delete(cm.Annotations, ray.TemplateSignatureKey)

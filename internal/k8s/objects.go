@@ -76,21 +76,29 @@ func (o *Objects) Get(ctx context.Context, ns, name string) (*unstructured.Unstr
 	return o.resource(ns).Get(ctx, name, metav1.GetOptions{})
 }
 
-// create creates a prepared manifest. Unknown fields are refused (strict field validation).
-func (o *Objects) create(ctx context.Context, obj *unstructured.Unstructured, dryRun bool) (*unstructured.Unstructured, error) {
+// create creates a prepared manifest. Unknown fields are refused (strict field validation). signed says
+// whether the service vouches for the creator the manifest records: it set it (a create made through
+// it), or a template holds it signed (Template.CreatorSigned). Otherwise the creator stays as a claim,
+// unsigned: a manifest copied from an object anyone could have annotated with another user's name.
+func (o *Objects) create(ctx context.Context, obj *unstructured.Unstructured, dryRun, signed bool) (*unstructured.Unstructured, error) {
 	opts := metav1.CreateOptions{FieldValidation: metav1.FieldValidationStrict}
 	if dryRun {
 		opts.DryRun = []string{metav1.DryRunAll}
 	}
+	// The caller's manifest stays as it was: a dry run's is stored as a template, which holds no
+	// signature.
+	obj = obj.DeepCopy()
 	// A signature the manifest carries is no one's: the service signs the creator for the moment of the
 	// create, and over the object's UID once it exists.
 	if ann := obj.GetAnnotations(); ann[ray.CreatorSignatureKey] != "" {
 		delete(ann, ray.CreatorSignatureKey)
 		obj.SetAnnotations(ann)
 	}
-	o.m.Templates.SignCreatorAt(o.Kind, obj, time.Now())
+	if signed {
+		o.m.Templates.SignCreatorAt(o.Kind, obj, time.Now())
+	}
 	out, err := o.resource(obj.GetNamespace()).Create(ctx, obj, opts)
-	if err != nil || dryRun {
+	if err != nil || dryRun || !signed {
 		return out, o.Kind.StrictError(err, obj.GetName())
 	}
 	return o.signCreator(ctx, out), nil
@@ -178,7 +186,7 @@ func (o *Objects) Create(ctx context.Context, obj *unstructured.Unstructured, st
 	if !start {
 		return o.createStopped(ctx, obj, dryRun)
 	}
-	created, err := o.create(ctx, obj, dryRun)
+	created, err := o.create(ctx, obj, dryRun, true)
 	if err != nil {
 		return nil, err
 	}

@@ -43,10 +43,10 @@ func (o *Objects) createTemplate(ctx context.Context, obj *unstructured.Unstruct
 	} else if !apierrors.IsNotFound(err) {
 		return nil, err
 	}
-	if _, err := o.create(ctx, obj, true); err != nil {
+	if _, err := o.create(ctx, obj, true, true); err != nil {
 		return nil, err
 	}
-	cm, err := o.m.Templates.ConfigMap(o.Kind, obj, "")
+	cm, err := o.m.Templates.ConfigMap(o.Kind, obj, "", true)
 	if err != nil {
 		return nil, err
 	}
@@ -74,10 +74,11 @@ func (o *Objects) updateTemplate(ctx context.Context, current *ray.Template, obj
 	}
 	probe := obj.DeepCopy()
 	probe.SetResourceVersion("")
-	if _, err := o.create(ctx, probe, true); err != nil {
+	if _, err := o.create(ctx, probe, true, true); err != nil {
 		return nil, err
 	}
-	cm, err := o.m.Templates.ConfigMap(o.Kind, probe, current.ConfigMap.Annotations[ray.TemplateParkedUIDKey])
+	// The creator is the one the template recorded (ray.KeepCreator), vouched for as it was.
+	cm, err := o.m.Templates.ConfigMap(o.Kind, probe, current.ConfigMap.Annotations[ray.TemplateParkedUIDKey], current.CreatorSigned())
 	if err != nil {
 		return nil, err
 	}

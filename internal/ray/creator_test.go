@@ -69,3 +69,28 @@ func TestProvisionalCreatorSignatureHoldsAtItsCreateAlone(t *testing.T) {
 	other.SetAnnotations(map[string]string{CreatorKey: "bob", CreatorSignatureKey: o.GetAnnotations()[CreatorSignatureKey]})
 	assert.False(t, s.CreatorSigned(k, other), "another creator")
 }
+
+// A template vouches for the creator its manifest records only where the service said it set or signed
+// it when it wrote the template: an object created with another user's name, stopped into a template,
+// is not started again as that user's. The manifest holds no signature of the object it was made from.
+func TestTemplateVouchesOnlyForASignedCreator(t *testing.T) {
+	s, err := NewTemplateSigner([]byte("0123456789abcdef0123456789abcdef"))
+	require.NoError(t, err)
+	k := NewKinds().ByKind("RayService")
+	o := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "ray.io/v1", "kind": "RayService"}}
+	o.SetNamespace("team")
+	o.SetName("serve")
+	o.SetUID("u-1")
+	o.SetAnnotations(map[string]string{CreatorKey: "alice"})
+	s.SignCreatorAt(k, o, time.Now())
+	for _, signed := range []bool{true, false} {
+		cm, err := s.ConfigMap(k, o, "u-1", signed)
+		require.NoError(t, err)
+		tpl, err := s.Read(k, cm)
+		require.NoError(t, err, "the service's template is read either way")
+		assert.Equal(t, "alice", tpl.Manifest.GetAnnotations()[CreatorKey], "the creator is kept as a claim")
+		assert.NotContains(t, tpl.Manifest.GetAnnotations(), CreatorSignatureKey, "no signature is stored")
+		assert.Equal(t, signed, tpl.CreatorSigned())
+		assert.Equal(t, signed, k.TemplateSummary(tpl).CreatorSigned)
+	}
+}

@@ -178,6 +178,15 @@ type CronRun struct {
 	Created     time.Time
 }
 
+// Covers tells whether r, were it the run KubeRay made, leaves the tick at without a run of its own: at
+// is its tick, or a later one it was made after. KubeRay makes the run of the tick after the last it
+// made (status.lastScheduleTime, or the RayCronJob's creation) once that tick has come, and goes on from
+// the time it made it (raycronjob_controller.go, v1.6.0): where it made it late, it ran none of the ticks
+// in between.
+func (r *CronRun) Covers(at time.Time) bool {
+	return at.Equal(r.ScheduledAt) || at.After(r.ScheduledAt) && at.Before(r.Created)
+}
+
 // RunOf is the RayCronJob run the RayJob o says it is; nil when it says none. Anyone who may create
 // RayJobs may say so (with the RayCronJob's real UID): CronJobFacts.Scheduled tells whether KubeRay's
 // schedule backs it.

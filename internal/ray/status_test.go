@@ -251,7 +251,7 @@ func answered(t *testing.T, k *Kind, fx statusFixture) string {
 	if fx.StoredAs == "template" {
 		signer, err := NewTemplateSigner(bytes.Repeat([]byte("k"), MinTemplateKeyBytes))
 		require.NoError(t, err)
-		cm, err := signer.ConfigMap(k, o, string(o.GetUID()))
+		cm, err := signer.ConfigMap(k, o, string(o.GetUID()), true)
 		require.NoError(t, err)
 		tpl, err := signer.Read(k, cm)
 		require.NoError(t, err)

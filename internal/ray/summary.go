@@ -118,7 +118,8 @@ type Summary struct {
 	Creator string `json:"creator"`
 	// CreatorSigned says whether the service wrote the creator (signed, at a create made through it,
 	// for this very object: its UID); false where anyone who may edit the object could have set it, or
-	// copied it from another object.
+	// copied it from another object, and for an object started from a template, or a template, of an
+	// object whose creator was not signed.
 	CreatorSigned bool      `json:"creatorSigned"`
 	CreatedAt     time.Time `json:"createdAt"`
 	// Image is the head's first container's image, cut to 512 bytes.

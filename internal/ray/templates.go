@@ -175,17 +175,25 @@ func (s *TemplateSigner) Read(k *Kind, cm *corev1.ConfigMap) (*Template, error) 
 			cm.Namespace, cm.Name, m.GetAPIVersion(), m.GetKind(), m.GetNamespace(), m.GetName(), k.Kind, cm.Namespace, name))
 	}
 	m.SetNamespace(cm.Namespace)
+	// A template written before carries the signature of the object it was made from: it is no one's.
+	unstructured.RemoveNestedField(m.Object, "metadata", "annotations", CreatorSignatureKey)
 	return &Template{ConfigMap: cm, Manifest: m}, nil
 }
 
 // ConfigMap builds the signed ConfigMap that stores a prepared manifest; parkedUID names the instance
-// it parks, if any.
-func (s *TemplateSigner) ConfigMap(k *Kind, o *unstructured.Unstructured, parkedUID string) (*corev1.ConfigMap, error) {
+// it parks, if any. creatorSigned says whether the service vouches for the creator o records (it set it
+// at a create made through it, or signed it on the instance stored): only then does the template's
+// signature cover it (Template.CreatorSigned), so that an object created with another user's name,
+// stopped and started again through the service, is not signed as that user's.
+func (s *TemplateSigner) ConfigMap(k *Kind, o *unstructured.Unstructured, parkedUID string, creatorSigned bool) (*corev1.ConfigMap, error) {
 	m := o.DeepCopy()
 	clearServerFields(m)
-	// Owners and finalizers belong to the instance, not to a manifest that may be created again.
+	// Owners and finalizers belong to the instance, not to a manifest that may be created again; a
+	// creator's signature to the object it was made for (a provisional one, readable in the template,
+	// would hold for an object of that name created straight through the apiserver within its minute).
 	unstructured.RemoveNestedField(m.Object, "metadata", "finalizers")
 	unstructured.RemoveNestedField(m.Object, "metadata", "ownerReferences")
+	unstructured.RemoveNestedField(m.Object, "metadata", "annotations", CreatorSignatureKey)
 	data, err := yaml.Marshal(m.Object)
 	if err != nil {
 		return nil, err
@@ -194,9 +202,13 @@ func (s *TemplateSigner) ConfigMap(k *Kind, o *unstructured.Unstructured, parked
 	if v := o.GetLabels()[CreatorKey]; v != "" {
 		labels[CreatorKey] = v
 	}
+	vouched := ""
+	if creatorSigned {
+		vouched = o.GetAnnotations()[CreatorKey]
+	}
 	cm := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: k.TemplateName(o.GetName()), Namespace: o.GetNamespace(), Labels: labels,
-			Annotations: map[string]string{CreatorKey: o.GetAnnotations()[CreatorKey], TemplateParkedUIDKey: parkedUID}},
+			Annotations: map[string]string{CreatorKey: vouched, TemplateParkedUIDKey: parkedUID}},
 		Data: map[string]string{TemplateDataKey: string(data)},
 	}
 	s.Sign(cm)
@@ -223,6 +235,14 @@ type Template struct {
 	Manifest  *unstructured.Unstructured
 }
 
+// CreatorSigned tells whether the service vouches for the creator the manifest records: its signature
+// covers the ConfigMap's creator annotation, which is that creator only where the service set or signed
+// it (see TemplateSigner.ConfigMap); a creator anyone could have written leaves it empty.
+func (t *Template) CreatorSigned() bool {
+	c := t.Manifest.GetAnnotations()[CreatorKey]
+	return c != "" && t.ConfigMap.Annotations[CreatorKey] == c
+}
+
 // Summary is the template's list item: the manifest's summary, type template, status Stopped.
 func (k *Kind) templateSummary(cm *corev1.ConfigMap, manifest *unstructured.Unstructured) Summary {
 	m := manifest.DeepCopy()
@@ -233,8 +253,8 @@ func (k *Kind) templateSummary(cm *corev1.ConfigMap, manifest *unstructured.Unst
 	s := k.Summarize(m)
 	s.Type = TypeTemplate
 	s.Status = StatusStopped
-	// Only a template the service signed is read, and its signature covers the creator.
-	s.CreatorSigned = s.Creator != ""
+	// Only a template the service signed is read, and its signature covers the creator it vouches for.
+	s.CreatorSigned = (&Template{ConfigMap: cm, Manifest: manifest}).CreatorSigned()
 	k.deriveHealth(&s, nil)
 	return s
 }
