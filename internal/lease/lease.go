@@ -93,11 +93,7 @@ func (l *Lease) lead(ctx context.Context, hooks []Hooks) {
 		if h.Lead == nil {
 			continue
 		}
-		l.leads.Add(1)
-		go func() {
-			defer l.leads.Done()
-			h.Lead(ctx)
-		}()
+		l.leads.Go(func() { h.Lead(ctx) })
 	}
 }
 
