@@ -328,6 +328,7 @@ func TestAttackCronRunsBilledOnlyWhenScheduled(t *testing.T) {
 	require.NoError(t, err)
 	at, err := time.Parse(time.RFC3339, scheduled.GetAnnotations()[ray.ScheduledAtAnnotation])
 	require.NoError(t, err)
+	t.Logf("the scheduled run %s of %s; the forged run claims %s", run, at, tick)
 	pastTick(run, at)
 	creators, _ := billed(run)
 	assert.Equal(t, map[string]bool{victim: true}, creators, "the run %s KubeRay made on schedule is billed to the RayCronJob's signed creator", run)
