@@ -109,6 +109,6 @@ MSG
 HTTP_PROXY=$OPERATOR_HTTP_PROXY NO_PROXY=127.0.0.1,localhost \
   "$BIN" --listen "$LISTEN" --dashboard-listen "$DASHBOARD_LISTEN" --kubeconfig "$SERVICE_KUBECONFIG" --prometheus-url "$PROMETHEUS_URL" \
   --template-key-file "$TEMPLATE_KEY_FILE" --audit-key-file "$AUDIT_KEY_FILE" --history-dsn "${RAY_SERVICE_HISTORY_DSN:-sqlite:$(dirname "$STATE")/history.db}" \
-  --history-lease-namespace default "$@" &
+  --lease-namespace default "$@" &
 pid=$!
 wait "$pid"

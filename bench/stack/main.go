@@ -726,7 +726,7 @@ func startService(c config, bin, listen string, extra []string) (string, func(),
 	}
 	args := append([]string{"--listen", listen, "--kubeconfig", c.env["SERVICE_KUBECONFIG"], "--prometheus-url", c.env["PROMETHEUS_URL"],
 		"--template-key-file", c.env["TEMPLATE_KEY_FILE"], "--audit-key-file", c.env["AUDIT_KEY_FILE"], "--log-level", "warn",
-		"--history-dsn", "sqlite:" + filepath.Join(dir, "history.db"), "--history-lease", "ray-bench-history-" + strings.NewReplacer(".", "-", ":", "-").Replace(listen)},
+		"--history-dsn", "sqlite:" + filepath.Join(dir, "history.db"), "--lease", "ray-bench-history-" + strings.NewReplacer(".", "-", ":", "-").Replace(listen)},
 		extra...)
 	cmd := exec.Command(bin, args...)
 	if err := cmd.Start(); err != nil {

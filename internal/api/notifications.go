@@ -15,7 +15,6 @@ import (
 
 	"ray-service/internal/audit"
 	"ray-service/internal/auth"
-	"ray-service/internal/history"
 	"ray-service/internal/k8s"
 	"ray-service/internal/notify"
 	"ray-service/internal/ray"
@@ -260,7 +259,7 @@ func (s *Server) subscription(c *gin.Context) (*notify.Subscription, error) {
 		return nil, badRequest("subscription %q: want the id its create answered, such as 3f1c9a4e-0b7d-4c1e-9a57-2d8e6f0b1c3a", id)
 	}
 	sub, err := s.Subscriptions.Subscription(c.Request.Context(), ns, id)
-	if errors.Is(err, history.ErrNoSubscription) {
+	if errors.Is(err, notify.ErrNoSubscription) {
 		return nil, noSubscription(ns, id)
 	}
 	return sub, err
@@ -306,7 +305,7 @@ func (s *Server) deleteSubscription(c *gin.Context) (*response, error) {
 		return nil, err
 	}
 	switch err := s.Subscriptions.DeleteSubscription(c.Request.Context(), sub.Namespace, sub.ID); {
-	case errors.Is(err, history.ErrNoSubscription):
+	case errors.Is(err, notify.ErrNoSubscription):
 		return nil, noSubscription(sub.Namespace, sub.ID)
 	case err != nil:
 		return nil, err

@@ -144,10 +144,32 @@ type Config struct {
 	// HistoryDSN is where the history is kept: sqlite:<file> (embedded) or a PostgreSQL URL
 	// (postgres://…, for several replicas); empty: no history.
 	HistoryDSN string `mapstructure:"history-dsn"`
-	// HistoryLease names the Lease whose holder writes the history; HistoryLeaseNamespace is its
-	// namespace (empty: the service's own, else default).
+	// Lease names the Lease whose holder acts for all the replicas (writes the history, credits the
+	// utilization, acts on idle policies, delivers notifications); LeaseNamespace is its namespace
+	// (empty: the service's own, else default). HistoryLease and HistoryLeaseNamespace are their former
+	// names, read where the new ones are not set.
+	Lease                 string `mapstructure:"lease"`
+	LeaseNamespace        string `mapstructure:"lease-namespace"`
 	HistoryLease          string `mapstructure:"history-lease"`
 	HistoryLeaseNamespace string `mapstructure:"history-lease-namespace"`
+	// LeaseDuration, LeaseRenewDeadline and LeaseRetryPeriod are the Lease's timings: how long a claim
+	// lasts unrenewed, how long the holder tries to renew before it gives the lead up, how often a
+	// replica tries to take or renew it.
+	LeaseDuration      time.Duration `mapstructure:"lease-duration"`
+	LeaseRenewDeadline time.Duration `mapstructure:"lease-renew-deadline"`
+	LeaseRetryPeriod   time.Duration `mapstructure:"lease-retry-period"`
+	// HistoryEndingEvents, HistoryEndingLogLines and HistoryEndingLogBytes bound what the history
+	// keeps of an object's end: its last events, and the last lines of its head's (or submitter's) log.
+	HistoryEndingEvents   int    `mapstructure:"history-ending-events"`
+	HistoryEndingLogLines int    `mapstructure:"history-ending-log-lines"`
+	HistoryEndingLogBytes string `mapstructure:"history-ending-log-bytes"`
+	HistoryEndingBytes    int64  `mapstructure:"-"`
+	// DeleteWait bounds how long a re-run waits for the finished object to go before it creates the
+	// object again.
+	DeleteWait time.Duration `mapstructure:"delete-wait"`
+	// CRDPollInterval is how often the cluster is asked whether the optional kinds' CRDs (RayCronJob)
+	// are installed.
+	CRDPollInterval time.Duration `mapstructure:"crd-poll-interval"`
 	// HistoryMaxAge and HistoryMaxPerNamespace bound the records of ended objects (0: no bound).
 	HistoryMaxAge          time.Duration `mapstructure:"history-max-age"`
 	HistoryMaxPerNamespace int           `mapstructure:"history-max-per-namespace"`
@@ -223,8 +245,22 @@ func Load(args []string) (*Config, error) {
 	fs.String("audit-key-file", "", "file holding the key the audit trail is chained and signed with (at least 32 bytes, not the template key); or audit-key-secret")
 	fs.String("audit-key-secret", "", "namespace/name of a Secret holding the audit key (data \"key\"), made with a random key when missing")
 	fs.String("history-dsn", "sqlite:/var/lib/ray-service/history.db", "where the history is kept: sqlite:<file> or postgres://…; empty: no history")
-	fs.String("history-lease", "ray-service-history", "the Lease whose holder writes the history")
-	fs.String("history-lease-namespace", "", "the Lease's namespace (empty: the service's own namespace, else default)")
+	// The Lease keeps the name it had when only the history used it: replicas of a version before and
+	// after, side by side in a rolling upgrade, compete for the same one.
+	fs.String("lease", "ray-service-history", "the Lease whose holder acts for all replicas: writes the history, credits the utilization, acts on idle policies, delivers notifications")
+	fs.String("lease-namespace", "", "the Lease's namespace (empty: the service's own namespace, else default)")
+	fs.String("history-lease", "", "the former name of lease")
+	fs.String("history-lease-namespace", "", "the former name of lease-namespace")
+	_ = fs.MarkDeprecated("history-lease", "use lease")
+	_ = fs.MarkDeprecated("history-lease-namespace", "use lease-namespace")
+	fs.Duration("lease-duration", 15*time.Second, "how long the Lease's holder keeps it without renewing it")
+	fs.Duration("lease-renew-deadline", 10*time.Second, "how long the Lease's holder tries to renew it before giving the lead up")
+	fs.Duration("lease-retry-period", 2*time.Second, "how often a replica tries to take or renew the Lease")
+	fs.Int("history-ending-events", 100, "the most events the history keeps of an object's end")
+	fs.Int("history-ending-log-lines", 2000, "the most log lines the history keeps of an object's end")
+	fs.String("history-ending-log-bytes", "256Ki", "the most bytes of log the history keeps of an object's end")
+	fs.Duration("delete-wait", 30*time.Second, "how long a re-run waits for the finished object to go")
+	fs.Duration("crd-poll-interval", 30*time.Second, "how often the cluster is asked whether the optional kinds' CRDs (RayCronJob) are installed")
 	fs.Duration("history-max-age", 30*24*time.Hour, "how long records of ended objects are kept (0: no bound)")
 	fs.Int("history-max-per-namespace", 10000, "the most records of ended objects kept per namespace (0: no bound)")
 	fs.String("history-namespace-quota", "64Mi", "the most bytes the records of one namespace take; past it the oldest ended are removed (0: no bound)")
@@ -316,8 +352,22 @@ func Load(args []string) (*Config, error) {
 	if err := checkDashboards(&c); err != nil {
 		return nil, err
 	}
-	if c.HistoryDSN != "" && c.HistoryLease == "" {
-		return nil, fmt.Errorf("history-lease is empty: the replicas need a Lease to choose the one that writes the history")
+	if c.HistoryLease != "" && !v.IsSet("lease") {
+		c.Lease = c.HistoryLease
+	}
+	if c.HistoryLeaseNamespace != "" && !v.IsSet("lease-namespace") {
+		c.LeaseNamespace = c.HistoryLeaseNamespace
+	}
+	if c.Lease == "" {
+		return nil, fmt.Errorf("lease is empty: the replicas need a Lease to choose the one that acts for all")
+	}
+	if c.LeaseRetryPeriod <= 0 || c.LeaseRenewDeadline <= c.LeaseRetryPeriod || c.LeaseDuration <= c.LeaseRenewDeadline {
+		return nil, fmt.Errorf("lease-duration %s, lease-renew-deadline %s and lease-retry-period %s: want a retry period above 0, "+
+			"a renew deadline above it and a duration above that", c.LeaseDuration, c.LeaseRenewDeadline, c.LeaseRetryPeriod)
+	}
+	if c.DeleteWait <= 0 || c.CRDPollInterval <= 0 || c.HistoryEndingEvents < 0 || c.HistoryEndingLogLines < 0 {
+		return nil, fmt.Errorf("delete-wait %s and crd-poll-interval %s: want more than 0; history-ending-events %d and "+
+			"history-ending-log-lines %d: want 0 or more", c.DeleteWait, c.CRDPollInterval, c.HistoryEndingEvents, c.HistoryEndingLogLines)
 	}
 	if c.HistoryMaxAge < 0 || c.HistoryMaxPerNamespace < 0 {
 		return nil, fmt.Errorf("history-max-age and history-max-per-namespace: want 0 (no bound) or more")
@@ -332,6 +382,11 @@ func Load(args []string) (*Config, error) {
 		}
 		*q.to = v.Value()
 	}
+	endBytes, perr := resource.ParseQuantity(c.HistoryEndingLogBytes)
+	if perr != nil || endBytes.Sign() < 0 {
+		return nil, fmt.Errorf("history-ending-log-bytes %q: want a size in bytes such as 256Ki (0: no log kept)", c.HistoryEndingLogBytes)
+	}
+	c.HistoryEndingBytes = endBytes.Value()
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":
 	default:

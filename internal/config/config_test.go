@@ -124,3 +124,30 @@ func TestDashboards(t *testing.T) {
 		assert.ErrorContains(t, err, want, args)
 	}
 }
+
+// The Lease's former names are read where the new ones are not set, from a flag or a file; the new
+// names win where both are.
+func TestLeaseFormerNames(t *testing.T) {
+	keys := []string{"--template-key-file", "/keys/template", "--audit-key-file", "/keys/audit"}
+	c, err := Load(keys)
+	require.NoError(t, err)
+	assert.Equal(t, "ray-service-history", c.Lease, "the name the history's Lease had: replicas before and after an upgrade share it")
+	assert.Equal(t, 15*time.Second, c.LeaseDuration)
+	c, err = Load(append(keys, "--history-lease", "old", "--history-lease-namespace", "ns"))
+	require.NoError(t, err)
+	assert.Equal(t, "old", c.Lease)
+	assert.Equal(t, "ns", c.LeaseNamespace)
+	file := filepath.Join(t.TempDir(), "config.yaml")
+	require.NoError(t, os.WriteFile(file, []byte("history-lease: from-file\nlease: new\n"), 0o600))
+	c, err = Load(append(keys, "--config", file))
+	require.NoError(t, err)
+	assert.Equal(t, "new", c.Lease)
+	_, err = Load(append(keys, "--lease-renew-deadline", "20s"))
+	require.ErrorContains(t, err, "lease-duration 15s, lease-renew-deadline 20s")
+	_, err = Load(append(keys, "--history-ending-log-bytes", "lots"))
+	require.ErrorContains(t, err, `history-ending-log-bytes "lots"`)
+	c, err = Load(append(keys, "--history-ending-log-bytes", "1Mi", "--delete-wait", "1m"))
+	require.NoError(t, err)
+	assert.Equal(t, int64(1<<20), c.HistoryEndingBytes)
+	assert.Equal(t, time.Minute, c.DeleteWait)
+}

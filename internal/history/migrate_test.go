@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
 
+	"ray-service/internal/sqldb"
 	"ray-service/internal/usage"
 )
 
@@ -52,29 +53,19 @@ func TestMigrationKeepsRecords(t *testing.T) {
 	assert.Greater(t, n, int64(100<<10), "what it takes is counted")
 }
 
-// sqliteAt opens a SQLite history in file at schema version v (its first v migrations, each recorded), as
+// sqliteAt opens a SQLite history in file at schema version v (its migrations up to v, each recorded), as
 // an older service left it.
 func sqliteAt(t *testing.T, file string, v int) *sql.DB {
 	t.Helper()
-	driver, source, err := parseDSN("sqlite:" + file)
-	require.NoError(t, err)
-	db, err := sql.Open(driver, source)
-	require.NoError(t, err)
-	_, err = db.Exec(`CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at BIGINT NOT NULL)`)
-	require.NoError(t, err)
-	for i, m := range migrations[:v] {
-		if !strings.HasPrefix(m, postgresOnly) {
-			for stmt := range strings.SplitSeq(m, ";") {
-				if strings.TrimSpace(stmt) != "" {
-					_, err := db.Exec(stmt)
-					require.NoError(t, err)
-				}
-			}
+	var upTo []sqldb.Migration
+	for _, m := range Migrations() {
+		if m.Version <= v {
+			upTo = append(upTo, m)
 		}
-		_, err = db.Exec(`INSERT INTO schema_migrations VALUES ($1, 0)`, i+1)
-		require.NoError(t, err)
 	}
-	return db
+	d, err := sqldb.Open(t.Context(), "sqlite:"+file, upTo)
+	require.NoError(t, err)
+	return d.DB
 }
 
 // A change queued keeps the first and the last KeptTransitions of its transitions, and counts those

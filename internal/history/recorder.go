@@ -13,12 +13,10 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/leaderelection"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
 	"ray-service/internal/cache"
 	"ray-service/internal/k8s"
-	"ray-service/internal/notify"
+	"ray-service/internal/lease"
 	"ray-service/internal/ray"
 	"ray-service/internal/usage"
 )
@@ -54,6 +52,9 @@ type Recorder struct {
 	// count, the changes of deleted objects queued first are dropped.
 	MaxPending      int
 	MaxPendingBytes int64
+	// Changes, when set, is handed the changes of status each object's next write records, before that
+	// write (at least once, as the leader alone writes): the notifications' outbox.
+	Changes func(ctx context.Context, changes []StatusChange) error
 
 	leading atomic.Bool
 	mu      sync.Mutex
@@ -107,8 +108,9 @@ type change struct {
 	kind        *ray.Kind
 	record      Record
 	transitions []Transition
-	// notices are the notifications its changes of status make, written before the rest (at least once).
-	notices    []notify.Notice
+	// notices are the changes of status that make notifications, handed on before the rest is written
+	// (at least once).
+	notices    []StatusChange
 	readEnding bool
 	clusters   []string
 	// pods are the pods of its Ray clusters as the cache held them when it went (nil: list them).
@@ -131,6 +133,16 @@ type earlyEnding struct {
 
 // maxEarlyEndings bounds the endings read ahead of the writer at once; past it the writer reads them.
 const maxEarlyEndings = 8
+
+// StatusChange is a change of an object's status that makes a notification: its type (Kind.Notice),
+// the object, when, its labels and what the notification carries.
+type StatusChange struct {
+	Type                       string
+	Kind, Namespace, Name, UID string
+	Time                       time.Time
+	Labels                     map[string]string
+	Data                       map[string]any
+}
 
 // noticeOf is the notification of k's change of status from prev to next ("" for none).
 func noticeOf(k *ray.Kind, prev, next string) string {
@@ -239,7 +251,7 @@ func (r *Recorder) observeLocked(k *ray.Kind, o *unstructured.Unstructured, s *r
 		c.transitions = append(c.transitions, Transition{Status: s.Status, At: now})
 		changed = true
 		if typ := noticeOf(k, kn.status, s.Status); typ != "" {
-			c.notices = append(c.notices, notify.Notice{Type: typ, Kind: k.Kind, Namespace: rec.Namespace, Name: rec.Name, UID: uid,
+			c.notices = append(c.notices, StatusChange{Type: typ, Kind: k.Kind, Namespace: rec.Namespace, Name: rec.Name, UID: uid,
 				Time: now, Labels: o.GetLabels(), Data: map[string]any{"status": s.Status, "previousStatus": kn.status,
 					"reason": reason, "message": message, "creator": s.Creator}})
 		}
@@ -468,33 +480,19 @@ func manifest(k *ray.Kind, o *unstructured.Unstructured) string {
 	return string(b)
 }
 
-// Election is the Lease the replicas compete for: its holder writes the history.
-type Election struct {
-	Lock                                      resourcelock.Interface
-	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
-}
-
-// Run writes the history until ctx ends, while this replica holds the Lease.
-func (r *Recorder) Run(ctx context.Context, el Election) {
+// Start starts the recorder's loops, which write while this replica leads (Lead, Follow) until ctx
+// ends.
+func (r *Recorder) Start(ctx context.Context) {
 	r.init()
 	go r.write(ctx)
 	go r.prune(ctx)
 	go r.account(ctx)
-	for ctx.Err() == nil {
-		le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-			Lock: el.Lock, LeaseDuration: el.LeaseDuration, RenewDeadline: el.RenewDeadline, RetryPeriod: el.RetryPeriod,
-			ReleaseOnCancel: true, Name: "history",
-			Callbacks: leaderelection.LeaderCallbacks{
-				OnStartedLeading: r.lead,
-				OnStoppedLeading: r.follow,
-			},
-		})
-		if err != nil {
-			r.Log.Error("history: leader election", zap.Error(err))
-			return
-		}
-		le.Run(ctx)
-	}
+}
+
+// Hooks are the recorder's part in the service's Lease: it writes the history while this replica
+// holds it.
+func (r *Recorder) Hooks() lease.Hooks {
+	return lease.Hooks{Name: "history", Lead: r.lead, Follow: r.follow}
 }
 
 // lead takes over: what is recorded of the objects not gone is compared with every object there now.
@@ -684,8 +682,8 @@ func (r *Recorder) writeOne(ctx context.Context, c *change) error {
 	if c.goneOnly {
 		return r.Store.MarkDeleted(ctx, c.record.UID, *c.record.DeletedAt)
 	}
-	if len(c.notices) > 0 {
-		if err := r.Store.AddNotices(ctx, c.notices); err != nil {
+	if len(c.notices) > 0 && r.Changes != nil {
+		if err := r.Changes(ctx, c.notices); err != nil {
 			return err
 		}
 		c.notices = nil
@@ -752,10 +750,6 @@ func (r *Recorder) prune(ctx context.Context) {
 				r.Log.Info("history: records past the retention removed", zap.Int64("records", n))
 			}
 			r.shrinkAll(ctx)
-			// Notices passed by every subscription are kept a day; a delivery log as long as the records.
-			if _, err := r.Store.PruneNotices(ctx, time.Now().Add(-24*time.Hour), before); err != nil {
-				r.Log.Warn("history: removing the notices delivered", zap.Error(err))
-			}
 			if err := r.Store.Optimize(ctx); err != nil {
 				r.Log.Warn("history: refreshing the query planner's statistics", zap.Error(err))
 			}

@@ -11,16 +11,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
-	"ray-service/internal/ray"
 	"strings"
 	"time"
 
+	"ray-service/internal/ray"
+	"ray-service/internal/sqldb"
 	// PostgreSQL for several replicas, and the embedded SQLite; both pure Go: the static build stays
 	// free of cgo.
-	_ "github.com/jackc/pgx/v5/stdlib"
-	_ "modernc.org/sqlite"
 )
 
 // Record is what the history keeps of one object.
@@ -64,6 +61,7 @@ type Transition struct {
 type Store struct {
 	db       *sql.DB
 	postgres bool
+	sqldb    *sqldb.DB
 	// prepared are the upserts' statements on SQLite (see prepareUpserts).
 	prepared map[upsertKey]*sql.Stmt
 	// folds are the statements of a chunk of the fold of pending figures on SQLite (foldSQLite).
@@ -76,62 +74,28 @@ type Store struct {
 // Open opens the history at dsn: "sqlite:<file>" (the default, embedded) or a PostgreSQL URL
 // ("postgres://…"), and brings its schema to the current version.
 func Open(ctx context.Context, dsn string) (*Store, error) {
-	driver, source, err := parseDSN(dsn)
+	d, err := sqldb.Open(ctx, dsn, Migrations())
 	if err != nil {
 		return nil, err
 	}
-	db, err := sql.Open(driver, source)
-	if err != nil {
-		return nil, err
-	}
-	if driver == "sqlite" {
-		// One writer at a time is what SQLite allows; readers share the file in WAL mode.
-		db.SetMaxOpenConns(1)
-	} else {
-		db.SetMaxOpenConns(8)
-		db.SetConnMaxIdleTime(5 * time.Minute)
-	}
-	s := &Store{db: db, postgres: driver == "pgx"}
-	if err := s.migrate(ctx); err != nil {
-		_ = db.Close()
-		return nil, err
-	}
+	return New(ctx, d)
+}
+
+// New is the history in d, whose schema has the history's migrations; closing it closes d.
+func New(ctx context.Context, d *sqldb.DB) (*Store, error) {
+	s := &Store{db: d.DB, postgres: d.Postgres, sqldb: d}
 	if err := s.prepareUpserts(ctx); err != nil {
-		_ = db.Close()
+		_ = d.Close()
 		return nil, err
 	}
 	if !s.postgres {
-		if err := db.QueryRowContext(ctx, `PRAGMA synchronous`).Scan(&s.synchronous); err != nil {
-			_ = db.Close()
+		if err := d.QueryRowContext(ctx, `PRAGMA synchronous`).Scan(&s.synchronous); err != nil {
+			_ = d.Close()
 			return nil, err
 		}
 	}
 	return s, nil
 }
-
-func parseDSN(dsn string) (driver, source string, err error) {
-	switch {
-	case strings.HasPrefix(dsn, "sqlite:"):
-		path := strings.TrimPrefix(dsn, "sqlite:")
-		if path == "" {
-			return "", "", errors.New("history DSN sqlite: names no file")
-		}
-		// The directory is made if missing; temporary tables stay in memory (the root file system of
-		// the service's container is read-only).
-		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-			return "", "", fmt.Errorf("history DSN: %w", err)
-		}
-		return "sqlite", "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(5000)&_pragma=foreign_keys(1)" +
-			"&_pragma=temp_store(MEMORY)&_pragma=cache_size(-65536)&_pragma=mmap_size(268435456)", nil
-	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
-		return "pgx", dsn, nil
-	}
-	return "", "", fmt.Errorf("history DSN %q: want sqlite:<file> or postgres://…", redact(dsn))
-}
-
-// Redact returns the DSN without its secrets (a password in its user information or its query), for
-// logs and messages.
-func Redact(dsn string) string { return redact(dsn) }
 
 // Close closes the database.
 func (s *Store) Close() error {
@@ -146,9 +110,10 @@ func (s *Store) Close() error {
 }
 
 // migrationLock is the PostgreSQL advisory lock held while the schema is migrated.
-const migrationLock = 0x7261795f68697374 // "ray_hist"
+const migrationLock = sqldb.MigrationLock
 
-// migrations are the schema's versions, in order; each runs once, in a transaction.
+// migrations are the schema's versions the history holds, by number (version v at v-1): the numbers
+// are shared with the other features' (sqldb.Schema), whose versions are empty here.
 var migrations = []string{
 	// 1: records, their manifests, timelines and endings. A record's row stays small (a page scans
 	// many); what only a detail shows is in tables of its own.
@@ -202,10 +167,10 @@ var migrations = []string{
 		ending_bytes = COALESCE((SELECT LENGTH(body) FROM endings e WHERE e.uid = records.uid), 0),
 		transition_count = (SELECT COUNT(*) FROM transitions t WHERE t.uid = records.uid);
 	CREATE INDEX records_by_namespace_ended ON records (namespace, (COALESCE(finished_at, deleted_at)), uid)`,
-	// 3: the audit trail (audit.go).
-	auditMigration,
-	// 4: the notifications (notices.go).
-	noticesMigration,
+	// 3: the audit trail's (internal/audit).
+	"",
+	// 4: the notifications' (internal/notify).
+	"",
 	// 5: the utilization accounting (usage.go).
 	usageMigration,
 	// 6: half of each page of the marks left free on PostgreSQL. The writer rewrites each holding
@@ -245,74 +210,33 @@ var migrations = []string{
 	kindsGuarded,
 	// 18: the groups' days summed per kind (usage.go).
 	kindDaysMigration,
-	// 19: the groups of each subscription's creator (notices.go).
-	creatorGroupsMigration,
+	// 19: the notifications' (internal/notify).
+	"",
 }
 
 // postgresOnly begins a migration that has nothing to do on SQLite (which rewrites a row in place).
-const postgresOnly = "-- PostgreSQL only\n"
+const postgresOnly = sqldb.PostgresOnly
 
 // recordBytes is what a record takes, as the quotas count it: its row, manifest, ending and
 // transitions.
 const recordBytes = `(256 + LENGTH(kind) + LENGTH(namespace) + LENGTH(name) + LENGTH(creator) + LENGTH(reason) + LENGTH(message)
 	+ spec_bytes + ending_bytes + 64 * transition_count)`
 
-// SchemaVersion is the schema version this service brings a database to.
-var SchemaVersion = len(migrations)
+// SchemaVersion is the newest schema version of the history's own migrations.
+var SchemaVersion = func() int {
+	m := Migrations()
+	return m[len(m)-1].Version
+}()
 
-// migrate brings the schema to the last version, recording each version applied.
-func (s *Store) migrate(ctx context.Context) error {
-	conn, err := s.db.Conn(ctx)
-	if err != nil {
-		return fmt.Errorf("history database: %w", err)
-	}
-	defer func() { _ = conn.Close() }()
-	if s.postgres {
-		// Replicas starting at once migrate one after the other.
-		if _, err := conn.ExecContext(ctx, `SELECT pg_advisory_lock($1)`, migrationLock); err != nil {
-			return fmt.Errorf("history schema lock: %w", err)
-		}
-		defer func() {
-			_, _ = conn.ExecContext(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, migrationLock)
-		}()
-	}
-	if _, err := conn.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at BIGINT NOT NULL)`); err != nil {
-		return fmt.Errorf("history schema: %w", err)
-	}
-	var current int
-	if err := conn.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&current); err != nil {
-		return fmt.Errorf("history schema version: %w", err)
-	}
-	if current > len(migrations) {
-		return fmt.Errorf("the history's schema is at version %d, newer than this service knows (%d)", current, len(migrations))
-	}
-	for v := current + 1; v <= len(migrations); v++ {
-		tx, err := conn.BeginTx(ctx, nil)
-		if err != nil {
-			return err
-		}
-		m := migrations[v-1]
-		if strings.HasPrefix(m, postgresOnly) && !s.postgres {
-			m = ""
-		}
-		for stmt := range strings.SplitSeq(strings.TrimPrefix(m, postgresOnly), ";") {
-			if strings.TrimSpace(stmt) == "" {
-				continue
-			}
-			if _, err := tx.ExecContext(ctx, stmt); err != nil {
-				_ = tx.Rollback()
-				return fmt.Errorf("history schema version %d: %w", v, err)
-			}
-		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, applied_at) VALUES ($1, $2)`, v, time.Now().Unix()); err != nil {
-			_ = tx.Rollback()
-			return err
-		}
-		if err := tx.Commit(); err != nil {
-			return err
+// Migrations are the history's schema migrations, numbered.
+func Migrations() []sqldb.Migration {
+	var out []sqldb.Migration
+	for i, m := range migrations {
+		if m != "" {
+			out = append(out, sqldb.Migration{Version: i + 1, Feature: "history", SQL: m})
 		}
 	}
-	return nil
+	return out
 }
 
 // Optimize refreshes the statistics the query planner chooses indexes by. The recorder runs it after
@@ -328,11 +252,7 @@ func (s *Store) Optimize(ctx context.Context) error {
 }
 
 // Version is the schema version in the database.
-func (s *Store) Version(ctx context.Context) (int, error) {
-	var v int
-	err := s.db.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&v)
-	return v, err
-}
+func (s *Store) Version(ctx context.Context) (int, error) { return s.sqldb.Version(ctx) }
 
 func unixOrNil(t *time.Time) any {
 	if t == nil {
@@ -446,20 +366,7 @@ func (s *Store) Namespaces(ctx context.Context, kind string) ([]string, error) {
 
 // queryStrings runs a query of one text column and returns its values.
 func queryStrings(ctx context.Context, db *sql.DB, query string, args ...any) ([]string, error) {
-	rows, err := db.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = rows.Close() }()
-	out := []string{}
-	for rows.Next() {
-		var v string
-		if err := rows.Scan(&v); err != nil {
-			return nil, err
-		}
-		out = append(out, v)
-	}
-	return out, rows.Err()
+	return (&sqldb.DB{DB: db}).Strings(ctx, query, args...)
 }
 
 // Prune removes the records of objects that ended (finished or went) before a time, and in each

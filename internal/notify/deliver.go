@@ -42,6 +42,25 @@ type Deliverer struct {
 	// group and resource. Nil Access: not asked (tests of the delivery alone).
 	Access Access
 	Kinds  map[string]auth.Attributes
+	// Prune, when set, removes the notices every subscription has passed and that are older than a day,
+	// and the deliveries recorded before KeepDeliveries (0: kept always): at the first poll this replica
+	// leads, and every hour after while it does.
+	Prune          func(ctx context.Context, before, deliveredBefore time.Time) (int64, error)
+	KeepDeliveries time.Duration
+}
+
+// pruneEvery is how often the notices and deliveries past their retention are removed.
+const pruneEvery = time.Hour
+
+// prune removes what is past its retention.
+func (d *Deliverer) prune(ctx context.Context, now time.Time) {
+	deliveredBefore := time.Unix(0, 0)
+	if d.KeepDeliveries > 0 {
+		deliveredBefore = now.Add(-d.KeepDeliveries)
+	}
+	if _, err := d.Prune(ctx, now.Add(-24*time.Hour), deliveredBefore); err != nil && ctx.Err() == nil {
+		d.Log.Warn("notifications: removing the notices delivered", zap.Error(err))
+	}
 }
 
 // batch is how many notices a worker reads at once.
@@ -57,9 +76,17 @@ func (d *Deliverer) Run(ctx context.Context) {
 	}()
 	t := time.NewTicker(d.Poll)
 	defer t.Stop()
+	var pruned time.Time
 	for {
 		want := map[string]bool{}
-		if d.Leading == nil || d.Leading() {
+		leading := d.Leading == nil || d.Leading()
+		if !leading {
+			pruned = time.Time{} // pruned again as soon as this replica leads again
+		} else if now := time.Now(); d.Prune != nil && now.Sub(pruned) >= pruneEvery {
+			d.prune(ctx, now)
+			pruned = now
+		}
+		if leading {
 			subs, err := d.Store.AllSubscriptions(ctx)
 			if err != nil && ctx.Err() == nil {
 				d.Log.Warn("notifications: reading the subscriptions", zap.Error(err))

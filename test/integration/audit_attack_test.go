@@ -17,13 +17,12 @@ import (
 	"testing"
 	"time"
 
+	"ray-service/internal/audit/audittest"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"ray-service/internal/history"
-	"ray-service/internal/history/historytest"
 )
 
 // auditVerification is what GET /audit/verify answers.
@@ -381,7 +380,7 @@ func TestAuditChainTwoReplicasOnPostgres(t *testing.T) {
 	ns := namespace(t, "audit-ha")
 	admin := env.tokens["admin"]
 	dsn := postgresDatabase(t)
-	args := []string{"--history-dsn", dsn, "--history-lease", "history-audit-ha"}
+	args := []string{"--history-dsn", dsn, "--lease", "history-audit-ha"}
 	a := startInstance(t, "ray-service-audit-ha-a.log", args...)
 	b := startInstance(t, "ray-service-audit-ha-b.log", args...)
 	const each = 12
@@ -429,11 +428,5 @@ func TestAuditChainTwoReplicasOnPostgres(t *testing.T) {
 // once, pages, and tampering found.
 func TestAuditStoreOnPostgres(t *testing.T) {
 	t.Parallel()
-	historytest.RunAudit(t, func(t *testing.T) (*history.Store, string) {
-		dsn := postgresDatabase(t)
-		s, err := history.Open(t.Context(), dsn)
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = s.Close() })
-		return s, dsn
-	})
+	audittest.Run(t, postgresDatabase)
 }

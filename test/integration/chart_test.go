@@ -151,6 +151,8 @@ func TestHelmChart(t *testing.T) {
 	assert.Contains(t, off, `history-dsn: ""`)
 	assert.Zero(t, kinds(off)["PersistentVolumeClaim"])
 	assert.NotContains(t, off, "pods/log", "no log tails read without a history")
+	assert.Contains(t, off, "resources: [leases]", "the Lease chooses the replica that acts for all, with or without a history")
+	assert.Regexp(t, `\n    lease: \S+-history\n`, off)
 	assert.Contains(t, market, "matchLabels: {app.kubernetes.io/name: ray-website, app.kubernetes.io/instance: openfuyao-ray}")
 	assert.Zero(t, kinds(market)["PodMonitor"], "the PodMonitor needs the Prometheus Operator: off unless asked for")
 	monitored := runTool(t, helm, "template", "openfuyao-ray", chart, "-n", ns, "--set", "ray-service.podMonitor.enabled=true")
@@ -219,7 +221,7 @@ func TestHelmChart(t *testing.T) {
 	chartRoles := roles{cluster: role.Rules, namespaced: append(slices.Clone(leaseRole.Rules), keyRole.Rules...)}
 	t.Run("the keys' Role makes each key once and reads it after", func(t *testing.T) {
 		fresh := namespace(t, "chart-key")
-		flags := []string{"--history-lease-namespace", fresh, "--template-key-file=", "--template-key-secret", fresh + "/ray-service-template-key",
+		flags := []string{"--lease-namespace", fresh, "--template-key-file=", "--template-key-secret", fresh + "/ray-service-template-key",
 			"--audit-key-file=", "--audit-key-secret", fresh + "/ray-service-audit-key"}
 		start := func(sa string, r roles, within time.Duration) *serviceProc {
 			svc, err := instance{log: "ray-service-" + fresh + "-" + sa + ".log", readyWithin: within,
@@ -307,7 +309,7 @@ func TestHelmChart(t *testing.T) {
 			}
 			wg.Go(func() {
 				svc, _ := instance{log: "ray-service-" + sa + ".log", readyWithin: within, environ: []string{"KUBE_FEATURE_WatchListClient=false"},
-					args: append([]string{"--kubeconfig", kubeconfig, "--history-lease-namespace", ns, "--notify-allow-cidrs=127.0.0.0/8"}, keyFlags...)}.start(t)
+					args: append([]string{"--kubeconfig", kubeconfig, "--lease-namespace", ns, "--notify-allow-cidrs=127.0.0.0/8"}, keyFlags...)}.start(t)
 				mu.Lock()
 				variants = append(variants, variant{what: what, svc: svc})
 				mu.Unlock()
@@ -671,7 +673,7 @@ func serviceAs(t *testing.T, ns, sa string, r roles, flags ...string) *servicePr
 	t.Helper()
 	kubeconfig := grant(t, ns, sa, r)
 	return startInstance(t, "ray-service-"+sa+".log", append([]string{"--kubeconfig", kubeconfig,
-		"--history-lease-namespace", ns}, flags...)...)
+		"--lease-namespace", ns}, flags...)...)
 }
 
 // reasons are the reasons of the Kubernetes events an object stream sent so far.
@@ -772,7 +774,7 @@ func TestHelmChartIdlePolicyAndKeyRules(t *testing.T) {
 			StringData: map[string]string{"a": "b"}}, metav1.CreateOptions{})
 		return err != nil && strings.Contains(err.Error(), "may create only its key Secrets")
 	})
-	svc := startInstance(t, "ray-service-"+ns+".log", "--kubeconfig", kubeconfig, "--history-lease-namespace", ns,
+	svc := startInstance(t, "ray-service-"+ns+".log", "--kubeconfig", kubeconfig, "--lease-namespace", ns,
 		"--template-key-file=", "--template-key-secret", ns+"/ray-service-template-key", "--audit-key-file=", "--audit-key-secret", ns+"/ray-service-audit-key",
 		"--idle-window=30s", "--idle-interval=5s", "--idle-stop-identity="+ns+"/ray-service-idle-stop", "--idle-stop-warning=10s",
 		"--idle-policy-store="+ns+"/ray-service-idle-policies")

@@ -1467,7 +1467,7 @@ func launchServiceOnce(root, state string, vars map[string]string, logName strin
 		"--prometheus-url", vars["PROMETHEUS_URL"], "--template-key-file", vars["TEMPLATE_KEY_FILE"], "--audit-key-file", vars["AUDIT_KEY_FILE"],
 		"--log-level", "debug",
 		"--shutdown-delay", "0s", "--history-dsn", "sqlite:" + filepath.Join(state, "history", base+".db"),
-		"--history-lease", leaseName(base), "--history-lease-namespace", "default"}, args...) // a test that needs a delay passes one; the last flag wins
+		"--lease", leaseName(base), "--lease-namespace", "default"}, args...) // a test that needs a delay passes one; the last flag wins
 	cmd := exec.Command(bin, all...)
 	cmd.Env = append(append(os.Environ(), "HTTP_PROXY="+vars["OPERATOR_HTTP_PROXY"], "NO_PROXY=127.0.0.1,localhost"), environ...)
 	cmd.Stdout, cmd.Stderr = logf, logf

@@ -16,6 +16,7 @@ import (
 
 	"ray-service/internal/history"
 	"ray-service/internal/history/historytest"
+	"ray-service/internal/notify/notifytest"
 )
 
 // historyScenario: what ran, how it ended and why, kept after KubeRay and users deleted it, as the
@@ -176,9 +177,10 @@ func TestHistory(t *testing.T) {
 	})
 }
 
-// The history's store behaves on PostgreSQL as on SQLite.
+// The history's store, and the notifications' kept beside it, behave on PostgreSQL as on SQLite.
 func TestHistoryStoreOnPostgres(t *testing.T) {
 	t.Parallel()
+	notifytest.Run(t, postgresDatabase)
 	historytest.Run(t, func(t *testing.T) (*history.Store, string) {
 		dsn := postgresDatabase(t)
 		s, err := history.Open(t.Context(), dsn)
@@ -193,7 +195,7 @@ func TestHistoryStoreOnPostgres(t *testing.T) {
 func TestHistoryRestart(t *testing.T) {
 	ns := namespace(t, "hist-restart")
 	admin := env.tokens["admin"]
-	args := []string{"--history-dsn", "sqlite:" + env.state + "/history/restart.db", "--history-lease", "history-restart"}
+	args := []string{"--history-dsn", "sqlite:" + env.state + "/history/restart.db", "--lease", "history-restart"}
 	svc := startInstance(t, "ray-service-restart-1.log", args...)
 	require.Equal(t, 201, call(t, "POST", nsPath(ns, "rayjobs"), admin, "application/json", rayJob(t, "job", true)).Status)
 	require.Equal(t, 201, createCluster(t, admin, ns, "doomed", nil).Status)
@@ -230,7 +232,7 @@ func TestHistoryTwoReplicas(t *testing.T) {
 	ns := namespace(t, "hist-ha")
 	admin := env.tokens["admin"]
 	dsn := postgresDatabase(t)
-	args := []string{"--history-dsn", dsn, "--history-lease", "history-ha"}
+	args := []string{"--history-dsn", dsn, "--lease", "history-ha"}
 	a := startInstance(t, "ray-service-ha-a.log", args...)
 	b := startInstance(t, "ray-service-ha-b.log", args...)
 	var leader, follower *serviceProc

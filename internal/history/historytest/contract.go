@@ -4,6 +4,7 @@ package historytest
 
 import (
 	"crypto/sha256"
+	"database/sql"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 
 	"ray-service/internal/history"
 	"ray-service/internal/ray"
+	"ray-service/internal/sqldb/sqldbtest"
 )
 
 // Open opens a new, empty history and returns it with its DSN (to open it again).
@@ -34,7 +36,6 @@ func Run(t *testing.T, open Open) {
 	t.Run("retention", func(t *testing.T) { retention(t, open) })
 	t.Run("bounds", func(t *testing.T) { bounds(t, open) })
 	t.Run("quotas in bytes", func(t *testing.T) { quotas(t, open) })
-	t.Run("notifications", func(t *testing.T) { notifications(t, open) })
 	t.Run("utilization", func(t *testing.T) { utilization(t, open) })
 	t.Run("utilization of many clusters at once", func(t *testing.T) { utilizationMany(t, open) })
 	t.Run("utilization pending between credits", func(t *testing.T) { utilizationPending(t, open) })
@@ -302,3 +303,7 @@ func quotas(t *testing.T, open Open) {
 	require.NoError(t, err)
 	assert.Equal(t, int64(1), n, "of all: b0")
 }
+
+// DB opens the database behind a history's DSN directly, as someone who reaches it would: to read (or
+// break) its tables.
+func DB(t *testing.T, dsn string) *sql.DB { return sqldbtest.Raw(t, dsn) }

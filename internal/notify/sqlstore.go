@@ -1,4 +1,4 @@
-package history
+package notify
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 	"errors"
 	"time"
 
-	"ray-service/internal/notify"
+	"ray-service/internal/sqldb"
 )
 
 // noticesMigration keeps the notifications: the notices in the order they happened (numbered under a
@@ -61,6 +61,21 @@ const noticesMigration = `CREATE TABLE notices (
 // are authorized as. A subscription made before has none: authorized as its creator's name alone.
 const creatorGroupsMigration = `ALTER TABLE subscriptions ADD COLUMN creator_groups TEXT NOT NULL DEFAULT '[]'`
 
+// Migrations are the notifications' schema migrations, in the one list of the service's database.
+func Migrations() []sqldb.Migration {
+	return []sqldb.Migration{{Version: 4, Feature: "notifications", SQL: noticesMigration},
+		{Version: 19, Feature: "notifications", SQL: creatorGroupsMigration}}
+}
+
+// SQLStore keeps the notices, the subscriptions and their deliveries in the service's database (Store),
+// so that a replica that takes over, or one restarted, delivers from where the last stopped.
+type SQLStore struct {
+	db *sql.DB
+}
+
+// NewSQLStore is the notifications' store in db, whose schema has their migrations.
+func NewSQLStore(db *sqldb.DB) *SQLStore { return &SQLStore{db: db.DB} }
+
 // maxErrorBytes bounds a delivery's last error as kept.
 const maxErrorBytes = 1024
 
@@ -68,7 +83,7 @@ const maxErrorBytes = 1024
 var ErrNoSubscription = errors.New("no such subscription")
 
 // AddNotices numbers the notices after the last and stores them, in one transaction.
-func (s *Store) AddNotices(ctx context.Context, ns []notify.Notice) error {
+func (s *SQLStore) AddNotices(ctx context.Context, ns []Notice) error {
 	if len(ns) == 0 {
 		return nil
 	}
@@ -99,16 +114,16 @@ func (s *Store) AddNotices(ctx context.Context, ns []notify.Notice) error {
 }
 
 // NoticesFrom returns up to limit notices of ns numbered from on, in order.
-func (s *Store) NoticesFrom(ctx context.Context, ns string, from int64, limit int) ([]notify.Notice, error) {
+func (s *SQLStore) NoticesFrom(ctx context.Context, ns string, from int64, limit int) ([]Notice, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT seq, at, type, kind, name, uid, labels, data FROM notices
 		WHERE namespace = $1 AND seq >= $2 ORDER BY seq LIMIT $3`, ns, from, limit)
 	if err != nil {
 		return nil, err
 	}
 	defer func() { _ = rows.Close() }()
-	var out []notify.Notice
+	var out []Notice
 	for rows.Next() {
-		n := notify.Notice{Namespace: ns}
+		n := Notice{Namespace: ns}
 		var at int64
 		var labels, data string
 		if err := rows.Scan(&n.Seq, &at, &n.Type, &n.Kind, &n.Name, &n.UID, &labels, &data); err != nil {
@@ -127,7 +142,7 @@ func (s *Store) NoticesFrom(ctx context.Context, ns string, from int64, limit in
 }
 
 // CreateSubscription stores sub, which is delivered the notices made from now on.
-func (s *Store) CreateSubscription(ctx context.Context, sub notify.Subscription) (notify.Subscription, error) {
+func (s *SQLStore) CreateSubscription(ctx context.Context, sub Subscription) (Subscription, error) {
 	events, err := json.Marshal(sub.Events)
 	if err != nil {
 		return sub, err
@@ -151,11 +166,11 @@ func (s *Store) CreateSubscription(ctx context.Context, sub notify.Subscription)
 
 const subscriptionColumns = `id, namespace, url, secret, events, kinds, selector, creator, created_at, next_seq, creator_groups`
 
-func scanSubscriptions(rows *sql.Rows) ([]notify.Subscription, error) {
+func scanSubscriptions(rows *sql.Rows) ([]Subscription, error) {
 	defer func() { _ = rows.Close() }()
-	out := []notify.Subscription{}
+	out := []Subscription{}
 	for rows.Next() {
-		var sub notify.Subscription
+		var sub Subscription
 		var events, kinds, groups string
 		var at int64
 		if err := rows.Scan(&sub.ID, &sub.Namespace, &sub.URL, &sub.Secret, &events, &kinds, &sub.Selector, &sub.Creator, &at, &sub.Next, &groups); err != nil {
@@ -177,7 +192,7 @@ func scanSubscriptions(rows *sql.Rows) ([]notify.Subscription, error) {
 }
 
 // AllSubscriptions returns every subscription, with its secret.
-func (s *Store) AllSubscriptions(ctx context.Context) ([]notify.Subscription, error) {
+func (s *SQLStore) AllSubscriptions(ctx context.Context) ([]Subscription, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT `+subscriptionColumns+` FROM subscriptions ORDER BY created_at, id`)
 	if err != nil {
 		return nil, err
@@ -186,7 +201,7 @@ func (s *Store) AllSubscriptions(ctx context.Context) ([]notify.Subscription, er
 }
 
 // Subscriptions returns ns's subscriptions, oldest first, without their secrets.
-func (s *Store) Subscriptions(ctx context.Context, ns string) ([]notify.Subscription, error) {
+func (s *SQLStore) Subscriptions(ctx context.Context, ns string) ([]Subscription, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT `+subscriptionColumns+` FROM subscriptions WHERE namespace = $1 ORDER BY created_at, id`, ns)
 	if err != nil {
 		return nil, err
@@ -199,7 +214,7 @@ func (s *Store) Subscriptions(ctx context.Context, ns string) ([]notify.Subscrip
 }
 
 // Subscription returns ns's subscription id, without its secret: ErrNoSubscription where it has none.
-func (s *Store) Subscription(ctx context.Context, ns, id string) (*notify.Subscription, error) {
+func (s *SQLStore) Subscription(ctx context.Context, ns, id string) (*Subscription, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT `+subscriptionColumns+` FROM subscriptions WHERE namespace = $1 AND id = $2`, ns, id)
 	if err != nil {
 		return nil, err
@@ -216,7 +231,7 @@ func (s *Store) Subscription(ctx context.Context, ns, id string) (*notify.Subscr
 }
 
 // DeleteSubscription deletes ns's subscription id and its deliveries: ErrNoSubscription where it has none.
-func (s *Store) DeleteSubscription(ctx context.Context, ns, id string) error {
+func (s *SQLStore) DeleteSubscription(ctx context.Context, ns, id string) error {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -244,14 +259,14 @@ func cmpErr(err, otherwise error) error {
 }
 
 // Advance records that subscription id's notices before next are done with.
-func (s *Store) Advance(ctx context.Context, id string, next int64) error {
+func (s *SQLStore) Advance(ctx context.Context, id string, next int64) error {
 	_, err := s.db.ExecContext(ctx, `UPDATE subscriptions SET next_seq = $1 WHERE id = $2 AND next_seq < $1`, next, id)
 	return err
 }
 
 // RecordDelivery records a try of a delivery: the first, or one more of the same notice, counted after
 // those before (of this replica or another, before a restart). It returns the delivery as recorded.
-func (s *Store) RecordDelivery(ctx context.Context, id string, d notify.Delivery) (notify.Delivery, error) {
+func (s *SQLStore) RecordDelivery(ctx context.Context, id string, d Delivery) (Delivery, error) {
 	msg := d.LastError
 	if len(msg) > maxErrorBytes {
 		msg = msg[:maxErrorBytes]
@@ -268,7 +283,7 @@ func (s *Store) RecordDelivery(ctx context.Context, id string, d notify.Delivery
 }
 
 // Deliveries returns a page of subscription id's deliveries, newest first, and how many it has.
-func (s *Store) Deliveries(ctx context.Context, id string, page, pageSize int) ([]notify.Delivery, int, error) {
+func (s *SQLStore) Deliveries(ctx context.Context, id string, page, pageSize int) ([]Delivery, int, error) {
 	var total int
 	if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM deliveries WHERE subscription_id = $1`, id).Scan(&total); err != nil {
 		return nil, 0, err
@@ -279,9 +294,9 @@ func (s *Store) Deliveries(ctx context.Context, id string, page, pageSize int) (
 		return nil, 0, err
 	}
 	defer func() { _ = rows.Close() }()
-	out := []notify.Delivery{}
+	out := []Delivery{}
 	for rows.Next() {
-		var d notify.Delivery
+		var d Delivery
 		var first, last int64
 		if err := rows.Scan(&d.Seq, &d.Type, &d.Kind, &d.Name, &d.Status, &d.Attempts, &d.LastError, &first, &last); err != nil {
 			return nil, 0, err
@@ -294,7 +309,7 @@ func (s *Store) Deliveries(ctx context.Context, id string, page, pageSize int) (
 
 // PruneNotices removes the notices every subscription of their namespace has passed that are older than before, and the
 // deliveries last tried before deliveredBefore; it returns how many notices went.
-func (s *Store) PruneNotices(ctx context.Context, before, deliveredBefore time.Time) (int64, error) {
+func (s *SQLStore) PruneNotices(ctx context.Context, before, deliveredBefore time.Time) (int64, error) {
 	res, err := s.db.ExecContext(ctx, `DELETE FROM notices WHERE at < $1
 		AND seq < COALESCE((SELECT MIN(s.next_seq) FROM subscriptions s WHERE s.namespace = notices.namespace),
 			(SELECT seq + 1 FROM notice_head WHERE id = 1))`, before.UnixNano())

@@ -1,4 +1,4 @@
-package history
+package audit
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"ray-service/internal/audit"
+	"ray-service/internal/sqldb"
 )
 
 // auditMigration keeps the audit trail: its entries in sequence order, each with the hash of the one
@@ -38,19 +38,23 @@ const auditMigration = `CREATE TABLE audit_entries (
 	);
 	INSERT INTO audit_head (id, seq, hash) VALUES (1, 0, '')`
 
-// Audit is the audit trail's store, in the history's database (audit.Store). Any replica appends to
-// it, not only the one that writes the history: each append is one transaction under the head row's
-// lock.
-type Audit struct {
+// Migrations are the audit trail's schema migrations, in the one list of the service's database.
+func Migrations() []sqldb.Migration {
+	return []sqldb.Migration{{Version: 3, Feature: "audit", SQL: auditMigration}}
+}
+
+// SQLStore is the audit trail's store in the service's database (Store). Any replica appends to it, not
+// only the Lease's holder: each append is one transaction under the head row's lock.
+type SQLStore struct {
 	db       *sql.DB
 	postgres bool
 }
 
-// Audit returns the audit trail's store.
-func (s *Store) Audit() *Audit { return &Audit{db: s.db, postgres: s.postgres} }
+// NewSQLStore is the audit trail's store in db, whose schema has the trail's migrations.
+func NewSQLStore(db *sqldb.DB) *SQLStore { return &SQLStore{db: db.DB, postgres: db.Postgres} }
 
 // Append stores e after the last entry, chained to it by seal.
-func (a *Audit) Append(ctx context.Context, e audit.Entry, seal func(prev string, e audit.Entry) string) (audit.Entry, error) {
+func (a *SQLStore) Append(ctx context.Context, e Entry, seal func(prev string, e Entry) string) (Entry, error) {
 	tx, err := a.db.BeginTx(ctx, nil)
 	if err != nil {
 		return e, err
@@ -61,7 +65,7 @@ func (a *Audit) Append(ctx context.Context, e audit.Entry, seal func(prev string
 	var prev string
 	switch err := tx.QueryRowContext(ctx, `UPDATE audit_head SET seq = seq + 1 WHERE id = 1 RETURNING seq, hash`).Scan(&e.Seq, &prev); {
 	case errors.Is(err, sql.ErrNoRows):
-		return e, audit.ErrNoHead
+		return e, ErrNoHead
 	case err != nil:
 		return e, err
 	}
@@ -82,8 +86,8 @@ func (a *Audit) Append(ctx context.Context, e audit.Entry, seal func(prev string
 
 const auditColumns = `seq, at, action, kind, namespace, name, uid, user_name, request_id, message`
 
-func scanEntry(rows *sql.Rows, extra ...any) (audit.Entry, error) {
-	var e audit.Entry
+func scanEntry(rows *sql.Rows, extra ...any) (Entry, error) {
+	var e Entry
 	var at int64
 	if err := rows.Scan(append([]any{&e.Seq, &at, &e.Action, &e.Kind, &e.Namespace, &e.Name, &e.UID, &e.User, &e.RequestID, &e.Message}, extra...)...); err != nil {
 		return e, err
@@ -93,11 +97,11 @@ func scanEntry(rows *sql.Rows, extra ...any) (audit.Entry, error) {
 }
 
 // Entries returns a page of the entries of q's namespaces, newest first.
-func (a *Audit) Entries(ctx context.Context, q audit.Query) ([]audit.Entry, int, error) {
+func (a *SQLStore) Entries(ctx context.Context, q Query) ([]Entry, int, error) {
 	clause, args := "", []any{}
 	if q.Namespaces != nil {
 		if len(q.Namespaces) == 0 {
-			return []audit.Entry{}, 0, nil
+			return []Entry{}, 0, nil
 		}
 		ph := make([]string, len(q.Namespaces))
 		for i, ns := range q.Namespaces {
@@ -111,7 +115,7 @@ func (a *Audit) Entries(ctx context.Context, q audit.Query) ([]audit.Entry, int,
 		return nil, 0, err
 	}
 	page, size := max(q.Page, 1), max(q.PageSize, 1)
-	out := []audit.Entry{}
+	out := []Entry{}
 	if total <= (page-1)*size {
 		return out, total, nil
 	}
@@ -132,13 +136,13 @@ func (a *Audit) Entries(ctx context.Context, q audit.Query) ([]audit.Entry, int,
 }
 
 // Namespaces returns the namespaces the trail has entries of, sorted.
-func (a *Audit) Namespaces(ctx context.Context) ([]string, error) {
-	return queryStrings(ctx, a.db, `SELECT namespace FROM audit_namespaces ORDER BY namespace`)
+func (a *SQLStore) Namespaces(ctx context.Context) ([]string, error) {
+	return (&sqldb.DB{DB: a.db}).Strings(ctx, `SELECT namespace FROM audit_namespaces ORDER BY namespace`)
 }
 
 // Walk calls fn with every entry in sequence order, then returns the head, all read in one snapshot
 // of the database: an append while it walks is left for the next check.
-func (a *Audit) Walk(ctx context.Context, fn func(audit.Link) error) (int64, string, error) {
+func (a *SQLStore) Walk(ctx context.Context, fn func(Link) error) (int64, string, error) {
 	opts := &sql.TxOptions{ReadOnly: true}
 	if a.postgres {
 		opts.Isolation = sql.LevelRepeatableRead
@@ -152,7 +156,7 @@ func (a *Audit) Walk(ctx context.Context, fn func(audit.Link) error) (int64, str
 	var hash string
 	switch err := tx.QueryRowContext(ctx, `SELECT seq, hash FROM audit_head WHERE id = 1`).Scan(&seq, &hash); {
 	case errors.Is(err, sql.ErrNoRows):
-		return 0, "", audit.ErrNoHead
+		return 0, "", ErrNoHead
 	case err != nil:
 		return 0, "", err
 	}
@@ -162,7 +166,7 @@ func (a *Audit) Walk(ctx context.Context, fn func(audit.Link) error) (int64, str
 	}
 	defer func() { _ = rows.Close() }()
 	for rows.Next() {
-		var l audit.Link
+		var l Link
 		e, err := scanEntry(rows, &l.Prev, &l.Hash)
 		if err != nil {
 			return 0, "", err

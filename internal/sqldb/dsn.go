@@ -1,13 +1,13 @@
-package history
+package sqldb
 
 import "strings"
 
 // redactedKeys are the query parameters of a DSN that hold secrets.
 var redactedKeys = []string{"password", "sslpassword", "passfile", "sslkey"}
 
-// redact keeps a DSN's secrets out of messages: the password of its user information and the values
+// Redact keeps a DSN's secrets out of messages: the password of its user information and the values
 // of its query parameters (or key=value words) that name one.
-func redact(dsn string) string {
+func Redact(dsn string) string {
 	out := dsn
 	if scheme := strings.Index(out, "://"); scheme > 0 {
 		rest := out[scheme+3:]

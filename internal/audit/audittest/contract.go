@@ -1,9 +1,9 @@
-package historytest
+// Package audittest is the contract of the audit trail's SQL store: what it must do on SQLite and on
+// PostgreSQL alike.
+package audittest
 
 import (
-	"database/sql"
 	"fmt"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -12,30 +12,32 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"ray-service/internal/audit"
-	"ray-service/internal/history"
+	"ray-service/internal/sqldb"
+	"ray-service/internal/sqldb/sqldbtest"
 )
 
-var auditKey = audit.Key("0123456789abcdef0123456789abcdef")
+var (
+	auditKey = audit.Key("0123456789abcdef0123456789abcdef")
+	t0       = time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+)
 
-// RunAudit runs the audit trail's part of the contract, each part with a history of its own.
-func RunAudit(t *testing.T, open Open) {
-	t.Run("linear chain from two handles", func(t *testing.T) { auditChain(t, open) })
-	t.Run("pages and namespaces", func(t *testing.T) { auditPages(t, open) })
-	t.Run("tampering", func(t *testing.T) { auditTampering(t, open) })
-}
+// NewDSN makes a database of its own for a test and returns its DSN.
+type NewDSN func(t *testing.T) string
 
-// DB opens the database behind a history's DSN directly, as someone who reaches it would: to read
-// (or break) its tables.
-func DB(t *testing.T, dsn string) *sql.DB {
+// open is the audit trail's store in the database at dsn, closed with the test.
+func open(t *testing.T, dsn string) *audit.SQLStore {
 	t.Helper()
-	driver, source := "pgx", dsn
-	if path, ok := strings.CutPrefix(dsn, "sqlite:"); ok {
-		driver, source = "sqlite", "file:"+path+"?_pragma=busy_timeout(5000)"
-	}
-	db, err := sql.Open(driver, source)
+	db, err := sqldb.Open(t.Context(), dsn, audit.Migrations())
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = db.Close() })
-	return db
+	return audit.NewSQLStore(db)
+}
+
+// Run runs the contract, each part with a database of its own.
+func Run(t *testing.T, newDSN NewDSN) {
+	t.Run("linear chain from two handles", func(t *testing.T) { auditChain(t, newDSN(t)) })
+	t.Run("pages and namespaces", func(t *testing.T) { auditPages(t, newDSN(t)) })
+	t.Run("tampering", func(t *testing.T) { auditTampering(t, newDSN(t)) })
 }
 
 func entry(ns, name string, i int) audit.Entry {
@@ -45,17 +47,14 @@ func entry(ns, name string, i int) audit.Entry {
 
 // Appends through two handles of one database (two replicas) at once make one chain: consecutive
 // sequence numbers, each linked to the one before.
-func auditChain(t *testing.T, open Open) {
-	s, dsn := open(t)
-	other, err := history.Open(t.Context(), dsn)
-	require.NoError(t, err)
-	defer func() { _ = other.Close() }()
+func auditChain(t *testing.T, dsn string) {
+	s, other := open(t, dsn), open(t, dsn)
 	const writers, each = 4, 15
 	var wg sync.WaitGroup
 	for w := range writers {
-		a := s.Audit()
+		a := s
 		if w%2 == 1 {
-			a = other.Audit()
+			a = other
 		}
 		wg.Go(func() {
 			for i := range each {
@@ -65,11 +64,11 @@ func auditChain(t *testing.T, open Open) {
 		})
 	}
 	wg.Wait()
-	v, err := audit.Check(t.Context(), s.Audit(), auditKey)
+	v, err := audit.Check(t.Context(), s, auditKey)
 	require.NoError(t, err)
 	assert.Equal(t, audit.Verification{Intact: true, Entries: writers * each, Head: writers * each}, v)
 	var seqs []int64
-	_, _, err = other.Audit().Walk(t.Context(), func(l audit.Link) error { seqs = append(seqs, l.Seq); return nil })
+	_, _, err = other.Walk(t.Context(), func(l audit.Link) error { seqs = append(seqs, l.Seq); return nil })
 	require.NoError(t, err)
 	for i, seq := range seqs {
 		assert.Equal(t, int64(i+1), seq)
@@ -78,9 +77,8 @@ func auditChain(t *testing.T, open Open) {
 
 // The entries come newest first, a page at a time, of the namespaces asked for; the namespaces are
 // those entries were appended in.
-func auditPages(t *testing.T, open Open) {
-	s, _ := open(t)
-	a := s.Audit()
+func auditPages(t *testing.T, dsn string) {
+	a := open(t, dsn)
 	ns, err := a.Namespaces(t.Context())
 	require.NoError(t, err)
 	assert.Empty(t, ns)
@@ -119,14 +117,13 @@ func auditPages(t *testing.T, open Open) {
 
 // A row changed, removed or added in the database directly breaks the chain where it was; a head row
 // removed stops the appends rather than starting a new chain.
-func auditTampering(t *testing.T, open Open) {
-	s, dsn := open(t)
-	a := s.Audit()
+func auditTampering(t *testing.T, dsn string) {
+	a := open(t, dsn)
 	for i := range 5 {
 		_, err := a.Append(t.Context(), entry("a", "o", i), auditKey.Seal)
 		require.NoError(t, err)
 	}
-	db := DB(t, dsn)
+	db := sqldbtest.Raw(t, dsn)
 	check := func() audit.Verification {
 		t.Helper()
 		v, err := audit.Check(t.Context(), a, auditKey)

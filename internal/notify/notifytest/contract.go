@@ -1,4 +1,6 @@
-package historytest
+// Package notifytest is the contract of the notifications' SQL store: what it must do on SQLite and on
+// PostgreSQL alike.
+package notifytest
 
 import (
 	"testing"
@@ -7,14 +9,32 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"ray-service/internal/history"
 	"ray-service/internal/notify"
+	"ray-service/internal/sqldb"
 )
+
+var t0 = time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+
+// NewDSN makes a database of its own for a test and returns its DSN.
+type NewDSN func(t *testing.T) string
+
+// open is the notifications' store in the database at dsn, and that database.
+func open(t *testing.T, dsn string) (*notify.SQLStore, *sqldb.DB) {
+	t.Helper()
+	db, err := sqldb.Open(t.Context(), dsn, notify.Migrations())
+	require.NoError(t, err)
+	return notify.NewSQLStore(db), db
+}
+
+// Run runs the contract, with a database of its own.
+func Run(t *testing.T, newDSN NewDSN) {
+	t.Run("notifications", func(t *testing.T) { notifications(t, newDSN(t)) })
+}
 
 // Notices are numbered in order; a subscription is delivered those made after it, of its namespace;
 // its place and its deliveries survive a reopening; deleting it takes its deliveries.
-func notifications(t *testing.T, open Open) {
-	s, dsn := open(t)
+func notifications(t *testing.T, dsn string) {
+	s, db := open(t, dsn)
 	ctx := t.Context()
 	notice := func(ns, name, typ string) notify.Notice {
 		return notify.Notice{Type: typ, Kind: "RayJob", Namespace: ns, Name: name, UID: "u-" + name, Time: t0,
@@ -49,11 +69,10 @@ func notifications(t *testing.T, open Open) {
 	assert.Equal(t, t0, d.FirstAt)
 	require.NoError(t, s.Advance(ctx, sub.ID, 3))
 	require.NoError(t, s.Advance(ctx, sub.ID, 2), "never backwards")
-	require.NoError(t, s.Close())
+	require.NoError(t, db.Close())
 
-	s, err = history.Open(ctx, dsn)
-	require.NoError(t, err)
-	defer func() { _ = s.Close() }()
+	s, db = open(t, dsn)
+	defer func() { _ = db.Close() }()
 	all, err := s.AllSubscriptions(ctx)
 	require.NoError(t, err)
 	require.Len(t, all, 1)
@@ -77,8 +96,8 @@ func notifications(t *testing.T, open Open) {
 	require.NoError(t, err)
 	assert.Len(t, left, 1)
 	_, err = s.Subscription(ctx, "b", sub.ID)
-	require.ErrorIs(t, err, history.ErrNoSubscription, "another namespace's")
-	require.ErrorIs(t, s.DeleteSubscription(ctx, "b", sub.ID), history.ErrNoSubscription)
+	require.ErrorIs(t, err, notify.ErrNoSubscription, "another namespace's")
+	require.ErrorIs(t, s.DeleteSubscription(ctx, "b", sub.ID), notify.ErrNoSubscription)
 	require.NoError(t, s.DeleteSubscription(ctx, "a", sub.ID))
 	_, total, err = s.Deliveries(ctx, sub.ID, 1, 10)
 	require.NoError(t, err)

@@ -1,0 +1,92 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"ray-service/internal/audit"
+	"ray-service/internal/cache"
+	"ray-service/internal/config"
+	"ray-service/internal/history"
+	"ray-service/internal/notify"
+	"ray-service/internal/ray"
+	"ray-service/internal/sqldb"
+)
+
+// idleTo hands the idle detection's judgement to the watch cache and to the utilization accounting.
+type idleTo struct {
+	*cache.Store
+	accounting *history.Recorder
+}
+
+func (t idleTo) SetIdle(idle map[cache.ClusterRef]*ray.Idle) {
+	t.Store.SetIdle(idle)
+	t.accounting.SetIdle(idle)
+}
+
+// startHistory starts the history in db and its recorder, which writes while this replica holds the
+// Lease (its hooks are the Lease's to add) and hands the changes of status that make notifications to
+// changes.
+func startHistory(ctx context.Context, cfg *config.Config, db *sqldb.DB, restCfg *rest.Config, kinds *ray.Kinds, signer *ray.TemplateSigner,
+	serves func(*ray.Kind) bool, log *zap.Logger, registry *prometheus.Registry, use history.Use,
+	changes func(context.Context, []history.StatusChange) error) (*history.Recorder, *history.Store, error) {
+	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	hs, err := history.New(octx, db)
+	if err != nil {
+		return nil, nil, fmt.Errorf("opening the history: %w", err)
+	}
+	ownCfg := rest.CopyConfig(restCfg)
+	ownCfg.QPS, ownCfg.Burst = 50, 100
+	core, err := kubernetes.NewForConfig(ownCfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	dyn, err := dynamic.NewForConfig(ownCfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	r := &history.Recorder{Store: hs, Kinds: kinds, Serves: serves, Dynamic: dyn, Core: core, Log: log, Signer: signer,
+		Limits: ray.EndingLimits{Events: cfg.HistoryEndingEvents, LogLines: int64(cfg.HistoryEndingLogLines), LogBytes: cfg.HistoryEndingBytes},
+		MaxAge: cfg.HistoryMaxAge, MaxPerNamespace: cfg.HistoryMaxPerNamespace, Changes: changes,
+		NamespaceMaxBytes: cfg.HistoryNamespaceBytes, MaxBytes: cfg.HistoryBytes,
+		Accounting: history.Accounting{CreditEvery: cfg.UsageCreditEvery, Use: use, MeasureEvery: cfg.UsageMeasureEvery,
+			MeasureStep: cfg.UsageMeasureStep, Retention: cfg.UsageRetention}}
+	registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ray_service_history_leader",
+		Help: "1 while this replica writes the history."}, func() float64 {
+		if r.Leading() {
+			return 1
+		}
+		return 0
+	}))
+	registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ray_service_history_writes_total",
+		Help: "Records this replica wrote into the history."}, func() float64 { return float64(r.Writes()) }))
+	registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ray_service_history_dropped_total",
+		Help: "Changes of deleted objects a full write queue of the history dropped."}, func() float64 { return float64(r.Dropped()) }))
+	r.Start(ctx)
+	log.Info("history", zap.String("database", sqldb.Redact(cfg.HistoryDSN)))
+	return r, hs, nil
+}
+
+// openDatabase opens the service's database (history-dsn), where each stored feature keeps its tables,
+// and brings it to the one schema their migrations make.
+func openDatabase(ctx context.Context, dsn string) (*sqldb.DB, error) {
+	schema, err := sqldb.Schema(history.Migrations(), audit.Migrations(), notify.Migrations())
+	if err != nil {
+		return nil, err
+	}
+	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	db, err := sqldb.Open(octx, dsn, schema)
+	if err != nil {
+		return nil, fmt.Errorf("opening the history: %w", err)
+	}
+	return db, nil
+}

@@ -1,0 +1,49 @@
+package lease
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"go.uber.org/zap"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+)
+
+func hooksCounting(leads, follows *atomic.Int32) []Hooks {
+	return []Hooks{{Name: "a", Lead: func(context.Context) { leads.Add(1) }, Follow: func() { follows.Add(1) }},
+		{Name: "no hooks"}}
+}
+
+// The elector starts a lead in a goroutine and may end it (and call follow) before that goroutine runs:
+// the lead then starts nothing, and this replica does not believe it leads.
+func TestLeadThatEndedBeforeItBeganStartsNothing(t *testing.T) {
+	var leads, follows atomic.Int32
+	l := &Lease{Lock: &resourcelock.LeaseLock{}, Log: zap.NewNop()}
+	hooks := hooksCounting(&leads, &follows)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	l.follow(hooks)
+	l.lead(ctx, hooks)
+	l.leads.Wait()
+	assert.False(t, l.Leading())
+	assert.Zero(t, leads.Load())
+	assert.Zero(t, follows.Load(), "no follow without a lead")
+}
+
+// A lead starts every hook's Lead and a follow calls every Follow, once each.
+func TestLeadThenFollow(t *testing.T) {
+	var leads, follows atomic.Int32
+	l := &Lease{Lock: &resourcelock.LeaseLock{}, Log: zap.NewNop()}
+	hooks := hooksCounting(&leads, &follows)
+	ctx, cancel := context.WithCancel(context.Background())
+	l.lead(ctx, hooks)
+	l.leads.Wait()
+	assert.True(t, l.Leading())
+	assert.Equal(t, int32(1), leads.Load())
+	cancel()
+	l.follow(hooks)
+	l.follow(hooks) // the elector's deferred call as Run returns
+	assert.False(t, l.Leading())
+	assert.Equal(t, int32(1), follows.Load())
+}
