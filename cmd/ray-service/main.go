@@ -55,6 +55,7 @@ import (
 	"ray-service/internal/keys"
 	"ray-service/internal/metrics"
 	"ray-service/internal/notify"
+	"ray-service/internal/promql"
 	"ray-service/internal/queues"
 	"ray-service/internal/ray"
 )
@@ -133,7 +134,7 @@ func run() error {
 	var detector *idle.Detector // none without Prometheus
 	var clusterUse history.Use  // none without Prometheus
 	if cfg.PrometheusURL != "" {
-		querier, err := metrics.NewQuerier(cfg.PrometheusURL, cfg.PrometheusTimeout, cfg.PrometheusCacheSize)
+		querier, err := promql.NewQuerier(cfg.PrometheusURL, cfg.PrometheusTimeout, cfg.PrometheusCacheSize)
 		if err != nil {
 			return err
 		}

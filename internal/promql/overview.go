@@ -1,4 +1,7 @@
-package metrics
+// Package promql asks Prometheus what the service shows and decides on: the overview's and a cluster's
+// utilization, the cluster health tab, the idle detection's work and the utilization accounting's use, through
+// one Querier (a client with a cache of answers). The service's own metrics are internal/metrics.
+package promql
 
 import (
 	"cmp"
