@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"ray-service/internal/metrics"
+	"ray-service/internal/promql"
 	"ray-service/internal/ray"
 )
 
@@ -211,7 +211,7 @@ func (f fixedDashboard) Address(*ray.Kind, *unstructured.Unstructured, *ray.Summ
 	return f.addr
 }
 func (fixedDashboard) Transport() http.RoundTripper { return http.DefaultTransport }
-func (fixedDashboard) GCSEventStats(context.Context, string, string, string) ([]metrics.LoopPrint, error) {
+func (fixedDashboard) GCSEventStats(context.Context, string, string, string) ([]promql.LoopPrint, error) {
 	return nil, nil
 }
 

@@ -15,7 +15,7 @@ import (
 	"ray-service/internal/auth"
 	"ray-service/internal/cache"
 	"ray-service/internal/k8s"
-	"ray-service/internal/metrics"
+	"ray-service/internal/promql"
 	"ray-service/internal/ray"
 )
 
@@ -35,14 +35,14 @@ type Counts struct {
 
 // OverviewData is the data of the overview and of a cluster's metrics.
 type OverviewData struct {
-	Window    metrics.Window   `json:"window"`
+	Window    promql.Window    `json:"window"`
 	Counts    *Counts          `json:"counts,omitempty"`
 	Allocated cache.Allocation `json:"allocated"`
 	// Pending is what the Ray objects a queue manager (Volcano) has not admitted request: the demand
 	// waiting beside what is allocated. Absent from a cluster's metrics.
 	Pending    *ray.Resources `json:"pending,omitempty"`
-	Used       metrics.Used   `json:"used"`
-	Series     metrics.Series `json:"series"`
+	Used       promql.Used    `json:"used"`
+	Series     promql.Series  `json:"series"`
 	GrafanaURL string         `json:"grafanaURL,omitempty"`
 	// UtilizationURL (the overview only, with a history database) is the utilization report of the top
 	// five holders of idle GPUs and NPUs over the last seven days, by namespace.
@@ -93,7 +93,7 @@ func (s *Server) overview(c *gin.Context) (*response, error) {
 		return nil, err
 	}
 	counts, alloc, pending := s.countsIn(scopes)
-	data := s.figures(c, w, metrics.Scope{Namespaces: scopes[s.Kinds.Cluster()].Instances.List()}, alloc, counts)
+	data := s.figures(c, w, promql.Scope{Namespaces: scopes[s.Kinds.Cluster()].Instances.List()}, alloc, counts)
 	data.Pending = &pending
 	return ok(data), nil
 }
@@ -146,14 +146,14 @@ func (s *Server) clusterMetrics(c *gin.Context) (*response, error) {
 	if cur.Template != nil {
 		alloc = cache.Allocation{Ray: map[string]float64{}}
 	}
-	return ok(s.figures(c, w, metrics.Scope{Namespaces: []string{ns}, Cluster: name}, alloc, nil)), nil
+	return ok(s.figures(c, w, promql.Scope{Namespaces: []string{ns}, Cluster: name}, alloc, nil)), nil
 }
 
 // figures are the overview's figures of a scope: counts and allocated as given, used and series from
 // Prometheus.
-func (s *Server) figures(c *gin.Context, w metrics.Window, scope metrics.Scope, alloc cache.Allocation, counts *Counts) OverviewData {
+func (s *Server) figures(c *gin.Context, w promql.Window, scope promql.Scope, alloc cache.Allocation, counts *Counts) OverviewData {
 	data := OverviewData{Window: w, Counts: counts, Allocated: alloc, Warnings: []string{},
-		GrafanaURL: metrics.GrafanaURL(s.Grafana.URL, s.Grafana.DashboardUID, w, scope.Cluster)}
+		GrafanaURL: promql.GrafanaURL(s.Grafana.URL, s.Grafana.DashboardUID, w, scope.Cluster)}
 	if counts != nil && s.Utilization != nil {
 		data.UtilizationURL = BasePath + "/utilization?groupBy=namespace&sortBy=idleAcceleratorHours&pageSize=5"
 		if ns := c.Query("namespace"); ns != "" && namespaceProblem(ns) == "" {
@@ -161,8 +161,8 @@ func (s *Server) figures(c *gin.Context, w metrics.Window, scope metrics.Scope, 
 		}
 	}
 	if s.Usage == nil {
-		data.Used = metrics.Used{Ray: map[string]float64{}}
-		data.Series = metrics.Series{Used: map[string][]metrics.Point{}, Allocated: map[string][]metrics.Point{}, RayUsed: map[string][]metrics.Point{}}
+		data.Used = promql.Used{Ray: map[string]float64{}}
+		data.Series = promql.Series{Used: map[string][]promql.Point{}, Allocated: map[string][]promql.Point{}, RayUsed: map[string][]promql.Point{}}
 		data.Warnings = append(data.Warnings, "no Prometheus is configured: used figures and series are not measured")
 	} else {
 		// A caller that goes away stops waiting; queries that no other caller waits for are cancelled.
@@ -211,7 +211,7 @@ func (s *Server) figures(c *gin.Context, w metrics.Window, scope metrics.Scope, 
 //	@Param			start					query		string	false	"window start (RFC 3339 or Unix seconds), with end"
 //	@Param			end						query		string	false	"window end, with start"
 //	@Param			step					query		string	false	"step with start and end (e.g. 30s)"
-//	@Success		200						{object}	Envelope{data=metrics.ClusterHealth}
+//	@Success		200						{object}	Envelope{data=promql.ClusterHealth}
 //	@Failure		400,401,403,404,409,503	{object}	Envelope
 //	@Router			/rest/ray/v1/namespaces/{namespace}/{kind}/{name}/health [get]
 func (s *Server) clusterHealth(c *gin.Context) (*response, error) {
@@ -229,8 +229,8 @@ func (s *Server) clusterHealth(c *gin.Context) (*response, error) {
 		return nil, statusError(http.StatusConflict, metav1.StatusReasonConflict, "it has no Ray cluster: start it first")
 	}
 	if s.Health == nil {
-		return ok(metrics.ClusterHealth{Window: w, Cluster: cluster, Panels: []metrics.Panel{},
-			Verdict:  metrics.Verdict{Level: metrics.LevelNoData, Message: "no Prometheus is configured"},
+		return ok(promql.ClusterHealth{Window: w, Cluster: cluster, Panels: []promql.Panel{},
+			Verdict:  promql.Verdict{Level: promql.LevelNoData, Message: "no Prometheus is configured"},
 			Warnings: []string{"no Prometheus is configured: the cluster health tab is not measured"}}), nil
 	}
 	h := s.Health.ClusterHealth(c.Request.Context(), w, c.Param("namespace"), cluster)
@@ -241,7 +241,7 @@ func (s *Server) clusterHealth(c *gin.Context) (*response, error) {
 // gcsLog answers the GCS event pressure panel from gcs_server.out where Prometheus had nothing: read
 // through the cluster's Ray dashboard, for a caller who may proxy to its services (as the dashboard
 // route asks), from the head pod the cache holds.
-func (s *Server) gcsLog(c *gin.Context, r Objects, k *ray.Kind, cur *k8s.Current, sum *ray.Summary, cluster string, h *metrics.ClusterHealth) {
+func (s *Server) gcsLog(c *gin.Context, r Objects, k *ray.Kind, cur *k8s.Current, sum *ray.Summary, cluster string, h *promql.ClusterHealth) {
 	if !h.GCSWanting() || s.Dashboards == nil || cur.Instance == nil {
 		return
 	}

@@ -12,7 +12,7 @@ import (
 
 	"ray-service/internal/cache"
 	"ray-service/internal/history"
-	"ray-service/internal/metrics"
+	"ray-service/internal/promql"
 	"ray-service/internal/ray"
 )
 
@@ -231,8 +231,8 @@ func parseHistoryQuery(c *gin.Context, k *ray.Kind) (history.Query, error) {
 
 // windowAndNamespace reads the window of the overview's figures (range, or start, end and step) and
 // the optional namespace.
-func windowAndNamespace(c *gin.Context) (metrics.Window, string, error) {
-	w, err := metrics.ParseWindow(c.Query("range"), c.Query("start"), c.Query("end"), c.Query("step"), time.Now())
+func windowAndNamespace(c *gin.Context) (promql.Window, string, error) {
+	w, err := promql.ParseWindow(c.Query("range"), c.Query("start"), c.Query("end"), c.Query("step"), time.Now())
 	if err != nil {
 		return w, "", badRequest("%v", err)
 	}

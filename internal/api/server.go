@@ -27,6 +27,7 @@ import (
 	"ray-service/internal/k8s"
 	"ray-service/internal/metrics"
 	"ray-service/internal/notify"
+	"ray-service/internal/promql"
 	"ray-service/internal/ray"
 )
 
@@ -37,7 +38,7 @@ const BasePath = "/rest/ray/v1"
 const MaxHeaderBytes = 64 << 10
 
 // The handlers' dependencies are the small interfaces below, implemented by internal/cache, internal/k8s, internal/dashboard, internal/auth
-// and internal/metrics and wired in cmd/ray-service; a handler test builds Deps from fakes.
+// and internal/promql and wired in cmd/ray-service; a handler test builds Deps from fakes.
 
 // Authorizer answers who a caller is and what the caller may do, asking with the caller's token
 // (auth.Reviewer).
@@ -129,17 +130,17 @@ type Dashboards interface {
 	Transport() http.RoundTripper
 	// GCSEventStats reads the main-loop event stats gcs_server printed on the head node at nodeIP,
 	// through the dashboard at addr, with its Ray token ("": none).
-	GCSEventStats(ctx context.Context, addr, nodeIP, rayToken string) ([]metrics.LoopPrint, error)
+	GCSEventStats(ctx context.Context, addr, nodeIP, rayToken string) ([]promql.LoopPrint, error)
 }
 
-// Usage answers the overview's Prometheus questions (metrics.Querier).
+// Usage answers the overview's Prometheus questions (promql.Querier).
 type Usage interface {
-	Usage(ctx context.Context, w metrics.Window, sc metrics.Scope) (metrics.Used, metrics.Series, []string)
+	Usage(ctx context.Context, w promql.Window, sc promql.Scope) (promql.Used, promql.Series, []string)
 }
 
-// ClusterHealth answers the cluster health tab from Ray's own metrics (metrics.Querier).
+// ClusterHealth answers the cluster health tab from Ray's own metrics (promql.Querier).
 type ClusterHealth interface {
-	ClusterHealth(ctx context.Context, w metrics.Window, namespace, cluster string) metrics.ClusterHealth
+	ClusterHealth(ctx context.Context, w promql.Window, namespace, cluster string) promql.ClusterHealth
 }
 
 // Deps are what the handlers need; cmd/ray-service wires them.

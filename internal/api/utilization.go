@@ -11,7 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"ray-service/internal/auth"
-	"ray-service/internal/metrics"
+	"ray-service/internal/promql"
 	"ray-service/internal/ray"
 	"ray-service/internal/usage"
 )
@@ -276,7 +276,7 @@ func utilizationQuery(c *gin.Context, now time.Time) (usage.Query, error) {
 	}
 	to := now
 	if v := c.Query("to"); v != "" {
-		t, err := metrics.ParseTime("to", v)
+		t, err := promql.ParseTime("to", v)
 		if err != nil {
 			return q, badRequest("%v", err)
 		}
@@ -286,7 +286,7 @@ func utilizationQuery(c *gin.Context, now time.Time) (usage.Query, error) {
 	// the start an hour, into the UTC day before.
 	from := time.Unix(usage.DayOf(to), 0).UTC().AddDate(0, 0, -(defaultUtilizationDays - 1))
 	if v := c.Query("from"); v != "" {
-		t, err := metrics.ParseTime("from", v)
+		t, err := promql.ParseTime("from", v)
 		if err != nil {
 			return q, badRequest("%v", err)
 		}

@@ -17,7 +17,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"ray-service/internal/metrics"
+	"ray-service/internal/promql"
 	"ray-service/internal/ray"
 )
 
@@ -54,9 +54,9 @@ var (
 
 // ParseEventStats reads the main loop's event stats printed in a gcs_server.out (times in loc: Ray
 // prints the head's local time), oldest first. A print cut short (the log's first lines) is left out.
-func ParseEventStats(r io.Reader, loc *time.Location) ([]metrics.LoopPrint, error) {
-	var out []metrics.LoopPrint
-	var cur *metrics.LoopPrint
+func ParseEventStats(r io.Reader, loc *time.Location) ([]promql.LoopPrint, error) {
+	var out []promql.LoopPrint
+	var cur *promql.LoopPrint
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	haveGlobal := false
@@ -68,7 +68,7 @@ func ParseEventStats(r io.Reader, loc *time.Location) ([]metrics.LoopPrint, erro
 				continue
 			}
 			ms, _ := strconv.Atoi(m[2])
-			cur, haveGlobal = &metrics.LoopPrint{At: at.Add(time.Duration(ms) * time.Millisecond)}, false
+			cur, haveGlobal = &promql.LoopPrint{At: at.Add(time.Duration(ms) * time.Millisecond)}, false
 			continue
 		}
 		if cur == nil {
@@ -99,7 +99,7 @@ func ParseEventStats(r io.Reader, loc *time.Location) ([]metrics.LoopPrint, erro
 // GCSEventStats reads the event stats gcs_server printed on the head node at nodeIP, through the Ray
 // dashboard at addr (host:port), with the cluster's token where it takes one ("": none). The error says,
 // in the service's words, what the dashboard did; nothing the dashboard wrote reaches it.
-func (d *Dashboards) GCSEventStats(ctx context.Context, addr, nodeIP, rayToken string) ([]metrics.LoopPrint, error) {
+func (d *Dashboards) GCSEventStats(ctx context.Context, addr, nodeIP, rayToken string) ([]promql.LoopPrint, error) {
 	const call = "read gcs_server.out"
 	q := url.Values{"node_ip": {nodeIP}, "filename": {"gcs_server.out"}, "lines": {strconv.Itoa(GCSLogLines)}}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/api/v0/logs/file?"+q.Encode(), nil)

@@ -12,7 +12,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
-	"ray-service/internal/metrics"
+	"ray-service/internal/promql"
 )
 
 // gcsLog is gcs_server.out as Ray 2.10 and later write it (event_stats.cc StatsString: milliseconds
@@ -55,8 +55,8 @@ func TestParseEventStatsOfEachGeneration(t *testing.T) {
 	got, err := ParseEventStats(strings.NewReader(gcsLog), time.UTC)
 	require.NoError(t, err)
 	require.Len(t, got, 2, "the main loop's prints only, not the one cut short nor task_io_context's")
-	assert.Equal(t, metrics.LoopPrint{At: time.Date(2025, 11, 30, 10, 0, 0, 123e6, time.UTC), Total: 3200, Active: 13, QueueingMeanMs: 45.12}, got[0])
-	assert.Equal(t, metrics.LoopPrint{At: time.Date(2025, 11, 30, 10, 1, 0, 125e6, time.UTC), Total: 3800, Active: 2, QueueingMeanMs: 5.5}, got[1])
+	assert.Equal(t, promql.LoopPrint{At: time.Date(2025, 11, 30, 10, 0, 0, 123e6, time.UTC), Total: 3200, Active: 13, QueueingMeanMs: 45.12}, got[0])
+	assert.Equal(t, promql.LoopPrint{At: time.Date(2025, 11, 30, 10, 1, 0, 125e6, time.UTC), Total: 3800, Active: 2, QueueingMeanMs: 5.5}, got[1])
 
 	got, err = ParseEventStats(strings.NewReader(gcsLogOld), time.UTC)
 	require.NoError(t, err)

@@ -14,7 +14,7 @@ import (
 	"ray-service/internal/usage"
 )
 
-// Use is what Prometheus says each Ray cluster's pods used (metrics.Querier).
+// Use is what Prometheus says each Ray cluster's pods used (promql.Querier).
 type Use interface {
 	ClusterUse(ctx context.Context, from, to time.Time, step time.Duration) (map[usage.ClusterRef]usage.Used, error)
 }

@@ -31,7 +31,7 @@ type fakeUse struct {
 }
 
 func (f *fakeUse) ClusterUse(_ context.Context, from, to time.Time, step time.Duration) (map[usage.ClusterRef]usage.Used, error) {
-	if to.Sub(from) < step { // as Prometheus is asked (metrics.Querier.ClusterUse)
+	if to.Sub(from) < step { // as Prometheus is asked (promql.Querier.ClusterUse)
 		return nil, fmt.Errorf("use between %s and %s: shorter than a step (%s)", from, to, step)
 	}
 	f.spans = append(f.spans, [2]time.Time{from, to})

@@ -12,7 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"ray-service/internal/cache"
-	"ray-service/internal/metrics"
+	"ray-service/internal/promql"
 	"ray-service/internal/ray"
 )
 
@@ -29,10 +29,10 @@ type Settings struct {
 	AcceleratorPercent float64
 }
 
-// Work is what Prometheus says of the clusters' work (metrics.Querier).
+// Work is what Prometheus says of the clusters' work (promql.Querier).
 type Work interface {
-	ClusterWork(ctx context.Context, window, step time.Duration, now time.Time) (map[metrics.ClusterKey]*metrics.ClusterWork, error)
-	LastRayUse(ctx context.Context, clusters []metrics.ClusterKey, lookback, step time.Duration, now time.Time) (map[metrics.ClusterKey]time.Time, error)
+	ClusterWork(ctx context.Context, window, step time.Duration, now time.Time) (map[promql.ClusterKey]*promql.ClusterWork, error)
+	LastRayUse(ctx context.Context, clusters []promql.ClusterKey, lookback, step time.Duration, now time.Time) (map[promql.ClusterKey]time.Time, error)
 }
 
 // Clusters are the running Ray clusters and where their idleness goes (cache.Store).
@@ -83,10 +83,10 @@ func (d *Detector) Once(ctx context.Context, now time.Time) error {
 	}
 	idle := map[cache.ClusterRef]*ray.Idle{}
 	created := map[cache.ClusterRef]time.Time{}
-	var fresh []metrics.ClusterKey
+	var fresh []promql.ClusterKey
 	cands := map[cache.ClusterRef]*cache.IdleCandidate{}
 	for _, c := range d.Clusters.IdleCandidates() {
-		w := work[metrics.ClusterKey{Namespace: c.Namespace, Name: c.Name}]
+		w := work[promql.ClusterKey{Namespace: c.Namespace, Name: c.Name}]
 		ev, ok := Judge(st, &c.Summary, c.JobRunning, w, now)
 		if !ok {
 			continue
@@ -95,7 +95,7 @@ func (d *Detector) Once(ctx context.Context, now time.Time) error {
 		cands[c.ClusterRef] = &c
 		created[c.ClusterRef] = c.Summary.CreatedAt
 		if _, known := d.since[c.ClusterRef]; !known {
-			fresh = append(fresh, metrics.ClusterKey{Namespace: c.Namespace, Name: c.Name})
+			fresh = append(fresh, promql.ClusterKey{Namespace: c.Namespace, Name: c.Name})
 		}
 	}
 	since := map[cache.ClusterRef]time.Time{}
@@ -104,7 +104,7 @@ func (d *Detector) Once(ctx context.Context, now time.Time) error {
 			since[ref] = t
 		}
 	}
-	last := map[metrics.ClusterKey]time.Time{}
+	last := map[promql.ClusterKey]time.Time{}
 	for batch := range slices.Chunk(fresh, maxLookups) { // a query names its clusters: bounded in length
 		found, err := d.Work.LastRayUse(ctx, batch, st.Lookback, max(st.Step, 5*time.Minute), now)
 		if err != nil {
@@ -142,7 +142,7 @@ func (d *Detector) Once(ctx context.Context, now time.Time) error {
 // of the window's steps at least and show no logical CPU, GPU or NPU in use, its containers' CPU was
 // measured and stayed within CPUShare of what its pods request, and its GPUs and NPUs, where it holds
 // and Prometheus measures them, stayed within AcceleratorPercent.
-func Judge(st Settings, sum *ray.Summary, jobRunning bool, w *metrics.ClusterWork, now time.Time) (ray.IdleEvidence, bool) {
+func Judge(st Settings, sum *ray.Summary, jobRunning bool, w *promql.ClusterWork, now time.Time) (ray.IdleEvidence, bool) {
 	ev := ray.IdleEvidence{Window: st.Window.String()}
 	if jobRunning || w == nil || now.Sub(sum.CreatedAt) < st.Window || w.RaySeen < 0.9 || w.RayLastUsed != nil || w.CPU == nil {
 		return ev, false

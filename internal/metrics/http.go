@@ -1,4 +1,5 @@
-// Package metrics holds the service's own Prometheus metrics and the Prometheus queries of the overview.
+// Package metrics holds the service's own Prometheus metrics: its HTTP server's, its caches' sizes and its
+// RayCronJobs' runs. What the service asks Prometheus is internal/promql.
 package metrics
 
 import (

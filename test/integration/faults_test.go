@@ -27,7 +27,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
-	"ray-service/internal/metrics"
+	"ray-service/internal/promql"
 )
 
 // statusCounts formats how many answers had each status.
@@ -681,7 +681,7 @@ func TestPrometheusFaults(t *testing.T) {
 		return failed == 0
 	})
 	require.NotNil(t, healthy.Counts)
-	exprs, err := metrics.Expressions(metrics.Scope{}, time.Minute)
+	exprs, err := promql.Expressions(promql.Scope{}, time.Minute)
 	require.NoError(t, err)
 	figures := len(exprs) // the overview's queries, one warning each when Prometheus fails
 

@@ -20,7 +20,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	resourcehelper "k8s.io/component-helpers/resource"
 
-	"ray-service/internal/metrics"
+	"ray-service/internal/promql"
 )
 
 const overviewCluster = `
@@ -175,7 +175,7 @@ func TestOverview(t *testing.T) {
 		wg.Go(func() { ; overview(svc.url, "namespace="+ns+"&"+other) })
 	}
 	wg.Wait()
-	exprs, err := metrics.Expressions(metrics.Scope{}, time.Minute)
+	exprs, err := promql.Expressions(promql.Scope{}, time.Minute)
 	require.NoError(t, err)
 	assert.Equal(t, len(exprs), rangeQueries()-before, "10 identical overviews: one evaluation of each query")
 	overview(svc.url, "namespace="+ns+"&"+other)

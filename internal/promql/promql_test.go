@@ -1,4 +1,4 @@
-package metrics
+package promql
 
 import (
 	"os"
@@ -149,11 +149,4 @@ func TestParseWindow(t *testing.T) {
 	}
 	_, err = ParseWindow("", "0", "2592000", "1h", now)
 	require.NoError(t, err, "30 days is the longest window")
-}
-
-func TestMethodLabel(t *testing.T) {
-	require.Equal(t, "GET", MethodLabel("GET"))
-	require.Equal(t, "DELETE", MethodLabel("DELETE"))
-	require.Equal(t, "other", MethodLabel("get"), "methods are case-sensitive")
-	require.Equal(t, "other", MethodLabel("MMMMMMMMMMMM"))
 }

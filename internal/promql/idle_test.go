@@ -1,4 +1,4 @@
-package metrics
+package promql
 
 import (
 	"os/exec"

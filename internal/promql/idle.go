@@ -1,15 +1,12 @@
-package metrics
+package promql
 
 import (
 	"context"
-	"fmt"
 	"math"
 	"regexp"
 	"strings"
-	"sync"
 	"time"
 
-	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
 )
 
@@ -122,47 +119,4 @@ func (q *Querier) LastRayUse(ctx context.Context, clusters []ClusterKey, lookbac
 			time.Unix(0, int64(float64(s.Value)*float64(time.Second))).UTC()
 	}
 	return out, nil
-}
-
-// instants asks Prometheus the named instant queries at once, at the same time; an error is the first
-// query's that failed, named after what asked (e.g. "idle detection, cpu: …").
-func (q *Querier) instants(ctx context.Context, what string, qs map[string]string, at time.Time) (map[string]model.Vector, error) {
-	answers := map[string]model.Vector{}
-	var mu sync.Mutex
-	var firstErr error
-	var wg sync.WaitGroup
-	for name, expr := range qs {
-		wg.Go(func() {
-			v, err := q.instant(ctx, expr, at)
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				if firstErr == nil {
-					firstErr = fmt.Errorf("%s, %s: %w", what, name, err)
-				}
-				return
-			}
-			answers[name] = v
-		})
-	}
-	wg.Wait()
-	if firstErr != nil {
-		return nil, firstErr
-	}
-	return answers, nil
-}
-
-// instant asks Prometheus one instant query, bounded by the querier's timeout.
-func (q *Querier) instant(ctx context.Context, expr string, at time.Time) (model.Vector, error) {
-	ctx, cancel := context.WithTimeout(ctx, q.timeout)
-	defer cancel()
-	val, _, _, err := q.api.Query(ctx, expr, at, promv1.WithTimeout(q.timeout))
-	if err != nil {
-		return nil, err
-	}
-	v, ok := val.(model.Vector)
-	if !ok {
-		return nil, fmt.Errorf("unexpected answer type %s", val.Type())
-	}
-	return v, nil
 }

@@ -1,145 +1,18 @@
-package metrics
+package promql
 
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"slices"
-	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
-	promapi "github.com/prometheus/client_golang/api"
-	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
 	"k8s.io/apimachinery/pkg/util/validation"
 )
-
-// Window is the time range of an overview: from Start to End, a point every Step.
-type Window struct {
-	Start time.Time     `json:"start"`
-	End   time.Time     `json:"end"`
-	Step  time.Duration `json:"-"`
-	// StepSeconds is Step for the JSON answer.
-	StepSeconds float64 `json:"stepSeconds"`
-}
-
-// Ranges are the named windows and their steps.
-var Ranges = map[string]struct{ Length, Step time.Duration }{
-	"10m": {10 * time.Minute, 15 * time.Second},
-	"30m": {30 * time.Minute, 30 * time.Second},
-	"1h":  {time.Hour, time.Minute},
-	"3h":  {3 * time.Hour, 2 * time.Minute},
-	"6h":  {6 * time.Hour, 5 * time.Minute},
-	"12h": {12 * time.Hour, 10 * time.Minute},
-	"24h": {24 * time.Hour, 20 * time.Minute},
-	"7d":  {7 * 24 * time.Hour, 2 * time.Hour},
-}
-
-// MaxPoints bounds the points of one series, as Prometheus does; MaxWindow the length of a window.
-const (
-	MaxPoints = 11000
-	MaxWindow = 30 * 24 * time.Hour
-)
-
-// ParseWindow reads a window: a named range ending now, or explicit start, end and step (RFC 3339 or
-// Unix seconds; step as a Go duration or seconds). A named window's ends are aligned to its step, so
-// that repeated calls ask Prometheus the same question.
-func ParseWindow(rng, start, end, step string, now time.Time) (Window, error) {
-	if start != "" || end != "" {
-		if rng != "" {
-			return Window{}, errors.New("give either range or start and end, not both")
-		}
-		s, err := parseTime("start", start)
-		if err != nil {
-			return Window{}, err
-		}
-		e, err := parseTime("end", end)
-		if err != nil {
-			return Window{}, err
-		}
-		if !e.After(s) {
-			return Window{}, errors.New("end must be after start")
-		}
-		if e.Sub(s) > MaxWindow {
-			return Window{}, fmt.Errorf("the window from start to end is %s long: at most %s (30 days)", e.Sub(s), MaxWindow)
-		}
-		st := defaultStep(e.Sub(s))
-		if step != "" {
-			if st, err = parseStep(step); err != nil {
-				return Window{}, err
-			}
-		}
-		if st > e.Sub(s) {
-			return Window{}, fmt.Errorf("step %s is longer than the window (%s)", st, e.Sub(s))
-		}
-		if e.Sub(s)/st > MaxPoints {
-			return Window{}, fmt.Errorf("step %s gives more than %d points over the window: use a larger step", st, MaxPoints)
-		}
-		return Window{Start: s, End: e, Step: st, StepSeconds: st.Seconds()}, nil
-	}
-	if step != "" {
-		return Window{}, errors.New("step goes with start and end")
-	}
-	if rng == "" {
-		rng = "30m"
-	}
-	r, ok := Ranges[rng]
-	if !ok {
-		return Window{}, fmt.Errorf("range %q: want one of 10m, 30m, 1h, 3h, 6h, 12h, 24h, 7d", rng)
-	}
-	e := now.UTC().Truncate(r.Step)
-	return Window{Start: e.Add(-r.Length), End: e, Step: r.Step, StepSeconds: r.Step.Seconds()}, nil
-}
-
-func defaultStep(length time.Duration) time.Duration {
-	names := make([]string, 0, len(Ranges))
-	for n := range Ranges {
-		names = append(names, n)
-	}
-	sort.Slice(names, func(i, j int) bool { return Ranges[names[i]].Length < Ranges[names[j]].Length })
-	for _, n := range names {
-		if length <= Ranges[n].Length {
-			return Ranges[n].Step
-		}
-	}
-	return length / 100
-}
-
-// ParseTime reads the time parameter name: RFC 3339 or Unix seconds.
-func ParseTime(name, v string) (time.Time, error) { return parseTime(name, v) }
-
-func parseTime(name, v string) (time.Time, error) {
-	if v == "" {
-		return time.Time{}, fmt.Errorf("%s is missing", name)
-	}
-	if t, err := time.Parse(time.RFC3339, v); err == nil {
-		return t.UTC(), nil
-	}
-	if f, err := strconv.ParseFloat(v, 64); err == nil {
-		return time.Unix(0, int64(f*1e9)).UTC(), nil
-	}
-	return time.Time{}, fmt.Errorf("%s %q: want RFC 3339 or Unix seconds", name, v)
-}
-
-func parseStep(v string) (time.Duration, error) {
-	d, err := time.ParseDuration(v)
-	if err != nil {
-		f, ferr := strconv.ParseFloat(v, 64)
-		if ferr != nil {
-			return 0, fmt.Errorf("step %q: want a duration such as 30s or a number of seconds", v)
-		}
-		d = time.Duration(f * float64(time.Second))
-	}
-	if d < time.Second {
-		return 0, fmt.Errorf("step %q: at least 1s", v)
-	}
-	return d, nil
-}
 
 // Scope narrows the figures: to namespaces (nil: all; empty: none) and to one Ray cluster.
 type Scope struct {
@@ -377,60 +250,6 @@ func scopeParts(sc Scope, step time.Duration) (parts, error) {
 	return p, nil
 }
 
-// Querier asks Prometheus for the overview's used and requested figures. Identical questions asked at
-// once share one evaluation, which is cancelled once every caller waiting for it has gone; answers are
-// cached for a step, at most MaxCacheTTL, and at most maxCached of them.
-type Querier struct {
-	api       promv1.API
-	timeout   time.Duration
-	maxCached int
-
-	mu    sync.Mutex
-	calls map[string]*evaluation
-	cache map[string]cached
-}
-
-// MaxCacheTTL bounds how long an answer of Prometheus is reused.
-const MaxCacheTTL = time.Minute
-
-// DefaultCacheSize bounds the answers cached where NewQuerier is given 0.
-const DefaultCacheSize = 1024
-
-// evaluation is one query under way, shared by the callers asking it.
-type evaluation struct {
-	done    chan struct{}
-	matrix  model.Matrix
-	err     error
-	waiters int
-	cancel  context.CancelFunc
-}
-
-type cached struct {
-	matrix  model.Matrix
-	expires time.Time
-}
-
-// NewQuerier returns a Querier for the Prometheus at url; each query may take at most timeout, and at
-// most cacheSize answers are cached (0: DefaultCacheSize).
-func NewQuerier(url string, timeout time.Duration, cacheSize int) (*Querier, error) {
-	c, err := promapi.NewClient(promapi.Config{Address: url})
-	if err != nil {
-		return nil, err
-	}
-	if cacheSize <= 0 {
-		cacheSize = DefaultCacheSize
-	}
-	return &Querier{api: promv1.NewAPI(c), timeout: timeout, maxCached: cacheSize,
-		calls: map[string]*evaluation{}, cache: map[string]cached{}}, nil
-}
-
-// CacheLen is how many answers are cached.
-func (q *Querier) CacheLen() int {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return len(q.cache)
-}
-
 // Usage returns the used figures at the end of the window, the series over it, and a warning for each
 // figure that could not be measured. It never fails: a Prometheus outage is a set of warnings.
 func (q *Querier) Usage(ctx context.Context, w Window, sc Scope) (Used, Series, []string) {
@@ -570,86 +389,6 @@ func lastAt(pts []Point, end time.Time) (float64, bool) {
 		return 0, false
 	}
 	return pts[len(pts)-1].V, true
-}
-
-// rangeQuery evaluates one query over the window, or takes the cached answer, or waits for the same
-// question already under way. A caller that goes away stops waiting; the evaluation goes on only while
-// some caller still waits for it.
-func (q *Querier) rangeQuery(ctx context.Context, expr string, w Window) (model.Matrix, error) {
-	key := fmt.Sprintf("%s|%d|%d|%d", expr, w.Start.Unix(), w.End.Unix(), w.Step/time.Second)
-	q.mu.Lock()
-	if c, ok := q.cache[key]; ok && time.Now().Before(c.expires) {
-		q.mu.Unlock()
-		return c.matrix, nil
-	}
-	ev, ok := q.calls[key]
-	if !ok {
-		qctx, cancel := context.WithTimeout(context.Background(), q.timeout)
-		ev = &evaluation{done: make(chan struct{}), cancel: cancel}
-		q.calls[key] = ev
-		go q.evaluate(qctx, key, expr, w, ev)
-	}
-	ev.waiters++
-	q.mu.Unlock()
-	select {
-	case <-ev.done:
-		return ev.matrix, ev.err
-	case <-ctx.Done():
-		q.mu.Lock()
-		if ev.waiters--; ev.waiters == 0 {
-			ev.cancel()
-			if q.calls[key] == ev {
-				delete(q.calls, key)
-			}
-		}
-		q.mu.Unlock()
-		return nil, ctx.Err()
-	}
-}
-
-// evaluate asks Prometheus, caches a good answer and hands it to the waiters.
-func (q *Querier) evaluate(ctx context.Context, key, expr string, w Window, ev *evaluation) {
-	defer ev.cancel()
-	val, _, _, err := q.api.QueryRange(ctx, expr, promv1.Range{Start: w.Start, End: w.End, Step: w.Step})
-	var m model.Matrix
-	if err == nil {
-		var ok bool
-		if m, ok = val.(model.Matrix); !ok {
-			err = fmt.Errorf("unexpected answer type %s", val.Type())
-		}
-	}
-	q.mu.Lock()
-	if q.calls[key] == ev {
-		delete(q.calls, key)
-	}
-	if err == nil {
-		q.putLocked(key, m, time.Now().Add(min(w.Step, MaxCacheTTL)))
-	}
-	q.mu.Unlock()
-	ev.matrix, ev.err = m, err
-	close(ev.done)
-}
-
-// putLocked caches an answer, making room first: stale answers go, and when the cache is full all the
-// same, a tenth of it.
-func (q *Querier) putLocked(key string, m model.Matrix, expires time.Time) {
-	now := time.Now()
-	for k, c := range q.cache {
-		if !now.Before(c.expires) {
-			delete(q.cache, k)
-		}
-	}
-	if len(q.cache) >= q.maxCached {
-		drop := len(q.cache) - q.maxCached*9/10
-		for k := range q.cache {
-			if drop <= 0 {
-				break
-			}
-			delete(q.cache, k)
-			drop--
-		}
-	}
-	q.cache[key] = cached{matrix: m, expires: expires}
 }
 
 // GrafanaURL links to the Ray dashboard in Grafana for the window (and one cluster when given); "" when
