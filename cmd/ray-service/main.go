@@ -49,6 +49,7 @@ import (
 	"ray-service/internal/certs"
 	"ray-service/internal/config"
 	"ray-service/internal/dashboard"
+	"ray-service/internal/dashproxy"
 	"ray-service/internal/history"
 	"ray-service/internal/idle"
 	"ray-service/internal/k8s"
@@ -57,6 +58,7 @@ import (
 	"ray-service/internal/notify"
 	"ray-service/internal/queues"
 	"ray-service/internal/ray"
+	"ray-service/internal/stream"
 )
 
 func main() {
@@ -295,7 +297,7 @@ func run() error {
 		}()
 	}
 	draining := &drain{}
-	detached := &api.Detached{} // streams that hold their connection: the shutdown waits for them too
+	detached := &stream.Detached{} // streams that hold their connection: the shutdown waits for them too
 	// /metrics is served on the API's address unless it has an address of its own.
 	var apiMetrics prometheus.Gatherer = registry
 	if cfg.MetricsListen != "" {
@@ -317,9 +319,9 @@ func run() error {
 			return manager.For(k, token)
 		},
 		Dashboards: dashboards,
-		Dashboard: api.DashboardSite{Origin: cfg.DashboardOrigin, Port: cfg.DashboardPort,
+		Dashboard: dashproxy.Site{Origin: cfg.DashboardOrigin, Port: cfg.DashboardPort,
 			SameOrigin: cfg.DashboardSameOrigin},
-		Proxies:        api.NewProxyLimit(cfg.MaxDashboardRequests, cfg.MaxDashboardRequestsPerCaller, cfg.MaxDashboardDuration),
+		Proxies:        dashproxy.NewLimit(cfg.MaxDashboardRequests, cfg.MaxDashboardRequestsPerCaller, cfg.MaxDashboardDuration),
 		TrustedProxies: cfg.TrustedProxyPrefixes,
 		Authz:          reviewer,
 		RightsVersion:  rightsVersion,
@@ -332,11 +334,11 @@ func run() error {
 		Health:      clusterHealth,
 		Grafana:     api.Grafana{URL: cfg.GrafanaURL, DashboardUID: cfg.GrafanaDashboardUID},
 		Shutdown:    serving,
-		Follows:     api.NewFollowLimit(cfg.MaxLogFollows, cfg.MaxLogFollowsPerCaller, cfg.MaxLogFollowDuration),
-		Watches:     api.NewWatchLimit(cfg.MaxWatches, cfg.MaxWatchesPerCaller, cfg.MaxWatchDuration),
-		Streams:     api.StreamOptions{Heartbeat: cfg.WatchHeartbeat, Reauthorize: cfg.AuthCacheTTL},
+		Follows:     stream.NewFollowLimit(cfg.MaxLogFollows, cfg.MaxLogFollowsPerCaller, cfg.MaxLogFollowDuration),
+		Watches:     stream.NewWatchLimit(cfg.MaxWatches, cfg.MaxWatchesPerCaller, cfg.MaxWatchDuration),
+		Streams:     stream.Options{Heartbeat: cfg.WatchHeartbeat, Reauthorize: cfg.AuthCacheTTL},
 		Detached:    detached,
-		WatchEvents: func(ns string) api.NamespaceEvents { return events.Acquire(ns) },
+		WatchEvents: func(ns string) stream.NamespaceEvents { return events.Acquire(ns) },
 		DetailEvents: func(ns string) (api.NamespaceEvents, bool) {
 			if hold, ok := events.Lingering(ns); ok {
 				return hold, true

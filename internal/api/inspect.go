@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"ray-service/internal/ray"
+	"ray-service/internal/stream"
 )
 
 // Log request limits.
