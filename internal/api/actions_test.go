@@ -36,7 +36,7 @@ func (c *countingAuthz) Allowed(_ context.Context, _ string, a auth.Attributes) 
 // actions whose every permission is granted.
 func TestActionsReviewEachPermissionOnce(t *testing.T) {
 	authz := &countingAuthz{asked: map[auth.Attributes]int{}, allow: func(a auth.Attributes) bool { return a.Resource == "rayclusters" }}
-	s := &Server{Deps: Deps{Authz: authz}}
+	s := newServer(Deps{Authz: authz}, false)
 	k := ray.NewKinds().Cluster()
 	var page []ray.Summary
 	for i := range 50 {

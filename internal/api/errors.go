@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"ray-service/internal/audit"
+	"ray-service/internal/dashproxy"
 	"ray-service/internal/k8s"
 )
 
@@ -94,11 +95,8 @@ func unreachable(err error) bool {
 		(errors.As(err, &urlErr) && !errors.Is(err, context.Canceled))
 }
 
-// ReasonBadGateway is the reason of a 502: a Ray dashboard behind the proxy did not answer. Kubernetes
-// has no reason for it; every other reason this service answers is one of metav1's.
-const ReasonBadGateway metav1.StatusReason = "BadGateway"
-
-// reasonCodes pairs the Kubernetes-style reasons API.md names with their statuses.
+// reasonCodes pairs the Kubernetes-style reasons API.md names with their statuses: metav1's, and the
+// proxy's BadGateway (a Ray dashboard did not answer), for which Kubernetes has none.
 var reasonCodes = []struct {
 	reason metav1.StatusReason
 	code   int
@@ -114,7 +112,7 @@ var reasonCodes = []struct {
 	{metav1.StatusReasonUnsupportedMediaType, http.StatusUnsupportedMediaType},
 	{metav1.StatusReasonInvalid, http.StatusUnprocessableEntity},
 	{metav1.StatusReasonTooManyRequests, http.StatusTooManyRequests},
-	{ReasonBadGateway, http.StatusBadGateway},
+	{dashproxy.ReasonBadGateway, http.StatusBadGateway},
 	{metav1.StatusReasonServiceUnavailable, http.StatusServiceUnavailable},
 	{metav1.StatusReasonTimeout, http.StatusGatewayTimeout},
 }

@@ -24,6 +24,7 @@ import (
 	"ray-service/internal/k8s"
 	"ray-service/internal/metrics"
 	"ray-service/internal/ray"
+	"ray-service/internal/stream"
 )
 
 // fakeObjects answers as configured and records what the handlers asked: each call once, a dry run
@@ -269,7 +270,7 @@ func (e *handlerEnv) routerWith(change func(d *Deps)) http.Handler {
 	reg, httpMetrics := metrics.NewRegistry()
 	d := Deps{
 		Kinds: ray.NewKinds(), Store: e.store, Authz: e.authz, Log: zap.NewNop(), Gatherer: reg, HTTP: httpMetrics,
-		Detached: &Detached{},
+		Detached: &stream.Detached{},
 		Objects: func(*ray.Kind, string) (Objects, error) {
 			if e.objectsErr != nil {
 				return nil, e.objectsErr

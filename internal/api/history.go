@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"ray-service/internal/access"
 	"ray-service/internal/audit"
 	"ray-service/internal/auth"
 	"ray-service/internal/history"
@@ -94,7 +95,7 @@ func (s *Server) historyList(c *gin.Context) (*response, error) {
 		return nil, err
 	}
 	if ns != "" && scope.IsEmpty() {
-		return nil, forbidden(k, "list", ns)
+		return nil, access.Forbidden(k, "list", ns)
 	}
 	if !scope.IsAll() {
 		// The namespaces allowed (the one asked for, or those of the records the caller may list).

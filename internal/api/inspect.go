@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"ray-service/internal/ray"
+	"ray-service/internal/stream"
 )
 
 // Log request limits.
@@ -129,13 +130,13 @@ func (s *Server) logs(c *gin.Context) (*response, error) {
 		// A follow holds a place of its own, and ends when the client leaves, the service shuts down
 		// or its time is up; the server's read and write deadlines, made for ordinary requests, are
 		// lifted for it.
-		release, err := s.acquireFor(c, s.Follows)
+		release, err := s.Follows.AcquireFor(ctx, s.Authz, token(c))
 		if err != nil {
 			return nil, err
 		}
 		defer release()
 		var cancel context.CancelFunc
-		if d := s.Follows.maxDuration(); d > 0 {
+		if d := s.Follows.MaxDuration(); d > 0 {
 			ctx, cancel = context.WithTimeout(ctx, d)
 		} else {
 			ctx, cancel = context.WithCancel(ctx)
@@ -145,7 +146,7 @@ func (s *Server) logs(c *gin.Context) (*response, error) {
 			stop := context.AfterFunc(s.Shutdown, cancel)
 			defer stop()
 		}
-		liftDeadlines(c.Writer)
+		stream.LiftDeadlines(c.Writer)
 	}
 	stream, err := r.objects.OpenLogs(ctx, cur, c.Query("pod"), c.Query("container"), opts)
 	if err != nil {

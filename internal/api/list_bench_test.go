@@ -31,6 +31,7 @@ import (
 	"ray-service/internal/k8s"
 	"ray-service/internal/ray"
 	"ray-service/internal/ray/raytest"
+	"ray-service/internal/stream"
 )
 
 // BenchmarkListFromCache is a list request served from the watch cache, with the caller's objects made
@@ -135,7 +136,7 @@ func newStreamBench(b *testing.B) *streamBench {
 	e := &handlerEnv{store: &fakeStore{}}
 	srv := httptest.NewServer(e.routerWith(func(d *Deps) {
 		d.Kinds, d.Store, d.Authz = c.kinds, c.store, c.reviewer
-		d.Streams = StreamOptions{Heartbeat: time.Hour, Reauthorize: time.Hour}
+		d.Streams = stream.Options{Heartbeat: time.Hour, Reauthorize: time.Hour}
 	}))
 	b.Cleanup(srv.Close)
 	return &streamBench{srv: srv, dyn: c.dyn, kind: c.kinds.Cluster(), token: benchToken}
@@ -191,8 +192,8 @@ func (s *streamBench) open(ctx context.Context, b *testing.B) (*bufio.Scanner, i
 	sc := bufio.NewScanner(res.Body)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	items := 0
-	for sc.Scan() && string(sc.Bytes()) != "event: "+EventSynced {
-		if string(sc.Bytes()) == "event: "+EventAdded {
+	for sc.Scan() && string(sc.Bytes()) != "event: "+stream.EventSynced {
+		if string(sc.Bytes()) == "event: "+stream.EventAdded {
 			items++
 		}
 	}
@@ -211,7 +212,7 @@ func BenchmarkStreamFanOut(b *testing.B) {
 		sc, _ := s.open(ctx, b)
 		go func() {
 			for sc.Scan() {
-				if string(sc.Bytes()) == "event: "+EventModified {
+				if string(sc.Bytes()) == "event: "+stream.EventModified {
 					got <- struct{}{}
 				}
 			}
@@ -267,7 +268,7 @@ func BenchmarkIdleStreamHeap(b *testing.B) {
 		for {
 			line, err := br.ReadSlice('\n')
 			require.NoError(b, err)
-			if string(line) == "event: "+EventSynced+"\n" {
+			if string(line) == "event: "+stream.EventSynced+"\n" {
 				return conn
 			}
 		}

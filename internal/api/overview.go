@@ -1,9 +1,6 @@
 package api
 
 import (
-	"bytes"
-	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"time"
@@ -88,7 +85,7 @@ func (s *Server) overview(c *gin.Context) (*response, error) {
 	if err != nil {
 		return nil, err
 	}
-	scopes, err := s.overviewScopes(c.Request.Context(), token(c), ns)
+	scopes, err := s.rules.Overview(c.Request.Context(), token(c), ns)
 	if err != nil {
 		return nil, err
 	}
@@ -306,46 +303,13 @@ func (s *Server) watchOverview(c *gin.Context) (*response, error) {
 	if err != nil {
 		return nil, err
 	}
-	scopes, err := s.overviewScopes(c.Request.Context(), token(c), ns)
+	scopes, err := s.rules.Overview(c.Request.Context(), token(c), ns)
 	if err != nil {
 		return nil, err
 	}
-	return nil, s.serveStream(c, &overviewStream{s: s, ns: ns, token: token(c), scopes: scopes}, overviewInterval)
-}
-
-// overviewStream is the state of one overview stream: its rights, and the data it last sent.
-type overviewStream struct {
-	s      *Server
-	ns     string
-	token  string
-	w      *sseWriter
-	scopes map[*ray.Kind]cache.Scopes
-	last   []byte
-}
-
-func (o *overviewStream) start(_ context.Context, w *sseWriter) { o.w = w }
-func (o *overviewStream) woken() <-chan struct{}                { return nil }
-func (o *overviewStream) changed() <-chan struct{}              { return o.s.Store.Changed() }
-func (o *overviewStream) stop()                                 {}
-
-// send sends OVERVIEW when the figures differ from those last sent; what changes within the pace
-// that follows is in the next.
-func (o *overviewStream) send() bool {
-	counts, alloc, pending := o.s.countsIn(o.scopes)
-	data, err := json.Marshal(OverviewLive{Counts: counts, Allocated: alloc, Pending: pending})
-	if err != nil || bytes.Equal(data, o.last) {
-		return false
+	figures := func(scopes map[*ray.Kind]cache.Scopes) any {
+		counts, alloc, pending := s.countsIn(scopes)
+		return OverviewLive{Counts: counts, Allocated: alloc, Pending: pending}
 	}
-	o.w.raw(EventOverview, noID, data)
-	o.last = data
-	return true
-}
-
-// recheck moves the stream to the caller's rights now.
-func (o *overviewStream) recheck(ctx context.Context) error {
-	next, err := o.s.overviewScopes(ctx, o.token, o.ns)
-	if err == nil {
-		o.scopes = next
-	}
-	return err
+	return nil, s.streams.Overview(s.streamRequest(c), ns, scopes, overviewInterval, figures)
 }

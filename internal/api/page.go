@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"ray-service/internal/access"
 	"ray-service/internal/cache"
 	"ray-service/internal/ray"
 )
@@ -34,7 +35,7 @@ func listPage(k *ray.Kind, items []*cache.Item, granted map[string]ray.Permissio
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		actions, withheld := shownAs(k, &it.Summary, granted[it.Summary.Namespace])
+		actions, withheld := access.ShownAs(k, &it.Summary, granted[it.Summary.Namespace])
 		encoded, err := it.JSON()
 		if withheld || k.AtAnswer != nil {
 			shown := it.Summary

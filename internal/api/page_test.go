@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"ray-service/internal/access"
 	"ray-service/internal/cache"
 	"ray-service/internal/ray"
 	"ray-service/internal/ray/raytest"
@@ -45,7 +46,7 @@ func TestListPageEncodesAsTheEnvelope(t *testing.T) {
 		for _, it := range page {
 			s := it.Summary
 			var withheld bool
-			if s.Actions, withheld = shownAs(k, &s, granted[s.Namespace]); withheld {
+			if s.Actions, withheld = access.ShownAs(k, &s, granted[s.Namespace]); withheld {
 				s.Health = s.Health.Withheld()
 			}
 			want.Items = append(want.Items, s)

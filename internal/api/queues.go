@@ -71,7 +71,7 @@ func (s *Server) queueList(c *gin.Context) (*response, error) {
 		if !s.Store.Serves(k) {
 			continue
 		}
-		sc, err := s.visibleScopes(ctx, tok, k, "", false)
+		sc, err := s.rules.Visible(ctx, tok, k, "", false)
 		if err != nil {
 			return nil, err
 		}

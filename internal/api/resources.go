@@ -170,7 +170,7 @@ func (s *Server) list(c *gin.Context) (*response, error) {
 // answerList answers a list query of kind k in the path's namespace (all where it has none) from the
 // watch cache, in the scopes the caller may see, each item with the caller's actions.
 func (s *Server) answerList(c *gin.Context, k *ray.Kind, q *cache.Query) (*response, error) {
-	scopes, err := s.visibleScopes(c.Request.Context(), token(c), k, c.Param("namespace"), q.Type != ray.TypeInstance)
+	scopes, err := s.rules.Visible(c.Request.Context(), token(c), k, c.Param("namespace"), q.Type != ray.TypeInstance)
 	if err != nil {
 		return nil, err
 	}
@@ -179,7 +179,7 @@ func (s *Server) answerList(c *gin.Context, k *ray.Kind, q *cache.Query) (*respo
 	for i, it := range page {
 		sums[i] = &it.Summary
 	}
-	granted, err := s.granted(c.Request.Context(), token(c), k, sums)
+	granted, err := s.rules.Granted(c.Request.Context(), token(c), k, sums)
 	if err != nil {
 		return nil, err
 	}
@@ -376,8 +376,8 @@ func (s *Server) detail(c *gin.Context, r *request, cur *k8s.Current) Detail {
 func (s *Server) detailOf(c *gin.Context, r *request, cur *k8s.Current, sum ray.Summary, object objectJSON) Detail {
 	d := Detail{Summary: sum, Conditions: []any{}, Events: []ray.EventInfo{}, Object: object}
 	one := []ray.Summary{d.Summary}
-	rights := &rightsAsked{s: s, k: r.kind, ctx: c.Request.Context(), token: token(c)}
-	problems := rights.visibleProblems(d.Namespace, d.Summary.Problems())
+	rights := s.rules.Ask(c.Request.Context(), token(c), r.kind)
+	problems := rights.VisibleProblems(d.Namespace, d.Summary.Problems())
 	if err := s.withActions(c.Request.Context(), token(c), r.kind, one); err != nil {
 		// The answer stands (a write it follows is done): no action is named rather than a wrong one, and
 		// nothing read from pods or events is shown.
@@ -395,7 +395,7 @@ func (s *Server) detailOf(c *gin.Context, r *request, cur *k8s.Current, sum ray.
 		return d
 	}
 	obj := cur.Instance
-	d.DashboardURL = s.dashboardOrigin(c.Request) + dashboardPath(obj.GetNamespace(), r.kind.Resource, obj.GetName()) + "/"
+	d.DashboardURL = s.proxy.Origin(c.Request) + dashboardPath(obj.GetNamespace(), r.kind.Resource, obj.GetName()) + "/"
 	// Encoded, not changed: the object's own conditions serve.
 	if conds, ok, _ := unstructured.NestedFieldNoCopy(obj.Object, "status", "conditions"); ok {
 		if conds, ok := conds.([]any); ok {

@@ -52,7 +52,7 @@ func (s *Server) runKind(k *ray.Kind) (*ray.Kind, error) {
 func (s *Server) runs(c *gin.Context) (*response, error) {
 	k := req(c).kind
 	// The caller's right to list the kind there is asked first: who may not is told no more.
-	if _, err := s.visibleScopes(c.Request.Context(), token(c), k, c.Param("namespace"), false); err != nil {
+	if _, err := s.rules.Visible(c.Request.Context(), token(c), k, c.Param("namespace"), false); err != nil {
 		return nil, err
 	}
 	rk, err := s.runKind(k)

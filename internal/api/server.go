@@ -22,13 +22,16 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"ray-service/internal/access"
 	"ray-service/internal/auth"
 	"ray-service/internal/cache"
+	"ray-service/internal/dashproxy"
 	"ray-service/internal/k8s"
 	"ray-service/internal/metrics"
 	"ray-service/internal/notify"
 	"ray-service/internal/promql"
 	"ray-service/internal/ray"
+	"ray-service/internal/stream"
 )
 
 // BasePath is the prefix of every API route.
@@ -152,8 +155,8 @@ type Deps struct {
 	Dashboards Dashboards
 	// Dashboard says where the Ray dashboard proxy is served: what a dashboard answers never runs on the
 	// console's origin. Proxies bounds the proxied requests open at once and how long each lasts.
-	Dashboard DashboardSite
-	Proxies   *FollowLimit
+	Dashboard dashproxy.Site
+	Proxies   *stream.Limit
 	// TrustedProxies are the peers whose X-Forwarded-Proto and X-Forwarded-Host name the origin a
 	// browser sees (gateways in front of the service); none: the request's own.
 	TrustedProxies []netip.Prefix
@@ -180,15 +183,15 @@ type Deps struct {
 	// Shutdown is done when the service shuts down; it ends log streams.
 	Shutdown context.Context
 	// Follows bounds the log follows open at once and how long each lasts; nil: no bound.
-	Follows *FollowLimit
+	Follows *stream.Limit
 	// Watches bounds the watch streams the same way; Streams shapes them.
-	Watches *FollowLimit
-	Streams StreamOptions
+	Watches *stream.Limit
+	Streams stream.Options
 	// Detached, when set, lets HTTP/1.1 watch streams hold their connection themselves once started
-	// (see stream.go), and counts them for the shutdown to wait on; nil: they stay with the server.
-	Detached *Detached
+	// (see internal/stream), and counts them for the shutdown to wait on; nil: they stay with the server.
+	Detached *stream.Detached
 	// WatchEvents holds the Kubernetes events of a namespace for object streams; nil: they send none.
-	WatchEvents func(ns string) NamespaceEvents
+	WatchEvents func(ns string) stream.NamespaceEvents
 	// DetailEvents holds the Kubernetes events of a namespace for details, without a release: false
 	// where it cannot now; nil: details read events from the apiserver.
 	DetailEvents func(ns string) (NamespaceEvents, bool)
@@ -213,24 +216,17 @@ type Deps struct {
 	Ready func(ctx context.Context) error
 }
 
-// DashboardSite is where the Ray dashboard proxy is served.
-type DashboardSite struct {
-	// Origin (scheme://host[:port]) is where browsers reach the dashboards' own listener; empty: the
-	// origin of each request to the API, with the port Port.
-	Origin string
-	// Port is the port of the dashboards' own listener; empty: there is none.
-	Port string
-	// SameOrigin has the API's origin serve the proxy too, its pages sandboxed, instead of sending
-	// callers to the dashboards' origin.
-	SameOrigin bool
-}
-
 // Server holds the handlers.
 type Server struct {
 	Deps
 
 	// dashboardsOnly: this server is the dashboards' own origin, and serves nothing else.
 	dashboardsOnly bool
+
+	// rules are what callers may see and do; streams serves the watch streams, proxy the Ray dashboards.
+	rules   *access.Rules
+	streams *stream.Engine
+	proxy   *dashproxy.Proxy
 
 	readyMu     sync.Mutex
 	readyReason string
@@ -248,7 +244,8 @@ type (
 
 // NewRouter returns the HTTP handler of the service.
 func NewRouter(d Deps) *gin.Engine {
-	s := &Server{Deps: d, pages: newPages(PageBytes, min(d.PageReuse, MaxPageReuse))}
+	s := newServer(d, false)
+	s.pages = newPages(PageBytes, min(d.PageReuse, MaxPageReuse))
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
 	r.ContextWithFallback = true
@@ -326,7 +323,7 @@ func NewRouter(d Deps) *gin.Engine {
 // NewDashboardRouter returns the HTTP handler of the dashboards' own origin: the Ray dashboard proxy
 // and nothing else, so that what a tenant's dashboard answers runs on no origin that serves the API.
 func NewDashboardRouter(d Deps) *gin.Engine {
-	s := &Server{Deps: d, dashboardsOnly: true}
+	s := newServer(d, true)
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
 	r.ContextWithFallback = true
@@ -342,9 +339,20 @@ func NewDashboardRouter(d Deps) *gin.Engine {
 func (s *Server) dashboardRoutes(ns *gin.RouterGroup) {
 	ns.GET("/:name/dashboard", s.handle(s.dashboardRoot))
 	obj := ns.Group("", s.asCaller)
-	for method := range proxyVerbs {
+	for _, method := range dashproxy.Methods() {
 		obj.Handle(method, "/:name/dashboard/*path", s.handle(s.dashboard))
 	}
+}
+
+// newServer is the server of the handlers d needs: the rules of access, the stream engine and the
+// dashboard proxy over d; dashboardsOnly for the dashboards' own origin.
+func newServer(d Deps, dashboardsOnly bool) *Server {
+	rules := &access.Rules{Kinds: d.Kinds, Authz: d.Authz, Store: d.Store}
+	return &Server{Deps: d, dashboardsOnly: dashboardsOnly, rules: rules,
+		streams: &stream.Engine{Store: d.Store, Authz: d.Authz, Rules: rules, Events: d.WatchEvents,
+			RecentEvents: RecentEvents, Limit: d.Watches, Options: d.Streams, Detached: d.Detached,
+			Shutdown: d.Shutdown, Envelope: errorData},
+		proxy: &dashproxy.Proxy{Site: d.Dashboard, TrustedProxies: d.TrustedProxies, Limit: d.Proxies, Own: dashboardsOnly}}
 }
 
 // observe gives each request an id and a logger, and records its metrics and an access log line.

@@ -10,6 +10,7 @@ import (
 	"github.com/gin-gonic/gin"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"ray-service/internal/access"
 	"ray-service/internal/auth"
 	"ray-service/internal/promql"
 	"ray-service/internal/ray"
@@ -197,7 +198,7 @@ func (s *Server) utilizationIn(c *gin.Context, ns string) (*response, error) {
 		anywhere = anywhere || !scope.IsEmpty()
 	}
 	if ns != "" && !anywhere {
-		return nil, forbidden(s.Kinds.Cluster(), "list", ns)
+		return nil, access.Forbidden(s.Kinds.Cluster(), "list", ns)
 	}
 	if q.GroupBy == usage.ByCluster {
 		// The database sorts and pages the clusters, and reads those on the page alone whole (CSV, every

@@ -1,20 +1,17 @@
 package api
 
 import (
-	"context"
-	"errors"
-	"fmt"
-	"strconv"
-	"strings"
-	"time"
-
 	"github.com/gin-gonic/gin"
 
 	"ray-service/internal/cache"
 	"ray-service/internal/ray"
+	"ray-service/internal/stream"
 )
 
-// NamespaceEvents is one stream's hold on the Kubernetes events of a namespace (cache.NamespaceEvents).
+// The watch streams are served by the stream engine (internal/stream); their handlers parse the
+// request, check what the caller may see and hand it over.
+
+// NamespaceEvents is a hold on the Kubernetes events of a namespace (cache.NamespaceEvents).
 type NamespaceEvents interface {
 	// Changed returns a channel closed at the next event added or updated.
 	Changed() <-chan struct{}
@@ -25,25 +22,15 @@ type NamespaceEvents interface {
 	Release()
 }
 
-// SyncedData is the data of a SYNCED event: how many items the snapshot sent.
-type SyncedData struct {
-	Total int `json:"total" example:"3"`
-}
-
-// ResyncData is the data of a RESYNC event: why the stream starts again from a snapshot.
-type ResyncData struct {
-	Reason string `json:"reason" example:"the stream fell behind the changes the service keeps"`
-}
-
 // WatchEvent documents the events of a list stream (one line of data each, as JSON). It is not sent as
 // such: its fields are the events' names and their data.
 type WatchEvent struct {
 	// ADDED, MODIFIED and DELETED carry a list item (DELETED: as it was last shown).
 	Item ray.Summary `json:"item"`
 	// SYNCED ends a snapshot.
-	Synced SyncedData `json:"synced"`
+	Synced stream.SyncedData `json:"synced"`
 	// RESYNC says the client is to drop what it holds: a snapshot follows.
-	Resync ResyncData `json:"resync"`
+	Resync stream.ResyncData `json:"resync"`
 	// ERROR ends the stream: an envelope as an error answer has.
 	Error Envelope `json:"error"`
 }
@@ -58,7 +45,7 @@ type ObjectWatchEvent struct {
 	// EVENT carries one Kubernetes event of the object, its clusters or their pods.
 	Event ray.EventInfo `json:"event"`
 	// SYNCED ends the first state sent.
-	Synced SyncedData `json:"synced"`
+	Synced stream.SyncedData `json:"synced"`
 	// ERROR ends the stream.
 	Error Envelope `json:"error"`
 }
@@ -150,198 +137,54 @@ func (s *Server) watchList(c *gin.Context) (*response, error) {
 	}
 	ns := c.Param("namespace")
 	templates := q.Type != ray.TypeInstance
-	scopes, err := s.visibleScopes(c.Request.Context(), token(c), k, ns, templates)
+	scopes, err := s.rules.Visible(c.Request.Context(), token(c), k, ns, templates)
 	if err != nil {
 		return nil, err
 	}
-	l := &listStream{s: s, k: k, q: q, ns: ns, templates: templates, token: token(c), scopes: scopes,
-		epoch: s.Store.Epoch(), last: c.GetHeader("Last-Event-ID")}
-	return nil, s.serveStream(c, l, 0)
+	return nil, s.streams.List(s.streamRequest(c), k, q, ns, templates, scopes)
 }
 
-// listStream is the state of one list stream: where it is in the kind's change feed, with which rights.
-type listStream struct {
-	s         *Server
-	k         *ray.Kind
-	q         *cache.Query
-	ns        string
-	templates bool
-	token     string
-	w         *sseWriter
-	scopes    cache.Scopes
-	epoch     string
-	seq       uint64
-	// last is the Last-Event-ID the client resumes after, until the stream's first read of the feed.
-	last string
-	// rights remembers, until the next check of the rights, whether the caller may list what a health
-	// reason was read from in a namespace (see rightsAsked.shown).
-	rights *rightsAsked
-}
-
-// start sends a snapshot, unless the stream resumes where the client's last event id says.
-func (l *listStream) start(ctx context.Context, w *sseWriter) {
-	l.w, l.rights = w, &rightsAsked{s: l.s, k: l.k, ctx: ctx, token: l.token}
-	if l.last == "" {
-		l.snapshot("")
-	} else if reason := l.resume(l.last); reason != "" {
-		l.last = ""
-		l.snapshot(reason)
-	}
-}
-
-func (l *listStream) send() bool             { return l.catchUp() }
-func (l *listStream) woken() <-chan struct{} { return nil }
-
-// changed is the kind's: a list stream shows nothing else, and a pod or an event that changes no
-// summary (most of them) would wake every list stream for nothing.
-func (l *listStream) changed() <-chan struct{} { return l.s.Store.KindChanged(l.k) }
-func (l *listStream) stop()                    {}
-
-// recheck moves the stream to the caller's rights now; a caller who may list the kind nowhere any more
-// is told the items it saw are DELETED before the stream ends.
-func (l *listStream) recheck(ctx context.Context) error {
-	defer func() { l.rights.known = nil }() // asked again at the next reason to show
-	next, err := l.s.visibleScopes(ctx, l.token, l.k, l.ns, l.templates)
-	if err == nil && l.ns == "" && next.Instances.IsEmpty() && !l.scopes.Instances.IsEmpty() {
-		err = forbidden(l.k, "list", "")
-	}
-	switch {
-	case revoked(err):
-		l.rescope(cache.Scopes{})
-	case err == nil:
-		l.rescope(next)
-	}
-	return err
-}
-
-// id is the id of the event of change seq: the store's run, the position and the rights.
-func (l *listStream) id(seq uint64) string {
-	return l.epoch + "." + strconv.FormatUint(seq, 10) + "." + scopeHash(l.scopes)
-}
-
-// resume takes up the stream after the event id last, and says why it cannot ("" when it can). Whether
-// the feed still holds the changes since is known at the first catchUp, which reads them.
-func (l *listStream) resume(last string) string {
-	parts := strings.Split(last, ".")
-	seq, err := strconv.ParseUint(parts[min(1, len(parts)-1)], 10, 64)
-	switch {
-	case len(parts) != 3 || err != nil:
-		return fmt.Sprintf("Last-Event-ID %q is no id this service gave", last)
-	case parts[0] != l.epoch:
-		return fmt.Sprintf("Last-Event-ID %q is from another run of the service", last)
-	case parts[2] != scopeHash(l.scopes):
-		return fmt.Sprintf("Last-Event-ID %q was given for other rights of the caller", last)
-	}
-	l.seq = seq
-	return ""
-}
-
-// snapshot sends every item visible and matching, then SYNCED. With a reason, RESYNC comes first.
-func (l *listStream) snapshot(reason string) {
-	if reason != "" {
-		l.w.event(EventResync, resetID, ResyncData{Reason: reason})
-	}
-	matched, seq := l.s.Store.Matching(l.k, l.scopes, l.q)
-	for _, it := range matched {
-		l.item(EventAdded, noID, it)
-	}
-	l.w.event(EventSynced, l.id(seq), SyncedData{Total: len(matched)})
-	l.seq = seq
-}
-
-// catchUp sends what changed since the stream's position, and tells whether it sent anything. A
-// stream that resumes and whose position the feed no longer holds starts again from a snapshot.
-func (l *listStream) catchUp() bool {
-	changes, seq, err := l.s.Store.Since(l.k, l.seq, l.scopes, l.scopes)
-	resumed := l.last
-	l.last = ""
-	switch {
-	case resumed != "" && err != nil:
-		l.snapshot(fmt.Sprintf("Last-Event-ID %q: %v", resumed, err))
-		return true
-	case errors.Is(err, cache.ErrFeedGone):
-		l.snapshot("the stream fell behind the changes the service keeps")
-		return true
-	}
-	l.seq = seq
-	return l.sendChanges(changes, true) > 0
-}
-
-// rescope moves the stream to new rights: what they show differently is sent without ids but the last
-// (a client that reconnects in between starts again from a snapshot).
-func (l *listStream) rescope(next cache.Scopes) {
-	if next.Instances.Equal(l.scopes.Instances) && next.Templates.Equal(l.scopes.Templates) {
-		return
-	}
-	changes, seq, err := l.s.Store.Since(l.k, l.seq, l.scopes, next)
-	l.scopes = next
+// watchObject streams one object.
+//
+//	@Summary		Watch an object
+//	@ID				watchObject
+//	@Description	Server-Sent Events of one object: first ADDED with its summary, PODS with the Ray pods of its
+//	@Description	clusters (when the caller may list pods in the namespace, as the pods route asks), its recent
+//	@Description	Kubernetes events as EVENT each (oldest first; when the caller may list events in the namespace),
+//	@Description	and SYNCED; then MODIFIED when the summary changes, PODS when a pod does, EVENT for each new or
+//	@Description	repeated event, DELETED when the object is gone (ADDED if it comes back). Submitter pods are
+//	@Description	listed by the pods route only. The event id is the time of the newest Kubernetes event sent (Unix
+//	@Description	nanoseconds): reconnecting with Last-Event-ID sends the state again and only events from then on.
+//	@Description	Rights are checked again at the verdict cache's TTL: a caller who may no longer get the object gets
+//	@Description	ERROR and the stream ends; one who may no longer list pods or events gets no more PODS or EVENT
+//	@Description	(and PODS again, whole, once it may). Heartbeats, bounds and ends as for list streams; the bound on
+//	@Description	streams is checked before anything is read.
+//	@Tags			streams
+//	@Produce		text/event-stream
+//	@Produce		json
+//	@Security		Bearer
+//	@Param			namespace					path		string				true	"namespace"
+//	@Param			kind						path		string				true	"kind"	Enums(rayclusters, rayjobs, rayservices, raycronjobs)
+//	@Param			name						path		string				true	"name"
+//	@Param			Last-Event-ID				header		string				false	"the id of the last event received"
+//	@Success		200							{object}	ObjectWatchEvent	"a stream of events; the schema shows each event's data under the event's name"
+//	@Failure		400,401,403,404,429,503,504	{object}	Envelope
+//	@Router			/rest/ray/v1/namespaces/{namespace}/{kind}/{name}/watch [get]
+func (s *Server) watchObject(c *gin.Context) (*response, error) {
+	r, cur, err := s.resolve(c)
 	if err != nil {
-		l.snapshot("the caller's rights changed")
-		return
+		return nil, err
 	}
-	l.seq = seq
-	l.sendChanges(changes, false)
+	return nil, s.streams.Object(s.streamRequest(c), r.kind, c.Param("namespace"), c.Param("name"), r.objects.Summarize(cur))
 }
 
-// sendChanges sends the events of changes, and how many it sent. Without ids, only the last event has
-// one.
-func (l *listStream) sendChanges(changes []cache.Change, ids bool) int {
-	type out struct {
-		name string
-		seq  uint64
-		it   *cache.Item
-	}
-	var events []out
-	for _, c := range changes {
-		before := c.Before != nil && l.q.Matches(c.Before)
-		after := c.After != nil && l.q.Matches(c.After)
-		switch {
-		case before && after && c.Before != c.After:
-			events = append(events, out{EventModified, c.Seq, c.After})
-		case before && !after:
-			events = append(events, out{EventDeleted, c.Seq, c.Before})
-		case after && !before:
-			events = append(events, out{EventAdded, c.Seq, c.After})
-		}
-	}
-	for i, e := range events {
-		id := noID
-		if ids {
-			id = l.id(e.seq)
-		} else if i == len(events)-1 {
-			id = l.id(l.seq)
-		}
-		l.item(e.name, id, e.it)
-	}
-	return len(events)
+// streamRequest is the request of c as the stream engine takes it.
+func (s *Server) streamRequest(c *gin.Context) stream.Request {
+	return stream.Request{W: c.Writer, R: c.Request, Token: token(c), Log: logger(c)}
 }
 
-// item sends an event of an item: its summary as the cache encoded it once for every page and stream
-// (see cache.Item.JSON), unless the caller is not shown its health reason or the kind completes its
-// summaries at answer time (Kind.AtAnswer: a RayCronJob's next runs, from the time of the event).
-func (l *listStream) item(name, id string, it *cache.Item) {
-	if shown := atAnswer(l.k, l.rights.shown(&it.Summary), &it.Summary); shown != &it.Summary {
-		l.w.event(name, id, shown)
-		return
-	}
-	data, err := it.JSON()
-	if err != nil {
-		l.w.event(name, id, &it.Summary)
-		return
-	}
-	l.w.raw(name, id, data)
-}
-
-// atAnswer is shown, completed by the kind at the time of the answer (Kind.AtAnswer), on a copy where
-// shown is the cached summary cached.
-func atAnswer(k *ray.Kind, shown, cached *ray.Summary) *ray.Summary {
-	if k.AtAnswer == nil {
-		return shown
-	}
-	if shown == cached {
-		c := *cached
-		shown = &c
-	}
-	k.AtAnswer(shown, time.Now())
-	return shown
+// errorData is the data of a stream's ERROR event: the envelope an answer of err has.
+func errorData(err error) any {
+	env, _ := errorEnvelope(err)
+	return env
 }

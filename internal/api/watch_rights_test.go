@@ -11,6 +11,7 @@ import (
 	"ray-service/internal/auth"
 	"ray-service/internal/cache"
 	"ray-service/internal/ray"
+	"ray-service/internal/stream"
 )
 
 // rightsAuthz allows everything but listing pods (unless pods is set), and names users by token.
@@ -47,8 +48,8 @@ func rightsEnv(t *testing.T, authz *rightsAuthz, held *atomic.Int32) string {
 	store := &feedStore{fakeStore: fakeStore{items: map[string][]*cache.Item{}}, changed: make(chan struct{})}
 	return watchEnv(t, store, func(d *Deps) {
 		d.Authz = authz
-		d.Watches = NewWatchLimit(10, 1, 0)
-		d.WatchEvents = func(string) NamespaceEvents {
+		d.Watches = stream.NewWatchLimit(10, 1, 0)
+		d.WatchEvents = func(string) stream.NamespaceEvents {
 			held.Add(1)
 			return countedEvents{held: held}
 		}

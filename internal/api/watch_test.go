@@ -19,6 +19,7 @@ import (
 	"ray-service/internal/auth"
 	"ray-service/internal/cache"
 	"ray-service/internal/ray"
+	"ray-service/internal/stream"
 )
 
 // feedStore is a fake store whose feed the test drives: Since answers what next holds.
@@ -146,7 +147,7 @@ func watchEnv(t *testing.T, store Store, change func(d *Deps)) *httptest.Server 
 // before any stream starts.
 func TestWatchRefusals(t *testing.T) {
 	store := &feedStore{fakeStore: fakeStore{items: map[string][]*cache.Item{"rayclusters": {item("a", "x", "Running")}}}, changed: make(chan struct{})}
-	srv := watchEnv(t, store, func(d *Deps) { d.Watches = NewWatchLimit(10, 1, 0) })
+	srv := watchEnv(t, store, func(d *Deps) { d.Watches = stream.NewWatchLimit(10, 1, 0) })
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	for path, want := range map[string]int{
@@ -212,7 +213,7 @@ func TestWatchResyncs(t *testing.T) {
 func TestWatchEndsAtShutdown(t *testing.T) {
 	store := &feedStore{fakeStore: fakeStore{items: map[string][]*cache.Item{}}, changed: make(chan struct{})}
 	shutdown, stop := context.WithCancel(context.Background())
-	detached := &Detached{}
+	detached := &stream.Detached{}
 	srv := watchEnv(t, store, func(d *Deps) { d.Shutdown, d.Detached = shutdown, detached })
 	var all []*sseLines
 	for _, path := range []string{"/rest/ray/v1/rayclusters/watch", "/rest/ray/v1/overview/watch", "/rest/ray/v1/namespaces/a/rayclusters/x/watch"} {
@@ -291,7 +292,7 @@ func TestStreamHoldsItsConnection(t *testing.T) {
 		scopes: map[string]auth.Scope{"rayclusters": auth.Namespaces("a")}}}
 	srv := httptest.NewUnstartedServer(e.routerWith(func(d *Deps) {
 		d.Store = store
-		d.Watches = NewWatchLimit(10, 1, 0)
+		d.Watches = stream.NewWatchLimit(10, 1, 0)
 	}))
 	var hijacked sync.Map
 	srv.Config.ConnState = func(c net.Conn, s http.ConnState) {
@@ -328,7 +329,7 @@ func TestStreamHoldsItsConnection(t *testing.T) {
 	// Ended by the service (its time is up): the chunked answer ends, not the connection mid-answer.
 	short := httptest.NewServer(e.routerWith(func(d *Deps) {
 		d.Store = store
-		d.Watches = NewWatchLimit(10, 1, 200*time.Millisecond)
+		d.Watches = stream.NewWatchLimit(10, 1, 200*time.Millisecond)
 	}))
 	t.Cleanup(short.Close)
 	res := openSSE(t.Context(), t, short.URL+"/rest/ray/v1/rayclusters/watch", nil)

@@ -23,13 +23,16 @@ import (
 	"ray-service/internal/cache"
 	"ray-service/internal/config"
 	"ray-service/internal/dashboard"
+	"ray-service/internal/dashproxy"
 	"ray-service/internal/history"
 	"ray-service/internal/idle"
 	"ray-service/internal/k8s"
 	"ray-service/internal/metrics"
 	"ray-service/internal/notify"
+	"ray-service/internal/promql"
 	"ray-service/internal/queues"
 	"ray-service/internal/ray"
+	"ray-service/internal/stream"
 )
 
 // parts are what the features are wired from.
@@ -111,7 +114,7 @@ func Run(ctx context.Context, cfg *config.Config) error {
 	var detector *idle.Detector // none without Prometheus
 	var clusterUse history.Use  // none without Prometheus
 	if cfg.PrometheusURL != "" {
-		querier, err := metrics.NewQuerier(cfg.PrometheusURL, cfg.PrometheusTimeout, cfg.PrometheusCacheSize)
+		querier, err := promql.NewQuerier(cfg.PrometheusURL, cfg.PrometheusTimeout, cfg.PrometheusCacheSize)
 		if err != nil {
 			return err
 		}
@@ -244,7 +247,7 @@ func Run(ctx context.Context, cfg *config.Config) error {
 		idlePolicies = enforceIdlePolicies(ctx, p, detector, trail, auditCore.CoreV1(), addNotice)
 	}
 	draining := &drain{}
-	detached := &api.Detached{} // streams that hold their connection: the shutdown waits for them too
+	detached := &stream.Detached{} // streams that hold their connection: the shutdown waits for them too
 	// /metrics is served on the API's address unless it has an address of its own.
 	var apiMetrics prometheus.Gatherer = registry
 	if cfg.MetricsListen != "" {
@@ -266,9 +269,9 @@ func Run(ctx context.Context, cfg *config.Config) error {
 			return manager.For(k, token)
 		},
 		Dashboards: dashboards,
-		Dashboard: api.DashboardSite{Origin: cfg.DashboardOrigin, Port: cfg.DashboardPort,
+		Dashboard: dashproxy.Site{Origin: cfg.DashboardOrigin, Port: cfg.DashboardPort,
 			SameOrigin: cfg.DashboardSameOrigin},
-		Proxies:        api.NewProxyLimit(cfg.MaxDashboardRequests, cfg.MaxDashboardRequestsPerCaller, cfg.MaxDashboardDuration),
+		Proxies:        dashproxy.NewLimit(cfg.MaxDashboardRequests, cfg.MaxDashboardRequestsPerCaller, cfg.MaxDashboardDuration),
 		TrustedProxies: cfg.TrustedProxyPrefixes,
 		Authz:          reviewer,
 		RightsVersion:  rightsVersion,
@@ -281,11 +284,11 @@ func Run(ctx context.Context, cfg *config.Config) error {
 		Health:      clusterHealth,
 		Grafana:     api.Grafana{URL: cfg.GrafanaURL, DashboardUID: cfg.GrafanaDashboardUID},
 		Shutdown:    serving,
-		Follows:     api.NewFollowLimit(cfg.MaxLogFollows, cfg.MaxLogFollowsPerCaller, cfg.MaxLogFollowDuration),
-		Watches:     api.NewWatchLimit(cfg.MaxWatches, cfg.MaxWatchesPerCaller, cfg.MaxWatchDuration),
-		Streams:     api.StreamOptions{Heartbeat: cfg.WatchHeartbeat, Reauthorize: cfg.AuthCacheTTL},
+		Follows:     stream.NewFollowLimit(cfg.MaxLogFollows, cfg.MaxLogFollowsPerCaller, cfg.MaxLogFollowDuration),
+		Watches:     stream.NewWatchLimit(cfg.MaxWatches, cfg.MaxWatchesPerCaller, cfg.MaxWatchDuration),
+		Streams:     stream.Options{Heartbeat: cfg.WatchHeartbeat, Reauthorize: cfg.AuthCacheTTL},
 		Detached:    detached,
-		WatchEvents: func(ns string) api.NamespaceEvents { return events.Acquire(ns) },
+		WatchEvents: func(ns string) stream.NamespaceEvents { return events.Acquire(ns) },
 		DetailEvents: func(ns string) (api.NamespaceEvents, bool) {
 			if hold, ok := events.Lingering(ns); ok {
 				return hold, true

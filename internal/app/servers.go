@@ -17,13 +17,14 @@ import (
 	"ray-service/internal/api"
 	"ray-service/internal/certs"
 	"ray-service/internal/config"
+	"ray-service/internal/stream"
 )
 
 // serveUntilDone serves the API, the Ray dashboards' origin and the metrics until ctx ends or a server
 // fails, then shuts down gracefully: not ready first (still serving, so that load balancers stop
 // sending), then the streams ended, no new connections, and what is in flight let finish.
 func serveUntilDone(ctx context.Context, cfg *config.Config, log *zap.Logger, deps api.Deps, gatherers prometheus.Gatherers, apiserver string,
-	draining *drain, endStreams context.CancelFunc, detached *api.Detached) error {
+	draining *drain, endStreams context.CancelFunc, detached *stream.Detached) error {
 	srv := &http.Server{Addr: cfg.Listen, Handler: api.NewRouter(deps), ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout: cfg.ReadTimeout, WriteTimeout: cfg.WriteTimeout, IdleTimeout: cfg.IdleTimeout,
 		// The request line and headers together; past it the server answers 431.

@@ -1,4 +1,4 @@
-package api
+package stream
 
 import (
 	"bytes"
@@ -9,60 +9,32 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/gin-gonic/gin"
 	toolscache "k8s.io/client-go/tools/cache"
 
+	"ray-service/internal/access"
 	"ray-service/internal/auth"
 	"ray-service/internal/cache"
 	"ray-service/internal/ray"
 )
 
-// watchObject streams one object.
-//
-//	@Summary		Watch an object
-//	@ID				watchObject
-//	@Description	Server-Sent Events of one object: first ADDED with its summary, PODS with the Ray pods of its
-//	@Description	clusters (when the caller may list pods in the namespace, as the pods route asks), its recent
-//	@Description	Kubernetes events as EVENT each (oldest first; when the caller may list events in the namespace),
-//	@Description	and SYNCED; then MODIFIED when the summary changes, PODS when a pod does, EVENT for each new or
-//	@Description	repeated event, DELETED when the object is gone (ADDED if it comes back). Submitter pods are
-//	@Description	listed by the pods route only. The event id is the time of the newest Kubernetes event sent (Unix
-//	@Description	nanoseconds): reconnecting with Last-Event-ID sends the state again and only events from then on.
-//	@Description	Rights are checked again at the verdict cache's TTL: a caller who may no longer get the object gets
-//	@Description	ERROR and the stream ends; one who may no longer list pods or events gets no more PODS or EVENT
-//	@Description	(and PODS again, whole, once it may). Heartbeats, bounds and ends as for list streams; the bound on
-//	@Description	streams is checked before anything is read.
-//	@Tags			streams
-//	@Produce		text/event-stream
-//	@Produce		json
-//	@Security		Bearer
-//	@Param			namespace					path		string				true	"namespace"
-//	@Param			kind						path		string				true	"kind"	Enums(rayclusters, rayjobs, rayservices, raycronjobs)
-//	@Param			name						path		string				true	"name"
-//	@Param			Last-Event-ID				header		string				false	"the id of the last event received"
-//	@Success		200							{object}	ObjectWatchEvent	"a stream of events; the schema shows each event's data under the event's name"
-//	@Failure		400,401,403,404,429,503,504	{object}	Envelope
-//	@Router			/rest/ray/v1/namespaces/{namespace}/{kind}/{name}/watch [get]
-func (s *Server) watchObject(c *gin.Context) (*response, error) {
-	r, cur, err := s.resolve(c)
-	if err != nil {
-		return nil, err
-	}
-	o := &objectStream{s: s, k: r.kind, ns: c.Param("namespace"), name: c.Param("name"), token: token(c),
-		opened: r.objects.Summarize(cur), seen: map[string]bool{}}
-	if id, err := strconv.ParseInt(c.GetHeader("Last-Event-ID"), 10, 64); err == nil {
+// Object streams one object of kind k, opened as the summary the handler read of it (sent while the
+// watch cache does not hold the object yet). The request's Last-Event-ID, the time of the newest event
+// the client was sent, has it send only events from then on.
+func (e *Engine) Object(rq Request, k *ray.Kind, ns, name string, opened ray.Summary) error {
+	o := &objectStream{e: e, k: k, ns: ns, name: name, token: rq.Token, opened: opened, seen: map[string]bool{}}
+	if id, err := strconv.ParseInt(rq.R.Header.Get("Last-Event-ID"), 10, 64); err == nil {
 		o.cursor = id
 	}
-	return nil, s.serveStream(c, o, 0)
+	return e.serve(rq, o, 0)
 }
 
 // objectStream is the state of one object stream: what it last sent.
 type objectStream struct {
-	s        *Server
+	e        *Engine
 	k        *ray.Kind
 	ns, name string
 	token    string
-	w        *sseWriter
+	w        *writer
 	synced   bool
 	// opened is the summary read at the stream's start, sent when the cache does not hold the object yet.
 	opened  ray.Summary
@@ -83,7 +55,7 @@ type objectStream struct {
 func (o *objectStream) id() string { return strconv.FormatInt(o.cursor, 10) }
 
 // start asks what the caller may be shown besides the object: its pods, its events.
-func (o *objectStream) start(ctx context.Context, w *sseWriter) {
+func (o *objectStream) start(ctx context.Context, w *writer) {
 	o.w = w
 	o.checkPods(ctx)
 	o.followEvents(ctx)
@@ -101,7 +73,7 @@ func (o *objectStream) send() bool {
 }
 
 // woken is closed at the next event of the namespace, while the caller may be shown them.
-func (o *objectStream) changed() <-chan struct{} { return o.s.Store.Changed() }
+func (o *objectStream) changed() <-chan struct{} { return o.e.Store.Changed() }
 
 func (o *objectStream) woken() <-chan struct{} {
 	if o.events == nil {
@@ -113,10 +85,10 @@ func (o *objectStream) woken() <-chan struct{} {
 // recheck ends the stream of a caller who may no longer get the object, and asks again whether it
 // may be shown the pods and the events.
 func (o *objectStream) recheck(ctx context.Context) error {
-	allowed, err := o.s.Authz.Allowed(ctx, o.token, auth.Attributes{Verb: "get", Group: ray.RayGroupVersion.Group, Resource: o.k.Resource, Namespace: o.ns, Name: o.name})
+	allowed, err := o.e.Authz.Allowed(ctx, o.token, auth.Attributes{Verb: "get", Group: ray.RayGroupVersion.Group, Resource: o.k.Resource, Namespace: o.ns, Name: o.name})
 	switch {
 	case err == nil && !allowed:
-		return forbidden(o.k, "get", o.ns)
+		return access.Forbidden(o.k, "get", o.ns)
 	case revoked(err):
 		return err
 	}
@@ -130,10 +102,10 @@ func (o *objectStream) stop() { o.stopEvents() }
 // followEvents holds the namespace's events while the caller may list them, and lets them go when it
 // may no longer. Asked again when the rights cannot be checked, it keeps what it has.
 func (o *objectStream) followEvents(ctx context.Context) {
-	if o.s.WatchEvents == nil {
+	if o.e.Events == nil {
 		return
 	}
-	allowed, err := o.s.Authz.Allowed(ctx, o.token, auth.Attributes{Verb: "list", Resource: "events", Namespace: o.ns})
+	allowed, err := o.e.Authz.Allowed(ctx, o.token, auth.Attributes{Verb: "list", Resource: "events", Namespace: o.ns})
 	switch {
 	case err != nil && !revoked(err):
 		return
@@ -143,7 +115,7 @@ func (o *objectStream) followEvents(ctx context.Context) {
 	case o.events != nil:
 		return
 	}
-	o.events = o.s.WatchEvents(o.ns)
+	o.events = o.e.Events(o.ns)
 	// The first state shows the recent events: wait briefly for their first read.
 	wait, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
@@ -165,7 +137,7 @@ func (o *objectStream) shown(sum *ray.Summary) *ray.Summary {
 // checkPods asks whether the caller may list pods in the namespace, as the pods route does: PODS are
 // sent only while it may. When the rights cannot be checked, it keeps what it had (none at first).
 func (o *objectStream) checkPods(ctx context.Context) {
-	allowed, err := o.s.Authz.Allowed(ctx, o.token, auth.Attributes{Verb: "list", Resource: "pods", Namespace: o.ns})
+	allowed, err := o.e.Authz.Allowed(ctx, o.token, auth.Attributes{Verb: "list", Resource: "pods", Namespace: o.ns})
 	switch {
 	case err != nil && !revoked(err):
 	case !allowed || err != nil:
@@ -184,7 +156,7 @@ func (o *objectStream) stopEvents() {
 
 // update sends what changed of the object since the last update.
 func (o *objectStream) update(first bool) {
-	it := o.s.Store.Published(o.k, o.ns, o.name)
+	it := o.e.Store.Published(o.k, o.ns, o.name)
 	var sum *ray.Summary
 	switch {
 	case it != nil:
@@ -208,7 +180,7 @@ func (o *objectStream) update(first bool) {
 
 	pods := []ray.PodInfo{}
 	if sum.Type == ray.TypeInstance {
-		pods = o.s.Store.CachedPods(o.k, sum)
+		pods = o.e.Store.CachedPods(o.k, sum)
 	}
 	if data, err := json.Marshal(pods); err == nil && o.podsAllowed && !bytes.Equal(data, o.pods) {
 		o.w.raw(EventPods, o.id(), data)
@@ -235,8 +207,8 @@ func (o *objectStream) sendEvents(events []ray.EventInfo) {
 			fresh = append(fresh, e)
 		}
 	}
-	if !o.primed && len(fresh) > RecentEvents {
-		fresh = fresh[:RecentEvents]
+	if !o.primed && len(fresh) > o.e.RecentEvents {
+		fresh = fresh[:o.e.RecentEvents]
 	}
 	o.primed, o.seen = true, current
 	slices.Reverse(fresh)

@@ -1,4 +1,4 @@
-package api
+package stream
 
 import (
 	"bytes"
@@ -7,8 +7,6 @@ import (
 	"net/http"
 	"strconv"
 	"time"
-
-	"github.com/gin-gonic/gin"
 )
 
 // Server-Sent Events, as a browser's EventSource reads them: each event is "id:", "event:" and one
@@ -39,15 +37,15 @@ const (
 	resetID = ""
 )
 
-// sseWriter writes the events of one stream into a buffer, sent at flush and whenever it holds
+// A writer writes the events of one stream into a buffer, sent at flush and whenever it holds
 // sseChunk bytes, so that a snapshot of thousands of items never sits whole in memory. Each write must
 // be done within writeTimeout: a client that does not read its stream loses it. After a failed write
 // the writer drops what it is given, and flush says why.
 //
 // Once detached (HTTP/1.1), the stream holds its connection itself and writes each batch as one chunk
 // of the chunked answer the server began; the server's buffers for the connection are let go.
-type sseWriter struct {
-	w            gin.ResponseWriter
+type writer struct {
+	w            http.ResponseWriter
 	rc           *http.ResponseController
 	conn         net.Conn // set once detached
 	buf          bytes.Buffer
@@ -62,18 +60,19 @@ const (
 	sseKeep  = 4 << 10
 )
 
-func newSSEWriter(c *gin.Context, writeTimeout time.Duration) *sseWriter {
-	h := c.Writer.Header()
+// newWriter begins the answer on w: 200, held by the server's writer until the first write.
+func newWriter(w http.ResponseWriter, writeTimeout time.Duration) *writer {
+	h := w.Header()
 	h.Set("Content-Type", "text/event-stream; charset=utf-8")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
 	h.Set("X-Content-Type-Options", "nosniff")
-	c.Status(http.StatusOK)
-	return &sseWriter{w: c.Writer, rc: http.NewResponseController(c.Writer), writeTimeout: writeTimeout}
+	w.WriteHeader(http.StatusOK)
+	return &writer{w: w, rc: http.NewResponseController(w), writeTimeout: writeTimeout}
 }
 
 // event adds an event whose data is v as JSON.
-func (e *sseWriter) event(name, id string, v any) {
+func (e *writer) event(name, id string, v any) {
 	data, err := json.Marshal(v)
 	if err != nil {
 		data = []byte(strconv.Quote(err.Error()))
@@ -82,7 +81,7 @@ func (e *sseWriter) event(name, id string, v any) {
 }
 
 // raw adds an event whose data is one line of JSON already encoded.
-func (e *sseWriter) raw(name, id string, data []byte) {
+func (e *writer) raw(name, id string, data []byte) {
 	if id != noID {
 		e.buf.WriteString("id:")
 		if id != "" {
@@ -103,13 +102,13 @@ func (e *sseWriter) raw(name, id string, data []byte) {
 
 // line adds a line of its own, which EventSource does not dispatch: a heartbeat comment, or the retry
 // advice.
-func (e *sseWriter) line(s string) {
+func (e *writer) line(s string) {
 	e.buf.WriteString(s)
 	e.buf.WriteString("\n\n")
 }
 
 // send writes what the buffer holds.
-func (e *sseWriter) send() {
+func (e *writer) send() {
 	if e.err == nil && e.buf.Len() > 0 {
 		deadline := time.Time{}
 		if e.writeTimeout > 0 {
@@ -129,7 +128,7 @@ func (e *sseWriter) send() {
 }
 
 // chunk writes data as one chunk of the chunked answer, in one write.
-func (e *sseWriter) chunk(data []byte) error {
+func (e *writer) chunk(data []byte) error {
 	head := strconv.AppendInt(make([]byte, 0, 18), int64(len(data)), 16)
 	head = append(head, '\r', '\n')
 	bufs := net.Buffers{head, data, crlf}
@@ -140,7 +139,7 @@ func (e *sseWriter) chunk(data []byte) error {
 var crlf = []byte("\r\n")
 
 // flush sends what was added, through every buffer on the way to the client.
-func (e *sseWriter) flush() error {
+func (e *writer) flush() error {
 	e.send()
 	if e.buf.Cap() > sseKeep {
 		e.buf = bytes.Buffer{}
@@ -155,13 +154,13 @@ func (e *sseWriter) flush() error {
 // then on the stream writes to it itself. It returns nil where the connection cannot be taken (HTTP/2,
 // where streams share a connection, or a writer that does not allow it) or a write failed: the stream
 // then goes on through the server.
-func (e *sseWriter) detach() net.Conn {
+func (e *writer) detach() net.Conn {
 	if e.flush() != nil {
 		return nil
 	}
 	// The server's own writer is asked: gin's refuses once a body has begun, which is the point here
 	// (everything written so far is flushed, and the answer is chunked: see chunk).
-	rw := http.ResponseWriter(e.w)
+	rw := e.w
 	if u, ok := rw.(interface{ Unwrap() http.ResponseWriter }); ok {
 		rw = u.Unwrap()
 	}
@@ -174,7 +173,7 @@ func (e *sseWriter) detach() net.Conn {
 }
 
 // end ends a detached answer: the chunked answer's last chunk, then the connection closed.
-func (e *sseWriter) end() {
+func (e *writer) end() {
 	if e.conn == nil {
 		return
 	}
