@@ -5,6 +5,7 @@ package integration
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -287,22 +288,37 @@ func TestAttackCronRunsBilledOnlyWhenScheduled(t *testing.T) {
 		}
 		return creators, hours
 	}
-	// A run KubeRay makes on schedule (not the forged one) of a tick other than the forged run's, once
-	// its cluster's hours are credited: the run of the forged run's own tick has a second claimant, and
-	// is billed to no one (only a single claimant of a tick is believed).
+	// claimants are the RayJobs that say they are the run of each tick, and runs tells them.
+	claimants := func() (map[time.Time][]string, string) {
+		list, err := env.adminDyn.Resource(rayJobs).Namespace(ns).List(ctx, metav1.ListOptions{LabelSelector: ray.RunOfLabel + "=every-minute"})
+		require.NoError(t, err)
+		by := map[time.Time][]string{}
+		var told []string
+		for _, j := range list.Items {
+			at, err := time.Parse(time.RFC3339, j.GetAnnotations()[ray.ScheduledAtAnnotation])
+			if err != nil {
+				continue
+			}
+			by[at] = append(by[at], j.GetName())
+			told = append(told, fmt.Sprintf("%s of %s made %s", j.GetName(), at.Format(time.TimeOnly), j.GetCreationTimestamp().Format(time.TimeOnly)))
+		}
+		return by, strings.Join(told, "; ")
+	}
+	// A run KubeRay makes on schedule, once its cluster's hours are credited, of a tick it alone claims:
+	// the forged RayJob claims a tick of its own, and KubeRay v1.6.0 makes a second run of a tick when its
+	// status update after the first is refused (raycronjob_controller.go: the RayJob is created, then the
+	// status; an error requeues the tick). A tick with two claimants is billed to no one, by design.
 	var run string
-	eventually(t, 4*time.Minute, "a scheduled run's cluster credited", func() bool {
+	eventually(t, 4*time.Minute, "a scheduled run's cluster credited, the only claimant of its tick", func() bool {
+		by, _ := claimants()
 		for _, row := range rows() {
 			if row.Kind == "RayJob" && row.Name != "every-minute-forged" && strings.HasPrefix(row.Name, "every-minute-") && row.Allocated.CPUCoreHours > 0 {
-				job, err := env.adminDyn.Resource(rayJobs).Namespace(ns).Get(ctx, row.Name, metav1.GetOptions{})
-				if err != nil {
-					continue
+				for at, names := range by {
+					if len(names) == 1 && names[0] == row.Name && !at.Equal(tick) {
+						run = row.Name
+						return true
+					}
 				}
-				if at, err := time.Parse(time.RFC3339, job.GetAnnotations()[ray.ScheduledAtAnnotation]); err != nil || at.Equal(tick) {
-					continue
-				}
-				run = row.Name
-				return true
 			}
 		}
 		return false
@@ -331,7 +347,10 @@ func TestAttackCronRunsBilledOnlyWhenScheduled(t *testing.T) {
 	t.Logf("the scheduled run %s of %s; the forged run claims %s", run, at, tick)
 	pastTick(run, at)
 	creators, _ := billed(run)
-	assert.Equal(t, map[string]bool{victim: true}, creators, "the run %s KubeRay made on schedule is billed to the RayCronJob's signed creator", run)
+	_, told := claimants()
+	signed := decode[summary](t, call(t, "GET", itemPath(ns, "raycronjobs", "every-minute"), admin, "", nil)).CreatorSigned
+	assert.Equal(t, map[string]bool{victim: true}, creators, "the run %s KubeRay made on schedule is billed to the RayCronJob's signed creator "+
+		"(runs: %s; the RayCronJob's creator signed now: %v)", run, told, signed)
 
 	// The RayCronJob reaches the forged run's tick; a credit later, the forged run is still no run of it.
 	pastTick("every-minute-forged", tick)
