@@ -158,7 +158,7 @@ func Run(ctx context.Context, cfg *config.Config) error {
 		changes := func(ctx context.Context, cs []history.StatusChange) error {
 			return notices.AddNotices(ctx, noticesOf(cs))
 		}
-		recorder, store2, err := startHistory(ctx, cfg, db, restCfg, kinds, templates, store.Serves, log, registry, clusterUse, changes)
+		recorder, store2, err := startHistory(ctx, p, db, restCfg, registry, clusterUse, changes)
 		if err != nil {
 			_ = db.Close()
 			return err

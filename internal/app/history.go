@@ -13,7 +13,6 @@ import (
 
 	"ray-service/internal/audit"
 	"ray-service/internal/cache"
-	"ray-service/internal/config"
 	"ray-service/internal/history"
 	"ray-service/internal/notify"
 	"ray-service/internal/ray"
@@ -34,9 +33,9 @@ func (t idleTo) SetIdle(idle map[cache.ClusterRef]*ray.Idle) {
 // startHistory starts the history in db and its recorder, which writes while this replica holds the
 // Lease (its hooks are the Lease's to add) and hands the changes of status that make notifications to
 // changes.
-func startHistory(ctx context.Context, cfg *config.Config, db *sqldb.DB, restCfg *rest.Config, kinds *ray.Kinds, signer *ray.TemplateSigner,
-	serves func(*ray.Kind) bool, log *zap.Logger, registry *prometheus.Registry, use history.Use,
+func startHistory(ctx context.Context, p *parts, db *sqldb.DB, restCfg *rest.Config, registry *prometheus.Registry, use history.Use,
 	changes func(context.Context, []history.StatusChange) error) (*history.Recorder, *history.Store, error) {
+	cfg, log := p.cfg, p.log
 	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	hs, err := history.New(octx, db)
@@ -53,7 +52,7 @@ func startHistory(ctx context.Context, cfg *config.Config, db *sqldb.DB, restCfg
 	if err != nil {
 		return nil, nil, err
 	}
-	r := &history.Recorder{Store: hs, Kinds: kinds, Serves: serves, Dynamic: dyn, Core: core, Log: log, Signer: signer,
+	r := &history.Recorder{Store: hs, Kinds: p.kinds, Serves: p.store.Serves, Dynamic: dyn, Core: core, Log: log, Signer: p.templates,
 		Limits: ray.EndingLimits{Events: cfg.HistoryEndingEvents, LogLines: int64(cfg.HistoryEndingLogLines), LogBytes: cfg.HistoryEndingBytes},
 		MaxAge: cfg.HistoryMaxAge, MaxPerNamespace: cfg.HistoryMaxPerNamespace, Changes: changes,
 		NamespaceMaxBytes: cfg.HistoryNamespaceBytes, MaxBytes: cfg.HistoryBytes,

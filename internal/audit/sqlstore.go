@@ -46,12 +46,11 @@ func Migrations() []sqldb.Migration {
 // SQLStore is the audit trail's store in the service's database (Store). Any replica appends to it, not
 // only the Lease's holder: each append is one transaction under the head row's lock.
 type SQLStore struct {
-	db       *sql.DB
-	postgres bool
+	db *sqldb.DB
 }
 
 // NewSQLStore is the audit trail's store in db, whose schema has the trail's migrations.
-func NewSQLStore(db *sqldb.DB) *SQLStore { return &SQLStore{db: db.DB, postgres: db.Postgres} }
+func NewSQLStore(db *sqldb.DB) *SQLStore { return &SQLStore{db: db} }
 
 // Append stores e after the last entry, chained to it by seal.
 func (a *SQLStore) Append(ctx context.Context, e Entry, seal func(prev string, e Entry) string) (Entry, error) {
@@ -137,14 +136,14 @@ func (a *SQLStore) Entries(ctx context.Context, q Query) ([]Entry, int, error) {
 
 // Namespaces returns the namespaces the trail has entries of, sorted.
 func (a *SQLStore) Namespaces(ctx context.Context) ([]string, error) {
-	return (&sqldb.DB{DB: a.db}).Strings(ctx, `SELECT namespace FROM audit_namespaces ORDER BY namespace`)
+	return a.db.Strings(ctx, `SELECT namespace FROM audit_namespaces ORDER BY namespace`)
 }
 
 // Walk calls fn with every entry in sequence order, then returns the head, all read in one snapshot
 // of the database: an append while it walks is left for the next check.
 func (a *SQLStore) Walk(ctx context.Context, fn func(Link) error) (int64, string, error) {
 	opts := &sql.TxOptions{ReadOnly: true}
-	if a.postgres {
+	if a.db.Postgres {
 		opts.Isolation = sql.LevelRepeatableRead
 	}
 	tx, err := a.db.BeginTx(ctx, opts)

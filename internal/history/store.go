@@ -361,12 +361,7 @@ func (s *Store) Live(ctx context.Context) (map[string]Known, error) {
 
 // Namespaces returns the namespaces that hold records of a kind.
 func (s *Store) Namespaces(ctx context.Context, kind string) ([]string, error) {
-	return queryStrings(ctx, s.db, `SELECT DISTINCT namespace FROM records WHERE kind = $1 ORDER BY namespace`, kind)
-}
-
-// queryStrings runs a query of one text column and returns its values.
-func queryStrings(ctx context.Context, db *sql.DB, query string, args ...any) ([]string, error) {
-	return (&sqldb.DB{DB: db}).Strings(ctx, query, args...)
+	return s.sqldb.Strings(ctx, `SELECT DISTINCT namespace FROM records WHERE kind = $1 ORDER BY namespace`, kind)
 }
 
 // Prune removes the records of objects that ended (finished or went) before a time, and in each
@@ -471,7 +466,7 @@ func (s *Store) Shrink(ctx context.Context, ns string, limit int64) (int64, erro
 
 // OverQuota returns the namespaces whose records take more than limit bytes.
 func (s *Store) OverQuota(ctx context.Context, limit int64) ([]string, error) {
-	return queryStrings(ctx, s.db, `SELECT namespace FROM records GROUP BY namespace HAVING SUM(`+recordBytes+`) > $1`, limit)
+	return s.sqldb.Strings(ctx, `SELECT namespace FROM records GROUP BY namespace HAVING SUM(`+recordBytes+`) > $1`, limit)
 }
 
 // Bytes is what the records of namespace ns ("": all) take, as the quotas count it.

@@ -88,13 +88,15 @@ func (l *Lease) lead(ctx context.Context, hooks []Hooks) {
 		return // lost before it began: the elector ends a lead's context before it calls follow
 	}
 	l.leading.Store(true)
-	l.Log.Info("the Lease: this replica acts for all", zap.String("lease", l.Lock.Describe()))
+	var leads []string
 	for _, h := range hooks {
 		if h.Lead == nil {
 			continue
 		}
+		leads = append(leads, h.Name)
 		l.leads.Go(func() { h.Lead(ctx) })
 	}
+	l.Log.Info("the Lease: this replica acts for all", zap.String("lease", l.Lock.Describe()), zap.Strings("leading", leads))
 }
 
 // follow tells each hook the lead is lost. The leader elector calls it after the lead's context has

@@ -70,11 +70,11 @@ func Migrations() []sqldb.Migration {
 // SQLStore keeps the notices, the subscriptions and their deliveries in the service's database (Store),
 // so that a replica that takes over, or one restarted, delivers from where the last stopped.
 type SQLStore struct {
-	db *sql.DB
+	db *sqldb.DB
 }
 
 // NewSQLStore is the notifications' store in db, whose schema has their migrations.
-func NewSQLStore(db *sqldb.DB) *SQLStore { return &SQLStore{db: db.DB} }
+func NewSQLStore(db *sqldb.DB) *SQLStore { return &SQLStore{db: db} }
 
 // maxErrorBytes bounds a delivery's last error as kept.
 const maxErrorBytes = 1024
