@@ -4,7 +4,6 @@ package integration
 
 import (
 	"context"
-	"strings"
 	"testing"
 	"time"
 
@@ -36,12 +35,7 @@ func TestAttackCronRunOfPassedOverTick(t *testing.T) {
 	ctx := context.Background()
 	crons := env.adminDyn.Resource(rayCronJobs).Namespace(ns)
 
-	manifest := strings.Replace(string(testdata(t, "raycronjob-minimal.yaml")), `schedule: "0 1 * * *"`, `schedule: "* * * * *"`, 1)
-	manifest = strings.Replace(manifest, "name: minimal-cronjob", "name: gap", 1)
-	r := call(t, "POST", nsPath(ns, "raycronjobs")+"?start=false", admin, "application/yaml", []byte(manifest))
-	require.Equal(t, 201, r.Status, "%s", r.Raw)
-	require.True(t, decode[summary](t, r).CreatorSigned)
-	victim := decode[summary](t, r).Creator
+	victim := everyMinuteCron(t, ns, "gap", "?start=false")
 
 	// The first tick KubeRay will run when resumed: the next after its last run, or after its creation.
 	every, err := cron.ParseStandard("* * * * *")
@@ -71,7 +65,7 @@ func TestAttackCronRunOfPassedOverTick(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, tick.Add(-time.Minute), first(), "suspended, KubeRay made no run meanwhile")
 
-	r = call(t, "POST", itemPath(ns, "raycronjobs", "gap")+"/start", admin, "", nil)
+	r := call(t, "POST", itemPath(ns, "raycronjobs", "gap")+"/start", admin, "", nil)
 	require.Equal(t, 200, r.Status, "%s", r.Raw)
 
 	// billed are the creators the rows counted to the tenant's RayJob bill, and its core-hours.

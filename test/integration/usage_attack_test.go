@@ -254,12 +254,7 @@ func TestAttackCronRunsBilledOnlyWhenScheduled(t *testing.T) {
 	bind(t, ns, user, "ray-editor")
 	ctx := context.Background()
 
-	manifest := strings.Replace(string(testdata(t, "raycronjob-minimal.yaml")), `schedule: "0 1 * * *"`, `schedule: "* * * * *"`, 1)
-	manifest = strings.Replace(manifest, "name: minimal-cronjob", "name: every-minute", 1)
-	r := call(t, "POST", nsPath(ns, "raycronjobs"), admin, "application/yaml", []byte(manifest))
-	require.Equal(t, 201, r.Status, "%s", r.Raw)
-	require.True(t, decode[summary](t, r).CreatorSigned)
-	victim := decode[summary](t, r).Creator
+	victim := everyMinuteCron(t, ns, "every-minute", "")
 
 	mallory := dynamicWithToken(t, token)
 	cron, err := mallory.Resource(ray.RayGroupVersion.WithResource("raycronjobs")).Namespace(ns).Get(ctx, "every-minute", metav1.GetOptions{})
@@ -356,6 +351,18 @@ func TestAttackCronRunsBilledOnlyWhenScheduled(t *testing.T) {
 	pastTick("every-minute-forged", tick)
 	creators, _ = billed("every-minute-forged")
 	assert.Equal(t, map[string]bool{"": true}, creators, "a RayJob made before the tick it claims is billed to no one")
+}
+
+// everyMinuteCron makes, through the service as the admin, a RayCronJob that runs every minute (query
+// "?start=false": suspended), and returns its creator, which the service signed.
+func everyMinuteCron(t *testing.T, ns, name, query string) string {
+	t.Helper()
+	manifest := strings.Replace(string(testdata(t, "raycronjob-minimal.yaml")), `schedule: "0 1 * * *"`, `schedule: "* * * * *"`, 1)
+	manifest = strings.Replace(manifest, "name: minimal-cronjob", "name: "+name, 1)
+	r := call(t, "POST", nsPath(ns, "raycronjobs")+query, env.tokens["admin"], "application/yaml", []byte(manifest))
+	require.Equal(t, 201, r.Status, "%s", r.Raw)
+	require.True(t, decode[summary](t, r).CreatorSigned)
+	return decode[summary](t, r).Creator
 }
 
 // Anyone who may write ConfigMaps in a namespace replays its idle policy: the admin sets 1h and later
