@@ -17,6 +17,7 @@ import (
 	"ray-service/internal/k8s"
 	"ray-service/internal/ray"
 	"ray-service/internal/ray/raytest"
+	"ray-service/internal/stream"
 )
 
 // BenchmarkDetailFromCache is the stack benchmark's detail of a running RayCluster in process: the
@@ -59,7 +60,7 @@ func BenchmarkDetailFromCache(b *testing.B) {
 	h := e.routerWith(func(d *Deps) {
 		d.Kinds, d.Store, d.Authz = c.kinds, c.store, c.reviewer
 		d.Objects = func(k *ray.Kind, token string) (Objects, error) { return m.For(k, token) }
-		d.DetailEvents = func(ns string) (NamespaceEvents, bool) { return events.Lingering(ns) }
+		d.DetailEvents = func(ns string) (stream.NamespaceEvents, bool) { return events.Lingering(ns) }
 	})
 	req := httptest.NewRequest(http.MethodGet, BasePath+"/namespaces/"+ns+"/rayclusters/perf-00000", nil)
 	req.Header.Set("Authorization", "Bearer "+benchToken)

@@ -17,6 +17,7 @@ import (
 	"ray-service/internal/cache"
 	"ray-service/internal/k8s"
 	"ray-service/internal/ray"
+	"ray-service/internal/stream"
 )
 
 // Page is the data of every paged answer: a list, the history, the audit trail. Total counts what
@@ -328,7 +329,7 @@ func (s *Server) cachedDetail(c *gin.Context, r *request) (Detail, bool) {
 	if err != nil || !verdicts[0] {
 		return Detail{}, false
 	}
-	var events NamespaceEvents
+	var events stream.NamespaceEvents
 	if verdicts[1] {
 		var watched bool
 		if events, watched = s.DetailEvents(ns); !watched || !events.Synced() {

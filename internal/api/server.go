@@ -41,7 +41,7 @@ const BasePath = "/rest/ray/v1"
 const MaxHeaderBytes = 64 << 10
 
 // The handlers' dependencies are the small interfaces below, implemented by internal/cache, internal/k8s, internal/dashboard, internal/auth
-// and internal/promql and wired in cmd/ray-service; a handler test builds Deps from fakes.
+// and internal/promql and wired in internal/app; a handler test builds Deps from fakes.
 
 // Authorizer answers who a caller is and what the caller may do, asking with the caller's token
 // (auth.Reviewer).
@@ -146,7 +146,7 @@ type ClusterHealth interface {
 	ClusterHealth(ctx context.Context, w promql.Window, namespace, cluster string) promql.ClusterHealth
 }
 
-// Deps are what the handlers need; cmd/ray-service wires them.
+// Deps are what the handlers need; internal/app wires them.
 type Deps struct {
 	Kinds   *ray.Kinds
 	Store   Store
@@ -194,7 +194,7 @@ type Deps struct {
 	WatchEvents func(ns string) stream.NamespaceEvents
 	// DetailEvents holds the Kubernetes events of a namespace for details, without a release: false
 	// where it cannot now; nil: details read events from the apiserver.
-	DetailEvents func(ns string) (NamespaceEvents, bool)
+	DetailEvents func(ns string) (stream.NamespaceEvents, bool)
 	// Audit records each write made through the service and lists them; nil: none is recorded, and the
 	// audit routes answer 503.
 	Audit AuditTrail

@@ -11,17 +11,6 @@ import (
 // The watch streams are served by the stream engine (internal/stream); their handlers parse the
 // request, check what the caller may see and hand it over.
 
-// NamespaceEvents is a hold on the Kubernetes events of a namespace (cache.NamespaceEvents).
-type NamespaceEvents interface {
-	// Changed returns a channel closed at the next event added or updated.
-	Changed() <-chan struct{}
-	// Synced tells whether the namespace's events have been read once.
-	Synced() bool
-	// Of returns the events of an object, its clusters, the named pods and its submitter, newest first.
-	Of(k *ray.Kind, s *ray.Summary, pods []string) []ray.EventInfo
-	Release()
-}
-
 // WatchEvent documents the events of a list stream (one line of data each, as JSON). It is not sent as
 // such: its fields are the events' names and their data.
 type WatchEvent struct {

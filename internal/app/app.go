@@ -289,7 +289,7 @@ func Run(ctx context.Context, cfg *config.Config) error {
 		Streams:     stream.Options{Heartbeat: cfg.WatchHeartbeat, Reauthorize: cfg.AuthCacheTTL},
 		Detached:    detached,
 		WatchEvents: func(ns string) stream.NamespaceEvents { return events.Acquire(ns) },
-		DetailEvents: func(ns string) (api.NamespaceEvents, bool) {
+		DetailEvents: func(ns string) (stream.NamespaceEvents, bool) {
 			if hold, ok := events.Lingering(ns); ok {
 				return hold, true
 			}
