@@ -12,10 +12,13 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"ray-service/internal/config"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -153,6 +156,20 @@ func TestHelmChart(t *testing.T) {
 	assert.NotContains(t, off, "pods/log", "no log tails read without a history")
 	assert.Contains(t, off, "resources: [leases]", "the Lease chooses the replica that acts for all, with or without a history")
 	assert.Regexp(t, `\n    lease: \S+-history\n`, off)
+	// The configuration the chart renders is one the service loads, with the values the chart gives.
+	for name, manifest := range map[string]string{"marketplace": market, "history off": off} {
+		rendered := runTool(t, helm, "template", "openfuyao-ray", chart, "-n", ns, "--show-only", "charts/ray-service/templates/configmap.yaml",
+			"--set", "ray-service.history.enabled="+strconv.FormatBool(name != "history off"), "--set", "ray-service.lease.retryPeriod=3s")
+		var cm corev1.ConfigMap
+		require.NoError(t, yaml.Unmarshal([]byte(rendered), &cm), name)
+		file := filepath.Join(t.TempDir(), "config.yaml")
+		require.NoError(t, os.WriteFile(file, []byte(cm.Data["config.yaml"]), 0o600))
+		cfg, err := config.Load([]string{"--config", file})
+		require.NoError(t, err, "%s: the rendered configuration loads", name)
+		assert.Equal(t, 3*time.Second, cfg.LeaseRetryPeriod, name)
+		assert.Equal(t, ns, cfg.LeaseNamespace, name)
+		assert.Contains(t, manifest, "lease: "+cfg.Lease+"\n", name)
+	}
 	assert.Contains(t, market, "matchLabels: {app.kubernetes.io/name: ray-website, app.kubernetes.io/instance: openfuyao-ray}")
 	assert.Zero(t, kinds(market)["PodMonitor"], "the PodMonitor needs the Prometheus Operator: off unless asked for")
 	monitored := runTool(t, helm, "template", "openfuyao-ray", chart, "-n", ns, "--set", "ray-service.podMonitor.enabled=true")
