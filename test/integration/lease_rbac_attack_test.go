@@ -39,12 +39,12 @@ func TestAttackLeaseRoleHoldsToItsLease(t *testing.T) {
 
 	// Another controller of the namespace holds its Lease.
 	other := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "console-controller"},
-		Spec: coordinationv1.LeaseSpec{HolderIdentity: leaseHolder("console-controller-0"), LeaseDurationSeconds: leaseSeconds(15)}}
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: new("console-controller-0"), LeaseDurationSeconds: new(int32(15))}}
 	_, err := env.admin.CoordinationV1().Leases(ns).Create(ctx, other, metav1.CreateOptions{})
 	require.NoError(t, err)
 	_, err = sa.CoordinationV1().Leases(ns).Get(ctx, "console-controller", metav1.GetOptions{})
 	assert.True(t, apierrors.IsForbidden(err), "the service's account reads another controller's Lease: %v", err)
-	other.Spec.HolderIdentity = leaseHolder("ray-service-taken")
+	other.Spec.HolderIdentity = new("ray-service-taken")
 	_, err = sa.CoordinationV1().Leases(ns).Update(ctx, other, metav1.UpdateOptions{})
 	assert.True(t, apierrors.IsForbidden(err), "the service's account takes another controller's Lease: %v", err)
 	held, err := env.admin.CoordinationV1().Leases(ns).Get(ctx, "console-controller", metav1.GetOptions{})
@@ -53,15 +53,12 @@ func TestAttackLeaseRoleHoldsToItsLease(t *testing.T) {
 
 	// Its own Lease it makes, reads and renews.
 	own := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "ray-service-history"},
-		Spec: coordinationv1.LeaseSpec{HolderIdentity: leaseHolder("replica-a"), LeaseDurationSeconds: leaseSeconds(15)}}
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: new("replica-a"), LeaseDurationSeconds: new(int32(15))}}
 	_, err = sa.CoordinationV1().Leases(ns).Create(ctx, own, metav1.CreateOptions{})
 	require.NoError(t, err, "the service makes its Lease")
 	got, err := sa.CoordinationV1().Leases(ns).Get(ctx, "ray-service-history", metav1.GetOptions{})
 	require.NoError(t, err, "and reads it")
-	got.Spec.HolderIdentity = leaseHolder("replica-b")
+	got.Spec.HolderIdentity = new("replica-b")
 	_, err = sa.CoordinationV1().Leases(ns).Update(ctx, got, metav1.UpdateOptions{})
 	require.NoError(t, err, "and renews or takes it over")
 }
-
-func leaseHolder(s string) *string { return &s }
-func leaseSeconds(n int32) *int32  { return &n }
