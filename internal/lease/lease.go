@@ -22,8 +22,9 @@ type Timings struct {
 }
 
 // Hooks are what a feature does as this replica takes the lead and as it loses it. Lead runs in a
-// goroutine of its own with a context that ends when the lead is lost; Follow runs once it is lost
-// (or given up as the service stops), after that context has ended. Either may be nil.
+// goroutine of its own with a context that ends when the lead is lost, and must return soon after;
+// Follow runs once it is lost (or given up as the service stops), after that context has ended and every
+// Lead of that lead has returned, so that nothing a Lead does lands after its Follow. Either may be nil.
 type Hooks struct {
 	// Name names the feature in logs.
 	Name   string
@@ -44,6 +45,8 @@ type Lease struct {
 	turn    sync.Mutex
 	leading atomic.Bool
 	leads   sync.WaitGroup
+	// term counts the Leads of the lead now (or last) held, which its follow waits for; under turn.
+	term sync.WaitGroup
 }
 
 // Add registers a feature's hooks; call it before Run.
@@ -94,19 +97,26 @@ func (l *Lease) lead(ctx context.Context, hooks []Hooks) {
 			continue
 		}
 		leads = append(leads, h.Name)
-		l.leads.Go(func() { h.Lead(ctx) })
+		l.term.Add(1)
+		l.leads.Go(func() {
+			defer l.term.Done()
+			h.Lead(ctx)
+		})
 	}
 	l.Log.Info("the Lease: this replica acts for all", zap.String("lease", l.Lock.Describe()), zap.Strings("leading", leads))
 }
 
-// follow tells each hook the lead is lost. The leader elector calls it after the lead's context has
-// ended (and also when this replica never led, as Run returns).
+// follow tells each hook the lead is lost, once the Leads it started have returned. The leader elector
+// calls it after the lead's context has ended (and also when this replica never led, as Run returns): a
+// Lead still at work then (the history's, reading what is recorded, then taking over) would otherwise
+// finish after its Follow and leave this replica acting beside the Lease's next holder.
 func (l *Lease) follow(hooks []Hooks) {
 	l.turn.Lock()
 	defer l.turn.Unlock()
 	if !l.leading.Swap(false) {
 		return
 	}
+	l.term.Wait()
 	for _, h := range hooks {
 		if h.Follow != nil {
 			h.Follow()

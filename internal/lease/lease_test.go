@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"go.uber.org/zap"
@@ -46,4 +47,37 @@ func TestLeadThenFollow(t *testing.T) {
 	l.follow(hooks) // the elector's deferred call as Run returns
 	assert.False(t, l.Leading())
 	assert.Equal(t, int32(1), follows.Load())
+}
+
+// A lead lost is followed only once every Lead it started has returned: a Lead still at work when its
+// context ended (the history's, reading what is recorded) would otherwise finish after its Follow and
+// leave this replica acting for all beside the new holder.
+func TestFollowWaitsForTheLeadsToReturn(t *testing.T) {
+	gate := make(chan struct{})
+	var returned, followedFirst atomic.Bool
+	hooks := []Hooks{{Name: "slow",
+		Lead:   func(ctx context.Context) { <-ctx.Done(); <-gate; returned.Store(true) },
+		Follow: func() { followedFirst.Store(!returned.Load()) }}}
+	l := &Lease{Lock: &resourcelock.LeaseLock{}, Log: zap.NewNop()}
+	ctx, cancel := context.WithCancel(context.Background())
+	l.lead(ctx, hooks)
+	cancel()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		l.follow(hooks)
+	}()
+	assert.Never(t, func() bool {
+		select {
+		case <-done:
+			return true
+		default:
+			return false
+		}
+	}, 200*time.Millisecond, 10*time.Millisecond, "followed while a Lead was at work")
+	close(gate)
+	<-done
+	l.leads.Wait()
+	assert.False(t, followedFirst.Load(), "the Follow ran before the Lead returned")
+	assert.False(t, l.Leading())
 }

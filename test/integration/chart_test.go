@@ -98,8 +98,8 @@ func TestHelmChart(t *testing.T) {
 	assert.Contains(t, own, "audit-key-file: /etc/ray-service-audit-key/key")
 	assert.Contains(t, own, "secretName: my-key")
 	assert.Contains(t, own, "secretName: my-audit-key")
-	assert.Equal(t, 1, kinds(own)["Role"], "and no Role for keys of the service's own (the history's Lease alone)")
-	assert.Equal(t, 2, kinds(market)["Role"], "the history's Lease and the keys' Secrets")
+	assert.Equal(t, 1, kinds(own)["Role"], "and no Role for keys of the service's own (the Lease's alone)")
+	assert.Equal(t, 2, kinds(market)["Role"], "the service's Lease and the keys' Secrets")
 	// Grafana: no anonymous viewers anywhere; behind the console, only the oauth-proxy's user, and only
 	// the website's pods may reach it. Both run hardened, and NetworkPolicies are on unless opted out.
 	assert.NotContains(t, market, "[auth.anonymous]\n    enabled = true")
@@ -155,6 +155,7 @@ func TestHelmChart(t *testing.T) {
 	assert.Zero(t, kinds(off)["PersistentVolumeClaim"])
 	assert.NotContains(t, off, "pods/log", "no log tails read without a history")
 	assert.Contains(t, off, "resources: [leases]", "the Lease chooses the replica that acts for all, with or without a history")
+	assert.Contains(t, off, "resources: [leases]\n    resourceNames: [ray-service-history]\n    verbs: [get, update]", "the service's Lease alone")
 	assert.Regexp(t, `\n    lease: \S+-history\n`, off)
 	// The configuration the chart renders is one the service loads, with the values the chart gives.
 	for name, manifest := range map[string]string{"marketplace": market, "history off": off} {
@@ -206,7 +207,7 @@ func TestHelmChart(t *testing.T) {
 		assert.Contains(t, out, "created (server dry run)", name)
 	}
 
-	// The ClusterRole and the Role (the history's Lease) as rendered: the service runs under them,
+	// The ClusterRole and the Role (the service's Lease) as rendered: the service runs under them,
 	// impersonated, through the main paths.
 	var role rbacv1.ClusterRole
 	var leaseRole, keyRole rbacv1.Role
@@ -241,8 +242,9 @@ func TestHelmChart(t *testing.T) {
 		flags := []string{"--lease-namespace", fresh, "--template-key-file=", "--template-key-secret", fresh + "/ray-service-template-key",
 			"--audit-key-file=", "--audit-key-secret", fresh + "/ray-service-audit-key"}
 		start := func(sa string, r roles, within time.Duration) *serviceProc {
-			svc, err := instance{log: "ray-service-" + fresh + "-" + sa + ".log", readyWithin: within,
-				args: append([]string{"--kubeconfig", grant(t, fresh, sa, r)}, flags...)}.start(t)
+			log := "ray-service-" + fresh + "-" + sa + ".log"
+			svc, err := instance{log: log, readyWithin: within,
+				args: append([]string{"--kubeconfig", grant(t, fresh, sa, r.leaseOf(log))}, flags...)}.start(t)
 			if err != nil {
 				return nil
 			}
@@ -317,7 +319,7 @@ func TestHelmChart(t *testing.T) {
 		var variants []variant
 		var wg sync.WaitGroup
 		launch := func(what, sa string, r roles) {
-			kubeconfig := grant(t, ns, sa, r)
+			kubeconfig := grant(t, ns, sa, r.leaseOf("ray-service-"+sa+".log"))
 			// 28 instances start at once, beside other tests: the reference gets time to be ready under load,
 			// and a variant enough not to count as never ready merely for being slow.
 			within := 30 * time.Second
@@ -640,7 +642,7 @@ func removePermission(rules []rbacv1.PolicyRule, ri int, resource, verb string) 
 				}
 			}
 			if len(verbs) > 0 {
-				out = append(out, rbacv1.PolicyRule{APIGroups: r.APIGroups, Resources: []string{res}, Verbs: verbs})
+				out = append(out, rbacv1.PolicyRule{APIGroups: r.APIGroups, Resources: []string{res}, ResourceNames: r.ResourceNames, Verbs: verbs})
 			}
 		}
 	}
@@ -649,6 +651,19 @@ func removePermission(rules []rbacv1.PolicyRule, ri int, resource, verb string) 
 
 // roles are the rules of a ClusterRole and of a Role in one namespace.
 type roles struct{ cluster, namespaced []rbacv1.PolicyRule }
+
+// leaseOf is r with the rules held to the chart's Lease held to the Lease of the instance that logs to
+// log instead (startInstance gives each a Lease of its own, leaseName).
+func (r roles) leaseOf(log string) roles {
+	ns := make([]rbacv1.PolicyRule, len(r.namespaced))
+	for i, rule := range r.namespaced {
+		ns[i] = *rule.DeepCopy()
+		if slices.Contains(rule.Resources, "leases") && len(rule.ResourceNames) > 0 {
+			ns[i].ResourceNames = []string{leaseName(strings.TrimSuffix(log, ".log"))}
+		}
+	}
+	return roles{cluster: r.cluster, namespaced: ns}
+}
 
 // grant makes a ServiceAccount with a ClusterRole and a Role in ns of the given rules, and a kubeconfig
 // that impersonates it with the admin's credentials.
@@ -688,7 +703,7 @@ current-context: local
 
 func serviceAs(t *testing.T, ns, sa string, r roles, flags ...string) *serviceProc {
 	t.Helper()
-	kubeconfig := grant(t, ns, sa, r)
+	kubeconfig := grant(t, ns, sa, r.leaseOf("ray-service-"+sa+".log"))
 	return startInstance(t, "ray-service-"+sa+".log", append([]string{"--kubeconfig", kubeconfig,
 		"--lease-namespace", ns}, flags...)...)
 }
@@ -781,7 +796,7 @@ func TestHelmChartIdlePolicyAndKeyRules(t *testing.T) {
 	runTool(t, kubectl, kc, "apply", "-n", ns, "-f", f)
 	t.Cleanup(func() { runTool(t, kubectl, kc, "delete", "--ignore-not-found", "-n", ns, "-f", f) })
 
-	kubeconfig := grant(t, ns, "ray-service", r)
+	kubeconfig := grant(t, ns, "ray-service", r.leaseOf("ray-service-"+ns+".log"))
 	// The service's own Secrets: only its keys, of type Opaque.
 	asService := clientFromKubeconfig(t, kubeconfig)
 	tries := 0
