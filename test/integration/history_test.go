@@ -288,10 +288,10 @@ func TestHistoryTwoReplicas(t *testing.T) {
 // days, still running while a new one migrated, fails to write a cluster's day, figures pending or a
 // group's day (its rows lack them) rather than write one whose sums are wrong or that the totals or
 // the kinds' days do not count.
-func TestHistoryDaysWithoutRunningSumsRefused(t *testing.T) {
+func TestUtilizationDaysWithoutRunningSumsRefused(t *testing.T) {
 	t.Parallel()
 	dsn := postgresDatabase(t)
-	s, err := history.Open(t.Context(), dsn)
+	s, err := usage.Open(t.Context(), dsn)
 	require.NoError(t, err)
 	defer func() { _ = s.Close() }()
 	db, err := sql.Open("pgx", dsn)
