@@ -33,6 +33,7 @@ import (
 	"ray-service/internal/queues"
 	"ray-service/internal/ray"
 	"ray-service/internal/stream"
+	"ray-service/internal/usage"
 )
 
 // parts are what the features are wired from.
@@ -109,17 +110,17 @@ func Run(ctx context.Context, cfg *config.Config) error {
 	named := prometheus.NewRegistry()
 	named.MustRegister(metrics.NewRunsCollector(store.EachRunState))
 	metrics.RegisterSize(registry, "ray_service_auth_cache_entries", "Access review verdicts and user names cached.", reviewer.Len)
-	var usage api.Usage // none without Prometheus
+	var resourceUse api.Usage // none without Prometheus
 	var clusterHealth api.ClusterHealth
 	var detector *idle.Detector // none without Prometheus
-	var clusterUse history.Use  // none without Prometheus
+	var clusterUse usage.Use    // none without Prometheus
 	if cfg.PrometheusURL != "" {
 		querier, err := promql.NewQuerier(cfg.PrometheusURL, cfg.PrometheusTimeout, cfg.PrometheusCacheSize)
 		if err != nil {
 			return err
 		}
 		metrics.RegisterSize(registry, "ray_service_prometheus_cache_entries", "Answers of Prometheus cached for the overview.", querier.CacheLen)
-		usage, clusterHealth, clusterUse = querier, querier, querier
+		resourceUse, clusterHealth, clusterUse = querier, querier, querier
 		if cfg.IdleWindow > 0 {
 			detector = &idle.Detector{Work: querier, Clusters: store, Log: log, Settings: idle.Settings{Window: cfg.IdleWindow,
 				Interval: cfg.IdleInterval, Step: idle.StepOf(cfg.IdleWindow), Lookback: 24 * time.Hour,
@@ -154,25 +155,30 @@ func Run(ctx context.Context, cfg *config.Config) error {
 		if err != nil {
 			return err
 		}
+		defer func() { _ = db.Close() }()
+		own, err := ownClientsOf(restCfg)
+		if err != nil {
+			return err
+		}
 		notices = notify.NewSQLStore(db)
 		changes := func(ctx context.Context, cs []history.StatusChange) error {
 			return notices.AddNotices(ctx, noticesOf(cs))
 		}
-		recorder, store2, err := startHistory(ctx, p, db, restCfg, registry, clusterUse, changes)
+		recorder, records, err := startHistory(ctx, p, db, own, registry, changes)
 		if err != nil {
-			_ = db.Close()
 			return err
 		}
-		defer func() { _ = store2.Close() }()
-		elected.Add(recorder.Hooks())
-		store.SetObserver(recorder)
-		hist, auditStore = store2, audit.NewSQLStore(db)
-		notices, utilization = notify.NewSQLStore(db), store2
-		recorder.Changes = func(ctx context.Context, cs []history.StatusChange) error {
-			return notices.AddNotices(ctx, noticesOf(cs))
+		accountant, figures, err := startUtilization(ctx, p, db, own, clusterUse)
+		if err != nil {
+			return err
 		}
+		defer func() { _ = figures.Close() }()
+		elected.Add(recorder.Hooks())
+		elected.Add(accountant.Hooks())
+		store.SetObserver(cache.Observers{recorder, accountant})
+		hist, auditStore, utilization = records, audit.NewSQLStore(db), figures
 		if detector != nil {
-			detector.Clusters = idleTo{Store: store, accounting: recorder}
+			detector.Clusters = idleTo{Store: store, accounting: accountant}
 		}
 	}
 	released := make(chan struct{})
@@ -280,7 +286,7 @@ func Run(ctx context.Context, cfg *config.Config) error {
 		Log:         log,
 		Gatherer:    apiMetrics,
 		HTTP:        httpMetrics,
-		Usage:       usage,
+		Usage:       resourceUse,
 		Health:      clusterHealth,
 		Grafana:     api.Grafana{URL: cfg.GrafanaURL, DashboardUID: cfg.GrafanaDashboardUID},
 		Shutdown:    serving,

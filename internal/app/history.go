@@ -17,12 +17,13 @@ import (
 	"ray-service/internal/notify"
 	"ray-service/internal/ray"
 	"ray-service/internal/sqldb"
+	"ray-service/internal/usage"
 )
 
 // idleTo hands the idle detection's judgement to the watch cache and to the utilization accounting.
 type idleTo struct {
 	*cache.Store
-	accounting *history.Recorder
+	accounting *usage.Accountant
 }
 
 func (t idleTo) SetIdle(idle map[cache.ClusterRef]*ray.Idle) {
@@ -30,34 +31,38 @@ func (t idleTo) SetIdle(idle map[cache.ClusterRef]*ray.Idle) {
 	t.accounting.SetIdle(idle)
 }
 
+// ownClients are the service's own clients for what the replica holding the Lease reads: the listings
+// that catch the history and the accounting up, and how objects ended.
+type ownClients struct {
+	core    kubernetes.Interface
+	dynamic dynamic.Interface
+}
+
+func ownClientsOf(restCfg *rest.Config) (ownClients, error) {
+	cfg := rest.CopyConfig(restCfg)
+	cfg.QPS, cfg.Burst = 50, 100
+	core, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return ownClients{}, err
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return ownClients{}, err
+	}
+	return ownClients{core: core, dynamic: dyn}, nil
+}
+
 // startHistory starts the history in db and its recorder, which writes while this replica holds the
 // Lease (its hooks are the Lease's to add) and hands the changes of status that make notifications to
 // changes.
-func startHistory(ctx context.Context, p *parts, db *sqldb.DB, restCfg *rest.Config, registry *prometheus.Registry, use history.Use,
+func startHistory(ctx context.Context, p *parts, db *sqldb.DB, own ownClients, registry *prometheus.Registry,
 	changes func(context.Context, []history.StatusChange) error) (*history.Recorder, *history.Store, error) {
 	cfg, log := p.cfg, p.log
-	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	hs, err := history.New(octx, db)
-	if err != nil {
-		return nil, nil, fmt.Errorf("opening the history: %w", err)
-	}
-	ownCfg := rest.CopyConfig(restCfg)
-	ownCfg.QPS, ownCfg.Burst = 50, 100
-	core, err := kubernetes.NewForConfig(ownCfg)
-	if err != nil {
-		return nil, nil, err
-	}
-	dyn, err := dynamic.NewForConfig(ownCfg)
-	if err != nil {
-		return nil, nil, err
-	}
-	r := &history.Recorder{Store: hs, Kinds: p.kinds, Serves: p.store.Serves, Dynamic: dyn, Core: core, Log: log, Signer: p.templates,
+	hs := history.New(db)
+	r := &history.Recorder{Store: hs, Kinds: p.kinds, Serves: p.store.Serves, Dynamic: own.dynamic, Core: own.core, Log: log, Signer: p.templates,
 		Limits: ray.EndingLimits{Events: cfg.HistoryEndingEvents, LogLines: int64(cfg.HistoryEndingLogLines), LogBytes: cfg.HistoryEndingBytes},
 		MaxAge: cfg.HistoryMaxAge, MaxPerNamespace: cfg.HistoryMaxPerNamespace, Changes: changes,
-		NamespaceMaxBytes: cfg.HistoryNamespaceBytes, MaxBytes: cfg.HistoryBytes,
-		Accounting: history.Accounting{CreditEvery: cfg.UsageCreditEvery, Use: use, MeasureEvery: cfg.UsageMeasureEvery,
-			MeasureStep: cfg.UsageMeasureStep, Retention: cfg.UsageRetention}}
+		NamespaceMaxBytes: cfg.HistoryNamespaceBytes, MaxBytes: cfg.HistoryBytes}
 	registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ray_service_history_leader",
 		Help: "1 while this replica writes the history."}, func() float64 {
 		if r.Leading() {
@@ -74,10 +79,28 @@ func startHistory(ctx context.Context, p *parts, db *sqldb.DB, restCfg *rest.Con
 	return r, hs, nil
 }
 
+// startUtilization starts the utilization's figures in db and its accountant, which credits the Ray
+// clusters while this replica holds the Lease (its hooks are the Lease's to add) and reads their use
+// with use (nil: none is read).
+func startUtilization(ctx context.Context, p *parts, db *sqldb.DB, own ownClients, use usage.Use) (*usage.Accountant, *usage.Store, error) {
+	cfg := p.cfg
+	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	figures, err := usage.NewStore(octx, db)
+	if err != nil {
+		return nil, nil, fmt.Errorf("opening the utilization's figures: %w", err)
+	}
+	a := &usage.Accountant{Store: figures, Kinds: p.kinds, Serves: p.store.Serves, Dynamic: own.dynamic, Log: p.log, Signer: p.templates,
+		Settings: usage.Settings{CreditEvery: cfg.UsageCreditEvery, Use: use, MeasureEvery: cfg.UsageMeasureEvery,
+			MeasureStep: cfg.UsageMeasureStep, Retention: cfg.UsageRetention}}
+	a.Start(ctx)
+	return a, figures, nil
+}
+
 // openDatabase opens the service's database (history-dsn), where each stored feature keeps its tables,
 // and brings it to the one schema their migrations make.
 func openDatabase(ctx context.Context, dsn string) (*sqldb.DB, error) {
-	schema, err := sqldb.Schema(history.Migrations(), audit.Migrations(), notify.Migrations())
+	schema, err := schema()
 	if err != nil {
 		return nil, err
 	}
@@ -88,4 +111,9 @@ func openDatabase(ctx context.Context, dsn string) (*sqldb.DB, error) {
 		return nil, fmt.Errorf("opening the history: %w", err)
 	}
 	return db, nil
+}
+
+// schema is the service's database schema: the migrations of every stored feature, in one numbering.
+func schema() ([]sqldb.Migration, error) {
+	return sqldb.Schema(history.Migrations(), audit.Migrations(), notify.Migrations(), usage.Migrations())
 }

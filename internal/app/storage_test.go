@@ -12,8 +12,6 @@ import (
 
 	"ray-service/internal/audit"
 	"ray-service/internal/history"
-	"ray-service/internal/notify"
-	"ray-service/internal/sqldb"
 )
 
 // A history written before the trail had its tables is brought to the current schema with nothing of
@@ -22,8 +20,7 @@ func TestAuditMigrationKeepsTheHistory(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "db")
 	db, err := openDatabase(t.Context(), "sqlite:"+path)
 	require.NoError(t, err)
-	s, err := history.New(t.Context(), db)
-	require.NoError(t, err)
+	s := history.New(db)
 	created := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
 	require.NoError(t, s.Put(t.Context(), history.Record{UID: "u1", Kind: "RayJob", Namespace: "a", Name: "x", Spec: `{"a":1}`, CreatedAt: created}))
 	require.NoError(t, s.Close())
@@ -44,14 +41,13 @@ func TestAuditMigrationKeepsTheHistory(t *testing.T) {
 
 	db, err = openDatabase(t.Context(), "sqlite:"+path)
 	require.NoError(t, err)
-	s, err = history.New(t.Context(), db)
-	require.NoError(t, err)
+	s = history.New(db)
 	defer func() { _ = s.Close() }()
 	v, err := db.Version(t.Context())
 	require.NoError(t, err)
-	schema, err := sqldb.Schema(history.Migrations(), audit.Migrations(), notify.Migrations())
+	all, err := schema()
 	require.NoError(t, err)
-	assert.Equal(t, schema[len(schema)-1].Version, v)
+	assert.Equal(t, all[len(all)-1].Version, v)
 	r, err := s.Get(t.Context(), "u1")
 	require.NoError(t, err)
 	assert.Equal(t, `{"a":1}`, r.Spec)

@@ -106,6 +106,23 @@ type Observer interface {
 // SetObserver sets the observer of Ray objects; call it before Start.
 func (s *Store) SetObserver(o Observer) { s.observer = o }
 
+// Observers tells each of its observers, in order.
+type Observers []Observer
+
+// Observe tells each observer of o.
+func (os Observers) Observe(k *ray.Kind, o *unstructured.Unstructured, s *ray.Summary) {
+	for _, ob := range os {
+		ob.Observe(k, o, s)
+	}
+}
+
+// Gone tells each observer of e gone.
+func (os Observers) Gone(k *ray.Kind, e *Entry, pods []corev1.Pod) {
+	for _, ob := range os {
+		ob.Gone(k, e, pods)
+	}
+}
+
 // fromIndex lists what an informer holds in one namespace ("" for all), as T.
 func fromIndex[T any](inf cache.SharedIndexInformer, namespace string) []T {
 	var objs []any

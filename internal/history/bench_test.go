@@ -1,4 +1,4 @@
-package history
+package history_test
 
 import (
 	"context"
@@ -7,11 +7,12 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
 	"ray-service/internal/benchtarget"
+	"ray-service/internal/history"
+	"ray-service/internal/history/historytest"
 )
 
 // benchRecords is how many records the history benchmark holds (HISTORY_BENCH_RECORDS to change it):
@@ -24,38 +25,18 @@ func benchRecords() int {
 	return benchtarget.Size(100_000, 1_000)
 }
 
-// benchRecord is record i of a history spread over 50 namespaces, 20 creators and the three kinds,
-// with a manifest of about 1.5 KB and four transitions, as the recorder writes them.
-func benchRecord(i int, t0 time.Time) (Record, []Transition) {
-	created := t0.Add(time.Duration(i) * time.Second)
-	finished := created.Add(time.Duration(60+i%600) * time.Second)
-	status := []string{"Succeeded", "Failed", "Succeeded", "Running"}[i%4]
-	r := Record{UID: fmt.Sprintf("%08x-0000-4000-8000-%012x", i, i), Kind: []string{"RayJob", "RayJob", "RayCluster", "RayService"}[i%4],
-		Namespace: fmt.Sprintf("team-%02d", i%50), Name: fmt.Sprintf("job-%06d", i), Creator: fmt.Sprintf("user-%02d", i%20),
-		Spec: `{"apiVersion":"ray.io/v1","kind":"RayJob","spec":{"entrypoint":"python train.py","rayClusterSpec":` +
-			strings.Repeat(`{"k":"v"},`, 130) + `{}}}`, Generation: 1, Status: status, CreatedAt: created}
-	if status != "Running" {
-		r.FinishedAt = &finished
-	}
-	tl := []Transition{{"Pending", created}, {"Running", created.Add(5 * time.Second)}}
-	if status != "Running" {
-		tl = append(tl, Transition{status, finished})
-	}
-	return r, tl
-}
-
 // openBench opens the benchmark's history: HISTORY_BENCH_DSN (a PostgreSQL database to fill), else
 // SQLite in a temporary directory. It returns the store and the SQLite file ("" for PostgreSQL).
-func openBench(b *testing.B) (*Store, string) {
+func openBench(b *testing.B) (*history.Store, string) {
 	if dsn := os.Getenv("HISTORY_BENCH_DSN"); dsn != "" {
-		s, err := Open(b.Context(), dsn)
+		s, err := history.Open(b.Context(), dsn)
 		if err != nil {
 			b.Fatal(err)
 		}
 		return s, ""
 	}
 	file := filepath.Join(b.TempDir(), "history.db")
-	s, err := Open(b.Context(), "sqlite:"+file)
+	s, err := history.Open(b.Context(), "sqlite:"+file)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -76,7 +57,7 @@ func BenchmarkHistory(b *testing.B) {
 	timed := min(2000, n)
 	start := time.Now()
 	for i := range timed {
-		r, tl := benchRecord(i, t0)
+		r, tl := historytest.BenchRecord(i, t0)
 		if err := s.Put(ctx, r); err != nil {
 			b.Fatal(err)
 		}
@@ -87,15 +68,15 @@ func BenchmarkHistory(b *testing.B) {
 		}
 	}
 	writeRate := float64(timed) / time.Since(start).Seconds()
-	tx, err := s.db.BeginTx(ctx, nil)
+	tx, err := history.DBOf(s).BeginTx(ctx, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
 	for i := timed; i < n; i++ {
-		r, tl := benchRecord(i, t0)
+		r, tl := historytest.BenchRecord(i, t0)
 		if _, err := tx.ExecContext(ctx, `INSERT INTO records (uid, kind, namespace, name, creator, status, reason, message,
 			created_at, finished_at, deleted_at, generation) VALUES ($1, $2, $3, $4, $5, $6, '', '', $7, $8, NULL, 1)`,
-			r.UID, r.Kind, r.Namespace, r.Name, r.Creator, r.Status, r.CreatedAt.UnixNano(), unixOrNil(r.FinishedAt)); err != nil {
+			r.UID, r.Kind, r.Namespace, r.Name, r.Creator, r.Status, r.CreatedAt.UnixNano(), history.UnixOrNil(r.FinishedAt)); err != nil {
 			b.Fatal(err)
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO manifests (uid, spec) VALUES ($1, $2)`, r.UID, r.Spec); err != nil {
@@ -115,7 +96,7 @@ func BenchmarkHistory(b *testing.B) {
 	}
 	perRecord := 0.0
 	if file != "" {
-		if _, err := s.db.ExecContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`); err != nil {
+		if _, err := history.DBOf(s).ExecContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`); err != nil {
 			b.Fatal(err)
 		}
 		if st, err := os.Stat(file); err == nil {
@@ -126,8 +107,8 @@ func BenchmarkHistory(b *testing.B) {
 	// The pages a console asks for: a namespace or a few, a status, a creator or a search, sorted by
 	// when they finished (newest first) or by name, one of the first pages.
 	rng := rand.New(rand.NewPCG(1, 2))
-	query := func() Query {
-		q := Query{Kind: []string{"RayJob", "RayCluster", "RayService"}[rng.IntN(3)], SortBy: []string{"finishedAt", "createdAt", "name"}[rng.IntN(3)],
+	query := func() history.Query {
+		q := history.Query{Kind: []string{"RayJob", "RayCluster", "RayService"}[rng.IntN(3)], SortBy: []string{"finishedAt", "createdAt", "name"}[rng.IntN(3)],
 			Desc: rng.IntN(2) == 0, Page: 1 + rng.IntN(5), PageSize: 20}
 		switch rng.IntN(4) {
 		case 0:

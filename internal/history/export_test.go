@@ -1,18 +1,9 @@
 package history
 
-import (
-	"database/sql"
-	"slices"
-	"testing"
+import "database/sql"
 
-	"github.com/stretchr/testify/require"
-)
+// DBOf is the database of s, for the benchmarks' bulk writes.
+func DBOf(s *Store) *sql.DB { return s.db }
 
-// SQLiteBeforeRuns is a SQLite history at file migrated up to the running sums (migration 9), not
-// including them.
-func SQLiteBeforeRuns(t *testing.T, file string) *sql.DB {
-	t.Helper()
-	before := slices.Index(migrations, runsMigration)
-	require.Positive(t, before)
-	return sqliteAt(t, file, before)
-}
+// UnixOrNil is unixOrNil, for the benchmarks' bulk writes.
+var UnixOrNil = unixOrNil

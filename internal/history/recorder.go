@@ -18,7 +18,6 @@ import (
 	"ray-service/internal/k8s"
 	"ray-service/internal/lease"
 	"ray-service/internal/ray"
-	"ray-service/internal/usage"
 )
 
 // Recorder writes the history from what the watch cache receives (it is the cache's cache.Observer).
@@ -76,12 +75,6 @@ type Recorder struct {
 	dropped atomic.Int64
 	// grown is what was written per namespace since its quota was last enforced (mu).
 	grown map[string]int64
-	// Accounting are the utilization accounting's settings; acct its state (mu).
-	Accounting Accounting
-	acct       accounting
-	// terms counts the times this replica took the writing up (mu): the first prune of each sums the
-	// objects' totals again (Store.PruneUsage).
-	terms int
 }
 
 // The defaults of the queue's bounds.
@@ -200,7 +193,6 @@ func (r *Recorder) init() {
 	r.once.Do(func() {
 		r.known, r.pending, r.wake, r.grown = map[string]*known{}, map[string]*change{}, make(chan struct{}, 1), map[string]int64{}
 		r.early = map[string]*earlyEnding{}
-		r.acct = newAccounting()
 	})
 }
 
@@ -236,7 +228,6 @@ func (r *Recorder) observeLocked(k *ray.Kind, o *unstructured.Unstructured, s *r
 		r.known[uid] = kn
 	}
 	kn.fromStore = false
-	r.accountLocked(k, o, s, now)
 	reason, message := endReason(o, s)
 	rec := Record{UID: uid, Kind: k.Kind, Namespace: o.GetNamespace(), Name: o.GetName(), Creator: s.Creator,
 		Status: s.Status, Reason: reason, Message: message, CreatedAt: o.GetCreationTimestamp().UTC()}
@@ -337,8 +328,6 @@ func (r *Recorder) goneLocked(k *ray.Kind, e *cache.Entry, pods []corev1.Pod, no
 		kn = &known{kind: k, status: s.Status, clusters: k.Clusters(s)}
 	}
 	delete(r.known, uid)
-	r.goneAccountLocked(uid, now)
-	r.goneMakerLocked([3]string{k.Kind, e.Namespace, e.Name}, now)
 	rec := Record{UID: uid, Kind: k.Kind, Namespace: e.Namespace, Name: e.Name, Creator: s.Creator, Status: kn.status,
 		Reason: kn.reason, CreatedAt: e.CreationTimestamp.UTC(), DeletedAt: &now}
 	if rec.Status == "" {
@@ -486,7 +475,6 @@ func (r *Recorder) Start(ctx context.Context) {
 	r.init()
 	go r.write(ctx)
 	go r.prune(ctx)
-	go r.account(ctx)
 }
 
 // Hooks are the recorder's part in the service's Lease: it writes the history while this replica
@@ -499,13 +487,10 @@ func (r *Recorder) Hooks() lease.Hooks {
 func (r *Recorder) lead(ctx context.Context) {
 	r.Log.Info("history: this replica writes the history")
 	var live map[string]Known
-	var marks map[string]*usage.Mark
 	for {
 		var err error
 		if live, err = r.Store.Live(ctx); err == nil {
-			if marks, err = r.Store.UsageMarks(ctx); err == nil {
-				break
-			}
+			break
 		}
 		r.Log.Warn("history: reading what is recorded", zap.Error(err))
 		select {
@@ -516,7 +501,6 @@ func (r *Recorder) lead(ctx context.Context) {
 	}
 	r.mu.Lock()
 	r.leadCtx = ctx
-	r.leadAccounting(marks)
 	for uid, k := range live {
 		kind := r.Kinds.ByKind(k.Kind)
 		if kind == nil {
@@ -550,7 +534,6 @@ func (r *Recorder) lead(ctx context.Context) {
 				Status: k.Status, DeletedAt: &now}, goneOnly: true})
 		}
 	}
-	r.caughtUpAccountingLocked()
 	r.mu.Unlock()
 }
 
@@ -581,7 +564,6 @@ func (r *Recorder) follow() {
 	r.leading.Store(false)
 	r.mu.Lock()
 	r.known, r.pending, r.early, r.leadCtx = map[string]*known{}, map[string]*change{}, map[string]*earlyEnding{}, nil
-	r.acct = newAccounting()
 	r.mu.Unlock()
 	r.Log.Info("history: this replica no longer writes the history")
 }
@@ -628,9 +610,6 @@ func (r *Recorder) write(ctx context.Context) {
 			}
 		}
 		r.enforceQuotas(ctx, batch)
-		if r.leading.Load() {
-			r.writeAccounting(ctx)
-		}
 		if failed {
 			select {
 			case <-ctx.Done():
@@ -693,7 +672,7 @@ func (r *Recorder) writeOne(ctx context.Context, c *change) error {
 	}
 	r.writes.Add(1)
 	if len(c.transitions) > 0 || c.dropped > 0 {
-		if err := r.Store.addTransitions(ctx, c.record.UID, c.transitions, c.dropped); err != nil {
+		if err := r.Store.AddTransitions(ctx, c.record.UID, c.transitions, c.dropped); err != nil {
 			return err
 		}
 		// Written: a retry of what follows adds them no more (the count of dropped ones would grow).

@@ -62,13 +62,6 @@ type Store struct {
 	db       *sql.DB
 	postgres bool
 	sqldb    *sqldb.DB
-	// prepared are the upserts' statements on SQLite (see prepareUpserts).
-	prepared map[upsertKey]*sql.Stmt
-	// folds are the statements of a chunk of the fold of pending figures on SQLite (foldSQLite).
-	folds []*sql.Stmt
-	// synchronous is SQLite's safety level as the connection opens (PRAGMA synchronous): what
-	// writeUnsynced sets back.
-	synchronous string
 }
 
 // Open opens the history at dsn: "sqlite:<file>" (the default, embedded) or a PostgreSQL URL
@@ -78,39 +71,18 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return New(ctx, d)
+	return New(d), nil
 }
 
 // New is the history in d, whose schema has the history's migrations; closing it closes d.
-func New(ctx context.Context, d *sqldb.DB) (*Store, error) {
-	s := &Store{db: d.DB, postgres: d.Postgres, sqldb: d}
-	if err := s.prepareUpserts(ctx); err != nil {
-		_ = d.Close()
-		return nil, err
-	}
-	if !s.postgres {
-		if err := d.QueryRowContext(ctx, `PRAGMA synchronous`).Scan(&s.synchronous); err != nil {
-			_ = d.Close()
-			return nil, err
-		}
-	}
-	return s, nil
+func New(d *sqldb.DB) *Store {
+	return &Store{db: d.DB, postgres: d.Postgres, sqldb: d}
 }
 
 // Close closes the database.
 func (s *Store) Close() error {
-	for _, st := range s.prepared {
-		_ = st.Close()
-	}
-	for _, st := range s.folds {
-		_ = st.Close()
-	}
-
 	return s.db.Close()
 }
-
-// migrationLock is the PostgreSQL advisory lock held while the schema is migrated.
-const migrationLock = sqldb.MigrationLock
 
 // migrations are the schema's versions the history holds, by number (version v at v-1): the numbers
 // are shared with the other features' (sqldb.Schema), whose versions are empty here.
@@ -171,51 +143,11 @@ var migrations = []string{
 	"",
 	// 4: the notifications' (internal/notify).
 	"",
-	// 5: the utilization accounting (usage.go).
-	usageMigration,
-	// 6: half of each page of the marks left free on PostgreSQL. The writer rewrites each holding
-	// cluster's mark every minute without changing an indexed column: with room in its page, the new
-	// version goes there and the old ones are pruned as the page is read (heap-only tuples), so the
-	// table that reports scan stays near its live size between autovacuum's passes.
-	postgresOnly + `ALTER TABLE usage_objects SET (fillfactor = 50)`,
-	// 7: the utilization's secondary indexes dropped. Every credit wrote them (a mark's five-column
-	// index of days, kind, namespace and creator; a day's figures by day), and the reports read as
-	// fast without them: a month's objects are counted in one pass over the marks, and a cluster's
-	// days are found by their key (uid, day).
-	`DROP INDEX usage_objects_by_days;
-	DROP INDEX usage_days_by_day`,
-	// 8: the figures of the changes between the minute's credits, pending (usage.go).
-	pendingMigration,
-	// 9: each object's days with the running sums of its figures (usage.go).
-	runsMigration,
-	// 10: the running sums required on PostgreSQL (usage.go).
-	runsRequired,
-	// 11: each day and row pending says its object's totals count it (usage.go).
-	totalledMigration,
-	// 12: on PostgreSQL, what writes them must say so (usage.go).
-	totalsGuarded,
-	// 13: each object's figures summed over its days and those pending (usage.go).
-	totalsMigration,
-	// 14: the first days that prunes left, found in the days (usage.go).
-	prunedFound,
-	// 15: the marks' kinds, read a seek each (everyKind). Partial, on a condition every mark meets that
-	// only those seeks state: SQLite does not take it for a report's condition on the kinds (a third of
-	// the marks each, most often), whatever its statistics. Whole, it took it for a database migrated
-	// and not yet analyzed, and a page by cluster scoped to two kinds took 58 ms against 32. PostgreSQL,
-	// whose statistics are kept, may take it where a report asks for gone = 0 too (the tails).
-	`CREATE INDEX usage_objects_kind ON usage_objects (kind) WHERE gone >= 0`,
-	// 16: each group's day says its kind's day counts it (usage.go).
-	kindSummedMigration,
-	// 17: on PostgreSQL, what writes them must say so (usage.go).
-	kindsGuarded,
-	// 18: the groups' days summed per kind (usage.go).
-	kindDaysMigration,
+	// 5 to 18: the utilization's (internal/usage).
+	"", "", "", "", "", "", "", "", "", "", "", "", "", "",
 	// 19: the notifications' (internal/notify).
 	"",
 }
-
-// postgresOnly begins a migration that has nothing to do on SQLite (which rewrites a row in place).
-const postgresOnly = sqldb.PostgresOnly
 
 // recordBytes is what a record takes, as the quotas count it: its row, manifest, ending and
 // transitions.
@@ -239,13 +171,12 @@ func Migrations() []sqldb.Migration {
 	return out
 }
 
-// Optimize refreshes the statistics the query planner chooses indexes by. The recorder runs it after
-// each retention pass. On PostgreSQL autovacuum does it for the records; the utilization's tables grow by
-// a day's rows at midnight, faster than its thresholds notice, and are analyzed here.
+// Optimize refreshes the statistics SQLite's query planner chooses indexes by, for the whole database
+// (the other stored features' tables too). The recorder runs it after each retention pass. On PostgreSQL
+// autovacuum keeps the records' (and the utilization analyzes its own, usage.Store.Optimize).
 func (s *Store) Optimize(ctx context.Context) error {
 	if s.postgres {
-		_, err := s.db.ExecContext(ctx, `ANALYZE usage_objects, usage_days, usage_totals`)
-		return err
+		return nil
 	}
 	_, err := s.db.ExecContext(ctx, `PRAGMA optimize=0x10002`)
 	return err
@@ -392,12 +323,12 @@ func (s *Store) Prune(ctx context.Context, endedBefore time.Time, keep int) (int
 // Of an object's transitions the first and the last KeptTransitions are kept: one past them drops the
 // oldest of those between, and counts it.
 func (s *Store) AddTransition(ctx context.Context, uid string, t Transition) error {
-	return s.addTransitions(ctx, uid, []Transition{t}, 0)
+	return s.AddTransitions(ctx, uid, []Transition{t}, 0)
 }
 
-// addTransitions records transitions of uid, and dropped more that were dropped before they were
+// AddTransitions records transitions of uid, and dropped more that were dropped before they were
 // written.
-func (s *Store) addTransitions(ctx context.Context, uid string, ts []Transition, dropped int64) error {
+func (s *Store) AddTransitions(ctx context.Context, uid string, ts []Transition, dropped int64) error {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err

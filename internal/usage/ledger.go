@@ -1,6 +1,9 @@
 // Package usage holds the utilization accounting: what each Ray cluster held (its pods' requests while it
 // was Pending or Running), what it used of it (Prometheus), and how long it idled holding accelerators,
-// credited per object and UTC day by the history's writer, and the reports read from those daily rows.
+// credited per object and UTC day (the ledger, ledger.go) by the accountant, which observes the watch
+// cache while this replica holds the Lease (accountant.go); the figures' store, in the service's
+// database (store.go, and by duty store_write.go, store_report.go, store_prune.go); and the reports
+// read from those daily rows (report.go, csv.go, quota.go).
 package usage
 
 import (
@@ -43,7 +46,7 @@ func (f *Figures) Add(f2 Figures) {
 	f.Starts += f2.Starts
 }
 
-// Columns are the figures as the history stores them, in the order of Fields.
+// Columns are the figures as the store keeps them, in the order of Fields.
 var Columns = []string{"held_seconds", "cpu_seconds", "memory_byte_seconds", "gpu_seconds", "npu_seconds",
 	"idle_seconds", "idle_gpu_seconds", "idle_npu_seconds",
 	"used_cpu_seconds", "used_memory_byte_seconds", "used_gpu_seconds", "used_npu_seconds", "starts"}

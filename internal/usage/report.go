@@ -38,7 +38,7 @@ type Query struct {
 	// Page, where set and grouped by cluster, asks for a page of the clusters, sorted, in place of every
 	// cluster (Result.Paged): the database sums each cluster by what it is sorted by, sorts and pages them,
 	// and reads those on the page alone whole. A month of 10,000 clusters is then read as two rows a
-	// cluster (see the history), and the whole's days apart (Result.Whole).
+	// cluster (see the store), and the whole's days apart (Result.Whole).
 	Page *Page
 }
 
@@ -106,11 +106,11 @@ func (k GroupKey) label(by string) string {
 		return k.Kind
 	}
 	// By namespace, then cluster, then UID: NUL is below every byte of a name, so the names compare as
-	// the three in turn (as the history's page sorts them, column by column).
+	// the three in turn (as the store's page sorts them, column by column).
 	return k.Namespace + "\x00" + k.Cluster + "\x00" + k.UID
 }
 
-// Group is what the history sums for a group: over the window and per day, with its count of objects.
+// Group is what the store sums for a group: over the window and per day, with its count of objects.
 type Group struct {
 	Key     GroupKey
 	Total   Figures

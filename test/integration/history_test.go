@@ -17,6 +17,8 @@ import (
 	"ray-service/internal/history"
 	"ray-service/internal/history/historytest"
 	"ray-service/internal/notify/notifytest"
+	"ray-service/internal/usage"
+	"ray-service/internal/usage/usagetest"
 )
 
 // historyScenario: what ran, how it ended and why, kept after KubeRay and users deleted it, as the
@@ -177,13 +179,21 @@ func TestHistory(t *testing.T) {
 	})
 }
 
-// The history's store, and the notifications' kept beside it, behave on PostgreSQL as on SQLite.
+// The history's store, and the notifications' and the utilization's kept beside it, behave on
+// PostgreSQL as on SQLite.
 func TestHistoryStoreOnPostgres(t *testing.T) {
 	t.Parallel()
 	notifytest.Run(t, postgresDatabase)
 	historytest.Run(t, func(t *testing.T) (*history.Store, string) {
 		dsn := postgresDatabase(t)
 		s, err := history.Open(t.Context(), dsn)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = s.Close() })
+		return s, dsn
+	})
+	usagetest.Run(t, func(t *testing.T) (*usage.Store, string) {
+		dsn := postgresDatabase(t)
+		s, err := usage.Open(t.Context(), dsn)
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = s.Close() })
 		return s, dsn
@@ -278,10 +288,10 @@ func TestHistoryTwoReplicas(t *testing.T) {
 // days, still running while a new one migrated, fails to write a cluster's day, figures pending or a
 // group's day (its rows lack them) rather than write one whose sums are wrong or that the totals or
 // the kinds' days do not count.
-func TestHistoryDaysWithoutRunningSumsRefused(t *testing.T) {
+func TestUtilizationDaysWithoutRunningSumsRefused(t *testing.T) {
 	t.Parallel()
 	dsn := postgresDatabase(t)
-	s, err := history.Open(t.Context(), dsn)
+	s, err := usage.Open(t.Context(), dsn)
 	require.NoError(t, err)
 	defer func() { _ = s.Close() }()
 	db, err := sql.Open("pgx", dsn)

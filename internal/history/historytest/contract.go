@@ -36,17 +36,6 @@ func Run(t *testing.T, open Open) {
 	t.Run("retention", func(t *testing.T) { retention(t, open) })
 	t.Run("bounds", func(t *testing.T) { bounds(t, open) })
 	t.Run("quotas in bytes", func(t *testing.T) { quotas(t, open) })
-	t.Run("utilization", func(t *testing.T) { utilization(t, open) })
-	t.Run("utilization of many clusters at once", func(t *testing.T) { utilizationMany(t, open) })
-	t.Run("utilization pending between credits", func(t *testing.T) { utilizationPending(t, open) })
-	t.Run("utilization read in one snapshot", func(t *testing.T) { utilizationSnapshot(t, open) })
-	t.Run("utilization by cluster, the days of those picked", func(t *testing.T) { utilizationPicked(t, open) })
-	t.Run("utilization of the clusters holding now", func(t *testing.T) { utilizationTails(t, open) })
-	t.Run("utilization's running sums and totals", func(t *testing.T) { runningSums(t, open) })
-	t.Run("utilization's totals summed again by a prune", func(t *testing.T) { pruneSumsTotals(t, open) })
-	t.Run("utilization's totals summed again against a write", func(t *testing.T) { pruneAgainstAWrite(t, open) })
-	t.Run("utilization by cluster after a prune", func(t *testing.T) { prunedPage(t, open) })
-	t.Run("utilization of every kind, or some", func(t *testing.T) { utilizationKinds(t, open) })
 }
 
 // The schema is migrated at the first open and left as it is at the next.

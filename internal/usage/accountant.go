@@ -1,27 +1,32 @@
-package history
+package usage
 
 import (
 	"context"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
 
 	"ray-service/internal/cache"
+	"ray-service/internal/lease"
 	"ray-service/internal/ray"
-	"ray-service/internal/usage"
 )
 
 // Use is what Prometheus says each Ray cluster's pods used (promql.Querier).
 type Use interface {
-	ClusterUse(ctx context.Context, from, to time.Time, step time.Duration) (map[usage.ClusterRef]usage.Used, error)
+	ClusterUse(ctx context.Context, from, to time.Time, step time.Duration) (map[ClusterRef]Used, error)
 }
 
-// Accounting are the utilization accounting's settings: how often the clusters holding resources are
-// credited, and how often (and how finely) their use is read from Prometheus.
-type Accounting struct {
+// Settings are the accounting's: how often the clusters holding resources are credited, and how often
+// (and how finely) their use is read from Prometheus.
+type Settings struct {
 	// CreditEvery is how often what every cluster holds is credited (0: a minute).
 	CreditEvery time.Duration
 	// Use reads the clusters' use; nil: none is measured.
@@ -33,17 +38,50 @@ type Accounting struct {
 	Retention time.Duration
 }
 
+// Accountant credits each Ray cluster with what it holds, to whom it is counted, from what the watch
+// cache receives (it is one of the cache's observers, cache.Observer), and reads what the clusters used
+// from Prometheus. Only the holder of the service's Lease accounts (Hooks); the other replicas drop what
+// they see. A new holder takes the credit up from the marks the last one left, then lists every object
+// once: a handover or a restart counts nothing twice, and a cluster that went while no replica
+// accounted is credited up to its last credit.
+type Accountant struct {
+	Store *Store
+	Kinds *ray.Kinds
+	// Serves tells the kinds the cluster serves now (the watch cache's): an optional kind without its
+	// CRD is not listed. Nil: all.
+	Serves func(*ray.Kind) bool
+	// Dynamic is the service's own client: the holder of the Lease lists the Ray objects with it.
+	Dynamic dynamic.Interface
+	Log     *zap.Logger
+	// Signer tells the creators the service signed (the watch cache's summaries say it too) from those
+	// anyone could have written: only those are billed (nil: none is).
+	Signer   *ray.TemplateSigner
+	Settings Settings
+
+	leading atomic.Bool
+	once    sync.Once
+	wake    chan struct{}
+	mu      sync.Mutex
+	// acct is the state of the accounting (mu); seen the objects observed since this replica leads and
+	// not gone (mu), which a new holder compares with the marks it took up.
+	acct accounting
+	seen map[string]bool
+	// terms counts the times this replica took the accounting up (mu): the first prune of each sums the
+	// objects' totals again (Store.PruneUsage).
+	terms int
+}
+
 // maxMeasureGap is the longest span of use read at once: past it (no replica read for that long) the
 // gap stays unmeasured, and says so in reports.
 const maxMeasureGap = time.Hour
 
-// accounting is the recorder's state of the accounting (under the recorder's mu).
+// accounting is the accountant's state of the accounting (under the accountant's mu).
 type accounting struct {
-	marks  map[string]*usage.Mark
-	byName map[usage.ClusterRef]string
+	marks  map[string]*Mark
+	byName map[ClusterRef]string
 	// gone are the marks of clusters deleted since the last reading of use, whose last use is still
 	// to be read.
-	gone map[usage.ClusterRef]*usage.Mark
+	gone map[ClusterRef]*Mark
 	// makers are the objects that make Ray clusters (RayJobs, RayServices) and the RayCronJobs that make
 	// RayJobs, by kind, namespace and name; runs the RayJobs that say they are runs of each RayCronJob
 	// (ray.RunOf), by the RayCronJob's key.
@@ -58,8 +96,8 @@ type accounting struct {
 	// its state as a cluster of its own; claimants the clusters that claim each maker.
 	claims    map[string]claim
 	claimants map[[3]string]map[string]bool
-	idle      map[usage.ClusterRef]bool
-	ledger    *usage.Ledger
+	idle      map[ClusterRef]bool
+	ledger    *Ledger
 	// credited: the ledger holds the minute's credit, written with the figures pending (PutUsage); a
 	// ledger of changes alone is written pending (PutPending).
 	credited bool
@@ -87,13 +125,13 @@ type tick struct {
 type claim struct {
 	key  [3]string
 	uid  types.UID
-	base usage.State
+	base State
 }
 
 func newAccounting() accounting {
-	return accounting{marks: map[string]*usage.Mark{}, byName: map[usage.ClusterRef]string{}, gone: map[usage.ClusterRef]*usage.Mark{},
+	return accounting{marks: map[string]*Mark{}, byName: map[ClusterRef]string{}, gone: map[ClusterRef]*Mark{},
 		makers: map[[3]string]maker{}, runs: map[[3]string]map[[3]string]bool{}, spent: map[tick]time.Time{}, claims: map[string]claim{}, claimants: map[[3]string]map[string]bool{},
-		idle: map[usage.ClusterRef]bool{}, ledger: usage.NewLedger()}
+		idle: map[ClusterRef]bool{}, ledger: NewLedger()}
 }
 
 // signedCreator is the creator of an object where the service signed it, else "": an annotation
@@ -106,8 +144,8 @@ func signedCreator(s *ray.Summary) string {
 }
 
 // accountLocked credits what an object observed held until now, and takes its state from now on.
-func (r *Recorder) accountLocked(k *ray.Kind, o *unstructured.Unstructured, s *ray.Summary, now time.Time) {
-	a := &r.acct
+func (ac *Accountant) accountLocked(k *ray.Kind, o *unstructured.Unstructured, s *ray.Summary, now time.Time) {
+	a := &ac.acct
 	if !k.IsCluster {
 		key := [3]string{k.Kind, o.GetNamespace(), o.GetName()}
 		mk := maker{uid: o.GetUID(), creator: signedCreator(s), made: strings.Join(k.MadeClusters(o), "\n")}
@@ -134,21 +172,21 @@ func (r *Recorder) accountLocked(k *ray.Kind, o *unstructured.Unstructured, s *r
 		// again is another object; a status that names the cluster now); those of the runs of the
 		// RayCronJob it is, or whose run it says it is now or said it was, are counted again (one run of
 		// a tick).
-		r.refileLocked(key, now)
+		ac.refileLocked(key, now)
 		crons := [][3]string{key}
 		if old.run != mk.run {
 			crons = append(crons, [3]string{ray.CronJobKind, key[1], old.run.CronJob}, [3]string{ray.CronJobKind, key[1], mk.run.CronJob})
 		}
 		for _, cron := range crons {
 			for job := range a.runs[cron] {
-				r.refileLocked(job, now)
+				ac.refileLocked(job, now)
 			}
 		}
 		return
 	}
 	uid, ns, name := string(o.GetUID()), o.GetNamespace(), o.GetName()
-	ref := usage.ClusterRef{Namespace: ns, Name: name}
-	base := usage.State{Kind: k.Kind, Namespace: ns, Name: name, Cluster: name, Creator: signedCreator(s), Holding: usage.Holding(s.Status),
+	ref := ClusterRef{Namespace: ns, Name: name}
+	base := State{Kind: k.Kind, Namespace: ns, Name: name, Cluster: name, Creator: signedCreator(s), Holding: Holding(s.Status),
 		Idle: a.idle[ref], Requests: s.Requested}
 	a.unclaimLocked(uid)
 	if mb := ray.MadeBy(o); mb != nil {
@@ -161,19 +199,19 @@ func (r *Recorder) accountLocked(k *ray.Kind, o *unstructured.Unstructured, s *r
 	}
 	m := a.marks[uid]
 	if m == nil {
-		m = &usage.Mark{UID: uid, Since: now}
+		m = &Mark{UID: uid, Since: now}
 		a.marks[uid] = m
 	}
 	a.byName[ref] = uid
-	r.changeLocked(m, a.stateOf(uid, base, m), now)
+	ac.changeLocked(m, a.stateOf(uid, base, m), now)
 }
 
 // refileLocked counts the clusters that claim the maker of key again.
-func (r *Recorder) refileLocked(key [3]string, now time.Time) {
-	a := &r.acct
+func (ac *Accountant) refileLocked(key [3]string, now time.Time) {
+	a := &ac.acct
 	for uid := range a.claimants[key] {
 		if m := a.marks[uid]; m != nil {
-			r.changeLocked(m, a.stateOf(uid, a.claims[uid].base, m), now)
+			ac.changeLocked(m, a.stateOf(uid, a.claims[uid].base, m), now)
 		}
 	}
 }
@@ -193,8 +231,8 @@ func (a *accounting) unrunLocked(key [3]string, mk maker) {
 // goneMakerLocked forgets a maker deleted. A RayJob that said it was the run of a tick spends that tick:
 // the other RayJobs that say so are billed to no one (one was not KubeRay's; which, nothing tells), and
 // so is one made after. The runs of a RayCronJob deleted stay as counted.
-func (r *Recorder) goneMakerLocked(key [3]string, now time.Time) {
-	a := &r.acct
+func (ac *Accountant) goneMakerLocked(key [3]string, now time.Time) {
+	a := &ac.acct
 	mk, ok := a.makers[key]
 	if !ok {
 		return
@@ -212,11 +250,11 @@ func (r *Recorder) goneMakerLocked(key [3]string, now time.Time) {
 	}
 	a.spent[tick{cron, mk.run.ScheduledAt.Unix()}] = mk.run.Created
 	for job := range a.runs[cron] {
-		r.refileLocked(job, now)
+		ac.refileLocked(job, now)
 	}
 }
 
-// claimedLocked tells whether a RayJob the recorder knows says it is the run of tk, or of a tick the run of
+// claimedLocked tells whether a RayJob the accountant knows says it is the run of tk, or of a tick the run of
 // tk, made at made, passed over.
 func (a *accounting) claimedLocked(tk tick, made time.Time) bool {
 	spentRun := ray.CronRun{ScheduledAt: time.Unix(tk.at, 0).UTC(), Created: made}
@@ -273,12 +311,12 @@ func (a *accounting) creatorOf(key [3]string, mk maker) (creator string, known b
 }
 
 // stateOf is whom a cluster's figures are counted to: the maker it claims where that is the object the
-// recorder knows of that kind, namespace, name and UID and whose status names the cluster, or named it
+// accountant knows of that kind, namespace, name and UID and whose status names the cluster, or named it
 // (m is counted to it: a RayService's cluster an upgrade replaced stays the RayService's until KubeRay
 // deletes it), with the maker's creator (creatorOf) where the cluster has none signed; else the cluster
 // itself as base says. A maker not seen yet (a new writer lists the
 // clusters first) leaves the cluster as counted so far, until the maker is seen or the listing ends.
-func (a *accounting) stateOf(uid string, base usage.State, m *usage.Mark) usage.State {
+func (a *accounting) stateOf(uid string, base State, m *Mark) State {
 	base.Idle = m.Idle
 	c, claims := a.claims[uid]
 	if !claims {
@@ -303,12 +341,12 @@ func (a *accounting) stateOf(uid string, base usage.State, m *usage.Mark) usage.
 }
 
 // changeLocked gives m the state st from now on, where that differs.
-func (r *Recorder) changeLocked(m *usage.Mark, st usage.State, now time.Time) {
+func (ac *Accountant) changeLocked(m *Mark, st State, now time.Time) {
 	if m.State == st {
 		return
 	}
-	r.acct.ledger.Change(m, st, now)
-	r.wakeLocked()
+	ac.acct.ledger.Change(m, st, now)
+	ac.wakeLocked()
 }
 
 // unclaimLocked forgets what a cluster claimed.
@@ -323,8 +361,8 @@ func (a *accounting) unclaimLocked(uid string) {
 }
 
 // goneAccountLocked credits a deleted cluster up to now and ends its credit.
-func (r *Recorder) goneAccountLocked(uid string, now time.Time) {
-	a := &r.acct
+func (ac *Accountant) goneAccountLocked(uid string, now time.Time) {
+	a := &ac.acct
 	m := a.marks[uid]
 	if m == nil {
 		return
@@ -332,80 +370,80 @@ func (r *Recorder) goneAccountLocked(uid string, now time.Time) {
 	a.ledger.Gone(m, now)
 	delete(a.marks, uid)
 	a.unclaimLocked(uid)
-	ref := usage.ClusterRef{Namespace: m.Namespace, Name: m.Cluster}
+	ref := ClusterRef{Namespace: m.Namespace, Name: m.Cluster}
 	if a.byName[ref] == uid {
 		delete(a.byName, ref)
 	}
-	if r.Accounting.Use != nil {
+	if ac.Settings.Use != nil {
 		a.gone[ref] = m
 	}
-	r.wakeLocked()
+	ac.wakeLocked()
 }
 
 // SetIdle takes what the idle detection judges idle now (idle.Clusters): the clusters whose idleness
 // changed are credited up to now and counted idle, or not, from now on.
-func (r *Recorder) SetIdle(idle map[cache.ClusterRef]*ray.Idle) {
-	if !r.leading.Load() {
+func (ac *Accountant) SetIdle(idle map[cache.ClusterRef]*ray.Idle) {
+	if !ac.leading.Load() {
 		return
 	}
-	r.init()
-	next := make(map[usage.ClusterRef]bool, len(idle))
+	ac.init()
+	next := make(map[ClusterRef]bool, len(idle))
 	for ref := range idle {
-		next[usage.ClusterRef{Namespace: ref.Namespace, Name: ref.Name}] = true
+		next[ClusterRef{Namespace: ref.Namespace, Name: ref.Name}] = true
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.setIdleLocked(next, time.Now().UTC())
+	ac.mu.Lock()
+	defer ac.mu.Unlock()
+	ac.setIdleLocked(next, time.Now().UTC())
 }
 
-func (r *Recorder) setIdleLocked(next map[usage.ClusterRef]bool, now time.Time) {
-	r.acct.idle = next
-	for ref, uid := range r.acct.byName {
-		m := r.acct.marks[uid]
+func (ac *Accountant) setIdleLocked(next map[ClusterRef]bool, now time.Time) {
+	ac.acct.idle = next
+	for ref, uid := range ac.acct.byName {
+		m := ac.acct.marks[uid]
 		if m == nil || m.Idle == next[ref] {
 			continue
 		}
 		st := m.State
 		st.Idle = next[ref]
-		r.acct.ledger.Change(m, st, now)
-		r.wakeLocked()
+		ac.acct.ledger.Change(m, st, now)
+		ac.wakeLocked()
 	}
 }
 
 // wakeLocked has the writer write what is queued.
-func (r *Recorder) wakeLocked() {
+func (ac *Accountant) wakeLocked() {
 	select {
-	case r.wake <- struct{}{}:
+	case ac.wake <- struct{}{}:
 	default:
 	}
 }
 
 // leadAccounting takes the marks of the objects not gone up, as the last writer left them.
-func (r *Recorder) leadAccounting(marks map[string]*usage.Mark) {
-	r.acct = newAccounting()
-	r.terms++
+func (ac *Accountant) leadAccounting(marks map[string]*Mark) {
+	ac.acct = newAccounting()
+	ac.terms++
 	for uid, m := range marks {
-		r.acct.marks[uid] = m
-		r.acct.byName[usage.ClusterRef{Namespace: m.Namespace, Name: m.Cluster}] = uid
+		ac.acct.marks[uid] = m
+		ac.acct.byName[ClusterRef{Namespace: m.Namespace, Name: m.Cluster}] = uid
 	}
 }
 
 // caughtUpAccountingLocked ends the credit of the clusters the last writer left that are there no more:
 // they went while no replica wrote, at a time not known; they are credited up to their last credit.
-func (r *Recorder) caughtUpAccountingLocked() {
-	for uid, m := range r.acct.marks {
-		if kn := r.known[uid]; kn == nil {
-			r.goneAccountLocked(uid, m.Since)
+func (ac *Accountant) caughtUpAccountingLocked() {
+	for uid, m := range ac.acct.marks {
+		if !ac.seen[uid] {
+			ac.goneAccountLocked(uid, m.Since)
 		}
 	}
 	// Every maker there is was listed: a cluster whose maker was not is counted as itself from now.
 	now := time.Now().UTC()
-	for uid, c := range r.acct.claims {
-		if _, known := r.acct.makers[c.key]; !known {
-			if m := r.acct.marks[uid]; m != nil {
+	for uid, c := range ac.acct.claims {
+		if _, known := ac.acct.makers[c.key]; !known {
+			if m := ac.acct.marks[uid]; m != nil {
 				base := c.base
 				base.Idle = m.Idle
-				r.changeLocked(m, base, now)
+				ac.changeLocked(m, base, now)
 			}
 		}
 	}
@@ -413,54 +451,57 @@ func (r *Recorder) caughtUpAccountingLocked() {
 
 // creditAll credits every cluster holding resources up to now (the daily rows stay current, and a new
 // writer resumes from there).
-func (r *Recorder) creditAll(now time.Time) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, m := range r.acct.marks {
+func (ac *Accountant) creditAll(now time.Time) {
+	ac.mu.Lock()
+	defer ac.mu.Unlock()
+	for _, m := range ac.acct.marks {
 		if m.Holding {
-			r.acct.ledger.Credit(m, now)
+			ac.acct.ledger.Credit(m, now)
 		}
 	}
-	r.acct.credited = true
-	r.wakeLocked()
+	ac.acct.credited = true
+	ac.wakeLocked()
 }
 
 // writeAccounting writes the credits gathered: the minute's with what is pending, changes alone as
-// pending. What fails goes back to be written with what follows.
-func (r *Recorder) writeAccounting(ctx context.Context) {
-	r.mu.Lock()
-	l, credited := r.acct.ledger, r.acct.credited
-	r.acct.ledger, r.acct.credited = usage.NewLedger(), false
-	r.mu.Unlock()
-	put := r.Store.PutPending
+// pending. What fails goes back to be written with what follows; it tells whether nothing did.
+func (ac *Accountant) writeAccounting(ctx context.Context) bool {
+	ac.mu.Lock()
+	l, credited := ac.acct.ledger, ac.acct.credited
+	ac.acct.ledger, ac.acct.credited = NewLedger(), false
+	ac.mu.Unlock()
+	put := ac.Store.PutPending
 	if credited {
-		put = r.Store.PutUsage
+		put = ac.Store.PutUsage
 	} else if l.Empty() {
-		return
+		return true
 	}
 	if err := put(ctx, l); err != nil {
 		if ctx.Err() == nil {
-			r.Log.Warn("history: writing the utilization figures", zap.Error(err))
+			ac.Log.Warn("utilization: writing the figures", zap.Error(err))
 		}
-		r.mu.Lock()
-		if r.leading.Load() {
-			r.acct.ledger.Merge(l)
-			r.acct.credited = r.acct.credited || credited
+		ac.mu.Lock()
+		if ac.leading.Load() {
+			ac.acct.ledger.Merge(l)
+			ac.acct.credited = ac.acct.credited || credited
 		}
-		r.mu.Unlock()
+		ac.mu.Unlock()
+		return false
 	}
+	return true
 }
 
 // account credits the clusters every CreditEvery and reads their use every MeasureEvery while this
-// replica leads, and removes the figures past the retention every hour.
-func (r *Recorder) account(ctx context.Context) {
-	every := r.Accounting.CreditEvery
+// replica leads, and every hour refreshes the planner's statistics and removes the figures past the
+// retention.
+func (ac *Accountant) account(ctx context.Context) {
+	every := ac.Settings.CreditEvery
 	if every <= 0 {
 		every = time.Minute
 	}
 	credit := time.NewTicker(every)
 	defer credit.Stop()
-	measureEvery := r.Accounting.MeasureEvery
+	measureEvery := ac.Settings.MeasureEvery
 	if measureEvery <= 0 {
 		measureEvery = 5 * time.Minute
 	}
@@ -474,27 +515,32 @@ func (r *Recorder) account(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case now := <-credit.C:
-			if r.leading.Load() {
-				r.creditAll(now.UTC())
+			if ac.leading.Load() {
+				ac.creditAll(now.UTC())
 			}
 		case now := <-measure.C:
-			if r.leading.Load() && r.Accounting.Use != nil {
-				r.measure(ctx, now.UTC())
+			if ac.leading.Load() && ac.Settings.Use != nil {
+				ac.measure(ctx, now.UTC())
 			}
 		case now := <-prune.C:
-			if r.leading.Load() && r.Accounting.Retention > 0 {
-				r.mu.Lock()
-				term := r.terms
-				r.mu.Unlock()
-				pruned, err := r.Store.PruneUsage(ctx, now.Add(-r.Accounting.Retention), term != checked)
+			if ac.leading.Load() {
+				if err := ac.Store.Optimize(ctx); err != nil {
+					ac.Log.Warn("utilization: refreshing the query planner's statistics", zap.Error(err))
+				}
+			}
+			if ac.leading.Load() && ac.Settings.Retention > 0 {
+				ac.mu.Lock()
+				term := ac.terms
+				ac.mu.Unlock()
+				pruned, err := ac.Store.PruneUsage(ctx, now.Add(-ac.Settings.Retention), term != checked)
 				if err == nil {
 					checked = term
 				}
 				if err != nil {
-					r.Log.Warn("history: removing the utilization figures past their retention", zap.Error(err))
+					ac.Log.Warn("utilization: removing the utilization figures past their retention", zap.Error(err))
 				} else if pruned.Corrected > 0 {
 					// A writer that did not keep them (an older replica's prune in a rolling upgrade).
-					r.Log.Warn("history: objects' utilization totals differed from their days and were summed again",
+					ac.Log.Warn("utilization: objects' utilization totals differed from their days and were summed again",
 						zap.Int64("objects", pruned.Corrected))
 				}
 			}
@@ -504,62 +550,216 @@ func (r *Recorder) account(ctx context.Context) {
 
 // measure reads what each cluster used since the last reading (at most maxMeasureGap back), split at UTC
 // midnights, and writes it with the new bound; what fails is read again next time.
-func (r *Recorder) measure(ctx context.Context, now time.Time) {
-	step := r.Accounting.MeasureStep
+func (ac *Accountant) measure(ctx context.Context, now time.Time) {
+	step := ac.Settings.MeasureStep
 	if step <= 0 {
 		step = 15 * time.Second
 	}
 	to := now.Truncate(step)
-	from, err := r.Store.MeasuredTo(ctx)
+	from, err := ac.Store.MeasuredTo(ctx)
 	if err != nil {
-		r.Log.Warn("history: reading up to when use was measured", zap.Error(err))
+		ac.Log.Warn("utilization: reading up to when use was measured", zap.Error(err))
 		return
 	}
 	if from.IsZero() || to.Sub(from) > maxMeasureGap {
-		from = to.Add(-min(maxMeasureGap, max(r.Accounting.MeasureEvery, step)))
+		from = to.Add(-min(maxMeasureGap, max(ac.Settings.MeasureEvery, step)))
 	}
 	if !to.After(from) {
 		return
 	}
-	l := usage.NewLedger()
+	l := NewLedger()
 	for start := from; start.Before(to); {
-		end := time.Unix(usage.DayOf(start)+86400, 0).UTC()
+		end := time.Unix(DayOf(start)+86400, 0).UTC()
 		if to.Before(end) {
 			end = to
 		}
-		used, err := r.Accounting.Use.ClusterUse(ctx, start, end, step)
+		used, err := ac.Settings.Use.ClusterUse(ctx, start, end, step)
 		if err != nil {
-			r.Log.Warn("history: reading the Ray clusters' use from Prometheus", zap.Error(err))
+			ac.Log.Warn("utilization: reading the Ray clusters' use from Prometheus", zap.Error(err))
 			return
 		}
-		day := usage.DayOf(start)
-		r.mu.Lock()
+		day := DayOf(start)
+		ac.mu.Lock()
 		for ref, u := range used {
-			m := r.acct.gone[ref]
-			if uid, ok := r.acct.byName[ref]; ok && r.acct.marks[uid] != nil {
-				m = r.acct.marks[uid]
+			m := ac.acct.gone[ref]
+			if uid, ok := ac.acct.byName[ref]; ok && ac.acct.marks[uid] != nil {
+				m = ac.acct.marks[uid]
 			}
 			if m == nil {
 				continue // not a cluster this writer knows
 			}
 			l.Used(m, day, u.CPUSeconds, u.MemoryByteSeconds, u.GPUSeconds, u.NPUSeconds)
 		}
-		r.mu.Unlock()
+		ac.mu.Unlock()
 		l.Measured[day] += end.Sub(start).Seconds()
 		start = end
 	}
-	if err := r.Store.PutMeasured(ctx, l, to); err != nil {
+	if err := ac.Store.PutMeasured(ctx, l, to); err != nil {
 		if ctx.Err() == nil {
-			r.Log.Warn("history: writing the Ray clusters' use", zap.Error(err))
+			ac.Log.Warn("utilization: writing the Ray clusters' use", zap.Error(err))
 		}
 		return
 	}
-	r.mu.Lock()
+	ac.mu.Lock()
 	// The clusters gone before this reading began have had their last use read.
-	for ref, m := range r.acct.gone {
+	for ref, m := range ac.acct.gone {
 		if m.Since.Before(from) {
-			delete(r.acct.gone, ref)
+			delete(ac.acct.gone, ref)
 		}
 	}
-	r.mu.Unlock()
+	ac.mu.Unlock()
+}
+
+func (ac *Accountant) init() {
+	ac.once.Do(func() {
+		ac.wake = make(chan struct{}, 1)
+		ac.acct, ac.seen = newAccounting(), map[string]bool{}
+	})
+}
+
+// Leading tells whether this replica accounts now.
+func (ac *Accountant) Leading() bool { return ac.leading.Load() }
+
+// Observe takes the state of an object from now on (cache.Observer).
+func (ac *Accountant) Observe(k *ray.Kind, o *unstructured.Unstructured, s *ray.Summary) {
+	if !ac.leading.Load() {
+		return
+	}
+	ac.init()
+	ac.mu.Lock()
+	defer ac.mu.Unlock()
+	ac.observeLocked(k, o, s, time.Now().UTC())
+}
+
+func (ac *Accountant) observeLocked(k *ray.Kind, o *unstructured.Unstructured, s *ray.Summary, now time.Time) {
+	uid := string(o.GetUID())
+	if uid == "" {
+		return
+	}
+	ac.seen[uid] = true
+	ac.accountLocked(k, o, s, now)
+}
+
+// Gone ends the credit of an object deleted (cache.Observer).
+func (ac *Accountant) Gone(k *ray.Kind, e *cache.Entry, _ []corev1.Pod) {
+	if !ac.leading.Load() {
+		return
+	}
+	ac.init()
+	ac.mu.Lock()
+	defer ac.mu.Unlock()
+	ac.goneLocked(k, e, time.Now().UTC())
+}
+
+func (ac *Accountant) goneLocked(k *ray.Kind, e *cache.Entry, now time.Time) {
+	uid := string(e.UID)
+	if uid == "" || e.Summary() == nil {
+		return
+	}
+	delete(ac.seen, uid)
+	ac.goneAccountLocked(uid, now)
+	ac.goneMakerLocked([3]string{k.Kind, e.Namespace, e.Name}, now)
+}
+
+// Start runs the accounting's loops (they act while this replica holds the Lease) until ctx ends.
+func (ac *Accountant) Start(ctx context.Context) {
+	ac.init()
+	go ac.write(ctx)
+	go ac.account(ctx)
+}
+
+// Hooks are the accountant's part in the service's Lease: it accounts while this replica holds it.
+func (ac *Accountant) Hooks() lease.Hooks {
+	return lease.Hooks{Name: "utilization", Lead: ac.lead, Follow: ac.follow}
+}
+
+// lead takes the accounting up from the marks of the objects not gone, as the last holder left them,
+// and compares them with every object there now.
+func (ac *Accountant) lead(ctx context.Context) {
+	ac.init()
+	var marks map[string]*Mark
+	for {
+		var err error
+		if marks, err = ac.Store.UsageMarks(ctx); err == nil {
+			break
+		}
+		ac.Log.Warn("utilization: reading the marks", zap.Error(err))
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(2 * time.Second):
+		}
+	}
+	ac.mu.Lock()
+	ac.leadAccounting(marks)
+	ac.mu.Unlock()
+	ac.leading.Store(true)
+	ac.Log.Info("utilization: this replica credits the Ray clusters")
+	for _, k := range ac.Kinds.All() {
+		if ac.Serves != nil && !ac.Serves(k) {
+			continue // its objects are observed when the cache serves it
+		}
+		if err := ac.catchUp(ctx, k); err != nil {
+			if ctx.Err() == nil {
+				ac.Log.Error("utilization: listing to catch up", zap.String("kind", k.Kind), zap.Error(err))
+			}
+			return
+		}
+	}
+	ac.mu.Lock()
+	ac.caughtUpAccountingLocked()
+	ac.mu.Unlock()
+}
+
+// catchUp lists every object of a kind and observes each.
+func (ac *Accountant) catchUp(ctx context.Context, k *ray.Kind) error {
+	opts := metav1.ListOptions{Limit: 500}
+	for {
+		list, err := ac.Dynamic.Resource(k.GVR()).List(ctx, opts)
+		if err != nil {
+			return err
+		}
+		now := time.Now().UTC()
+		for i := range list.Items {
+			s := k.Summarize(&list.Items[i])
+			s.CreatorSigned = ac.Signer.CreatorSigned(k, &list.Items[i])
+			ac.mu.Lock()
+			ac.observeLocked(k, &list.Items[i], &s, now)
+			ac.mu.Unlock()
+		}
+		if opts.Continue = list.GetContinue(); opts.Continue == "" {
+			return nil
+		}
+	}
+}
+
+// follow stops accounting: another replica does now, or this one stops.
+func (ac *Accountant) follow() {
+	ac.leading.Store(false)
+	ac.mu.Lock()
+	ac.acct, ac.seen = newAccounting(), map[string]bool{}
+	ac.mu.Unlock()
+	ac.Log.Info("utilization: this replica no longer credits the Ray clusters")
+}
+
+// write writes the credits gathered as they come; what fails is tried again a second later.
+func (ac *Accountant) write(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ac.wake:
+		}
+		if !ac.leading.Load() || ac.writeAccounting(ctx) {
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+		ac.mu.Lock()
+		ac.wakeLocked()
+		ac.mu.Unlock()
+	}
 }

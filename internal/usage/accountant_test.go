@@ -1,4 +1,4 @@
-package history
+package usage
 
 import (
 	"context"
@@ -19,23 +19,22 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"ray-service/internal/ray"
-	"ray-service/internal/usage"
 )
 
 // fakeUse answers every reading of use with the same per-second figures for one cluster, and records
 // the spans asked.
 type fakeUse struct {
-	ref   usage.ClusterRef
+	ref   ClusterRef
 	cores float64
 	spans [][2]time.Time
 }
 
-func (f *fakeUse) ClusterUse(_ context.Context, from, to time.Time, step time.Duration) (map[usage.ClusterRef]usage.Used, error) {
+func (f *fakeUse) ClusterUse(_ context.Context, from, to time.Time, step time.Duration) (map[ClusterRef]Used, error) {
 	if to.Sub(from) < step { // as Prometheus is asked (promql.Querier.ClusterUse)
 		return nil, fmt.Errorf("use between %s and %s: shorter than a step (%s)", from, to, step)
 	}
 	f.spans = append(f.spans, [2]time.Time{from, to})
-	return map[usage.ClusterRef]usage.Used{f.ref: {CPUSeconds: f.cores * to.Sub(from).Seconds()}}, nil
+	return map[ClusterRef]Used{f.ref: {CPUSeconds: f.cores * to.Sub(from).Seconds()}}, nil
 }
 
 func rayCluster(name, uid, creator string, labels map[string]string, replicas int64) *unstructured.Unstructured {
@@ -55,15 +54,15 @@ func rayCluster(name, uid, creator string, labels map[string]string, replicas in
 	return u
 }
 
-// leadingRecorder is r made ready and leading, as a replica that holds the lease.
-func leadingRecorder(r *Recorder) *Recorder {
+// leadingAccountant is r made ready and leading, as a replica that holds the Lease.
+func leadingAccountant(r *Accountant) *Accountant {
 	r.init()
 	r.leading.Store(true)
 	return r
 }
 
 // observe has r observe o of kind at, its creator signed where r's signer signed it.
-func observe(r *Recorder, kind *ray.Kind, o *unstructured.Unstructured, at time.Time) {
+func observe(r *Accountant, kind *ray.Kind, o *unstructured.Unstructured, at time.Time) {
 	s := kind.Summarize(o)
 	s.CreatorSigned = r.Signer.CreatorSigned(kind, o)
 	r.mu.Lock()
@@ -81,26 +80,26 @@ func trainJob(signer *ray.TemplateSigner, job *ray.Kind) *unstructured.Unstructu
 }
 
 // twoDays asks for the report, grouped by groupBy as at now, of the day of t0 and the next, of the kinds.
-func twoDays(t0 time.Time, groupBy string, now time.Time, kinds ...string) usage.Query {
+func twoDays(t0 time.Time, groupBy string, now time.Time, kinds ...string) Query {
 	scopes := map[string][]string{}
 	for _, k := range kinds {
 		scopes[k] = nil
 	}
-	return usage.Query{From: time.Unix(usage.DayOf(t0), 0).UTC(), To: time.Unix(usage.DayOf(t0)+2*86400, 0).UTC(), GroupBy: groupBy,
+	return Query{From: time.Unix(DayOf(t0), 0).UTC(), To: time.Unix(DayOf(t0)+2*86400, 0).UTC(), GroupBy: groupBy,
 		Now: now, Scopes: scopes}
 }
 
 // The recorder credits a cluster's requests while it holds them (at its changes and each credit), counts
 // a cluster a RayJob made to that RayJob and its creator, counts idle time while it holds a GPU, reads
 // its use, and a new writer takes the credit up from the marks without counting anything twice.
-func TestRecorderAccounting(t *testing.T) {
+func TestAccountantAccounting(t *testing.T) {
 	ctx := t.Context()
 	store := sqliteStore(t)
 	kinds := ray.NewKinds()
-	use := &fakeUse{ref: usage.ClusterRef{Namespace: "team", Name: "own"}, cores: 0.5}
+	use := &fakeUse{ref: ClusterRef{Namespace: "team", Name: "own"}, cores: 0.5}
 	signer := testSigner(t)
-	r := leadingRecorder(&Recorder{Store: store, Kinds: kinds, Log: zap.NewNop(), Signer: signer,
-		Accounting: Accounting{Use: use, MeasureEvery: time.Minute, MeasureStep: 15 * time.Second}})
+	r := leadingAccountant(&Accountant{Store: store, Kinds: kinds, Log: zap.NewNop(), Signer: signer,
+		Settings: Settings{Use: use, MeasureEvery: time.Minute, MeasureStep: 15 * time.Second}})
 	k := kinds.Cluster()
 	t0 := time.Now().UTC().Truncate(time.Minute).Add(-time.Hour)
 	job := kinds.ByKind("RayJob")
@@ -115,15 +114,15 @@ func TestRecorderAccounting(t *testing.T) {
 	r.creditAll(t0.Add(10 * time.Minute))
 	// own idles from minute 10 to 20; made is deleted at minute 15.
 	r.mu.Lock()
-	r.setIdleLocked(map[usage.ClusterRef]bool{{Namespace: "team", Name: "own"}: true}, t0.Add(10*time.Minute))
+	r.setIdleLocked(map[ClusterRef]bool{{Namespace: "team", Name: "own"}: true}, t0.Add(10*time.Minute))
 	r.goneAccountLocked("u-made", t0.Add(15*time.Minute))
 	r.mu.Unlock()
 	r.writeAccounting(ctx)
 
-	q := twoDays(t0, usage.ByCluster, t0.Add(10*time.Minute), "RayCluster", "RayJob")
+	q := twoDays(t0, ByCluster, t0.Add(10*time.Minute), "RayCluster", "RayJob")
 	groups, _, err := utilization(ctx, store, q)
 	require.NoError(t, err)
-	byUID := map[string]usage.Group{}
+	byUID := map[string]Group{}
 	for _, g := range groups {
 		byUID[g.Key.UID] = g
 	}
@@ -137,7 +136,7 @@ func TestRecorderAccounting(t *testing.T) {
 	assert.InDelta(t, 5*10*60.0, byUID["u-own"].Total.CPUSeconds, 1e-6, "1 + 2×2 cores for 10 minutes")
 
 	// A new writer: own's mark is taken up where it was left, idle; made is gone.
-	r2 := leadingRecorder(&Recorder{Store: store, Kinds: kinds, Log: zap.NewNop()})
+	r2 := leadingAccountant(&Accountant{Store: store, Kinds: kinds, Log: zap.NewNop()})
 	marks, err := store.UsageMarks(ctx)
 	require.NoError(t, err)
 	require.Len(t, marks, 1)
@@ -145,7 +144,7 @@ func TestRecorderAccounting(t *testing.T) {
 	r2.leadAccounting(marks)
 	s := k.Summarize(own)
 	s.CreatorSigned = signer.CreatorSigned(k, own)
-	r2.known["u-own"] = &known{kind: k}
+	r2.seen["u-own"] = true
 	r2.accountLocked(k, own, &s, t0.Add(20*time.Minute))
 	r2.mu.Unlock()
 	r2.creditAll(t0.Add(20 * time.Minute))
@@ -183,11 +182,11 @@ func TestRecorderAccounting(t *testing.T) {
 
 // Between the minute's credits a change is written pending, and reports count it; the next credit,
 // even with no cluster holding, moves it into the days: reports count it the same, once.
-func TestRecorderWritesChangesPending(t *testing.T) {
+func TestAccountantWritesChangesPending(t *testing.T) {
 	ctx := t.Context()
 	store := sqliteStore(t)
 	kinds := ray.NewKinds()
-	r := leadingRecorder(&Recorder{Store: store, Kinds: kinds, Log: zap.NewNop()})
+	r := leadingAccountant(&Accountant{Store: store, Kinds: kinds, Log: zap.NewNop()})
 	k := kinds.Cluster()
 	t0 := time.Now().UTC().Truncate(time.Minute).Add(-time.Hour)
 	observe(r, k, rayCluster("own", "u-own", "bob", nil, 2), t0)
@@ -201,7 +200,7 @@ func TestRecorderWritesChangesPending(t *testing.T) {
 	require.Zero(t, pending(), "the minute's credit goes into the days")
 
 	cpu := func() float64 {
-		groups, _, err := utilization(ctx, store, twoDays(t0, usage.ByNamespace, t0.Add(10*time.Minute), "RayCluster"))
+		groups, _, err := utilization(ctx, store, twoDays(t0, ByNamespace, t0.Add(10*time.Minute), "RayCluster"))
 		require.NoError(t, err)
 		require.Len(t, groups, 1)
 		return groups[0].Total.CPUSeconds
@@ -247,12 +246,12 @@ func madeBy(u *unstructured.Unstructured, kind, name, uid string) *unstructured.
 // without its owner reference (or with a reference to another UID, or to the maker's UID where its status
 // does not name the cluster) leave the cluster counted as itself, and a cluster seen before its maker is
 // counted to it once the maker is seen.
-func TestRecorderAccountingTrustsSignedAndOwned(t *testing.T) {
+func TestAccountantAccountingTrustsSignedAndOwned(t *testing.T) {
 	ctx := t.Context()
 	store := sqliteStore(t)
 	kinds := ray.NewKinds()
 	signer := testSigner(t)
-	r := leadingRecorder(&Recorder{Store: store, Kinds: kinds, Log: zap.NewNop(), Signer: signer})
+	r := leadingAccountant(&Accountant{Store: store, Kinds: kinds, Log: zap.NewNop(), Signer: signer})
 	k, job := kinds.Cluster(), kinds.ByKind("RayJob")
 	t0 := time.Now().UTC().Truncate(time.Minute).Add(-time.Hour)
 	// A forged creator, and a forged maker: labels alone, and labels with a reference to another UID.
@@ -267,10 +266,10 @@ func TestRecorderAccountingTrustsSignedAndOwned(t *testing.T) {
 	r.creditAll(t0.Add(10 * time.Minute))
 	r.writeAccounting(ctx)
 
-	q := twoDays(t0, usage.ByCluster, t0.Add(10*time.Minute), "RayCluster", "RayJob")
+	q := twoDays(t0, ByCluster, t0.Add(10*time.Minute), "RayCluster", "RayJob")
 	groups, _, err := utilization(ctx, store, q)
 	require.NoError(t, err)
-	byUID := map[string]usage.GroupKey{}
+	byUID := map[string]GroupKey{}
 	for _, g := range groups {
 		byUID[g.Key.UID] = g.Key
 	}
@@ -290,12 +289,12 @@ func TestRecorderAccountingTrustsSignedAndOwned(t *testing.T) {
 // signed creator once its status.lastScheduleTime reaches their tick; a RayJob made before its tick, long
 // after it, on no tick, or one of two that say they are the same tick's run, is billed to no one. One
 // run deleted spends its tick; the RayCronJob gone (its runs go with it), they stay as billed.
-func TestRecorderAccountingStatusAndCronRuns(t *testing.T) {
+func TestAccountantAccountingStatusAndCronRuns(t *testing.T) {
 	ctx := t.Context()
 	store := sqliteStore(t)
 	kinds := ray.NewKinds()
 	signer := testSigner(t)
-	r := leadingRecorder(&Recorder{Store: store, Kinds: kinds, Log: zap.NewNop(), Signer: signer})
+	r := leadingAccountant(&Accountant{Store: store, Kinds: kinds, Log: zap.NewNop(), Signer: signer})
 	k, job, svc, cronKind := kinds.Cluster(), kinds.ByKind("RayJob"), kinds.ByKind("RayService"), kinds.ByKind("RayCronJob")
 	t0 := time.Now().UTC().Truncate(time.Minute).Add(-time.Hour)
 	stamp := func(t time.Time) string { return t.Format(time.RFC3339) }
@@ -362,7 +361,7 @@ func TestRecorderAccountingStatusAndCronRuns(t *testing.T) {
 	r.creditAll(t0.Add(10 * time.Minute))
 	r.writeAccounting(ctx)
 
-	q := twoDays(t0, usage.ByCluster, t0.Add(10*time.Minute), "RayCluster", "RayJob", "RayService")
+	q := twoDays(t0, ByCluster, t0.Add(10*time.Minute), "RayCluster", "RayJob", "RayService")
 	groups, _, err := utilization(ctx, store, q)
 	require.NoError(t, err)
 	// rows are, by cluster UID, whom its figures were counted to, with the seconds held of each.
@@ -426,7 +425,7 @@ func TestRecorderAccountingStatusAndCronRuns(t *testing.T) {
 }
 
 // utilization is s's report for q: its groups and the seconds measured.
-func utilization(ctx context.Context, s *Store, q usage.Query) ([]usage.Group, map[int64]float64, error) {
+func utilization(ctx context.Context, s *Store, q Query) ([]Group, map[int64]float64, error) {
 	res, err := s.Utilization(ctx, q)
 	return res.Groups, res.Measured, err
 }
@@ -439,9 +438,9 @@ func TestMeasureAcrossMidnight(t *testing.T) {
 	ctx := t.Context()
 	store := sqliteStore(t)
 	kinds := ray.NewKinds()
-	use := &fakeUse{ref: usage.ClusterRef{Namespace: "team", Name: "own"}, cores: 0.5}
+	use := &fakeUse{ref: ClusterRef{Namespace: "team", Name: "own"}, cores: 0.5}
 	const step = 15 * time.Second
-	r := leadingRecorder(&Recorder{Store: store, Kinds: kinds, Log: zap.NewNop(), Accounting: Accounting{Use: use, MeasureEvery: time.Minute, MeasureStep: step}})
+	r := leadingAccountant(&Accountant{Store: store, Kinds: kinds, Log: zap.NewNop(), Settings: Settings{Use: use, MeasureEvery: time.Minute, MeasureStep: step}})
 	midnight := time.Now().UTC().Truncate(24*time.Hour).AddDate(0, 0, -1)
 	observe(r, kinds.Cluster(), rayCluster("own", "u-own", "bob", nil, 2), midnight.Add(-time.Hour))
 
@@ -453,12 +452,12 @@ func TestMeasureAcrossMidnight(t *testing.T) {
 	r.measure(ctx, midnight.Add(80*time.Second))
 	require.Equal(t, [2]time.Time{midnight.Add(15 * time.Second), midnight.Add(75 * time.Second)}, use.spans[2])
 
-	q := usage.Query{From: midnight.AddDate(0, 0, -1), To: midnight.AddDate(0, 0, 1), GroupBy: usage.ByCluster, Now: midnight.Add(80 * time.Second),
+	q := Query{From: midnight.AddDate(0, 0, -1), To: midnight.AddDate(0, 0, 1), GroupBy: ByCluster, Now: midnight.Add(80 * time.Second),
 		Scopes: map[string][]string{"RayCluster": nil}}
 	groups, measured, err := utilization(ctx, store, q)
 	require.NoError(t, err)
 	require.Len(t, groups, 1)
-	before, after := usage.DayOf(midnight.Add(-time.Second)), usage.DayOf(midnight)
+	before, after := DayOf(midnight.Add(-time.Second)), DayOf(midnight)
 	assert.Equal(t, map[int64]float64{before: 45, after: 75}, measured, "the seconds measured, by day")
 	require.Contains(t, groups[0].Days, before)
 	require.Contains(t, groups[0].Days, after)
@@ -466,10 +465,10 @@ func TestMeasureAcrossMidnight(t *testing.T) {
 	assert.InDelta(t, 0.5*75, groups[0].Days[after].UsedCPUSeconds, 1e-9, "and for the 75 s after")
 }
 
-// sqliteStore is a history in a new SQLite file, closed when the test ends.
+// sqliteStore is the utilization in a new SQLite file, closed when the test ends.
 func sqliteStore(t *testing.T) *Store {
 	t.Helper()
-	store, err := Open(t.Context(), "sqlite:"+filepath.Join(t.TempDir(), "history.db"))
+	store, err := Open(t.Context(), "sqlite:"+filepath.Join(t.TempDir(), "usage.db"))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = store.Close() })
 	return store
@@ -478,13 +477,13 @@ func sqliteStore(t *testing.T) *Store {
 // The cells a report's figures are read into take what the drivers give: numbers, and numbers as text
 // (a NUMERIC); anything else is an error naming it.
 func TestCells(t *testing.T) {
-	var f usage.Figures
+	var f Figures
 	c := cells(&f)
-	require.Len(t, c, len(usage.Columns))
+	require.Len(t, c, len(Columns))
 	for i, v := range []any{1.5, int64(2), "3.25", []byte("4"), 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0, 12.0, "13"} {
 		require.NoError(t, c[i].(sql.Scanner).Scan(v), "column %d", i)
 	}
-	assert.Equal(t, usage.Figures{HeldSeconds: 1.5, CPUSeconds: 2, MemoryByteSeconds: 3.25, GPUSeconds: 4, NPUSeconds: 5,
+	assert.Equal(t, Figures{HeldSeconds: 1.5, CPUSeconds: 2, MemoryByteSeconds: 3.25, GPUSeconds: 4, NPUSeconds: 5,
 		IdleSeconds: 6, IdleGPUSeconds: 7, IdleNPUSeconds: 8, UsedCPUSeconds: 9, UsedMemoryByteSeconds: 10,
 		UsedGPUSeconds: 11, UsedNPUSeconds: 12, Starts: 13}, f)
 	require.NoError(t, c[len(c)-1].(sql.Scanner).Scan(14.0))
@@ -515,13 +514,13 @@ func TestBatchCreditCommitsWithoutWaitingOnSQLite(t *testing.T) {
 	assert.Equal(t, opened, level(s.db))
 
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	m := &usage.Mark{UID: "u", Since: t0, State: usage.State{Kind: "RayCluster", Namespace: "team", Name: "c", Cluster: "c",
+	m := &Mark{UID: "u", Since: t0, State: State{Kind: "RayCluster", Namespace: "team", Name: "c", Cluster: "c",
 		Holding: true, Requests: ray.Resources{CPU: 2}}}
-	l := usage.NewLedger()
+	l := NewLedger()
 	l.Credit(m, t0.Add(time.Minute))
 	require.NoError(t, s.PutPending(ctx, l))
 	assert.Equal(t, opened, level(s.db), "after a batch's credit")
-	require.NoError(t, s.PutUsage(ctx, usage.NewLedger()))
+	require.NoError(t, s.PutUsage(ctx, NewLedger()))
 	var held float64
 	require.NoError(t, s.db.QueryRowContext(ctx, `SELECT held_seconds FROM usage_days WHERE uid = 'u'`).Scan(&held))
 	assert.InDelta(t, 60, held, 1e-9, "the credit written")

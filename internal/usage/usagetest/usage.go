@@ -1,4 +1,4 @@
-package historytest
+package usagetest
 
 import (
 	"context"
@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"ray-service/internal/history"
 	"ray-service/internal/ray"
 	"ray-service/internal/usage"
 )
@@ -119,7 +118,7 @@ func utilization(t *testing.T, open Open) {
 	assert.Equal(t, int64(1), got["a"].Objects, "counted on the day its use was read")
 	require.NoError(t, s.Close())
 
-	s, err = history.Open(ctx, dsn)
+	s, err = usage.Open(ctx, dsn)
 	require.NoError(t, err)
 	defer func() { _ = s.Close() }()
 	groups, measured, err := report(ctx, s, usage.Query{From: day, To: day.Add(24 * time.Hour), GroupBy: usage.ByNamespace,
@@ -228,7 +227,7 @@ func utilizationPending(t *testing.T, open Open) {
 
 	window := usage.Query{From: day, To: day.Add(48 * time.Hour), Now: day.Add(36*time.Hour + time.Minute),
 		Scopes: map[string][]string{"RayCluster": nil, "RayJob": nil, "RayService": nil}}
-	read := func(s *history.Store, by string) map[string]usage.Group {
+	read := func(s *usage.Store, by string) map[string]usage.Group {
 		q := window
 		q.GroupBy = by
 		groups, _, err := report(ctx, s, q)
@@ -239,7 +238,7 @@ func utilizationPending(t *testing.T, open Open) {
 		}
 		return out
 	}
-	same := func(s *history.Store, msg string) {
+	same := func(s *usage.Store, msg string) {
 		for _, by := range []string{usage.ByNamespace, usage.ByCreator, usage.ByKind, usage.ByCluster} {
 			want, got := read(direct, by), read(s, by)
 			require.Len(t, got, len(want), "%s, by %s", msg, by)
@@ -263,7 +262,7 @@ func utilizationPending(t *testing.T, open Open) {
 	}
 	same(pending, "pending")
 	require.NoError(t, pending.Close())
-	pending, err := history.Open(ctx, dsn)
+	pending, err := usage.Open(ctx, dsn)
 	require.NoError(t, err)
 	defer func() { _ = pending.Close() }()
 	same(pending, "pending, reopened")
@@ -617,7 +616,7 @@ func utilizationTails(t *testing.T, open Open) {
 
 // putHolding writes clusters in states, holding from since, credited up to credited (their UIDs prefix-0,
 // prefix-1, …).
-func putHolding(t *testing.T, s *history.Store, prefix string, since, credited time.Time, states []usage.State) {
+func putHolding(t *testing.T, s *usage.Store, prefix string, since, credited time.Time, states []usage.State) {
 	t.Helper()
 	l := usage.NewLedger()
 	for i, st := range states {
@@ -629,7 +628,7 @@ func putHolding(t *testing.T, s *history.Store, prefix string, since, credited t
 }
 
 // report is s's report for q: its groups and the seconds measured.
-func report(ctx context.Context, s *history.Store, q usage.Query) ([]usage.Group, map[int64]float64, error) {
+func report(ctx context.Context, s *usage.Store, q usage.Query) ([]usage.Group, map[int64]float64, error) {
 	res, err := s.Utilization(ctx, q)
 	return res.Groups, res.Measured, err
 }
@@ -667,7 +666,7 @@ func utilizationKinds(t *testing.T, open Open) {
 			// The same, the store opened again: the kinds are those its marks have.
 			require.NoError(t, s.Close())
 			var err error
-			s, err = history.Open(t.Context(), dsn)
+			s, err = usage.Open(t.Context(), dsn)
 			require.NoError(t, err)
 			defer func() { _ = s.Close() }()
 		}

@@ -1,4 +1,4 @@
-package history_test
+package usage_test
 
 import (
 	"path/filepath"
@@ -7,15 +7,15 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"ray-service/internal/history"
-	"ray-service/internal/history/historytest"
+	"ray-service/internal/usage"
+	"ray-service/internal/usage/usagetest"
 )
 
-// A history written before the running sums gets them at its migration, from the days there, and each
+// A database written before the running sums gets them at its migration, from the days there, and each
 // object its totals.
 func TestRunningSumsMigrated(t *testing.T) {
-	file := filepath.Join(t.TempDir(), "history.db")
-	db := history.SQLiteBeforeRuns(t, file)
+	file := filepath.Join(t.TempDir(), "usage.db")
+	db := usage.SQLiteBeforeRuns(t, file)
 	for _, uid := range []string{"a", "b"} {
 		_, err := db.Exec(`INSERT INTO usage_objects (uid, kind, namespace, name, cluster, creator, holding, idle, cpu, memory_bytes,
 			gpu, npu, since, gone, first_day, last_day) VALUES ($1, 'RayCluster', 'ns', $1, $1, 'alice', 0, 0, 1, 0, 0, 0, 0, 0, 0, $2)`,
@@ -32,11 +32,11 @@ func TestRunningSumsMigrated(t *testing.T) {
 	}
 	require.NoError(t, db.Close())
 	dsn := "sqlite:" + file
-	s, err := history.Open(t.Context(), dsn)
+	s, err := usage.Open(t.Context(), dsn)
 	require.NoError(t, err)
 	defer func() { _ = s.Close() }()
-	db = historytest.DB(t, dsn)
-	historytest.CheckRuns(t, db, true)
+	db = usagetest.DB(t, dsn)
+	usagetest.CheckRuns(t, db, true)
 	var run float64
 	require.NoError(t, db.QueryRowContext(t.Context(), `SELECT run_cpu_seconds FROM usage_days WHERE uid = 'b' AND day = $1`, 4*86400).Scan(&run))
 	assert.InDelta(t, 7.0*(1+2+3+4), run, 1e-9)

@@ -1,16 +1,23 @@
-package history
+package usage_test
 
 import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"runtime/pprof"
 	"slices"
 	"testing"
 	"time"
 
+	"ray-service/internal/audit"
 	"ray-service/internal/benchtarget"
+	"ray-service/internal/history"
+	"ray-service/internal/history/historytest"
+	"ray-service/internal/notify"
 	"ray-service/internal/ray"
+	"ray-service/internal/sqldb"
 	"ray-service/internal/usage"
 )
 
@@ -29,6 +36,30 @@ func benchMark(i int, since time.Time) *usage.Mark {
 		Holding: true, Idle: i%7 == 0, Requests: ray.Resources{CPU: float64(4 + i%16), MemoryBytes: int64(8+i%8) << 30, GPU: int64(i % 4 / 3)}}}
 }
 
+// openBench opens the benchmark's database, the history's records beside the utilization's figures as
+// the service keeps them: HISTORY_BENCH_DSN (a PostgreSQL database to fill), else SQLite in a temporary
+// directory. Closing the history closes it.
+func openBench(b *testing.B) (*usage.Store, *history.Store) {
+	dsn := os.Getenv("HISTORY_BENCH_DSN")
+	if dsn == "" {
+		dsn = "sqlite:" + filepath.Join(b.TempDir(), "history.db")
+	}
+	schema, err := sqldb.Schema(history.Migrations(), audit.Migrations(), notify.Migrations(), usage.Migrations())
+	if err != nil {
+		b.Fatal(err)
+	}
+	d, err := sqldb.Open(b.Context(), dsn, schema)
+	if err != nil {
+		b.Fatal(err)
+	}
+	records := history.New(d)
+	s, err := usage.NewStore(b.Context(), d)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return s, records
+}
+
 // BenchmarkUtilization fills a history with a month of daily figures for 10,000 objects in 100
 // namespaces and reports: what writing the figures adds to the recorder's writes (batches of 50 changes
 // of status written as the recorder does, with and without their credit: credit-write-%, and for the
@@ -42,8 +73,8 @@ func benchMark(i int, since time.Time) *usage.Mark {
 // writing the figures costs the recorder 5 % of its time at most (credit-write-%).
 func BenchmarkUtilization(b *testing.B) {
 	ctx := context.Background()
-	s, _ := openBench(b)
-	defer func() { _ = s.Close() }()
+	s, hist := openBench(b)
+	defer func() { _ = hist.Close() }()
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	objects := benchUsageObjects()
 
@@ -57,11 +88,11 @@ func BenchmarkUtilization(b *testing.B) {
 			start := time.Now()
 			for j := range 50 {
 				i := first + batch*50 + j
-				r, tl := benchRecord(i, t0)
-				if err := s.Put(ctx, r); err != nil {
+				r, tl := historytest.BenchRecord(i, t0)
+				if err := hist.Put(ctx, r); err != nil {
 					b.Fatal(err)
 				}
-				if err := s.addTransitions(ctx, r.UID, tl, 0); err != nil {
+				if err := hist.AddTransitions(ctx, r.UID, tl, 0); err != nil {
 					b.Fatal(err)
 				}
 				m := benchMark(i, t0)

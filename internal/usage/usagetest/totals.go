@@ -1,4 +1,4 @@
-package historytest
+package usagetest
 
 import (
 	"database/sql"
@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"ray-service/internal/history"
 	"ray-service/internal/ray"
 	"ray-service/internal/usage"
 )
@@ -183,19 +182,19 @@ func pruneSumsTotals(t *testing.T, open Open) {
 	// A prune asked to, with nothing to remove, heals both.
 	pruned, err := s.PruneUsage(ctx, pruneDay(-1), true)
 	require.NoError(t, err)
-	assert.Equal(t, history.UsagePruned{Corrected: 2}, pruned)
+	assert.Equal(t, usage.Pruned{Corrected: 2}, pruned)
 	CheckTotals(t, db)
 	// One not asked to, removing nothing, leaves the totals as they are (it reads no day)...
 	_, err = db.ExecContext(ctx, `DELETE FROM usage_days WHERE uid = 'c' AND day = $1`, usage.DayOf(pruneDay(3)))
 	require.NoError(t, err)
 	pruned, err = s.PruneUsage(ctx, pruneDay(-1), false)
 	require.NoError(t, err)
-	assert.Equal(t, history.UsagePruned{}, pruned)
+	assert.Equal(t, usage.Pruned{}, pruned)
 	// ...and one that removes figures sums them again: c's day 0, the group's and the kind's go, c is
 	// corrected.
 	pruned, err = s.PruneUsage(ctx, pruneDay(1), false)
 	require.NoError(t, err)
-	assert.Equal(t, history.UsagePruned{Removed: 3, Corrected: 1}, pruned)
+	assert.Equal(t, usage.Pruned{Removed: 3, Corrected: 1}, pruned)
 	CheckTotals(t, db)
 }
 
@@ -237,7 +236,7 @@ func pruneDay(d int) time.Time {
 // drifted is a PostgreSQL history (on SQLite the test is skipped, saying why) where the clusters uids
 // held 2 cores and 1 GiB each from day 0 to day 4, and a's day 0 was deleted behind the store's back
 // (as an older replica's prune would), its totals still counting it; and its database.
-func drifted(t *testing.T, open Open, why string, uids ...string) (*history.Store, *sql.DB) {
+func drifted(t *testing.T, open Open, why string, uids ...string) (*usage.Store, *sql.DB) {
 	t.Helper()
 	s, dsn := open(t)
 	if strings.HasPrefix(dsn, "sqlite:") {
