@@ -3,15 +3,13 @@ package api
 import (
 	"context"
 	"net/http"
-	"strings"
 
 	"github.com/gin-gonic/gin"
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
 
-	"ray-service/internal/audit"
-	"ray-service/internal/k8s"
 	"ray-service/internal/ray"
+	"ray-service/internal/writes"
 )
 
 // MaxBatchItems is the most items one batch delete takes.
@@ -49,7 +47,7 @@ const batchInParallel = 8
 //	@Failure		503,504					{object}	Envelope
 //	@Router			/rest/ray/v1/namespaces/{namespace}/{kind}/{name}/start [post]
 func (s *Server) start(c *gin.Context) (*response, error) {
-	return s.lifecycle(c, audit.Start, Objects.Start)
+	return s.lifecycle(c, (*writes.Path[Detail]).Start)
 }
 
 // stop stops an object.
@@ -78,21 +76,14 @@ func (s *Server) start(c *gin.Context) (*response, error) {
 //	@Failure		503,504				{object}	Envelope	"503: the Ray dashboard is unreachable, refused (its status) or redirected"
 //	@Router			/rest/ray/v1/namespaces/{namespace}/{kind}/{name}/stop [post]
 func (s *Server) stop(c *gin.Context) (*response, error) {
-	return s.lifecycle(c, audit.Stop, Objects.Stop)
+	return s.lifecycle(c, (*writes.Path[Detail]).Stop)
 }
 
-func (s *Server) lifecycle(c *gin.Context, action string, op func(Objects, context.Context, string, string) (*k8s.Current, error)) (*response, error) {
-	r := req(c)
-	cur, err := op(r.objects, c.Request.Context(), c.Param("namespace"), c.Param("name"))
+// lifecycle answers a start or a stop of the path's object, op, made through the write path.
+func (s *Server) lifecycle(c *gin.Context, op func(*writes.Path[Detail], context.Context, string, string) (Detail, error)) (*response, error) {
+	d, err := op(s.writePath(c, req(c)), c.Request.Context(), c.Param("namespace"), c.Param("name"))
 	if err != nil {
 		return nil, err
-	}
-	if !cur.Unchanged {
-		s.recordCurrent(c, action, r, cur, "")
-	}
-	d := s.detail(c, r, cur)
-	if action == audit.Start && cur.Template == nil && cur.Instance != nil {
-		d.Queued = ray.QueuedByStart(cur.Instance.GetLabels(), d.Scheduling)
 	}
 	return ok(d), nil
 }
@@ -140,7 +131,7 @@ func (s *Server) batchDelete(c *gin.Context) (*response, error) {
 	if err != nil {
 		return nil, err
 	}
-	objs, ctx := req(c).objects, c.Request.Context()
+	path, ctx := s.writePath(c, req(c)), c.Request.Context()
 	// Duplicate items are deleted once and answered for each.
 	outcome := map[BatchItem]*BatchResult{}
 	var g errgroup.Group
@@ -153,7 +144,7 @@ func (s *Server) batchDelete(c *gin.Context) (*response, error) {
 		outcome[it] = r
 		g.Go(func() error {
 			defer s.Store.ForgetManifest(req(c).kind, it.Namespace, it.Name)
-			if err := objs.Delete(ctx, it.Namespace, it.Name, batch.Force); err != nil {
+			if err := path.Delete(ctx, it.Namespace, it.Name, batch.Force, true); err != nil {
 				env, internal := errorEnvelope(err)
 				if internal {
 					logger(c).Error("batch delete item failed", zap.Error(err))
@@ -164,11 +155,6 @@ func (s *Server) batchDelete(c *gin.Context) (*response, error) {
 		})
 	}
 	_ = g.Wait() // every item answers for itself
-	for it, r := range outcome {
-		if r.Code == http.StatusOK {
-			s.recordWrite(c, audit.Delete, req(c).kind, it.Namespace, it.Name, "", strings.TrimSuffix("in a batch, "+forcedDetail(batch.Force), ", "))
-		}
-	}
 	results := make([]BatchResult, len(batch.Items))
 	for i, it := range batch.Items {
 		results[i] = *outcome[it]
@@ -236,11 +222,9 @@ func (s *Server) scale(c *gin.Context) (*response, error) {
 	if err := readJSON(c, "scale request", &sr); err != nil {
 		return nil, err
 	}
-	r := req(c)
-	cur, warnings, err := r.objects.Scale(c.Request.Context(), c.Param("namespace"), c.Param("name"), sr)
+	d, warnings, err := s.writePath(c, req(c)).Scale(c.Request.Context(), c.Param("namespace"), c.Param("name"), sr)
 	if err != nil {
 		return nil, err
 	}
-	s.recordCurrent(c, audit.Scale, r, cur, scaleDetail(sr))
-	return ok(ScaleResult{Detail: s.detail(c, r, cur), Warnings: warnings}), nil
+	return ok(ScaleResult{Detail: d, Warnings: warnings}), nil
 }
