@@ -61,7 +61,9 @@ func (o *objects) Start(context.Context, string, string) (*k8s.Current, error) {
 	return o.answer("start")
 }
 
-func (o *objects) Stop(context.Context, string, string) (*k8s.Current, error) { return o.answer("stop") }
+func (o *objects) Stop(context.Context, string, string) (*k8s.Current, error) {
+	return o.answer("stop")
+}
 
 func (o *objects) Scale(context.Context, string, string, ray.ScaleRequest) (*k8s.Current, []string, error) {
 	cur, err := o.answer("scale")
