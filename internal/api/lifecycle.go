@@ -6,7 +6,6 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"go.uber.org/zap"
-	"golang.org/x/sync/errgroup"
 
 	"ray-service/internal/ray"
 	"ray-service/internal/writes"
@@ -131,30 +130,28 @@ func (s *Server) batchDelete(c *gin.Context) (*response, error) {
 	if err != nil {
 		return nil, err
 	}
-	path, ctx := s.writePath(c, req(c)), c.Request.Context()
 	// Duplicate items are deleted once and answered for each.
+	var items []writes.Item
 	outcome := map[BatchItem]*BatchResult{}
-	var g errgroup.Group
-	g.SetLimit(batchInParallel)
 	for _, it := range batch.Items {
-		if outcome[it] != nil {
+		if outcome[it] == nil {
+			outcome[it] = &BatchResult{Namespace: it.Namespace, Name: it.Name, Code: http.StatusOK, Msg: http.StatusText(http.StatusOK)}
+			items = append(items, writes.Item{Namespace: it.Namespace, Name: it.Name})
+		}
+	}
+	errs := s.writePath(c, req(c)).DeleteEach(c.Request.Context(), items, batch.Force, batchInParallel)
+	for i, it := range items {
+		s.Store.ForgetManifest(req(c).kind, it.Namespace, it.Name)
+		if errs[i] == nil {
 			continue
 		}
-		r := &BatchResult{Namespace: it.Namespace, Name: it.Name, Code: http.StatusOK, Msg: http.StatusText(http.StatusOK)}
-		outcome[it] = r
-		g.Go(func() error {
-			defer s.Store.ForgetManifest(req(c).kind, it.Namespace, it.Name)
-			if err := path.Delete(ctx, it.Namespace, it.Name, batch.Force, true); err != nil {
-				env, internal := errorEnvelope(err)
-				if internal {
-					logger(c).Error("batch delete item failed", zap.Error(err))
-				}
-				r.Code, r.Msg, r.Reason = env.Code, env.Msg, env.Reason
-			}
-			return nil
-		})
+		env, internal := errorEnvelope(errs[i])
+		if internal {
+			logger(c).Error("batch delete item failed", zap.Error(errs[i]))
+		}
+		r := outcome[BatchItem(it)]
+		r.Code, r.Msg, r.Reason = env.Code, env.Msg, env.Reason
 	}
-	_ = g.Wait() // every item answers for itself
 	results := make([]BatchResult, len(batch.Items))
 	for i, it := range batch.Items {
 		results[i] = *outcome[it]

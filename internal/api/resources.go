@@ -453,7 +453,7 @@ func (s *Server) delete(c *gin.Context) (*response, error) {
 		return nil, err
 	}
 	ns, name := c.Param("namespace"), c.Param("name")
-	if err := s.writePath(c, req(c)).Delete(c.Request.Context(), ns, name, force, false); err != nil {
+	if err := s.writePath(c, req(c)).Delete(c.Request.Context(), ns, name, force); err != nil {
 		return nil, err
 	}
 	return ok(DeleteData{Namespace: ns, Name: name}), nil

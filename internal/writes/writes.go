@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"strings"
 
+	"golang.org/x/sync/errgroup"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"ray-service/internal/audit"
@@ -146,18 +147,41 @@ func (p *Path[D]) Scale(ctx context.Context, ns, name string, r ray.ScaleRequest
 	return d, warnings, err
 }
 
-// Delete deletes ns/name as the caller; force: even while it runs. inBatch: one item of a batch delete,
-// as the audit trail says.
-func (p *Path[D]) Delete(ctx context.Context, ns, name string, force, inBatch bool) error {
+// Delete deletes ns/name as the caller; force: even while it runs.
+func (p *Path[D]) Delete(ctx context.Context, ns, name string, force bool) error {
 	if err := p.Objects.Delete(ctx, ns, name, force); err != nil {
 		return err
 	}
-	detail := forcedDetail(force)
-	if inBatch {
-		detail = strings.TrimSuffix("in a batch, "+detail, ", ")
-	}
-	p.Audit.Record(ctx, audit.Delete, p.Kind.Kind, ns, name, "", detail)
+	p.Audit.Record(ctx, audit.Delete, p.Kind.Kind, ns, name, "", forcedDetail(force))
 	return nil
+}
+
+// Item names one object of a batch.
+type Item struct {
+	Namespace, Name string
+}
+
+// DeleteEach deletes each of items as the caller, each as Delete would and at most parallel at once.
+// Every item answers for itself: errs[i] is what deleting items[i] failed with, nil where it was
+// deleted. Once all are done, those deleted are recorded, in the order of items.
+func (p *Path[D]) DeleteEach(ctx context.Context, items []Item, force bool, parallel int) (errs []error) {
+	errs = make([]error, len(items))
+	var g errgroup.Group
+	g.SetLimit(parallel)
+	for i, it := range items {
+		g.Go(func() error {
+			errs[i] = p.Objects.Delete(ctx, it.Namespace, it.Name, force)
+			return nil
+		})
+	}
+	_ = g.Wait() // every item answers for itself
+	detail := strings.TrimSuffix("in a batch, "+forcedDetail(force), ", ")
+	for i, it := range items {
+		if errs[i] == nil {
+			p.Audit.Record(ctx, audit.Delete, p.Kind.Kind, it.Namespace, it.Name, "", detail)
+		}
+	}
+	return errs
 }
 
 func forcedDetail(force bool) string {

@@ -179,8 +179,10 @@ func TestWriteFailureIsNeitherRecordedNorDecorated(t *testing.T) {
 	f.objs.err = errors.New("conflict")
 	_, err := f.path.Start(context.Background(), "team", "demo")
 	require.EqualError(t, err, "conflict")
-	require.EqualError(t, f.path.Delete(context.Background(), "team", "demo", false, false), "conflict")
-	assert.Equal(t, []string{"start", "delete"}, f.seen)
+	require.EqualError(t, f.path.Delete(context.Background(), "team", "demo", false), "conflict")
+	errs := f.path.DeleteEach(context.Background(), []Item{{"team", "a"}, {"team", "b"}}, false, 2)
+	assert.Equal(t, []error{f.objs.err, f.objs.err}, errs)
+	assert.Equal(t, []string{"start", "delete", "delete", "delete"}, f.seen)
 }
 
 func TestDryRunIsDecoratedNotRecorded(t *testing.T) {
@@ -239,16 +241,16 @@ func TestScaleAndDeleteSayWhatTheyDid(t *testing.T) {
 	assert.Equal(t, "detail of demo", d)
 	assert.Equal(t, []string{"the autoscaler owns the group"}, warnings)
 
-	require.NoError(t, f.path.Delete(context.Background(), "team", "a", false, false))
-	require.NoError(t, f.path.Delete(context.Background(), "team", "b", true, false))
-	require.NoError(t, f.path.Delete(context.Background(), "team", "c", false, true))
-	require.NoError(t, f.path.Delete(context.Background(), "team", "d", true, true))
+	require.NoError(t, f.path.Delete(context.Background(), "team", "a", false))
+	require.NoError(t, f.path.Delete(context.Background(), "team", "b", true))
+	assert.Equal(t, []error{nil}, f.path.DeleteEach(context.Background(), []Item{{"team", "c"}}, false, 1))
+	assert.Equal(t, []error{nil}, f.path.DeleteEach(context.Background(), []Item{{"team", "d"}}, true, 1))
 	var details []string
 	for _, w := range f.trail.written {
-		details = append(details, w.Action+": "+w.Detail)
+		details = append(details, w.Action+" "+w.Name+": "+w.Detail)
 	}
-	assert.Equal(t, []string{"Scale: group gpu, replicas 3, minReplicas 1", "Delete: ", "Delete: forced",
-		"Delete: in a batch", "Delete: in a batch, forced"}, details)
+	assert.Equal(t, []string{"Scale demo: group gpu, replicas 3, minReplicas 1", "Delete a: ", "Delete b: forced",
+		"Delete c: in a batch", "Delete d: in a batch, forced"}, details)
 	assert.Equal(t, int32(1), f.asked.Load())
 }
 
@@ -280,18 +282,44 @@ func TestNoTrailRecordsNothingAndAsksNothing(t *testing.T) {
 	f.path.Audit.Trail = nil
 	_, err := f.path.Start(context.Background(), "team", "demo")
 	require.NoError(t, err)
-	require.NoError(t, f.path.Delete(context.Background(), "team", "demo", false, false))
+	require.NoError(t, f.path.Delete(context.Background(), "team", "demo", false))
 	assert.Equal(t, []string{"start", "decorate Start", "delete"}, f.seen)
 }
 
-func TestCallerIsAskedOnceAcrossConcurrentWrites(t *testing.T) {
-	// A batch delete's items record at once: still one ask.
+func TestBatchDeletesAtOnceThenRecordsInOrder(t *testing.T) {
+	// The deletes run at once; those that succeeded are recorded after all, in the items' order, the
+	// caller asked once for all.
 	f := newFixture(t, nil)
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Go(func() { assert.NoError(t, f.path.Delete(context.Background(), "team", "demo", false, true)) })
+	gone := errors.New("not found")
+	objs := &failing{objects: f.objs, of: map[string]error{"b": gone}, started: make(chan struct{}, 3), release: make(chan struct{})}
+	f.path.Objects = objs
+	done := make(chan []error)
+	go func() {
+		done <- f.path.DeleteEach(context.Background(), []Item{{"team", "a"}, {"team", "b"}, {"team", "c"}}, false, 3)
+	}()
+	for range 3 {
+		<-objs.started // all three under way before any ends: at once
 	}
-	wg.Wait()
+	close(objs.release)
+	assert.Equal(t, []error{nil, gone, nil}, <-done)
+	var names []string
+	for _, w := range f.trail.written {
+		names = append(names, w.Name)
+	}
+	assert.Equal(t, []string{"a", "c"}, names)
 	assert.Equal(t, int32(1), f.asked.Load())
-	assert.Len(t, f.trail.written, 8)
+}
+
+// failing deletes once released, failing those named in of.
+type failing struct {
+	*objects
+	of      map[string]error
+	started chan struct{}
+	release chan struct{}
+}
+
+func (f *failing) Delete(_ context.Context, _, name string, _ bool) error {
+	f.started <- struct{}{}
+	<-f.release
+	return f.of[name]
 }
