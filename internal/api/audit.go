@@ -4,16 +4,15 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"strings"
 
 	"github.com/gin-gonic/gin"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"ray-service/internal/audit"
 	"ray-service/internal/auth"
 	"ray-service/internal/k8s"
 	"ray-service/internal/ray"
+	"ray-service/internal/writes"
 )
 
 // AuditTrail records the writes made through the service and reads them back (audit.Trail).
@@ -26,50 +25,34 @@ type AuditTrail interface {
 	Verify(ctx context.Context) (audit.Verification, error)
 }
 
-// recordWrite records a write that succeeded. The entry is appended to the trail's store before the
-// answer goes, so that no write the service answered for is missing from the trail; only its mirror
-// event is written in the background.
-func (s *Server) recordWrite(c *gin.Context, action string, k *ray.Kind, ns, name string, uid types.UID, detail string) {
-	s.recordKindWrite(c, action, k.Kind, ns, name, uid, detail)
+// caller is who writes in this request, asked of the apiserver at most once however many steps of the
+// request need it (the creator of what it creates, the user of its audit records).
+func (s *Server) caller(c *gin.Context) *writes.Caller {
+	if w, ok := c.Get(writerKey{}); ok {
+		return w.(*writes.Caller)
+	}
+	tok := token(c)
+	w := writes.NewCaller(func(ctx context.Context) (string, error) { return s.Authz.UserName(ctx, tok) })
+	c.Set(writerKey{}, w)
+	return w
 }
 
-// recordKindWrite is recordWrite of anything the service writes, named by its kind: a Ray kind, or a
-// Subscription or an IdlePolicy.
-func (s *Server) recordKindWrite(c *gin.Context, action, kind, ns, name string, uid types.UID, detail string) {
-	if s.Audit == nil {
-		return
-	}
-	user, err := s.Authz.UserName(c.Request.Context(), token(c))
-	if err != nil {
-		user = "unknown (" + err.Error() + ")"
-	}
-	s.Audit.Record(c.Request.Context(), audit.Write{Action: action, Kind: kind, Namespace: ns, Name: name, UID: uid, User: user,
-		RequestID: c.Writer.Header().Get("X-Request-ID"), Detail: detail})
+// audit is the audit hook of the request's writes.
+func (s *Server) audit(c *gin.Context) writes.Audit {
+	return writes.Audit{Trail: s.Audit, Caller: s.caller(c), RequestID: c.Writer.Header().Get("X-Request-ID")}
 }
 
-// recordCurrent records a write of what cur is after it.
-func (s *Server) recordCurrent(c *gin.Context, action string, r *request, cur *k8s.Current, detail string) {
-	switch {
-	case cur == nil:
-	case cur.Instance != nil:
-		s.recordWrite(c, action, r.kind, cur.Instance.GetNamespace(), cur.Instance.GetName(), cur.Instance.GetUID(), detail)
-	case cur.Template != nil:
-		s.recordWrite(c, action, r.kind, cur.Template.ConfigMap.Namespace, cur.Template.Manifest.GetName(), "", detail)
-	}
-}
-
-func scaleDetail(r ray.ScaleRequest) string {
-	var d strings.Builder
-	d.WriteString("group " + r.Group)
-	for _, f := range []struct {
-		name string
-		v    *int64
-	}{{"replicas", r.Replicas}, {"minReplicas", r.MinReplicas}, {"maxReplicas", r.MaxReplicas}} {
-		if f.v != nil {
-			fmt.Fprintf(&d, ", %s %d", f.name, *f.v)
-		}
-	}
-	return d.String()
+// writePath is the write path of the request's objects of kind r.kind: its answers are details of what a
+// write left, a start's saying whether it was queued.
+func (s *Server) writePath(c *gin.Context, r *request) *writes.Path[Detail] {
+	return &writes.Path[Detail]{Kind: r.kind, Objects: r.objects, Audit: s.audit(c),
+		Decorate: func(action string, cur *k8s.Current) Detail {
+			d := s.detail(c, r, cur)
+			if action == audit.Start && cur.Template == nil && cur.Instance != nil {
+				d.Queued = ray.QueuedByStart(cur.Instance.GetLabels(), d.Scheduling)
+			}
+			return d
+		}}
 }
 
 // auditOn answers 503 without a trail (a trail without a store answers so too).

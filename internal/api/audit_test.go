@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -12,6 +14,7 @@ import (
 
 	"ray-service/internal/audit"
 	"ray-service/internal/auth"
+	"ray-service/internal/ray"
 )
 
 // fakeTrail records what the handlers asked of the trail.
@@ -128,6 +131,44 @@ func TestRequestIDIsChecked(t *testing.T) {
 		assert.Equal(t, sent == "kept-1", got == sent)
 		require.NotEmpty(t, trail.recorded)
 		assert.Equal(t, got, trail.recorded[len(trail.recorded)-1].RequestID, "recorded before the answer, under the answer's id")
+	}
+}
+
+// namesAsked counts how often the handlers ask who the caller is.
+type namesAsked struct {
+	fakeAuthz
+	asked atomic.Int32
+}
+
+func (n *namesAsked) UserName(ctx context.Context, token string) (string, error) {
+	n.asked.Add(1)
+	return n.fakeAuthz.UserName(ctx, token)
+}
+
+// Who the caller is is asked once per request, however many steps need it: the creator stamped on what a
+// create makes is the user its audit record names, and a batch's records share one answer.
+func TestCallerIsAskedOncePerRequest(t *testing.T) {
+	for _, c := range []struct{ method, path, body string }{
+		{"POST", "/rest/ray/v1/namespaces/a/rayclusters", `{"metadata":{"name":"demo"}}`},
+		{"POST", "/rest/ray/v1/rayclusters/batch-delete", `{"items":[{"namespace":"a","name":"x"},{"namespace":"a","name":"y"},{"namespace":"b","name":"z"}]}`},
+	} {
+		trail, authz := &fakeTrail{}, &namesAsked{fakeAuthz: fakeAuthz{allowed: true}}
+		e := handlerEnv{objects: &fakeObjects{}, store: &fakeStore{}}
+		h := e.routerWith(func(d *Deps) { d.Audit, d.Authz = trail, authz })
+		r := httptest.NewRequest(c.method, c.path, strings.NewReader(c.body))
+		r.Header.Set("Authorization", "Bearer t")
+		r.Header.Set("Content-Type", "application/json")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		require.Less(t, w.Code, 300, w.Body.String())
+		assert.Equal(t, int32(1), authz.asked.Load(), c.path)
+		require.NotEmpty(t, trail.recorded, c.path)
+		for _, rec := range trail.recorded {
+			assert.Equal(t, "alice@example", rec.User, c.path)
+		}
+		if created := e.objects.created; created != nil {
+			assert.Equal(t, "alice@example", created.GetAnnotations()[ray.CreatorKey])
+		}
 	}
 }
 

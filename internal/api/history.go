@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"ray-service/internal/access"
-	"ray-service/internal/audit"
 	"ray-service/internal/auth"
 	"ray-service/internal/history"
 	"ray-service/internal/ray"
@@ -229,10 +228,9 @@ func (s *Server) historyRerun(c *gin.Context) (*response, error) {
 	if err := json.Unmarshal([]byte(rec.Spec), &obj.Object); err != nil || rec.Spec == "" {
 		return nil, statusError(http.StatusConflict, metav1.StatusReasonConflict, fmt.Sprintf("the history holds no manifest of %s", rec.UID))
 	}
-	cur, err := s.createAs(c, r, obj, rec.Namespace, true, false)
+	d, err := s.writePath(c, r).Create(c.Request.Context(), obj, rec.Namespace, true, false, "rerun of "+rec.UID)
 	if err != nil {
 		return nil, err
 	}
-	s.recordCurrent(c, audit.Create, r, cur, "rerun of "+rec.UID)
-	return withCode(http.StatusCreated, s.detail(c, r, cur)), nil
+	return withCode(http.StatusCreated, d), nil
 }

@@ -3,15 +3,12 @@ package api
 import (
 	"context"
 	"net/http"
-	"strings"
 
 	"github.com/gin-gonic/gin"
 	"go.uber.org/zap"
-	"golang.org/x/sync/errgroup"
 
-	"ray-service/internal/audit"
-	"ray-service/internal/k8s"
 	"ray-service/internal/ray"
+	"ray-service/internal/writes"
 )
 
 // MaxBatchItems is the most items one batch delete takes.
@@ -49,7 +46,7 @@ const batchInParallel = 8
 //	@Failure		503,504					{object}	Envelope
 //	@Router			/rest/ray/v1/namespaces/{namespace}/{kind}/{name}/start [post]
 func (s *Server) start(c *gin.Context) (*response, error) {
-	return s.lifecycle(c, audit.Start, Objects.Start)
+	return s.lifecycle(c, (*writes.Path[Detail]).Start)
 }
 
 // stop stops an object.
@@ -78,21 +75,14 @@ func (s *Server) start(c *gin.Context) (*response, error) {
 //	@Failure		503,504				{object}	Envelope	"503: the Ray dashboard is unreachable, refused (its status) or redirected"
 //	@Router			/rest/ray/v1/namespaces/{namespace}/{kind}/{name}/stop [post]
 func (s *Server) stop(c *gin.Context) (*response, error) {
-	return s.lifecycle(c, audit.Stop, Objects.Stop)
+	return s.lifecycle(c, (*writes.Path[Detail]).Stop)
 }
 
-func (s *Server) lifecycle(c *gin.Context, action string, op func(Objects, context.Context, string, string) (*k8s.Current, error)) (*response, error) {
-	r := req(c)
-	cur, err := op(r.objects, c.Request.Context(), c.Param("namespace"), c.Param("name"))
+// lifecycle answers a start or a stop of the path's object, op, made through the write path.
+func (s *Server) lifecycle(c *gin.Context, op func(*writes.Path[Detail], context.Context, string, string) (Detail, error)) (*response, error) {
+	d, err := op(s.writePath(c, req(c)), c.Request.Context(), c.Param("namespace"), c.Param("name"))
 	if err != nil {
 		return nil, err
-	}
-	if !cur.Unchanged {
-		s.recordCurrent(c, action, r, cur, "")
-	}
-	d := s.detail(c, r, cur)
-	if action == audit.Start && cur.Template == nil && cur.Instance != nil {
-		d.Queued = ray.QueuedByStart(cur.Instance.GetLabels(), d.Scheduling)
 	}
 	return ok(d), nil
 }
@@ -140,34 +130,27 @@ func (s *Server) batchDelete(c *gin.Context) (*response, error) {
 	if err != nil {
 		return nil, err
 	}
-	objs, ctx := req(c).objects, c.Request.Context()
 	// Duplicate items are deleted once and answered for each.
+	var items []writes.Item
 	outcome := map[BatchItem]*BatchResult{}
-	var g errgroup.Group
-	g.SetLimit(batchInParallel)
 	for _, it := range batch.Items {
-		if outcome[it] != nil {
+		if outcome[it] == nil {
+			outcome[it] = &BatchResult{Namespace: it.Namespace, Name: it.Name, Code: http.StatusOK, Msg: http.StatusText(http.StatusOK)}
+			items = append(items, writes.Item{Namespace: it.Namespace, Name: it.Name})
+		}
+	}
+	errs := s.writePath(c, req(c)).DeleteEach(c.Request.Context(), items, batch.Force, batchInParallel)
+	for i, it := range items {
+		s.Store.ForgetManifest(req(c).kind, it.Namespace, it.Name)
+		if errs[i] == nil {
 			continue
 		}
-		r := &BatchResult{Namespace: it.Namespace, Name: it.Name, Code: http.StatusOK, Msg: http.StatusText(http.StatusOK)}
-		outcome[it] = r
-		g.Go(func() error {
-			defer s.Store.ForgetManifest(req(c).kind, it.Namespace, it.Name)
-			if err := objs.Delete(ctx, it.Namespace, it.Name, batch.Force); err != nil {
-				env, internal := errorEnvelope(err)
-				if internal {
-					logger(c).Error("batch delete item failed", zap.Error(err))
-				}
-				r.Code, r.Msg, r.Reason = env.Code, env.Msg, env.Reason
-			}
-			return nil
-		})
-	}
-	_ = g.Wait() // every item answers for itself
-	for it, r := range outcome {
-		if r.Code == http.StatusOK {
-			s.recordWrite(c, audit.Delete, req(c).kind, it.Namespace, it.Name, "", strings.TrimSuffix("in a batch, "+forcedDetail(batch.Force), ", "))
+		env, internal := errorEnvelope(errs[i])
+		if internal {
+			logger(c).Error("batch delete item failed", zap.Error(errs[i]))
 		}
+		r := outcome[BatchItem(it)]
+		r.Code, r.Msg, r.Reason = env.Code, env.Msg, env.Reason
 	}
 	results := make([]BatchResult, len(batch.Items))
 	for i, it := range batch.Items {
@@ -236,11 +219,9 @@ func (s *Server) scale(c *gin.Context) (*response, error) {
 	if err := readJSON(c, "scale request", &sr); err != nil {
 		return nil, err
 	}
-	r := req(c)
-	cur, warnings, err := r.objects.Scale(c.Request.Context(), c.Param("namespace"), c.Param("name"), sr)
+	d, warnings, err := s.writePath(c, req(c)).Scale(c.Request.Context(), c.Param("namespace"), c.Param("name"), sr)
 	if err != nil {
 		return nil, err
 	}
-	s.recordCurrent(c, audit.Scale, r, cur, scaleDetail(sr))
-	return ok(ScaleResult{Detail: s.detail(c, r, cur), Warnings: warnings}), nil
+	return ok(ScaleResult{Detail: d, Warnings: warnings}), nil
 }

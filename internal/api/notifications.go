@@ -213,7 +213,7 @@ func (s *Server) createSubscription(c *gin.Context) (*response, error) {
 	if sub, err = s.Subscriptions.CreateSubscription(ctx, sub); err != nil {
 		return nil, err
 	}
-	s.recordKindWrite(c, audit.Create, "Subscription", ns, sub.ID, "", "to "+notify.Redacted(sub.URL))
+	s.audit(c).Record(ctx, audit.Create, "Subscription", ns, sub.ID, "", "to "+notify.Redacted(sub.URL))
 	// The one answer that holds the secret and the whole URL: kept by no cache on its way.
 	res := withCode(http.StatusCreated, sub)
 	res.header = http.Header{"Cache-Control": {"no-store"}}
@@ -310,7 +310,7 @@ func (s *Server) deleteSubscription(c *gin.Context) (*response, error) {
 	case err != nil:
 		return nil, err
 	}
-	s.recordKindWrite(c, audit.Delete, "Subscription", sub.Namespace, sub.ID, "", "to "+notify.Redacted(sub.URL))
+	s.audit(c).Record(c.Request.Context(), audit.Delete, "Subscription", sub.Namespace, sub.ID, "", "to "+notify.Redacted(sub.URL))
 	return ok(shown(sub)), nil
 }
 
@@ -437,7 +437,7 @@ func (s *Server) putIdlePolicy(c *gin.Context) (*response, error) {
 		return nil, err
 	}
 	ctx := c.Request.Context()
-	user, err := s.Authz.UserName(ctx, token(c))
+	user, err := s.caller(c).Name(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -445,7 +445,7 @@ func (s *Server) putIdlePolicy(c *gin.Context) (*response, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.recordKindWrite(c, audit.Replace, "IdlePolicy", ns, "idle-policy", "", "stopAfter "+pol.StopAfter)
+	s.audit(c).Record(ctx, audit.Replace, "IdlePolicy", ns, "idle-policy", "", "stopAfter "+pol.StopAfter)
 	if created {
 		return withCode(http.StatusCreated, pol), nil
 	}
@@ -479,6 +479,6 @@ func (s *Server) deleteIdlePolicy(c *gin.Context) (*response, error) {
 	if err := p.Delete(ctx, ns); err != nil {
 		return nil, err
 	}
-	s.recordKindWrite(c, audit.Delete, "IdlePolicy", ns, "idle-policy", "", "stopAfter "+pol.StopAfter)
+	s.audit(c).Record(ctx, audit.Delete, "IdlePolicy", ns, "idle-policy", "", "stopAfter "+pol.StopAfter)
 	return ok(pol), nil
 }

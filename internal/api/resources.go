@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
-	"ray-service/internal/audit"
 	"ray-service/internal/auth"
 	"ray-service/internal/cache"
 	"ray-service/internal/k8s"
@@ -237,30 +236,14 @@ func (s *Server) create(c *gin.Context) (*response, error) {
 	if err := s.intoQueue(c, r, obj); err != nil {
 		return nil, err
 	}
-	cur, err := s.createAs(c, r, obj, c.Param("namespace"), start, dryRun)
+	d, err := s.writePath(c, r).Create(c.Request.Context(), obj, c.Param("namespace"), start, dryRun, "")
 	if err != nil {
 		return nil, err
 	}
 	if dryRun {
-		return ok(s.detail(c, r, cur)), nil
+		return ok(d), nil
 	}
-	s.recordCurrent(c, audit.Create, r, cur, "")
-	return withCode(http.StatusCreated, s.detail(c, r, cur)), nil
-}
-
-// createAs creates obj in ns as the caller, who is recorded as its creator: a create and a rerun from
-// the history make objects the same way.
-func (s *Server) createAs(c *gin.Context, r *request, obj *unstructured.Unstructured, ns string, start, dryRun bool) (*k8s.Current, error) {
-	if err := r.kind.PrepareCreate(obj, ns); err != nil {
-		return nil, err
-	}
-	ctx := c.Request.Context()
-	user, err := s.Authz.UserName(ctx, token(c))
-	if err != nil {
-		return nil, err
-	}
-	ray.SetCreator(obj, user)
-	return r.objects.Create(ctx, obj, start, dryRun)
+	return withCode(http.StatusCreated, d), nil
 }
 
 // get shows one object: read from the apiserver as the caller, or from its second detail on, from the
@@ -443,17 +426,11 @@ func (s *Server) replace(c *gin.Context) (*response, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := r.kind.PrepareUpdate(obj, c.Param("namespace"), c.Param("name")); err != nil {
-		return nil, err
-	}
-	cur, err := r.objects.Replace(c.Request.Context(), obj, dryRun)
+	d, err := s.writePath(c, r).Replace(c.Request.Context(), obj, c.Param("namespace"), c.Param("name"), dryRun)
 	if err != nil {
 		return nil, err
 	}
-	if !dryRun {
-		s.recordCurrent(c, audit.Replace, r, cur, "")
-	}
-	return ok(s.detail(c, r, cur)), nil
+	return ok(d), nil
 }
 
 // delete deletes an object as the caller.
@@ -476,10 +453,9 @@ func (s *Server) delete(c *gin.Context) (*response, error) {
 		return nil, err
 	}
 	ns, name := c.Param("namespace"), c.Param("name")
-	if err := req(c).objects.Delete(c.Request.Context(), ns, name, force); err != nil {
+	if err := s.writePath(c, req(c)).Delete(c.Request.Context(), ns, name, force); err != nil {
 		return nil, err
 	}
-	s.recordWrite(c, audit.Delete, req(c).kind, ns, name, "", forcedDetail(force))
 	return ok(DeleteData{Namespace: ns, Name: name}), nil
 }
 
@@ -523,11 +499,4 @@ func (s *Server) exportYAML(c *gin.Context) (*response, error) {
 		res.header = http.Header{"Content-Disposition": {fmt.Sprintf(`attachment; filename="%s.yaml"`, obj.GetName())}}
 	}
 	return res, nil
-}
-
-func forcedDetail(force bool) string {
-	if force {
-		return "forced"
-	}
-	return ""
 }

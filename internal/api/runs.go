@@ -11,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/selection"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
 
-	"ray-service/internal/audit"
 	"ray-service/internal/ray"
 )
 
@@ -107,19 +106,13 @@ func (s *Server) runNow(c *gin.Context) (*response, error) {
 			fmt.Sprintf("%s %s/%s is a template: start it first", r.kind.Kind, c.Param("namespace"), c.Param("name")))
 	}
 	run := r.kind.NewRun(cur.Instance, time.Now(), utilrand.String(5))
-	user, err := s.Authz.UserName(ctx, token(c))
-	if err != nil {
-		return nil, err
-	}
-	ray.SetCreator(run, user)
 	runs, err := s.Objects(rk, token(c))
 	if err != nil {
 		return nil, err
 	}
-	made, err := runs.Create(ctx, run, true, false)
+	d, err := s.writePath(c, &request{kind: rk, objects: runs}).Run(ctx, run, r.kind.Kind+" "+c.Param("name"))
 	if err != nil {
 		return nil, err
 	}
-	s.recordWrite(c, audit.Run, rk, made.Instance.GetNamespace(), made.Instance.GetName(), made.Instance.GetUID(), "run of "+r.kind.Kind+" "+c.Param("name"))
-	return withCode(http.StatusCreated, s.detail(c, &request{kind: rk, objects: runs}, made)), nil
+	return withCode(http.StatusCreated, d), nil
 }

@@ -32,6 +32,7 @@ import (
 	"ray-service/internal/promql"
 	"ray-service/internal/ray"
 	"ray-service/internal/stream"
+	"ray-service/internal/writes"
 )
 
 // BasePath is the prefix of every API route.
@@ -99,17 +100,13 @@ type Store interface {
 	ForgetManifest(k *ray.Kind, ns, name string)
 }
 
-// Objects are the objects of one kind as one caller reads and writes them (k8s.Objects).
+// Objects are the objects of one kind as one caller reads and writes them (k8s.Objects); the writes go
+// through the write path (internal/writes).
 type Objects interface {
+	writes.Objects
 	Resolve(ctx context.Context, ns, name string) (*k8s.Current, error)
 	// ResolveWithEvents is Resolve and Events at once; events the caller may not list are nil.
 	ResolveWithEvents(ctx context.Context, ns, name string) (*k8s.Current, []ray.EventInfo, error)
-	Create(ctx context.Context, obj *unstructured.Unstructured, start, dryRun bool) (*k8s.Current, error)
-	Replace(ctx context.Context, obj *unstructured.Unstructured, dryRun bool) (*k8s.Current, error)
-	Start(ctx context.Context, ns, name string) (*k8s.Current, error)
-	Stop(ctx context.Context, ns, name string) (*k8s.Current, error)
-	Scale(ctx context.Context, ns, name string, r ray.ScaleRequest) (*k8s.Current, []string, error)
-	Delete(ctx context.Context, ns, name string, force bool) error
 	// Summarize is the whole summary of what Resolve returned.
 	Summarize(cur *k8s.Current) ray.Summary
 	// Pods, Events and OpenLogs read the instance cur holds, summarized once (Summarize) for all.
@@ -240,6 +237,7 @@ type (
 	callerKey  struct{}
 	loggerKey  struct{}
 	requestKey struct{}
+	writerKey  struct{}
 )
 
 // NewRouter returns the HTTP handler of the service.
