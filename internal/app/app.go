@@ -32,6 +32,7 @@ import (
 	"ray-service/internal/promql"
 	"ray-service/internal/queues"
 	"ray-service/internal/ray"
+	"ray-service/internal/signing"
 	"ray-service/internal/stream"
 )
 
@@ -41,7 +42,7 @@ type parts struct {
 	log       *zap.Logger
 	core      kubernetes.Interface
 	kinds     *ray.Kinds
-	templates *ray.TemplateSigner
+	templates *signing.Signer
 	store     *cache.Store
 	manager   *k8s.Manager
 	// instance names this replica (its host name); leading tells whether it holds the Lease.
@@ -82,7 +83,7 @@ func Run(ctx context.Context, cfg *config.Config) error {
 	if err != nil {
 		return err
 	}
-	templates, err := ray.NewTemplateSigner(key)
+	templates, err := signing.New(key)
 	if err != nil {
 		return err
 	}

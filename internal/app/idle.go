@@ -14,7 +14,6 @@ import (
 	"ray-service/internal/idle"
 	"ray-service/internal/k8s"
 	"ray-service/internal/notify"
-	"ray-service/internal/ray"
 )
 
 // enforceIdlePolicies gives the idle detection its policy and starts it once the watch cache has synced.
@@ -60,7 +59,7 @@ func enforceIdlePolicies(ctx context.Context, p *parts, detector *idle.Detector,
 			if pol == nil || err != nil {
 				return nil, err
 			}
-			after, err := ray.ParseIdleStopAfter(pol.StopAfter)
+			after, err := idle.ParseStopAfter(pol.StopAfter)
 			if err != nil {
 				return nil, err
 			}

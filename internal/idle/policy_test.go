@@ -125,14 +125,14 @@ func TestPolicyOffOrFollowing(t *testing.T) {
 }
 
 func TestParseIdleStopAfter(t *testing.T) {
-	d, err := ray.ParseIdleStopAfter("90m")
+	d, err := ParseStopAfter("90m")
 	require.NoError(t, err)
 	assert.Equal(t, 90*time.Minute, d)
-	d, err = ray.ParseIdleStopAfter("never")
+	d, err = ParseStopAfter("never")
 	require.NoError(t, err)
 	assert.Zero(t, d)
-	_, err = ray.ParseIdleStopAfter("30s")
+	_, err = ParseStopAfter("30s")
 	require.ErrorContains(t, err, "shorter than")
-	_, err = ray.ParseIdleStopAfter("soon")
+	_, err = ParseStopAfter("soon")
 	assert.ErrorContains(t, err, "not a duration")
 }
