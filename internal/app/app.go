@@ -122,7 +122,7 @@ func Run(ctx context.Context, cfg *config.Config) error {
 		metrics.RegisterSize(registry, "ray_service_prometheus_cache_entries", "Answers of Prometheus cached for the overview.", querier.CacheLen)
 		usage, clusterHealth, clusterUse = querier, querier, querier
 		if cfg.IdleWindow > 0 {
-			detector = &idle.Detector{Work: querier, Clusters: store, Log: log, Settings: idle.Settings{Window: cfg.IdleWindow,
+			detector = &idle.Detector{Work: idle.Queries{Prometheus: querier}, Clusters: store, Log: log, Settings: idle.Settings{Window: cfg.IdleWindow,
 				Interval: cfg.IdleInterval, Step: idle.StepOf(cfg.IdleWindow), Lookback: 24 * time.Hour,
 				CPUShare: cfg.IdleCPUShare, AcceleratorPercent: cfg.IdleAcceleratorPercent}}
 		}

@@ -14,7 +14,11 @@ import (
 	"ray-service/internal/idle"
 	"ray-service/internal/k8s"
 	"ray-service/internal/notify"
+	"ray-service/internal/promql"
 )
+
+// The idle detection asks Prometheus through the one querier.
+var _ idle.Prometheus = (*promql.Querier)(nil)
 
 // enforceIdlePolicies gives the idle detection its policy and starts it once the watch cache has synced.
 // Clusters are stopped by policy only where an identity is given for it (idle-stop-identity): it
