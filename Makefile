@@ -115,7 +115,7 @@ bench-checks: | $(MODULES)
 # then the corpus is replayed, and only a failure there fails the run.
 FUZZTIME    ?= 15s
 FUZZTARGETS := internal/api:FuzzQueryParameters internal/api:FuzzRequestBodies \
-	internal/ray:FuzzSummarize internal/ray:FuzzTemplateRead
+	internal/ray:FuzzSummarize internal/signing:FuzzTemplateRead
 fuzz:
 	@for t in $(FUZZTARGETS); do \
 		pkg=$${t%%:*}; name=$${t#*:}; corpus=$$pkg/testdata/fuzz/$$name; \

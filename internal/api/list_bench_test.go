@@ -31,6 +31,7 @@ import (
 	"ray-service/internal/k8s"
 	"ray-service/internal/ray"
 	"ray-service/internal/ray/raytest"
+	"ray-service/internal/signing"
 	"ray-service/internal/stream"
 )
 
@@ -167,7 +168,7 @@ func newBenchCache(b *testing.B, core *fake.Clientset) *benchCache {
 		_, err := dyn.Resource(k.GVR()).Namespace(u.GetNamespace()).Create(b.Context(), u, metav1.CreateOptions{})
 		require.NoError(b, err)
 	}
-	signer, err := ray.NewTemplateSigner(raytest.Key)
+	signer, err := signing.New(raytest.Key)
 	require.NoError(b, err)
 	store, err := cache.NewStore(dyn, core, kinds, signer, 0)
 	require.NoError(b, err)

@@ -32,6 +32,7 @@ import (
 	"ray-service/internal/promql"
 	"ray-service/internal/queues"
 	"ray-service/internal/ray"
+	"ray-service/internal/signing"
 	"ray-service/internal/stream"
 	"ray-service/internal/usage"
 )
@@ -42,7 +43,7 @@ type parts struct {
 	log       *zap.Logger
 	core      kubernetes.Interface
 	kinds     *ray.Kinds
-	templates *ray.TemplateSigner
+	templates *signing.Signer
 	store     *cache.Store
 	manager   *k8s.Manager
 	// instance names this replica (its host name); leading tells whether it holds the Lease.
@@ -83,7 +84,7 @@ func Run(ctx context.Context, cfg *config.Config) error {
 	if err != nil {
 		return err
 	}
-	templates, err := ray.NewTemplateSigner(key)
+	templates, err := signing.New(key)
 	if err != nil {
 		return err
 	}
@@ -122,7 +123,7 @@ func Run(ctx context.Context, cfg *config.Config) error {
 		metrics.RegisterSize(registry, "ray_service_prometheus_cache_entries", "Answers of Prometheus cached for the overview.", querier.CacheLen)
 		resourceUse, clusterHealth, clusterUse = querier, querier, querier
 		if cfg.IdleWindow > 0 {
-			detector = &idle.Detector{Work: querier, Clusters: store, Log: log, Settings: idle.Settings{Window: cfg.IdleWindow,
+			detector = &idle.Detector{Work: idle.Queries{Prometheus: querier}, Clusters: store, Log: log, Settings: idle.Settings{Window: cfg.IdleWindow,
 				Interval: cfg.IdleInterval, Step: idle.StepOf(cfg.IdleWindow), Lookback: 24 * time.Hour,
 				CPUShare: cfg.IdleCPUShare, AcceleratorPercent: cfg.IdleAcceleratorPercent}}
 		}

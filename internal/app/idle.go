@@ -14,8 +14,11 @@ import (
 	"ray-service/internal/idle"
 	"ray-service/internal/k8s"
 	"ray-service/internal/notify"
-	"ray-service/internal/ray"
+	"ray-service/internal/promql"
 )
+
+// The idle detection asks Prometheus through the one querier.
+var _ idle.Prometheus = (*promql.Querier)(nil)
 
 // enforceIdlePolicies gives the idle detection its policy and starts it once the watch cache has synced.
 // Clusters are stopped by policy only where an identity is given for it (idle-stop-identity): it
@@ -60,7 +63,7 @@ func enforceIdlePolicies(ctx context.Context, p *parts, detector *idle.Detector,
 			if pol == nil || err != nil {
 				return nil, err
 			}
-			after, err := ray.ParseIdleStopAfter(pol.StopAfter)
+			after, err := idle.ParseStopAfter(pol.StopAfter)
 			if err != nil {
 				return nil, err
 			}

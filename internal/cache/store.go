@@ -23,6 +23,7 @@ import (
 
 	"ray-service/internal/auth"
 	"ray-service/internal/ray"
+	"ray-service/internal/signing"
 )
 
 const (
@@ -44,7 +45,7 @@ type Store struct {
 	pods      cache.SharedIndexInformer
 	templates cache.SharedIndexInformer
 	// signer tells the templates and the creators the service signed.
-	signer *ray.TemplateSigner
+	signer *signing.Signer
 	// warnings are the Warning events about pods and Ray objects, by the object they are about, within
 	// bounds (see warningCache): a health source.
 	warnings *warningCache
@@ -142,7 +143,7 @@ func fromIndex[T any](inf cache.SharedIndexInformer, namespace string) []T {
 
 // NewStore prepares the informers; nothing is listed until Start. The clients are the service's own.
 // Only template ConfigMaps that templates signed are published.
-func NewStore(dyn dynamic.Interface, core kubernetes.Interface, kinds *ray.Kinds, templates *ray.TemplateSigner, resync time.Duration) (*Store, error) {
+func NewStore(dyn dynamic.Interface, core kubernetes.Interface, kinds *ray.Kinds, templates *signing.Signer, resync time.Duration) (*Store, error) {
 	s := &Store{kinds: kinds, signer: templates, informers: map[*ray.Kind]cache.SharedIndexInformer{},
 		instances: map[*ray.Kind]namespaced[*Item]{}, templated: map[*ray.Kind]namespaced[*Item]{}, ordered: map[*ray.Kind]*views{},
 		active: map[*ray.Kind]map[string]int{}, waiting: map[*ray.Kind]namespaced[ray.Resources]{}, feeds: map[*ray.Kind]*feed{}, notify: newNotifier(), epoch: newEpoch(), manifests: newManifests()}

@@ -23,6 +23,7 @@ import (
 	"ray-service/internal/benchtarget"
 	"ray-service/internal/ray"
 	"ray-service/internal/ray/raytest"
+	"ray-service/internal/signing"
 )
 
 // benchCluster returns a RayCluster as the apiserver sends it: the manifest, managedFields, status.
@@ -98,7 +99,7 @@ func benchStore(b *testing.B, n int) (*Store, *ray.Kind) {
 	for _, k := range kinds.All() {
 		listKinds[k.GVR()] = k.Kind + "List"
 	}
-	signer, err := ray.NewTemplateSigner([]byte("a key of the benchmarks, 32 bytes at least"))
+	signer, err := signing.New([]byte("a key of the benchmarks, 32 bytes at least"))
 	if err != nil {
 		b.Fatal(err)
 	}

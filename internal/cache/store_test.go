@@ -19,6 +19,7 @@ import (
 	"ray-service/internal/auth"
 	"ray-service/internal/ray"
 	"ray-service/internal/ray/raytest"
+	"ray-service/internal/signing"
 )
 
 // startedStore is a store on fake clients, started and synced until t ends.
@@ -97,9 +98,9 @@ func TestStorePublishesWholeSummaries(t *testing.T) {
 	assert.Empty(t, store.Namespaces(cluster))
 }
 
-func signer(t *testing.T) *ray.TemplateSigner {
+func signer(t *testing.T) *signing.Signer {
 	t.Helper()
-	s, err := ray.NewTemplateSigner(raytest.Key)
+	s, err := signing.New(raytest.Key)
 	require.NoError(t, err)
 	return s
 }

@@ -7,6 +7,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"ray-service/internal/ray"
+	"ray-service/internal/signing"
 )
 
 // entryTransform turns an object from the watch into its cache entry, showing it whole to the
@@ -49,7 +50,7 @@ func (s *Store) entryTransform(k *ray.Kind) cache.TransformFunc {
 // templateTransform turns a template ConfigMap into an entry of its kind. A ConfigMap that is not a
 // template of a known kind that the service wrote is kept as an entry without a kind, which is never
 // published.
-func templateTransform(kinds *ray.Kinds, signer *ray.TemplateSigner) cache.TransformFunc {
+func templateTransform(kinds *ray.Kinds, signer *signing.Signer) cache.TransformFunc {
 	return func(obj any) (any, error) {
 		cm, ok := obj.(*corev1.ConfigMap)
 		if !ok {

@@ -18,6 +18,7 @@ import (
 	"ray-service/internal/k8s"
 	"ray-service/internal/lease"
 	"ray-service/internal/ray"
+	"ray-service/internal/signing"
 )
 
 // Recorder writes the history from what the watch cache receives (it is the cache's cache.Observer).
@@ -37,7 +38,7 @@ type Recorder struct {
 	Log     *zap.Logger
 	// Signer tells the creators the service signed (the watch cache's summaries say it too) from those
 	// anyone could have written: only those are billed (nil: none is).
-	Signer *ray.TemplateSigner
+	Signer *signing.Signer
 	Limits ray.EndingLimits
 	// Retention bounds the records of ended objects: by age (0: none) and per namespace (0: none).
 	MaxAge          time.Duration

@@ -1,6 +1,8 @@
 // Package idle holds the idle detection: which running Ray clusters do no Ray work while they hold
 // their resources, judged from Prometheus every interval over a window, and handed to the watch cache
-// so that lists, details, streams and the overview show it.
+// so that lists, details, streams and the overview show it; the PromQL it asks (promql.go), the
+// namespace policy's ConfigMap (policyconfigmap.go) and what a stop by policy does (policy.go,
+// enforcer.go).
 package idle
 
 import (
@@ -12,7 +14,6 @@ import (
 	"go.uber.org/zap"
 
 	"ray-service/internal/cache"
-	"ray-service/internal/promql"
 	"ray-service/internal/ray"
 )
 
@@ -29,10 +30,10 @@ type Settings struct {
 	AcceleratorPercent float64
 }
 
-// Work is what Prometheus says of the clusters' work (promql.Querier).
+// Work is what Prometheus says of the clusters' work (Queries).
 type Work interface {
-	ClusterWork(ctx context.Context, window, step time.Duration, now time.Time) (map[promql.ClusterKey]*promql.ClusterWork, error)
-	LastRayUse(ctx context.Context, clusters []promql.ClusterKey, lookback, step time.Duration, now time.Time) (map[promql.ClusterKey]time.Time, error)
+	ClusterWork(ctx context.Context, window, step time.Duration, now time.Time) (map[ClusterKey]*ClusterWork, error)
+	LastRayUse(ctx context.Context, clusters []ClusterKey, lookback, step time.Duration, now time.Time) (map[ClusterKey]time.Time, error)
 }
 
 // Clusters are the running Ray clusters and where their idleness goes (cache.Store).
@@ -83,10 +84,10 @@ func (d *Detector) Once(ctx context.Context, now time.Time) error {
 	}
 	idle := map[cache.ClusterRef]*ray.Idle{}
 	created := map[cache.ClusterRef]time.Time{}
-	var fresh []promql.ClusterKey
+	var fresh []ClusterKey
 	cands := map[cache.ClusterRef]*cache.IdleCandidate{}
 	for _, c := range d.Clusters.IdleCandidates() {
-		w := work[promql.ClusterKey{Namespace: c.Namespace, Name: c.Name}]
+		w := work[ClusterKey{Namespace: c.Namespace, Name: c.Name}]
 		ev, ok := Judge(st, &c.Summary, c.JobRunning, w, now)
 		if !ok {
 			continue
@@ -95,7 +96,7 @@ func (d *Detector) Once(ctx context.Context, now time.Time) error {
 		cands[c.ClusterRef] = &c
 		created[c.ClusterRef] = c.Summary.CreatedAt
 		if _, known := d.since[c.ClusterRef]; !known {
-			fresh = append(fresh, promql.ClusterKey{Namespace: c.Namespace, Name: c.Name})
+			fresh = append(fresh, ClusterKey{Namespace: c.Namespace, Name: c.Name})
 		}
 	}
 	since := map[cache.ClusterRef]time.Time{}
@@ -104,7 +105,7 @@ func (d *Detector) Once(ctx context.Context, now time.Time) error {
 			since[ref] = t
 		}
 	}
-	last := map[promql.ClusterKey]time.Time{}
+	last := map[ClusterKey]time.Time{}
 	for batch := range slices.Chunk(fresh, maxLookups) { // a query names its clusters: bounded in length
 		found, err := d.Work.LastRayUse(ctx, batch, st.Lookback, max(st.Step, 5*time.Minute), now)
 		if err != nil {
@@ -142,7 +143,7 @@ func (d *Detector) Once(ctx context.Context, now time.Time) error {
 // of the window's steps at least and show no logical CPU, GPU or NPU in use, its containers' CPU was
 // measured and stayed within CPUShare of what its pods request, and its GPUs and NPUs, where it holds
 // and Prometheus measures them, stayed within AcceleratorPercent.
-func Judge(st Settings, sum *ray.Summary, jobRunning bool, w *promql.ClusterWork, now time.Time) (ray.IdleEvidence, bool) {
+func Judge(st Settings, sum *ray.Summary, jobRunning bool, w *ClusterWork, now time.Time) (ray.IdleEvidence, bool) {
 	ev := ray.IdleEvidence{Window: st.Window.String()}
 	if jobRunning || w == nil || now.Sub(sum.CreatedAt) < st.Window || w.RaySeen < 0.9 || w.RayLastUsed != nil || w.CPU == nil {
 		return ev, false

@@ -11,7 +11,6 @@ import (
 	"go.uber.org/zap"
 
 	"ray-service/internal/cache"
-	"ray-service/internal/promql"
 	"ray-service/internal/ray"
 )
 
@@ -22,7 +21,7 @@ var settings = Settings{Window: 30 * time.Minute, Interval: time.Minute, Step: t
 func TestJudge(t *testing.T) {
 	now := time.Date(2026, 12, 3, 15, 0, 0, 0, time.UTC)
 	sum := &ray.Summary{CreatedAt: now.Add(-2 * time.Hour), Requested: ray.Resources{CPU: 8, GPU: 2}}
-	quiet := promql.ClusterWork{RaySeen: 1, CPU: new(0.2), GPU: new(1.0)}
+	quiet := ClusterWork{RaySeen: 1, CPU: new(0.2), GPU: new(1.0)}
 	ev, ok := Judge(settings, sum, false, &quiet, now)
 	require.True(t, ok)
 	assert.Equal(t, ray.IdleEvidence{Window: "30m0s", CPU: new(0.2), GPUUtilization: new(1.0)}, ev)
@@ -35,37 +34,37 @@ func TestJudge(t *testing.T) {
 	for what, tc := range map[string]struct {
 		sum        *ray.Summary
 		jobRunning bool
-		w          *promql.ClusterWork
+		w          *ClusterWork
 	}{
 		"a RayJob's job runs on it":      {sum, true, &quiet},
 		"Prometheus knows nothing of it": {sum, false, nil},
 		"younger than the window":        {&young, false, &quiet},
-		"Ray's series are missing":       {sum, false, &promql.ClusterWork{RaySeen: 0.5, CPU: new(0.2)}},
-		"Ray used it in the window":      {sum, false, &promql.ClusterWork{RaySeen: 1, RayLastUsed: &used, CPU: new(0.2)}},
-		"its CPU is not measured":        {sum, false, &promql.ClusterWork{RaySeen: 1}},
-		"its CPU is busy":                {sum, false, &promql.ClusterWork{RaySeen: 1, CPU: new(0.5)}},
-		"its GPU is busy":                {sum, false, &promql.ClusterWork{RaySeen: 1, CPU: new(0.2), GPU: new(40.0)}},
-		"its NPU is busy":                {&noNPU, false, &promql.ClusterWork{RaySeen: 1, CPU: new(0.2), NPU: new(30.0)}},
+		"Ray's series are missing":       {sum, false, &ClusterWork{RaySeen: 0.5, CPU: new(0.2)}},
+		"Ray used it in the window":      {sum, false, &ClusterWork{RaySeen: 1, RayLastUsed: &used, CPU: new(0.2)}},
+		"its CPU is not measured":        {sum, false, &ClusterWork{RaySeen: 1}},
+		"its CPU is busy":                {sum, false, &ClusterWork{RaySeen: 1, CPU: new(0.5)}},
+		"its GPU is busy":                {sum, false, &ClusterWork{RaySeen: 1, CPU: new(0.2), GPU: new(40.0)}},
+		"its NPU is busy":                {&noNPU, false, &ClusterWork{RaySeen: 1, CPU: new(0.2), NPU: new(30.0)}},
 	} {
 		_, ok := Judge(settings, tc.sum, tc.jobRunning, tc.w, now)
 		assert.False(t, ok, what)
 	}
 	// A GPU no exporter measures leaves the judgement to Ray and the CPU.
-	_, ok = Judge(settings, sum, false, &promql.ClusterWork{RaySeen: 1, CPU: new(0.2)}, now)
+	_, ok = Judge(settings, sum, false, &ClusterWork{RaySeen: 1, CPU: new(0.2)}, now)
 	assert.True(t, ok)
 }
 
 type fakeWork struct {
-	work  map[promql.ClusterKey]*promql.ClusterWork
-	last  map[promql.ClusterKey]time.Time
-	asked [][]promql.ClusterKey
+	work  map[ClusterKey]*ClusterWork
+	last  map[ClusterKey]time.Time
+	asked [][]ClusterKey
 }
 
-func (w *fakeWork) ClusterWork(context.Context, time.Duration, time.Duration, time.Time) (map[promql.ClusterKey]*promql.ClusterWork, error) {
+func (w *fakeWork) ClusterWork(context.Context, time.Duration, time.Duration, time.Time) (map[ClusterKey]*ClusterWork, error) {
 	return w.work, nil
 }
 
-func (w *fakeWork) LastRayUse(_ context.Context, cs []promql.ClusterKey, _, _ time.Duration, _ time.Time) (map[promql.ClusterKey]time.Time, error) {
+func (w *fakeWork) LastRayUse(_ context.Context, cs []ClusterKey, _, _ time.Duration, _ time.Time) (map[ClusterKey]time.Time, error) {
 	w.asked = append(w.asked, cs)
 	return w.last, nil
 }
@@ -83,10 +82,10 @@ func (c *fakeClusters) SetIdle(idle map[cache.ClusterRef]*ray.Idle) { c.idle = i
 func TestDetectorOnce(t *testing.T) {
 	now := time.Date(2026, 12, 3, 15, 0, 0, 0, time.UTC)
 	created := now.Add(-3 * time.Hour)
-	quiet := &promql.ClusterWork{RaySeen: 1, CPU: new(0.0)}
-	work := &fakeWork{work: map[promql.ClusterKey]*promql.ClusterWork{{Namespace: "team", Name: "a"}: quiet,
+	quiet := &ClusterWork{RaySeen: 1, CPU: new(0.0)}
+	work := &fakeWork{work: map[ClusterKey]*ClusterWork{{Namespace: "team", Name: "a"}: quiet,
 		{Namespace: "team", Name: "b"}: quiet, {Namespace: "team", Name: "busy"}: {RaySeen: 1, RayLastUsed: &now, CPU: new(3.0)}},
-		last: map[promql.ClusterKey]time.Time{{Namespace: "team", Name: "a"}: now.Add(-45 * time.Minute)}}
+		last: map[ClusterKey]time.Time{{Namespace: "team", Name: "a"}: now.Add(-45 * time.Minute)}}
 	cand := func(name string) cache.IdleCandidate {
 		return cache.IdleCandidate{ClusterRef: cache.ClusterRef{Namespace: "team", Name: name},
 			Summary: ray.Summary{CreatedAt: created, Requested: ray.Resources{CPU: 4, GPU: 1}}}
@@ -104,7 +103,7 @@ func TestDetectorOnce(t *testing.T) {
 	assert.Len(t, work.asked, 1, "the start of a spell is looked up once")
 	assert.Equal(t, now.Add(-45*time.Minute), clusters.idle[cache.ClusterRef{Namespace: "team", Name: "a"}].Since)
 
-	work.work[promql.ClusterKey{Namespace: "team", Name: "a"}] = &promql.ClusterWork{RaySeen: 1, RayLastUsed: &now, CPU: new(2.0)}
+	work.work[ClusterKey{Namespace: "team", Name: "a"}] = &ClusterWork{RaySeen: 1, RayLastUsed: &now, CPU: new(2.0)}
 	require.NoError(t, d.Once(context.Background(), now.Add(2*time.Minute)))
 	assert.NotContains(t, clusters.idle, cache.ClusterRef{Namespace: "team", Name: "a"}, "at work again")
 }
@@ -118,11 +117,11 @@ func TestStepOf(t *testing.T) {
 // The start of many spells at once (after a restart, say) is looked up a hundred clusters a query.
 func TestDetectorLooksUpInBatches(t *testing.T) {
 	now := time.Date(2026, 12, 3, 15, 0, 0, 0, time.UTC)
-	work := &fakeWork{work: map[promql.ClusterKey]*promql.ClusterWork{}}
+	work := &fakeWork{work: map[ClusterKey]*ClusterWork{}}
 	clusters := &fakeClusters{}
 	for i := range 250 {
 		name := "c" + strconv.Itoa(i)
-		work.work[promql.ClusterKey{Namespace: "team", Name: name}] = &promql.ClusterWork{RaySeen: 1, CPU: new(0.0)}
+		work.work[ClusterKey{Namespace: "team", Name: name}] = &ClusterWork{RaySeen: 1, CPU: new(0.0)}
 		clusters.cands = append(clusters.cands, cache.IdleCandidate{ClusterRef: cache.ClusterRef{Namespace: "team", Name: name},
 			Summary: ray.Summary{CreatedAt: now.Add(-time.Hour), Requested: ray.Resources{CPU: 1}}})
 	}

@@ -63,7 +63,7 @@ func (p *Policy) plan(ctx context.Context, cands map[cache.ClusterRef]*cache.Idl
 		var after time.Duration
 		var name string
 		if c.StopAfter != "" {
-			d, err := ray.ParseIdleStopAfter(c.StopAfter)
+			d, err := ParseStopAfter(c.StopAfter)
 			if err != nil {
 				p.Log.Warn("idle policy: the annotation of a RayCluster is not a policy; it is not stopped for idling",
 					zap.String("cluster", ref.Namespace+"/"+ref.Name), zap.String("annotation", ray.IdleStopAfterKey), zap.Error(err))

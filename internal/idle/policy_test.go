@@ -11,7 +11,6 @@ import (
 	"go.uber.org/zap"
 
 	"ray-service/internal/cache"
-	"ray-service/internal/promql"
 	"ray-service/internal/ray"
 )
 
@@ -45,12 +44,12 @@ func (f *fakeEnforcement) Stop(_ context.Context, c *cache.IdleCandidate, _ *ray
 func TestPolicyWarnsThenStops(t *testing.T) {
 	now := time.Date(2026, 12, 3, 15, 0, 0, 0, time.UTC)
 	created := now.Add(-5 * time.Hour)
-	quiet := &promql.ClusterWork{RaySeen: 1, CPU: new(0.0)}
-	work := &fakeWork{work: map[promql.ClusterKey]*promql.ClusterWork{},
-		last: map[promql.ClusterKey]time.Time{}}
+	quiet := &ClusterWork{RaySeen: 1, CPU: new(0.0)}
+	work := &fakeWork{work: map[ClusterKey]*ClusterWork{},
+		last: map[ClusterKey]time.Time{}}
 	clusters := &fakeClusters{}
 	add := func(ns, name, stopAfter, owner string, lastUse time.Time) {
-		k := promql.ClusterKey{Namespace: ns, Name: name}
+		k := ClusterKey{Namespace: ns, Name: name}
 		work.work[k], work.last[k] = quiet, lastUse
 		clusters.cands = append(clusters.cands, cache.IdleCandidate{ClusterRef: cache.ClusterRef{Namespace: ns, Name: name},
 			Summary:   ray.Summary{Kind: "RayCluster", CreatedAt: created, Requested: ray.Resources{CPU: 4, GPU: 8}},
@@ -106,9 +105,9 @@ func TestPolicyWarnsThenStops(t *testing.T) {
 // Without the stop by policy, and on a replica that does not lead, nothing is stopped.
 func TestPolicyOffOrFollowing(t *testing.T) {
 	now := time.Date(2026, 12, 3, 15, 0, 0, 0, time.UTC)
-	k := promql.ClusterKey{Namespace: "team", Name: "a"}
-	work := &fakeWork{work: map[promql.ClusterKey]*promql.ClusterWork{k: {RaySeen: 1, CPU: new(0.0)}},
-		last: map[promql.ClusterKey]time.Time{k: now.Add(-5 * time.Hour)}}
+	k := ClusterKey{Namespace: "team", Name: "a"}
+	work := &fakeWork{work: map[ClusterKey]*ClusterWork{k: {RaySeen: 1, CPU: new(0.0)}},
+		last: map[ClusterKey]time.Time{k: now.Add(-5 * time.Hour)}}
 	cands := []cache.IdleCandidate{{ClusterRef: cache.ClusterRef{Namespace: "team", Name: "a"},
 		Summary: ray.Summary{Kind: "RayCluster", CreatedAt: now.Add(-6 * time.Hour), Requested: ray.Resources{CPU: 1}}, StopAfter: "1h"}}
 	for _, p := range []*Policy{{Stopping: false}, {Stopping: true, Leading: func() bool { return false }}} {
@@ -125,14 +124,14 @@ func TestPolicyOffOrFollowing(t *testing.T) {
 }
 
 func TestParseIdleStopAfter(t *testing.T) {
-	d, err := ray.ParseIdleStopAfter("90m")
+	d, err := ParseStopAfter("90m")
 	require.NoError(t, err)
 	assert.Equal(t, 90*time.Minute, d)
-	d, err = ray.ParseIdleStopAfter("never")
+	d, err = ParseStopAfter("never")
 	require.NoError(t, err)
 	assert.Zero(t, d)
-	_, err = ray.ParseIdleStopAfter("30s")
+	_, err = ParseStopAfter("30s")
 	require.ErrorContains(t, err, "shorter than")
-	_, err = ray.ParseIdleStopAfter("soon")
+	_, err = ParseStopAfter("soon")
 	assert.ErrorContains(t, err, "not a duration")
 }

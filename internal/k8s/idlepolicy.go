@@ -14,7 +14,9 @@ import (
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	"ray-service/internal/auth"
+	"ray-service/internal/idle"
 	"ray-service/internal/ray"
+	"ray-service/internal/signing"
 )
 
 // IdlePolicy is a namespace's idle policy: its RayClusters that idle StopAfter are stopped (those that
@@ -29,27 +31,27 @@ type IdlePolicy struct {
 
 // Name names the policy where a cluster's idleness, its events and the audit trail cite it.
 func (p *IdlePolicy) Name() string {
-	return "namespace policy " + p.Namespace + "/" + ray.IdlePolicyName + " (stopAfter " + p.StopAfter + ", set by " + p.SetBy + ")"
+	return "namespace policy " + p.Namespace + "/" + idle.PolicyName + " (stopAfter " + p.StopAfter + ", set by " + p.SetBy + ")"
 }
 
 func policyOf(cm *corev1.ConfigMap) *IdlePolicy {
-	at, _ := time.Parse(time.RFC3339, cm.Annotations[ray.IdlePolicySetAtKey])
-	return &IdlePolicy{Namespace: cm.Namespace, StopAfter: cm.Data[ray.IdlePolicyStopAfterKey], SetBy: cm.Annotations[ray.IdlePolicySetByKey], SetAt: at}
+	at, _ := time.Parse(time.RFC3339, cm.Annotations[idle.PolicySetAtKey])
+	return &IdlePolicy{Namespace: cm.Namespace, StopAfter: cm.Data[idle.PolicyStopAfterKey], SetBy: cm.Annotations[idle.PolicySetByKey], SetAt: at}
 }
 
 var configMaps = schema.GroupResource{Resource: "configmaps"}
 
 func noPolicy(ns string) error {
-	return apierrors.NewNotFound(configMaps, fmt.Sprintf("%s: namespace %s has no idle policy", ray.IdlePolicyName, ns))
+	return apierrors.NewNotFound(configMaps, fmt.Sprintf("%s: namespace %s has no idle policy", idle.PolicyName, ns))
 }
 
 // ReadIdlePolicy reads ns's policy with the service's own client: nil where it has none, or where the
 // ConfigMap of its name is not the service's; an error that says why where it carries the service's
 // signature but is refused (created again from a copy, or an older version written back), so that the
 // refusal is logged.
-func ReadIdlePolicy(ctx context.Context, cms corev1client.ConfigMapsGetter, signer *ray.TemplateSigner, gens *PolicyGenerations,
+func ReadIdlePolicy(ctx context.Context, cms corev1client.ConfigMapsGetter, signer *signing.Signer, gens *PolicyGenerations,
 	ns string) (*IdlePolicy, error) {
-	cm, err := cms.ConfigMaps(ns).Get(ctx, ray.IdlePolicyName, metav1.GetOptions{})
+	cm, err := cms.ConfigMaps(ns).Get(ctx, idle.PolicyName, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
 		return nil, nil
@@ -61,7 +63,7 @@ func ReadIdlePolicy(ctx context.Context, cms corev1client.ConfigMapsGetter, sign
 	case err != nil:
 		return nil, err
 	case reason != "" && signed:
-		return nil, fmt.Errorf("ConfigMap %s/%s is refused as the namespace's idle policy: %s", ns, ray.IdlePolicyName, reason)
+		return nil, fmt.Errorf("ConfigMap %s/%s is refused as the namespace's idle policy: %s", ns, idle.PolicyName, reason)
 	case reason != "":
 		return nil, nil
 	}
@@ -69,7 +71,7 @@ func ReadIdlePolicy(ctx context.Context, cms corev1client.ConfigMapsGetter, sign
 }
 
 // refusal says why cm is no policy ("": it is one), and whether it carries the service's signature.
-func refusal(ctx context.Context, signer *ray.TemplateSigner, gens *PolicyGenerations, cm *corev1.ConfigMap) (string, bool, error) {
+func refusal(ctx context.Context, signer *signing.Signer, gens *PolicyGenerations, cm *corev1.ConfigMap) (string, bool, error) {
 	if gens == nil {
 		return "ray-service keeps no generations of idle policies", false, nil
 	}
@@ -77,7 +79,7 @@ func refusal(ctx context.Context, signer *ray.TemplateSigner, gens *PolicyGenera
 	if err != nil {
 		return "", false, err
 	}
-	reason, signed := signer.PolicyRefusal(cm, uid, gen)
+	reason, signed := idle.PolicyRefusal(signer, cm, uid, gen)
 	return reason, signed, nil
 }
 
@@ -100,7 +102,7 @@ func (m *Manager) IdlePolicies(token string) (*IdlePolicies, error) {
 
 // Get reads ns's policy: NotFound where it has none, saying why where a ConfigMap of its name is refused.
 func (p *IdlePolicies) Get(ctx context.Context, ns string) (*IdlePolicy, error) {
-	cm, err := p.c.Core.ConfigMaps(ns).Get(ctx, ray.IdlePolicyName, metav1.GetOptions{})
+	cm, err := p.c.Core.ConfigMaps(ns).Get(ctx, idle.PolicyName, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
 		return nil, noPolicy(ns)
@@ -113,7 +115,7 @@ func (p *IdlePolicies) Get(ctx context.Context, ns string) (*IdlePolicy, error) 
 		return nil, err
 	case reason != "" && signed:
 		return nil, apierrors.NewNotFound(configMaps, fmt.Sprintf("%s: namespace %s has no idle policy: ConfigMap %s is refused, %s",
-			ray.IdlePolicyName, ns, ray.IdlePolicyName, reason))
+			idle.PolicyName, ns, idle.PolicyName, reason))
 	case reason != "":
 		return nil, noPolicy(ns)
 	}
@@ -122,7 +124,7 @@ func (p *IdlePolicies) Get(ctx context.Context, ns string) (*IdlePolicy, error) 
 
 // Put writes ns's policy as user's; created tells whether there was none.
 func (p *IdlePolicies) Put(ctx context.Context, ns, stopAfter, user string) (pol *IdlePolicy, created bool, err error) {
-	if d, err := ray.ParseIdleStopAfter(stopAfter); err != nil || d == 0 {
+	if d, err := idle.ParseStopAfter(stopAfter); err != nil || d == 0 {
 		if err == nil {
 			err = errors.New("never is for an object's annotation: delete the namespace's policy instead")
 		}
@@ -132,10 +134,10 @@ func (p *IdlePolicies) Put(ctx context.Context, ns, stopAfter, user string) (pol
 		return nil, false, err
 	}
 	cms := p.c.Core.ConfigMaps(ns)
-	cm, err := cms.Get(ctx, ray.IdlePolicyName, metav1.GetOptions{})
+	cm, err := cms.Get(ctx, idle.PolicyName, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
-		cm, created = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: ray.IdlePolicyName, Namespace: ns}}, true
+		cm, created = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: idle.PolicyName, Namespace: ns}}, true
 	case err != nil:
 		return nil, false, err
 	}
@@ -145,11 +147,11 @@ func (p *IdlePolicies) Put(ctx context.Context, ns, stopAfter, user string) (pol
 	if cm.Annotations == nil {
 		cm.Annotations = map[string]string{}
 	}
-	cm.Labels[ray.IdlePolicyLabel] = "true"
-	cm.Annotations[ray.IdlePolicySetByKey] = user
-	cm.Annotations[ray.IdlePolicySetAtKey] = time.Now().UTC().Format(time.RFC3339)
-	delete(cm.Annotations, ray.IdlePolicySignatureKey)
-	cm.Data = map[string]string{ray.IdlePolicyStopAfterKey: stopAfter}
+	cm.Labels[idle.PolicyLabel] = "true"
+	cm.Annotations[idle.PolicySetByKey] = user
+	cm.Annotations[idle.PolicySetAtKey] = time.Now().UTC().Format(time.RFC3339)
+	delete(cm.Annotations, idle.PolicySignatureKey)
+	cm.Data = map[string]string{idle.PolicyStopAfterKey: stopAfter}
 	if p.m.PolicyGenerations == nil {
 		return nil, false, errors.New("no generations of idle policies configured")
 	}
@@ -164,8 +166,8 @@ func (p *IdlePolicies) Put(ctx context.Context, ns, stopAfter, user string) (pol
 	if err != nil {
 		return nil, false, err
 	}
-	cm.Annotations[ray.IdlePolicyGenerationKey] = strconv.FormatInt(gen, 10)
-	p.m.Templates.SignPolicy(cm)
+	cm.Annotations[idle.PolicyGenerationKey] = strconv.FormatInt(gen, 10)
+	idle.SignPolicy(p.m.Templates, cm)
 	if cm, err = cms.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
 		return nil, false, err
 	}
@@ -180,7 +182,7 @@ func (p *IdlePolicies) Delete(ctx context.Context, ns string) error {
 	if err := p.mayStop(ctx, ns); err != nil {
 		return err
 	}
-	if err := p.c.Core.ConfigMaps(ns).Delete(ctx, ray.IdlePolicyName, metav1.DeleteOptions{}); err != nil {
+	if err := p.c.Core.ConfigMaps(ns).Delete(ctx, idle.PolicyName, metav1.DeleteOptions{}); err != nil {
 		return err
 	}
 	// A ConfigMap made again has another UID and is refused all the same; forgetting it is tidiness.

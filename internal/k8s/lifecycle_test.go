@@ -25,6 +25,7 @@ import (
 	"ray-service/internal/auth"
 	"ray-service/internal/ray"
 	"ray-service/internal/ray/raytest"
+	"ray-service/internal/signing"
 )
 
 // lifecycleEnv is a kind's objects on client-go's fake clients, with failures that can be injected
@@ -96,9 +97,9 @@ func TestNothingToDoNeedsTheRight(t *testing.T) {
 	assert.True(t, cur.Unchanged, "nothing was written")
 }
 
-func testSigner(t *testing.T) *ray.TemplateSigner {
+func testSigner(t *testing.T) *signing.Signer {
 	t.Helper()
-	s, err := ray.NewTemplateSigner(raytest.Key)
+	s, err := signing.New(raytest.Key)
 	require.NoError(t, err)
 	return s
 }
@@ -345,7 +346,7 @@ func TestTemplatesAreTrustedOnlyAsSigned(t *testing.T) {
 			cm.Name = "ray-template.rayjob.svc"
 		},
 		"other key": func(cm *corev1.ConfigMap) {
-			other, err := ray.NewTemplateSigner([]byte("another key, also of 32 bytes or more"))
+			other, err := signing.New([]byte("another key, also of 32 bytes or more"))
 			require.NoError(t, err)
 			other.Sign(cm)
 		},
@@ -408,7 +409,7 @@ func TestStopAdoptsOnlyItsOwnTemplate(t *testing.T) {
 		cm, err := e.objs.m.Templates.ConfigMap(e.kind, m2, parkedUID, true)
 		require.NoError(t, err)
 		if !signed {
-			delete(cm.Annotations, ray.TemplateSignatureKey)
+			delete(cm.Annotations, signing.TemplateSignatureKey)
 		}
 		_, err = e.core.CoreV1().ConfigMaps("team").Create(ctx, cm, metav1.CreateOptions{})
 		require.NoError(t, err)

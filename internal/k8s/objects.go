@@ -16,6 +16,7 @@ import (
 	"ray-service/internal/auth"
 	"ray-service/internal/dashboard"
 	"ray-service/internal/ray"
+	"ray-service/internal/signing"
 )
 
 // Authorizer answers what a caller may do, with the caller's token (auth.Reviewer).
@@ -38,7 +39,7 @@ type Manager struct {
 	// Cache completes statuses with what the pods say (a RayCluster whose head cannot start is Failed).
 	Cache Cache
 	// Templates signs the templates the service writes and tells them from other ConfigMaps.
-	Templates *ray.TemplateSigner
+	Templates *signing.Signer
 	// PolicyGenerations keeps the generations of the namespaces' idle policies (nil: no policy is set
 	// or read).
 	PolicyGenerations *PolicyGenerations
@@ -106,7 +107,7 @@ func (o *Objects) create(ctx context.Context, obj *unstructured.Unstructured, dr
 
 // signCreator signs the creator recorded on out, just created, and returns it as it is then: its
 // signature covers its UID, which it has only now, so that it cannot be copied onto an object of the same
-// name made later (see ray.TemplateSigner.CreatorSignature). Written as the caller, held to that UID; where
+// name made later (see signing.Signer.CreatorSignature). Written as the caller, held to that UID; where
 // the write fails the object stays unsigned (its creator shown unverified, its use billed to no one).
 func (o *Objects) signCreator(ctx context.Context, out *unstructured.Unstructured) *unstructured.Unstructured {
 	sig := o.m.Templates.CreatorSignature(o.Kind, out)

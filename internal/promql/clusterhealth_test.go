@@ -11,6 +11,8 @@ import (
 	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"ray-service/internal/promql/promqltest"
 )
 
 // The panels' queries select the cluster by namespace and ray_io_cluster only, and nothing that is not
@@ -133,7 +135,7 @@ func TestHealthPromQLAcrossRayGenerations(t *testing.T) {
 	check("paths", "jobAPIPressure.split", 0, method("POST", quantile(0.95, 10, 0, 10, 0.5, 0.75)))
 	check("paths", "dashboardPressure", 0, total(quantile(0.95, 10, 0, 10, 0.5, 0.75)))
 
-	promtoolTest(t, promtool, series, tests)
+	promqltest.Run(t, promtool, series, tests)
 }
 
 // Levels follow the thresholds; the verdict is the worst level with data, naming its panels.

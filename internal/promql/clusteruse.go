@@ -22,7 +22,7 @@ func useQueries(d, s, r time.Duration) map[string]string {
 	sub := "[" + model.Duration(d-s/2).String() + ":" + model.Duration(s).String() + "]"
 	perCluster := func(podExpr string) string {
 		return `sum by (namespace, created_by_name) (sum_over_time((` + podExpr + ` * on(namespace, pod) group_left(created_by_name) ` +
-			rayClusterPods + `)` + sub + `))`
+			RayClusterPods + `)` + sub + `))`
 	}
 	return map[string]string{
 		"cpu": perCluster(`sum by (namespace, pod) (rate(container_cpu_usage_seconds_total{container!="",container!="POD"}[` +
@@ -35,7 +35,7 @@ func useQueries(d, s, r time.Duration) map[string]string {
 
 // UseExpressions renders the accounting's queries, for tests of the PromQL itself.
 func UseExpressions(span, step time.Duration) map[string]string {
-	return useQueries(span, step, rateWindow(step))
+	return useQueries(span, step, RateWindow(step))
 }
 
 // ClusterUse asks Prometheus what every Ray cluster's pods used over (from, to], sampled every step (to
@@ -46,7 +46,7 @@ func (q *Querier) ClusterUse(ctx context.Context, from, to time.Time, step time.
 	if span < step {
 		return nil, fmt.Errorf("use between %s and %s: shorter than a step (%s)", from, to, step)
 	}
-	answers, err := q.instants(ctx, "clusters' use", useQueries(span, step, rateWindow(step)), to)
+	answers, err := q.Instants(ctx, "clusters' use", useQueries(span, step, RateWindow(step)), to)
 	if err != nil {
 		return nil, err
 	}

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"ray-service/internal/promql/promqltest"
 )
 
 // The accounting's PromQL of use, evaluated by Prometheus' own engine (promtool test rules), a sample
@@ -49,7 +51,7 @@ func TestClusterUsePromQL(t *testing.T) {
 	// samples, 10/60 core-hours (a range of 4m30s: the same 5 steps on Prometheus 2, which counts the
 	// range's start, as on 3).
 	g := GrafanaUtilizationExpressions()
-	promtoolTest(t, promtool, series, []map[string]any{
+	promqltest.Run(t, promtool, series, []map[string]any{
 		check(q["cpu"], at("busy", 60), at("gone", 8)),
 		check(q["memory"], at("busy", 20000)),
 		check(q["gpu"], at("busy", 12)),

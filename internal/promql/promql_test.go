@@ -1,14 +1,13 @@
 package promql
 
 import (
-	"os"
 	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"sigs.k8s.io/yaml"
+
+	"ray-service/internal/promql/promqltest"
 )
 
 // The overview's PromQL, evaluated by Prometheus' own engine with `promtool test rules` on series that
@@ -100,25 +99,7 @@ func TestPromQLEdgeCases(t *testing.T) {
 		check(exprs["allocated.gpu"], total(0)),
 		check(exprs["used.ray"], sample{Labels: `{Name="CPU"}`, Value: 3}),
 	}
-	promtoolTest(t, promtool, series, tests)
-}
-
-// promtoolTest has Prometheus' own engine evaluate each test's expression on the input series, a sample
-// every 15 s (promtool test rules), and fails t where an answer differs.
-func promtoolTest[S, T any](t *testing.T, promtool string, series []S, tests []T) {
-	t.Helper()
-	file := map[string]any{
-		"rule_files":          []string{},
-		"evaluation_interval": "15s",
-		"tests":               []any{map[string]any{"interval": "15s", "input_series": series, "promql_expr_test": tests}},
-	}
-	b, err := yaml.Marshal(file)
-	require.NoError(t, err)
-	path := filepath.Join(t.TempDir(), "promql_test.yml")
-	require.NoError(t, os.WriteFile(path, b, 0o644))
-	out, err := exec.Command(promtool, "test", "rules", path).CombinedOutput()
-	require.NoError(t, err, "promtool test rules:\n%s", out)
-	require.Contains(t, string(out), "SUCCESS", "%s", out)
+	promqltest.Run(t, promtool, series, tests)
 }
 
 func TestScopeRefusesWhatIsNotAName(t *testing.T) {

@@ -1,6 +1,7 @@
-// Package promql asks Prometheus what the service shows and decides on: the overview's and a cluster's
-// utilization, the cluster health tab, the idle detection's work and the utilization accounting's use, through
-// one Querier (a client with a cache of answers). The service's own metrics are internal/metrics.
+// Package promql asks Prometheus what the service shows and decides on, through one Querier (a client
+// with a cache of answers): the overview's and a cluster's utilization, the cluster health tab and the
+// utilization accounting's use here, the idle detection's work in internal/idle through Instants and
+// the shared helpers (shared.go). The service's own metrics are internal/metrics.
 package promql
 
 import (
@@ -149,16 +150,16 @@ func (q *Querier) putLocked(key string, m model.Matrix, expires time.Time) {
 	q.cache[key] = cached{matrix: m, expires: expires}
 }
 
-// instants asks Prometheus the named instant queries at once, at the same time; an error is the first
+// Instants asks Prometheus the named instant queries at once, at the same time; an error is the first
 // query's that failed, named after what asked (e.g. "idle detection, cpu: …").
-func (q *Querier) instants(ctx context.Context, what string, qs map[string]string, at time.Time) (map[string]model.Vector, error) {
+func (q *Querier) Instants(ctx context.Context, what string, qs map[string]string, at time.Time) (map[string]model.Vector, error) {
 	answers := map[string]model.Vector{}
 	var mu sync.Mutex
 	var firstErr error
 	var wg sync.WaitGroup
 	for name, expr := range qs {
 		wg.Go(func() {
-			v, err := q.instant(ctx, expr, at)
+			v, err := q.Instant(ctx, expr, at)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -177,8 +178,8 @@ func (q *Querier) instants(ctx context.Context, what string, qs map[string]strin
 	return answers, nil
 }
 
-// instant asks Prometheus one instant query, bounded by the querier's timeout.
-func (q *Querier) instant(ctx context.Context, expr string, at time.Time) (model.Vector, error) {
+// Instant asks Prometheus one instant query, bounded by the querier's timeout.
+func (q *Querier) Instant(ctx context.Context, expr string, at time.Time) (model.Vector, error) {
 	ctx, cancel := context.WithTimeout(ctx, q.timeout)
 	defer cancel()
 	val, _, _, err := q.api.Query(ctx, expr, at, promv1.WithTimeout(q.timeout))

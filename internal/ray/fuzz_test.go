@@ -5,8 +5,6 @@ import (
 	"path/filepath"
 	"testing"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 )
@@ -54,39 +52,6 @@ func FuzzSummarize(f *testing.F) {
 			k.HeadService(u, s)
 			k.WithPods(s, nil, nil)
 			k.ObjectClusters(u)
-		}
-	})
-}
-
-// FuzzTemplateRead: a ConfigMap labelled as a template, signed or not, is read or refused, never a
-// panic; what is read names the object its ConfigMap says.
-func FuzzTemplateRead(f *testing.F) {
-	for _, s := range manifestSeeds(f) {
-		f.Add(string(s), "ray-template-demo", "alice", true)
-		f.Add(string(s), "demo", "", false)
-	}
-	signer, err := NewTemplateSigner([]byte("a key of the fuzz targets, 32 bytes at least"))
-	if err != nil {
-		f.Fatal(err)
-	}
-	kinds := NewKinds()
-	f.Fuzz(func(t *testing.T, manifest, cmName, creator string, signed bool) {
-		for _, k := range kinds.All() {
-			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: cmName, Namespace: "team",
-				Labels:      map[string]string{TemplateLabel: "true", TemplateKindLabel: k.Kind},
-				Annotations: map[string]string{CreatorKey: creator}}, Data: map[string]string{TemplateDataKey: manifest}}
-			if signed {
-				signer.Sign(cm)
-			}
-			tpl, err := signer.Read(k, cm)
-			if err != nil {
-				continue
-			}
-			if tpl.Manifest.GetName() != k.templateObjectName(cmName) || tpl.Manifest.GetNamespace() != "team" {
-				t.Fatalf("%s: template %s read as %s/%s", k.Kind, cmName, tpl.Manifest.GetNamespace(), tpl.Manifest.GetName())
-			}
-			k.TemplateSummary(tpl)
-			tpl.DetailObject()
 		}
 	})
 }

@@ -1,7 +1,7 @@
 // Package ray holds what a Ray kind is and everything a kind decides: its status, summary, health,
-// allowed actions, templates and their signatures, scaling rules, pods, events and endings. It makes no
-// calls: the watch cache (package cache), the caller's operations against the apiserver (package k8s)
-// and the API build on it.
+// allowed actions, what a template holds, scaling rules, pods, events and endings. It makes no calls and
+// holds no key: the watch cache (package cache), the caller's operations against the apiserver (package
+// k8s) and the API build on it, and package signing signs the creators and templates it describes.
 package ray
 
 import (

@@ -17,6 +17,7 @@ import (
 	"ray-service/internal/cache"
 	"ray-service/internal/lease"
 	"ray-service/internal/ray"
+	"ray-service/internal/signing"
 )
 
 // Use is what Prometheus says each Ray cluster's pods used (promql.Querier).
@@ -55,7 +56,7 @@ type Accountant struct {
 	Log     *zap.Logger
 	// Signer tells the creators the service signed (the watch cache's summaries say it too) from those
 	// anyone could have written: only those are billed (nil: none is).
-	Signer   *ray.TemplateSigner
+	Signer   *signing.Signer
 	Settings Settings
 
 	leading atomic.Bool

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"ray-service/internal/ray"
+	"ray-service/internal/signing"
 )
 
 // fakeUse answers every reading of use with the same per-second figures for one cluster, and records
@@ -71,7 +72,7 @@ func observe(r *Accountant, kind *ray.Kind, o *unstructured.Unstructured, at tim
 }
 
 // trainJob is alice's RayJob train (UID u-job), its creator signed, whose status names its cluster train-x1.
-func trainJob(signer *ray.TemplateSigner, job *ray.Kind) *unstructured.Unstructured {
+func trainJob(signer *signing.Signer, job *ray.Kind) *unstructured.Unstructured {
 	o := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "ray.io/v1", "kind": "RayJob",
 		"metadata": map[string]any{"name": "train", "namespace": "team", "uid": "u-job", "annotations": map[string]any{ray.CreatorKey: "alice"}},
 		"status":   map[string]any{"rayClusterName": "train-x1"}}}
@@ -218,9 +219,9 @@ func TestAccountantWritesChangesPending(t *testing.T) {
 	assert.InDelta(t, 5*5*60.0, cpu(), 1e-6, "counted once")
 }
 
-func testSigner(t *testing.T) *ray.TemplateSigner {
+func testSigner(t *testing.T) *signing.Signer {
 	t.Helper()
-	s, err := ray.NewTemplateSigner([]byte("0123456789abcdef0123456789abcdef"))
+	s, err := signing.New([]byte("0123456789abcdef0123456789abcdef"))
 	require.NoError(t, err)
 	return s
 }

@@ -18,7 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"ray-service/internal/promql"
+	"ray-service/internal/idle"
 )
 
 type idleSummary struct {
@@ -324,7 +324,7 @@ func logIdleQueries(t *testing.T) {
 	if !t.Failed() {
 		return
 	}
-	for name, expr := range promql.WorkExpressions(30*time.Second, 5*time.Second) {
+	for name, expr := range idle.WorkExpressions(30*time.Second, 5*time.Second) {
 		_, body, err := promAnswer(expr)
 		t.Logf("%s: %v %s", name, err, body)
 	}

@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 
+	"ray-service/internal/idle"
 	"ray-service/internal/ray"
 )
 
@@ -391,12 +392,12 @@ func TestAttackIdlePolicyReplay(t *testing.T) {
 		return r
 	}
 	put("1h")
-	old, err := cms.Get(ctx, ray.IdlePolicyName, metav1.GetOptions{})
+	old, err := cms.Get(ctx, idle.PolicyName, metav1.GetOptions{})
 	require.NoError(t, err)
 	put("2h")
 
 	// An older version of the same ConfigMap, written back.
-	cur, err := cms.Get(ctx, ray.IdlePolicyName, metav1.GetOptions{})
+	cur, err := cms.Get(ctx, idle.PolicyName, metav1.GetOptions{})
 	require.NoError(t, err)
 	cur.Data, cur.Annotations = old.Data, old.Annotations
 	_, err = cms.Update(ctx, cur, metav1.UpdateOptions{})

@@ -1,4 +1,4 @@
-package promql
+package idle
 
 import (
 	"os/exec"
@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"ray-service/internal/promql/promqltest"
 )
 
 // The idle detection's PromQL, evaluated by Prometheus' own engine (promtool test rules), a sample every
@@ -47,7 +49,7 @@ func TestIdlePromQL(t *testing.T) {
 	check := func(expr string, want ...sample) map[string]any {
 		return map[string]any{"expr": expr, "eval_time": "20m", "exp_samples": want}
 	}
-	promtoolTest(t, promtool, series, []map[string]any{
+	promqltest.Run(t, promtool, series, []map[string]any{
 		check(q["rayLastUsed"], at("busy", 1200)),
 		check(q["raySeen"], at("busy", 11), at("idle", 11), at("late", 9)),
 		check(q["cpu"], at("busy", 3), at("idle", 0)),

@@ -1,4 +1,4 @@
-package promql
+package idle
 
 import (
 	"context"
@@ -8,7 +8,21 @@ import (
 	"time"
 
 	"github.com/prometheus/common/model"
+
+	"ray-service/internal/promql"
 )
+
+// Prometheus answers instant queries (promql.Querier).
+type Prometheus interface {
+	// Instants asks the named queries at once; an error is the first that failed, named after what asked.
+	Instants(ctx context.Context, what string, qs map[string]string, at time.Time) (map[string]model.Vector, error)
+	Instant(ctx context.Context, expr string, at time.Time) (model.Vector, error)
+}
+
+// Queries asks Prometheus the idle detection's questions: it is the Detector's Work.
+type Queries struct{ Prometheus Prometheus }
+
+var _ Work = Queries{}
 
 // ClusterKey names a Ray cluster: its namespace and name.
 type ClusterKey struct{ Namespace, Name string }
@@ -27,40 +41,33 @@ type ClusterWork struct {
 	GPU, NPU *float64
 }
 
-// rayClusterPods is 1 for each (namespace, pod) of a Ray cluster, labelled with the cluster's name
-// (kube-state-metrics' kube_pod_info: created_by_name of a pod a RayCluster owns).
-const rayClusterPods = `max by (namespace, pod, created_by_name) (kube_pod_info{created_by_kind="RayCluster"})`
-
 // workQueries are the idle detection's questions, each a vector by namespace and created_by_name, for a
 // window w sampled every step s, rates over r.
 func workQueries(w, s, r time.Duration) map[string]string {
 	sub := "[" + model.Duration(w).String() + ":" + model.Duration(s).String() + "]"
-	rayUsed := `sum by (namespace, created_by_name) (ray_resources{State="USED",Name=~"CPU|GPU|NPU"} * on(namespace, pod) group_left(created_by_name) ` + rayClusterPods + `)`
+	rayUsed := `sum by (namespace, created_by_name) (ray_resources{State="USED",Name=~"CPU|GPU|NPU"} * on(namespace, pod) group_left(created_by_name) ` + promql.RayClusterPods + `)`
 	return map[string]string{
 		// The time of the last step at which any was in use: (used > 0) is kept, and worth that time.
 		"rayLastUsed": `max_over_time(((` + rayUsed + ` > 0) * 0 + time())` + sub + `)`,
 		"raySeen":     `count_over_time(` + rayUsed + sub + `)`,
 		"cpu": `max_over_time(sum by (namespace, created_by_name) (rate(container_cpu_usage_seconds_total{container!="",container!="POD"}[` +
-			model.Duration(r).String() + `]) * on(namespace, pod) group_left(created_by_name) ` + rayClusterPods + `)` + sub + `)`,
-		"gpu": `max_over_time(max by (namespace, created_by_name) (` + byPod("DCGM_FI_DEV_GPU_UTIL", dcgmPods) +
-			` * on(namespace, pod) group_left(created_by_name) ` + rayClusterPods + `)` + sub + `)`,
-		"npu": `max_over_time(max by (namespace, created_by_name) (` + byPod("container_npu_utilization", npuPods) +
-			` * on(namespace, pod) group_left(created_by_name) ` + rayClusterPods + `)` + sub + `)`,
+			model.Duration(r).String() + `]) * on(namespace, pod) group_left(created_by_name) ` + promql.RayClusterPods + `)` + sub + `)`,
+		"gpu": `max_over_time(max by (namespace, created_by_name) (` + promql.GPUUtilizationByPod() +
+			` * on(namespace, pod) group_left(created_by_name) ` + promql.RayClusterPods + `)` + sub + `)`,
+		"npu": `max_over_time(max by (namespace, created_by_name) (` + promql.NPUUtilizationByPod() +
+			` * on(namespace, pod) group_left(created_by_name) ` + promql.RayClusterPods + `)` + sub + `)`,
 	}
 }
 
 // WorkExpressions renders the idle detection's queries, for tests of the PromQL itself.
 func WorkExpressions(window, step time.Duration) map[string]string {
-	return workQueries(window, step, rateWindow(step))
+	return workQueries(window, step, promql.RateWindow(step))
 }
-
-// rateWindow is the range of the CPU rate: four steps, at least 20 s (a few scrapes).
-func rateWindow(step time.Duration) time.Duration { return max(4*step, 20*time.Second) }
 
 // ClusterWork asks Prometheus what every Ray cluster did over the window ending at now, sampled every
 // step. An error is the first query's that failed: the detection then judges no cluster.
-func (q *Querier) ClusterWork(ctx context.Context, window, step time.Duration, now time.Time) (map[ClusterKey]*ClusterWork, error) {
-	answers, err := q.instants(ctx, "idle detection", workQueries(window, step, rateWindow(step)), now)
+func (q Queries) ClusterWork(ctx context.Context, window, step time.Duration, now time.Time) (map[ClusterKey]*ClusterWork, error) {
+	answers, err := q.Prometheus.Instants(ctx, "idle detection", workQueries(window, step, promql.RateWindow(step)), now)
 	if err != nil {
 		return nil, err
 	}
@@ -92,7 +99,7 @@ func (q *Querier) ClusterWork(ctx context.Context, window, step time.Duration, n
 
 // LastRayUse asks when each of the clusters named last had any Ray logical resource in use, looking
 // back as far as lookback at steps of step; a cluster absent from the answer had none.
-func (q *Querier) LastRayUse(ctx context.Context, clusters []ClusterKey, lookback, step time.Duration, now time.Time) (map[ClusterKey]time.Time, error) {
+func (q Queries) LastRayUse(ctx context.Context, clusters []ClusterKey, lookback, step time.Duration, now time.Time) (map[ClusterKey]time.Time, error) {
 	if len(clusters) == 0 {
 		return nil, nil
 	}
@@ -109,7 +116,7 @@ func (q *Querier) LastRayUse(ctx context.Context, clusters []ClusterKey, lookbac
 		`",created_by_name=~"` + strings.Join(names, "|") + `"})`
 	rayUsed := `sum by (namespace, created_by_name) (ray_resources{State="USED",Name=~"CPU|GPU|NPU"} * on(namespace, pod) group_left(created_by_name) ` + pods + `)`
 	expr := `max_over_time(((` + rayUsed + ` > 0) * 0 + time())[` + model.Duration(lookback).String() + ":" + model.Duration(step).String() + `])`
-	v, err := q.instant(ctx, expr, now)
+	v, err := q.Prometheus.Instant(ctx, expr, now)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,21 @@
+package promql
+
+import "time"
+
+// The helpers the queries of several features share: the idle detection's (internal/idle) and the
+// utilization accounting's (clusteruse.go) ask by Ray cluster, over the same pods.
+
+// RayClusterPods is 1 for each (namespace, pod) of a Ray cluster, labelled with the cluster's name
+// (kube-state-metrics' kube_pod_info: created_by_name of a pod a RayCluster owns).
+const RayClusterPods = `max by (namespace, pod, created_by_name) (kube_pod_info{created_by_kind="RayCluster"})`
+
+// RateWindow is the range of a CPU rate sampled every step: four steps, at least 20 s (a few scrapes).
+func RateWindow(step time.Duration) time.Duration { return max(4*step, 20*time.Second) }
+
+// GPUUtilizationByPod is DCGM exporter's utilization of each GPU (percent), labelled with the namespace
+// and pod it is assigned to, however the exporter was scraped (dcgmPods).
+func GPUUtilizationByPod() string { return byPod("DCGM_FI_DEV_GPU_UTIL", dcgmPods) }
+
+// NPUUtilizationByPod is npu-exporter's utilization of each NPU (percent), labelled with the namespace
+// and pod it is assigned to, however the exporter was scraped (npuPods).
+func NPUUtilizationByPod() string { return byPod("container_npu_utilization", npuPods) }
