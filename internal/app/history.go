@@ -26,7 +26,7 @@ type idleTo struct {
 	accounting *usage.Accountant
 }
 
-func (t idleTo) SetIdle(idle map[cache.ClusterRef]*ray.Idle) {
+func (t idleTo) SetIdle(idle map[ray.ClusterRef]*ray.Idle) {
 	t.Store.SetIdle(idle)
 	t.accounting.SetIdle(idle)
 }

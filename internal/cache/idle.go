@@ -8,12 +8,9 @@ import (
 	"ray-service/internal/ray"
 )
 
-// ClusterRef names a Ray cluster: its namespace and name.
-type ClusterRef struct{ Namespace, Name string }
-
 // IdleCandidate is a running Ray cluster the idle detection judges, as the cache holds it.
 type IdleCandidate struct {
-	ClusterRef
+	ray.ClusterRef
 	Summary ray.Summary
 	// JobRunning: a RayJob runs its job on it now (a RayJob's cluster is idle only between jobs).
 	JobRunning bool
@@ -34,7 +31,7 @@ func (s *Store) IdleCandidates() []IdleCandidate {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	cluster := s.kinds.Cluster()
-	jobs := map[ClusterRef]bool{}
+	jobs := map[ray.ClusterRef]bool{}
 	for _, k := range s.kinds.All() {
 		if !k.Finishes || k.IsCluster {
 			continue
@@ -43,7 +40,7 @@ func (s *Store) IdleCandidates() []IdleCandidate {
 			for _, it := range byName {
 				if it.Summary.Status == ray.StatusRunning {
 					for _, c := range k.Clusters(&it.Summary) {
-						jobs[ClusterRef{ns, c}] = true
+						jobs[ray.ClusterRef{Namespace: ns, Name: c}] = true
 					}
 				}
 			}
@@ -55,7 +52,7 @@ func (s *Store) IdleCandidates() []IdleCandidate {
 			if it.Summary.Status != ray.StatusRunning {
 				continue
 			}
-			ref := ClusterRef{ns, name}
+			ref := ray.ClusterRef{Namespace: ns, Name: name}
 			out = append(out, IdleCandidate{ClusterRef: ref, Summary: it.Summary, JobRunning: jobs[ref],
 				OwnedBy: s.makerLocked(ns, name, it.MadeBy), StopAfter: it.IdleStopAfter, Labels: it.Labels})
 		}
@@ -81,7 +78,7 @@ func (s *Store) makerLocked(ns, cluster string, m *ray.Maker) string {
 
 // SetIdle replaces what is idle by Ray cluster; each cluster whose idleness changed is published again,
 // with what runs on it.
-func (s *Store) SetIdle(idle map[ClusterRef]*ray.Idle) {
+func (s *Store) SetIdle(idle map[ray.ClusterRef]*ray.Idle) {
 	next := maps.Clone(idle)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -111,7 +108,7 @@ func (s *Store) idleLocked(k *ray.Kind, sum *ray.Summary) *ray.Idle {
 			return nil
 		}
 	}
-	return s.idle[ClusterRef{sum.Namespace, name}]
+	return s.idle[ray.ClusterRef{Namespace: sum.Namespace, Name: name}]
 }
 
 // IdleTotals counts the idle Ray clusters in scope and what they hold.

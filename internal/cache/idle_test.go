@@ -45,7 +45,7 @@ func TestIdleClustersArePublished(t *testing.T) {
 	}
 
 	since := time.Date(2026, 12, 3, 14, 2, 0, 0, time.UTC)
-	store.SetIdle(map[ClusterRef]*ray.Idle{{"team", "sleepy"}: {Since: since, Holding: ray.Resources{GPU: 8}}})
+	store.SetIdle(map[ray.ClusterRef]*ray.Idle{{Namespace: "team", Name: "sleepy"}: {Since: since, Holding: ray.Resources{GPU: 8}}})
 	idle := true
 	matching := func(k *ray.Kind) []string {
 		items, _ := store.Matching(k, all, &Query{Idle: &idle, SortBy: SortByName})

@@ -59,7 +59,7 @@ type Store struct {
 	// finds their CRD.
 	groups *queueGroups
 	// idle is what the idle detection last found idle, by Ray cluster, guarded by mu.
-	idle map[ClusterRef]*ray.Idle
+	idle map[ray.ClusterRef]*ray.Idle
 	// makers are, for a kind whose objects are runs (a RayJob), the kinds that make them (RayCronJob):
 	// a run's change publishes its maker again.
 	makers map[*ray.Kind][]*ray.Kind

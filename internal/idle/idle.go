@@ -32,14 +32,14 @@ type Settings struct {
 
 // Work is what Prometheus says of the clusters' work (Queries).
 type Work interface {
-	ClusterWork(ctx context.Context, window, step time.Duration, now time.Time) (map[ClusterKey]*ClusterWork, error)
-	LastRayUse(ctx context.Context, clusters []ClusterKey, lookback, step time.Duration, now time.Time) (map[ClusterKey]time.Time, error)
+	ClusterWork(ctx context.Context, window, step time.Duration, now time.Time) (map[ray.ClusterRef]*ClusterWork, error)
+	LastRayUse(ctx context.Context, clusters []ray.ClusterRef, lookback, step time.Duration, now time.Time) (map[ray.ClusterRef]time.Time, error)
 }
 
 // Clusters are the running Ray clusters and where their idleness goes (cache.Store).
 type Clusters interface {
 	IdleCandidates() []cache.IdleCandidate
-	SetIdle(map[cache.ClusterRef]*ray.Idle)
+	SetIdle(map[ray.ClusterRef]*ray.Idle)
 }
 
 // maxLookups bounds the clusters one look-up of the start of their spells names.
@@ -55,7 +55,7 @@ type Detector struct {
 	Policy *Policy
 
 	// since keeps when each idle cluster's spell began, found when it became idle.
-	since map[cache.ClusterRef]time.Time
+	since map[ray.ClusterRef]time.Time
 }
 
 // Run judges the clusters every interval until ctx ends.
@@ -82,12 +82,12 @@ func (d *Detector) Once(ctx context.Context, now time.Time) error {
 	if err != nil {
 		return err
 	}
-	idle := map[cache.ClusterRef]*ray.Idle{}
-	created := map[cache.ClusterRef]time.Time{}
-	var fresh []ClusterKey
-	cands := map[cache.ClusterRef]*cache.IdleCandidate{}
+	idle := map[ray.ClusterRef]*ray.Idle{}
+	created := map[ray.ClusterRef]time.Time{}
+	var fresh []ray.ClusterRef
+	cands := map[ray.ClusterRef]*cache.IdleCandidate{}
 	for _, c := range d.Clusters.IdleCandidates() {
-		w := work[ClusterKey{Namespace: c.Namespace, Name: c.Name}]
+		w := work[c.ClusterRef]
 		ev, ok := Judge(st, &c.Summary, c.JobRunning, w, now)
 		if !ok {
 			continue
@@ -96,16 +96,16 @@ func (d *Detector) Once(ctx context.Context, now time.Time) error {
 		cands[c.ClusterRef] = &c
 		created[c.ClusterRef] = c.Summary.CreatedAt
 		if _, known := d.since[c.ClusterRef]; !known {
-			fresh = append(fresh, ClusterKey{Namespace: c.Namespace, Name: c.Name})
+			fresh = append(fresh, c.ClusterRef)
 		}
 	}
-	since := map[cache.ClusterRef]time.Time{}
+	since := map[ray.ClusterRef]time.Time{}
 	for ref := range idle {
 		if t, ok := d.since[ref]; ok {
 			since[ref] = t
 		}
 	}
-	last := map[ClusterKey]time.Time{}
+	last := map[ray.ClusterRef]time.Time{}
 	for batch := range slices.Chunk(fresh, maxLookups) { // a query names its clusters: bounded in length
 		found, err := d.Work.LastRayUse(ctx, batch, st.Lookback, max(st.Step, 5*time.Minute), now)
 		if err != nil {
@@ -113,9 +113,8 @@ func (d *Detector) Once(ctx context.Context, now time.Time) error {
 		}
 		maps.Copy(last, found)
 	}
-	for _, k := range fresh {
-		ref := cache.ClusterRef{Namespace: k.Namespace, Name: k.Name}
-		t, ok := last[k]
+	for _, ref := range fresh {
+		t, ok := last[ref]
 		if !ok { // not at work in the look-back: since it began, or as far as was looked
 			t = now.Add(-st.Lookback)
 			if created[ref].After(t) {

@@ -55,27 +55,27 @@ func TestJudge(t *testing.T) {
 }
 
 type fakeWork struct {
-	work  map[ClusterKey]*ClusterWork
-	last  map[ClusterKey]time.Time
-	asked [][]ClusterKey
+	work  map[ray.ClusterRef]*ClusterWork
+	last  map[ray.ClusterRef]time.Time
+	asked [][]ray.ClusterRef
 }
 
-func (w *fakeWork) ClusterWork(context.Context, time.Duration, time.Duration, time.Time) (map[ClusterKey]*ClusterWork, error) {
+func (w *fakeWork) ClusterWork(context.Context, time.Duration, time.Duration, time.Time) (map[ray.ClusterRef]*ClusterWork, error) {
 	return w.work, nil
 }
 
-func (w *fakeWork) LastRayUse(_ context.Context, cs []ClusterKey, _, _ time.Duration, _ time.Time) (map[ClusterKey]time.Time, error) {
+func (w *fakeWork) LastRayUse(_ context.Context, cs []ray.ClusterRef, _, _ time.Duration, _ time.Time) (map[ray.ClusterRef]time.Time, error) {
 	w.asked = append(w.asked, cs)
 	return w.last, nil
 }
 
 type fakeClusters struct {
 	cands []cache.IdleCandidate
-	idle  map[cache.ClusterRef]*ray.Idle
+	idle  map[ray.ClusterRef]*ray.Idle
 }
 
-func (c *fakeClusters) IdleCandidates() []cache.IdleCandidate       { return c.cands }
-func (c *fakeClusters) SetIdle(idle map[cache.ClusterRef]*ray.Idle) { c.idle = idle }
+func (c *fakeClusters) IdleCandidates() []cache.IdleCandidate     { return c.cands }
+func (c *fakeClusters) SetIdle(idle map[ray.ClusterRef]*ray.Idle) { c.idle = idle }
 
 // The detector hands the cache the idle clusters with what they hold, since their last Ray work (looked
 // up once, when a cluster becomes idle), or since they began where they never worked in the look-back.
@@ -83,29 +83,29 @@ func TestDetectorOnce(t *testing.T) {
 	now := time.Date(2026, 12, 3, 15, 0, 0, 0, time.UTC)
 	created := now.Add(-3 * time.Hour)
 	quiet := &ClusterWork{RaySeen: 1, CPU: new(0.0)}
-	work := &fakeWork{work: map[ClusterKey]*ClusterWork{{Namespace: "team", Name: "a"}: quiet,
+	work := &fakeWork{work: map[ray.ClusterRef]*ClusterWork{{Namespace: "team", Name: "a"}: quiet,
 		{Namespace: "team", Name: "b"}: quiet, {Namespace: "team", Name: "busy"}: {RaySeen: 1, RayLastUsed: &now, CPU: new(3.0)}},
-		last: map[ClusterKey]time.Time{{Namespace: "team", Name: "a"}: now.Add(-45 * time.Minute)}}
+		last: map[ray.ClusterRef]time.Time{{Namespace: "team", Name: "a"}: now.Add(-45 * time.Minute)}}
 	cand := func(name string) cache.IdleCandidate {
-		return cache.IdleCandidate{ClusterRef: cache.ClusterRef{Namespace: "team", Name: name},
+		return cache.IdleCandidate{ClusterRef: ray.ClusterRef{Namespace: "team", Name: name},
 			Summary: ray.Summary{CreatedAt: created, Requested: ray.Resources{CPU: 4, GPU: 1}}}
 	}
 	clusters := &fakeClusters{cands: []cache.IdleCandidate{cand("a"), cand("b"), cand("busy")}}
 	d := &Detector{Settings: settings, Work: work, Clusters: clusters, Log: zap.NewNop()}
 	require.NoError(t, d.Once(context.Background(), now))
 	require.Len(t, clusters.idle, 2)
-	a := clusters.idle[cache.ClusterRef{Namespace: "team", Name: "a"}]
+	a := clusters.idle[ray.ClusterRef{Namespace: "team", Name: "a"}]
 	assert.Equal(t, now.Add(-45*time.Minute), a.Since, "its last Ray work")
 	assert.Equal(t, int64(1), a.Holding.GPU)
-	assert.Equal(t, created, clusters.idle[cache.ClusterRef{Namespace: "team", Name: "b"}].Since, "no Ray work in the look-back: since it began")
+	assert.Equal(t, created, clusters.idle[ray.ClusterRef{Namespace: "team", Name: "b"}].Since, "no Ray work in the look-back: since it began")
 
 	require.NoError(t, d.Once(context.Background(), now.Add(time.Minute)))
 	assert.Len(t, work.asked, 1, "the start of a spell is looked up once")
-	assert.Equal(t, now.Add(-45*time.Minute), clusters.idle[cache.ClusterRef{Namespace: "team", Name: "a"}].Since)
+	assert.Equal(t, now.Add(-45*time.Minute), clusters.idle[ray.ClusterRef{Namespace: "team", Name: "a"}].Since)
 
-	work.work[ClusterKey{Namespace: "team", Name: "a"}] = &ClusterWork{RaySeen: 1, RayLastUsed: &now, CPU: new(2.0)}
+	work.work[ray.ClusterRef{Namespace: "team", Name: "a"}] = &ClusterWork{RaySeen: 1, RayLastUsed: &now, CPU: new(2.0)}
 	require.NoError(t, d.Once(context.Background(), now.Add(2*time.Minute)))
-	assert.NotContains(t, clusters.idle, cache.ClusterRef{Namespace: "team", Name: "a"}, "at work again")
+	assert.NotContains(t, clusters.idle, ray.ClusterRef{Namespace: "team", Name: "a"}, "at work again")
 }
 
 func TestStepOf(t *testing.T) {
@@ -117,12 +117,12 @@ func TestStepOf(t *testing.T) {
 // The start of many spells at once (after a restart, say) is looked up a hundred clusters a query.
 func TestDetectorLooksUpInBatches(t *testing.T) {
 	now := time.Date(2026, 12, 3, 15, 0, 0, 0, time.UTC)
-	work := &fakeWork{work: map[ClusterKey]*ClusterWork{}}
+	work := &fakeWork{work: map[ray.ClusterRef]*ClusterWork{}}
 	clusters := &fakeClusters{}
 	for i := range 250 {
 		name := "c" + strconv.Itoa(i)
-		work.work[ClusterKey{Namespace: "team", Name: name}] = &ClusterWork{RaySeen: 1, CPU: new(0.0)}
-		clusters.cands = append(clusters.cands, cache.IdleCandidate{ClusterRef: cache.ClusterRef{Namespace: "team", Name: name},
+		work.work[ray.ClusterRef{Namespace: "team", Name: name}] = &ClusterWork{RaySeen: 1, CPU: new(0.0)}
+		clusters.cands = append(clusters.cands, cache.IdleCandidate{ClusterRef: ray.ClusterRef{Namespace: "team", Name: name},
 			Summary: ray.Summary{CreatedAt: now.Add(-time.Hour), Requested: ray.Resources{CPU: 1}}})
 	}
 	d := &Detector{Settings: settings, Work: work, Clusters: clusters, Log: zap.NewNop()}

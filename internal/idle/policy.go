@@ -45,15 +45,15 @@ type Policy struct {
 
 	// told holds the spells told of; warned when each cluster's current spell's stop was announced;
 	// stopped the spells stopped.
-	told    map[cache.ClusterRef]time.Time
-	warned  map[cache.ClusterRef]warning
-	stopped map[cache.ClusterRef]time.Time
+	told    map[ray.ClusterRef]time.Time
+	warned  map[ray.ClusterRef]warning
+	stopped map[ray.ClusterRef]time.Time
 }
 
 type warning struct{ since, at time.Time }
 
 // plan completes each idle cluster by its policy: the policy's name and when it stops the cluster.
-func (p *Policy) plan(ctx context.Context, cands map[cache.ClusterRef]*cache.IdleCandidate, idle map[cache.ClusterRef]*ray.Idle, now time.Time) {
+func (p *Policy) plan(ctx context.Context, cands map[ray.ClusterRef]*cache.IdleCandidate, idle map[ray.ClusterRef]*ray.Idle, now time.Time) {
 	namespaces := map[string]*NamespacePolicy{}
 	for ref, i := range idle {
 		c := cands[ref]
@@ -101,16 +101,16 @@ func (p *Policy) plan(ctx context.Context, cands map[cache.ClusterRef]*cache.Idl
 }
 
 // act announces the stops due within Warning and makes those due, once per idle spell.
-func (p *Policy) act(ctx context.Context, cands map[cache.ClusterRef]*cache.IdleCandidate, idle map[cache.ClusterRef]*ray.Idle, now time.Time) {
+func (p *Policy) act(ctx context.Context, cands map[ray.ClusterRef]*cache.IdleCandidate, idle map[ray.ClusterRef]*ray.Idle, now time.Time) {
 	if p.warned == nil {
-		p.told, p.warned, p.stopped = map[cache.ClusterRef]time.Time{}, map[cache.ClusterRef]warning{}, map[cache.ClusterRef]time.Time{}
+		p.told, p.warned, p.stopped = map[ray.ClusterRef]time.Time{}, map[ray.ClusterRef]warning{}, map[ray.ClusterRef]time.Time{}
 	}
 	for ref, w := range p.warned {
 		if i, ok := idle[ref]; !ok || !i.Since.Equal(w.since) || i.StopAt == nil {
 			delete(p.warned, ref)
 		}
 	}
-	for _, spells := range []map[cache.ClusterRef]time.Time{p.told, p.stopped} {
+	for _, spells := range []map[ray.ClusterRef]time.Time{p.told, p.stopped} {
 		for ref, since := range spells {
 			if i, ok := idle[ref]; !ok || !i.Since.Equal(since) {
 				delete(spells, ref)

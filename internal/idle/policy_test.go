@@ -45,13 +45,13 @@ func TestPolicyWarnsThenStops(t *testing.T) {
 	now := time.Date(2026, 12, 3, 15, 0, 0, 0, time.UTC)
 	created := now.Add(-5 * time.Hour)
 	quiet := &ClusterWork{RaySeen: 1, CPU: new(0.0)}
-	work := &fakeWork{work: map[ClusterKey]*ClusterWork{},
-		last: map[ClusterKey]time.Time{}}
+	work := &fakeWork{work: map[ray.ClusterRef]*ClusterWork{},
+		last: map[ray.ClusterRef]time.Time{}}
 	clusters := &fakeClusters{}
 	add := func(ns, name, stopAfter, owner string, lastUse time.Time) {
-		k := ClusterKey{Namespace: ns, Name: name}
+		k := ray.ClusterRef{Namespace: ns, Name: name}
 		work.work[k], work.last[k] = quiet, lastUse
-		clusters.cands = append(clusters.cands, cache.IdleCandidate{ClusterRef: cache.ClusterRef{Namespace: ns, Name: name},
+		clusters.cands = append(clusters.cands, cache.IdleCandidate{ClusterRef: ray.ClusterRef{Namespace: ns, Name: name},
 			Summary:   ray.Summary{Kind: "RayCluster", CreatedAt: created, Requested: ray.Resources{CPU: 4, GPU: 8}},
 			StopAfter: stopAfter, OwnedBy: owner})
 	}
@@ -71,7 +71,7 @@ func TestPolicyWarnsThenStops(t *testing.T) {
 			return nil, nil
 		}}
 	d := &Detector{Settings: settings, Work: work, Clusters: clusters, Log: zap.NewNop(), Policy: policy}
-	idleOf := func(ns, name string) *ray.Idle { return clusters.idle[cache.ClusterRef{Namespace: ns, Name: name}] }
+	idleOf := func(ns, name string) *ray.Idle { return clusters.idle[ray.ClusterRef{Namespace: ns, Name: name}] }
 
 	require.NoError(t, d.Once(context.Background(), now))
 	assert.Len(t, enf.told, 7, "every idle cluster is told of")
@@ -105,10 +105,10 @@ func TestPolicyWarnsThenStops(t *testing.T) {
 // Without the stop by policy, and on a replica that does not lead, nothing is stopped.
 func TestPolicyOffOrFollowing(t *testing.T) {
 	now := time.Date(2026, 12, 3, 15, 0, 0, 0, time.UTC)
-	k := ClusterKey{Namespace: "team", Name: "a"}
-	work := &fakeWork{work: map[ClusterKey]*ClusterWork{k: {RaySeen: 1, CPU: new(0.0)}},
-		last: map[ClusterKey]time.Time{k: now.Add(-5 * time.Hour)}}
-	cands := []cache.IdleCandidate{{ClusterRef: cache.ClusterRef{Namespace: "team", Name: "a"},
+	k := ray.ClusterRef{Namespace: "team", Name: "a"}
+	work := &fakeWork{work: map[ray.ClusterRef]*ClusterWork{k: {RaySeen: 1, CPU: new(0.0)}},
+		last: map[ray.ClusterRef]time.Time{k: now.Add(-5 * time.Hour)}}
+	cands := []cache.IdleCandidate{{ClusterRef: ray.ClusterRef{Namespace: "team", Name: "a"},
 		Summary: ray.Summary{Kind: "RayCluster", CreatedAt: now.Add(-6 * time.Hour), Requested: ray.Resources{CPU: 1}}, StopAfter: "1h"}}
 	for _, p := range []*Policy{{Stopping: false}, {Stopping: true, Leading: func() bool { return false }}} {
 		enf := &fakeEnforcement{}

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"ray-service/internal/promql"
+	"ray-service/internal/ray"
 )
 
 // Prometheus answers instant queries (promql.Querier).
@@ -23,9 +24,6 @@ type Prometheus interface {
 type Queries struct{ Prometheus Prometheus }
 
 var _ Work = Queries{}
-
-// ClusterKey names a Ray cluster: its namespace and name.
-type ClusterKey struct{ Namespace, Name string }
 
 // ClusterWork is what Prometheus says of one Ray cluster's work over a window, the idle detection's
 // evidence. A nil figure was not measured.
@@ -66,17 +64,17 @@ func WorkExpressions(window, step time.Duration) map[string]string {
 
 // ClusterWork asks Prometheus what every Ray cluster did over the window ending at now, sampled every
 // step. An error is the first query's that failed: the detection then judges no cluster.
-func (q Queries) ClusterWork(ctx context.Context, window, step time.Duration, now time.Time) (map[ClusterKey]*ClusterWork, error) {
+func (q Queries) ClusterWork(ctx context.Context, window, step time.Duration, now time.Time) (map[ray.ClusterRef]*ClusterWork, error) {
 	answers, err := q.Prometheus.Instants(ctx, "idle detection", workQueries(window, step, promql.RateWindow(step)), now)
 	if err != nil {
 		return nil, err
 	}
 	// The steps a subquery samples: window/step of them, one more only where now falls on a step.
 	steps := float64(window / step)
-	out := map[ClusterKey]*ClusterWork{}
+	out := map[ray.ClusterRef]*ClusterWork{}
 	each := func(name string, set func(w *ClusterWork, v float64)) {
 		for _, s := range answers[name] {
-			k := ClusterKey{Namespace: string(s.Metric["namespace"]), Name: string(s.Metric["created_by_name"])}
+			k := ray.ClusterRef{Namespace: string(s.Metric["namespace"]), Name: string(s.Metric["created_by_name"])}
 			if k.Name == "" || math.IsNaN(float64(s.Value)) {
 				continue
 			}
@@ -99,7 +97,7 @@ func (q Queries) ClusterWork(ctx context.Context, window, step time.Duration, no
 
 // LastRayUse asks when each of the clusters named last had any Ray logical resource in use, looking
 // back as far as lookback at steps of step; a cluster absent from the answer had none.
-func (q Queries) LastRayUse(ctx context.Context, clusters []ClusterKey, lookback, step time.Duration, now time.Time) (map[ClusterKey]time.Time, error) {
+func (q Queries) LastRayUse(ctx context.Context, clusters []ray.ClusterRef, lookback, step time.Duration, now time.Time) (map[ray.ClusterRef]time.Time, error) {
 	if len(clusters) == 0 {
 		return nil, nil
 	}
@@ -120,9 +118,9 @@ func (q Queries) LastRayUse(ctx context.Context, clusters []ClusterKey, lookback
 	if err != nil {
 		return nil, err
 	}
-	out := map[ClusterKey]time.Time{}
+	out := map[ray.ClusterRef]time.Time{}
 	for _, s := range v {
-		out[ClusterKey{Namespace: string(s.Metric["namespace"]), Name: string(s.Metric["created_by_name"])}] =
+		out[ray.ClusterRef{Namespace: string(s.Metric["namespace"]), Name: string(s.Metric["created_by_name"])}] =
 			time.Unix(0, int64(float64(s.Value)*float64(time.Second))).UTC()
 	}
 	return out, nil

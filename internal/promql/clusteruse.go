@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/common/model"
 
+	"ray-service/internal/ray"
 	"ray-service/internal/usage"
 )
 
@@ -41,7 +42,7 @@ func UseExpressions(span, step time.Duration) map[string]string {
 // ClusterUse asks Prometheus what every Ray cluster's pods used over (from, to], sampled every step (to
 // and from are best multiples of step: Prometheus aligns a subquery's steps to them). An error is the
 // first query's that failed: then nothing of the span is measured.
-func (q *Querier) ClusterUse(ctx context.Context, from, to time.Time, step time.Duration) (map[usage.ClusterRef]usage.Used, error) {
+func (q *Querier) ClusterUse(ctx context.Context, from, to time.Time, step time.Duration) (map[ray.ClusterRef]usage.Used, error) {
 	span := to.Sub(from)
 	if span < step {
 		return nil, fmt.Errorf("use between %s and %s: shorter than a step (%s)", from, to, step)
@@ -50,11 +51,11 @@ func (q *Querier) ClusterUse(ctx context.Context, from, to time.Time, step time.
 	if err != nil {
 		return nil, err
 	}
-	out := map[usage.ClusterRef]usage.Used{}
+	out := map[ray.ClusterRef]usage.Used{}
 	sec := step.Seconds()
 	each := func(name string, set func(u *usage.Used, v float64)) {
 		for _, s := range answers[name] {
-			ref := usage.ClusterRef{Namespace: string(s.Metric["namespace"]), Name: string(s.Metric["created_by_name"])}
+			ref := ray.ClusterRef{Namespace: string(s.Metric["namespace"]), Name: string(s.Metric["created_by_name"])}
 			v := float64(s.Value)
 			if ref.Name == "" || math.IsNaN(v) || math.IsInf(v, 0) {
 				continue

@@ -22,7 +22,7 @@ import (
 
 // Use is what Prometheus says each Ray cluster's pods used (promql.Querier).
 type Use interface {
-	ClusterUse(ctx context.Context, from, to time.Time, step time.Duration) (map[ClusterRef]Used, error)
+	ClusterUse(ctx context.Context, from, to time.Time, step time.Duration) (map[ray.ClusterRef]Used, error)
 }
 
 // Settings are the accounting's: how often the clusters holding resources are credited, and how often
@@ -79,10 +79,10 @@ const maxMeasureGap = time.Hour
 // accounting is the accountant's state of the accounting (under the accountant's mu).
 type accounting struct {
 	marks  map[string]*Mark
-	byName map[ClusterRef]string
+	byName map[ray.ClusterRef]string
 	// gone are the marks of clusters deleted since the last reading of use, whose last use is still
 	// to be read.
-	gone map[ClusterRef]*Mark
+	gone map[ray.ClusterRef]*Mark
 	// makers are the objects that make Ray clusters (RayJobs, RayServices) and the RayCronJobs that make
 	// RayJobs, by kind, namespace and name; runs the RayJobs that say they are runs of each RayCronJob
 	// (ray.RunOf), by the RayCronJob's key.
@@ -97,7 +97,7 @@ type accounting struct {
 	// its state as a cluster of its own; claimants the clusters that claim each maker.
 	claims    map[string]claim
 	claimants map[[3]string]map[string]bool
-	idle      map[ClusterRef]bool
+	idle      map[ray.ClusterRef]bool
 	ledger    *Ledger
 	// credited: the ledger holds the minute's credit, written with the figures pending (PutUsage); a
 	// ledger of changes alone is written pending (PutPending).
@@ -130,9 +130,9 @@ type claim struct {
 }
 
 func newAccounting() accounting {
-	return accounting{marks: map[string]*Mark{}, byName: map[ClusterRef]string{}, gone: map[ClusterRef]*Mark{},
+	return accounting{marks: map[string]*Mark{}, byName: map[ray.ClusterRef]string{}, gone: map[ray.ClusterRef]*Mark{},
 		makers: map[[3]string]maker{}, runs: map[[3]string]map[[3]string]bool{}, spent: map[tick]time.Time{}, claims: map[string]claim{}, claimants: map[[3]string]map[string]bool{},
-		idle: map[ClusterRef]bool{}, ledger: NewLedger()}
+		idle: map[ray.ClusterRef]bool{}, ledger: NewLedger()}
 }
 
 // signedCreator is the creator of an object where the service signed it, else "": an annotation
@@ -186,7 +186,7 @@ func (ac *Accountant) accountLocked(k *ray.Kind, o *unstructured.Unstructured, s
 		return
 	}
 	uid, ns, name := string(o.GetUID()), o.GetNamespace(), o.GetName()
-	ref := ClusterRef{Namespace: ns, Name: name}
+	ref := ray.ClusterRef{Namespace: ns, Name: name}
 	base := State{Kind: k.Kind, Namespace: ns, Name: name, Cluster: name, Creator: signedCreator(s), Holding: Holding(s.Status),
 		Idle: a.idle[ref], Requests: s.Requested}
 	a.unclaimLocked(uid)
@@ -371,7 +371,7 @@ func (ac *Accountant) goneAccountLocked(uid string, now time.Time) {
 	a.ledger.Gone(m, now)
 	delete(a.marks, uid)
 	a.unclaimLocked(uid)
-	ref := ClusterRef{Namespace: m.Namespace, Name: m.Cluster}
+	ref := ray.ClusterRef{Namespace: m.Namespace, Name: m.Cluster}
 	if a.byName[ref] == uid {
 		delete(a.byName, ref)
 	}
@@ -383,21 +383,21 @@ func (ac *Accountant) goneAccountLocked(uid string, now time.Time) {
 
 // SetIdle takes what the idle detection judges idle now (idle.Clusters): the clusters whose idleness
 // changed are credited up to now and counted idle, or not, from now on.
-func (ac *Accountant) SetIdle(idle map[cache.ClusterRef]*ray.Idle) {
+func (ac *Accountant) SetIdle(idle map[ray.ClusterRef]*ray.Idle) {
 	if !ac.leading.Load() {
 		return
 	}
 	ac.init()
-	next := make(map[ClusterRef]bool, len(idle))
+	next := make(map[ray.ClusterRef]bool, len(idle))
 	for ref := range idle {
-		next[ClusterRef{Namespace: ref.Namespace, Name: ref.Name}] = true
+		next[ref] = true
 	}
 	ac.mu.Lock()
 	defer ac.mu.Unlock()
 	ac.setIdleLocked(next, time.Now().UTC())
 }
 
-func (ac *Accountant) setIdleLocked(next map[ClusterRef]bool, now time.Time) {
+func (ac *Accountant) setIdleLocked(next map[ray.ClusterRef]bool, now time.Time) {
 	ac.acct.idle = next
 	for ref, uid := range ac.acct.byName {
 		m := ac.acct.marks[uid]
@@ -425,7 +425,7 @@ func (ac *Accountant) leadAccounting(marks map[string]*Mark) {
 	ac.terms++
 	for uid, m := range marks {
 		ac.acct.marks[uid] = m
-		ac.acct.byName[ClusterRef{Namespace: m.Namespace, Name: m.Cluster}] = uid
+		ac.acct.byName[ray.ClusterRef{Namespace: m.Namespace, Name: m.Cluster}] = uid
 	}
 }
 

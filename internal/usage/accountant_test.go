@@ -25,17 +25,17 @@ import (
 // fakeUse answers every reading of use with the same per-second figures for one cluster, and records
 // the spans asked.
 type fakeUse struct {
-	ref   ClusterRef
+	ref   ray.ClusterRef
 	cores float64
 	spans [][2]time.Time
 }
 
-func (f *fakeUse) ClusterUse(_ context.Context, from, to time.Time, step time.Duration) (map[ClusterRef]Used, error) {
+func (f *fakeUse) ClusterUse(_ context.Context, from, to time.Time, step time.Duration) (map[ray.ClusterRef]Used, error) {
 	if to.Sub(from) < step { // as Prometheus is asked (promql.Querier.ClusterUse)
 		return nil, fmt.Errorf("use between %s and %s: shorter than a step (%s)", from, to, step)
 	}
 	f.spans = append(f.spans, [2]time.Time{from, to})
-	return map[ClusterRef]Used{f.ref: {CPUSeconds: f.cores * to.Sub(from).Seconds()}}, nil
+	return map[ray.ClusterRef]Used{f.ref: {CPUSeconds: f.cores * to.Sub(from).Seconds()}}, nil
 }
 
 func rayCluster(name, uid, creator string, labels map[string]string, replicas int64) *unstructured.Unstructured {
@@ -97,7 +97,7 @@ func TestAccountantAccounting(t *testing.T) {
 	ctx := t.Context()
 	store := sqliteStore(t)
 	kinds := ray.NewKinds()
-	use := &fakeUse{ref: ClusterRef{Namespace: "team", Name: "own"}, cores: 0.5}
+	use := &fakeUse{ref: ray.ClusterRef{Namespace: "team", Name: "own"}, cores: 0.5}
 	signer := testSigner(t)
 	r := leadingAccountant(&Accountant{Store: store, Kinds: kinds, Log: zap.NewNop(), Signer: signer,
 		Settings: Settings{Use: use, MeasureEvery: time.Minute, MeasureStep: 15 * time.Second}})
@@ -115,7 +115,7 @@ func TestAccountantAccounting(t *testing.T) {
 	r.creditAll(t0.Add(10 * time.Minute))
 	// own idles from minute 10 to 20; made is deleted at minute 15.
 	r.mu.Lock()
-	r.setIdleLocked(map[ClusterRef]bool{{Namespace: "team", Name: "own"}: true}, t0.Add(10*time.Minute))
+	r.setIdleLocked(map[ray.ClusterRef]bool{{Namespace: "team", Name: "own"}: true}, t0.Add(10*time.Minute))
 	r.goneAccountLocked("u-made", t0.Add(15*time.Minute))
 	r.mu.Unlock()
 	r.writeAccounting(ctx)
@@ -439,7 +439,7 @@ func TestMeasureAcrossMidnight(t *testing.T) {
 	ctx := t.Context()
 	store := sqliteStore(t)
 	kinds := ray.NewKinds()
-	use := &fakeUse{ref: ClusterRef{Namespace: "team", Name: "own"}, cores: 0.5}
+	use := &fakeUse{ref: ray.ClusterRef{Namespace: "team", Name: "own"}, cores: 0.5}
 	const step = 15 * time.Second
 	r := leadingAccountant(&Accountant{Store: store, Kinds: kinds, Log: zap.NewNop(), Settings: Settings{Use: use, MeasureEvery: time.Minute, MeasureStep: step}})
 	midnight := time.Now().UTC().Truncate(24*time.Hour).AddDate(0, 0, -1)

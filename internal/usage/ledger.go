@@ -241,9 +241,6 @@ func Holding(status string) bool {
 	return false
 }
 
-// ClusterRef names a Ray cluster: its namespace and name.
-type ClusterRef struct{ Namespace, Name string }
-
 // Used is what a cluster's pods used over a span: core-seconds, byte-seconds of working set, and
 // GPU- and NPU-seconds at full utilization.
 type Used struct {
