@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
@@ -488,17 +489,14 @@ func (r *Recorder) Hooks() lease.Hooks {
 func (r *Recorder) lead(ctx context.Context) {
 	r.Log.Info("history: this replica writes the history")
 	var live map[string]Known
-	for {
+	if wait.PollUntilContextCancel(ctx, 2*time.Second, true, func(ctx context.Context) (bool, error) {
 		var err error
-		if live, err = r.Store.Live(ctx); err == nil {
-			break
+		if live, err = r.Store.Live(ctx); err != nil {
+			r.Log.Warn("history: reading what is recorded", zap.Error(err))
 		}
-		r.Log.Warn("history: reading what is recorded", zap.Error(err))
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(2 * time.Second):
-		}
+		return err == nil, nil
+	}) != nil {
+		return // the lead ended first
 	}
 	r.mu.Lock()
 	r.leadCtx = ctx
@@ -512,16 +510,11 @@ func (r *Recorder) lead(ctx context.Context) {
 	}
 	r.mu.Unlock()
 	r.leading.Store(true)
-	for _, k := range r.Kinds.All() {
-		if r.Serves != nil && !r.Serves(k) {
-			continue // its objects are observed when the cache serves it
+	if err := cache.CatchUp(ctx, r.Dynamic, r.Kinds, r.Serves, r.Signer, r.observe); err != nil {
+		if ctx.Err() == nil {
+			r.Log.Error("history: listing to catch up", zap.Error(err))
 		}
-		if err := r.catchUp(ctx, k); err != nil {
-			if ctx.Err() == nil {
-				r.Log.Error("history: listing to catch up", zap.String("kind", k.Kind), zap.Error(err))
-			}
-			return
-		}
+		return
 	}
 	// What was recorded and is there no more went while no replica wrote.
 	now := time.Now().UTC()
@@ -538,26 +531,11 @@ func (r *Recorder) lead(ctx context.Context) {
 	r.mu.Unlock()
 }
 
-// catchUp lists every object of a kind and observes each.
-func (r *Recorder) catchUp(ctx context.Context, k *ray.Kind) error {
-	opts := metav1.ListOptions{Limit: 500}
-	for {
-		list, err := r.Dynamic.Resource(k.GVR()).List(ctx, opts)
-		if err != nil {
-			return err
-		}
-		now := time.Now().UTC()
-		for i := range list.Items {
-			s := k.Summarize(&list.Items[i])
-			s.CreatorSigned = r.Signer.CreatorSigned(k, &list.Items[i])
-			r.mu.Lock()
-			r.observeLocked(k, &list.Items[i], &s, now)
-			r.mu.Unlock()
-		}
-		if opts.Continue = list.GetContinue(); opts.Continue == "" {
-			return nil
-		}
-	}
+// observe observes an object listed to catch up.
+func (r *Recorder) observe(k *ray.Kind, o *unstructured.Unstructured, s *ray.Summary, now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.observeLocked(k, o, s, now)
 }
 
 // follow stops writing: another replica leads now, or this one stops.

@@ -1,46 +1,22 @@
 package signing
 
 import (
-	"os"
-	"path/filepath"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"ray-service/internal/ray"
+	"ray-service/internal/ray/raytest"
 )
 
 // The fuzz target feeds what the service reads from the cluster, and may not trust, to the code that
 // reads it: no input may panic. `go test` runs its seeds; `make test` fuzzes it for a bounded time.
 
-// manifestSeeds are the manifests package ray's fuzz targets start from too.
-func manifestSeeds(f *testing.F) [][]byte {
-	files, _ := filepath.Glob("../../test/integration/testdata/ray*.yaml")
-	var seeds [][]byte
-	for _, file := range files {
-		if data, err := os.ReadFile(file); err == nil {
-			seeds = append(seeds, data)
-		}
-	}
-	status, _ := filepath.Glob("../ray/testdata/status/*.json")
-	for _, file := range status {
-		if data, err := os.ReadFile(file); err == nil {
-			seeds = append(seeds, data)
-		}
-	}
-	if len(seeds) == 0 {
-		f.Fatal("no seed manifests")
-	}
-	return append(seeds, []byte(`{"spec":{"workerGroupSpecs":[null,1,{"replicas":"x","template":[]}]}}`),
-		[]byte(`{"spec":{"rayClusterSpec":{"headGroupSpec":{"rayStartParams":{"num-cpus":"NaN","resources":"'{\"a\":1e400}'"}}}}}`),
-		[]byte(`{"status":{"conditions":"no","state":7}}`))
-}
-
 // FuzzTemplateRead: a ConfigMap labelled as a template, signed or not, is read or refused, never a
 // panic; what is read names the object its ConfigMap says.
 func FuzzTemplateRead(f *testing.F) {
-	for _, s := range manifestSeeds(f) {
+	for _, s := range raytest.ManifestSeeds(f) {
 		f.Add(string(s), "ray-template-demo", "alice", true)
 		f.Add(string(s), "demo", "", false)
 	}

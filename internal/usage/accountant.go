@@ -9,9 +9,9 @@ import (
 
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 
 	"ray-service/internal/cache"
@@ -679,59 +679,36 @@ func (ac *Accountant) Hooks() lease.Hooks {
 func (ac *Accountant) lead(ctx context.Context) {
 	ac.init()
 	var marks map[string]*Mark
-	for {
+	if wait.PollUntilContextCancel(ctx, 2*time.Second, true, func(ctx context.Context) (bool, error) {
 		var err error
-		if marks, err = ac.Store.UsageMarks(ctx); err == nil {
-			break
+		if marks, err = ac.Store.UsageMarks(ctx); err != nil {
+			ac.Log.Warn("utilization: reading the marks", zap.Error(err))
 		}
-		ac.Log.Warn("utilization: reading the marks", zap.Error(err))
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(2 * time.Second):
-		}
+		return err == nil, nil
+	}) != nil {
+		return // the lead ended first
 	}
 	ac.mu.Lock()
 	ac.leadAccounting(marks)
 	ac.mu.Unlock()
 	ac.leading.Store(true)
 	ac.Log.Info("utilization: this replica credits the Ray clusters")
-	for _, k := range ac.Kinds.All() {
-		if ac.Serves != nil && !ac.Serves(k) {
-			continue // its objects are observed when the cache serves it
+	if err := cache.CatchUp(ctx, ac.Dynamic, ac.Kinds, ac.Serves, ac.Signer, ac.observe); err != nil {
+		if ctx.Err() == nil {
+			ac.Log.Error("utilization: listing to catch up", zap.Error(err))
 		}
-		if err := ac.catchUp(ctx, k); err != nil {
-			if ctx.Err() == nil {
-				ac.Log.Error("utilization: listing to catch up", zap.String("kind", k.Kind), zap.Error(err))
-			}
-			return
-		}
+		return
 	}
 	ac.mu.Lock()
 	ac.caughtUpAccountingLocked()
 	ac.mu.Unlock()
 }
 
-// catchUp lists every object of a kind and observes each.
-func (ac *Accountant) catchUp(ctx context.Context, k *ray.Kind) error {
-	opts := metav1.ListOptions{Limit: 500}
-	for {
-		list, err := ac.Dynamic.Resource(k.GVR()).List(ctx, opts)
-		if err != nil {
-			return err
-		}
-		now := time.Now().UTC()
-		for i := range list.Items {
-			s := k.Summarize(&list.Items[i])
-			s.CreatorSigned = ac.Signer.CreatorSigned(k, &list.Items[i])
-			ac.mu.Lock()
-			ac.observeLocked(k, &list.Items[i], &s, now)
-			ac.mu.Unlock()
-		}
-		if opts.Continue = list.GetContinue(); opts.Continue == "" {
-			return nil
-		}
-	}
+// observe observes an object listed to catch up.
+func (ac *Accountant) observe(k *ray.Kind, o *unstructured.Unstructured, s *ray.Summary, now time.Time) {
+	ac.mu.Lock()
+	defer ac.mu.Unlock()
+	ac.observeLocked(k, o, s, now)
 }
 
 // follow stops accounting: another replica does now, or this one stops.

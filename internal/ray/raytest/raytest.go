@@ -5,6 +5,9 @@ package raytest
 
 import (
 	_ "embed"
+	"os"
+	"path/filepath"
+	"runtime"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -63,4 +66,26 @@ func Pod(name, cluster, nodeType, group string, ready bool) *corev1.Pod {
 		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
 	}
 	return p
+}
+
+// ManifestSeeds are the manifests the fuzz targets start from: the integration tests' Ray objects, the
+// statuses package ray's tests read, and a few malformed ones.
+func ManifestSeeds(f *testing.F) [][]byte {
+	_, here, _, _ := runtime.Caller(0)
+	ray := filepath.Join(filepath.Dir(here), "..")
+	var seeds [][]byte
+	for _, pattern := range []string{filepath.Join(ray, "../../test/integration/testdata/ray*.yaml"), filepath.Join(ray, "testdata/status/*.json")} {
+		files, _ := filepath.Glob(pattern)
+		for _, file := range files {
+			if data, err := os.ReadFile(file); err == nil {
+				seeds = append(seeds, data)
+			}
+		}
+	}
+	if len(seeds) == 0 {
+		f.Fatal("no seed manifests")
+	}
+	return append(seeds, []byte(`{"spec":{"workerGroupSpecs":[null,1,{"replicas":"x","template":[]}]}}`),
+		[]byte(`{"spec":{"rayClusterSpec":{"headGroupSpec":{"rayStartParams":{"num-cpus":"NaN","resources":"'{\"a\":1e400}'"}}}}}`),
+		[]byte(`{"status":{"conditions":"no","state":7}}`))
 }
