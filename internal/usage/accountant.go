@@ -656,9 +656,14 @@ func (ac *Accountant) goneLocked(k *ray.Kind, e *cache.Entry, now time.Time) {
 	if uid == "" || e.Summary() == nil {
 		return
 	}
+	ac.endLocked(k, uid, e.Namespace, e.Name, now)
+}
+
+// endLocked ends the credit of the object uid, ns/name of k, deleted at now.
+func (ac *Accountant) endLocked(k *ray.Kind, uid, ns, name string, now time.Time) {
 	delete(ac.seen, uid)
 	ac.goneAccountLocked(uid, now)
-	ac.goneMakerLocked([3]string{k.Kind, e.Namespace, e.Name}, now)
+	ac.goneMakerLocked([3]string{k.Kind, ns, name}, now)
 }
 
 // Start runs the accounting's loops (they act while this replica holds the Lease) until ctx ends.
