@@ -43,7 +43,9 @@ func heldSeconds(t *testing.T, store *Store, t0, now time.Time) (map[string]floa
 // A new holder of the Lease catches up by listing every object while the watch goes on. A cluster
 // deleted once the apiserver answered the page that holds it, whose deletion the watch delivers before
 // the page is read, stays deleted: the page does not bring it back to be credited, as if it held its
-// resources still, with no deletion left to end its credit (until some later holder's listing). The
+// resources still, with no deletion left to end its credit (until some later holder's listing); one
+// stopped so is not credited as running (until it changes again: the service's informers do not
+// resync by default). The
 // listing takes a cluster's maker listed after it (RayClusters are listed first), and ends, at their
 // last credit, the clusters the last holder left that went while no replica accounted.
 func TestAccountantCatchUpBringsNoDeletedClusterBack(t *testing.T) {
@@ -59,26 +61,36 @@ func TestAccountantCatchUpBringsNoDeletedClusterBack(t *testing.T) {
 	}
 	doomed := signed(k, rayCluster("doomed", "u-doomed", "bob", nil, 1))
 	lost := signed(k, rayCluster("lost", "u-lost", "bob", nil, 1))
+	halted := signed(k, rayCluster("halted", "u-halted", "bob", nil, 1))
 
-	// The last holder credited both up to minute 10.
+	// The last holder credited the three up to minute 10.
 	last := leadingAccountant(&Accountant{Store: store, Kinds: kinds, Log: zap.NewNop(), Signer: signer})
 	observe(last, k, doomed, t0)
 	observe(last, k, lost, t0)
+	observe(last, k, halted, t0)
 	last.creditAll(t0.Add(10 * time.Minute))
 	require.True(t, last.writeAccounting(ctx))
 
-	// The new holder's apiserver: doomed (lost went while no replica accounted), and a cluster alice's
-	// RayJob made, listed before the RayJob. doomed is deleted once its page is answered.
+	// The new holder's apiserver: doomed and halted, running (lost went while no replica accounted),
+	// and a cluster alice's RayJob made, listed before the RayJob. Once the page of the clusters is
+	// answered, doomed is deleted and halted stopped, and the watch says so before the page is read.
 	made := madeBy(rayCluster("train-x1", "u-made", "", nil, 1), "RayJob", "train", "u-job")
-	dyn := listedBy(kinds, doomed.DeepCopy(), made, trainJob(signer, job))
+	dyn := listedBy(kinds, doomed.DeepCopy(), halted.DeepCopy(), made, trainJob(signer, job))
 	next := &Accountant{Store: store, Kinds: kinds, Log: zap.NewNop(), Signer: signer, Dynamic: dyn}
+	stopped := halted.DeepCopy()
+	require.NoError(t, unstructured.SetNestedField(stopped.Object, true, "spec", "suspend"))
+	require.NoError(t, unstructured.SetNestedField(stopped.Object, "suspended", "status", "state"))
+	require.False(t, Holding(k.Summarize(stopped).Status))
 	var deletedAt time.Time
 	dyn.PrependReactor("list", "rayclusters", func(k8stesting.Action) (bool, runtime.Object, error) {
 		deletedAt = time.Now().UTC()
 		next.mu.Lock()
 		next.endLocked(k, "u-doomed", "team", "doomed", deletedAt) // as the watch's Gone
 		next.mu.Unlock()
-		return false, nil, nil // the page, as answered before the deletion
+		s := k.Summarize(stopped)
+		s.CreatorSigned = signer.CreatorSigned(k, stopped)
+		next.Observe(k, stopped, &s) // as the watch's new version
+		return false, nil, nil       // the page, as answered before
 	})
 	next.init()
 	next.lead(ctx)
@@ -87,6 +99,10 @@ func TestAccountantCatchUpBringsNoDeletedClusterBack(t *testing.T) {
 	_, credited := next.acct.marks["u-doomed"]
 	next.mu.Unlock()
 	assert.False(t, credited, "a cluster deleted while the listing ran is credited no more")
+	next.mu.Lock()
+	holding := next.acct.marks["u-halted"].Holding
+	next.mu.Unlock()
+	assert.False(t, holding, "a cluster stopped while the listing ran is held no more: the watch's version is newer than the page's")
 
 	later := time.Now().UTC().Add(30 * time.Minute)
 	next.creditAll(later)
@@ -94,5 +110,6 @@ func TestAccountantCatchUpBringsNoDeletedClusterBack(t *testing.T) {
 	held, to := heldSeconds(t, store, t0, later)
 	assert.InDelta(t, deletedAt.Sub(t0).Seconds(), held["u-doomed"], 1, "doomed is held until it was deleted, not after")
 	assert.InDelta(t, 10*60.0, held["u-lost"], 1e-6, "lost is credited up to its last credit")
+	assert.InDelta(t, deletedAt.Sub(t0).Seconds(), held["u-halted"], 1, "halted is held until it was stopped, not after")
 	assert.Equal(t, "RayJob/train/alice", to["u-made"], "a cluster listed before its maker is counted to it")
 }
