@@ -70,6 +70,14 @@ type Accountant struct {
 	// terms counts the times this replica took the accounting up (mu): the first prune of each sums the
 	// objects' totals again (Store.PruneUsage).
 	terms int
+	// watched are the objects the watch told of (a version, or their deletion) while this replica lists
+	// every object to catch up, by UID (mu; nil when it does not list). A page the apiserver answered
+	// before such a change may be read after the watch said so: what the page holds of them is older,
+	// and is not taken. It would bring a cluster deleted back, to be credited as if it held its
+	// resources still with no deletion left to end its credit, or a cluster stopped back to running,
+	// until it changes again (the informers do not resync by default). The watch tells every version
+	// in order, so that what it says of an object is, or will be, as new as any page.
+	watched map[string]bool
 }
 
 // maxMeasureGap is the longest span of use read at once: past it (no replica read for that long) the
@@ -629,7 +637,15 @@ func (ac *Accountant) Observe(k *ray.Kind, o *unstructured.Unstructured, s *ray.
 	ac.init()
 	ac.mu.Lock()
 	defer ac.mu.Unlock()
+	ac.watchedLocked(string(o.GetUID()))
 	ac.observeLocked(k, o, s, time.Now().UTC())
+}
+
+// watchedLocked notes that the watch told of uid while this replica lists every object.
+func (ac *Accountant) watchedLocked(uid string) {
+	if ac.watched != nil && uid != "" {
+		ac.watched[uid] = true
+	}
 }
 
 func (ac *Accountant) observeLocked(k *ray.Kind, o *unstructured.Unstructured, s *ray.Summary, now time.Time) {
@@ -657,9 +673,15 @@ func (ac *Accountant) goneLocked(k *ray.Kind, e *cache.Entry, now time.Time) {
 	if uid == "" || e.Summary() == nil {
 		return
 	}
+	ac.endLocked(k, uid, e.Namespace, e.Name, now)
+}
+
+// endLocked ends the credit of the object uid, ns/name of k, deleted at now.
+func (ac *Accountant) endLocked(k *ray.Kind, uid, ns, name string, now time.Time) {
 	delete(ac.seen, uid)
+	ac.watchedLocked(uid)
 	ac.goneAccountLocked(uid, now)
-	ac.goneMakerLocked([3]string{k.Kind, e.Namespace, e.Name}, now)
+	ac.goneMakerLocked([3]string{k.Kind, ns, name}, now)
 }
 
 // Start runs the accounting's loops (they act while this replica holds the Lease) until ctx ends.
@@ -690,7 +712,13 @@ func (ac *Accountant) lead(ctx context.Context) {
 	}
 	ac.mu.Lock()
 	ac.leadAccounting(marks)
+	ac.watched = map[string]bool{}
 	ac.mu.Unlock()
+	defer func() {
+		ac.mu.Lock()
+		ac.watched = nil
+		ac.mu.Unlock()
+	}()
 	ac.leading.Store(true)
 	ac.Log.Info("utilization: this replica credits the Ray clusters")
 	if err := cache.CatchUp(ctx, ac.Dynamic, ac.Kinds, ac.Serves, ac.Signer, ac.observe); err != nil {
@@ -704,11 +732,14 @@ func (ac *Accountant) lead(ctx context.Context) {
 	ac.mu.Unlock()
 }
 
-// observe observes an object listed to catch up.
+// observe observes an object listed to catch up, unless the watch told of it (a change or its
+// deletion) since the listing began: its state is newer than the page's.
 func (ac *Accountant) observe(k *ray.Kind, o *unstructured.Unstructured, s *ray.Summary, now time.Time) {
 	ac.mu.Lock()
 	defer ac.mu.Unlock()
-	ac.observeLocked(k, o, s, now)
+	if !ac.watched[string(o.GetUID())] {
+		ac.observeLocked(k, o, s, now)
+	}
 }
 
 // follow stops accounting: another replica does now, or this one stops.
