@@ -77,6 +77,9 @@ type Recorder struct {
 	dropped atomic.Int64
 	// grown is what was written per namespace since its quota was last enforced (mu).
 	grown map[string]int64
+	// watched are the objects the watch told of (a version, or their deletion) while this replica lists
+	// every object to take the lead (mu; nil otherwise): a page answered before is older than that.
+	watched map[string]bool
 }
 
 // The defaults of the queue's bounds.
@@ -215,7 +218,15 @@ func (r *Recorder) Observe(k *ray.Kind, o *unstructured.Unstructured, s *ray.Sum
 	r.init()
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.watchedLocked(string(o.GetUID()))
 	r.observeLocked(k, o, s, time.Now().UTC())
+}
+
+// watchedLocked notes that the watch told of uid while this replica lists every object.
+func (r *Recorder) watchedLocked(uid string) {
+	if r.watched != nil && uid != "" {
+		r.watched[uid] = true
+	}
 }
 
 func (r *Recorder) observeLocked(k *ray.Kind, o *unstructured.Unstructured, s *ray.Summary, now time.Time) {
@@ -325,13 +336,20 @@ func (r *Recorder) goneLocked(k *ray.Kind, e *cache.Entry, pods []corev1.Pod, no
 	if uid == "" || s == nil {
 		return
 	}
+	r.endLocked(k, uid, e.Namespace, e.Name, e.CreationTimestamp.UTC(), s, pods, now)
+}
+
+// endLocked records that the object uid, ns/name of k, made at created and last summarized as s, was
+// deleted at now, with the pods of its Ray clusters.
+func (r *Recorder) endLocked(k *ray.Kind, uid, ns, name string, created time.Time, s *ray.Summary, pods []corev1.Pod, now time.Time) {
+	r.watchedLocked(uid)
 	kn := r.known[uid]
 	if kn == nil {
 		kn = &known{kind: k, status: s.Status, clusters: k.Clusters(s)}
 	}
 	delete(r.known, uid)
-	rec := Record{UID: uid, Kind: k.Kind, Namespace: e.Namespace, Name: e.Name, Creator: s.Creator, Status: kn.status,
-		Reason: kn.reason, CreatedAt: e.CreationTimestamp.UTC(), DeletedAt: &now}
+	rec := Record{UID: uid, Kind: k.Kind, Namespace: ns, Name: name, Creator: s.Creator, Status: kn.status,
+		Reason: kn.reason, CreatedAt: created, DeletedAt: &now}
 	if rec.Status == "" {
 		rec.Status = s.Status
 	}
@@ -500,6 +518,7 @@ func (r *Recorder) lead(ctx context.Context) {
 	}
 	r.mu.Lock()
 	r.leadCtx = ctx
+	r.watched = map[string]bool{}
 	for uid, k := range live {
 		kind := r.Kinds.ByKind(k.Kind)
 		if kind == nil {
@@ -510,6 +529,11 @@ func (r *Recorder) lead(ctx context.Context) {
 	}
 	r.mu.Unlock()
 	r.leading.Store(true)
+	defer func() {
+		r.mu.Lock()
+		r.watched = nil
+		r.mu.Unlock()
+	}()
 	if err := cache.CatchUp(ctx, r.Dynamic, r.Kinds, r.Serves, r.Signer, r.observe); err != nil {
 		if ctx.Err() == nil {
 			r.Log.Error("history: listing to catch up", zap.Error(err))
@@ -531,11 +555,14 @@ func (r *Recorder) lead(ctx context.Context) {
 	r.mu.Unlock()
 }
 
-// observe observes an object listed to catch up.
+// observe observes an object listed to catch up, unless the watch told of it (a change or its
+// deletion) since the listing began: its state is newer than the page's.
 func (r *Recorder) observe(k *ray.Kind, o *unstructured.Unstructured, s *ray.Summary, now time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.observeLocked(k, o, s, now)
+	if !r.watched[string(o.GetUID())] {
+		r.observeLocked(k, o, s, now)
+	}
 }
 
 // follow stops writing: another replica leads now, or this one stops.
