@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"ray-service/internal/sqldb/sqldbtest"
 	"strings"
 	"testing"
 	"time"
@@ -12,8 +13,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
-
-	"ray-service/internal/sqldb"
 )
 
 // A history written at the first schema version keeps its records through the later migrations, and
@@ -51,19 +50,10 @@ func TestMigrationKeepsRecords(t *testing.T) {
 	assert.Greater(t, n, int64(100<<10), "what it takes is counted")
 }
 
-// sqliteAt opens a SQLite history in file at schema version v (its migrations up to v, each recorded), as
-// an older service left it.
+// sqliteAt opens a SQLite database in file at schema version v of these migrations.
 func sqliteAt(t *testing.T, file string, v int) *sql.DB {
 	t.Helper()
-	var upTo []sqldb.Migration
-	for _, m := range Migrations() {
-		if m.Version <= v {
-			upTo = append(upTo, m)
-		}
-	}
-	d, err := sqldb.Open(t.Context(), "sqlite:"+file, upTo)
-	require.NoError(t, err)
-	return d.DB
+	return sqldbtest.SQLiteAt(t, file, Migrations(), v)
 }
 
 // A change queued keeps the first and the last KeptTransitions of its transitions, and counts those

@@ -1,11 +1,8 @@
 package idle
 
 import (
-	"os/exec"
 	"testing"
 	"time"
-
-	"github.com/stretchr/testify/require"
 
 	"ray-service/internal/promql/promqltest"
 )
@@ -17,12 +14,8 @@ import (
 // last used before the window (no answer), busy's at 20m; Ray's series were there at all 11 steps for
 // both, at 9 for late.
 func TestIdlePromQL(t *testing.T) {
-	promtool, err := exec.LookPath("promtool")
-	require.NoError(t, err, "promtool (Debian package prometheus) is needed: .ci/run installs it")
 	q := WorkExpressions(5*time.Minute, 30*time.Second)
-	pod := func(p, cluster string) string {
-		return `kube_pod_info{namespace="ray",pod="` + p + `",created_by_kind="RayCluster",created_by_name="` + cluster + `"}`
-	}
+	pod := promqltest.PodInfo
 	series := []map[string]string{
 		{"series": pod("idle-head", "idle"), "values": "1x80"},
 		{"series": pod("busy-head", "busy"), "values": "1x80"},
@@ -49,7 +42,7 @@ func TestIdlePromQL(t *testing.T) {
 	check := func(expr string, want ...sample) map[string]any {
 		return map[string]any{"expr": expr, "eval_time": "20m", "exp_samples": want}
 	}
-	promqltest.Run(t, promtool, series, []map[string]any{
+	promqltest.Run(t, series, []map[string]any{
 		check(q["rayLastUsed"], at("busy", 1200)),
 		check(q["raySeen"], at("busy", 11), at("idle", 11), at("late", 9)),
 		check(q["cpu"], at("busy", 3), at("idle", 0)),

@@ -1,12 +1,9 @@
 package promql
 
 import (
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/stretchr/testify/require"
 
 	"ray-service/internal/promql/promqltest"
 )
@@ -18,12 +15,8 @@ import (
 // 20 steps: busy 60 (× 15 s: 900 core-seconds), 20,000 byte-steps and 12 GPU-steps; gone 8 steps of 1
 // core, up to its deletion.
 func TestClusterUsePromQL(t *testing.T) {
-	promtool, err := exec.LookPath("promtool")
-	require.NoError(t, err, "promtool (Debian package prometheus) is needed: .ci/run installs it")
 	q := UseExpressions(5*time.Minute, 15*time.Second)
-	pod := func(p, cluster string) string {
-		return `kube_pod_info{namespace="ray",pod="` + p + `",created_by_kind="RayCluster",created_by_name="` + cluster + `"}`
-	}
+	pod := promqltest.PodInfo
 	series := []map[string]string{
 		{"series": pod("busy-head", "busy"), "values": "1x80"},
 		{"series": pod("gone-head", "gone"), "values": "1x68 stale"},
@@ -51,7 +44,7 @@ func TestClusterUsePromQL(t *testing.T) {
 	// samples, 10/60 core-hours (a range of 4m30s: the same 5 steps on Prometheus 2, which counts the
 	// range's start, as on 3).
 	g := GrafanaUtilizationExpressions()
-	promqltest.Run(t, promtool, series, []map[string]any{
+	promqltest.Run(t, series, []map[string]any{
 		check(q["cpu"], at("busy", 60), at("gone", 8)),
 		check(q["memory"], at("busy", 20000)),
 		check(q["gpu"], at("busy", 12)),

@@ -3,28 +3,18 @@ package usage
 import (
 	"database/sql"
 	"path/filepath"
+	"ray-service/internal/sqldb/sqldbtest"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"ray-service/internal/sqldb"
 )
 
-// sqliteAt opens a SQLite database in file with the utilization's tables at schema version v (its
-// migrations up to v, each recorded), as an older service left it.
+// sqliteAt opens a SQLite database in file at schema version v of these migrations.
 func sqliteAt(t *testing.T, file string, v int) *sql.DB {
 	t.Helper()
-	var upTo []sqldb.Migration
-	for _, m := range Migrations() {
-		if m.Version <= v {
-			upTo = append(upTo, m)
-		}
-	}
-	d, err := sqldb.Open(t.Context(), "sqlite:"+file, upTo)
-	require.NoError(t, err)
-	return d.DB
+	return sqldbtest.SQLiteAt(t, file, Migrations(), v)
 }
 
 // versionOf is the schema version of the migration text m.

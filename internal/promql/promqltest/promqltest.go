@@ -12,10 +12,18 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
+// PodInfo is kube-state-metrics' kube_pod_info of pod, in namespace ray, of the Ray cluster given (as
+// KubeRay's pods are owned: created_by_kind RayCluster).
+func PodInfo(pod, cluster string) string {
+	return `kube_pod_info{namespace="ray",pod="` + pod + `",created_by_kind="RayCluster",created_by_name="` + cluster + `"}`
+}
+
 // Run has Prometheus' own engine evaluate each test's expression on the input series, a sample every
 // 15 s (promtool test rules), and fails t where an answer differs.
-func Run[S, T any](t *testing.T, promtool string, series []S, tests []T) {
+func Run[S, T any](t *testing.T, series []S, tests []T) {
 	t.Helper()
+	promtool, err := exec.LookPath("promtool")
+	require.NoError(t, err, "promtool (Debian package prometheus) is needed: .ci/run installs it")
 	file := map[string]any{
 		"rule_files":          []string{},
 		"evaluation_interval": "15s",

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"ray-service/internal/sqldb"
 )
 
 // Raw opens the database behind a DSN directly, as someone who reaches it would: to read
@@ -21,4 +23,19 @@ func Raw(t *testing.T, dsn string) *sql.DB {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = db.Close() })
 	return db
+}
+
+// SQLiteAt opens a SQLite database in file at schema version v of migrations (those up to v, each
+// recorded), as a service of an older version left it.
+func SQLiteAt(t *testing.T, file string, migrations []sqldb.Migration, v int) *sql.DB {
+	t.Helper()
+	var upTo []sqldb.Migration
+	for _, m := range migrations {
+		if m.Version <= v {
+			upTo = append(upTo, m)
+		}
+	}
+	d, err := sqldb.Open(t.Context(), "sqlite:"+file, upTo)
+	require.NoError(t, err)
+	return d.DB
 }
