@@ -4,7 +4,7 @@ BIN     := bin
 STATE   ?= .run/stack
 PKGS    := ./...
 
-.PHONY: all build run test unit fuzz integration stack stack-down vet swagger swagger-check client bench clean
+.PHONY: all build run test unit fuzz integration integration-postgres stack stack-down vet swagger swagger-check client bench clean
 
 # swag reads only the service's packages: a walk of the whole tree fails when a file there goes while it
 # walks (the client's temporary file, the stack's state), as the checks run beside the integration tests.
@@ -145,6 +145,13 @@ integration: build stack client
 		echo "integration: failed (exit $$rc); what failed, as the run printed it:"; \
 		awk -f test/integration/failures.awk $(BIN)/integration.log; \
 		exit 1; fi
+
+# The integration tests with every instance's database (history, audit trail, notifications,
+# utilization) in a PostgreSQL database of its own in the stack's, as several replicas keep them; the
+# tests that name a database keep theirs. `make test` runs them on SQLite, and the contracts of every store
+# on both.
+integration-postgres:
+	RAY_TEST_DATABASE=postgres $(MAKE) --no-print-directory integration
 
 # The micro-benchmarks, then the list benchmark against a local stack of its own (bench/stack.sh:
 # 10,000 RayClusters; BENCH_ARGS='-objects 100000' for more). It writes docs/benchmarks.md.

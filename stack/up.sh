@@ -247,7 +247,7 @@ if [ "$WITH_POSTGRES" = 1 ]; then
     "${as_pg[@]}" "$PG_BIN/initdb" -D "$PGDATA" -U ray --auth=trust -E UTF8 >"$STATE/logs/initdb.log" 2>&1
   fi
   start postgres "${as_pg[@]}" "$PG_BIN/postgres" -D "$PGDATA" -h 127.0.0.1 -p "$PG_PORT" -k "$PGDATA" \
-    -c fsync=off -c synchronous_commit=off -c full_page_writes=off
+    -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=500
   wait_for postgres 30 "$PG_BIN/pg_isready" -q -h 127.0.0.1 -p "$PG_PORT"
   HISTORY_POSTGRES_DSN="postgres://ray@127.0.0.1:$PG_PORT/postgres?sslmode=disable"
 fi

@@ -167,7 +167,8 @@ func TestAttackAuditTamperedRowIsReported(t *testing.T) {
 	ns := namespace(t, "audit-tamper")
 	admin := env.tokens["admin"]
 	// A history of its own for each run of the test: a run after it (-test.count) starts from a whole chain.
-	svc := startInstance(t, "ray-service-"+ns+".log")
+	file := filepath.Join(env.state, "history", "ray-service-"+ns+".db")
+	svc := startInstance(t, "ray-service-"+ns+".log", "--history-dsn", "sqlite:"+file) // the file it then changes, whatever the suite's database
 	for i := range 4 {
 		r, err := sendTo(svc.url, "POST", nsPath(ns, "rayclusters")+"?start=false", admin, "application/yaml",
 			[]byte(strings.Replace(minimalCluster, "NAME", fmt.Sprint("tamper-", i), 1)))
@@ -182,7 +183,7 @@ func TestAttackAuditTamperedRowIsReported(t *testing.T) {
 	status, _ = verifyAudit(t, svc.url, env.tokens["viewer"])
 	assert.Equal(t, 403, status, "only who may list events cluster-wide checks the trail")
 
-	db, err := sql.Open("sqlite", "file:"+filepath.Join(env.state, "history", "ray-service-"+ns+".db")+"?_pragma=busy_timeout(5000)")
+	db, err := sql.Open("sqlite", "file:"+file+"?_pragma=busy_timeout(5000)")
 	require.NoError(t, err)
 	defer func() { _ = db.Close() }()
 	ctx := context.Background()

@@ -1257,15 +1257,27 @@ func finishedJob(t *testing.T, ns, name, status string, lines []string) string {
 // postgresDatabase creates a database of its own on the stack's PostgreSQL and returns its DSN.
 func postgresDatabase(t *testing.T) string {
 	t.Helper()
-	admin := env.vars["HISTORY_POSTGRES_DSN"]
-	require.NotEmpty(t, admin, "the stack runs PostgreSQL (WITH_POSTGRES=1)")
-	db, err := sql.Open("pgx", admin)
+	dsn, err := newPostgresDatabase(env.vars)
 	require.NoError(t, err)
+	return dsn
+}
+
+// newPostgresDatabase makes a database of its own in the stack's PostgreSQL and returns its DSN.
+func newPostgresDatabase(vars map[string]string) (string, error) {
+	admin := vars["HISTORY_POSTGRES_DSN"]
+	if admin == "" {
+		return "", errors.New("the stack runs no PostgreSQL (WITH_POSTGRES=1)")
+	}
+	db, err := sql.Open("pgx", admin)
+	if err != nil {
+		return "", err
+	}
 	defer func() { _ = db.Close() }()
 	name := "history_" + strings.ReplaceAll(utilrand.String(8), "-", "")
-	_, err = db.ExecContext(context.Background(), "CREATE DATABASE "+name)
-	require.NoError(t, err)
-	return strings.Replace(admin, "/postgres?", "/"+name+"?", 1)
+	if _, err = db.ExecContext(context.Background(), "CREATE DATABASE "+name); err != nil {
+		return "", err
+	}
+	return strings.Replace(admin, "/postgres?", "/"+name+"?", 1), nil
 }
 
 // metricOf reads one of the service's own metrics.
@@ -1458,15 +1470,22 @@ func launchServiceOnce(root, state string, vars map[string]string, logName strin
 	launched.Lock()
 	launched.logs = append(launched.logs, logName)
 	launched.Unlock()
-	// Each service keeps a history of its own, in a file named for its log, under a Lease of its own.
+	// Each service keeps a history of its own, in a file named for its log (or, with
+	// RAY_TEST_DATABASE=postgres, a PostgreSQL database of its own), under a Lease of its own.
 	base := strings.TrimSuffix(logName, ".log")
 	if err := os.MkdirAll(filepath.Join(state, "history"), 0o755); err != nil {
 		return nil, err
 	}
+	dsn := "sqlite:" + filepath.Join(state, "history", base+".db")
+	if os.Getenv("RAY_TEST_DATABASE") == "postgres" {
+		if dsn, err = newPostgresDatabase(vars); err != nil {
+			return nil, err
+		}
+	}
 	all := append([]string{"--listen", addr, "--dashboard-listen", dashAddr, "--kubeconfig", vars["SERVICE_KUBECONFIG"],
 		"--prometheus-url", vars["PROMETHEUS_URL"], "--template-key-file", vars["TEMPLATE_KEY_FILE"], "--audit-key-file", vars["AUDIT_KEY_FILE"],
 		"--log-level", "debug",
-		"--shutdown-delay", "0s", "--history-dsn", "sqlite:" + filepath.Join(state, "history", base+".db"),
+		"--shutdown-delay", "0s", "--history-dsn", dsn,
 		"--lease", leaseName(base), "--lease-namespace", "default"}, args...) // a test that needs a delay passes one; the last flag wins
 	cmd := exec.Command(bin, all...)
 	cmd.Env = append(append(os.Environ(), "HTTP_PROXY="+vars["OPERATOR_HTTP_PROXY"], "NO_PROXY=127.0.0.1,localhost"), environ...)

@@ -112,8 +112,8 @@ func TestAttackHistoryFloodIsBounded(t *testing.T) {
 	const jobs = 120
 	ns := namespace(t, "hist-flood")
 	bind(t, ns, "alice", "ray-editor")
-	svc := startInstance(t, "ray-service-history-flood.log")
 	file := filepath.Join(env.state, "history", "ray-service-history-flood.db")
+	svc := startInstance(t, "ray-service-history-flood.log", "--history-dsn", "sqlite:"+file) // the file it measures, whatever the suite's database
 	// What the service found on the stack is recorded first: what grows after is the tenant's.
 	historyPast(t, svc.url, ns, "before")
 	before := historyBytes(t, file)
