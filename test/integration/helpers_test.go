@@ -1264,18 +1264,35 @@ func postgresDatabase(t *testing.T) string {
 
 // newPostgresDatabase makes a database of its own in the stack's PostgreSQL and returns its DSN.
 func newPostgresDatabase(vars map[string]string) (string, error) {
+	return postgresDatabaseOf(vars, "history_"+strings.ReplaceAll(utilrand.String(8), "-", ""))
+}
+
+// postgresDatabaseOf is the DSN of the database of the stack's PostgreSQL named for name (an instance's
+// log, so that an instance started again under the same name finds its database, as it finds its SQLite
+// file), made where it is not there yet.
+func postgresDatabaseOf(vars map[string]string, name string) (string, error) {
 	admin := vars["HISTORY_POSTGRES_DSN"]
 	if admin == "" {
 		return "", errors.New("the stack runs no PostgreSQL (WITH_POSTGRES=1)")
+	}
+	name = strings.ToLower(regexp.MustCompile(`[^A-Za-z0-9_]`).ReplaceAllString(name, "_"))
+	if len(name) > 63 { // PostgreSQL's longest name: the end, which tells instances apart
+		name = name[len(name)-63:]
 	}
 	db, err := sql.Open("pgx", admin)
 	if err != nil {
 		return "", err
 	}
 	defer func() { _ = db.Close() }()
-	name := "history_" + strings.ReplaceAll(utilrand.String(8), "-", "")
-	if _, err = db.ExecContext(context.Background(), "CREATE DATABASE "+name); err != nil {
+	ctx := context.Background()
+	var there bool
+	if err := db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)`, name).Scan(&there); err != nil {
 		return "", err
+	}
+	if !there {
+		if _, err = db.ExecContext(ctx, `CREATE DATABASE "`+name+`"`); err != nil {
+			return "", err
+		}
 	}
 	return strings.Replace(admin, "/postgres?", "/"+name+"?", 1), nil
 }
@@ -1478,7 +1495,7 @@ func launchServiceOnce(root, state string, vars map[string]string, logName strin
 	}
 	dsn := "sqlite:" + filepath.Join(state, "history", base+".db")
 	if os.Getenv("RAY_TEST_DATABASE") == "postgres" {
-		if dsn, err = newPostgresDatabase(vars); err != nil {
+		if dsn, err = postgresDatabaseOf(vars, base); err != nil {
 			return nil, err
 		}
 	}

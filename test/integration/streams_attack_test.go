@@ -64,8 +64,21 @@ func listedOn(t *testing.T, base, ns, kind, selector string) int {
 // after the object was gone. The feed is now bounded in bytes and the summary's strings in length.
 // The heap is read after a collection (the service's profiler, --pprof-listen).
 func TestAttackFeedFloodDoesNotHoldMemory(t *testing.T) {
-	pprofAddr := freeAddr(t)
-	svc := startInstance(t, "ray-service-flood.log", "--pprof-listen="+pprofAddr)
+	// The profiler's address is free when it is picked, and may be another instance's by the time the
+	// service binds it (the service logs that and goes on): picked again until the profiler answers.
+	var svc *serviceProc
+	var pprofAddr string
+	for try := 1; ; try++ {
+		pprofAddr = freeAddr(t)
+		svc = startInstance(t, "ray-service-flood.log", "--pprof-listen="+pprofAddr)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		status, _, err := httpGet(ctx, "http://"+pprofAddr+"/debug/pprof/cmdline")
+		cancel()
+		if err == nil && status == 200 || try == 3 {
+			break
+		}
+		require.True(t, svc.stop(), "the service stops")
+	}
 	ns := namespace(t, "flood")
 	grantRole(t, ns, "bob", "flood", rbacv1.PolicyRule{APIGroups: []string{"ray.io"}, Resources: []string{"rayclusters"},
 		Verbs: []string{"patch", "get", "list", "create", "delete"}})
