@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // KubeRay v1.7.0 renamed the reason of a RayService's RollbackInProgress condition: v1.6.2 writes
@@ -49,4 +50,80 @@ func TestRayServiceRollbackUnderBothReasonNames(t *testing.T) {
 		}
 		assert.Len(t, s.Rollout, 2, what)
 	}
+}
+
+// v1.7.0's RayJob controller records when it first failed to read a Ray job's status from the
+// dashboard (ray-project/kuberay ray-operator/controllers/ray/rayjob_controller.go:1325
+// recordJobStatusCheckFailure, status.jobStatusCheckFailureStartTime, apis/ray/v1/rayjob_types.go:346),
+// clears it on the next success (:329), and fails the RayJob with reason JobStatusCheckTimeoutExceeded
+// (rayjob_types.go:76) once that lasts RAYJOB_STATUS_CHECK_TIMEOUT_SECONDS, 300 by default
+// (checkJobStatusCheckTimeoutAndUpdateStatusIfNeeded, :1336; utils/constant.go:290), never retried
+// (checkBackoffLimitAndUpdateStatusIfNeeded, :543). The health says so from the start: the operator
+// cannot reach the job's status since then.
+func TestRayJobStatusCheckFailing(t *testing.T) {
+	k := rayJobKind()
+	failing := time.Date(2026, 11, 30, 6, 0, 0, 0, time.UTC)
+	spec := m{"entrypoint": "python /home/ray/samples/sample_code.py", "shutdownAfterJobFinishes": true}
+	// As the controller leaves a Running RayJob whose status it could not read (recordJobStatusCheckFailure
+	// sets the time only; jobStatus and jobDeploymentStatus keep what the last read said).
+	running := func() m {
+		return m{
+			"jobId": "rayjob-sample-6hk2t", "rayClusterName": "rayjob-sample-c7p4x",
+			"dashboardURL": "rayjob-sample-c7p4x-head-svc.team.svc.cluster.local:8265",
+			"jobStatus":    "RUNNING", "jobDeploymentStatus": "Running",
+			"startTime": "2026-11-30T05:50:00Z", "rayJobInfo": m{"startTime": "2026-11-30T05:51:00Z"},
+			"succeeded": int64(0), "failed": int64(0), "observedGeneration": int64(1),
+			"jobStatusCheckFailureStartTime": failing.Format(time.RFC3339),
+		}
+	}
+	s := k.Summarize(obj(spec, running()))
+	assert.Equal(t, StatusRunning, s.Status, "the operator has not failed it yet")
+	assert.Equal(t, HealthDegraded, s.Health.State)
+	assert.Equal(t, ReasonJobStatusCheckFailing, s.Health.Reason)
+	assert.Contains(t, s.Health.Message, "the operator cannot reach the job's status since 2026-11-30T06:00:00Z")
+	require.NotNil(t, s.Health.Since)
+	assert.Equal(t, failing, *s.Health.Since)
+	require.Len(t, s.Problems(), 1)
+	assert.Equal(t, InvolvedObjectRef{Kind: "RayJob", Name: ""}, s.Problems()[0].Source)
+
+	// checkJobStatusCheckTimeoutAndUpdateStatusIfNeeded: Failed with its reason and message (the time in
+	// time.DateTime), the failure's start kept; updateRayJobStatus stamps endTime, and
+	// checkBackoffLimitAndUpdateStatusIfNeeded counts the failure.
+	timedOut := running()
+	timedOut["jobDeploymentStatus"] = "Failed"
+	timedOut["reason"] = "JobStatusCheckTimeoutExceeded"
+	timedOut["message"] = "Job status checks have been failing since 2026-11-30 06:00:00; exceeded timeout of 300s"
+	timedOut["endTime"] = "2026-11-30T06:05:02Z"
+	timedOut["failed"] = int64(1)
+	s = k.Summarize(obj(spec, timedOut))
+	assert.Equal(t, StatusFailed, s.Status)
+	assert.Equal(t, HealthFailed, s.Health.State)
+	assert.Equal(t, "JobStatusCheckTimeoutExceeded", s.Health.Reason)
+	assert.Contains(t, s.Health.Message, "the operator cannot reach the job's status since 2026-11-30T06:00:00Z")
+	assert.Contains(t, s.Health.Message, "exceeded timeout of 300s", "the operator's own words stay")
+	require.NotNil(t, s.Health.Since)
+	assert.Equal(t, failing, *s.Health.Since)
+
+	// A check that succeeds again clears the time (rayjob_controller.go:329): healthy once more.
+	recovered := running()
+	delete(recovered, "jobStatusCheckFailureStartTime")
+	s = k.Summarize(obj(spec, recovered))
+	assert.Equal(t, Health{State: HealthHealthy, Reason: StatusRunning}, s.Health)
+
+	// A time left on a RayJob that failed otherwise (a Ray job the dashboard no longer knows, :315) is not
+	// why it failed: the operator's reason is.
+	other := running()
+	other["jobDeploymentStatus"], other["reason"] = "Failed", "AppFailed"
+	other["message"] = "Submitter completed but Ray job not found in RayCluster."
+	s = k.Summarize(obj(spec, other))
+	assert.Equal(t, "AppFailed", s.Health.Reason)
+	assert.Equal(t, "Submitter completed but Ray job not found in RayCluster.", s.Health.Message)
+
+	// Before v1.7 there is no such field: nothing changes.
+	old := running()
+	delete(old, "jobStatusCheckFailureStartTime")
+	old["jobDeploymentStatus"], old["reason"], old["message"] = "Failed", "DeadlineExceeded", "past activeDeadlineSeconds"
+	s = k.Summarize(obj(spec, old))
+	assert.Equal(t, "DeadlineExceeded", s.Health.Reason)
+	assert.Equal(t, "past activeDeadlineSeconds", s.Health.Message)
 }

@@ -2,6 +2,8 @@ package ray
 
 import (
 	"cmp"
+	"fmt"
+	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
@@ -144,15 +146,42 @@ func deletionRules(o *unstructured.Unstructured) []DeletionRule {
 	return out
 }
 
+// ReasonJobStatusCheckFailing is the health reason of a running RayJob whose Ray job's status the
+// operator cannot read from the dashboard (KubeRay v1.7 status.jobStatusCheckFailureStartTime): the
+// service's name for what KubeRay fails as JobStatusCheckTimeoutExceeded when it lasts.
+const ReasonJobStatusCheckFailing = "JobStatusCheckFailing"
+
+// jobStatusCheckTimeoutExceeded is the reason KubeRay v1.7 fails a RayJob with when its status checks
+// fail for RAYJOB_STATUS_CHECK_TIMEOUT_SECONDS (ray-project/kuberay v1.7.0
+// ray-operator/apis/ray/v1/rayjob_types.go JobStatusCheckTimeoutExceeded).
+const jobStatusCheckTimeoutExceeded = "JobStatusCheckTimeoutExceeded"
+
 // rayJobSignals: a failed deployment is a problem, with the reason KubeRay gives; any other deployment
-// status but Running and Complete is why it waits.
+// status but Running and Complete is why it waits. A running RayJob whose status the operator cannot
+// read is a problem too, since it started failing.
 func rayJobSignals(o *unstructured.Unstructured, s *Summary, self InvolvedObjectRef) (problems []Problem, waiting *Health) {
 	deployment, _, _ := unstructured.NestedString(o.Object, "status", "jobDeploymentStatus")
 	reason, _, _ := unstructured.NestedString(o.Object, "status", "reason")
 	msg, _, _ := unstructured.NestedString(o.Object, "status", "message")
-	if deployment == "Failed" || deployment == "ValidationFailed" {
+	// KubeRay v1.7.0 rayjob_controller.go: recordJobStatusCheckFailure sets the time of the first failed
+	// read of the Ray job's status while Running, a successful read clears it, and
+	// checkJobStatusCheckTimeoutAndUpdateStatusIfNeeded fails the RayJob with JobStatusCheckTimeoutExceeded
+	// once it is RAYJOB_STATUS_CHECK_TIMEOUT_SECONDS old (300 by default), leaving the time. A RayJob
+	// failed for another reason may keep a stale time: its reason is KubeRay's.
+	checkFailing := nestedTime(o, "status", "jobStatusCheckFailureStartTime")
+	switch {
+	case deployment == "Failed" && reason == jobStatusCheckTimeoutExceeded && checkFailing != nil:
+		return []Problem{{Source: self, Reason: reason, Since: checkFailing, Message: fmt.Sprintf(
+			"the operator cannot reach the job's status since %s and has failed the RayJob: %s",
+			checkFailing.Format(time.RFC3339), msg)}}, nil
+	case deployment == "Failed" || deployment == "ValidationFailed":
 		return []Problem{{Source: self, Reason: cmp.Or(reason, deployment), Message: msg, Since: s.EndTime}}, nil
-	} else if deployment != "" && deployment != "Running" && deployment != "Complete" {
+	case deployment == "Running" && checkFailing != nil:
+		return []Problem{{Source: self, Reason: ReasonJobStatusCheckFailing, Since: checkFailing, Message: fmt.Sprintf(
+			"the operator cannot reach the job's status since %s (its reads from the Ray dashboard fail); it fails "+
+				"the RayJob (JobStatusCheckTimeoutExceeded) when this lasts RAYJOB_STATUS_CHECK_TIMEOUT_SECONDS, 300 s unless the operator sets it",
+			checkFailing.Format(time.RFC3339))}}, nil
+	case deployment != "" && deployment != "Running" && deployment != "Complete":
 		return nil, &Health{Reason: deployment, Message: msg}
 	}
 	return nil, nil
