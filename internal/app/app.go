@@ -165,10 +165,7 @@ func Run(ctx context.Context, cfg *config.Config) error {
 		changes := func(ctx context.Context, cs []history.StatusChange) error {
 			return notices.AddNotices(ctx, noticesOf(cs))
 		}
-		recorder, records, err := startHistory(ctx, p, db, own, registry, changes)
-		if err != nil {
-			return err
-		}
+		recorder, records := startHistory(ctx, p, db, own, registry, changes)
 		accountant, figures, err := startUtilization(ctx, p, db, own, clusterUse)
 		if err != nil {
 			return err

@@ -56,7 +56,7 @@ func ownClientsOf(restCfg *rest.Config) (ownClients, error) {
 // Lease (its hooks are the Lease's to add) and hands the changes of status that make notifications to
 // changes.
 func startHistory(ctx context.Context, p *parts, db *sqldb.DB, own ownClients, registry *prometheus.Registry,
-	changes func(context.Context, []history.StatusChange) error) (*history.Recorder, *history.Store, error) {
+	changes func(context.Context, []history.StatusChange) error) (*history.Recorder, *history.Store) {
 	cfg, log := p.cfg, p.log
 	hs := history.New(db)
 	r := &history.Recorder{Store: hs, Kinds: p.kinds, Serves: p.store.Serves, Dynamic: own.dynamic, Core: own.core, Log: log, Signer: p.templates,
@@ -76,7 +76,7 @@ func startHistory(ctx context.Context, p *parts, db *sqldb.DB, own ownClients, r
 		Help: "Changes of deleted objects a full write queue of the history dropped."}, func() float64 { return float64(r.Dropped()) }))
 	r.Start(ctx)
 	log.Info("history", zap.String("database", sqldb.Redact(cfg.HistoryDSN)))
-	return r, hs, nil
+	return r, hs
 }
 
 // startUtilization starts the utilization's figures in db and its accountant, which credits the Ray
