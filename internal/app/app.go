@@ -192,7 +192,8 @@ func Run(ctx context.Context, cfg *config.Config) error {
 		case <-time.After(5 * time.Second):
 		}
 	}()
-	// The optional kinds (RayCronJob) are served while the cluster has their CRD: asked now and every
+	// The optional kinds (RayCronJob) are served while the cluster has their CRD, and the fields a KubeRay
+	// version added (a RayService's spec.suspend) used where the CRD declares them: asked now and every
 	// 30 s, as KubeRay is upgraded or its feature gate turned on.
 	checkCRDs := func(context.Context) {
 		changed, err := store.CheckInstalled(core.Discovery())
@@ -201,6 +202,13 @@ func Run(ctx context.Context, cfg *config.Config) error {
 		}
 		for k, installed := range changed {
 			log.Info("an optional Ray kind's CRD", zap.String("kind", k.Kind), zap.Bool("installed", installed))
+		}
+		fields, err := store.CheckDeclared(core.Discovery())
+		if err != nil {
+			log.Warn("reading which fields the Ray CRDs declare", zap.Error(err))
+		}
+		for _, f := range fields {
+			log.Info("a Ray CRD's field", zap.String("field", f), zap.Bool("declared", kinds.Declared().Has(f)))
 		}
 	}
 	checkCRDs(ctx)

@@ -58,6 +58,8 @@ type Store struct {
 	// groups are the queue managers' groups (Volcano's PodGroups, Kueue's Workloads), once discovery
 	// finds their CRD.
 	groups *queueGroups
+	// declared is the last OpenAPI document read for the fields the CRDs declare (CheckDeclared).
+	declared declaredCheck
 	// idle is what the idle detection last found idle, by Ray cluster, guarded by mu.
 	idle map[ray.ClusterRef]*ray.Idle
 	// makers are, for a kind whose objects are runs (a RayJob), the kinds that make them (RayCronJob):

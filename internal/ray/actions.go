@@ -186,6 +186,8 @@ func (k *Kind) Possible(s *Summary) Needs {
 	}
 	if !suspended && !Ended(s.Status) {
 		switch {
+		case k.suspendDeclared():
+			n.set(ActionStop, PermPatch)
 		case k.StopBy == StopToTemplate:
 			n.set(ActionStop, PermConfigMapCreate, PermConfigMapGet, PermConfigMapUpdate, PermDelete)
 		case k.StopBy == StopViaDashboard:

@@ -89,6 +89,10 @@ type Kind struct {
 	// CanSuspend tells whether KubeRay can suspend an object in place (spec.suspend). Default: never;
 	// a kind that cannot is created stopped as a template.
 	CanSuspend func(o *unstructured.Unstructured) bool
+	// SuspendDeclared tells, of a kind whose CRD gained spec.suspend in a KubeRay version (RayService,
+	// v1.7), whether the installed CRD declares it: then its objects are suspended in place, and StopBy
+	// is how it is stopped on an older KubeRay. Default: CanSuspend alone decides.
+	SuspendDeclared func() bool
 	// StopBy is how an object that cannot be suspended in place is stopped. Default: StopBySuspendOnly.
 	StopBy StopMode
 	// StoppedInPlace tells of a Stopped object whether it is suspended (a start resumes it) rather than
@@ -200,13 +204,15 @@ type Runs struct {
 type Kinds struct {
 	byResource map[string]*Kind
 	all        []*Kind
+	declared   *Declared
 }
 
 // NewKinds returns the kinds RayCluster, RayJob, RayService and RayCronJob (optional).
 func NewKinds() *Kinds {
-	all := []*Kind{rayClusterKind(), rayJobKind(), rayServiceKind(), rayCronJobKind()}
+	declared := &Declared{}
+	all := []*Kind{rayClusterKind(), rayJobKind(), rayServiceKind(declared), rayCronJobKind(declared)}
 	slices.SortFunc(all, func(a, b *Kind) int { return strings.Compare(a.Resource, b.Resource) })
-	r := &Kinds{byResource: map[string]*Kind{}, all: all}
+	r := &Kinds{byResource: map[string]*Kind{}, all: all, declared: declared}
 	for _, k := range all {
 		k.check()
 		r.byResource[k.Resource] = k
@@ -229,6 +235,10 @@ func (r *Kinds) Lookup(resource string) (*Kind, bool) {
 	k, ok := r.byResource[resource]
 	return k, ok
 }
+
+// Declared is what the installed CRDs declare of the fields KubeRay versions added, which the kinds
+// read (package cache learns it).
+func (r *Kinds) Declared() *Declared { return r.declared }
 
 // All returns the kinds, ordered by resource name.
 func (r *Kinds) All() []*Kind { return r.all }

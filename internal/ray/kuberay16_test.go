@@ -11,7 +11,7 @@ import (
 // Upgrading, or RollingBack while RollbackInProgress is True, and the summary shows each cluster's
 // target capacity and share of traffic, with the condition's reason as the health's.
 func TestRayServiceRollout(t *testing.T) {
-	k := rayServiceKind()
+	k := rayServiceKind(&Declared{})
 	pct := func(n int64) *int64 { return &n }
 	status := m{
 		"conditions": l{cond("Ready", "True", "NonZeroServeEndpoints"), cond("UpgradeInProgress", "True", "BothActivePendingClustersExist")},

@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 // KubeRay v1.7.0 renamed the reason of a RayService's RollbackInProgress condition: v1.6.2 writes
@@ -15,7 +16,7 @@ import (
 // (rayservice_controller.go:2348 and :2371, apis/ray/v1/rayservice_types.go:233). Each is RollingBack, with
 // the condition's reason and message as the health's, since the condition turned True.
 func TestRayServiceRollbackUnderBothReasonNames(t *testing.T) {
-	k := rayServiceKind()
+	k := rayServiceKind(&Declared{})
 	since := time.Date(2026, 11, 30, 6, 13, 0, 0, time.UTC)
 	for _, c := range []struct{ operator, reason, message string }{
 		{"v1.6.2", "TargetClusterChanged", "Goal state changed mid-upgrade, rolling back to original cluster."},
@@ -126,4 +127,39 @@ func TestRayJobStatusCheckFailing(t *testing.T) {
 	s = k.Summarize(obj(spec, old))
 	assert.Equal(t, "DeadlineExceeded", s.Health.Reason)
 	assert.Equal(t, "past activeDeadlineSeconds", s.Health.Message)
+}
+
+// A RayService is suspended in place where the installed CRD declares spec.suspend (KubeRay v1.7.0
+// apis/ray/v1/rayservice_types.go:129), and stopped to a template where it does not (v1.5, v1.6): its
+// stop needs the right to patch it, not to delete it and write a ConfigMap; its start, to patch.
+func TestRayServiceStopBySuspendWhereTheCRDDeclaresIt(t *testing.T) {
+	kinds := NewKinds()
+	service, _ := kinds.Lookup("rayservices")
+	running := Summary{Name: "s", Kind: "RayService", Type: TypeInstance, Status: StatusRunning, ActiveRayClusterName: "s-x"}
+	stopNeeds := func() Permissions {
+		n := service.Possible(&running)
+		p, ok := n.Of(ActionStop)
+		require.True(t, ok)
+		return p
+	}
+	obj := m{"apiVersion": "ray.io/v1", "kind": "RayService", "metadata": m{"name": "s", "namespace": "n"}, "spec": m{}}
+	u := &unstructured.Unstructured{Object: obj}
+
+	assert.False(t, service.Suspendable(u), "KubeRay v1.6's CRD has no spec.suspend")
+	assert.Equal(t, Of(PermGet)|Of(PermConfigMapCreate)|Of(PermConfigMapGet)|Of(PermConfigMapUpdate)|Of(PermDelete), stopNeeds())
+	assert.Equal(t, "delete", service.StopVerb())
+	assert.Equal(t, "create", service.StartVerb())
+
+	assert.Equal(t, []string{FieldServiceSuspend}, kinds.Declared().Set(map[string]bool{FieldServiceSuspend: true}))
+	assert.True(t, service.Suspendable(u), "KubeRay v1.7's CRD has spec.suspend")
+	assert.Equal(t, Of(PermGet)|Of(PermPatch), stopNeeds())
+	assert.Equal(t, "patch", service.StopVerb())
+	assert.Equal(t, "patch", service.StartVerb())
+	stopped := Summary{Name: "s", Kind: "RayService", Type: TypeInstance, Status: StatusStopped}
+	n := service.Possible(&stopped)
+	start, _ := n.Of(ActionStart)
+	assert.Equal(t, Of(PermGet)|Of(PermPatch), start)
+
+	assert.Equal(t, []string{FieldServiceSuspend}, kinds.Declared().Set(map[string]bool{}), "the CRD went back to v1.6's")
+	assert.False(t, service.Suspendable(u))
 }

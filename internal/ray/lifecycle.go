@@ -18,8 +18,11 @@ const (
 
 // Suspendable tells whether KubeRay can suspend this object in place.
 func (k *Kind) Suspendable(o *unstructured.Unstructured) bool {
-	return k.CanSuspend != nil && k.CanSuspend(o)
+	return k.suspendDeclared() || k.CanSuspend != nil && k.CanSuspend(o)
 }
+
+// suspendDeclared tells whether the installed CRD gave the kind a spec.suspend it lacked before.
+func (k *Kind) suspendDeclared() bool { return k.SuspendDeclared != nil && k.SuspendDeclared() }
 
 // Status is the normalized status of an instance.
 func (k *Kind) Status(o *unstructured.Unstructured) string { return k.StatusOf(o) }
@@ -34,7 +37,7 @@ func Ended(status string) bool {
 
 // StartVerb is the right a start needs: create for a kind started from a template, patch otherwise.
 func (k *Kind) StartVerb() string {
-	if k.StopBy == StopToTemplate {
+	if k.StopBy == StopToTemplate && !k.suspendDeclared() {
 		return "create"
 	}
 	return "patch"
@@ -43,6 +46,9 @@ func (k *Kind) StartVerb() string {
 // StopVerb is the right a stop of an instance that cannot be suspended needs: update for a Ray job stopped
 // through its dashboard (see stopRayJob), delete for one stopped to a template, patch otherwise.
 func (k *Kind) StopVerb() string {
+	if k.suspendDeclared() {
+		return "patch"
+	}
 	switch k.StopBy {
 	case StopViaDashboard:
 		return "update"

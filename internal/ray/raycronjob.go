@@ -36,7 +36,7 @@ const (
 // rayCronJobKind: a RayCronJob is Running while it schedules and Stopped while suspended (start and
 // stop set spec.suspend); its runs are RayJobs. Its name leaves room for the suffix of its runs'
 // names within a RayJob's limit.
-func rayCronJobKind() *Kind {
+func rayCronJobKind(declared *Declared) *Kind {
 	return &Kind{
 		Resource:        "raycronjobs",
 		Kind:            CronJobKind,

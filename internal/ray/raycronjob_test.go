@@ -31,7 +31,7 @@ func cronJob(t *testing.T, schedule string, suspend bool, status map[string]any)
 // is Failed with the parser's reason; its summary carries the schedule, the last run's time and, from its
 // job template, what each run's cluster requests.
 func TestRayCronJobSummary(t *testing.T) {
-	k := rayCronJobKind()
+	k := rayCronJobKind(&Declared{})
 	k.check()
 	s := k.Summarize(cronJob(t, "* * * * *", false, map[string]any{"lastScheduleTime": "2026-12-03T08:00:00Z"}))
 	assert.Equal(t, StatusRunning, s.Status)
@@ -69,7 +69,7 @@ func TestNextRuns(t *testing.T) {
 
 // The next runs are given at answer time, on a copy: the cached summary keeps none.
 func TestRayCronJobNextRunsAtAnswer(t *testing.T) {
-	k := rayCronJobKind()
+	k := rayCronJobKind(&Declared{})
 	cached := k.Summarize(cronJob(t, "*/10 * * * *", false, nil))
 	answer := cached
 	now := time.Date(2026, 12, 3, 8, 5, 0, 0, time.UTC)
@@ -86,7 +86,7 @@ func TestRayCronJobNextRunsAtAnswer(t *testing.T) {
 // A run made now is the RayJob the operator would make at a scheduled time: named with the suffix,
 // labelled, annotated, owned by the RayCronJob, its spec the job template.
 func TestRayCronJobRun(t *testing.T) {
-	k := rayCronJobKind()
+	k := rayCronJobKind(&Declared{})
 	o := cronJob(t, "* * * * *", true, nil)
 	o.SetUID("u-cron")
 	now := time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC)
@@ -112,7 +112,7 @@ func TestRayCronJobRun(t *testing.T) {
 // the RayCronJob was made, no later than status.lastScheduleTime, and it was made at that tick or up to
 // ScheduledRunGrace after; the time zone spec.timeZone names (KubeRay v1.7) moves the ticks.
 func TestRayCronJobScheduledRun(t *testing.T) {
-	k := rayCronJobKind()
+	k := rayCronJobKind(&Declared{})
 	made := time.Date(2026, 12, 3, 8, 30, 20, 0, time.UTC)
 	tick := time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC)
 	o := cronJob(t, "*/15 * * * *", false, map[string]any{"lastScheduleTime": tick.Format(time.RFC3339)})
@@ -172,7 +172,7 @@ func TestMadeClusters(t *testing.T) {
 	assert.Equal(t, []string{"train-x1"}, job.MadeClusters(o))
 	o.Object["spec"] = map[string]any{"clusterSelector": map[string]any{"ray.io/cluster": "train-x1"}}
 	assert.Empty(t, job.MadeClusters(o), "a cluster it selects is none it made")
-	svc := rayServiceKind()
+	svc := rayServiceKind(&Declared{})
 	o = &unstructured.Unstructured{Object: map[string]any{"status": map[string]any{"activeServiceStatus": map[string]any{"rayClusterName": "a"},
 		"pendingServiceStatus": map[string]any{"rayClusterName": "b"}}}}
 	assert.Equal(t, []string{"a", "b"}, svc.MadeClusters(o))

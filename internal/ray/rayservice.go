@@ -9,9 +9,10 @@ import (
 )
 
 // rayServiceKind: a RayService runs on an active Ray cluster, and on a pending one while it upgrades.
-// KubeRay names clusters and services after the RayService, hence the shorter limit. It is stopped by
+// KubeRay names clusters and services after the RayService, hence the shorter limit. Where the installed
+// CRD declares spec.suspend (KubeRay v1.7) it is suspended in place; on an older KubeRay it is stopped by
 // storing it as a template and deleting the instance.
-func rayServiceKind() *Kind {
+func rayServiceKind(declared *Declared) *Kind {
 	return &Kind{
 		Resource:        "rayservices",
 		Kind:            "RayService",
@@ -34,7 +35,8 @@ func rayServiceKind() *Kind {
 			svc, _, _ := unstructured.NestedString(o.Object, "status", "activeServiceStatus", "rayClusterStatus", "head", "serviceName")
 			return svc
 		},
-		StopBy: StopToTemplate,
+		SuspendDeclared: func() bool { return declared.Has(FieldServiceSuspend) },
+		StopBy:          StopToTemplate,
 		// KubeRay v1.6.0 copies its labels to its clusters (rayservice_controller.go
 		// constructRayClusterForRayService); Kueue v0.17.0 pkg/controller/jobs/rayservice.
 		QueueManagers: []string{ManagerVolcano, ManagerKueue},

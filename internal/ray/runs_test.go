@@ -16,7 +16,7 @@ func run(name, status string, created time.Time, start, end *time.Time) *Summary
 // A RayCronJob's summary counts its runs, names the newest and the last outcome with its duration, and
 // its health says when the last run failed or runs pile up; suspended, it is Stopped whatever its runs.
 func TestWithRuns(t *testing.T) {
-	k := rayCronJobKind()
+	k := rayCronJobKind(&Declared{})
 	base := k.Summarize(cronJob(t, "* * * * *", false, nil))
 	at := func(m int) *time.Time { t := time.Date(2026, 12, 3, 8, m, 0, 0, time.UTC); return &t }
 
@@ -63,7 +63,7 @@ func TestWithRuns(t *testing.T) {
 
 // "run" is allowed on a RayCronJob, suspended or not, to whoever may get it and create RayJobs there.
 func TestRunNowAction(t *testing.T) {
-	k := rayCronJobKind()
+	k := rayCronJobKind(&Declared{})
 	for _, suspend := range []bool{false, true} {
 		s := k.Summarize(cronJob(t, "* * * * *", suspend, nil))
 		n := k.Possible(&s)
@@ -86,7 +86,7 @@ func TestRunNowAction(t *testing.T) {
 
 // A schedule's time zone prefix is named, and one without is read in UTC whatever the process's zone.
 func TestScheduleTimeZone(t *testing.T) {
-	k := rayCronJobKind()
+	k := rayCronJobKind(&Declared{})
 	s := k.Summarize(cronJob(t, "CRON_TZ=Asia/Shanghai 0 1 * * *", false, nil))
 	assert.Equal(t, "Asia/Shanghai", s.Schedule.TimeZone)
 	assert.Equal(t, StatusRunning, s.Status)

@@ -323,7 +323,7 @@ func TestStatusFixturesCoverTheContract(t *testing.T) {
 // serviceStatus without conditions (before v1.3.0, apis/ray/v1/rayservice_types.go: "Since KubeRay
 // v1.3.0, ServiceStatus is equivalent to the RayServiceReady condition").
 func TestStatusOfOlderOperators(t *testing.T) {
-	cluster, service := rayClusterKind(), rayServiceKind()
+	cluster, service := rayClusterKind(), rayServiceKind(&Declared{})
 	assert.Equal(t, StatusFailed, cluster.Status(obj(nil, m{"state": "failed"})))
 	assert.Equal(t, StatusRunning, service.Status(obj(nil, m{"serviceStatus": "Running"})))
 	assert.Equal(t, StatusPending, service.Status(obj(nil, m{"serviceStatus": ""})))
