@@ -100,16 +100,16 @@ func (f *fakeObjects) Scale(_ context.Context, ns, name string, r ray.ScaleReque
 	return f.current, []string{}, f.err
 }
 
-func (f *fakeObjects) Delete(_ context.Context, ns, name string, force bool) error {
+func (f *fakeObjects) Delete(_ context.Context, ns, name string, force bool) (bool, error) {
 	call := "delete " + ns + "/" + name
 	if force {
 		call += " force"
 	}
 	f.record(call)
 	if err, ok := f.deleteOf[ns+"/"+name]; ok {
-		return err
+		return false, err
 	}
-	return f.err
+	return false, f.err
 }
 
 func (f *fakeObjects) Summarize(cur *k8s.Current) ray.Summary {

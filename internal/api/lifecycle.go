@@ -107,6 +107,9 @@ type BatchResult struct {
 	Code      int    `json:"code" example:"200"`
 	Msg       string `json:"msg" example:"OK"`
 	Reason    string `json:"reason,omitempty" example:"Conflict"`
+	// Deleting: the object is still there, being deleted until its finalizers are done (see the
+	// single delete).
+	Deleting bool `json:"deleting,omitempty"`
 }
 
 // batchDelete deletes many objects of a kind.
@@ -115,7 +118,8 @@ type BatchResult struct {
 //	@ID				batchDeleteObjects
 //	@Description	Deletes up to 100 objects of a kind, each as a single delete would (Running ones only with force).
 //	@Description	One item's failure does not stop the others: the answer is 200 with one result per item, in the
-//	@Description	order given. Duplicate items are deleted once and answered for each.
+//	@Description	order given. Duplicate items are deleted once and answered for each. An item still being
+//	@Description	deleted when answered (finalizers) says deleting.
 //	@Tags			lifecycle
 //	@Accept			json
 //	@Produce		json
@@ -139,10 +143,11 @@ func (s *Server) batchDelete(c *gin.Context) (*response, error) {
 			items = append(items, writes.Item{Namespace: it.Namespace, Name: it.Name})
 		}
 	}
-	errs := s.writePath(c, req(c)).DeleteEach(c.Request.Context(), items, batch.Force, batchInParallel)
+	pending, errs := s.writePath(c, req(c)).DeleteEach(c.Request.Context(), items, batch.Force, batchInParallel)
 	for i, it := range items {
 		s.Store.ForgetManifest(req(c).kind, it.Namespace, it.Name)
 		if errs[i] == nil {
+			outcome[BatchItem(it)].Deleting = pending[i]
 			continue
 		}
 		env, internal := errorEnvelope(errs[i])

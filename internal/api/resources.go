@@ -81,6 +81,10 @@ const RecentEvents = 20
 type DeleteData struct {
 	Namespace string `json:"namespace"`
 	Name      string `json:"name"`
+	// Deleting: the object is still there, being deleted until the finalizers on it are done (KubeRay's,
+	// on a RayJob, on a RayService from v1.6.2, on a RayCluster with GCS fault tolerance); its summary
+	// shows deletingSince until it is gone.
+	Deleting bool `json:"deleting"`
 }
 
 // listAll lists a kind across every namespace the caller may list it in.
@@ -435,9 +439,13 @@ func (s *Server) replace(c *gin.Context) (*response, error) {
 
 // delete deletes an object as the caller.
 //
-//	@Summary	Delete
-//	@ID			deleteObject
-//	@Tags		resources
+//	@Summary		Delete
+//	@ID				deleteObject
+//	@Description	Deletes the object, and any template of the name. The answer comes once the apiserver has
+//	@Description	accepted the deletion: where finalizers hold the object (KubeRay's), it is still there, being
+//	@Description	deleted (data.deleting true, the summary's deletingSince set) until the operator is done; a
+//	@Description	delete of an object already being deleted changes nothing and answers the same.
+//	@Tags			resources
 //	@Produce	json
 //	@Security	Bearer
 //	@Param		namespace					path		string	true	"namespace"
@@ -453,10 +461,11 @@ func (s *Server) delete(c *gin.Context) (*response, error) {
 		return nil, err
 	}
 	ns, name := c.Param("namespace"), c.Param("name")
-	if err := s.writePath(c, req(c)).Delete(c.Request.Context(), ns, name, force); err != nil {
+	pending, err := s.writePath(c, req(c)).Delete(c.Request.Context(), ns, name, force)
+	if err != nil {
 		return nil, err
 	}
-	return ok(DeleteData{Namespace: ns, Name: name}), nil
+	return ok(DeleteData{Namespace: ns, Name: name, Deleting: pending}), nil
 }
 
 // exportYAML returns the object as YAML, read from the apiserver as the caller.

@@ -113,34 +113,45 @@ func (o *Objects) Stop(ctx context.Context, ns, name string) (*Current, error) {
 }
 
 // Delete deletes ns/name: the instance, refused while it is Running unless force, and any template of
-// the name.
-func (o *Objects) Delete(ctx context.Context, ns, name string, force bool) error {
+// the name. pending: the instance is still there, being deleted, until the finalizers on it are done
+// (KubeRay's on a RayJob, a RayService from v1.6.2, and a RayCluster with GCS fault tolerance): a delete of
+// an instance already being deleted changes nothing and says so.
+func (o *Objects) Delete(ctx context.Context, ns, name string, force bool) (pending bool, err error) {
 	cur, err := o.Resolve(ctx, ns, name)
 	if err != nil {
-		return err
+		return false, err
+	}
+	if cur.Instance != nil && cur.Instance.GetDeletionTimestamp() != nil {
+		if err := o.mayDo(ctx, "delete", ns, name); err != nil {
+			return false, err
+		}
+		return true, nil
 	}
 	if cur.Instance != nil {
 		if o.Summarize(cur).Status == ray.StatusRunning && !force {
 			// The refusal of a Running object is advice to one who could delete it; whoever may not is
 			// told that, as the apiserver would tell them.
 			if err := o.mayDo(ctx, "delete", ns, name); err != nil {
-				return err
+				return false, err
 			}
-			return apierrors.NewConflict(o.Kind.GVR().GroupResource(), name, errors.New("it is Running: stop it first, or delete with force=true"))
+			return false, apierrors.NewConflict(o.Kind.GVR().GroupResource(), name, errors.New("it is Running: stop it first, or delete with force=true"))
 		}
 		if err := o.deleteInstance(ctx, ns, name); err != nil {
-			return err
+			return false, err
 		}
+		// The apiserver answers a delete before finalizers are done: what is read right after tells.
+		got, err := o.resource(ns).Get(ctx, name, metav1.GetOptions{})
+		pending = err == nil && got.GetUID() == cur.Instance.GetUID()
 	}
 	if cur.Template != nil {
-		return o.deleteTemplate(ctx, cur.Template)
+		return pending, o.deleteTemplate(ctx, cur.Template)
 	}
 	// A caller who may not read or delete ConfigMaps deletes instances all the same, where there is
 	// no template.
 	if err := o.deleteTemplateOf(ctx, ns, name); err != nil && !apierrors.IsForbidden(err) {
-		return err
+		return false, err
 	}
-	return nil
+	return pending, nil
 }
 
 // nothingToDo answers a start or stop that finds nothing to do: cur as it is, marked unchanged, once the

@@ -273,29 +273,33 @@ func TestDelete(t *testing.T) {
 	e.seed("busy", rayClusterReady)
 	authz := &fakeAuthorizer{allowed: false}
 	e.objs.m.Authz = authz
-	err := e.objs.Delete(ctx, "team", "busy", false)
+	_, err := e.objs.Delete(ctx, "team", "busy", false)
 	assert.True(t, apierrors.IsForbidden(err), "one who may not delete it is not told it runs: %v", err)
 	assert.Equal(t, []string{"delete rayclusters team/busy"}, authz.asked)
 	authz.allowed = true
-	err = e.objs.Delete(ctx, "team", "busy", false)
+	_, err = e.objs.Delete(ctx, "team", "busy", false)
 	assert.True(t, apierrors.IsConflict(err), "Running without force: %v", err)
 	inst, _ := e.state("busy")
 	assert.True(t, inst, "nothing deleted")
-	require.NoError(t, e.objs.Delete(ctx, "team", "busy", true))
+	pending, err := e.objs.Delete(ctx, "team", "busy", true)
+	require.NoError(t, err)
+	assert.False(t, pending, "no finalizer: gone at once")
 	inst, _ = e.state("busy")
 	assert.False(t, inst)
 
 	_, err = e.objs.Create(ctx, e.manifest("idle"), false, false)
 	require.NoError(t, err)
-	require.NoError(t, e.objs.Delete(ctx, "team", "idle", false), "a suspended cluster is not Running")
+	_, err = e.objs.Delete(ctx, "team", "idle", false)
+	require.NoError(t, err, "a suspended cluster is not Running")
 
 	e = newLifecycleEnv(t, "rayservices")
 	_, err = e.objs.Create(ctx, e.manifest("tpl"), false, false)
 	require.NoError(t, err)
-	require.NoError(t, e.objs.Delete(ctx, "team", "tpl", false))
+	_, err = e.objs.Delete(ctx, "team", "tpl", false)
+	require.NoError(t, err)
 	inst, tpl := e.state("tpl")
 	assert.Equal(t, []bool{false, false}, []bool{inst, tpl})
-	err = e.objs.Delete(ctx, "team", "tpl", false)
+	_, err = e.objs.Delete(ctx, "team", "tpl", false)
 	assert.True(t, apierrors.IsNotFound(err), "%v", err)
 }
 

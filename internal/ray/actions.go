@@ -174,6 +174,9 @@ func (k *Kind) Possible(s *Summary) Needs {
 		}
 		return n
 	}
+	if s.DeletingSince != nil {
+		return n // being deleted: what it runs goes with it
+	}
 	rerun := []Permission{PermDelete, PermCreate, PermConfigMapCreate, PermConfigMapGet, PermConfigMapDelete}
 	suspended := s.Status == StatusStopped || s.Status == StatusStopping
 	switch {

@@ -2,6 +2,7 @@ package ray
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 )
@@ -36,6 +37,8 @@ func TestPossibleActions(t *testing.T) {
 			[]string{ActionStart, ActionDelete, ActionEdit}},
 		{"running job", job, Summary{Name: "j", Kind: "RayJob", Type: TypeInstance, Status: StatusRunning, RayClusterName: "j-x"},
 			[]string{ActionStop, ActionEdit, ActionLogs, ActionDashboard}},
+		{"running cluster being deleted", cluster, Summary{Name: "c", Kind: ClusterKind, Type: TypeInstance, Status: StatusRunning,
+			WorkerGroups: groups, DeletingSince: &time.Time{}}, []string{}},
 		{"service template", service, Summary{Name: "s", Kind: "RayService", Type: TypeTemplate, Status: StatusStopped, WorkerGroups: groups},
 			[]string{ActionStart, ActionDelete, ActionEdit, ActionScale}},
 	} {

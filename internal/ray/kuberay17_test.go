@@ -163,3 +163,18 @@ func TestRayServiceStopBySuspendWhereTheCRDDeclaresIt(t *testing.T) {
 	assert.Equal(t, []string{FieldServiceSuspend}, kinds.Declared().Set(map[string]bool{}), "the CRD went back to v1.6's")
 	assert.False(t, service.Suspendable(u))
 }
+
+// An object a delete was accepted for stays while finalizers hold it (KubeRay v1.6.2 adds
+// ray.io/rayservice-finalizer to a RayService, rayservice_controller.go; v1.7.0 keeps it): its summary
+// says since when it is being deleted.
+func TestSummaryOfAnObjectBeingDeleted(t *testing.T) {
+	k := rayServiceKind(&Declared{})
+	o := &unstructured.Unstructured{Object: m{"apiVersion": "ray.io/v1", "kind": "RayService",
+		"metadata": m{"name": "s", "namespace": "n", "finalizers": l{"ray.io/rayservice-finalizer"},
+			"deletionTimestamp": "2026-12-06T10:00:00Z"}, "spec": m{}}}
+	s := k.Summarize(o)
+	require.NotNil(t, s.DeletingSince)
+	assert.Equal(t, time.Date(2026, 12, 6, 10, 0, 0, 0, time.UTC), *s.DeletingSince)
+	o.SetDeletionTimestamp(nil)
+	assert.Nil(t, k.Summarize(o).DeletingSince)
+}

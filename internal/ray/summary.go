@@ -122,6 +122,10 @@ type Summary struct {
 	// object whose creator was not signed.
 	CreatorSigned bool      `json:"creatorSigned"`
 	CreatedAt     time.Time `json:"createdAt"`
+	// DeletingSince is metadata.deletionTimestamp: a delete was accepted, and the object stays until the
+	// finalizers on it are done (KubeRay's, on a RayJob, a RayService from v1.6.2, a RayCluster with GCS
+	// fault tolerance). No action is allowed meanwhile.
+	DeletingSince *time.Time `json:"deletingSince,omitempty"`
 	// Image is the head's first container's image, cut to 512 bytes.
 	Image string      `json:"image"`
 	Head  HeadSummary `json:"head"`
@@ -199,6 +203,10 @@ func (k *Kind) Summarize(o *unstructured.Unstructured) Summary {
 		Creator:      o.GetAnnotations()[CreatorKey],
 		CreatedAt:    o.GetCreationTimestamp().UTC(),
 		WorkerGroups: []WorkerGroup{},
+	}
+	if dt := o.GetDeletionTimestamp(); dt != nil {
+		t := dt.UTC()
+		s.DeletingSince = &t
 	}
 	if spec, ok := nestedMap(o.Object, k.ClusterSpecPath...); ok {
 		summarizeClusterSpec(spec, &s)

@@ -35,7 +35,7 @@ type Objects interface {
 	Start(ctx context.Context, ns, name string) (*k8s.Current, error)
 	Stop(ctx context.Context, ns, name string) (*k8s.Current, error)
 	Scale(ctx context.Context, ns, name string, r ray.ScaleRequest) (*k8s.Current, []string, error)
-	Delete(ctx context.Context, ns, name string, force bool) error
+	Delete(ctx context.Context, ns, name string, force bool) (pending bool, err error)
 }
 
 // Path is the write path of one request: the kind it writes, its objects as the caller writes them, and
@@ -147,13 +147,14 @@ func (p *Path[D]) Scale(ctx context.Context, ns, name string, r ray.ScaleRequest
 	return d, warnings, err
 }
 
-// Delete deletes ns/name as the caller; force: even while it runs.
-func (p *Path[D]) Delete(ctx context.Context, ns, name string, force bool) error {
-	if err := p.Objects.Delete(ctx, ns, name, force); err != nil {
-		return err
+// Delete deletes ns/name as the caller; force: even while it runs. pending: it is being deleted, its
+// finalizers not yet done.
+func (p *Path[D]) Delete(ctx context.Context, ns, name string, force bool) (pending bool, err error) {
+	if pending, err = p.Objects.Delete(ctx, ns, name, force); err != nil {
+		return false, err
 	}
 	p.Audit.Record(ctx, audit.Delete, p.Kind.Kind, ns, name, "", forcedDetail(force))
-	return nil
+	return pending, nil
 }
 
 // Item names one object of a batch.
@@ -163,14 +164,16 @@ type Item struct {
 
 // DeleteEach deletes each of items as the caller, each as Delete would and at most parallel at once.
 // Every item answers for itself: errs[i] is what deleting items[i] failed with, nil where it was
-// deleted. Once all are done, those deleted are recorded, in the order of items.
-func (p *Path[D]) DeleteEach(ctx context.Context, items []Item, force bool, parallel int) (errs []error) {
+// deleted; pending[i] that it is still being deleted (as Delete says). Once all are done, those deleted
+// are recorded, in the order of items.
+func (p *Path[D]) DeleteEach(ctx context.Context, items []Item, force bool, parallel int) (pending []bool, errs []error) {
 	errs = make([]error, len(items))
+	pending = make([]bool, len(items))
 	var g errgroup.Group
 	g.SetLimit(parallel)
 	for i, it := range items {
 		g.Go(func() error {
-			errs[i] = p.Objects.Delete(ctx, it.Namespace, it.Name, force)
+			pending[i], errs[i] = p.Objects.Delete(ctx, it.Namespace, it.Name, force)
 			return nil
 		})
 	}
@@ -181,7 +184,7 @@ func (p *Path[D]) DeleteEach(ctx context.Context, items []Item, force bool, para
 			p.Audit.Record(ctx, audit.Delete, p.Kind.Kind, it.Namespace, it.Name, "", detail)
 		}
 	}
-	return errs
+	return pending, errs
 }
 
 func forcedDetail(force bool) string {

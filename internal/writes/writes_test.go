@@ -36,6 +36,7 @@ type objects struct {
 	*steps
 	cur      *k8s.Current
 	err      error
+	pending  bool
 	warnings []string
 	created  *unstructured.Unstructured
 }
@@ -70,9 +71,9 @@ func (o *objects) Scale(context.Context, string, string, ray.ScaleRequest) (*k8s
 	return cur, o.warnings, err
 }
 
-func (o *objects) Delete(context.Context, string, string, bool) error {
+func (o *objects) Delete(context.Context, string, string, bool) (bool, error) {
 	o.add("delete")
-	return o.err
+	return o.pending, o.err
 }
 
 // trail keeps what is recorded.
@@ -179,8 +180,9 @@ func TestWriteFailureIsNeitherRecordedNorDecorated(t *testing.T) {
 	f.objs.err = errors.New("conflict")
 	_, err := f.path.Start(context.Background(), "team", "demo")
 	require.EqualError(t, err, "conflict")
-	require.EqualError(t, f.path.Delete(context.Background(), "team", "demo", false), "conflict")
-	errs := f.path.DeleteEach(context.Background(), []Item{{"team", "a"}, {"team", "b"}}, false, 2)
+	_, err = f.path.Delete(context.Background(), "team", "demo", false)
+	require.EqualError(t, err, "conflict")
+	_, errs := f.path.DeleteEach(context.Background(), []Item{{"team", "a"}, {"team", "b"}}, false, 2)
 	assert.Equal(t, []error{f.objs.err, f.objs.err}, errs)
 	assert.Equal(t, []string{"start", "delete", "delete", "delete"}, f.seen)
 }
@@ -241,10 +243,21 @@ func TestScaleAndDeleteSayWhatTheyDid(t *testing.T) {
 	assert.Equal(t, "detail of demo", d)
 	assert.Equal(t, []string{"the autoscaler owns the group"}, warnings)
 
-	require.NoError(t, f.path.Delete(context.Background(), "team", "a", false))
-	require.NoError(t, f.path.Delete(context.Background(), "team", "b", true))
-	assert.Equal(t, []error{nil}, f.path.DeleteEach(context.Background(), []Item{{"team", "c"}}, false, 1))
-	assert.Equal(t, []error{nil}, f.path.DeleteEach(context.Background(), []Item{{"team", "d"}}, true, 1))
+	pending, err := f.path.Delete(context.Background(), "team", "a", false)
+	require.NoError(t, err)
+	assert.False(t, pending)
+	f.objs.pending = true // finalizers hold it: said, and recorded as a delete all the same
+	pending, err = f.path.Delete(context.Background(), "team", "b", true)
+	require.NoError(t, err)
+	assert.True(t, pending)
+	f.objs.pending = false
+	pendings, errs := f.path.DeleteEach(context.Background(), []Item{{"team", "c"}}, false, 1)
+	assert.Equal(t, []error{nil}, errs)
+	assert.Equal(t, []bool{false}, pendings)
+	f.objs.pending = true
+	pendings, errs = f.path.DeleteEach(context.Background(), []Item{{"team", "d"}}, true, 1)
+	assert.Equal(t, []error{nil}, errs)
+	assert.Equal(t, []bool{true}, pendings)
 	var details []string
 	for _, w := range f.trail.written {
 		details = append(details, w.Action+" "+w.Name+": "+w.Detail)
@@ -282,7 +295,8 @@ func TestNoTrailRecordsNothingAndAsksNothing(t *testing.T) {
 	f.path.Audit.Trail = nil
 	_, err := f.path.Start(context.Background(), "team", "demo")
 	require.NoError(t, err)
-	require.NoError(t, f.path.Delete(context.Background(), "team", "demo", false))
+	_, err = f.path.Delete(context.Background(), "team", "demo", false)
+	require.NoError(t, err)
 	assert.Equal(t, []string{"start", "decorate Start", "delete"}, f.seen)
 }
 
@@ -295,7 +309,8 @@ func TestBatchDeletesAtOnceThenRecordsInOrder(t *testing.T) {
 	f.path.Objects = objs
 	done := make(chan []error)
 	go func() {
-		done <- f.path.DeleteEach(context.Background(), []Item{{"team", "a"}, {"team", "b"}, {"team", "c"}}, false, 3)
+		_, errs := f.path.DeleteEach(context.Background(), []Item{{"team", "a"}, {"team", "b"}, {"team", "c"}}, false, 3)
+		done <- errs
 	}()
 	for range 3 {
 		<-objs.started // all three under way before any ends: at once
@@ -318,8 +333,8 @@ type failing struct {
 	release chan struct{}
 }
 
-func (f *failing) Delete(_ context.Context, _, name string, _ bool) error {
+func (f *failing) Delete(_ context.Context, _, name string, _ bool) (bool, error) {
 	f.started <- struct{}{}
 	<-f.release
-	return f.of[name]
+	return false, f.of[name]
 }
