@@ -80,7 +80,11 @@ func (s *Server) runs(c *gin.Context) (*response, error) {
 //	@Description	Makes one run of a RayCronJob now, as the caller: a RayJob from its job template, named,
 //	@Description	labelled, annotated and owned as the operator makes its scheduled runs (so it is listed among
 //	@Description	its runs and deleted with it), whether or not the RayCronJob is suspended. Needs the rights to
-//	@Description	get the RayCronJob and to create RayJobs. Answers the run's detail (201).
+//	@Description	get the RayCronJob and to create RayJobs. Answers the run's detail (201). On KubeRay v1.7 (the
+//	@Description	installed CRD declares spec.timeZone) the run is named as v1.7 names its runs,
+//	@Description	<name>-<minutes since 1970 UTC>, so a RayCronJob makes at most one run a minute: a second run
+//	@Description	in the same minute, or one at the minute of a tick the operator has run, is 409; on v1.6,
+//	@Description	<name>-<5 random characters>.
 //	@Tags			lifecycle
 //	@Produce		json
 //	@Security		Bearer

@@ -1,6 +1,7 @@
 package ray
 
 import (
+	"strconv"
 	"strings"
 	"time"
 	// A schedule may name its time zone (CRON_TZ=Asia/Shanghai, as robfig/cron/v3 reads it): the
@@ -20,6 +21,12 @@ import (
 // status.lastScheduleTime. At each time the schedule names, the operator creates one RayJob from the
 // template, named <name>-<5 random characters>, labelled RunOfLabel, annotated ScheduledAtAnnotation,
 // and owned by the RayCronJob. It runs on no Ray cluster of its own.
+//
+// KubeRay v1.7.0 added spec.timeZone (the schedule is read in that zone, "TZ=<zone> <schedule>",
+// raycronjob_controller.go:211 formatSchedule) and names each run after its tick, <name>-<Unix minutes>
+// (getRayJobName, :166), so that a tick makes one run at most; it refuses a schedule that names its own
+// zone (TZ= or CRON_TZ=), a timeZone it cannot load and a name over 36 characters
+// (utils/validation.go:969 ValidateRayCronJobSpec; utils/constant.go:385 MaxRayCronJobNameLength).
 const (
 	// CronJobKind is the kind's name, which the owner reference of its runs names.
 	CronJobKind = "RayCronJob"
@@ -38,21 +45,28 @@ const (
 // names within a RayJob's limit.
 func rayCronJobKind(declared *Declared) *Kind {
 	return &Kind{
-		Resource:        "raycronjobs",
-		Kind:            CronJobKind,
-		MaxNameLength:   47 - 6,
+		Resource: "raycronjobs",
+		Kind:     CronJobKind,
+		// 36: the limit of v1.7 (47 for a RayJob, less "-" and 10 digits of Unix minutes), kept on v1.6
+		// too (41 there) so that a RayCronJob made today is still run after KubeRay's upgrade.
+		MaxNameLength:   36,
 		ClusterSpecPath: []string{"spec", "jobTemplate", "rayClusterSpec"},
-		StatusOf:        rayCronJobStatus,
+		StatusOf:        func(o *unstructured.Unstructured) string { return rayCronJobStatus(o, declared) },
 		SignalsOf:       rayCronJobSignals,
-		SummarizeOwn:    summarizeRayCronJob,
+		SummarizeOwn:    func(o *unstructured.Unstructured, s *Summary) { summarizeRayCronJob(o, s, declared) },
 		ClustersOf:      func(*Summary) []string { return nil },
 		CanSuspend:      func(*unstructured.Unstructured) bool { return true },
 		NoPods:          true,
 		Runs:            &Runs{Resource: "rayjobs", Label: RunOfLabel},
-		NewRun:          newRayCronJobRun,
-		AtAnswer:        nextRunsAt,
-		Optional:        true,
-		Requires:        "KubeRay v1.6 or later with the RayCronJob feature gate",
+		NewRun: func(o *unstructured.Unstructured, now time.Time, suffix string) *unstructured.Unstructured {
+			if declared.Has(FieldCronTimeZone) {
+				suffix = strconv.FormatInt(now.Unix()/60, 10) // as v1.7 names a run (getRayJobName)
+			}
+			return newRayCronJobRun(o, now, suffix)
+		},
+		AtAnswer: nextRunsAt,
+		Optional: true,
+		Requires: "KubeRay v1.6 or later with the RayCronJob feature gate",
 	}
 }
 
@@ -60,8 +74,9 @@ func rayCronJobKind(declared *Declared) *Kind {
 type CronSchedule struct {
 	// Expression is spec.schedule, cut to 128 bytes.
 	Expression string `json:"expression" example:"*/5 * * * *"`
-	// TimeZone is the time zone the schedule names (its CRON_TZ= or TZ= prefix), empty for the
-	// operator's own (UTC in its image).
+	// TimeZone is the time zone the schedule is read in: spec.timeZone (KubeRay v1.7), else the one the
+	// schedule names (its CRON_TZ= or TZ= prefix, KubeRay v1.6); empty for the operator's own (UTC in
+	// its image).
 	TimeZone string `json:"timeZone,omitempty" example:"Asia/Shanghai"`
 	// Error says why the schedule does not parse, as the operator would refuse it; empty when it does.
 	Error string `json:"error,omitempty"`
@@ -70,24 +85,61 @@ type CronSchedule struct {
 	// NextRuns are the next NextRunsShown times the schedule names, from the time of the answer; none
 	// while the RayCronJob is suspended or its schedule does not parse.
 	NextRuns []time.Time `json:"nextRuns,omitempty"`
+	// parsed is the schedule as the operator parses it (OperatorSchedule).
+	parsed string
 }
 
-func rayCronJobStatus(o *unstructured.Unstructured) string {
+func rayCronJobStatus(o *unstructured.Unstructured, declared *Declared) string {
 	if suspended, _, _ := unstructured.NestedBool(o.Object, "spec", "suspend"); suspended {
 		return StatusStopped
 	}
-	expr, _, _ := unstructured.NestedString(o.Object, "spec", "schedule")
-	if _, err := cron.ParseStandard(expr); err != nil {
+	if scheduleError(o, declared) != "" {
 		return StatusFailed
 	}
 	return StatusRunning
 }
 
-func summarizeRayCronJob(o *unstructured.Unstructured, s *Summary) {
+// OperatorSchedule is a RayCronJob's schedule as the operator parses it: spec.schedule, prefixed
+// "TZ=<zone> " where spec.timeZone names one (KubeRay v1.7.0 raycronjob_controller.go:211 formatSchedule).
+func OperatorSchedule(o *unstructured.Unstructured) string {
 	expr, _, _ := unstructured.NestedString(o.Object, "spec", "schedule")
-	sched := &CronSchedule{Expression: Clip(expr, MaxWordBytes), TimeZone: Clip(timeZoneOf(expr), MaxWordBytes)}
-	if _, err := cron.ParseStandard(expr); err != nil {
-		sched.Error = Clip(err.Error(), MaxMessageBytes)
+	if tz, found, _ := unstructured.NestedString(o.Object, "spec", "timeZone"); found {
+		return "TZ=" + tz + " " + expr
+	}
+	return expr
+}
+
+// scheduleError says why the operator refuses a RayCronJob's schedule, "" where it does not: its parser's
+// error (v1.6 and v1.7), and where the CRD declares spec.timeZone (v1.7), a schedule naming its own zone
+// or a time zone it cannot load (utils/validation.go:976-991, v1.7.0, with its messages).
+func scheduleError(o *unstructured.Unstructured, declared *Declared) string {
+	expr, _, _ := unstructured.NestedString(o.Object, "spec", "schedule")
+	if declared.Has(FieldCronTimeZone) && strings.Contains(expr, "TZ") {
+		return "cannot use TZ or CRON_TZ in schedule, use timeZone field instead"
+	}
+	if tz, found, _ := unstructured.NestedString(o.Object, "spec", "timeZone"); found {
+		if tz == "" {
+			return "timeZone must not be empty string, omit the field to use the local time zone of the KubeRay operator"
+		}
+		if _, err := time.LoadLocation(tz); err != nil {
+			return "invalid time zone: " + err.Error()
+		}
+	}
+	if _, err := cron.ParseStandard(OperatorSchedule(o)); err != nil {
+		return err.Error()
+	}
+	return ""
+}
+
+func summarizeRayCronJob(o *unstructured.Unstructured, s *Summary, declared *Declared) {
+	expr, _, _ := unstructured.NestedString(o.Object, "spec", "schedule")
+	zone, found, _ := unstructured.NestedString(o.Object, "spec", "timeZone")
+	if !found {
+		zone = timeZoneOf(expr)
+	}
+	sched := &CronSchedule{Expression: Clip(expr, MaxWordBytes), TimeZone: Clip(zone, MaxWordBytes), parsed: OperatorSchedule(o)}
+	if err := scheduleError(o, declared); err != "" {
+		sched.Error = Clip(err, MaxMessageBytes)
 	}
 	if last, _, _ := unstructured.NestedString(o.Object, "status", "lastScheduleTime"); last != "" {
 		if t, err := time.Parse(time.RFC3339, last); err == nil {
@@ -144,7 +196,7 @@ func nextRunsAt(s *Summary, now time.Time) {
 		return
 	}
 	sched := *s.Schedule
-	sched.NextRuns = NextRuns(sched.Expression, now, NextRunsShown)
+	sched.NextRuns = NextRuns(sched.parsed, now, NextRunsShown)
 	s.Schedule = &sched
 }
 
@@ -219,11 +271,7 @@ type CronJobFacts struct {
 // spec.timeZone names one (KubeRay v1.7.0 raycronjob_types.go RayCronJobSpec.TimeZone,
 // raycronjob_controller.go formatSchedule).
 func CronJobFactsOf(o *unstructured.Unstructured) CronJobFacts {
-	f := CronJobFacts{UID: o.GetUID(), Created: o.GetCreationTimestamp().UTC()}
-	f.Schedule, _, _ = unstructured.NestedString(o.Object, "spec", "schedule")
-	if tz, _, _ := unstructured.NestedString(o.Object, "spec", "timeZone"); tz != "" {
-		f.Schedule = "TZ=" + tz + " " + f.Schedule
-	}
+	f := CronJobFacts{UID: o.GetUID(), Created: o.GetCreationTimestamp().UTC(), Schedule: OperatorSchedule(o)}
 	if last, _, _ := unstructured.NestedString(o.Object, "status", "lastScheduleTime"); last != "" {
 		if t, err := time.Parse(time.RFC3339, last); err == nil {
 			f.Last = t.UTC()

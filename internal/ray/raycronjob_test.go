@@ -1,6 +1,8 @@
 package ray
 
 import (
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -104,7 +106,55 @@ func TestRayCronJobRun(t *testing.T) {
 	entry, _, _ := unstructured.NestedString(run.Object, "spec", "entrypoint")
 	assert.Equal(t, "python /home/ray/samples/sample_code.py", entry)
 	assert.LessOrEqual(t, len(run.GetName()), 47, "within a RayJob's name limit")
-	assert.Equal(t, 41, k.MaxNameLength)
+	assert.Equal(t, 36, k.MaxNameLength, "v1.7's limit, on v1.6 too")
+
+	// Where the CRD declares spec.timeZone (KubeRay v1.7), the run is named as v1.7 names its runs:
+	// <name>-<Unix minutes> (raycronjob_controller.go:160-168); 2026-12-03T09:00:00Z is minute 29,938,140.
+	declared := &Declared{}
+	declared.Set(map[string]bool{FieldCronTimeZone: true})
+	v17 := rayCronJobKind(declared)
+	run = v17.NewRun(o, now.Add(59*time.Second), "abcde")
+	assert.Equal(t, "nightly-29938140", run.GetName())
+	long := strings.Repeat("n", 36) + "-" + strconv.FormatInt(time.Date(2286, 11, 20, 17, 46, 0, 0, time.UTC).Unix()/60, 10)
+	assert.LessOrEqual(t, len(long), 47, "36 characters and ten digits of minutes fit a RayJob's name")
+}
+
+// KubeRay v1.7's spec.timeZone: the schedule is read in that zone (next runs, and the ticks the runs
+// are judged by), and the summary names it; a schedule that names its own zone is refused there with
+// v1.7's message (utils/validation.go:976), as is a zone it cannot load, while v1.6 reads CRON_TZ.
+func TestRayCronJobTimeZone(t *testing.T) {
+	declared := &Declared{}
+	declared.Set(map[string]bool{FieldCronTimeZone: true})
+	k := rayCronJobKind(declared)
+	now := time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC)
+	o := cronJob(t, "0 9 * * *", false, nil)
+	require.NoError(t, unstructured.SetNestedField(o.Object, "Asia/Shanghai", "spec", "timeZone"))
+	s := k.Summarize(o)
+	assert.Equal(t, StatusRunning, s.Status)
+	assert.Equal(t, "Asia/Shanghai", s.Schedule.TimeZone)
+	assert.Equal(t, "0 9 * * *", s.Schedule.Expression)
+	k.AtAnswer(&s, now)
+	assert.Equal(t, []time.Time{time.Date(2026, 12, 4, 1, 0, 0, 0, time.UTC), time.Date(2026, 12, 5, 1, 0, 0, 0, time.UTC),
+		time.Date(2026, 12, 6, 1, 0, 0, 0, time.UTC)}, s.Schedule.NextRuns, "09:00 in Shanghai is 01:00 UTC")
+
+	for zone, want := range map[string]string{"": "timeZone must not be empty string", "Mars/Olympus": "invalid time zone: unknown time zone Mars/Olympus"} {
+		require.NoError(t, unstructured.SetNestedField(o.Object, zone, "spec", "timeZone"))
+		s := k.Summarize(o)
+		assert.Equal(t, StatusFailed, s.Status, zone)
+		assert.Contains(t, s.Schedule.Error, want)
+	}
+
+	tz := cronJob(t, "CRON_TZ=Asia/Shanghai 0 9 * * *", false, nil)
+	s = k.Summarize(tz)
+	assert.Equal(t, StatusFailed, s.Status, "v1.7 refuses a zone in the schedule")
+	assert.Equal(t, "cannot use TZ or CRON_TZ in schedule, use timeZone field instead", s.Schedule.Error)
+	v16 := rayCronJobKind(&Declared{})
+	s = v16.Summarize(tz)
+	assert.Equal(t, StatusRunning, s.Status, "v1.6 reads it")
+	assert.Equal(t, "Asia/Shanghai", s.Schedule.TimeZone)
+	v16.AtAnswer(&s, now)
+	require.NotEmpty(t, s.Schedule.NextRuns)
+	assert.Equal(t, time.Date(2026, 12, 4, 1, 0, 0, 0, time.UTC), s.Schedule.NextRuns[0])
 }
 
 // A RayJob is a RayCronJob's run as KubeRay makes them (RunOf: its controlling owner reference, label
