@@ -2,7 +2,7 @@ module ray-service/stack/tools/kuberay
 
 go 1.26.0
 
-require github.com/ray-project/kuberay/ray-operator v1.6.0
+require github.com/ray-project/kuberay/ray-operator v1.6.2
 
 require (
 	github.com/Masterminds/semver/v3 v3.4.0 // indirect
