@@ -168,7 +168,7 @@ type Config struct {
 	// object again.
 	DeleteWait time.Duration `mapstructure:"delete-wait"`
 	// CRDPollInterval is how often the cluster is asked whether the optional kinds' CRDs (RayCronJob)
-	// are installed.
+	// are installed, and which fields of newer KubeRay versions the Ray CRDs declare.
 	CRDPollInterval time.Duration `mapstructure:"crd-poll-interval"`
 	// HistoryMaxAge and HistoryMaxPerNamespace bound the records of ended objects (0: no bound).
 	HistoryMaxAge          time.Duration `mapstructure:"history-max-age"`
@@ -260,7 +260,7 @@ func Load(args []string) (*Config, error) {
 	fs.Int("history-ending-log-lines", 2000, "the most log lines the history keeps of an object's end")
 	fs.String("history-ending-log-bytes", "256Ki", "the most bytes of log the history keeps of an object's end")
 	fs.Duration("delete-wait", 30*time.Second, "how long a re-run waits for the finished object to go")
-	fs.Duration("crd-poll-interval", 30*time.Second, "how often the cluster is asked whether the optional kinds' CRDs (RayCronJob) are installed")
+	fs.Duration("crd-poll-interval", 30*time.Second, "how often the cluster is asked whether the optional kinds' CRDs (RayCronJob) are installed, and which fields of newer KubeRay versions its Ray CRDs declare")
 	fs.Duration("history-max-age", 30*24*time.Hour, "how long records of ended objects are kept (0: no bound)")
 	fs.Int("history-max-per-namespace", 10000, "the most records of ended objects kept per namespace (0: no bound)")
 	fs.String("history-namespace-quota", "64Mi", "the most bytes the records of one namespace take; past it the oldest ended are removed (0: no bound)")

@@ -61,6 +61,11 @@ func (k *Kind) checkTypeAndNamespace(o *unstructured.Unstructured, ns string) er
 	case "":
 		o.SetAPIVersion(k.APIVersion())
 	case k.APIVersion():
+	case RayGroupVersion.Group + "/v1alpha1":
+		// Served by KubeRay's CRDs beside v1, deprecated from v1.7 (its CRDs' deprecationWarning) and
+		// stored as v1: what was made through it is listed and shown through v1 like the rest.
+		return apierrors.NewBadRequest(fmt.Sprintf("apiVersion %q is deprecated (KubeRay v1.7): write %s, the version KubeRay stores every %s as",
+			o.GetAPIVersion(), k.APIVersion(), k.Kind))
 	default:
 		return apierrors.NewBadRequest(fmt.Sprintf("apiVersion %q does not match %s of %s", o.GetAPIVersion(), k.APIVersion(), k.Resource))
 	}

@@ -5,15 +5,18 @@ package integration
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -68,8 +71,10 @@ func kuberay17CRDs(t *testing.T) string {
 // stopped with spec.suspend and stays stored; its status and allowed actions follow the Suspending and
 // Suspended conditions; start sets spec.suspend back to false; create with start=false creates it
 // suspended. On the stack (v1.6's CRD, no spec.suspend) the same routes keep it as a template
-// (TestKubeRayV15CRDs, TestRayServiceStopStart).
-func TestKubeRayV17RayServiceSuspend(t *testing.T) {
+// (TestKubeRayV15CRDs, TestRayServiceLifecycle). A RayCronJob with spec.timeZone shows its next runs in
+// that zone, one whose schedule names a zone is Failed with v1.7's reason, and run-now names its run as
+// v1.7.0 names runs (raycronjob_controller.go:160-168).
+func TestKubeRayV17CRDs(t *testing.T) {
 	t.Parallel()
 	api := compatAPIServer(t, "kuberay17")
 	kubectl := filepath.Join(env.vars["STACK_BIN"], "kubectl")
@@ -199,4 +204,114 @@ func TestKubeRayV17RayServiceSuspend(t *testing.T) {
 	require.Equal(t, 201, r.Status, "%s", r.Raw)
 	assert.Equal(t, true, suspendAsked("later"), "created suspended")
 	assert.Equal(t, "instance", show("later").Type)
+
+	// RayCronJob: spec.timeZone.
+	cron := func(name, schedule string, zone *string) []byte {
+		t.Helper()
+		var obj map[string]any
+		require.NoError(t, yaml.Unmarshal(testdata(t, "raycronjob-minimal.yaml"), &obj))
+		obj["metadata"] = map[string]any{"name": name}
+		spec := obj["spec"].(map[string]any)
+		spec["schedule"], spec["suspend"] = schedule, false
+		if zone != nil {
+			spec["timeZone"] = *zone
+		}
+		b, err := json.Marshal(obj)
+		require.NoError(t, err)
+		return b
+	}
+	type cronShown struct {
+		Status   string `json:"status"`
+		Schedule struct {
+			TimeZone string      `json:"timeZone"`
+			Error    string      `json:"error"`
+			NextRuns []time.Time `json:"nextRuns"`
+		} `json:"schedule"`
+	}
+	showCron := func(name string) cronShown {
+		t.Helper()
+		r := send("GET", itemPath(ns, "raycronjobs", name), nil)
+		require.Equal(t, 200, r.Status, "%s", r.Raw)
+		var c cronShown
+		require.NoError(t, json.Unmarshal(dataOf(t, r.Raw), &c))
+		return c
+	}
+	shanghai := "Asia/Shanghai"
+	r = send("POST", nsPath(ns, "raycronjobs"), cron("daily", "0 9 * * *", &shanghai))
+	require.Equal(t, 201, r.Status, "%s", r.Raw)
+	var c cronShown
+	require.Eventually(t, func() bool { c = showCron("daily"); return c.Status == "Running" }, 30*time.Second, 100*time.Millisecond)
+	assert.Equal(t, "Asia/Shanghai", c.Schedule.TimeZone)
+	require.Len(t, c.Schedule.NextRuns, 3)
+	for _, at := range c.Schedule.NextRuns {
+		assert.Equal(t, 1, at.UTC().Hour(), "09:00 in Shanghai is 01:00 UTC: %s", at)
+		assert.Zero(t, at.UTC().Minute())
+	}
+	r = send("POST", nsPath(ns, "raycronjobs"), cron("zoned", "CRON_TZ=Asia/Shanghai 0 9 * * *", nil))
+	require.Equal(t, 201, r.Status, "the CRD takes it; the operator refuses it: %s", r.Raw)
+	c = showCron("zoned")
+	assert.Equal(t, "Failed", c.Status)
+	assert.Equal(t, "cannot use TZ or CRON_TZ in schedule, use timeZone field instead", c.Schedule.Error)
+
+	// Run now: named <name>-<Unix minutes>; a run of that minute there already (the operator's, at a
+	// tick) is 409 and nothing else is made.
+	before := time.Now().Unix() / 60
+	r = send("POST", itemPath(ns, "raycronjobs", "daily")+"/run", nil)
+	after := time.Now().Unix() / 60
+	require.Equal(t, 201, r.Status, "%s", r.Raw)
+	var run struct {
+		Name string `json:"name"`
+	}
+	require.NoError(t, json.Unmarshal(dataOf(t, r.Raw), &run))
+	var minute int64
+	_, err = fmt.Sscanf(run.Name, "daily-%d", &minute)
+	require.NoError(t, err, "named as v1.7 names runs: %s", run.Name)
+	assert.True(t, minute >= before && minute <= after, "%s: the minute of the run (%d..%d)", run.Name, before, after)
+	now := time.Now().Unix() / 60
+	for m := now; m <= now+2; m++ { // the operator's runs of the ticks of this minute and the next two
+		tick := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "ray.io/v1", "kind": "RayJob",
+			"metadata": map[string]any{"name": fmt.Sprintf("daily-%d", m), "namespace": ns}, "spec": map[string]any{"entrypoint": "true"}}}
+		if _, err := api.dyn.Resource(rayGVR("rayjobs")).Namespace(ns).Create(ctx, tick, metav1.CreateOptions{}); err != nil {
+			require.True(t, apierrors.IsAlreadyExists(err), "%v", err)
+		}
+	}
+	r = send("POST", itemPath(ns, "raycronjobs", "daily")+"/run", nil)
+	assert.Equal(t, 409, r.Status, "a run of this minute exists: %s", r.Raw)
+	runs, err := api.dyn.Resource(rayGVR("rayjobs")).Namespace(ns).List(ctx, metav1.ListOptions{LabelSelector: "ray.io/cronjob-name=daily"})
+	require.NoError(t, err)
+	assert.Len(t, runs.Items, 1, "only the first run-now is labelled a run of it")
+
+	// A name of 37 characters: v1.7 refuses it (utils/constant.go:385), and so does the service.
+	r = send("POST", nsPath(ns, "raycronjobs"), cron(strings.Repeat("n", 37), "0 9 * * *", nil))
+	assert.Equal(t, 422, r.Status, "%s", r.Raw)
+}
+
+// KubeRay's CRDs serve ray.io/v1alpha1 beside v1 and store v1 (v1.6.2 and v1.7.0
+// config/crd/bases; v1.7.0 marks v1alpha1 deprecated): what a client made through v1alpha1 is listed and
+// shown through v1 like the rest, and a v1alpha1 manifest sent to the service is refused saying which
+// version to write.
+func TestV1alpha1ObjectsListedThroughV1(t *testing.T) {
+	t.Parallel()
+	ns := namespace(t, "alpha")
+	admin := env.tokens["admin"]
+	old := clusterManifest(t, "old")
+	old.SetAPIVersion("ray.io/v1alpha1")
+	old.SetNamespace(ns)
+	alpha := rayClusters
+	alpha.Version = "v1alpha1"
+	_, err := env.adminDyn.Resource(alpha).Namespace(ns).Create(context.Background(), old, metav1.CreateOptions{})
+	require.NoError(t, err, "made through v1alpha1")
+	waitStatus(t, ns, "rayclusters", "old", "Running")
+	l := decode[listData](t, call(t, "GET", nsPath(ns, "rayclusters"), admin, "", nil))
+	require.Len(t, l.Items, 1)
+	assert.Equal(t, "old", l.Items[0].Name)
+	r := call(t, "GET", itemPath(ns, "rayclusters", "old"), admin, "", nil)
+	require.Equal(t, 200, r.Status)
+	assert.Equal(t, "ray.io/v1", decode[summary](t, r).Object["apiVersion"])
+
+	b, err := json.Marshal(old.Object)
+	require.NoError(t, err)
+	r = call(t, "POST", nsPath(ns, "rayclusters"), admin, "application/json", b)
+	assert.Equal(t, 400, r.Status, "%s", r.Raw)
+	assert.Contains(t, r.Msg, `apiVersion "ray.io/v1alpha1" is deprecated (KubeRay v1.7): write ray.io/v1`)
 }
