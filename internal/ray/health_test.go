@@ -61,6 +61,14 @@ func TestHealth(t *testing.T) {
 		State:                corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}},
 		LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "Error", ExitCode: 1}}}}
 
+	// KubeRay v1.7's SidecarSubmitterRestart: the submitter sidecar of a RayJob's head restarts on failure
+	// (restartPolicy OnFailure) while the head runs.
+	submitterRestarts := readyPod("c-head-x", NodeTypeHead)
+	submitterRestarts.Status.ContainerStatuses = append(submitterRestarts.Status.ContainerStatuses, corev1.ContainerStatus{
+		Name: SubmitterContainer, RestartCount: 2,
+		State:                corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}},
+		LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "Error", ExitCode: 1}}})
+
 	evicted := raytest.Pod("c-workers-b", "c", NodeTypeWorker, "workers", false)
 	evicted.Status.Phase, evicted.Status.Reason, evicted.Status.Message = corev1.PodFailed, "Evicted", "The node was low on resource: memory."
 
@@ -80,6 +88,8 @@ func TestHealth(t *testing.T) {
 			`container ray-worker: Back-off pulling image "ray:none"`, "c-workers-b"},
 		{"a head that crash-loops", withPods(healthCluster("ready"), crashing, w1, w2), HealthFailed, "CrashLoopBackOff",
 			"container ray-head: CrashLoopBackOff; it last ended Error with exit code 1", "c-head-x"},
+		{"a submitter sidecar that restarts", withPods(healthCluster("ready"), submitterRestarts, w1, w2), HealthDegraded, "CrashLoopBackOff",
+			"container ray-job-submitter: CrashLoopBackOff; it last ended Error with exit code 1", "c-head-x"},
 		{"a worker killed for memory", withPods(healthCluster("ready"), head, w1, oom), HealthDegraded, "OOMKilled",
 			"container ray-worker was killed for using more memory than its limit (exit code 137)", "c-workers-b"},
 		{"an evicted worker", withPods(healthCluster("ready"), head, w1, evicted), HealthDegraded, "Evicted", "The node was low on resource: memory.", "c-workers-b"},

@@ -17,7 +17,8 @@ const (
 	NodeTypeHead      = "head"
 	NodeTypeWorker    = "worker"
 	NodeTypeSubmitter = "submitter"
-	// SubmitterContainer is the container of a RayJob's submitter pod (K8sJobMode).
+	// SubmitterContainer is the container of a RayJob's submitter pod (K8sJobMode), and of the sidecar
+	// KubeRay adds to its head pod in SidecarMode (utils/constant.go:356, v1.6.2-v1.7.0).
 	SubmitterContainer = "ray-job-submitter"
 	// JobNameLabel is set by Kubernetes on the pods of a Job, naming it: a RayJob's submitter Job.
 	JobNameLabel = "batch.kubernetes.io/job-name"

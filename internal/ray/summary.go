@@ -275,12 +275,18 @@ var failingWaitReasons = map[string]bool{
 	"CreateContainerConfigError": true, "CreateContainerError": true, "RunContainerError": true,
 }
 
+// podFailing tells whether a pod cannot run. A submitter sidecar that restarts (KubeRay v1.7's
+// SidecarSubmitterRestart gate gives it restartPolicy OnFailure, rayjob_controller.go:619, and the kubelet
+// backs its restarts off) is the RayJob's retry, which the RayJob's own status tells; its cluster is not
+// failing for it. Without the gate the head pod's restartPolicy is Never and the submitter ends
+// Terminated, never in CrashLoopBackOff.
 func podFailing(p *corev1.Pod) bool {
 	if p.Status.Phase == corev1.PodFailed {
 		return true
 	}
 	for _, cs := range p.Status.ContainerStatuses {
-		if cs.State.Waiting != nil && failingWaitReasons[cs.State.Waiting.Reason] {
+		if cs.State.Waiting != nil && failingWaitReasons[cs.State.Waiting.Reason] &&
+			(cs.Name != SubmitterContainer || cs.State.Waiting.Reason != "CrashLoopBackOff") {
 			return true
 		}
 	}
