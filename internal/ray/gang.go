@@ -25,7 +25,7 @@ import (
 // pkg/scheduler/util/utils.go PatchPodGroupStatus). The service reads whichever of the two the cluster
 // serves, v1beta1 first (GangPodGroupResources): what it reads (owner, minCount, conditions) is at the same
 // place in both. The scheduler's verdict is a condition of the PodGroup (the Workload has no status):
-// PodGroupInitiallyScheduled in 1.37 (pkg/scheduler/schedule_one_podgroup.go lines 889-919: True, reason
+// PodGroupInitiallyScheduled in 1.37 (pkg/scheduler/schedule_one_podgroup.go lines 887-920: True, reason
 // Scheduled; False, reason Unschedulable or SchedulerError, its message the scheduler's), PodGroupScheduled
 // in 1.36 (k8s.io/api v0.36.1 scheduling/v1alpha2/types.go line 506).
 const (
