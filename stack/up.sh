@@ -117,6 +117,11 @@ start etcd "$BIN/etcd" --name local --data-dir "$STATE/etcd" \
   --unsafe-no-fsync --log-level warn
 wait_for etcd 60 curl -sf "http://127.0.0.1:$ETCD_PORT/health"
 
+# Kubernetes' own gang scheduling (Workload and PodGroup, scheduling.k8s.io/v1beta1) is beta in 1.37 and off
+# by default: the GenericWorkload gate on the apiserver (which serves the resources only with the beta
+# version enabled: pkg/registry/scheduling/rest/storage_scheduling.go, pkg/controlplane/instance.go), the
+# scheduler (its GangScheduling plugin: pkg/scheduler/apis/config/v1/default_plugins.go) and the
+# controller-manager (PodGroup protection).
 # No kubelet runs, so nothing would clear not-ready taints: TaintNodesByCondition is off. The endpoint
 # reconciler cannot publish a loopback address, so it is off too.
 start kube-apiserver "$BIN/kube-apiserver" --etcd-servers="http://127.0.0.1:$ETCD_PORT" \
@@ -127,7 +132,8 @@ start kube-apiserver "$BIN/kube-apiserver" --etcd-servers="http://127.0.0.1:$ETC
   --service-account-key-file="$P/sa.pub" --service-account-signing-key-file="$P/sa.key" \
   --service-cluster-ip-range="$SERVICE_CIDR" --allow-privileged=true \
   --disable-admission-plugins=ServiceAccount,TaintNodesByCondition \
-  --kubelet-preferred-address-types=InternalIP --kubelet-certificate-authority="$P/ca.crt"
+  --kubelet-preferred-address-types=InternalIP --kubelet-certificate-authority="$P/ca.crt" \
+  --feature-gates=GenericWorkload=true --runtime-config=scheduling.k8s.io/v1beta1=true
 wait_for kube-apiserver 120 kubectl get --raw /readyz
 
 kubectl apply --server-side --force-conflicts -f "$KUBERAY_DIR/config/crd/bases" >"$STATE/logs/apply.log"
@@ -164,11 +170,12 @@ profiles:
 - schedulerName: volcano
 YAML
 start kube-scheduler "$BIN/kube-scheduler" --config="$STATE/scheduler.yaml" \
-  --bind-address=127.0.0.1 --secure-port="$SCHED_PORT"
+  --bind-address=127.0.0.1 --secure-port="$SCHED_PORT" --feature-gates=GenericWorkload=true
 # node-lifecycle-controller would taint the fake nodes, which no kubelet heartbeats for.
 start kube-controller-manager "$BIN/kube-controller-manager" --kubeconfig="$KC" --leader-elect=false \
   --bind-address=127.0.0.1 --secure-port="$KCM_PORT" --controllers='*,-node-lifecycle-controller' \
-  --service-account-private-key-file="$P/sa.key" --root-ca-file="$P/ca.crt" --service-cluster-ip-range="$SERVICE_CIDR"
+  --service-account-private-key-file="$P/sa.key" --root-ca-file="$P/ca.crt" --service-cluster-ip-range="$SERVICE_CIDR" \
+  --feature-gates=GenericWorkload=true
 stages=(node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat-with-lease.yaml
   pod/fast/pod-ready.yaml pod/fast/pod-delete.yaml)
 start kwok "$BIN/kwok" --kubeconfig="$KC" --config="$STACK_DIR/kwok.yaml" \

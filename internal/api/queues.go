@@ -78,7 +78,8 @@ func (s *Server) queueList(c *gin.Context) (*response, error) {
 		items, _ := s.Store.Matching(k, sc, &cache.Query{Type: ray.TypeInstance, SortBy: cache.SortByName})
 		for _, it := range items {
 			sum := &it.Summary
-			if sch := sum.Scheduling; sum.WaitingInQueue() {
+			// The Kubernetes scheduler's gangs wait in no queue of a manager's: not listed here.
+			if sch := sum.Scheduling; sum.WaitingInQueue() && sch.Manager != ray.ManagerKubernetes {
 				key := queues.Key(sch.Manager, sum.Namespace, sch.Queue)
 				waiting[key] = append(waiting[key], queues.Waiting{Kind: k.Kind, Namespace: sum.Namespace, Name: sum.Name,
 					Group: sch.Group, Phase: sch.Phase, Reason: sch.Reason, Message: sch.Message})

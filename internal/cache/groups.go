@@ -15,18 +15,20 @@ import (
 	"ray-service/internal/ray"
 )
 
-// queueGroups follows the queue managers' groups of Ray objects where the cluster has their CRD (asked
-// with the optional kinds, see CheckInstalled): Volcano's PodGroups and Kueue's Workloads. byOwner is
-// what each says of the Ray object it belongs to, by namespace, owner kind and owner name, guarded by the
-// store's mu.
+// queueGroups follows the queue managers' groups of Ray objects where the cluster serves their resource
+// (asked with discovery, see checkGroups): Volcano's PodGroups, Kueue's Workloads and Kubernetes'
+// PodGroups. byOwner is what each manager says of the Ray object its group belongs to, by namespace, owner
+// kind and owner name, then by manager, guarded by the store's mu.
 type queueGroups struct {
 	followed []*followed
-	byOwner  map[string]*ray.Scheduling
+	byOwner  map[string]map[string]*ray.Scheduling
 }
 
-// followed is one resource of groups: its informer, and how an object of it reads.
+// followed is one resource of groups: its informer, and how an object of it reads. Resources of one
+// family are versions of the same objects, preferred first: only the first the cluster serves is followed.
 type followed struct {
 	gvr       schema.GroupVersionResource
+	family    string
 	read      func(u *unstructured.Unstructured) *ray.Scheduling
 	inf       cache.SharedIndexInformer
 	installed atomic.Bool
@@ -34,8 +36,12 @@ type followed struct {
 }
 
 func newQueueGroups(dyn dynamic.Interface) *queueGroups {
-	g := &queueGroups{byOwner: map[string]*ray.Scheduling{}}
-	for _, f := range []*followed{{gvr: ray.PodGroupResource(), read: ray.PodGroupState}, {gvr: ray.WorkloadResource(), read: ray.WorkloadState}} {
+	g := &queueGroups{byOwner: map[string]map[string]*ray.Scheduling{}}
+	all := []*followed{{gvr: ray.PodGroupResource(), read: ray.PodGroupState}, {gvr: ray.WorkloadResource(), read: ray.WorkloadState}}
+	for _, gvr := range ray.GangPodGroupResources() {
+		all = append(all, &followed{gvr: gvr, family: ray.ManagerKubernetes, read: ray.GangPodGroupState})
+	}
+	for _, f := range all {
 		f.inf = dynamicinformer.NewFilteredDynamicInformer(dyn, f.gvr, metav1.NamespaceAll, 0, cache.Indexers{}, nil).Informer()
 		g.followed = append(g.followed, f)
 	}
@@ -102,9 +108,15 @@ func (s *Store) groupChanged(old, now any) {
 		}
 		key := involvedKey(g.Namespace, g.kind, g.owner)
 		if g == asGroup(now) {
-			s.groups.byOwner[key] = g.state
-		} else {
-			delete(s.groups.byOwner, key)
+			if s.groups.byOwner[key] == nil {
+				s.groups.byOwner[key] = map[string]*ray.Scheduling{}
+			}
+			s.groups.byOwner[key][g.state.Manager] = g.state
+		} else if byManager := s.groups.byOwner[key]; byManager != nil {
+			delete(byManager, g.state.Manager)
+			if len(byManager) == 0 {
+				delete(s.groups.byOwner, key)
+			}
 		}
 		s.ownerChangedLocked(g.Namespace, g.kind, g.owner)
 	}
@@ -127,27 +139,39 @@ func (s *Store) ownerChangedLocked(ns, kind, name string) {
 	}
 }
 
-// schedulingLocked is where an object stands with its queue manager: its own PodGroup, else that of
-// the Ray cluster it runs on (a RayService's); nil when none.
+// schedulingLocked is where an object stands with its queue manager: its own group, else that of the
+// Ray cluster it runs on (a RayService's, a RayJob's under Kubernetes' gang scheduling); nil when none.
+// Of several managers' groups, ray.PickScheduling chooses.
 func (s *Store) schedulingLocked(k *ray.Kind, sum *ray.Summary) *ray.Scheduling {
 	if len(s.groups.byOwner) == 0 {
 		return nil
 	}
-	if st := s.groups.byOwner[involvedKey(sum.Namespace, k.Kind, sum.Name)]; st != nil {
+	if st := ray.PickScheduling(s.groups.byOwner[involvedKey(sum.Namespace, k.Kind, sum.Name)]); st != nil {
 		return st
 	}
 	if c := k.CurrentCluster(sum); c != "" && !k.IsCluster {
-		return s.groups.byOwner[involvedKey(sum.Namespace, s.kinds.Cluster().Kind, c)]
+		return ray.PickScheduling(s.groups.byOwner[involvedKey(sum.Namespace, s.kinds.Cluster().Kind, c)])
 	}
 	return nil
 }
 
-// checkGroups starts following each kind of group the first time discovery finds its CRD.
+// checkGroups starts following each kind of group the first time discovery finds its resource served;
+// of a family, only the first version served (or the one already followed).
 func (s *Store) checkGroups(disc discovery.DiscoveryInterface) {
 	s.mu.RLock()
 	stop := s.stop
 	s.mu.RUnlock()
+	taken := map[string]bool{}
 	for _, f := range s.groups.followed {
+		if f.family != "" && f.started.Load() {
+			taken[f.family] = true
+		}
+	}
+	for _, f := range s.groups.followed {
+		if f.family != "" && taken[f.family] && !f.started.Load() {
+			f.installed.Store(false)
+			continue
+		}
 		list, err := disc.ServerResourcesForGroupVersion(f.gvr.GroupVersion().String())
 		have := false
 		if err == nil {
@@ -156,6 +180,9 @@ func (s *Store) checkGroups(disc discovery.DiscoveryInterface) {
 			}
 		}
 		f.installed.Store(have)
+		if have && f.family != "" {
+			taken[f.family] = true
+		}
 		if have && stop != nil && f.started.CompareAndSwap(false, true) {
 			go f.inf.Run(stop)
 		}

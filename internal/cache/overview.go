@@ -149,13 +149,12 @@ func (s *Store) EachRunState(visit func(kind, namespace, name string, runs *ray.
 }
 
 // countWaitingLocked keeps what an instance requests while a queue manager holds it back (its health
-// says so), for Pending: only where the group is its own (KubeRay names a PodGroup ray-<owner>-pg; Kueue
-// makes a Workload for the object it admits alone), so that a RayService is not counted again for its
-// clusters.
+// says so), for Pending: only where the group is its own (ray.Scheduling.OwnGroup), so that a RayService
+// or RayJob is not counted again for its clusters.
 func (s *Store) countWaitingLocked(k *ray.Kind, it *Item) {
 	sum := &it.Summary
 	sch := sum.Scheduling
-	if sum.WaitingInQueue() && (sch.Manager == ray.ManagerKueue || sch.Group == "ray-"+sum.Name+"-pg") {
+	if sum.WaitingInQueue() && sch.OwnGroup(sum.Name) {
 		s.waiting[k].put(sum.Namespace, sum.Name, sum.Requested)
 		return
 	}

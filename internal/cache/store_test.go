@@ -27,6 +27,9 @@ func startedStore(t *testing.T) (*ray.Kinds, *dynamicfake.FakeDynamicClient, *fa
 	t.Helper()
 	kinds := ray.NewKinds()
 	listKinds := map[schema.GroupVersionResource]string{ray.PodGroupResource(): "PodGroupList", ray.WorkloadResource(): "WorkloadList"}
+	for _, gvr := range ray.GangPodGroupResources() {
+		listKinds[gvr] = "PodGroupList"
+	}
 	for _, k := range kinds.All() {
 		listKinds[k.GVR()] = k.Kind + "List"
 	}
@@ -341,6 +344,88 @@ func TestPodGroupsCompleteTheirOwners(t *testing.T) {
 	assert.Equal(t, ray.Resources{}, store.Pending(all), "admitted: nothing waits")
 	require.NoError(t, groups.Delete(ctx, "ray-demo-pg", metav1.DeleteOptions{}))
 	published("the group gone", func(s *ray.Summary) bool { return s.Scheduling == nil })
+}
+
+// A Kubernetes PodGroup (scheduling.k8s.io, as KubeRay v1.7.0 makes it for a gang-scheduled cluster)
+// completes its cluster's summary, read from the version the cluster serves (v1beta1 before v1alpha2):
+// waiting while the scheduler cannot place the gang, even beside the Volcano PodGroup a KubeRay run with
+// --batch-scheduler=volcano also makes; not waiting once placed. Its demand waits as the cluster's own.
+func TestKubernetesPodGroupsCompleteTheirOwners(t *testing.T) {
+	kinds, dyn, core, store := startedStore(t)
+	ctx, cluster := t.Context(), kinds.Cluster()
+	disc := core.Discovery().(*discoveryfake.FakeDiscovery)
+	disc.Resources = []*metav1.APIResourceList{
+		{GroupVersion: ray.RayGroupVersion.String(), APIResources: []metav1.APIResource{{Name: "rayclusters"}, {Name: "rayjobs"}, {Name: "rayservices"}}},
+		{GroupVersion: "scheduling.volcano.sh/v1beta1", APIResources: []metav1.APIResource{{Name: "podgroups", Namespaced: true}}},
+		{GroupVersion: "scheduling.k8s.io/v1alpha2", APIResources: []metav1.APIResource{{Name: "podgroups", Namespaced: true}}},
+		{GroupVersion: "scheduling.k8s.io/v1beta1", APIResources: []metav1.APIResource{{Name: "podgroups", Namespaced: true}, {Name: "workloads", Namespaced: true}}},
+	}
+	_, err := store.CheckInstalled(disc)
+	require.NoError(t, err)
+	v1beta1, v1alpha2 := ray.GangPodGroupResources()[0], ray.GangPodGroupResources()[1]
+	for _, f := range store.groups.followed {
+		switch f.gvr {
+		case v1beta1:
+			assert.True(t, f.started.Load(), "the preferred version served is followed")
+		case v1alpha2:
+			assert.False(t, f.started.Load(), "another version of the same objects is not")
+		}
+	}
+
+	u := raytest.Manifest(t, cluster.Kind, cluster.ClusterSpecPath, "demo", nil)
+	u.SetNamespace("team")
+	made, err := dyn.Resource(cluster.GVR()).Namespace("team").Create(ctx, u, metav1.CreateOptions{})
+	require.NoError(t, err)
+	yes := true
+	owner := []metav1.OwnerReference{{APIVersion: "ray.io/v1", Kind: "RayCluster", Name: "demo", UID: made.GetUID(), Controller: &yes, BlockOwnerDeletion: &yes}}
+	volcano := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+		"metadata": map[string]any{"name": "ray-demo-pg", "namespace": "team"}, "spec": map[string]any{"minMember": int64(3)}}}
+	volcano.SetOwnerReferences(owner)
+	_, err = dyn.Resource(ray.PodGroupResource()).Namespace("team").Create(ctx, volcano, metav1.CreateOptions{})
+	require.NoError(t, err)
+	const why = "0/2 nodes are available: 2 Insufficient cpu."
+	pg := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+		"metadata": map[string]any{"name": "demo-cluster", "namespace": "team", "labels": map[string]any{"ray.io/cluster": "demo"}},
+		"spec": map[string]any{"workloadRef": map[string]any{"workloadName": "demo", "templateName": "cluster"},
+			"schedulingPolicy": map[string]any{"gang": map[string]any{"minCount": int64(3)}}},
+		"status": map[string]any{"conditions": []any{map[string]any{"type": "PodGroupInitiallyScheduled", "status": "False",
+			"reason": "Unschedulable", "message": why, "lastTransitionTime": "2026-12-03T08:00:00Z"}}}}}
+	pg.SetOwnerReferences(owner)
+	groups := dyn.Resource(v1beta1).Namespace("team")
+	_, err = groups.Create(ctx, pg, metav1.CreateOptions{})
+	require.NoError(t, err)
+	published := func(what string, cond func(s *ray.Summary) bool) {
+		t.Helper()
+		require.Eventually(t, func() bool {
+			items := store.Items(cluster, Scopes{Instances: auth.AllNamespaces()})
+			return len(items) == 1 && cond(&items[0].Summary)
+		}, 5*time.Second, 10*time.Millisecond, what)
+	}
+	published("waiting for its gang", func(s *ray.Summary) bool {
+		return s.Scheduling != nil && s.Scheduling.Manager == ray.ManagerKubernetes && s.Scheduling.Group == "demo-cluster" &&
+			s.Health.Reason == ray.ReasonWaitingInQueue &&
+			s.Health.Message == "waiting for kubernetes to place its 3 pods at once (PodGroup demo-cluster): "+why
+	})
+	all := map[*ray.Kind]Scopes{cluster: {Instances: auth.AllNamespaces()}}
+	assert.Equal(t, store.Items(cluster, all[cluster])[0].Summary.Requested, store.Pending(all), "its demand waits")
+
+	// The Volcano PodGroup changing again does not hide the gang's verdict.
+	volcano.SetLabels(map[string]string{"touched": "yes"})
+	_, err = dyn.Resource(ray.PodGroupResource()).Namespace("team").Update(ctx, volcano, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	require.NoError(t, unstructured.SetNestedField(pg.Object, []any{map[string]any{"type": "PodGroupInitiallyScheduled", "status": "True",
+		"reason": "Scheduled", "message": "", "lastTransitionTime": "2026-12-03T08:01:00Z"}}, "status", "conditions"))
+	_, err = groups.Update(ctx, pg, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	published("placed", func(s *ray.Summary) bool {
+		return s.Scheduling != nil && s.Scheduling.Manager == ray.ManagerKubernetes && s.Scheduling.Phase == ray.GangPhaseScheduled &&
+			s.Health.Reason != ray.ReasonWaitingInQueue
+	})
+	assert.Equal(t, ray.Resources{}, store.Pending(all), "placed: nothing waits")
+	require.NoError(t, groups.Delete(ctx, "demo-cluster", metav1.DeleteOptions{}))
+	published("the gang gone, Volcano's group stays", func(s *ray.Summary) bool {
+		return s.Scheduling != nil && s.Scheduling.Manager == ray.ManagerVolcano
+	})
 }
 
 // A RayJob's Kueue Workload, once discovery finds its CRD, completes the RayJob's summary: waiting in

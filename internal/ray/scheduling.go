@@ -31,31 +31,36 @@ func PodGroupResource() schema.GroupVersionResource {
 
 // Scheduling is where a Ray object stands with the queue manager that admits it.
 type Scheduling struct {
-	// Manager is the queue manager: volcano or kueue.
-	Manager string `json:"manager" enums:"volcano,kueue"`
-	// Queue is the queue it waits or runs in (Volcano's Queue, Kueue's LocalQueue), cut to 253 bytes.
+	// Manager is the queue manager: volcano, kueue, or kubernetes (the Kubernetes scheduler placing the
+	// Ray cluster's pods as one gang, through a scheduling.k8s.io PodGroup; no queue).
+	Manager string `json:"manager" enums:"volcano,kueue,kubernetes"`
+	// Queue is the queue it waits or runs in (Volcano's Queue, Kueue's LocalQueue; none for kubernetes),
+	// cut to 253 bytes.
 	Queue string `json:"queue"`
 	// ClusterQueue is the Kueue ClusterQueue that admitted it, cut to 253 bytes.
 	ClusterQueue string `json:"clusterQueue,omitempty"`
-	// Group is Volcano's PodGroup or Kueue's Workload of it.
+	// Group is Volcano's PodGroup, Kueue's Workload, or the Kubernetes PodGroup of it.
 	Group string `json:"group,omitempty"`
-	// Phase is the PodGroup's (Pending, Inqueue, Running, Unknown, Completed) or the Workload's (Pending,
-	// QuotaReserved, Admitted, Finished).
+	// Phase is the Volcano PodGroup's (Pending, Inqueue, Running, Unknown, Completed), the Workload's
+	// (Pending, QuotaReserved, Admitted, Finished), or the Kubernetes PodGroup's (Pending, Scheduled).
 	Phase string `json:"phase"`
 	// Reason and Message say why it is held back (Volcano's Unschedulable condition; Kueue's
-	// QuotaReserved condition, or the eviction that sent it back), cut to 128 and 1024 bytes; Since is when
-	// that condition began.
+	// QuotaReserved condition, or the eviction that sent it back; the Kubernetes scheduler's
+	// PodGroupInitiallyScheduled condition, reason Unschedulable or SchedulerError), cut to 128 and 1024
+	// bytes; Since is when that condition began.
 	Reason  string     `json:"reason,omitempty" example:"NotEnoughResources"`
 	Message string     `json:"message,omitempty"`
 	Since   *time.Time `json:"since,omitempty"`
-	// MinMember is how many pods must be placed at once; Running how many run (Volcano).
+	// MinMember is how many pods must be placed at once (Volcano's minMember, the Kubernetes gang's
+	// minCount); Running how many run (Volcano).
 	MinMember int64 `json:"minMember,omitempty"`
 	Running   int64 `json:"running,omitempty"`
 }
 
 // Waiting tells whether the manager holds the object back: its group not yet running (Pending or
-// Inqueue) and the manager saying why (Volcano's Unschedulable condition). A group KubeRay has just made
-// is Pending before Volcano looks at it, which says nothing yet.
+// Inqueue) and the manager saying why (Volcano's Unschedulable condition, the Kubernetes scheduler's
+// PodGroupInitiallyScheduled one). A group KubeRay has just made is Pending before the scheduler looks at
+// it, which says nothing yet.
 func (s *Scheduling) Waiting() bool {
 	return s != nil && (s.Phase == "Pending" || s.Phase == "Inqueue") && s.Reason != ""
 }
@@ -113,6 +118,9 @@ func (k *Kind) WithScheduling(base *Summary, sched *Scheduling) *Summary {
 		(sched.Manager == ManagerKueue && (s.Status == StatusStopped || s.Status == StatusStopping)))
 	if sched.Waiting() && onItsWay && s.Health.State != HealthFailed {
 		msg := fmt.Sprintf("waiting in %s queue %s", sched.Manager, sched.Queue)
+		if sched.Manager == ManagerKubernetes {
+			msg = fmt.Sprintf("waiting for kubernetes to place its %d pods at once (PodGroup %s)", sched.MinMember, sched.Group)
+		}
 		if sched.Message != "" {
 			msg += ": " + sched.Message
 		}
@@ -156,4 +164,41 @@ func QueuedByStart(labels map[string]string, sched *Scheduling) *Queued {
 			Message: fmt.Sprintf("queued in %s queue %s: it runs once %s admits it", m.manager, queue, m.manager)}
 	}
 	return nil
+}
+
+// managerOrder ranks the managers of one object when several have a group of it: the gang a Ray cluster
+// asked for by its label, then the queue Kueue admits it from, then Volcano's (a KubeRay run with
+// --batch-scheduler=volcano makes a Volcano PodGroup for every object, asked for or not).
+var managerOrder = []string{ManagerKubernetes, ManagerKueue, ManagerVolcano}
+
+// PickScheduling chooses, of the groups the managers keep of one object (by manager), the one that
+// says where it stands: one that holds it back, else the first by managerOrder; nil when none.
+func PickScheduling(byManager map[string]*Scheduling) *Scheduling {
+	var first *Scheduling
+	for _, m := range managerOrder {
+		s := byManager[m]
+		if s == nil {
+			continue
+		}
+		if s.Waiting() {
+			return s
+		}
+		if first == nil {
+			first = s
+		}
+	}
+	return first
+}
+
+// OwnGroup tells whether the group is the object's own (name) rather than that of the Ray cluster it
+// runs on: KubeRay names a Volcano PodGroup ray-<owner>-pg and a Kubernetes PodGroup <cluster>-cluster;
+// Kueue makes a Workload for the object it admits alone.
+func (s *Scheduling) OwnGroup(name string) bool {
+	switch s.Manager {
+	case ManagerKueue:
+		return true
+	case ManagerKubernetes:
+		return s.Group == GangPodGroupName(name)
+	}
+	return s.Group == "ray-"+name+"-pg"
 }
