@@ -86,9 +86,24 @@ func TestKubeRayV17CRDs(t *testing.T) {
 
 	vars := maps.Clone(env.vars)
 	vars["SERVICE_KUBECONFIG"] = api.service
-	svc, err := launchServiceEnv(env.root, env.state, vars, "compat-kuberay17.log", 60*time.Second, nil)
+	// The apiserver publishes a new CRD in its discovery and OpenAPI documents a moment after it is
+	// Established: the service asks every second here (30 s by default) and is waited for.
+	svc, err := launchServiceEnv(env.root, env.state, vars, "compat-kuberay17.log", 60*time.Second, nil, "--crd-poll-interval=1s")
 	require.NoError(t, err, "the service becomes ready on v1.7's CRDs")
 	t.Cleanup(func() { svc.stop() })
+	eventually(t, 60*time.Second, "the service reads the fields v1.7 declares and serves RayCronJobs", func() bool {
+		b, err := os.ReadFile(svc.log.Name())
+		if err != nil {
+			return false
+		}
+		for _, f := range []string{"RayService.spec.suspend", "RayCronJob.spec.timeZone"} {
+			if !strings.Contains(string(b), `"field":"`+f+`","declared":true`) {
+				return false
+			}
+		}
+		r, err := sendTo(svc.url, "GET", "/rest/ray/v1/raycronjobs", env.tokens["admin"], "", nil)
+		return err == nil && r.Status == 200
+	})
 
 	ctx := context.Background()
 	admin := env.tokens["admin"]
