@@ -47,6 +47,19 @@ func TestTokenAuthenticatedDashboards(t *testing.T) {
 	rayToken := string(secret.Data["auth_token"])
 	require.NotEmpty(t, rayToken)
 
+	// The summary says how its dashboard takes callers (checked against the Swagger like every answer).
+	d := call(t, "GET", itemPath(ns, "rayclusters", "tok"), bob, "", nil)
+	require.Equal(t, 200, d.Status)
+	var detail struct {
+		Options struct {
+			Auth  string   `json:"auth"`
+			Notes []string `json:"notes"`
+		} `json:"options"`
+	}
+	require.NoError(t, json.Unmarshal(d.Data, &detail))
+	assert.Equal(t, "token", detail.Options.Auth)
+	assert.Contains(t, detail.Options.Notes, "token authentication on")
+
 	base := itemPath(ns, "rayclusters", "tok") + "/dashboard"
 	r := call(t, "GET", base+"/api/version", bob, "", nil)
 	assert.Equal(t, 200, r.Status, "bob may read the Secret: %s", r.Raw)
