@@ -39,7 +39,11 @@ import (
 //	@Description	token mode (authOptions.mode: token) gets its token in X-Ray-Authorization, as KubeRay sends
 //	@Description	it, when the caller may get the Secret holding it (one the cluster owns); otherwise the dashboard's own answer (401,
 //	@Description	its login) comes back, and an X-Ray-Authorization the caller sends is passed on. No one's
-//	@Description	Kubernetes token is sent to a dashboard, including one with enableK8sTokenAuth. What the
+//	@Description	Kubernetes token is sent to a dashboard, including one with enableK8sTokenAuth. A cluster whose
+//	@Description	spec does not set authOptions.mode token, but whose dashboard requires a token (Ray's token
+//	@Description	authentication, on by default from Ray 2.61: it answers 401), is answered 409 Conflict saying
+//	@Description	so and what to set (the authOptions field of its cluster spec, in details), where neither the
+//	@Description	service nor the caller sent a token. What the
 //	@Description	dashboard answers is kept to its box: Set-Cookie and headers that act on the whole origin are
 //	@Description	dropped; each redirect is resolved against the request's URL (a backslash read as a slash) and
 //	@Description	kept under the proxy path of the cluster, and one that would leave it is answered 303 to the
@@ -116,7 +120,7 @@ func (s *Server) dashboard(c *gin.Context) (*response, error) {
 	}
 	defer release()
 	t := dashproxy.Target{Addr: addr, Prefix: dashboardPath(ns, r.kind.Resource, c.Param("name")), Path: c.Param("path"),
-		RayToken: rayToken, Transport: s.Dashboards.Transport()}
+		RayToken: rayToken, Transport: s.Dashboards.Transport(), TokenRequired: r.kind.TokenRequired(cur.Instance)}
 	return nil, s.proxy.Serve(c.Writer, c.Request, t, func() *zap.Logger { return logger(c) })
 }
 

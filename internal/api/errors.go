@@ -15,6 +15,7 @@ import (
 	"ray-service/internal/audit"
 	"ray-service/internal/dashproxy"
 	"ray-service/internal/k8s"
+	"ray-service/internal/ray"
 )
 
 // Envelope is the body of every JSON response: code is the HTTP status. Errors add reason and, for
@@ -38,7 +39,14 @@ type FieldDetail struct {
 // only place that chooses an error's status. internal reports whether the detail must stay in the log.
 func errorEnvelope(err error) (env Envelope, internal bool) {
 	var status apierrors.APIStatus
+	var tokenRequired *ray.TokenRequiredError
 	switch {
+	case errors.As(err, &tokenRequired):
+		// The object's spec and its Ray cluster disagree: the dashboard takes a token the spec gives the
+		// service none for. The caller's credentials are fine (not 401) and the dashboard answered (not
+		// 502): the remedy is a change of the object, as for the other conflicts with its state.
+		env = Envelope{Code: http.StatusConflict, Msg: tokenRequired.Error(), Reason: string(metav1.StatusReasonConflict),
+			Details: []FieldDetail{{Field: tokenRequired.Field + ".mode", Message: "set to token: the Ray cluster's dashboard requires a token"}}}
 	case errors.As(err, &status):
 		s := status.Status()
 		env = Envelope{Code: int(s.Code), Msg: s.Message, Reason: string(s.Reason)}

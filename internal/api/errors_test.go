@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"ray-service/internal/k8s"
+	"ray-service/internal/ray"
 )
 
 func TestErrorEnvelope(t *testing.T) {
@@ -44,6 +45,7 @@ func TestErrorEnvelope(t *testing.T) {
 		{"answer cut off", fmt.Errorf("unexpected error when reading response body: %w", k8s.ErrConnectionLost), 503, "ServiceUnavailable", false},
 		{"deadline", context.DeadlineExceeded, 504, "Timeout", false},
 		{"plain", errors.New("boom"), 500, "InternalError", true},
+		{"Ray token required", fmt.Errorf("stopping: %w", &ray.TokenRequiredError{Field: "spec.rayClusterSpec.authOptions"}), 409, "Conflict", false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -56,6 +58,9 @@ func TestErrorEnvelope(t *testing.T) {
 			}
 		})
 	}
-	env, _ := errorEnvelope(invalid)
+	env, _ := errorEnvelope(&ray.TokenRequiredError{Field: "spec.authOptions"})
+	assert.Equal(t, []FieldDetail{{Field: "spec.authOptions.mode", Message: "set to token: the Ray cluster's dashboard requires a token"}}, env.Details)
+	assert.Contains(t, env.Msg, "set spec.authOptions.mode: token")
+	env, _ = errorEnvelope(invalid)
 	assert.Equal(t, []FieldDetail{{Field: "spec.headGroupSpec", Message: "Required value"}}, env.Details)
 }

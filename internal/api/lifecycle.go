@@ -61,7 +61,9 @@ func (s *Server) start(c *gin.Context) (*response, error) {
 //	@Description	cluster's Ray dashboard, for callers allowed to update the RayJob, with the cluster's token where it
 //	@Description	takes one (from the Secret KubeRay made for it, which the caller may get; else 409). The dashboard's
 //	@Description	answer is not passed on: a refusal is 503 naming its status only, and a redirect is not followed
-//	@Description	(503 naming it). RayService: the manifest is stored
+//	@Description	(503 naming it). A dashboard that requires a token where the cluster spec sets no authOptions
+//	@Description	(Ray's token authentication, on by default from Ray 2.61) is 409 saying so and what to set (the
+//	@Description	authOptions field, in details). RayService: the manifest is stored
 //	@Description	as a template, then the instance is deleted. A finished RayJob is 409, as is a job not yet submitted,
 //	@Description	and a ConfigMap of the template's name that the service did not write (it is never adopted).
 //	@Tags			lifecycle

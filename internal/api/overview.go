@@ -1,6 +1,7 @@
 package api
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -270,6 +271,10 @@ func (s *Server) gcsLog(c *gin.Context, r Objects, k *ray.Kind, cur *k8s.Current
 		return
 	}
 	prints, err := s.Dashboards.GCSEventStats(ctx, addr, ip, rayToken)
+	if tokenErr := k.TokenRequired(cur.Instance); errors.Is(err, ray.ErrTokenRequired) && tokenErr != nil {
+		h.NoGCSLog(tokenErr.Error())
+		return
+	}
 	if err != nil {
 		logger(c).Info("reading gcs_server.out", zap.String("address", addr), zap.Error(err))
 		h.NoGCSLog(err.Error())

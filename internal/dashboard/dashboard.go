@@ -101,7 +101,8 @@ func (d *Dashboards) Address(k *ray.Kind, o *unstructured.Unstructured, s *ray.S
 // (POST /api/jobs/{id}/stop), with the cluster's token where it takes one ("": none), sent as KubeRay
 // sends it. The error says what the dashboard did, in the service's words only: "is unreachable (...)",
 // "answered ... with a redirect (<status>), which the service does not follow" or "refused to stop job
-// ...: <status>"; ErrNoSuchJob where it knows no such job.
+// ...: <status>"; ErrNoSuchJob where it knows no such job; ray.ErrTokenRequired where it answered 401 to
+// a stop sent without a token.
 func (d *Dashboards) StopJob(ctx context.Context, addr, jobID, token string) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+"/api/jobs/"+url.PathEscape(jobID)+"/stop", nil)
 	if err != nil {
@@ -122,6 +123,9 @@ func (d *Dashboards) StopJob(ctx context.Context, addr, jobID, token string) err
 	d.logAnswer(addr, "stop a job", res, token)
 	if res.StatusCode == http.StatusNotFound {
 		return fmt.Errorf("%w (%s)", ErrNoSuchJob, statusOf(res.StatusCode))
+	}
+	if res.StatusCode == http.StatusUnauthorized && token == "" {
+		return fmt.Errorf("%w (%s)", ray.ErrTokenRequired, statusOf(res.StatusCode))
 	}
 	if isRedirect(res.StatusCode) {
 		return fmt.Errorf("answered the stop of job %s with a redirect (%s), which the service does not follow", jobID, statusOf(res.StatusCode))

@@ -70,3 +70,27 @@ func TestStopJobOfNoSuchJob(t *testing.T) {
 	require.NotErrorIs(t, err, ErrNoSuchJob)
 	assert.Contains(t, err.Error(), "refused to stop job raysubmit_1: 500")
 }
+
+// A token-requiring Ray dashboard answers 401 to a call without a token (Ray 2.52+,
+// python/ray/_private/authentication/http_token_authentication.py): the stop and the read of
+// gcs_server.out say so (ray.ErrTokenRequired); with a token sent, 401 stays a refusal like any other.
+func TestCallsWithoutTokenToATokenDashboard(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get(ray.AuthHeader) == "" {
+			http.Error(w, "Unauthorized: Missing authentication token", http.StatusUnauthorized)
+			return
+		}
+		http.Error(w, "oddly unauthorized", http.StatusUnauthorized)
+	}))
+	defer srv.Close()
+	d := NewDashboards("cluster.local", time.Second)
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	require.ErrorIs(t, d.StopJob(t.Context(), addr, "raysubmit_1", ""), ray.ErrTokenRequired)
+	_, err := d.GCSEventStats(t.Context(), addr, "10.0.0.1", "")
+	require.ErrorIs(t, err, ray.ErrTokenRequired)
+	err = d.StopJob(t.Context(), addr, "raysubmit_1", "t0k")
+	require.Error(t, err)
+	require.NotErrorIs(t, err, ray.ErrTokenRequired)
+	_, err = d.GCSEventStats(t.Context(), addr, "10.0.0.1", "t0k")
+	require.NotErrorIs(t, err, ray.ErrTokenRequired)
+}

@@ -98,7 +98,8 @@ func ParseEventStats(r io.Reader, loc *time.Location) ([]promql.LoopPrint, error
 
 // GCSEventStats reads the event stats gcs_server printed on the head node at nodeIP, through the Ray
 // dashboard at addr (host:port), with the cluster's token where it takes one ("": none). The error says,
-// in the service's words, what the dashboard did; nothing the dashboard wrote reaches it.
+// in the service's words, what the dashboard did; nothing the dashboard wrote reaches it. A 401 to a
+// read sent without a token is ray.ErrTokenRequired.
 func (d *Dashboards) GCSEventStats(ctx context.Context, addr, nodeIP, rayToken string) ([]promql.LoopPrint, error) {
 	const call = "read gcs_server.out"
 	q := url.Values{"node_ip": {nodeIP}, "filename": {"gcs_server.out"}, "lines": {strconv.Itoa(GCSLogLines)}}
@@ -120,6 +121,9 @@ func (d *Dashboards) GCSEventStats(ctx context.Context, addr, nodeIP, rayToken s
 	}
 	if res.StatusCode != http.StatusOK {
 		d.logAnswer(addr, call, res, rayToken)
+		if res.StatusCode == http.StatusUnauthorized && rayToken == "" {
+			return nil, fmt.Errorf("%w (%s for gcs_server.out)", ray.ErrTokenRequired, statusOf(res.StatusCode))
+		}
 		return nil, fmt.Errorf("the Ray dashboard answered %s for gcs_server.out", statusOf(res.StatusCode))
 	}
 	body, read, err := lastBytes(io.LimitReader(res.Body, maxGCSAnswer+1), maxGCSLog)

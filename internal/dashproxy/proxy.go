@@ -83,14 +83,20 @@ type Proxy struct {
 type Target struct {
 	Addr, Prefix, Path, RayToken string
 	Transport                    http.RoundTripper
+	// TokenRequired is answered instead of the dashboard's 401 to a request that carried no token (none
+	// of the service's, none of the caller's): the cluster's dashboard requires one its spec gives none
+	// for (ray.Kind.TokenRequired). nil: the dashboard's 401 is passed on, with its login.
+	TokenRequired error
 }
 
 // Serve proxies r to the dashboard t and writes its answer to w. What keeps the dashboard from
-// answering is returned (502, 504), to be answered as any error is; log is the request's logger.
+// answering is returned (502, 504), and t.TokenRequired for its 401 to a request without a token, to be
+// answered as any error is; log is the request's logger.
 func (p *Proxy) Serve(w http.ResponseWriter, r *http.Request, t Target, log func() *zap.Logger) error {
 	origin := p.RequestOrigin(r)
 	sandboxed := !p.Own
 	addr, prefix, target, rayToken := t.Addr, t.Prefix, t.Path, t.RayToken
+	tokenless := rayToken == "" && r.Header.Get(ray.AuthHeader) == ""
 	// What keeps the dashboard from answering is answered as any error is, once the proxy returns: the
 	// proxy calls ErrorHandler only before it writes anything.
 	var proxyErr error
@@ -106,10 +112,18 @@ func (p *Proxy) Serve(w http.ResponseWriter, r *http.Request, t Target, log func
 			}
 		},
 		ModifyResponse: func(res *http.Response) error {
+			if res.StatusCode == http.StatusUnauthorized && tokenless && t.TokenRequired != nil {
+				return t.TokenRequired
+			}
 			confine(res, r.URL.Path, origin, prefix, addr, sandboxed)
 			return nil
 		},
 		ErrorHandler: func(_ http.ResponseWriter, _ *http.Request, err error) {
+			if t.TokenRequired != nil && errors.Is(err, t.TokenRequired) {
+				log().Info("a Ray dashboard requires a token its cluster's spec gives none for", zap.String("address", addr))
+				proxyErr = err
+				return
+			}
 			log().Warn("Ray dashboard unreachable", zap.String("address", addr), zap.Error(err))
 			var ne net.Error
 			if errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout() {

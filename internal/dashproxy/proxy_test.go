@@ -2,12 +2,18 @@ package dashproxy
 
 import (
 	"crypto/tls"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+
+	"ray-service/internal/ray"
 )
 
 func TestConfineLocation(t *testing.T) {
@@ -112,4 +118,38 @@ func TestPassedHeaders(t *testing.T) {
 	in.Set("Sec-WebSocket-Key", "k")
 	out := passedHeaders(in)
 	assert.Equal(t, http.Header{"Accept": {"text/html"}, "X-Ray-Authorization": {"Bearer ray"}, "Sec-Websocket-Key": {"k"}}, out)
+}
+
+// A dashboard's 401 to a request that carried no token is the target's TokenRequired (the cluster's
+// spec gives the service no token); with a token sent by the caller, or without a TokenRequired, the
+// dashboard's own 401 comes back.
+func TestTokenRequiredAnswersTheDashboards401(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get(ray.AuthHeader) == "" {
+			http.Error(w, "Unauthorized: Missing authentication token", http.StatusUnauthorized)
+			return
+		}
+		http.Error(w, "Forbidden: Invalid authentication token", http.StatusForbidden)
+	}))
+	defer srv.Close()
+	required := &ray.TokenRequiredError{Field: "spec.authOptions"}
+	p := &Proxy{Site: Site{SameOrigin: true}}
+	serve := func(target Target, header http.Header) (int, error) {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest(http.MethodGet, "/x/dashboard/api/version", nil)
+		maps.Copy(req.Header, header)
+		target.Addr, target.Prefix, target.Path = strings.TrimPrefix(srv.URL, "http://"), "/x/dashboard", "/api/version"
+		err := p.Serve(rec, req, target, zap.NewNop)
+		return rec.Code, err
+	}
+	code, err := serve(Target{TokenRequired: required}, nil)
+	require.ErrorIs(t, err, required)
+	require.ErrorIs(t, err, ray.ErrTokenRequired)
+	assert.Equal(t, http.StatusOK, code, "nothing written: the API answers the error")
+	code, err = serve(Target{TokenRequired: required}, http.Header{"X-Ray-Authorization": {"Bearer mine"}})
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusForbidden, code, "the caller's own token gets the dashboard's answer")
+	code, err = serve(Target{}, nil)
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusUnauthorized, code, "a token-mode cluster's dashboard keeps its own login")
 }

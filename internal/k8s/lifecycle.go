@@ -330,6 +330,11 @@ func (o *Objects) stopRayJob(ctx context.Context, obj *unstructured.Unstructured
 		if errors.Is(err, dashboard.ErrNoSuchJob) {
 			return apierrors.NewConflict(gr, name, fmt.Errorf("its Ray job %s has not been submitted yet (%w); stop it again once it runs, or delete it", jobID, err))
 		}
+		// A dashboard that wants a token the spec gives none for: what the user must change, which the
+		// API answers as a conflict with the object's spec.
+		if tokenErr := o.Kind.TokenRequired(obj); errors.Is(err, ray.ErrTokenRequired) && tokenErr != nil {
+			return tokenErr
+		}
 		return apierrors.NewServiceUnavailable(fmt.Sprintf("the Ray dashboard of %s/%s %v", ns, name, err))
 	}
 	return nil

@@ -1,7 +1,9 @@
 package ray
 
 import (
+	"errors"
 	"slices"
+	"strings"
 	"unicode"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -64,4 +66,40 @@ func clippedName(s string) string {
 		s = "r" + s[1:]
 	}
 	return s
+}
+
+// ErrTokenRequired is what a Ray dashboard's 401 means to a request that carried no token: Ray's token
+// authentication is on and the caller sent none. Ray answers so from 2.52 (ray-project/ray
+// python/ray/_private/authentication/http_token_authentication.py token_auth_middleware: 401
+// "Unauthorized: Missing authentication token" without a token, 403 "Forbidden: Invalid authentication
+// token" with a wrong one; no WWW-Authenticate header), where RAY_AUTH_MODE=token; from Ray 2.61 every
+// cluster runs so unless RAY_AUTH_MODE=disabled (Ray 2.61.0 release notes: "Token authentication on by
+// default ... ray start --head requires one").
+var ErrTokenRequired = errors.New("the Ray dashboard requires a token")
+
+// TokenRequiredError is ErrTokenRequired for an object whose cluster spec has no token authOptions, so
+// that the service has no token to send: what the user must change, at Field (the authOptions of the
+// object's cluster spec, such as spec.rayClusterSpec.authOptions).
+type TokenRequiredError struct {
+	Field string
+}
+
+func (e *TokenRequiredError) Error() string {
+	return "its Ray dashboard requires a token (Ray's token authentication, on by default from Ray 2.61), and " +
+		e.Field + " does not set mode: token, so the service has no token to send: set " + e.Field +
+		".mode: token, for which KubeRay (v1.6 and later, Ray 2.52 and later) makes the token Secret the service " +
+		"reads and gives the token to the Ray containers, or set RAY_AUTH_MODE=disabled in the Ray containers' " +
+		"environment to turn Ray's authentication off"
+}
+
+func (e *TokenRequiredError) Unwrap() error { return ErrTokenRequired }
+
+// TokenRequired is the error of a dashboard of o's cluster that requires a token where o's spec gives
+// none (ErrTokenRequired, explained); nil where the spec sets token mode: KubeRay's Secret or the
+// dashboard's own answer then says the rest.
+func (k *Kind) TokenRequired(o *unstructured.Unstructured) error {
+	if k.ClusterAuthOf(o, "").Token {
+		return nil
+	}
+	return &TokenRequiredError{Field: strings.Join(k.ClusterSpecPath, ".") + ".authOptions"}
 }

@@ -94,6 +94,10 @@ type WorkerGroup struct {
 	MinReplicas   int64  `json:"minReplicas"`
 	MaxReplicas   int64  `json:"maxReplicas"`
 	ReadyReplicas int64  `json:"readyReplicas"`
+	// Priority is the group's priority (KubeRay v1.7.0 WorkerGroupSpec.priority): the autoscaler
+	// prefers groups of higher priority to scale up (Ray Autoscaler v2, Ray 2.56 and later). Absent where
+	// unset (0).
+	Priority *int64 `json:"priority,omitempty"`
 	// Resources are the requests of one pod of the group.
 	Resources Resources `json:"resources"`
 	// RayResources are the Ray logical resources one pod of the group offers (at most 16, names cut to
@@ -133,6 +137,9 @@ type Summary struct {
 	WorkerGroups []WorkerGroup `json:"workerGroups"`
 	// Requested totals the head and every worker replica.
 	Requested Resources `json:"requested"`
+	// Options are the cluster spec's options a user should know of (authentication, mTLS, GCS fault
+	// tolerance, network policy, history collector, ingress); absent where it sets none.
+	Options *ClusterOptions `json:"options,omitempty"`
 
 	// RayJob only. JobStatus is status.jobStatus, cut to 128 bytes.
 	JobStatus string `json:"jobStatus,omitempty"`
@@ -296,6 +303,7 @@ func podFailing(p *corev1.Pod) bool {
 // summarizeClusterSpec fills the fields every kind takes from its Ray cluster spec.
 func summarizeClusterSpec(spec map[string]any, s *Summary) {
 	s.RayVersion, _, _ = unstructured.NestedString(spec, "rayVersion")
+	s.Options = clusterOptionsOf(spec)
 	if head, ok := nestedMap(spec, "headGroupSpec", "template"); ok {
 		pod := podSpecOf(head)
 		s.Head.Resources = PodRequests(pod)
@@ -328,6 +336,9 @@ func summarizeClusterSpec(spec map[string]any, s *Summary) {
 			numHosts = 1
 		}
 		wg.Replicas = replicas
+		if p, _ := nestedInt(gm, "priority"); p != 0 {
+			wg.Priority = &p
+		}
 		if tmpl, ok := nestedMap(gm, "template"); ok {
 			pod := podSpecOf(tmpl)
 			wg.Resources = PodRequests(pod)

@@ -1675,25 +1675,36 @@ func (s *standIn) readRayToken(ctx context.Context, host string) (string, error)
 		return "", err
 	}
 	for _, c := range pods.Items[0].Spec.Containers {
-		mode, ref := "", (*corev1.SecretKeySelector)(nil)
+		mode, modeSet, ref, token := "", false, (*corev1.SecretKeySelector)(nil), ""
 		for _, e := range c.Env {
 			switch {
 			case e.Name == "RAY_AUTH_MODE":
-				mode = e.Value
+				mode, modeSet = e.Value, true
 			case e.Name == "RAY_AUTH_TOKEN" && e.ValueFrom != nil:
 				ref = e.ValueFrom.SecretKeyRef
+			case e.Name == "RAY_AUTH_TOKEN":
+				token = e.Value
 			}
 		}
-		if mode != "token" || ref == nil {
+		// From Ray 2.61 every cluster runs with token authentication unless RAY_AUTH_MODE=disabled, and
+		// ray start --head requires a token (ray-project/ray release notes of ray-2.61.0, "Token
+		// authentication on by default"): a head of that version without RAY_AUTH_MODE takes the token
+		// its RAY_AUTH_TOKEN gives, whatever its cluster's authOptions say.
+		if !modeSet && rayImageAtLeast(c.Image, 2, 61) {
+			mode = "token"
+		}
+		if mode != "token" || (ref == nil && token == "") {
 			continue
 		}
-		secret, err := s.admin.CoreV1().Secrets(ns).Get(ctx, ref.Name, metav1.GetOptions{})
-		if err != nil {
-			return "", err
-		}
-		token := strings.TrimSpace(string(secret.Data[ref.Key]))
-		if token == "" {
-			return "", fmt.Errorf("secret %s has no %s", ref.Name, ref.Key)
+		if ref != nil {
+			secret, err := s.admin.CoreV1().Secrets(ns).Get(ctx, ref.Name, metav1.GetOptions{})
+			if err != nil {
+				return "", err
+			}
+			token = strings.TrimSpace(string(secret.Data[ref.Key]))
+			if token == "" {
+				return "", fmt.Errorf("secret %s has no %s", ref.Name, ref.Key)
+			}
 		}
 		s.mu.Lock()
 		s.tokens[host] = token
@@ -1703,6 +1714,21 @@ func (s *standIn) readRayToken(ctx context.Context, host string) (string, error)
 	return "", nil
 }
 
+// rayImageAtLeast tells whether image is a Ray image (rayproject/ray:<version>[-suffix]) of version
+// major.minor or later.
+func rayImageAtLeast(image string, major, minor int) bool {
+	_, tag, ok := strings.Cut(image, "rayproject/ray:")
+	if !ok {
+		return false
+	}
+	tag, _, _ = strings.Cut(tag, "-")
+	var ma, mi int
+	if _, err := fmt.Sscanf(tag, "%d.%d", &ma, &mi); err != nil {
+		return false
+	}
+	return ma > major || ma == major && mi >= minor
+}
+
 // rayTokens are the Ray tokens the dashboards took so far.
 func (s *standIn) rayTokens() []string {
 	s.mu.Lock()
@@ -1710,8 +1736,9 @@ func (s *standIn) rayTokens() []string {
 	return slices.Collect(maps.Values(s.tokens))
 }
 
-// tokenRefused answers as Ray's dashboard in token mode does (Ray 2.52,
-// python/ray/_private/authentication/http_token_authentication.py): the token from Authorization,
+// tokenRefused answers as Ray's dashboard in token mode does (Ray 2.52 and later,
+// python/ray/_private/authentication/http_token_authentication.py token_auth_middleware: a text/plain
+// 401 "Unauthorized: Missing authentication token", without WWW-Authenticate): the token from Authorization,
 // X-Ray-Authorization or the ray-authentication-token cookie; 401 without one, 403 with a wrong one.
 // The page itself and /api/authentication_mode are open, so that the page can ask for the token. It
 // tells whether it refused.

@@ -6,6 +6,8 @@ import (
 	"context"
 	"encoding/json"
 	"maps"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -44,6 +46,19 @@ func TestTokenAuthenticatedDashboards(t *testing.T) {
 	require.NoError(t, err, "KubeRay makes the cluster's Secret")
 	rayToken := string(secret.Data["auth_token"])
 	require.NotEmpty(t, rayToken)
+
+	// The summary says how its dashboard takes callers (checked against the Swagger like every answer).
+	d := call(t, "GET", itemPath(ns, "rayclusters", "tok"), bob, "", nil)
+	require.Equal(t, 200, d.Status)
+	var detail struct {
+		Options struct {
+			Auth  string   `json:"auth"`
+			Notes []string `json:"notes"`
+		} `json:"options"`
+	}
+	require.NoError(t, json.Unmarshal(d.Data, &detail))
+	assert.Equal(t, "token", detail.Options.Auth)
+	assert.Contains(t, detail.Options.Notes, "token authentication on")
 
 	base := itemPath(ns, "rayclusters", "tok") + "/dashboard"
 	r := call(t, "GET", base+"/api/version", bob, "", nil)
@@ -99,4 +114,78 @@ func callWith(t *testing.T, method, path, token string, headers map[string]strin
 	require.NoError(t, err)
 	require.Equal(t, "GET", method)
 	return &response{Status: code, Raw: body}
+}
+
+// A Ray cluster whose spec sets no authOptions, but whose dashboard requires a token: Ray 2.61 runs every
+// cluster with token authentication unless RAY_AUTH_MODE=disabled (its release notes), here with a token
+// its author gave the head in RAY_AUTH_TOKEN. The service has no token to send, so what reads the
+// dashboard says "token required" and what to set, instead of passing on a 401 or a generic proxy error:
+// the proxy answers 409 Conflict naming spec.authOptions.mode (a caller who sends a token of their own
+// still reaches the dashboard), and the health tab's GCS panel, which reads gcs_server.out through the
+// dashboard, says the same. The token is in no answer and in no log line.
+func TestTokenRequiredWithoutAuthOptions(t *testing.T) {
+	ns := namespace(t, "raytokreq")
+	bind(t, ns, "bob", "ray-editor")
+	grantRole(t, ns, "bob", "bob-proxy", rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"services/proxy"}, Verbs: []string{"get"}})
+	bob, admin := env.tokens["bob"], env.tokens["admin"]
+	const headToken = "chosen-by-the-author-4f1c2a9d0b7e"
+	require.Equal(t, 201, createCluster(t, admin, ns, "open", func(o map[string]any) {
+		spec := o["spec"].(map[string]any)
+		spec["rayVersion"] = "2.61.0"
+		head := spec["headGroupSpec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)
+		head["image"] = "rayproject/ray:2.61.0"
+		head["env"] = []any{map[string]any{"name": "RAY_AUTH_TOKEN", "value": headToken}}
+	}).Status)
+	waitStatus(t, ns, "rayclusters", "open", "Running")
+
+	base := itemPath(ns, "rayclusters", "open") + "/dashboard"
+	r := call(t, "GET", base+"/api/version", bob, "", nil)
+	require.Equal(t, 409, r.Status, "%s", r.Raw)
+	assert.Equal(t, 409, r.Code)
+	assert.Equal(t, "Conflict", r.Reason)
+	assert.Contains(t, r.Msg, "requires a token")
+	assert.Contains(t, r.Msg, "set spec.authOptions.mode: token")
+	require.Len(t, r.Details, 1)
+	assert.Equal(t, "spec.authOptions.mode", r.Details[0].Field)
+	assert.Equal(t, 1, env.dashboards.refused("GET", "open-head-svc."+ns, "/api/version"), "the dashboard was asked, and refused")
+	r = call(t, "GET", base+"/", bob, "", nil)
+	assert.Equal(t, 200, r.Status, "the page that asks for the token opens")
+	r = callWith(t, "GET", base+"/api/version", bob, map[string]string{"X-Ray-Authorization": "Bearer " + headToken})
+	assert.Equal(t, 200, r.Status, "a token the caller holds is theirs to send: %s", r.Raw)
+
+	// The health tab: Prometheus holds none of the cluster's Ray metrics, so the GCS panel asks the
+	// dashboard for gcs_server.out, and says why it could not read it.
+	end := time.Now().UTC().Truncate(time.Minute)
+	start := end.Add(-10 * time.Minute)
+	promURL, _ := startPrometheus(t, rayMetricsFixture(ns, map[string]rayLoad{}, start, end))
+	svc := startInstance(t, "ray-service-raytokreq.log", "--prometheus-url", promURL)
+	h, err := sendTo(svc.url, "GET", healthPath(ns, "open", start, end), bob, "", nil)
+	require.NoError(t, err)
+	require.Equal(t, 200, h.Status, "%s", h.Raw)
+	p := panelOf(decode[clusterHealthData](t, h), "gcsEventPressure")
+	assert.Nil(t, p.Value)
+	assert.Contains(t, p.Reason, "requires a token")
+	assert.Contains(t, p.Reason, "set spec.authOptions.mode: token")
+	assert.Positive(t, env.dashboards.refused("GET", "open-head-svc."+ns, "/api/v0/logs/file"), "the log API was asked, and refused")
+
+	for _, b := range [][]byte{r.Raw, h.Raw} {
+		assert.NotContains(t, string(b), headToken)
+	}
+	b, err := os.ReadFile(svc.log.Name())
+	require.NoError(t, err)
+	assert.NotContains(t, string(b), headToken, "no Ray token in the log")
+}
+
+// refused counts the requests matching method and path made to hosts starting with hostPrefix that the
+// stand-in refused for want of a Ray token.
+func (s *standIn) refused(method, hostPrefix, pathSuffix string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, r := range s.requests {
+		if r.Refused && r.Method == method && strings.HasPrefix(r.Host, hostPrefix) && strings.HasSuffix(r.Path, pathSuffix) {
+			n++
+		}
+	}
+	return n
 }
