@@ -1,0 +1,282 @@
+// Package accel holds what the service counts of accelerators: which extended resources are GPUs and
+// NPUs, whole or sliced, and the share of one device one unit of each is, so that a Ray cluster's
+// summary, the overview, the utilization and the idle detection count them the same way: in device
+// equivalents, with the raw counts beside them. It reads names and labels only; it makes no call.
+package accel
+
+import (
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// Kind is the kind of a device.
+type Kind string
+
+// Device kinds.
+const (
+	GPU Kind = "gpu"
+	NPU Kind = "npu"
+)
+
+// Node is what a node's labels tell of the devices it offers, for the shares of their slices. A zero
+// field is unknown.
+type Node struct {
+	// NPUCores is the AI cores of one NPU chip: the Ascend device plugin's label servertype
+	// ("Ascend910B-20": 20; mind-cluster v26.1.0 component/ascend-device-plugin/pkg/server/manager.go:281-295),
+	// else the chip's from its label node.kubernetes.io/npu.chip.name. The plugin writes 1 or 8255
+	// where its query of the chip failed (pkg/common/constants.go:479, ascendcommon.go:1288-1317): a
+	// figure outside 8..48 is unknown.
+	NPUCores int
+	// GPUReplicas is how many replicas one GPU is shared as (time-slicing or MPS): GPU feature
+	// discovery's label nvidia.com/gpu.replicas (NVIDIA/k8s-device-plugin v0.20.0 internal/lm/resource.go:208-215).
+	GPUReplicas int
+	// GPUProduct is the label nvidia.com/gpu.product ("A100-SXM4-40GB", "A30", and under the single MIG
+	// strategy "A100-SXM4-40GB-MIG-1g.5gb"; internal/lm/mig-strategy.go:182-264).
+	GPUProduct string
+}
+
+// Node labels read.
+const (
+	ServerTypeLabel  = "servertype"
+	NPUChipNameLabel = "node.kubernetes.io/npu.chip.name"
+	GPUReplicasLabel = "nvidia.com/gpu.replicas"
+	GPUProductLabel  = "nvidia.com/gpu.product"
+)
+
+// NodeOf reads a node's labels.
+func NodeOf(labels map[string]string) Node {
+	var n Node
+	if st := labels[ServerTypeLabel]; st != "" {
+		// "<card type>-<AI cores>[-dual]" (manager.go:281-295; ascend-for-volcano plugin/vnode.go:331-341).
+		if parts := strings.Split(st, "-"); len(parts) >= 2 {
+			if c, err := strconv.Atoi(parts[1]); err == nil && c >= 8 && c <= 48 {
+				n.NPUCores = c
+			}
+		}
+	}
+	if n.NPUCores == 0 {
+		n.NPUCores = chipCores(labels[NPUChipNameLabel])
+	}
+	if r, err := strconv.Atoi(labels[GPUReplicasLabel]); err == nil && r > 0 {
+		n.GPUReplicas = r
+	}
+	n.GPUProduct = labels[GPUProductLabel]
+	return n
+}
+
+// chipCores are the AI cores of an Ascend chip by its name (mind-cluster v26.1.0 docs/en/scheduling/usage/
+// virtual_instance/virtual_instance_with_hdk/03_virtualization_templates.md, Table 1: training A1 30 or
+// 32, A2 training 24, A2 inference 20, 310P 8; the B variants follow the templates ascend-for-volcano
+// gives them, plugin/factory.go:199-227); 0 where unknown.
+func chipCores(chip string) int {
+	switch {
+	case strings.HasPrefix(chip, "310P"):
+		return 8
+	case chip == "910ProB":
+		return 30
+	case chip == "910A", chip == "910ProA", chip == "910PremiumA":
+		return 32
+	case chip == "910B1", chip == "910B2", chip == "910B2C":
+		return 24
+	case chip == "910B3", chip == "910B4":
+		return 20
+	}
+	return 0
+}
+
+// Unit is what one unit of an extended resource is.
+type Unit struct {
+	Kind Kind
+	// Model is the device family the resource's name says ("Ascend910", "Ascend310P"), or the node's GPU
+	// product where it is known; "" where neither says.
+	Model string
+	// Share is the share of one device one unit is: 1 for a whole device.
+	Share float64
+	// Exact is false where the share depends on what the node did not say (cores per chip, replicas,
+	// the GPU a MIG profile is of) and a default was taken.
+	Exact bool
+}
+
+var (
+	// NVIDIA k8s-device-plugin v0.20.0, mixed MIG strategy: nvidia.com/mig-<g>g.<memory>gb, "+" of the
+	// NVML profile written "." (internal/resource/nvml-mig-device.go:95-105): mig-1g.10gb.me.
+	migName = regexp.MustCompile(`^nvidia\.com/mig-(\d+)g\.(\d+)gb(\..+)?$`)
+	// The single MIG strategy's product label: <model>-MIG-<g>g.<memory>gb (mig-strategy.go:182-264).
+	migProduct = regexp.MustCompile(`-MIG-(\d+)g\.(\d+)gb`)
+	// Ascend static vNPU templates: huawei.com/<Ascend910|Ascend310P>-<AI cores>c[.<n>cpu][.<m>g][.dvpp|.ndvpp]
+	// (mind-cluster v26.1.0 ascend-device-plugin pkg/common/device.go:416-438, constants.go:185-228).
+	vnpuName = regexp.MustCompile(`^huawei\.com/(Ascend910|Ascend310P)-(\d+)c(\..+)?$`)
+)
+
+// Whole Ascend chips: every resource the device plugin offers for whole chips (api/default_name.go:31,
+// 85, 109; pkg/common/constants.go:179-184, the 310P mixed-insert cards). Sites may rename them
+// (customname/public_name_config.go); renamed resources are not counted.
+var wholeNPUs = map[string]string{
+	"huawei.com/Ascend910": "Ascend910", "huawei.com/Ascend310P": "Ascend310P", "huawei.com/Ascend310": "Ascend310",
+	"huawei.com/npu": "Ascend950", "huawei.com/Ascend310P-V": "Ascend310P", "huawei.com/Ascend310P-VPro": "Ascend310P",
+	"huawei.com/Ascend310P-IPro": "Ascend310P",
+}
+
+// NPUCoreResource is Ascend's dynamic vNPU: one unit is one AI core of a chip (mind-cluster v26.1.0
+// ascend-device-plugin pkg/common/constants.go:248 AiCoreResourceName; device.go:397-414).
+const NPUCoreResource = "huawei.com/npu-core"
+
+// SoftShareAnnotation on a pod says it asks a whole-chip resource in percent of one chip's AI cores
+// (soft sharing, vCANN-RT: huawei.com/Ascend910: 50 is half a chip; mind-cluster v26.1.0
+// ascend-common/api/consts.go:254-262, docs .../virtual_instance_with_vcann_rt/01_soft_allocation_scheduling_inference.md).
+const SoftShareAnnotation = "huawei.com/scheduler.softShareDev.aicoreQuota"
+
+// UnitOf says what one unit of the resource name is on node n (zero: unknown); softShare: the pod
+// carries SoftShareAnnotation. ok is false for a resource that is no GPU or NPU.
+func UnitOf(name string, n Node, softShare bool) (u Unit, ok bool) {
+	switch {
+	case name == "nvidia.com/gpu":
+		u = Unit{Kind: GPU, Model: n.GPUProduct, Share: 1, Exact: true}
+		if m := migProduct.FindStringSubmatch(n.GPUProduct); m != nil { // the single MIG strategy
+			u.Share, u.Exact = migShare(m[1], m[2], n.GPUProduct)
+		}
+		return u, true
+	case name == "nvidia.com/gpu.shared":
+		// Time-slicing or MPS renamed: one replica of a GPU (README.md v0.20.0 l.402-452, 593-596).
+		u = Unit{Kind: GPU, Model: strings.TrimSuffix(n.GPUProduct, "-SHARED"), Share: 1, Exact: n.GPUReplicas > 0}
+		if n.GPUReplicas > 0 {
+			u.Share = 1 / float64(n.GPUReplicas)
+		}
+		return u, true
+	case migName.MatchString(name):
+		m := migName.FindStringSubmatch(name)
+		share, exact := migShare(m[1], m[2], n.GPUProduct)
+		return Unit{Kind: GPU, Model: n.GPUProduct, Share: share, Exact: exact}, true
+	case name == NPUCoreResource:
+		cores, exact := n.NPUCores, n.NPUCores > 0
+		if !exact {
+			cores = 24 // an Atlas A2 training chip's, the commonest (03_virtualization_templates.md Table 1)
+		}
+		return Unit{Kind: NPU, Share: 1 / float64(cores), Exact: exact}, true
+	}
+	if model, whole := wholeNPUs[name]; whole {
+		if softShare {
+			return Unit{Kind: NPU, Model: model, Share: 0.01, Exact: true}, true
+		}
+		return Unit{Kind: NPU, Model: model, Share: 1, Exact: true}, true
+	}
+	if m := vnpuName.FindStringSubmatch(name); m != nil {
+		sliceCores, _ := strconv.Atoi(m[2])
+		cores, exact := n.NPUCores, n.NPUCores > 0
+		if !exact {
+			cores = templateChipCores(m[1], m[3], sliceCores)
+		}
+		share := float64(sliceCores) / float64(cores)
+		if share > 1 {
+			share = 1
+		}
+		return Unit{Kind: NPU, Model: m[1], Share: share, Exact: exact}, true
+	}
+	return Unit{}, false
+}
+
+// templateChipCores is the AI cores of the chip a vNPU template is cut from, where the node does not
+// say: 310P 8; the 910 templates with AICPU and memory suffixes are Atlas A2's, 20 cores for the
+// inference family (5 and 10 cores: vir05, vir10) and 24 for the training one (vir03, vir06, vir12); the
+// plain 910 templates (vir02-vir16) the Atlas training series' 32 (03_virtualization_templates.md
+// Table 1; ascend-for-volcano plugin/factory.go:182-238).
+func templateChipCores(family, suffix string, sliceCores int) int {
+	switch {
+	case family == "Ascend310P":
+		return 8
+	case suffix == "":
+		return 32
+	case sliceCores == 5 || sliceCores == 10:
+		return 20
+	}
+	return 24
+}
+
+// migShare is a MIG profile's share of its GPU: its compute slices over the GPU's, 7 on every MIG GPU
+// but the A30's and the RTX PRO Blackwell's 4 (NVIDIA MIG user guide, "Supported GPUs"; profiles per GPU
+// from NVIDIA/mig-parted v0.15.0 deployments/systemd/config-default.yaml). The A30's profiles are its
+// own (1g.6gb, 2g.12gb, 4g.24gb); elsewhere the GPU's product label decides, and without it 7 is taken.
+func migShare(gs, mems, product string) (float64, bool) {
+	g, _ := strconv.Atoi(gs)
+	mem, _ := strconv.Atoi(mems)
+	total, exact := 7, product != ""
+	switch {
+	case strings.Contains(product, "A30"), product == "" && a30Profile(g, mem):
+		total, exact = 4, true
+	case strings.Contains(product, "RTX PRO"):
+		total = 4
+	}
+	if g > total {
+		g = total
+	}
+	return float64(g) / float64(total), exact
+}
+
+func a30Profile(g, mem int) bool {
+	return g == 1 && mem == 6 || g == 2 && mem == 12 || g == 4 && mem == 24
+}
+
+// Held is what is held of one resource of one model: its raw count, and the devices it is worth.
+type Held struct {
+	Kind Kind `json:"kind" enums:"gpu,npu"`
+	// Resource is the extended resource's name (nvidia.com/mig-3g.40gb, huawei.com/Ascend910-4c).
+	Resource string `json:"resource" example:"huawei.com/Ascend910-4c"`
+	// Model is the device family or product, where the name or the node says it.
+	Model string `json:"model,omitempty" example:"Ascend910"`
+	// Count is the raw count: units of the resource, as the pods request them.
+	Count float64 `json:"count" example:"8"`
+	// Devices is what they are worth in whole devices: Count times one unit's share.
+	Devices float64 `json:"devices" example:"1"`
+	// Estimated says a unit's share was taken by default: the node did not say the cores of its chips,
+	// the replicas of its GPUs, or the GPU a MIG profile is cut from.
+	Estimated bool `json:"estimated,omitempty"`
+}
+
+// Holdings are what is held of each resource and model, ordered by kind, resource and model.
+type Holdings []Held
+
+// Add adds n units of u, a unit of the resource name.
+func (h *Holdings) Add(name string, u Unit, n float64) {
+	h.merge(Held{Kind: u.Kind, Resource: name, Model: u.Model, Count: n, Devices: n * u.Share, Estimated: !u.Exact})
+}
+
+// AddAll adds n times every holding of o.
+func (h *Holdings) AddAll(o Holdings, n float64) {
+	for _, x := range o {
+		x.Count, x.Devices = x.Count*n, x.Devices*n
+		h.merge(x)
+	}
+}
+
+func (h *Holdings) merge(x Held) {
+	for i := range *h {
+		if y := &(*h)[i]; y.Kind == x.Kind && y.Resource == x.Resource && y.Model == x.Model {
+			y.Count += x.Count
+			y.Devices += x.Devices
+			y.Estimated = y.Estimated || x.Estimated
+			return
+		}
+	}
+	at := len(*h)
+	for i, y := range *h {
+		if x.Kind < y.Kind || x.Kind == y.Kind && (x.Resource < y.Resource || x.Resource == y.Resource && x.Model < y.Model) {
+			at = i
+			break
+		}
+	}
+	*h = append(*h, Held{})
+	copy((*h)[at+1:], (*h)[at:])
+	(*h)[at] = x
+}
+
+// Devices is the device equivalents held of a kind.
+func (h Holdings) Devices(k Kind) float64 {
+	var sum float64
+	for _, x := range h {
+		if x.Kind == k {
+			sum += x.Devices
+		}
+	}
+	return sum
+}
