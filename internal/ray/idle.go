@@ -2,6 +2,8 @@ package ray
 
 import (
 	"fmt"
+	"math"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -70,13 +72,17 @@ func IdleMessage(idle *Idle) string {
 	}
 	var held []string
 	for _, h := range []struct {
-		n    int64
+		n    float64
 		what string
 	}{{idle.Holding.GPU, "GPU"}, {idle.Holding.NPU, "NPU"}} {
-		if h.n == 1 {
-			held = append(held, "1 "+h.what)
-		} else if h.n > 1 {
-			held = append(held, fmt.Sprintf("%d %ss", h.n, h.what))
+		// Device equivalents, to two decimals: "0.5 GPU", "1 NPU", "2.43 GPUs".
+		n := strconv.FormatFloat(math.Round(h.n*100)/100, 'f', -1, 64)
+		switch {
+		case h.n <= 0:
+		case h.n <= 1:
+			held = append(held, n+" "+h.what)
+		default:
+			held = append(held, n+" "+h.what+"s")
 		}
 	}
 	if len(held) == 0 {

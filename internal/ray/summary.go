@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"ray-service/internal/accel"
 	"slices"
 	"strconv"
 	"strings"
@@ -62,20 +63,33 @@ type RolloutCluster struct {
 	LastTrafficMigrated *time.Time `json:"lastTrafficMigrated,omitempty"`
 }
 
-// Resources are requested amounts: CPU in cores, memory in bytes, GPUs and NPUs in devices.
+// Resources are requested amounts: CPU in cores, memory in bytes, GPUs and NPUs in device equivalents
+// (a slice counted as its share of a device: package accel), with the raw counts of each accelerator
+// resource beside them.
 type Resources struct {
 	CPU         float64 `json:"cpu"`
 	MemoryBytes int64   `json:"memoryBytes"`
-	GPU         int64   `json:"gpu"`
-	NPU         int64   `json:"npu"`
+	// GPU is in whole GPUs: a MIG instance counts as its compute slices over its GPU's (3g.40gb: 3/7), a
+	// shared GPU's replica as one over its replicas.
+	GPU float64 `json:"gpu" example:"0.5"`
+	// NPU is in whole chips: a vNPU counts as its AI cores over its chip's (Ascend910-4c of a 32-core chip:
+	// 1/8).
+	NPU float64 `json:"npu" example:"1"`
+	// Accelerators are the raw counts per accelerator resource and model, with what each is worth.
+	Accelerators accel.Holdings `json:"accelerators,omitempty"`
 }
 
 // Add adds n times r2 to r.
 func (r *Resources) Add(r2 Resources, n int64) {
 	r.CPU += r2.CPU * float64(n)
 	r.MemoryBytes += r2.MemoryBytes * n
-	r.GPU += r2.GPU * n
-	r.NPU += r2.NPU * n
+	r.GPU += r2.GPU * float64(n)
+	r.NPU += r2.NPU * float64(n)
+	if len(r2.Accelerators) > 0 {
+		held := slices.Clone(r.Accelerators) // r's may be shared with the summary it was copied from
+		held.AddAll(r2.Accelerators, float64(n))
+		r.Accelerators = held
+	}
 }
 
 // HeadSummary is what a list shows of the head group.
@@ -482,12 +496,18 @@ func resourceListOf(v any) corev1.ResourceList {
 // container and the sum of the app containers, plus the pod overhead. A container without requests counts
 // its limits, as the apiserver defaults requests to limits.
 func PodRequests(pod corev1.PodSpec) Resources {
+	return PodRequestsOn(pod, accel.Node{}, false)
+}
+
+// PodRequestsOn is PodRequests of a pod on a node whose labels say what its devices' slices are worth;
+// softShare: the pod asks whole Ascend chips in percent of one (accel.SoftShareAnnotation).
+func PodRequestsOn(pod corev1.PodSpec, node accel.Node, softShare bool) Resources {
 	var app, init Resources
 	for _, c := range pod.Containers {
-		app.Add(containerRequests(c), 1)
+		app.Add(containerRequests(c, node, softShare), 1)
 	}
 	for _, c := range pod.InitContainers {
-		r := containerRequests(c)
+		r := containerRequests(c, node, softShare)
 		if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
 			// A sidecar runs beside the app containers for the pod's whole life.
 			app.Add(r, 1)
@@ -496,32 +516,33 @@ func PodRequests(pod corev1.PodSpec) Resources {
 		init = maxResources(init, r)
 	}
 	out := maxResources(app, init)
-	out.Add(fromList(pod.Overhead), 1)
+	out.Add(fromList(pod.Overhead, node, softShare), 1)
 	return out
 }
 
-func containerRequests(c corev1.Container) Resources {
+func containerRequests(c corev1.Container, node accel.Node, softShare bool) Resources {
 	list := corev1.ResourceList{}
 	maps.Copy(list, c.Resources.Limits)
 	maps.Copy(list, c.Resources.Requests)
-	return fromList(list)
+	return fromList(list, node, softShare)
 }
 
-// fromList reads CPU, memory, NVIDIA GPUs and Ascend NPUs (any model) from a resource list.
-func fromList(list corev1.ResourceList) Resources {
+// fromList reads CPU, memory and every GPU and NPU resource package accel knows from a resource list.
+func fromList(list corev1.ResourceList, node accel.Node, softShare bool) Resources {
 	var r Resources
 	for name, q := range list {
-		switch {
-		case name == corev1.ResourceCPU:
+		switch name {
+		case corev1.ResourceCPU:
 			r.CPU += float64(q.MilliValue()) / 1000
-		case name == corev1.ResourceMemory:
+		case corev1.ResourceMemory:
 			r.MemoryBytes += q.Value()
-		case name == "nvidia.com/gpu":
-			r.GPU += q.Value()
-		case strings.HasPrefix(string(name), "huawei.com/Ascend"):
-			r.NPU += q.Value()
+		default:
+			if u, ok := accel.UnitOf(string(name), node, softShare); ok {
+				r.Accelerators.Add(string(name), u, float64(q.Value()))
+			}
 		}
 	}
+	r.GPU, r.NPU = r.Accelerators.Devices(accel.GPU), r.Accelerators.Devices(accel.NPU)
 	return r
 }
 
@@ -532,11 +553,10 @@ func maxResources(a, b Resources) Resources {
 	if b.MemoryBytes > a.MemoryBytes {
 		a.MemoryBytes = b.MemoryBytes
 	}
-	if b.GPU > a.GPU {
-		a.GPU = b.GPU
-	}
-	if b.NPU > a.NPU {
-		a.NPU = b.NPU
+	// Init containers run one after another, before the app's: the larger of the accelerators held
+	// at once, taken whole.
+	if b.GPU+b.NPU > a.GPU+a.NPU {
+		a.GPU, a.NPU, a.Accelerators = b.GPU, b.NPU, b.Accelerators
 	}
 	return a
 }

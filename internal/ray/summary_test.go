@@ -15,6 +15,7 @@ import (
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"sigs.k8s.io/yaml"
 
+	"ray-service/internal/accel"
 	"ray-service/internal/ray/raytest"
 )
 
@@ -51,8 +52,40 @@ func TestPodRequests(t *testing.T) {
 	// app: cpu 1.5 + sidecar 0.1 = 1.6, init max 3 -> 3; memory app 3Gi+64Mi vs init 1Gi -> app; + overhead
 	assert.InDelta(t, 3.25, got.CPU, 1e-9)
 	assert.Equal(t, int64(3<<30+64<<20+128<<20), got.MemoryBytes)
-	assert.Equal(t, int64(2), got.GPU)
-	assert.Equal(t, int64(3), got.NPU)
+	assert.Equal(t, 2.0, got.GPU)
+	assert.Equal(t, 3.0, got.NPU)
+	assert.Equal(t, accel.Holdings{
+		{Kind: accel.GPU, Resource: "nvidia.com/gpu", Count: 2, Devices: 2},
+		{Kind: accel.NPU, Resource: "huawei.com/Ascend310P", Model: "Ascend310P", Count: 2, Devices: 2},
+		{Kind: accel.NPU, Resource: "huawei.com/Ascend910", Model: "Ascend910", Count: 1, Devices: 1},
+	}, got.Accelerators, "raw counts beside the equivalents")
+}
+
+// Slices count as their share of a device: eight 4-core vNPUs of a 32-core chip are one chip, two
+// mig-3g.40gb of an H100 6/7 of a GPU, a shared GPU's replica a quarter of one on a node sharing each GPU
+// four ways; the node's labels say the denominators, and where they do not the vendors' defaults are
+// taken and the holding says estimated.
+func TestPodRequestsOfSlices(t *testing.T) {
+	pod := corev1.PodSpec{Containers: []corev1.Container{
+		container(list("huawei.com/Ascend910-4c", "1"), nil),
+		container(list("nvidia.com/mig-3g.40gb", "2", "nvidia.com/gpu.shared", "1"), nil),
+	}}
+	node := accel.Node{NPUCores: 32, GPUReplicas: 4, GPUProduct: "H100-80GB-HBM3"}
+	on := PodRequestsOn(pod, node, false)
+	var eight Resources
+	eight.Add(on, 8)
+	assert.InDelta(t, 8*(1.0/8), eight.NPU, 1e-9)
+	assert.InDelta(t, 8*(6.0/7+0.25), eight.GPU, 1e-9)
+	for _, h := range eight.Accelerators {
+		assert.False(t, h.Estimated, h.Resource)
+	}
+	assert.Equal(t, 8.0, eight.Accelerators[2].Count, "eight raw vNPUs")
+	template := PodRequests(pod)
+	assert.InDelta(t, 4.0/32, template.NPU, 1e-9, "a plain 910 template is cut from a 32-core chip")
+	assert.True(t, template.Accelerators[0].Estimated, "replicas unknown off a node")
+	// Soft sharing: 50 of huawei.com/Ascend910 is half a chip.
+	soft := PodRequestsOn(corev1.PodSpec{Containers: []corev1.Container{container(list("huawei.com/Ascend910", "50"), nil)}}, node, true)
+	assert.InDelta(t, 0.5, soft.NPU, 1e-9)
 }
 
 func TestSummarizeRayCluster(t *testing.T) {
@@ -68,13 +101,13 @@ func TestSummarizeRayCluster(t *testing.T) {
 	assert.InDelta(t, 0.5, s.Head.Resources.CPU, 1e-9)
 	require.Len(t, s.WorkerGroups, 3)
 	assert.Equal(t, WorkerGroup{Name: "small", Replicas: 3, MinReplicas: 1, MaxReplicas: 5,
-		Resources:    Resources{CPU: 1, MemoryBytes: 1 << 30, GPU: 1},
+		Resources:    Resources{CPU: 1, MemoryBytes: 1 << 30, GPU: 1, Accelerators: accel.Holdings{{Kind: accel.GPU, Resource: "nvidia.com/gpu", Count: 1, Devices: 1}}},
 		RayResources: NewLogical(map[string]float64{"CPU": 1, "GPU": 1, "memory": 1 << 30})}, s.WorkerGroups[0])
 	assert.Equal(t, int64(0), s.WorkerGroups[2].Replicas, "a suspended group runs no replicas")
 	// head 0.5 + 3*1 + 2 replicas * 2 hosts * 2 = 11.5 CPU
 	assert.InDelta(t, 11.5, s.Requested.CPU, 1e-9)
 	assert.Equal(t, int64(500<<20+3<<30), s.Requested.MemoryBytes)
-	assert.Equal(t, int64(3), s.Requested.GPU)
+	assert.Equal(t, 3.0, s.Requested.GPU)
 }
 
 func TestCreatorLabelValue(t *testing.T) {

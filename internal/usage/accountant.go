@@ -197,6 +197,8 @@ func (ac *Accountant) accountLocked(k *ray.Kind, o *unstructured.Unstructured, s
 	ref := ray.ClusterRef{Namespace: ns, Name: name}
 	base := State{Kind: k.Kind, Namespace: ns, Name: name, Cluster: name, Creator: signedCreator(s), Holding: Holding(s.Status),
 		Idle: a.idle[ref], Requests: s.Requested}
+	// The utilization counts device equivalents; the raw counts per resource are the summary's.
+	base.Requests.Accelerators = nil
 	a.unclaimLocked(uid)
 	if mb := ray.MadeBy(o); mb != nil {
 		key := [3]string{mb.Kind, ns, mb.Name}
@@ -351,7 +353,7 @@ func (a *accounting) stateOf(uid string, base State, m *Mark) State {
 
 // changeLocked gives m the state st from now on, where that differs.
 func (ac *Accountant) changeLocked(m *Mark, st State, now time.Time) {
-	if m.State == st {
+	if m.State.Same(st) {
 		return
 	}
 	ac.acct.ledger.Change(m, st, now)

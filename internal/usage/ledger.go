@@ -8,6 +8,7 @@ package usage
 
 import (
 	"maps"
+	"reflect"
 	"time"
 
 	"ray-service/internal/ray"
@@ -80,9 +81,13 @@ type State struct {
 	Holding bool
 	// Idle: the idle detection judges it idle now.
 	Idle bool
-	// Requests are what its head and every worker replica request.
+	// Requests are what its head and every worker replica request, GPUs and NPUs in device equivalents
+	// (no raw counts: a State is compared whole).
 	Requests ray.Resources
 }
+
+// Same tells whether s and o are the same state.
+func (s State) Same(o State) bool { return reflect.DeepEqual(s, o) }
 
 // Accelerators tells whether the state holds GPUs or NPUs.
 func (s State) Accelerators() bool { return s.Holding && (s.Requests.GPU > 0 || s.Requests.NPU > 0) }

@@ -118,6 +118,10 @@ var migrations = map[int]string{
 	17: kindsGuarded,
 	// 18: the groups' days summed per kind.
 	18: kindDaysMigration,
+	// 20: GPUs and NPUs held in device equivalents (a vNPU, a MIG instance, a shared GPU's replica count
+	// as their share of a device). SQLite keeps a fraction in the INTEGER column as it is (its type
+	// affinity stores a REAL that is not a whole number as REAL).
+	20: postgresOnly + `ALTER TABLE usage_objects ALTER COLUMN gpu TYPE DOUBLE PRECISION, ALTER COLUMN npu TYPE DOUBLE PRECISION`,
 }
 
 // Migrations are the utilization's schema migrations, numbered.

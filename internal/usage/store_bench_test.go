@@ -33,7 +33,7 @@ func benchMark(i int, since time.Time) *usage.Mark {
 	return &usage.Mark{UID: fmt.Sprintf("%08x-0000-4000-8000-%012x", i, i), Since: since, State: usage.State{
 		Kind: []string{"RayJob", "RayCluster", "RayService", "RayJob"}[i%4], Namespace: fmt.Sprintf("team-%02d", i%100),
 		Name: fmt.Sprintf("obj-%05d", i), Cluster: fmt.Sprintf("obj-%05d-x", i), Creator: fmt.Sprintf("user-%02d", i%20),
-		Holding: true, Idle: i%7 == 0, Requests: ray.Resources{CPU: float64(4 + i%16), MemoryBytes: int64(8+i%8) << 30, GPU: int64(i % 4 / 3)}}}
+		Holding: true, Idle: i%7 == 0, Requests: ray.Resources{CPU: float64(4 + i%16), MemoryBytes: int64(8+i%8) << 30, GPU: float64(i % 4 / 3)}}}
 }
 
 // openBench opens the benchmark's database, the history's records beside the utilization's figures as

@@ -29,6 +29,7 @@ func Run(t *testing.T, open Open) {
 	t.Run("utilization's totals summed again against a write", func(t *testing.T) { pruneAgainstAWrite(t, open) })
 	t.Run("utilization by cluster after a prune", func(t *testing.T) { prunedPage(t, open) })
 	t.Run("utilization of every kind, or some", func(t *testing.T) { utilizationKinds(t, open) })
+	t.Run("utilization in device equivalents", func(t *testing.T) { utilizationFractions(t, open) })
 }
 
 // DB opens the database at dsn for the checks that read its tables.

@@ -195,7 +195,7 @@ func utilizationPending(t *testing.T, open Open) {
 	state := func(i int, holding bool) usage.State {
 		return usage.State{Kind: []string{"RayJob", "RayCluster", "RayService"}[i%3], Namespace: []string{"a", "a", "b"}[i%3],
 			Name: fmt.Sprintf("obj-%d", i), Cluster: fmt.Sprintf("obj-%d-x", i), Creator: []string{"alice", "bob", "bob"}[i%3],
-			Holding: holding, Idle: i%2 == 1, Requests: ray.Resources{CPU: float64(i + 1), MemoryBytes: int64(i+1) << 30, GPU: int64(i % 2), NPU: int64(i % 3 / 2)}}
+			Holding: holding, Idle: i%2 == 1, Requests: ray.Resources{CPU: float64(i + 1), MemoryBytes: int64(i+1) << 30, GPU: float64(i % 2), NPU: float64(i % 3 / 2)}}
 	}
 	// Four clusters start, are credited and stop; the last holds across midnight.
 	changes := func() *usage.Ledger {
@@ -362,7 +362,7 @@ func utilizationPicked(t *testing.T, open Open) {
 	state := func(i int) usage.State {
 		return usage.State{Kind: []string{"RayJob", "RayCluster", "RayService"}[i%3], Namespace: []string{"a", "a-b"}[i%2],
 			Name: fmt.Sprintf("obj-%d", i), Cluster: fmt.Sprintf("obj-%d-x", i), Creator: []string{"alice", "bob", "carol"}[i%3],
-			Holding: true, Idle: i%2 == 0, Requests: ray.Resources{CPU: float64(i + 1), MemoryBytes: int64(i+1) << 30, GPU: int64(i % 2), NPU: int64(i % 3 / 2)}}
+			Holding: true, Idle: i%2 == 0, Requests: ray.Resources{CPU: float64(i + 1), MemoryBytes: int64(i+1) << 30, GPU: float64(i % 2), NPU: float64(i % 3 / 2)}}
 	}
 	marks := make([]*usage.Mark, 9)
 	for i := range marks {
@@ -699,4 +699,30 @@ func utilizationKinds(t *testing.T, open Open) {
 		}
 		assert.InDelta(t, sum*held, whole, 1e-6, "%s: the whole", msg)
 	}
+}
+
+// utilizationFractions: device equivalents are fractions (a vNPU, a MIG instance, a shared GPU's
+// replica), kept as such in a mark and in the figures.
+func utilizationFractions(t *testing.T, open Open) {
+	s, _ := open(t)
+	ctx := t.Context()
+	day := t0.Truncate(24 * time.Hour)
+	frac := &usage.Mark{UID: "c-frac", Since: t0}
+	lf := usage.NewLedger()
+	lf.Change(frac, usage.State{Kind: "RayCluster", Namespace: "f", Name: "slices", Cluster: "slices", Creator: "carol", Holding: true,
+		Requests: ray.Resources{CPU: 1, GPU: 6.0 / 7, NPU: 0.125}}, t0)
+	lf.Credit(frac, t0.Add(time.Hour))
+	require.NoError(t, s.PutUsage(ctx, lf))
+	marks, err := s.UsageMarks(ctx)
+	require.NoError(t, err)
+	require.Contains(t, marks, "c-frac")
+	assert.InDelta(t, 6.0/7, marks["c-frac"].Requests.GPU, 1e-12)
+	assert.InDelta(t, 0.125, marks["c-frac"].Requests.NPU, 1e-12)
+	q := usage.Query{From: day, To: day.Add(24 * time.Hour), GroupBy: usage.ByNamespace, Now: t0.Add(time.Hour),
+		Scopes: map[string][]string{"RayCluster": {"f"}}}
+	groups, _, err := report(ctx, s, q)
+	require.NoError(t, err)
+	require.Len(t, groups, 1)
+	assert.InDelta(t, 3600*6.0/7, groups[0].Total.GPUSeconds, 1e-6)
+	assert.InDelta(t, 3600*0.125, groups[0].Total.NPUSeconds, 1e-6)
 }
