@@ -277,6 +277,44 @@ status:
   capacity: {cpu: "$NODE_CPU", memory: $NODE_MEMORY, pods: "$NODE_PODS", nvidia.com/gpu: "$NODE_GPUS", huawei.com/Ascend910: "$NODE_NPUS"}
 NODE
 done | kubectl apply -f - >>"$STATE/logs/apply.log"
+# Nodes whose devices are sliced, labelled as their device plugins label them and tainted so that only
+# the pods that ask for slices land there: an Ascend node whose two 32-core chips are cut into static
+# 4-core vNPUs (mind-cluster v26.1.0 ascend-device-plugin: servertype <card>-<AI cores>, accelerator,
+# node.kubernetes.io/npu.chip.name; resource huawei.com/Ascend910-4c, pkg/server/manager.go:54-61,
+# 281-295, pkg/common/constants.go), and an NVIDIA node under the mixed MIG strategy, two H100s cut into
+# 3g.40gb instances and two more shared four ways by time-slicing, renamed (NVIDIA k8s-device-plugin
+# v0.20.0 and its GPU feature discovery: nvidia.com/mig-3g.40gb, nvidia.com/gpu.shared, labels
+# nvidia.com/gpu.product, .replicas, .sharing-strategy, mig.strategy, mig-<profile>.count and
+# .slices.gi; internal/lm/resource.go, mig-strategy.go).
+cat <<NODES | kubectl apply -f - >>"$STATE/logs/apply.log"
+apiVersion: v1
+kind: Node
+metadata:
+  name: kwok-vnpu-0
+  annotations: {node.alpha.kubernetes.io/ttl: "0", kwok.x-k8s.io/node: fake}
+  labels: {kubernetes.io/arch: amd64, kubernetes.io/os: linux, kubernetes.io/hostname: kwok-vnpu-0, type: kwok,
+    accelerator: huawei-Ascend910, servertype: Ascend910-32, node.kubernetes.io/npu.chip.name: 910ProA}
+spec:
+  taints: [{key: ray-service.local/sliced, value: "true", effect: NoSchedule}]
+status:
+  allocatable: {cpu: "$NODE_CPU", memory: $NODE_MEMORY, pods: "$NODE_PODS", huawei.com/Ascend910-4c: "16"}
+  capacity: {cpu: "$NODE_CPU", memory: $NODE_MEMORY, pods: "$NODE_PODS", huawei.com/Ascend910-4c: "16"}
+---
+apiVersion: v1
+kind: Node
+metadata:
+  name: kwok-gpu-sliced-0
+  annotations: {node.alpha.kubernetes.io/ttl: "0", kwok.x-k8s.io/node: fake}
+  labels: {kubernetes.io/arch: amd64, kubernetes.io/os: linux, kubernetes.io/hostname: kwok-gpu-sliced-0, type: kwok,
+    nvidia.com/gpu.product: H100-80GB-HBM3, nvidia.com/gpu.count: "4", nvidia.com/gpu.replicas: "4",
+    nvidia.com/gpu.sharing-strategy: time-slicing, nvidia.com/mig.capable: "true", nvidia.com/mig.strategy: mixed,
+    nvidia.com/mig-3g.40gb.count: "4", nvidia.com/mig-3g.40gb.slices.gi: "3", nvidia.com/mig-3g.40gb.product: H100-80GB-HBM3-MIG-3g.40gb}
+spec:
+  taints: [{key: ray-service.local/sliced, value: "true", effect: NoSchedule}]
+status:
+  allocatable: {cpu: "$NODE_CPU", memory: $NODE_MEMORY, pods: "$NODE_PODS", nvidia.com/mig-3g.40gb: "4", nvidia.com/gpu.shared: "8"}
+  capacity: {cpu: "$NODE_CPU", memory: $NODE_MEMORY, pods: "$NODE_PODS", nvidia.com/mig-3g.40gb: "4", nvidia.com/gpu.shared: "8"}
+NODES
 wait_for kwok 60 kubectl wait --for=condition=Ready --timeout=1s node --all
 wait_for kwok 30 curl -sfk "https://127.0.0.1:$KWOK_PORT/healthz"
 

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // Kind is the kind of a device.
@@ -279,4 +280,95 @@ func (h Holdings) Devices(k Kind) float64 {
 		}
 	}
 	return sum
+}
+
+// Catalog is what the cluster's nodes say of their devices, by node, kept by the watch cache: a pod's
+// slices are worth their share on its node; a template's, where no node is chosen yet, on the node
+// every node agrees on (Default).
+type Catalog struct {
+	mu      sync.RWMutex
+	nodes   map[string]Node
+	uniform Node
+}
+
+// NewCatalog returns an empty catalog.
+func NewCatalog() *Catalog { return &Catalog{nodes: map[string]Node{}} }
+
+// Set records what node name's labels say; a node whose labels say nothing of devices is forgotten.
+func (c *Catalog) Set(name string, n Node) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if n == (Node{}) {
+		delete(c.nodes, name)
+	} else {
+		c.nodes[name] = n
+	}
+	c.uniform = uniformOf(c.nodes)
+}
+
+// Delete forgets a node.
+func (c *Catalog) Delete(name string) { c.Set(name, Node{}) }
+
+// Of is what node name says; where it says nothing (or the pod has no node yet), Default.
+func (c *Catalog) Of(name string) Node {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	n, ok := c.nodes[name]
+	if !ok {
+		return c.uniform
+	}
+	def := c.uniform
+	if n.NPUCores == 0 {
+		n.NPUCores = def.NPUCores
+	}
+	if n.GPUReplicas == 0 {
+		n.GPUReplicas = def.GPUReplicas
+	}
+	if n.GPUProduct == "" {
+		n.GPUProduct = def.GPUProduct
+	}
+	return n
+}
+
+// Default is what every node that says it agrees on: the cores of their NPU chips, the replicas of
+// their shared GPUs, their GPU product; a figure the nodes disagree on is unknown.
+func (c *Catalog) Default() Node {
+	if c == nil {
+		return Node{}
+	}
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.uniform
+}
+
+func uniformOf(nodes map[string]Node) Node {
+	var u Node
+	cores, replicas, products := map[int]bool{}, map[int]bool{}, map[string]bool{}
+	for _, n := range nodes {
+		if n.NPUCores > 0 {
+			cores[n.NPUCores] = true
+		}
+		if n.GPUReplicas > 0 {
+			replicas[n.GPUReplicas] = true
+		}
+		if n.GPUProduct != "" {
+			products[strings.TrimSuffix(n.GPUProduct, "-SHARED")] = true
+		}
+	}
+	for c := range cores {
+		if len(cores) == 1 {
+			u.NPUCores = c
+		}
+	}
+	for r := range replicas {
+		if len(replicas) == 1 {
+			u.GPUReplicas = r
+		}
+	}
+	for p := range products {
+		if len(products) == 1 {
+			u.GPUProduct = p
+		}
+	}
+	return u
 }

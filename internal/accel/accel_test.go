@@ -90,3 +90,23 @@ func TestHoldings(t *testing.T) {
 	assert.True(t, total[0].Estimated)
 	assert.False(t, total[1].Estimated)
 }
+
+// A pod's node says what its slices are worth; where it says nothing, or no node is chosen, what every
+// node agrees on; a figure nodes disagree on is unknown.
+func TestCatalog(t *testing.T) {
+	c := NewCatalog()
+	assert.Equal(t, Node{}, c.Default())
+	c.Set("a", Node{NPUCores: 32, GPUReplicas: 4, GPUProduct: "A100-SXM4-80GB-SHARED"})
+	c.Set("b", Node{NPUCores: 32, GPUProduct: "A100-SXM4-80GB"})
+	c.Set("cpu-only", Node{})
+	assert.Equal(t, Node{NPUCores: 32, GPUReplicas: 4, GPUProduct: "A100-SXM4-80GB"}, c.Default())
+	assert.Equal(t, Node{NPUCores: 32, GPUReplicas: 4, GPUProduct: "A100-SXM4-80GB"}, c.Of("b"), "b says no replicas: the agreed ones")
+	assert.Equal(t, c.Default(), c.Of(""), "not yet on a node")
+	c.Set("c", Node{NPUCores: 20})
+	assert.Equal(t, 0, c.Default().NPUCores, "the nodes disagree")
+	assert.Equal(t, 20, c.Of("c").NPUCores)
+	c.Delete("c")
+	assert.Equal(t, 32, c.Default().NPUCores)
+	var none *Catalog
+	assert.Equal(t, Node{}, none.Default())
+}

@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"ray-service/internal/accel"
 	"ray-service/internal/auth"
 	"ray-service/internal/ray"
 )
@@ -64,7 +65,8 @@ func (s *Store) allocate(scope auth.Scope, cluster string) Allocation {
 		if p.Status.Phase == corev1.PodRunning {
 			active[p.Namespace+"/"+p.Labels[ray.RayClusterLabel]] = true
 		}
-		a.Add(ray.PodRequests(p.Spec), 1)
+		_, soft := p.Annotations[accel.SoftShareAnnotation]
+		a.Add(ray.PodRequestsOn(p.Spec, s.kinds.Devices().Of(p.Spec.NodeName), soft), 1)
 		it, ok := s.clusterItem(p.Namespace, p.Labels[ray.RayClusterLabel])
 		if !ok {
 			continue

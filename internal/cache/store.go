@@ -223,7 +223,11 @@ func NewStore(dyn dynamic.Interface, core kubernetes.Interface, kinds *ray.Kinds
 	if err := s.addHandlers(); err != nil {
 		return nil, err
 	}
-	s.start = []func(<-chan struct{}){df.Start, pf.Start, tf.Start, func(stop <-chan struct{}) { go warnings.Run(stop) }}
+	nodes, err := s.followNodes(core)
+	if err != nil {
+		return nil, err
+	}
+	s.start = []func(<-chan struct{}){nodes, df.Start, pf.Start, tf.Start, func(stop <-chan struct{}) { go warnings.Run(stop) }}
 	return s, nil
 }
 
@@ -388,6 +392,7 @@ func (s *Store) putInstanceLocked(k *ray.Kind, e *Entry) bool {
 	item := e.item
 	sum := s.withRunsLocked(k, s.withPods(k, &e.item.Summary))
 	sum = k.WithScheduling(sum, s.schedulingLocked(k, sum))
+	sum = s.withDevices(sum)
 	if sum = ray.WithIdle(sum, s.idleLocked(k, sum)); sum != &e.item.Summary {
 		item = newItem(*sum, e.item.Labels)
 		item.IdleStopAfter, item.UID, item.MadeBy, item.Makes = e.item.IdleStopAfter, e.item.UID, e.item.MadeBy, e.item.Makes

@@ -6,6 +6,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/cache"
 
+	"ray-service/internal/accel"
 	"ray-service/internal/ray"
 	"ray-service/internal/signing"
 )
@@ -83,7 +84,7 @@ func trimPod(obj any) (any, error) {
 		ObjectMeta: metav1.ObjectMeta{
 			Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion,
 			Labels: p.Labels, CreationTimestamp: p.CreationTimestamp, DeletionTimestamp: p.DeletionTimestamp,
-			OwnerReferences: p.OwnerReferences,
+			OwnerReferences: p.OwnerReferences, Annotations: softShareOf(p.Annotations),
 		},
 		Spec: corev1.PodSpec{
 			NodeName: p.Spec.NodeName, Overhead: p.Spec.Overhead,
@@ -103,4 +104,12 @@ func trimContainers(cs []corev1.Container) []corev1.Container {
 		out[i] = corev1.Container{Name: c.Name, Image: c.Image, Resources: c.Resources, RestartPolicy: c.RestartPolicy}
 	}
 	return out
+}
+
+// softShareOf keeps of a pod's annotations the one that says it asks whole Ascend chips in percent.
+func softShareOf(annotations map[string]string) map[string]string {
+	if v, ok := annotations[accel.SoftShareAnnotation]; ok {
+		return map[string]string{accel.SoftShareAnnotation: v}
+	}
+	return nil
 }

@@ -6,6 +6,7 @@ package ray
 
 import (
 	"fmt"
+	"ray-service/internal/accel"
 	"slices"
 	"strings"
 	"time"
@@ -127,6 +128,9 @@ type Kind struct {
 	Optional bool
 	// Requires names what the cluster needs for an optional kind, for that 404.
 	Requires string
+
+	// devices is what the cluster's nodes say of their devices (set by NewKinds for every kind).
+	devices *accel.Catalog
 }
 
 // check panics when a kind leaves out a field it must say: a kind is a fixed part of the service, and
@@ -205,6 +209,7 @@ type Kinds struct {
 	byResource map[string]*Kind
 	all        []*Kind
 	declared   *Declared
+	devices    *accel.Catalog
 }
 
 // NewKinds returns the kinds RayCluster, RayJob, RayService and RayCronJob (optional).
@@ -212,9 +217,10 @@ func NewKinds() *Kinds {
 	declared := &Declared{}
 	all := []*Kind{rayClusterKind(), rayJobKind(), rayServiceKind(declared), rayCronJobKind(declared)}
 	slices.SortFunc(all, func(a, b *Kind) int { return strings.Compare(a.Resource, b.Resource) })
-	r := &Kinds{byResource: map[string]*Kind{}, all: all, declared: declared}
+	r := &Kinds{byResource: map[string]*Kind{}, all: all, declared: declared, devices: accel.NewCatalog()}
 	for _, k := range all {
 		k.check()
+		k.devices = r.devices
 		r.byResource[k.Resource] = k
 	}
 	return r
@@ -239,6 +245,10 @@ func (r *Kinds) Lookup(resource string) (*Kind, bool) {
 // Declared is what the installed CRDs declare of the fields KubeRay versions added, which the kinds
 // read (package cache learns it).
 func (r *Kinds) Declared() *Declared { return r.declared }
+
+// Devices is what the cluster's nodes say of their devices, which summaries count slices by (package
+// cache keeps it).
+func (r *Kinds) Devices() *accel.Catalog { return r.devices }
 
 // All returns the kinds, ordered by resource name.
 func (r *Kinds) All() []*Kind { return r.all }

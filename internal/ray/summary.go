@@ -230,7 +230,7 @@ func (k *Kind) Summarize(o *unstructured.Unstructured) Summary {
 		s.DeletingSince = &t
 	}
 	if spec, ok := nestedMap(o.Object, k.ClusterSpecPath...); ok {
-		summarizeClusterSpec(spec, &s)
+		summarizeClusterSpec(spec, &s, k.devices.Default())
 	}
 	s.Status = k.StatusOf(o)
 	if k.SummarizeOwn != nil {
@@ -314,13 +314,14 @@ func podFailing(p *corev1.Pod) bool {
 	return false
 }
 
-// summarizeClusterSpec fills the fields every kind takes from its Ray cluster spec.
-func summarizeClusterSpec(spec map[string]any, s *Summary) {
+// summarizeClusterSpec fills the fields every kind takes from its Ray cluster spec; node is what the
+// cluster's nodes agree on of their devices, for what the pods' slices are worth before they are placed.
+func summarizeClusterSpec(spec map[string]any, s *Summary, node accel.Node) {
 	s.RayVersion, _, _ = unstructured.NestedString(spec, "rayVersion")
 	s.Options = clusterOptionsOf(spec)
 	if head, ok := nestedMap(spec, "headGroupSpec", "template"); ok {
 		pod := podSpecOf(head)
-		s.Head.Resources = PodRequests(pod)
+		s.Head.Resources = PodRequestsOn(pod, node, softShared(head))
 		params, _ := nestedMap(spec, "headGroupSpec", "rayStartParams")
 		s.Head.RayResources = LogicalResources(params, pod)
 		if len(pod.Containers) > 0 {
@@ -355,7 +356,7 @@ func summarizeClusterSpec(spec map[string]any, s *Summary) {
 		}
 		if tmpl, ok := nestedMap(gm, "template"); ok {
 			pod := podSpecOf(tmpl)
-			wg.Resources = PodRequests(pod)
+			wg.Resources = PodRequestsOn(pod, node, softShared(tmpl))
 			params, _ := nestedMap(gm, "rayStartParams")
 			wg.RayResources = LogicalResources(params, pod)
 		}
@@ -425,6 +426,12 @@ func paramFloat(params map[string]any, key string) (float64, bool) {
 // decoding the whole spec through the unstructured converter took 70 % of an informer's transform,
 // which every object of a first list goes through. A field of the wrong type reads as absent; a
 // quantity that does not parse is left out, which counts no request for it.
+// softShared tells whether a pod template asks whole Ascend chips in percent (accel.SoftShareAnnotation).
+func softShared(template map[string]any) bool {
+	_, found, _ := unstructured.NestedString(template, "metadata", "annotations", accel.SoftShareAnnotation)
+	return found
+}
+
 func podSpecOf(template map[string]any) corev1.PodSpec {
 	var pod corev1.PodSpec
 	spec, ok := nestedMap(template, "spec")
@@ -630,4 +637,55 @@ func nestedInt(obj map[string]any, fields ...string) (int64, bool) {
 		return int64(n), true
 	}
 	return 0, false
+}
+
+// revalue values again, on node, the holdings of r whose share was estimated; it tells whether any
+// changed. A copy of the holdings is changed, never those r shares with another summary.
+func (r *Resources) revalue(node accel.Node) bool {
+	changed := false
+	for i, h := range r.Accelerators {
+		if !h.Estimated || h.Count == 0 {
+			continue
+		}
+		u, ok := accel.UnitOf(h.Resource, node, false)
+		if !ok || u.Share*h.Count == h.Devices && u.Exact == !h.Estimated {
+			continue
+		}
+		if !changed {
+			r.Accelerators = slices.Clone(r.Accelerators)
+			changed = true
+		}
+		r.Accelerators[i].Devices, r.Accelerators[i].Estimated = u.Share*h.Count, !u.Exact
+		if r.Accelerators[i].Model == "" {
+			r.Accelerators[i].Model = u.Model
+		}
+	}
+	if changed {
+		r.GPU, r.NPU = r.Accelerators.Devices(accel.GPU), r.Accelerators.Devices(accel.NPU)
+	}
+	return changed
+}
+
+// WithDevices returns the summary with the device equivalents of its estimated holdings valued on
+// node, what the cluster's nodes agree on now (its pods' templates name no node): base itself where
+// that changes nothing.
+func WithDevices(base *Summary, node accel.Node) *Summary {
+	s := *base
+	changed := s.Head.Resources.revalue(node)
+	changed = s.Requested.revalue(node) || changed
+	cloned := false
+	for i := range s.WorkerGroups {
+		r := s.WorkerGroups[i].Resources
+		if r.revalue(node) {
+			if !cloned {
+				s.WorkerGroups, cloned = slices.Clone(s.WorkerGroups), true
+			}
+			s.WorkerGroups[i].Resources = r
+			changed = true
+		}
+	}
+	if !changed {
+		return base
+	}
+	return &s
 }

@@ -208,3 +208,24 @@ spec:
 	}
 	t.Logf("%d pod templates compared", len(templates))
 }
+
+// A summary's estimated equivalents are valued again on what the nodes agree on once they say it: a
+// shared GPU's replica is a whole GPU until the nodes say they share each GPU four ways.
+func TestWithDevices(t *testing.T) {
+	pod := corev1.PodSpec{Containers: []corev1.Container{container(list("nvidia.com/gpu.shared", "1", "nvidia.com/gpu", "1"), nil)}}
+	var s Summary
+	s.Head.Resources = PodRequests(pod)
+	s.WorkerGroups = []WorkerGroup{{Name: "w", Replicas: 2, Resources: PodRequests(pod)}}
+	s.Requested.Add(s.Head.Resources, 1)
+	s.Requested.Add(s.WorkerGroups[0].Resources, 2)
+	assert.InDelta(t, 6.0, s.Requested.GPU, 1e-9)
+	assert.Same(t, &s, WithDevices(&s, accel.Node{}), "nothing known: nothing changes")
+	got := WithDevices(&s, accel.Node{GPUReplicas: 4, GPUProduct: "A100-SXM4-80GB"})
+	require.NotSame(t, &s, got)
+	assert.InDelta(t, 3*1.25, got.Requested.GPU, 1e-9)
+	assert.InDelta(t, 1.25, got.WorkerGroups[0].Resources.GPU, 1e-9)
+	assert.InDelta(t, 1.25, got.Head.Resources.GPU, 1e-9)
+	assert.False(t, got.Requested.Accelerators[1].Estimated)
+	assert.InDelta(t, 6.0, s.Requested.GPU, 1e-9, "the summary given is not changed")
+	assert.True(t, s.WorkerGroups[0].Resources.Accelerators[1].Estimated)
+}

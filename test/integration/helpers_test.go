@@ -641,6 +641,16 @@ func nested(m map[string]any, path ...string) any {
 	return v
 }
 
+// heldDevices is what a summary or the overview says is held of one accelerator resource.
+type heldDevices struct {
+	Kind      string  `json:"kind"`
+	Resource  string  `json:"resource"`
+	Model     string  `json:"model"`
+	Count     float64 `json:"count"`
+	Devices   float64 `json:"devices"`
+	Estimated bool    `json:"estimated"`
+}
+
 type overviewData struct {
 	Counts *struct {
 		RayClusters struct{ Total, Active int } `json:"rayclusters"`
@@ -653,11 +663,12 @@ type overviewData struct {
 		ActiveRayClusters int `json:"activeRayClusters"`
 	} `json:"counts"`
 	Allocated struct {
-		CPU         float64            `json:"cpu"`
-		MemoryBytes int64              `json:"memoryBytes"`
-		GPU         int64              `json:"gpu"`
-		NPU         int64              `json:"npu"`
-		Ray         map[string]float64 `json:"ray"`
+		CPU          float64            `json:"cpu"`
+		MemoryBytes  int64              `json:"memoryBytes"`
+		GPU          float64            `json:"gpu"`
+		NPU          float64            `json:"npu"`
+		Accelerators []heldDevices      `json:"accelerators"`
+		Ray          map[string]float64 `json:"ray"`
 	} `json:"allocated"`
 	Used   figures `json:"used"`
 	Series struct {
