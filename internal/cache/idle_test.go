@@ -71,7 +71,7 @@ func TestIdleClustersArePublished(t *testing.T) {
 	}
 	n, held := store.IdleTotals(auth.AllNamespaces())
 	assert.Equal(t, int64(1), n)
-	assert.Equal(t, 8.0, held.GPU)
+	assert.InDelta(t, 8.0, held.GPU, 0)
 	n, _ = store.IdleTotals(auth.Namespaces("elsewhere"))
 	assert.Zero(t, n, "only namespaces in scope")
 

@@ -96,7 +96,7 @@ func TestDetectorOnce(t *testing.T) {
 	require.Len(t, clusters.idle, 2)
 	a := clusters.idle[ray.ClusterRef{Namespace: "team", Name: "a"}]
 	assert.Equal(t, now.Add(-45*time.Minute), a.Since, "its last Ray work")
-	assert.Equal(t, 1.0, a.Holding.GPU)
+	assert.InDelta(t, 1.0, a.Holding.GPU, 0)
 	assert.Equal(t, created, clusters.idle[ray.ClusterRef{Namespace: "team", Name: "b"}].Since, "no Ray work in the look-back: since it began")
 
 	require.NoError(t, d.Once(context.Background(), now.Add(time.Minute)))

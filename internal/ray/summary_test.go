@@ -52,8 +52,8 @@ func TestPodRequests(t *testing.T) {
 	// app: cpu 1.5 + sidecar 0.1 = 1.6, init max 3 -> 3; memory app 3Gi+64Mi vs init 1Gi -> app; + overhead
 	assert.InDelta(t, 3.25, got.CPU, 1e-9)
 	assert.Equal(t, int64(3<<30+64<<20+128<<20), got.MemoryBytes)
-	assert.Equal(t, 2.0, got.GPU)
-	assert.Equal(t, 3.0, got.NPU)
+	assert.InDelta(t, 2.0, got.GPU, 0)
+	assert.InDelta(t, 3.0, got.NPU, 0)
 	assert.Equal(t, accel.Holdings{
 		{Kind: accel.GPU, Resource: "nvidia.com/gpu", Count: 2, Devices: 2},
 		{Kind: accel.NPU, Resource: "huawei.com/Ascend310P", Model: "Ascend310P", Count: 2, Devices: 2},
@@ -79,7 +79,7 @@ func TestPodRequestsOfSlices(t *testing.T) {
 	for _, h := range eight.Accelerators {
 		assert.False(t, h.Estimated, h.Resource)
 	}
-	assert.Equal(t, 8.0, eight.Accelerators[2].Count, "eight raw vNPUs")
+	assert.InDelta(t, 8.0, eight.Accelerators[2].Count, 0, "eight raw vNPUs")
 	template := PodRequests(pod)
 	assert.InDelta(t, 4.0/32, template.NPU, 1e-9, "a plain 910 template is cut from a 32-core chip")
 	assert.True(t, template.Accelerators[0].Estimated, "replicas unknown off a node")
@@ -107,7 +107,7 @@ func TestSummarizeRayCluster(t *testing.T) {
 	// head 0.5 + 3*1 + 2 replicas * 2 hosts * 2 = 11.5 CPU
 	assert.InDelta(t, 11.5, s.Requested.CPU, 1e-9)
 	assert.Equal(t, int64(500<<20+3<<30), s.Requested.MemoryBytes)
-	assert.Equal(t, 3.0, s.Requested.GPU)
+	assert.InDelta(t, 3.0, s.Requested.GPU, 0)
 }
 
 func TestCreatorLabelValue(t *testing.T) {

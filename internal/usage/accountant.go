@@ -353,7 +353,7 @@ func (a *accounting) stateOf(uid string, base State, m *Mark) State {
 
 // changeLocked gives m the state st from now on, where that differs.
 func (ac *Accountant) changeLocked(m *Mark, st State, now time.Time) {
-	if m.State.Same(st) {
+	if m.Same(st) {
 		return
 	}
 	ac.acct.ledger.Change(m, st, now)

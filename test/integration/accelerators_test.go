@@ -3,6 +3,7 @@
 package integration
 
 import (
+	"maps"
 	"testing"
 	"time"
 
@@ -22,10 +23,7 @@ func slicedWorkers(n int, node string, requests map[string]any) func(map[string]
 		c := group(spec, "containers", 0)
 		res := group(c, "resources")
 		for _, part := range []string{"requests", "limits"} {
-			m := group(res, part)
-			for k, v := range requests {
-				m[k] = v
-			}
+			maps.Copy(group(res, part), requests)
 		}
 	}
 }

@@ -111,7 +111,7 @@ func TestOverview(t *testing.T) {
 	assert.Equal(t, 1, d.Counts.ActiveRayClusters)
 	assert.InDelta(t, wantCPU, d.Allocated.CPU, 1e-9)
 	assert.Equal(t, wantMem, d.Allocated.MemoryBytes)
-	assert.Equal(t, float64(wantGPU), d.Allocated.GPU)
+	assert.InDelta(t, float64(wantGPU), d.Allocated.GPU, 0)
 	assert.Equal(t, map[string]float64{"CPU": 4, "GPU": 2, "memory": float64(2<<30 + 2*(4<<30))}, d.Allocated.Ray)
 
 	// A caller allowed in this namespace only (carol is bound nowhere else) sees the same figures in
