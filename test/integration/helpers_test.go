@@ -610,7 +610,7 @@ type summary struct {
 	Requested struct {
 		CPU         float64 `json:"cpu"`
 		MemoryBytes int64   `json:"memoryBytes"`
-		GPU         int64   `json:"gpu"`
+		GPU         float64 `json:"gpu"`
 	} `json:"requested"`
 	Object map[string]any `json:"object"`
 	// Scheduling is where the object stands with its queue manager.
