@@ -65,7 +65,8 @@ func (s *Server) start(c *gin.Context) (*response, error) {
 //	@Description	(Ray's token authentication, on by default from Ray 2.61) is 409 saying so and what to set (the
 //	@Description	authOptions field, in details). RayService: the manifest is stored
 //	@Description	as a template, then the instance is deleted. A finished RayJob is 409, as is a job not yet submitted,
-//	@Description	and a ConfigMap of the template's name that the service did not write (it is never adopted).
+//	@Description	and a ConfigMap of the template's name that the service did not write (it is never adopted), and an
+//	@Description	object being deleted (its finalizers not yet done): it stays deleted.
 //	@Tags			lifecycle
 //	@Produce		json
 //	@Security		Bearer
