@@ -23,10 +23,11 @@ const batchInParallel = 8
 //	@ID				startObject
 //	@Description	Starts the object; starting what already runs returns 200 and changes nothing, and is not recorded in
 //	@Description	the audit trail. Nothing to do still needs the right to do it, as a patch that changes nothing does:
-//	@Description	patch on the kind (create for a RayService), else 403.
+//	@Description	patch on the kind (create for a RayService kept as a template), else 403.
 //	@Description	RayCluster: spec.suspend=false. RayJob: a suspended job resumes, a template is created, a finished
 //	@Description	job (Succeeded, Failed, Stopped) runs again: it is re-created from its spec under the same name.
-//	@Description	RayService: the template is created. A template is removed once its object exists; if a start is
+//	@Description	RayService: where the installed CRD declares spec.suspend (KubeRay v1.7), spec.suspend=false;
+//	@Description	a template (KubeRay v1.5, v1.6) is created. A template is removed once its object exists; if a start is
 //	@Description	interrupted, starting again completes it. Answers the object as it is afterwards. Templates are
 //	@Description	trusted only as the service signed them: a ConfigMap of a template's name that the service did
 //	@Description	not write, or that was changed since, is 409 and is never followed; what a template creates is
@@ -55,7 +56,8 @@ func (s *Server) start(c *gin.Context) (*response, error) {
 //	@ID				stopObject
 //	@Description	Stops the object; stopping what is stopped (or stopping) returns 200 and changes nothing, and is not
 //	@Description	recorded in the audit trail. Nothing to do still needs the right to do it: patch on the kind where
-//	@Description	KubeRay suspends it, update for a RayJob stopped through its dashboard, delete for a RayService; else 403.
+//	@Description	KubeRay suspends it, update for a RayJob stopped through its dashboard, delete for a RayService kept
+//	@Description	as a template; else 403.
 //	@Description	RayCluster: spec.suspend=true. RayJob: spec.suspend=true where KubeRay allows it
 //	@Description	(shutdownAfterJobFinishes true, no clusterSelector); otherwise its Ray job is stopped through the
 //	@Description	cluster's Ray dashboard, for callers allowed to update the RayJob, with the cluster's token where it
@@ -63,9 +65,11 @@ func (s *Server) start(c *gin.Context) (*response, error) {
 //	@Description	answer is not passed on: a refusal is 503 naming its status only, and a redirect is not followed
 //	@Description	(503 naming it). A dashboard that requires a token where the cluster spec sets no authOptions
 //	@Description	(Ray's token authentication, on by default from Ray 2.61) is 409 saying so and what to set (the
-//	@Description	authOptions field, in details). RayService: the manifest is stored
-//	@Description	as a template, then the instance is deleted. A finished RayJob is 409, as is a job not yet submitted,
-//	@Description	and a ConfigMap of the template's name that the service did not write (it is never adopted).
+//	@Description	authOptions field, in details). RayService: where the installed CRD declares spec.suspend
+//	@Description	(KubeRay v1.7), spec.suspend=true, the object kept, Stopping until KubeRay says Suspended; on
+//	@Description	KubeRay v1.5 and v1.6, the manifest is stored as a template, then the instance is deleted. A finished RayJob is 409, as is a job not yet submitted,
+//	@Description	and a ConfigMap of the template's name that the service did not write (it is never adopted), and an
+//	@Description	object being deleted (its finalizers not yet done): it stays deleted.
 //	@Tags			lifecycle
 //	@Produce		json
 //	@Security		Bearer

@@ -84,7 +84,7 @@ func (s *Server) runs(c *gin.Context) (*response, error) {
 //	@Description	installed CRD declares spec.timeZone) the run is named as v1.7 names its runs,
 //	@Description	<name>-<minutes since 1970 UTC>, so a RayCronJob makes at most one run a minute: a second run
 //	@Description	in the same minute, or one at the minute of a tick the operator has run, is 409; on v1.6,
-//	@Description	<name>-<5 random characters>.
+//	@Description	<name>-<5 random characters>. A RayCronJob being deleted makes no run (409).
 //	@Tags			lifecycle
 //	@Produce		json
 //	@Security		Bearer
@@ -108,6 +108,10 @@ func (s *Server) runNow(c *gin.Context) (*response, error) {
 	if cur.Instance == nil {
 		return nil, statusError(http.StatusConflict, metav1.StatusReasonConflict,
 			fmt.Sprintf("%s %s/%s is a template: start it first", r.kind.Kind, c.Param("namespace"), c.Param("name")))
+	}
+	if cur.Instance.GetDeletionTimestamp() != nil { // its runs go with it: none is made of what goes
+		return nil, statusError(http.StatusConflict, metav1.StatusReasonConflict,
+			fmt.Sprintf("%s %s/%s is being deleted", r.kind.Kind, c.Param("namespace"), c.Param("name")))
 	}
 	run := r.kind.NewRun(cur.Instance, time.Now(), utilrand.String(5))
 	runs, err := s.Objects(rk, token(c))

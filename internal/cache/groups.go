@@ -29,6 +29,7 @@ type queueGroups struct {
 type followed struct {
 	gvr       schema.GroupVersionResource
 	family    string
+	owner     func(u *unstructured.Unstructured) (kind, name string)
 	read      func(u *unstructured.Unstructured) *ray.Scheduling
 	inf       cache.SharedIndexInformer
 	installed atomic.Bool
@@ -37,9 +38,10 @@ type followed struct {
 
 func newQueueGroups(dyn dynamic.Interface) *queueGroups {
 	g := &queueGroups{byOwner: map[string]map[string]*ray.Scheduling{}}
-	all := []*followed{{gvr: ray.PodGroupResource(), read: ray.PodGroupState}, {gvr: ray.WorkloadResource(), read: ray.WorkloadState}}
+	all := []*followed{{gvr: ray.PodGroupResource(), owner: ray.GroupOwner, read: ray.PodGroupState},
+		{gvr: ray.WorkloadResource(), owner: ray.GroupOwner, read: ray.WorkloadState}}
 	for _, gvr := range ray.GangPodGroupResources() {
-		all = append(all, &followed{gvr: gvr, family: ray.ManagerKubernetes, read: ray.GangPodGroupState})
+		all = append(all, &followed{gvr: gvr, family: ray.ManagerKubernetes, owner: ray.GangPodGroupOwner, read: ray.GangPodGroupState})
 	}
 	for _, f := range all {
 		f.inf = dynamicinformer.NewFilteredDynamicInformer(dyn, f.gvr, metav1.NamespaceAll, 0, cache.Indexers{}, nil).Informer()
@@ -57,7 +59,7 @@ func (s *Store) followGroups() error {
 			if !ok {
 				return obj, nil
 			}
-			kind, name := ray.GroupOwner(u)
+			kind, name := f.owner(u)
 			return &groupEntry{ObjectMeta: metav1.ObjectMeta{Name: u.GetName(), Namespace: u.GetNamespace(),
 				ResourceVersion: u.GetResourceVersion()}, kind: kind, owner: name, state: f.read(u)}, nil
 		}); err != nil {
@@ -112,7 +114,10 @@ func (s *Store) groupChanged(old, now any) {
 				s.groups.byOwner[key] = map[string]*ray.Scheduling{}
 			}
 			s.groups.byOwner[key][g.state.Manager] = g.state
-		} else if byManager := s.groups.byOwner[key]; byManager != nil {
+		} else if byManager := s.groups.byOwner[key]; byManager[g.state.Manager] != nil &&
+			byManager[g.state.Manager].Group == g.state.Group {
+			// Only the group that stands for the owner is forgotten with it: another of the same
+			// manager and owner going (one anyone who may make groups made) leaves it be.
 			delete(byManager, g.state.Manager)
 			if len(byManager) == 0 {
 				delete(s.groups.byOwner, key)

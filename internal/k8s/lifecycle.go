@@ -84,6 +84,14 @@ func (o *Objects) Stop(ctx context.Context, ns, name string) (*Current, error) {
 		return o.nothingToDo(ctx, cur, "delete")
 	}
 	obj := cur.Instance
+	if obj.GetDeletionTimestamp() != nil {
+		// What is being deleted stays deleted: a stop that stored it as a template would bring it back,
+		// signed with its creator, once the finalizers are done.
+		if err := o.mayDo(ctx, o.Kind.StopVerb(), ns, name); err != nil {
+			return nil, err
+		}
+		return nil, apierrors.NewConflict(o.Kind.GVR().GroupResource(), name, errors.New("it is being deleted"))
+	}
 	status := o.Kind.Status(obj)
 	// Where KubeRay suspends in place, the spec says what was asked: a stop right after a start finds the
 	// status still Stopped while the spec says run, and must suspend it again.
@@ -115,19 +123,20 @@ func (o *Objects) Stop(ctx context.Context, ns, name string) (*Current, error) {
 // Delete deletes ns/name: the instance, refused while it is Running unless force, and any template of
 // the name. pending: the instance is still there, being deleted, until the finalizers on it are done
 // (KubeRay's on a RayJob, a RayService from v1.6.2, and a RayCluster with GCS fault tolerance): a delete of
-// an instance already being deleted changes nothing and says so.
+// an instance already being deleted says so, and deletes only a template of the name that a stop or re-run
+// cut short left beside it, which would bring the object back once it is gone.
 func (o *Objects) Delete(ctx context.Context, ns, name string, force bool) (pending bool, err error) {
 	cur, err := o.Resolve(ctx, ns, name)
 	if err != nil {
 		return false, err
 	}
-	if cur.Instance != nil && cur.Instance.GetDeletionTimestamp() != nil {
+	switch {
+	case cur.Instance != nil && cur.Instance.GetDeletionTimestamp() != nil:
 		if err := o.mayDo(ctx, "delete", ns, name); err != nil {
 			return false, err
 		}
-		return true, nil
-	}
-	if cur.Instance != nil {
+		pending = true
+	case cur.Instance != nil:
 		if o.Summarize(cur).Status == ray.StatusRunning && !force {
 			// The refusal of a Running object is advice to one who could delete it; whoever may not is
 			// told that, as the apiserver would tell them.

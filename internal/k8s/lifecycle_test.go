@@ -498,3 +498,36 @@ func TestResolveWhileAnotherReplicaStarts(t *testing.T) {
 	inst, tpl := e.state("svc")
 	assert.Equal(t, []bool{true, false}, []bool{inst, tpl})
 }
+
+// What is being deleted (finalizers hold it) stays deleted: a stop is refused rather than storing it as a
+// template that would bring it back once it is gone, and a delete again removes such a template left beside
+// it by a stop or re-run cut short.
+func TestBeingDeletedStaysDeleted(t *testing.T) {
+	e := newLifecycleEnv(t, "rayservices")
+	ctx := context.Background()
+	u := e.manifest("going")
+	u.Object["status"] = rayServiceReady
+	now := metav1.Now()
+	u.SetDeletionTimestamp(&now)
+	u.SetFinalizers([]string{"ray.io/rayservice-finalizer"})
+	created, err := e.dyn.Resource(e.kind.GVR()).Namespace("team").Create(ctx, u, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	authz := &fakeAuthorizer{allowed: false}
+	e.objs.m.Authz = authz
+	_, err = e.objs.Stop(ctx, "team", "going")
+	assert.True(t, apierrors.IsForbidden(err), "one who may not stop it is told that: %v", err)
+	authz.allowed = true
+	_, err = e.objs.Stop(ctx, "team", "going")
+	assert.True(t, apierrors.IsConflict(err), "%v", err)
+	inst, tpl := e.state("going")
+	assert.Equal(t, []bool{true, false}, []bool{inst, tpl}, "no template stored")
+
+	_, err = e.objs.saveTemplate(ctx, created) // a stop cut short before this change, or racing the delete
+	require.NoError(t, err)
+	pending, err := e.objs.Delete(ctx, "team", "going", false)
+	require.NoError(t, err)
+	assert.True(t, pending)
+	inst, tpl = e.state("going")
+	assert.Equal(t, []bool{true, false}, []bool{inst, tpl}, "the template went with the delete")
+}

@@ -53,6 +53,19 @@ func GangPodGroupResources() []schema.GroupVersionResource {
 // GangPodGroupName is the PodGroup KubeRay v1.7.0 makes for a Ray cluster.
 func GangPodGroupName(cluster string) string { return cluster + "-cluster" }
 
+// GangPodGroupOwner names the Ray cluster a Kubernetes PodGroup is the gang of: the RayCluster that
+// controls it, where the PodGroup bears the one name KubeRay v1.7.0 gives it (GangPodGroupName), the
+// name its pods name in spec.schedulingGroup.podGroupName. Any other PodGroup, whoever controls it, is
+// not the gang the scheduler places the cluster's pods in, and says nothing of it: "" for none. Its
+// name taken by KubeRay's, another of that name cannot be made beside it.
+func GangPodGroupOwner(pg *unstructured.Unstructured) (kind, name string) {
+	kind, name = GroupOwner(pg)
+	if kind != ClusterKind || pg.GetName() != GangPodGroupName(name) {
+		return "", ""
+	}
+	return kind, name
+}
+
 // GangPodGroupState reads where a Kubernetes PodGroup stands: Scheduled once the scheduler placed it
 // whole, else Pending and, once the scheduler tried, why it could not.
 func GangPodGroupState(pg *unstructured.Unstructured) *Scheduling {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"ray-service/internal/ray/raytest"
@@ -69,4 +70,24 @@ func TestPickScheduling(t *testing.T) {
 	assert.Same(t, gang, PickScheduling(map[string]*Scheduling{ManagerVolcano: volcano, ManagerKubernetes: gang}))
 	assert.Same(t, kueue, PickScheduling(map[string]*Scheduling{ManagerVolcano: volcano, ManagerKueue: kueue}))
 	assert.Same(t, waitingVolcano, PickScheduling(map[string]*Scheduling{ManagerVolcano: waitingVolcano, ManagerKubernetes: gang}))
+}
+
+// Only the PodGroup KubeRay makes for a cluster, <cluster>-cluster controlled by that RayCluster, is its
+// gang: one of another name, or controlled by another kind (a RayJob, a RayService), which anyone who may
+// make PodGroups could make, stands for nothing.
+func TestGangPodGroupOwner(t *testing.T) {
+	yes := true
+	owned := func(name, kind, owner string) *unstructured.Unstructured {
+		u := gangPodGroup("scheduling.k8s.io/v1beta1", nil)
+		u.SetName(name)
+		u.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "ray.io/v1", Kind: kind, Name: owner, UID: "u", Controller: &yes}})
+		return u
+	}
+	kind, name := GangPodGroupOwner(owned("demo-cluster", "RayCluster", "demo"))
+	assert.Equal(t, []string{"RayCluster", "demo"}, []string{kind, name})
+	for _, u := range []*unstructured.Unstructured{owned("decoy", "RayCluster", "demo"), owned("demo-cluster", "RayJob", "demo"),
+		owned("demo-cluster", "RayService", "demo"), gangPodGroup("scheduling.k8s.io/v1beta1", nil)} {
+		kind, name := GangPodGroupOwner(u)
+		assert.Empty(t, kind+name, "%s %v", u.GetName(), u.GetOwnerReferences())
+	}
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -335,11 +336,14 @@ func TestHelmChart(t *testing.T) {
 			})
 		}
 		launch("", "reference", chartRoles)
-		saName := func(res, verb string) string { return "without-" + strings.ReplaceAll(res, "/", "-") + "-" + verb }
+		// A resource's group is in the name: Volcano's and Kubernetes' PodGroups are both podgroups.
+		saName := func(group, res, verb string) string {
+			return strings.TrimSuffix("without-"+strings.ReplaceAll(res, "/", "-")+"-"+verb+"-"+strings.ReplaceAll(group, ".", "-"), "-")
+		}
 		for ri, rule := range role.Rules {
 			for _, res := range rule.Resources {
 				for _, verb := range rule.Verbs {
-					launch(verb+" "+res, saName(res, verb), roles{cluster: removePermission(role.Rules, ri, res, verb),
+					launch(verb+" "+res+" ("+rule.APIGroups[0]+")", saName(rule.APIGroups[0], res, verb), roles{cluster: removePermission(role.Rules, ri, res, verb),
 						namespaced: append(slices.Clone(leaseRole.Rules), keyRole.Rules...)})
 				}
 			}
@@ -348,7 +352,7 @@ func TestHelmChart(t *testing.T) {
 		for ri, rule := range leaseRole.Rules {
 			for _, res := range rule.Resources {
 				for _, verb := range rule.Verbs {
-					launch(verb+" "+res, saName(res, verb), roles{cluster: role.Rules,
+					launch(verb+" "+res, saName(rule.APIGroups[0], res, verb), roles{cluster: role.Rules,
 						namespaced: append(removePermission(leaseRole.Rules, ri, res, verb), keyRole.Rules...)})
 				}
 			}
@@ -487,6 +491,15 @@ func TestHelmChart(t *testing.T) {
 				return "the RayJobs"
 			case queued(pgOwner[step], "volcano", pgQueue[step]) != "":
 				return fmt.Sprintf("the PodGroup of the %s in queue %q (it shows %s)", pgOwner[step], pgQueue[step], queued(pgOwner[step], "volcano", pgQueue[step]))
+			case func() bool {
+				for _, it := range get(nsPath(probe, "rayclusters") + "?search=gang-" + fmt.Sprint(step)).Items {
+					if it.Name == fmt.Sprint("gang-", step) {
+						return it.Scheduling == nil || it.Scheduling.Manager != "kubernetes"
+					}
+				}
+				return true
+			}():
+				return "the Kubernetes PodGroup of gang-" + fmt.Sprint(step)
 			case queued("rayservices", "kueue", fmt.Sprint("probe-q", step)) != "":
 				return "the RayService's Workload (it shows " + queued("rayservices", "kueue", fmt.Sprint("probe-q", step)) + ")"
 			case get(nsPath(probe, "raycronjobs")).Total != step:
@@ -583,6 +596,7 @@ func TestHelmChart(t *testing.T) {
 			pgQueue[step], _, _ = unstructured.NestedString(pg.Object, "spec", "queue")
 			pgOwner[step] = map[string]string{"RayCluster": "rayclusters", "RayJob": "rayjobs"}[pg.GetOwnerReferences()[0].Kind]
 			makeWorkload(t, probe, rayServices, "probe"+suffix, "rayservice-probe"+suffix, fmt.Sprint("probe-q", step))
+			makeGangPodGroup(t, probe, "gang"+suffix)
 			require.Equal(t, 201, call(t, "POST", nsPath(probe, "rayservices")+"?start=false", admin, "application/yaml", mustRename(t, "rayservice-minimal.yaml", "tpl"+suffix)).Status)
 			if missing := lacking(90*time.Second, func() string { return lacks(reference, step) }); missing != "" {
 				// What the reference logged of its write and of the audit trail.
@@ -611,7 +625,7 @@ func TestHelmChart(t *testing.T) {
 			check.Wait()
 			time.Sleep(2 * time.Second)
 		}
-		assert.Len(t, variants, 28) // list and watch of podgroups and workloads too, list resourcequotas, create subjectaccessreviews
+		assert.Len(t, variants, 30) // list and watch of both podgroups and of workloads too, list resourcequotas, create subjectaccessreviews
 		for _, v := range variants {
 			switch {
 			case v.what == "":
@@ -844,4 +858,43 @@ func clientFromKubeconfig(t *testing.T, path string) kubernetes.Interface {
 	cs, err := kubernetes.NewForConfig(cfg)
 	require.NoError(t, err)
 	return cs
+}
+
+// makeGangPodGroup makes a RayCluster that the operator leaves alone (spec.managedBy) and the
+// scheduling.k8s.io Workload and PodGroup KubeRay v1.7's KubernetesWAS scheduler makes of it
+// (TestKubernetesGangWait says what and cites it), with no pods: the service shows the cluster's
+// scheduling manager as kubernetes.
+func makeGangPodGroup(t *testing.T, ns, name string) {
+	t.Helper()
+	ctx := context.Background()
+	var obj map[string]any
+	require.NoError(t, yaml.Unmarshal(mustRename(t, "raycluster-minimal.yaml", name), &obj))
+	obj["metadata"].(map[string]any)["labels"] = map[string]any{"ray.io/gang-scheduling-enabled": "true"}
+	obj["spec"].(map[string]any)["managedBy"] = "kueue.x-k8s.io/multikueue"
+	body, err := json.Marshal(obj)
+	require.NoError(t, err)
+	r := call(t, "POST", nsPath(ns, "rayclusters"), env.tokens["admin"], "application/json", body)
+	require.Equal(t, 201, r.Status, "%s", r.Raw)
+	made, err := getRay(t, rayClusters, ns, name)
+	require.NoError(t, err)
+	yes := true
+	owner := []metav1.OwnerReference{{APIVersion: "ray.io/v1", Kind: "RayCluster", Name: name, UID: made.GetUID(), Controller: &yes, BlockOwnerDeletion: &yes}}
+	labels := map[string]string{"ray.io/cluster": name}
+	gang := schedulingv1beta1.PodGroupSchedulingPolicy{Gang: &schedulingv1beta1.GangSchedulingPolicy{MinCount: 2}}
+	_, err = env.admin.SchedulingV1beta1().Workloads(ns).Create(ctx, &schedulingv1beta1.Workload{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels, OwnerReferences: owner},
+		Spec: schedulingv1beta1.WorkloadSpec{
+			ControllerRef:     &schedulingv1beta1.TypedLocalObjectReference{APIGroup: "ray.io", Kind: "RayCluster", Name: name},
+			PodGroupTemplates: []schedulingv1beta1.PodGroupTemplate{{Name: "cluster", SchedulingPolicy: gang}},
+		},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = env.admin.SchedulingV1beta1().PodGroups(ns).Create(ctx, &schedulingv1beta1.PodGroup{
+		ObjectMeta: metav1.ObjectMeta{Name: name + "-cluster", Namespace: ns, Labels: labels, OwnerReferences: owner},
+		Spec: schedulingv1beta1.PodGroupSpec{
+			WorkloadRef:      &schedulingv1beta1.WorkloadReference{WorkloadName: name, TemplateName: "cluster"},
+			SchedulingPolicy: gang,
+		},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
 }

@@ -124,6 +124,9 @@ func callWith(t *testing.T, method, path, token string, headers map[string]strin
 // still reaches the dashboard), and the health tab's GCS panel, which reads gcs_server.out through the
 // dashboard, says the same. The token is in no answer and in no log line.
 func TestTokenRequiredWithoutAuthOptions(t *testing.T) {
+	// Parallel: it binds bob, whom TestAuthorization (sequential, before every parallel test) finds
+	// bound in its namespace only.
+	t.Parallel()
 	ns := namespace(t, "raytokreq")
 	bind(t, ns, "bob", "ray-editor")
 	grantRole(t, ns, "bob", "bob-proxy", rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"services/proxy"}, Verbs: []string{"get"}})

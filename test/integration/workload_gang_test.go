@@ -166,9 +166,17 @@ func TestKubernetesGangWait(t *testing.T) {
 	assert.Equal(t, metav1.ConditionTrue, verdict.Status, "the scheduler's own word: %+v", verdict)
 	assert.Equal(t, "kubernetes", d.Scheduling.Manager)
 	assert.Empty(t, d.Scheduling.Reason)
-	pods, err := env.admin.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "ray.io/cluster=" + name})
-	require.NoError(t, err)
-	for _, p := range pods.Items {
-		assert.Equal(t, "kwok-node-1", p.Spec.NodeName, "every pod of the gang placed: %s", p.Name)
-	}
+	// The scheduler writes its verdict on the PodGroup, then binds the pods: each bound, in time.
+	eventually(t, 30*time.Second, "every pod of the gang bound to the labelled node", func() bool {
+		pods, err := env.admin.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "ray.io/cluster=" + name})
+		if err != nil || len(pods.Items) == 0 {
+			return false
+		}
+		for _, p := range pods.Items {
+			if p.Spec.NodeName != "kwok-node-1" {
+				return false
+			}
+		}
+		return true
+	})
 }
