@@ -500,6 +500,17 @@ func TestHelmChart(t *testing.T) {
 				return true
 			}():
 				return "the Kubernetes PodGroup of gang-" + fmt.Sprint(step)
+			case func() bool {
+				// A shared GPU's replica is a quarter of a GPU where the nodes say they share each four ways
+				// (the stack's kwok-gpu-sliced-0): the nodes' labels, listed and watched.
+				for _, it := range get(nsPath(probe, "rayclusters") + "?search=sliced-" + fmt.Sprint(step)).Items {
+					if it.Name == fmt.Sprint("sliced-", step) {
+						return it.Requested.GPU < 0.25-1e-9 || it.Requested.GPU > 0.25+1e-9
+					}
+				}
+				return true
+			}():
+				return "the shared GPU of sliced-" + fmt.Sprint(step) + " valued on the nodes' labels"
 			case queued("rayservices", "kueue", fmt.Sprint("probe-q", step)) != "":
 				return "the RayService's Workload (it shows " + queued("rayservices", "kueue", fmt.Sprint("probe-q", step)) + ")"
 			case get(nsPath(probe, "raycronjobs")).Total != step:
@@ -597,6 +608,15 @@ func TestHelmChart(t *testing.T) {
 			pgOwner[step] = map[string]string{"RayCluster": "rayclusters", "RayJob": "rayjobs"}[pg.GetOwnerReferences()[0].Kind]
 			makeWorkload(t, probe, rayServices, "probe"+suffix, "rayservice-probe"+suffix, fmt.Sprint("probe-q", step))
 			makeGangPodGroup(t, probe, "gang"+suffix)
+			sliced := clusterManifest(t, "sliced"+suffix)
+			res := group(sliced.Object, "spec", "workerGroupSpecs", 0, "template", "spec", "containers", 0, "resources")
+			for _, part := range []string{"requests", "limits"} {
+				group(res, part)["nvidia.com/gpu.shared"] = "1"
+			}
+			group(sliced.Object, "spec", "workerGroupSpecs", 0)["replicas"] = 1
+			slicedBody, err := json.Marshal(sliced.Object)
+			require.NoError(t, err)
+			require.Equal(t, 201, call(t, "POST", nsPath(probe, "rayclusters")+"?start=false", admin, "application/json", slicedBody).Status)
 			require.Equal(t, 201, call(t, "POST", nsPath(probe, "rayservices")+"?start=false", admin, "application/yaml", mustRename(t, "rayservice-minimal.yaml", "tpl"+suffix)).Status)
 			if missing := lacking(90*time.Second, func() string { return lacks(reference, step) }); missing != "" {
 				// What the reference logged of its write and of the audit trail.
@@ -625,7 +645,7 @@ func TestHelmChart(t *testing.T) {
 			check.Wait()
 			time.Sleep(2 * time.Second)
 		}
-		assert.Len(t, variants, 30) // list and watch of both podgroups and of workloads too, list resourcequotas, create subjectaccessreviews
+		assert.Len(t, variants, 32) // list and watch of both podgroups, of workloads and of nodes too, list resourcequotas, create subjectaccessreviews
 		for _, v := range variants {
 			switch {
 			case v.what == "":
