@@ -163,6 +163,8 @@ func (s *Server) figures(c *gin.Context, w promql.Window, scope promql.Scope, al
 		data.Series = promql.Series{Used: map[string][]promql.Point{}, Allocated: map[string][]promql.Point{}, RayUsed: map[string][]promql.Point{}}
 		data.Warnings = append(data.Warnings, "no Prometheus is configured: used figures and series are not measured")
 	} else {
+		// The allocated series value slices as the allocated totals do.
+		scope.Held = alloc.Accelerators
 		// A caller that goes away stops waiting; queries that no other caller waits for are cancelled.
 		used, series, warnings := s.Usage.Usage(c.Request.Context(), w, scope)
 		data.Used, data.Series = used, series
