@@ -34,10 +34,14 @@ type Point struct {
 // Used is what Ray pods use, as Prometheus measured it at the end of the window. A figure that could not
 // be measured is null, with a warning saying why.
 type Used struct {
-	CPU            *float64           `json:"cpu"`
-	MemoryBytes    *float64           `json:"memoryBytes"`
-	GPU            *float64           `json:"gpu"`
-	GPUMemoryBytes *float64           `json:"gpuMemoryBytes"`
+	CPU         *float64 `json:"cpu"`
+	MemoryBytes *float64 `json:"memoryBytes"`
+	// GPU is the GPUs busy, in device equivalents: whole GPUs by DCGM_FI_DEV_GPU_UTIL, MIG instances by
+	// DCGM_FI_PROF_GR_ENGINE_ACTIVE times their share of their GPU.
+	GPU            *float64 `json:"gpu"`
+	GPUMemoryBytes *float64 `json:"gpuMemoryBytes"`
+	// NPU is the NPUs busy, in device equivalents: whole chips by container_npu_utilization, 310P vNPUs by
+	// vnpu_pod_aicore_utilization times their share of the chip; vNPUs without series are left out.
 	NPU            *float64           `json:"npu"`
 	NPUMemoryBytes *float64           `json:"npuMemoryBytes"`
 	Ray            map[string]float64 `json:"ray"`
