@@ -221,6 +221,19 @@ if [ "$WITH_PROMETHEUS" = 1 ]; then
   - {targets: ['127.0.0.1:$KWOK_PORT'], labels: {__metrics_path__: /metrics/nodes/kwok-node-$i/metrics/ray, node: kwok-node-$i, endpoint: metrics}}
   - {targets: ['127.0.0.1:$KWOK_PORT'], labels: {__metrics_path__: /metrics/nodes/kwok-node-$i/metrics/ray-dashboard, node: kwok-node-$i, endpoint: dash-metrics}}"
     done
+    # The sliced nodes (below) are scraped as the others are: their pods' series and the exporters' of
+    # their slices.
+    for n in kwok-vnpu-0 kwok-gpu-sliced-0; do
+      for m in cadvisor kube-state; do
+        kwok_scrape+="
+  - {targets: ['127.0.0.1:$KWOK_PORT'], labels: {__metrics_path__: /metrics/nodes/$n/metrics/$m, node: $n}}"
+      done
+      exporters_scrape+="
+  - {targets: ['127.0.0.1:$KWOK_PORT'], labels: {__metrics_path__: /metrics/nodes/$n/metrics/dcgm, namespace: gpu-operator, pod: nvidia-dcgm-exporter-$n, container: nvidia-dcgm-exporter, endpoint: gpu-metrics}}
+  - {targets: ['127.0.0.1:$KWOK_PORT'], labels: {__metrics_path__: /metrics/nodes/$n/metrics/npu, namespace: npu-exporter, pod: npu-exporter-$n, container: npu-exporter, endpoint: http}}
+  - {targets: ['127.0.0.1:$KWOK_PORT'], labels: {__metrics_path__: /metrics/nodes/$n/metrics/ray, node: $n, endpoint: metrics}}
+  - {targets: ['127.0.0.1:$KWOK_PORT'], labels: {__metrics_path__: /metrics/nodes/$n/metrics/ray-dashboard, node: $n, endpoint: dash-metrics}}"
+    done
     kwok_scrape+="
 $exporters_scrape"
   fi

@@ -6,6 +6,7 @@ package accel
 
 import (
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -117,6 +118,16 @@ var wholeNPUs = map[string]string{
 	"huawei.com/Ascend910": "Ascend910", "huawei.com/Ascend310P": "Ascend310P", "huawei.com/Ascend310": "Ascend310",
 	"huawei.com/npu": "Ascend950", "huawei.com/Ascend310P-V": "Ascend310P", "huawei.com/Ascend310P-VPro": "Ascend310P",
 	"huawei.com/Ascend310P-IPro": "Ascend310P",
+}
+
+// WholeNPUResources are the names of the resources of whole Ascend chips, sorted.
+func WholeNPUResources() []string {
+	out := make([]string, 0, len(wholeNPUs))
+	for n := range wholeNPUs {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // NPUCoreResource is Ascend's dynamic vNPU: one unit is one AI core of a chip (mind-cluster v26.1.0

@@ -70,6 +70,15 @@ type Grafana struct {
 //	@Description	busy, their memory, Ray logical resources in use); series over the window. Only namespaces the
 //	@Description	caller may list are counted. Prometheus trouble never fails the answer: each figure it could not
 //	@Description	measure is null with a warning. Named ranges end now, aligned to their step.
+//	@Description	GPUs and NPUs, allocated and used, are device equivalents: a slice counts as its share of a
+//	@Description	device. Used: a whole GPU's DCGM_FI_DEV_GPU_UTIL/100; a MIG instance's (dcgm-exporter series
+//	@Description	labelled GPU_I_PROFILE) DCGM_FI_PROF_GR_ENGINE_ACTIVE times its compute slices over its GPU's
+//	@Description	(taken as a share of the instance; not established by NVIDIA); a whole chip's
+//	@Description	container_npu_utilization/100; a vNPU's vnpu_pod_aicore_utilization/100 times aicore_count/8
+//	@Description	(npu-exporter writes it for Ascend 310P only: vNPUs of a 910 are named in a warning and left
+//	@Description	out; where they are all the NPUs held, used npu is null). The allocated series value each
+//	@Description	resource as the allocated totals do at the end of the window; a slice resource no Ray pod in
+//	@Description	scope holds then is left out of them.
 //	@Tags			overview
 //	@Produce		json
 //	@Security		Bearer
@@ -163,6 +172,8 @@ func (s *Server) figures(c *gin.Context, w promql.Window, scope promql.Scope, al
 		data.Series = promql.Series{Used: map[string][]promql.Point{}, Allocated: map[string][]promql.Point{}, RayUsed: map[string][]promql.Point{}}
 		data.Warnings = append(data.Warnings, "no Prometheus is configured: used figures and series are not measured")
 	} else {
+		// The allocated series value slices as the allocated totals do.
+		scope.Held = alloc.Accelerators
 		// A caller that goes away stops waiting; queries that no other caller waits for are cancelled.
 		used, series, warnings := s.Usage.Usage(c.Request.Context(), w, scope)
 		data.Used, data.Series = used, series

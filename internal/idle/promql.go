@@ -35,7 +35,9 @@ type ClusterWork struct {
 	RaySeen float64
 	// CPU is the most CPU cores its containers used at once (cAdvisor).
 	CPU *float64
-	// GPU and NPU are the highest utilization of one of its GPUs (DCGM) or NPUs (npu-exporter), percent.
+	// GPU and NPU are the highest utilization of one of its GPUs (DCGM) or NPUs (npu-exporter), percent;
+	// a MIG instance's or a vNPU's of the slice itself (promql.GPUUtilizationByPod, NPUUtilizationByPod),
+	// so that a cluster holding only slices is judged on them.
 	GPU, NPU *float64
 }
 

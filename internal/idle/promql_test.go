@@ -31,6 +31,13 @@ func TestIdlePromQL(t *testing.T) {
 		{"series": `container_cpu_usage_seconds_total{namespace="ray",pod="web",container="web"}`, "values": "0+150x80"},
 		{"series": `DCGM_FI_DEV_GPU_UTIL{namespace="ray",pod="idle-head",container="ray-head",gpu="0"}`, "values": "90x40 1x40"},
 		{"series": `DCGM_FI_DEV_GPU_UTIL{namespace="gpu-operator",pod="dcgm-exporter-x",exported_namespace="ray",exported_pod="busy-head",gpu="1"}`, "values": "60x80"},
+		// Slices: a MIG instance, busy 40 % then 3 % (GR_ENGINE_ACTIVE, a ratio; its GPU_UTIL is not
+		// measured, DCGM writes 0), and a vNPU of a 310P at 20 % (percent of the vNPU).
+		{"series": pod("mig-head", "mig"), "values": "1x80"},
+		{"series": pod("vnpu-head", "vnpu"), "values": "1x80"},
+		{"series": `DCGM_FI_PROF_GR_ENGINE_ACTIVE{namespace="gpu-operator",pod="dcgm-exporter-x",exported_namespace="ray",exported_pod="mig-head",gpu="2",GPU_I_PROFILE="3g.40gb",GPU_I_ID="1",modelName="NVIDIA H100 80GB HBM3"}`, "values": "0.4x50 0.03x30"},
+		{"series": `DCGM_FI_DEV_GPU_UTIL{namespace="gpu-operator",pod="dcgm-exporter-x",exported_namespace="ray",exported_pod="mig-head",gpu="2",GPU_I_PROFILE="3g.40gb",GPU_I_ID="1",modelName="NVIDIA H100 80GB HBM3"}`, "values": "0x80"},
+		{"series": `vnpu_pod_aicore_utilization{namespace="npu-exporter",exported_namespace="ray",pod_name="vnpu-head",container_name="ray-head",id="0",model_name="310P3",v_dev_id="100",aicore_count="2.00",is_virtual="true"}`, "values": "20x80"},
 	}
 	type sample struct {
 		Labels string  `json:"labels"`
@@ -46,7 +53,7 @@ func TestIdlePromQL(t *testing.T) {
 		check(q["rayLastUsed"], at("busy", 1200)),
 		check(q["raySeen"], at("busy", 11), at("idle", 11), at("late", 9)),
 		check(q["cpu"], at("busy", 3), at("idle", 0)),
-		check(q["gpu"], at("busy", 60), at("idle", 1)),
-		check(q["npu"]),
+		check(q["gpu"], at("busy", 60), at("idle", 1), at("mig", 3)),
+		check(q["npu"], at("vnpu", 20)),
 	})
 }

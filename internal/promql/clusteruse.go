@@ -29,8 +29,9 @@ func useQueries(d, s, r time.Duration) map[string]string {
 		"cpu": perCluster(`sum by (namespace, pod) (rate(container_cpu_usage_seconds_total{container!="",container!="POD"}[` +
 			model.Duration(r).String() + `]))`),
 		"memory": perCluster(`sum by (namespace, pod) (container_memory_working_set_bytes{container!="",container!="POD"})`),
-		"gpu":    perCluster(`sum by (namespace, pod) (` + byPod("DCGM_FI_DEV_GPU_UTIL", dcgmPods) + `) / 100`),
-		"npu":    perCluster(`sum by (namespace, pod) (` + byPod("container_npu_utilization", npuPods) + `) / 100`),
+		// Device equivalents in use, MIG instances and vNPUs at their share of a device (slices.go).
+		"gpu": perCluster(`sum by (namespace, pod) (` + GPUsInUseByPod() + `)`),
+		"npu": perCluster(`sum by (namespace, pod) (` + NPUsInUseByPod() + `)`),
 	}
 }
 

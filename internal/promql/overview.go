@@ -12,12 +12,17 @@ import (
 
 	"github.com/prometheus/common/model"
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"ray-service/internal/accel"
 )
 
 // Scope narrows the figures: to namespaces (nil: all; empty: none) and to one Ray cluster.
 type Scope struct {
 	Namespaces []string
 	Cluster    string
+	// Held is what the Ray pods in scope hold now, as the allocated totals count it: the allocated
+	// series count each slice resource at the devices it is worth there.
+	Held accel.Holdings
 }
 
 // Point is one sample of a series: Unix seconds and value.
@@ -29,10 +34,14 @@ type Point struct {
 // Used is what Ray pods use, as Prometheus measured it at the end of the window. A figure that could not
 // be measured is null, with a warning saying why.
 type Used struct {
-	CPU            *float64           `json:"cpu"`
-	MemoryBytes    *float64           `json:"memoryBytes"`
-	GPU            *float64           `json:"gpu"`
-	GPUMemoryBytes *float64           `json:"gpuMemoryBytes"`
+	CPU         *float64 `json:"cpu"`
+	MemoryBytes *float64 `json:"memoryBytes"`
+	// GPU is the GPUs busy, in device equivalents: whole GPUs by DCGM_FI_DEV_GPU_UTIL, MIG instances by
+	// DCGM_FI_PROF_GR_ENGINE_ACTIVE times their share of their GPU.
+	GPU            *float64 `json:"gpu"`
+	GPUMemoryBytes *float64 `json:"gpuMemoryBytes"`
+	// NPU is the NPUs busy, in device equivalents: whole chips by container_npu_utilization, 310P vNPUs by
+	// vnpu_pod_aicore_utilization times their share of the chip; vNPUs without series are left out.
 	NPU            *float64           `json:"npu"`
 	NPUMemoryBytes *float64           `json:"npuMemoryBytes"`
 	Ray            map[string]float64 `json:"ray"`
@@ -71,11 +80,16 @@ type parts struct {
 	ns      string // extra matchers on namespace, e.g. `,namespace=~"a|b"`, or ""
 	rayPods string // an expression that is 1 for each (namespace, pod) of a Ray cluster in scope
 	rate    string // the rate window, e.g. "1m"
+	// held is what the Ray pods in scope hold at the end of the window (the allocated totals): the
+	// allocated series value each accelerator resource as these do.
+	held accel.Holdings
 }
 
 const (
 	usedGroup      = "used"
 	allocatedGroup = "allocated"
+	// unmeasuredVNPU names the query of the vNPU slices no exporter's series measures.
+	unmeasuredVNPU = "unmeasuredVNPU"
 )
 
 var queries = []query{
@@ -87,21 +101,24 @@ var queries = []query{
 		expr: func(p parts) string {
 			return `sum(container_memory_working_set_bytes{container!="",container!="POD"` + p.ns + `} * on(namespace, pod) group_left() ` + p.rayPods + `)`
 		}},
-	{group: usedGroup, name: "gpu", missing: "DCGM exporter's DCGM_FI_DEV_GPU_UTIL", metric: "DCGM_FI_DEV_GPU_UTIL", requests: "gpu",
+	{group: usedGroup, name: "gpu", missing: "DCGM exporter's DCGM_FI_DEV_GPU_UTIL or DCGM_FI_PROF_GR_ENGINE_ACTIVE", metric: "DCGM_FI_DEV_GPU_UTIL",
+		requests: "gpu", present: gpuPresence,
 		expr: func(p parts) string {
-			return `sum(` + byPod("DCGM_FI_DEV_GPU_UTIL", dcgmPods) + ` * on(namespace, pod) group_left() ` + p.rayPods + `) / 100`
+			return `sum(` + GPUsInUseByPod() + ` * on(namespace, pod) group_left() ` + p.rayPods + `)`
 		}},
 	{group: usedGroup, name: "gpuMemoryBytes", missing: "DCGM exporter's DCGM_FI_DEV_FB_USED", metric: "DCGM_FI_DEV_FB_USED", requests: "gpu",
 		expr: func(p parts) string {
 			return `sum(` + byPod("DCGM_FI_DEV_FB_USED", dcgmPods) + ` * on(namespace, pod) group_left() ` + p.rayPods + `) * 1048576`
 		}},
-	{group: usedGroup, name: "npu", missing: "Ascend npu-exporter's npu_chip_info_utilization", metric: "container_npu_utilization", requests: "npu", present: npuChipSeries,
+	{group: usedGroup, name: "npu", missing: "Ascend npu-exporter's npu_chip_info_utilization", metric: "container_npu_utilization", requests: "npu", present: npuPresence,
 		expr: func(p parts) string {
-			return `sum(` + byPod("container_npu_utilization", npuPods) + ` * on(namespace, pod) group_left() ` + p.rayPods + `) / 100`
+			return `sum(` + NPUsInUseByPod() + ` * on(namespace, pod) group_left() ` + p.rayPods + `)`
 		}},
-	{group: usedGroup, name: "npuMemoryBytes", missing: "Ascend npu-exporter's npu_chip_info_utilization", metric: "container_npu_used_memory", requests: "npu", present: npuChipSeries,
+	// Whole chips' memory in MB (container_npu_used_memory, collector_for_npu.go), vNPUs' in KB.
+	{group: usedGroup, name: "npuMemoryBytes", missing: "Ascend npu-exporter's npu_chip_info_utilization", metric: "container_npu_used_memory", requests: "npu", present: npuPresence,
 		expr: func(p parts) string {
-			return `sum(` + byPod("container_npu_used_memory", npuPods) + ` * on(namespace, pod) group_left() ` + p.rayPods + `) * 1048576`
+			return `sum((` + byPod("container_npu_used_memory", npuPods) + ` * 1048576 or ` + byPod(vnpuUsedMemory, npuPods) + ` * 1024)` +
+				` * on(namespace, pod) group_left() ` + p.rayPods + `)`
 		}},
 	{group: usedGroup, name: "ray", byName: true, missing: "Ray's ray_resources",
 		expr: func(p parts) string {
@@ -112,11 +129,12 @@ var queries = []query{
 	{group: allocatedGroup, name: "memoryBytes", missing: "kube-state-metrics' kube_pod_container_resource_requests", metric: "kube_pod_container_resource_requests",
 		expr: func(p parts) string { return requested(p, `resource="memory"`) }},
 	{group: allocatedGroup, name: "gpu", missing: "kube-state-metrics' kube_pod_container_resource_requests", metric: "kube_pod_container_resource_requests",
-		expr: func(p parts) string { return requested(p, `resource="nvidia_com_gpu"`) }},
+		expr: func(p parts) string { return requestedDevices(p, allocatedShares(accel.GPU, p.held)) }},
 	{group: allocatedGroup, name: "npu", missing: "kube-state-metrics' kube_pod_container_resource_requests", metric: "kube_pod_container_resource_requests",
-		expr: func(p parts) string { return requested(p, npuChips) }},
-	{group: allocatedGroup, name: "vnpu", missing: "kube-state-metrics' kube_pod_container_resource_requests", metric: "kube_pod_container_resource_requests",
-		expr: func(p parts) string { return requested(p, vnpuSlices) }},
+		expr: func(p parts) string { return requestedDevices(p, allocatedShares(accel.NPU, p.held)) }},
+	// The vNPU slices whose use npu-exporter does not measure, by resource: for warnings.
+	{group: allocatedGroup, name: unmeasuredVNPU, missing: "kube-state-metrics' kube_pod_container_resource_requests",
+		expr: unmeasuredVNPUs},
 }
 
 // Ascend's resources as kube-state-metrics names them (each character outside [a-zA-Z0-9_] an
@@ -126,7 +144,6 @@ var queries = []query{
 // template slice of a chip, huawei.com/Ascend910-2c or Ascend310P-4c.3cpu (ascend-device-plugin
 // pkg/common/constants.go), a dynamic one huawei.com/npu-core: counted apart, never as chips.
 const (
-	npuChips   = `resource=~"huawei_com_Ascend.*|huawei_com_npu",resource!~"` + vnpuPattern + `"`
 	vnpuSlices = `resource=~"` + vnpuPattern + `"`
 	// vnpuPattern matches the vNPU resources' names.
 	vnpuPattern = `huawei_com_Ascend[0-9A-Za-z]+_[0-9]+c.*|huawei_com_npu_core`
@@ -226,7 +243,7 @@ func (q query) promql(p parts) string {
 // scopeParts checks the scope and builds the query parts from it. Namespaces and cluster names must be
 // Kubernetes names, so that nothing but a name can reach a query.
 func scopeParts(sc Scope, step time.Duration) (parts, error) {
-	var p parts
+	p := parts{held: sc.Held}
 	for _, ns := range sc.Namespaces {
 		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
 			return p, fmt.Errorf("namespace %q: %s", ns, strings.Join(errs, "; "))
@@ -276,18 +293,31 @@ func (q *Querier) Usage(ctx context.Context, w Window, sc Scope) (Used, Series, 
 	// What Ray pods in scope request at the end of the window, by figure: whether a used figure whose
 	// exporter names none of them is 0 or unknown.
 	requested := map[string]float64{}
+	unmeasured := map[string]float64{}
 	for i, qu := range queries {
-		if qu.group == allocatedGroup && errs[i] == nil && len(results[i]) > 0 {
-			if v, ok := lastAt(points(results[i][0]), w.End); ok {
-				requested[qu.name] = v
+		if qu.group != allocatedGroup || errs[i] != nil {
+			continue
+		}
+		for _, s := range results[i] {
+			if v, ok := lastAt(points(s), w.End); ok {
+				if qu.name == unmeasuredVNPU {
+					unmeasured[string(s.Metric["resource"])] = v
+				} else {
+					requested[qu.name] = v
+				}
 			}
 		}
 	}
-	var warnings []string
+	// vNPU slices whose use no series measures are said by name; the NPUs in use are then only what the
+	// series measure, and unknown where the slices are all the NPUs the pods hold.
+	warnings, unmeasuredNPUs := vnpuWarnings(unmeasured, sc.Held)
 	for i, qu := range queries {
 		label := qu.group + " " + qu.name
 		if errs[i] != nil {
 			warnings = append(warnings, fmt.Sprintf("%s: Prometheus query failed: %v", label, errs[i]))
+			continue
+		}
+		if qu.name == unmeasuredVNPU {
 			continue
 		}
 		if len(results[i]) == 0 {
@@ -309,19 +339,14 @@ func (q *Querier) Usage(ctx context.Context, w Window, sc Scope) (Used, Series, 
 		}
 		pts, unmapped := mergeMapped(results[i], w.End)
 		if qu.group == allocatedGroup {
-			if qu.name == "vnpu" {
-				if n := requested["vnpu"]; n > 0 {
-					warnings = append(warnings, fmt.Sprintf("allocated npu: Ray pods in scope request %g vNPU slices "+
-						"(huawei.com/Ascend*-<n>c or npu-core), which are not counted as NPUs; npu-exporter exports no "+
-						"container figures for vNPUs, so their use is not measured", n))
-				}
-				continue
-			}
 			series.Allocated[qu.name] = pts
 			continue
 		}
 		if unmapped {
 			if n := requested[qu.requests]; n > 0 {
+				if qu.requests == "npu" && n <= unmeasuredNPUs+1e-9 {
+					continue // every NPU held is a vNPU no series measures: said above
+				}
 				warnings = append(warnings, fmt.Sprintf("%s: %s is scraped, but none of its series names a Ray pod in "+
 					"scope while they request %g %s: %s", label, qu.metric, n, strings.ToUpper(qu.requests), unmappedCause[qu.requests]))
 				continue

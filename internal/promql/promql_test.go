@@ -92,7 +92,9 @@ func TestPromQLEdgeCases(t *testing.T) {
 		check(exprs["used.gpuMemoryBytes"]),    // the exporter's memory series are not there at all: no answer
 		check(exprs["allocated.cpu"], total(3)),
 		check(exprs["allocated.npu"], total(1)),
-		check(exprs["allocated.vnpu"], total(3)),
+		// No vNPU series: both slices unmeasured, by resource (not counted as chips above, no share known).
+		check(exprs["allocated."+unmeasuredVNPU], sample{Labels: `{resource="huawei_com_Ascend310P_4c_3cpu"}`, Value: 2},
+			sample{Labels: `{resource="huawei_com_Ascend910_2c"}`, Value: 1}),
 		check(exprs["allocated.gpu"], total(0)),
 		check(exprs["used.ray"], sample{Labels: `{Name="CPU"}`, Value: 3}),
 	}

@@ -42,7 +42,9 @@ type IdleEvidence struct {
 	// CPU is the most CPU cores its containers used at once (cAdvisor), where measured.
 	CPU *float64 `json:"cpu,omitempty"`
 	// GPUUtilization and NPUUtilization are the highest utilization of one of its GPUs (DCGM) or NPUs
-	// (npu-exporter), in percent, where it holds any and they are measured.
+	// (npu-exporter), in percent, where it holds any and they are measured. A MIG instance or a vNPU
+	// counts as a device of its own: percent of the slice (DCGM_FI_PROF_GR_ENGINE_ACTIVE times 100,
+	// vnpu_pod_aicore_utilization).
 	GPUUtilization *float64 `json:"gpuUtilization,omitempty"`
 	NPUUtilization *float64 `json:"npuUtilization,omitempty"`
 }

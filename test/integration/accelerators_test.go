@@ -4,6 +4,9 @@ package integration
 
 import (
 	"maps"
+	"math"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -104,9 +107,86 @@ func TestSlicedAcceleratorsCountedAsDevices(t *testing.T) {
 		return near(wantGPU, o.Allocated.Accelerators)
 	})
 	assert.InDelta(t, 6.0/7+0.25, o.Allocated.GPU, 1e-9)
+	// The allocated series value the slices as the totals do (kube-state-metrics' requests times each
+	// resource's share).
+	lastOf := func(pts []point) float64 {
+		if len(pts) == 0 {
+			return math.NaN()
+		}
+		return pts[len(pts)-1].V
+	}
+	eventually(t, 60*time.Second, "the allocated GPU series counts the slices as devices", func() bool {
+		o = overview(gpuNS)
+		return math.Abs(lastOf(o.Series.Allocated["gpu"])-(6.0/7+0.25)) < 1e-6
+	})
+
+	// Used: the MIG instances from dcgm-exporter's DCGM_FI_PROF_GR_ENGINE_ACTIVE (emulated at 50 %, KWOK
+	// stack/kwok-metrics.yaml), each at its share of the H100: 2 x 0.5 x 3/7. The 910's vNPUs have no
+	// series of npu-exporter: their use is unknown, and a warning names the exporter and the resource.
+	eventually(t, 60*time.Second, "the MIG cluster's GPUs in use from GR_ENGINE_ACTIVE", func() bool {
+		o = overview(gpuNS)
+		return o.Used.GPU != nil && math.Abs(*o.Used.GPU-3.0/7) < 1e-6
+	})
+	eventually(t, 60*time.Second, "the vNPU cluster's use unknown, with the exporter named", func() bool {
+		o = overview(npuNS)
+		return o.Used.NPU == nil && slices.ContainsFunc(o.Warnings, func(w string) bool {
+			return strings.Contains(w, "hold 8 vNPU slices of huawei_com_Ascend910_4c") && strings.Contains(w, "npu-exporter")
+		})
+	})
 	for _, p := range clusterPods(t, npuNS, "vnpu") {
 		if p.Labels["ray.io/node-type"] == "worker" {
 			assert.Equal(t, "kwok-vnpu-0", p.Spec.NodeName)
 		}
 	}
+}
+
+// A cluster that holds only slices is judged idle on its slices' own series: its MIG instance's
+// DCGM_FI_PROF_GR_ENGINE_ACTIVE (there is no DCGM_FI_DEV_GPU_UTIL of it), at 0 for sleepy and 50 % for
+// busy; both use no CPU and hold no Ray resource, so only the MIG instance's use keeps busy from idling.
+func TestSlicesOnlyClusterJudgedIdle(t *testing.T) {
+	t.Parallel()
+	svc := startInstance(t, "ray-service-idle-slices.log", "--idle-window=30s", "--idle-interval=5s")
+	ns := namespace(t, "idleslices")
+	admin := env.tokens["admin"]
+	mig := func(gpuUtil string) func(map[string]any) {
+		return func(obj map[string]any) {
+			slicedWorkers(1, "kwok-gpu-sliced-0", map[string]any{"nvidia.com/mig-3g.40gb": "1"})(obj)
+			for _, tpl := range []map[string]any{group(obj, "spec", "headGroupSpec", "template"), group(obj, "spec", "workerGroupSpecs", 0, "template")} {
+				group(tpl, "metadata")["annotations"] = map[string]any{"kwok.x-k8s.io/usage-cpu": "0", "ray-service.local/gpu-utilization": gpuUtil}
+			}
+		}
+	}
+	require.Equal(t, 201, createCluster(t, admin, ns, "sleepy", mig("0")).Status)
+	require.Equal(t, 201, createCluster(t, admin, ns, "busy", mig("50")).Status)
+	waitStatus(t, ns, "rayclusters", "sleepy", "Running")
+	waitStatus(t, ns, "rayclusters", "busy", "Running")
+	defer logIdleQueries(t)
+	type item struct {
+		Name string `json:"name"`
+		Idle *struct {
+			Holding struct {
+				GPU float64 `json:"gpu"`
+			} `json:"holding"`
+			Evidence struct {
+				GPU *float64 `json:"gpuUtilization"`
+			} `json:"evidence"`
+		} `json:"idle"`
+	}
+	list := func(query string) []item {
+		r, err := sendTo(svc.url, "GET", nsPath(ns, "rayclusters")+query, admin, "", nil)
+		require.NoError(t, err)
+		require.Equal(t, 200, r.Status, "%s", r.Raw)
+		return decode[struct{ Items []item }](t, r).Items
+	}
+	var idle []item
+	eventually(t, 2*time.Minute, "sleepy idle, judged on its MIG instance's series", func() bool {
+		idle = list("?idle=true")
+		return len(idle) == 1 && idle[0].Idle != nil && idle[0].Idle.Evidence.GPU != nil
+	})
+	assert.Equal(t, "sleepy", idle[0].Name)
+	assert.Zero(t, *idle[0].Idle.Evidence.GPU)
+	assert.InDelta(t, 3.0/7, idle[0].Idle.Holding.GPU, 1e-9, "one 3g.40gb of an H100")
+	busy := list("?idle=false")
+	require.Len(t, busy, 1)
+	assert.Equal(t, "busy", busy[0].Name, "its MIG instance is at work: not idle")
 }
