@@ -1547,7 +1547,6 @@ func leaseName(base string) string {
 	return "history-" + strings.Trim(regexp.MustCompile(`[^a-z0-9-]+`).ReplaceAllString(strings.ToLower(base), "-"), "-")
 }
 
-// freeLoopback returns a loopback address nothing listens on.
 // freeLoopbacks returns n distinct loopback addresses nothing listened on: each is held until all are
 // picked.
 func freeLoopbacks(n int) ([]string, error) {
