@@ -1483,14 +1483,13 @@ func launchServiceOnce(root, state string, vars map[string]string, logName strin
 	if bin == "" {
 		bin = filepath.Join(root, "bin", "ray-service")
 	}
-	addr, err := freeLoopback()
+	// The API's address and the Ray dashboards' own origin, picked while both are held: two picks one
+	// after the other may return the same port, which the service refuses.
+	addrs, err := freeLoopbacks(2)
 	if err != nil {
 		return nil, err
 	}
-	dashAddr, err := freeLoopback() // the Ray dashboards' own origin
-	if err != nil {
-		return nil, err
-	}
+	addr, dashAddr := addrs[0], addrs[1]
 	logf, err := os.Create(filepath.Join(state, "logs", logName))
 	if err != nil {
 		return nil, err
@@ -1559,14 +1558,19 @@ func leaseName(base string) string {
 	return "history-" + strings.Trim(regexp.MustCompile(`[^a-z0-9-]+`).ReplaceAllString(strings.ToLower(base), "-"), "-")
 }
 
-// freeLoopback returns a loopback address nothing listens on.
-func freeLoopback() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
+// freeLoopbacks returns n distinct loopback addresses nothing listened on: each is held until all are
+// picked.
+func freeLoopbacks(n int) ([]string, error) {
+	var out []string
+	for range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		defer ln.Close()
+		out = append(out, ln.Addr().String())
 	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
+	return out, nil
 }
 
 // freeAddr returns a loopback address nothing listens on.
