@@ -33,6 +33,11 @@ type Node struct {
 	// GPUReplicas is how many replicas one GPU is shared as (time-slicing or MPS): GPU feature
 	// discovery's label nvidia.com/gpu.replicas (NVIDIA/k8s-device-plugin v0.20.0 internal/lm/resource.go:208-215).
 	GPUReplicas int
+	// NPUSoftShare: the node shares its chips by percent (the label
+	// huawei.com/scheduler.chip1softsharedev.enable=true, mind-cluster v26.1.0 docs/en/scheduling/api/k8s.md
+	// "Node Labels"). Only there does a pod's SoftShareAnnotation make its whole-chip request a percent:
+	// anyone who writes a pod may annotate it, and a node that does not share gives whole chips.
+	NPUSoftShare bool
 	// GPUProduct is the label nvidia.com/gpu.product ("A100-SXM4-40GB", "A30", and under the single MIG
 	// strategy "A100-SXM4-40GB-MIG-1g.5gb"; internal/lm/mig-strategy.go:182-264).
 	GPUProduct string
@@ -44,6 +49,7 @@ const (
 	NPUChipNameLabel = "node.kubernetes.io/npu.chip.name"
 	GPUReplicasLabel = "nvidia.com/gpu.replicas"
 	GPUProductLabel  = "nvidia.com/gpu.product"
+	SoftShareLabel   = "huawei.com/scheduler.chip1softsharedev.enable"
 )
 
 // NodeOf reads a node's labels.
@@ -64,6 +70,7 @@ func NodeOf(labels map[string]string) Node {
 		n.GPUReplicas = r
 	}
 	n.GPUProduct = labels[GPUProductLabel]
+	n.NPUSoftShare = labels[SoftShareLabel] == "true"
 	return n
 }
 
@@ -140,7 +147,8 @@ const NPUCoreResource = "huawei.com/npu-core"
 const SoftShareAnnotation = "huawei.com/scheduler.softShareDev.aicoreQuota"
 
 // UnitOf says what one unit of the resource name is on node n (zero: unknown); softShare: the pod
-// carries SoftShareAnnotation. ok is false for a resource that is no GPU or NPU.
+// carries SoftShareAnnotation, which counts only on a node that shares its chips (Node.NPUSoftShare).
+// ok is false for a resource that is no GPU or NPU.
 func UnitOf(name string, n Node, softShare bool) (u Unit, ok bool) {
 	switch {
 	case name == "nvidia.com/gpu":
@@ -168,7 +176,7 @@ func UnitOf(name string, n Node, softShare bool) (u Unit, ok bool) {
 		return Unit{Kind: NPU, Share: 1 / float64(cores), Exact: exact}, true
 	}
 	if model, whole := wholeNPUs[name]; whole {
-		if softShare {
+		if softShare && n.NPUSoftShare {
 			return Unit{Kind: NPU, Model: model, Share: 0.01, Exact: true}, true
 		}
 		return Unit{Kind: NPU, Model: model, Share: 1, Exact: true}, true
@@ -355,7 +363,14 @@ func (c *Catalog) Default() Node {
 func uniformOf(nodes map[string]Node) Node {
 	var u Node
 	cores, replicas, products := map[int]bool{}, map[int]bool{}, map[string]bool{}
+	npuNodes, sharing := 0, 0
 	for _, n := range nodes {
+		if n.NPUCores > 0 || n.NPUSoftShare {
+			npuNodes++
+			if n.NPUSoftShare {
+				sharing++
+			}
+		}
 		if n.NPUCores > 0 {
 			cores[n.NPUCores] = true
 		}
@@ -381,5 +396,7 @@ func uniformOf(nodes map[string]Node) Node {
 			u.GPUProduct = p
 		}
 	}
+	// A template counts a soft share only where every NPU node shares its chips.
+	u.NPUSoftShare = npuNodes > 0 && sharing == npuNodes
 	return u
 }

@@ -33,7 +33,9 @@ func TestUnitOf(t *testing.T) {
 		{"nvidia.com/gpu.shared", shared, false, GPU, "A100-SXM4-80GB", 0.25, false},
 		{"nvidia.com/gpu.shared", Node{}, false, GPU, "", 1, true},
 		{"huawei.com/Ascend910", npu32, false, NPU, "Ascend910", 1, false},
-		{"huawei.com/Ascend910", npu32, true, NPU, "Ascend910", 0.01, false},
+		{"huawei.com/Ascend910", Node{NPUCores: 32, NPUSoftShare: true}, true, NPU, "Ascend910", 0.01, false},
+		// Anyone who writes a pod may annotate it: on a node that does not share its chips, the chips are whole.
+		{"huawei.com/Ascend910", npu32, true, NPU, "Ascend910", 1, false},
 		{"huawei.com/npu", Node{}, false, NPU, "Ascend950", 1, false},
 		{"huawei.com/Ascend910-4c", npu32, false, NPU, "Ascend910", 4.0 / 32, false},
 		{"huawei.com/Ascend910-4c", Node{}, false, NPU, "Ascend910", 4.0 / 32, true},
@@ -109,4 +111,15 @@ func TestCatalog(t *testing.T) {
 	assert.Equal(t, 32, c.Default().NPUCores)
 	var none *Catalog
 	assert.Equal(t, Node{}, none.Default())
+}
+
+// A template counts a soft share only where every node with NPUs shares its chips.
+func TestCatalogSoftShare(t *testing.T) {
+	c := NewCatalog()
+	c.Set("a", NodeOf(map[string]string{ServerTypeLabel: "Ascend910-32", SoftShareLabel: "true"}))
+	assert.True(t, c.Default().NPUSoftShare)
+	c.Set("b", NodeOf(map[string]string{ServerTypeLabel: "Ascend910-32"}))
+	assert.False(t, c.Default().NPUSoftShare)
+	assert.True(t, c.Of("a").NPUSoftShare)
+	assert.False(t, c.Of("b").NPUSoftShare)
 }

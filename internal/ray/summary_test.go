@@ -84,8 +84,13 @@ func TestPodRequestsOfSlices(t *testing.T) {
 	assert.InDelta(t, 4.0/32, template.NPU, 1e-9, "a plain 910 template is cut from a 32-core chip")
 	assert.True(t, template.Accelerators[0].Estimated, "replicas unknown off a node")
 	// Soft sharing: 50 of huawei.com/Ascend910 is half a chip.
-	soft := PodRequestsOn(corev1.PodSpec{Containers: []corev1.Container{container(list("huawei.com/Ascend910", "50"), nil)}}, node, true)
+	fifty := corev1.PodSpec{Containers: []corev1.Container{container(list("huawei.com/Ascend910", "50"), nil)}}
+	sharing := node
+	sharing.NPUSoftShare = true
+	soft := PodRequestsOn(fifty, sharing, true)
 	assert.InDelta(t, 0.5, soft.NPU, 1e-9)
+	// A pod annotated so on a node that gives whole chips holds 50 of them, and is counted so.
+	assert.InDelta(t, 50.0, PodRequestsOn(fifty, node, true).NPU, 1e-9)
 }
 
 func TestSummarizeRayCluster(t *testing.T) {
