@@ -28,6 +28,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -501,11 +502,12 @@ func TestHelmChart(t *testing.T) {
 			}():
 				return "the Kubernetes PodGroup of gang-" + fmt.Sprint(step)
 			case func() bool {
-				// A shared GPU's replica is a quarter of a GPU where the nodes say they share each four ways
-				// (the stack's kwok-gpu-sliced-0): the nodes' labels, listed and watched.
+				// A shared GPU's replica is one over the replicas the nodes say they share each GPU as (the
+				// stack's kwok-gpu-sliced-0, relabelled each round): the nodes' labels, listed and watched.
+				want := 1 / float64(4+step)
 				for _, it := range get(nsPath(probe, "rayclusters") + "?search=sliced-" + fmt.Sprint(step)).Items {
 					if it.Name == fmt.Sprint("sliced-", step) {
-						return it.Requested.GPU < 0.25-1e-9 || it.Requested.GPU > 0.25+1e-9
+						return it.Requested.GPU < want-1e-9 || it.Requested.GPU > want+1e-9
 					}
 				}
 				return true
@@ -608,6 +610,17 @@ func TestHelmChart(t *testing.T) {
 			pgOwner[step] = map[string]string{"RayCluster": "rayclusters", "RayJob": "rayjobs"}[pg.GetOwnerReferences()[0].Kind]
 			makeWorkload(t, probe, rayServices, "probe"+suffix, "rayservice-probe"+suffix, fmt.Sprint("probe-q", step))
 			makeGangPodGroup(t, probe, "gang"+suffix)
+			// This test runs before the parallel ones (TestSlicedAcceleratorsCountedAsDevices reads the
+			// label): it shares the node's GPUs 4+round ways, and four again when it ends.
+			relabel := func(replicas int) {
+				patch := fmt.Sprintf(`{"metadata":{"labels":{"nvidia.com/gpu.replicas":"%d"}}}`, replicas)
+				_, err := env.admin.CoreV1().Nodes().Patch(context.Background(), "kwok-gpu-sliced-0", types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+				require.NoError(t, err)
+			}
+			relabel(4 + step)
+			if step == 1 {
+				t.Cleanup(func() { relabel(4) })
+			}
 			sliced := clusterManifest(t, "sliced"+suffix)
 			res := group(sliced.Object, "spec", "workerGroupSpecs", 0, "template", "spec", "containers", 0, "resources")
 			for _, part := range []string{"requests", "limits"} {
