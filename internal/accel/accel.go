@@ -372,3 +372,64 @@ func uniformOf(nodes map[string]Node) Node {
 	}
 	return u
 }
+
+// Dynamic Resource Allocation (resource.k8s.io/v1). A device allocated to a claim is held as the
+// resource DRAPrefix + the device class its request names ("dra:gpu.nvidia.com"): the class is what a
+// claim asks for, and what quotas count (requests.deviceclass.resource.kubernetes.io/<class>).
+const DRAPrefix = "dra:"
+
+// NVIDIA's DRA driver (NVIDIA/k8s-dra-driver-gpu v0.4.0): its name (cmd/gpu-kubelet-plugin/main.go:42),
+// its devices' attributes (cmd/gpu-kubelet-plugin/deviceinfo.go:152-205 for a whole GPU, mig.go:139-168
+// for a MIG device) and the classes its chart installs (deployments/helm/dra-driver-nvidia-gpu/templates/
+// deviceclass-gpu.yaml, deviceclass-mig.yaml, deviceclass-vfio.yaml).
+const (
+	NVIDIADRADriver = "gpu.nvidia.com"
+	// DRATypeAttr is "gpu", "mig" or "vfio"; DRAProductAttr the GPU's NVML name ("NVIDIA H100 80GB HBM3",
+	// a MIG device's parent's); DRAProfileAttr a MIG device's profile ("3g.40gb").
+	DRATypeAttr    = "type"
+	DRAProductAttr = "productName"
+	DRAProfileAttr = "profile"
+)
+
+// DRADevice is what the service reads of a device a ResourceSlice offers: its driver's attributes type,
+// productName and profile.
+type DRADevice struct {
+	Type, Product, Profile string
+}
+
+// migProfile is a MIG profile as NVIDIA's DRA driver writes it: <g>g.<memory>gb[+me…].
+var migProfile = regexp.MustCompile(`^(\d+)g\.(\d+)gb`)
+
+// DRADeviceUnit says what one allocated device of a driver is: a whole GPU (type gpu or vfio) 1, a MIG
+// device its profile's compute slices over its GPU's. ok is false for a device of another driver, or of a
+// type the driver does not document.
+func DRADeviceUnit(driver string, d DRADevice) (u Unit, ok bool) {
+	if driver != NVIDIADRADriver {
+		return Unit{}, false
+	}
+	switch d.Type {
+	case "gpu", "vfio":
+		return Unit{Kind: GPU, Model: d.Product, Share: 1, Exact: true}, true
+	case "mig":
+		u = Unit{Kind: GPU, Model: d.Product, Share: 1.0 / 7}
+		if m := migProfile.FindStringSubmatch(d.Profile); m != nil {
+			u.Share, u.Exact = migShare(m[1], m[2], d.Product)
+		}
+		return u, true
+	}
+	return Unit{}, false
+}
+
+// DRAClassUnit says what one device of a device class is, for a claim not allocated yet: the classes
+// NVIDIA's DRA driver installs. A whole GPU's is exact; a MIG device's (of a profile the class does not
+// say) is taken as the smallest profile of a 7-slice GPU, estimated. ok is false for another class,
+// which the service cannot tell the devices of before they are allocated.
+func DRAClassUnit(class string) (u Unit, ok bool) {
+	switch class {
+	case "gpu.nvidia.com", "vfio.gpu.nvidia.com":
+		return Unit{Kind: GPU, Share: 1, Exact: true}, true
+	case "mig.nvidia.com":
+		return Unit{Kind: GPU, Share: 1.0 / 7}, true
+	}
+	return Unit{}, false
+}
