@@ -321,7 +321,7 @@ func TestHelmChart(t *testing.T) {
 		var wg sync.WaitGroup
 		launch := func(what, sa string, r roles) {
 			kubeconfig := grant(t, ns, sa, r.leaseOf("ray-service-"+sa+".log"))
-			// 28 instances start at once, beside other tests: the reference gets time to be ready under load,
+			// 38 instances start at once, beside other tests: the reference gets time to be ready under load,
 			// and a variant enough not to count as never ready merely for being slow.
 			within := 30 * time.Second
 			if what == "" {
@@ -367,6 +367,7 @@ func TestHelmChart(t *testing.T) {
 		require.NotNil(t, reference, "the whole ClusterRole makes the service ready")
 		admin := env.tokens["admin"]
 		probe := namespace(t, "chart-probe")
+		draProbePool(t, probe)
 		// Each service follows one object from the start: its stream must show an event made later.
 		require.Equal(t, 201, createClusterAt(t, admin, probe, "followed", "?start=false").Status)
 		// Its ResourceQuota is shown beside what its clusters held (the utilization report, by namespace): one
@@ -517,6 +518,8 @@ func TestHelmChart(t *testing.T) {
 				return "the RayCronJobs"
 			case !tenantSees(svc, bound[step]):
 				return "the tenant's RayCluster"
+			case draProbeLacks(t, svc.url, probe, step) != "":
+				return draProbeLacks(t, svc.url, probe, step)
 			case get(nsPath(probe, "rayservices")+"?type=instance").Total != step:
 				return "the RayServices"
 			case get(nsPath(probe, "rayservices")+"?type=template").Total != step:
@@ -537,7 +540,7 @@ func TestHelmChart(t *testing.T) {
 			case step > 1 && !told(svc, step):
 				return "the notification of the RayJob that ended"
 			case !showsQuota(svc):
-				// Last: asked only once the rest holds (28 instances polled every 100 ms).
+				// Last: asked only once the rest holds (38 instances polled every 100 ms).
 				return "the quota"
 			}
 			return ""
@@ -617,6 +620,7 @@ func TestHelmChart(t *testing.T) {
 			slicedBody, err := json.Marshal(sliced.Object)
 			require.NoError(t, err)
 			require.Equal(t, 201, call(t, "POST", nsPath(probe, "rayclusters")+"?start=false", admin, "application/json", slicedBody).Status)
+			draProbe(t, probe, step)
 			require.Equal(t, 201, call(t, "POST", nsPath(probe, "rayservices")+"?start=false", admin, "application/yaml", mustRename(t, "rayservice-minimal.yaml", "tpl"+suffix)).Status)
 			if missing := lacking(90*time.Second, func() string { return lacks(reference, step) }); missing != "" {
 				// What the reference logged of its write and of the audit trail.
@@ -645,7 +649,7 @@ func TestHelmChart(t *testing.T) {
 			check.Wait()
 			time.Sleep(2 * time.Second)
 		}
-		assert.Len(t, variants, 32) // list and watch of both podgroups, of workloads and of nodes too, list resourcequotas, create subjectaccessreviews
+		assert.Len(t, variants, 38) // list and watch of both podgroups, of workloads, of nodes and of DRA's claims, templates and slices too, list resourcequotas, create subjectaccessreviews
 		for _, v := range variants {
 			switch {
 			case v.what == "":
