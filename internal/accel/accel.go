@@ -221,9 +221,16 @@ func a30Profile(g, mem int) bool {
 // Held is what is held of one resource of one model: its raw count, and the devices it is worth.
 type Held struct {
 	Kind Kind `json:"kind" enums:"gpu,npu"`
-	// Resource is the extended resource's name (nvidia.com/mig-3g.40gb, huawei.com/Ascend910-4c).
+	// Resource is the extended resource's name (nvidia.com/mig-3g.40gb, huawei.com/Ascend910-4c), or for
+	// devices allocated through Dynamic Resource Allocation "dra:" and the device class the claim's
+	// request names (dra:gpu.nvidia.com, dra:mig.nvidia.com): a pod's claims as allocated, each device
+	// valued on the driver's ResourceSlice (a whole GPU 1, a MIG device its profile's compute slices over
+	// its GPU's; a claim shared by several pods split among them); a template's claim templates as they
+	// ask (exactly.count devices of the class), before allocation. Devices of drivers other than NVIDIA's
+	// gpu.nvidia.com, and requests for all the devices of a class, are not counted.
 	Resource string `json:"resource" example:"huawei.com/Ascend910-4c"`
-	// Model is the device family or product, where the name or the node says it.
+	// Model is the device family or product, where the name or the node says it; for a device allocated
+	// through DRA the productName its ResourceSlice gives ("NVIDIA H100 80GB HBM3").
 	Model string `json:"model,omitempty" example:"Ascend910"`
 	// Count is the raw count: units of the resource, as the pods request them.
 	Count float64 `json:"count" example:"8"`
