@@ -380,8 +380,8 @@ func uniformOf(nodes map[string]Node) Node {
 	return u
 }
 
-// Dynamic Resource Allocation (resource.k8s.io/v1). A device allocated to a claim is held as the
-// resource DRAPrefix + the device class its request names ("dra:gpu.nvidia.com"): the class is what a
+// DRAPrefix names what Dynamic Resource Allocation (resource.k8s.io/v1) allocates: a device allocated
+// to a claim is held as the resource DRAPrefix + the device class its request names ("dra:gpu.nvidia.com"): the class is what a
 // claim asks for, and what quotas count (requests.deviceclass.resource.kubernetes.io/<class>).
 const DRAPrefix = "dra:"
 

@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	discoveryfake "k8s.io/client-go/discovery/fake"
 	clienttesting "k8s.io/client-go/testing"
-	"k8s.io/utils/ptr"
 
 	"ray-service/internal/accel"
 	"ray-service/internal/auth"
@@ -35,7 +34,7 @@ func TestDRAClaimsCounted(t *testing.T) {
 	require.True(t, store.dra.started.Load())
 
 	_, err := core.ResourceV1().ResourceSlices().Create(ctx, &resourcev1.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: "s"},
-		Spec: resourcev1.ResourceSliceSpec{Driver: "gpu.nvidia.com", NodeName: ptr.To("n"), Pool: resourcev1.ResourcePool{Name: "n", ResourceSliceCount: 1},
+		Spec: resourcev1.ResourceSliceSpec{Driver: "gpu.nvidia.com", NodeName: new("n"), Pool: resourcev1.ResourcePool{Name: "n", ResourceSliceCount: 1},
 			Devices: []resourcev1.Device{
 				{Name: "gpu-0", Attributes: map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{"type": str("gpu"), "productName": str("NVIDIA H100 80GB HBM3"), "uuid": str("GPU-0")}},
 				{Name: "gpu-1-mig-3g40gb-9-0", Attributes: map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{"type": str("mig"), "productName": str("NVIDIA H100 80GB HBM3"), "profile": str("3g.40gb")}},
@@ -54,7 +53,7 @@ func TestDRAClaimsCounted(t *testing.T) {
 		Status: resourcev1.ResourceClaimStatus{Allocation: &resourcev1.AllocationResult{Devices: resourcev1.DeviceAllocationResult{Results: []resourcev1.DeviceRequestAllocationResult{
 			{Request: "r/mig", Driver: "gpu.nvidia.com", Pool: "n", Device: "gpu-1-mig-3g40gb-9-0"},
 			{Request: "g", Driver: "gpu.nvidia.com", Pool: "n", Device: "gpu-0"},
-			{Request: "g", Driver: "gpu.nvidia.com", Pool: "n", Device: "gpu-0", AdminAccess: ptr.To(true)}}}}}}
+			{Request: "g", Driver: "gpu.nvidia.com", Pool: "n", Device: "gpu-0", AdminAccess: new(true)}}}}}}
 	_, err = core.ResourceV1().ResourceClaims("team").Create(ctx, claim, metav1.CreateOptions{})
 	require.NoError(t, err)
 
@@ -83,7 +82,7 @@ func TestDRAClaimsCounted(t *testing.T) {
 	assert.Equal(t, accel.Holdings{{Kind: accel.GPU, Resource: "dra:gpu.nvidia.com", Count: 6, Devices: 6}}, held(), "2 GPUs for each of 3 workers")
 
 	pod := raytest.Pod("demo-w", "demo", ray.NodeTypeWorker, "small", true)
-	pod.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpus", ResourceClaimTemplateName: ptr.To("two")}}
+	pod.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpus", ResourceClaimTemplateName: new("two")}}
 	_, err = core.CoreV1().Pods("team").Create(ctx, pod, metav1.CreateOptions{})
 	require.NoError(t, err)
 	allocated := func() accel.Holdings {
@@ -98,7 +97,7 @@ func TestDRAClaimsCounted(t *testing.T) {
 	require.Eventually(t, func() bool { return len(allocated()) == 1 }, 5*time.Second, 10*time.Millisecond, "no claim yet: the template's")
 	assert.Equal(t, accel.Holdings{{Kind: accel.GPU, Resource: "dra:gpu.nvidia.com", Count: 2, Devices: 2}}, allocated())
 
-	pod.Status.ResourceClaimStatuses = []corev1.PodResourceClaimStatus{{Name: "gpus", ResourceClaimName: ptr.To("demo-w-gpus-x")}}
+	pod.Status.ResourceClaimStatuses = []corev1.PodResourceClaimStatus{{Name: "gpus", ResourceClaimName: new("demo-w-gpus-x")}}
 	_, err = core.CoreV1().Pods("team").UpdateStatus(ctx, pod, metav1.UpdateOptions{})
 	require.NoError(t, err)
 	want := accel.Holdings{
