@@ -106,7 +106,7 @@ func (s *Store) namedClaimNamespaces() []string {
 }
 
 // checkDRA starts following claims, templates and slices the first time discovery finds
-// resource.k8s.io/v1 serving all three.
+// resource.k8s.io/v1 serving all three (or notes it, for Start, before the store starts).
 func (s *Store) checkDRA(disc discovery.DiscoveryInterface) {
 	s.mu.RLock()
 	stop := s.stop
@@ -122,10 +122,14 @@ func (s *Store) checkDRA(disc discovery.DiscoveryInterface) {
 	}
 	s.dra.installed.Store(n == 3)
 	if n == 3 && stop != nil && s.dra.started.CompareAndSwap(false, true) {
-		go s.dra.claims.Run(stop)
-		go s.dra.templates.Run(stop)
-		go s.dra.slices.Run(stop)
+		s.dra.run(stop)
 	}
+}
+
+func (d *dra) run(stop <-chan struct{}) {
+	go d.claims.Run(stop)
+	go d.templates.Run(stop)
+	go d.slices.Run(stop)
 }
 
 // namespaceChanged publishes again every object of namespace ns.

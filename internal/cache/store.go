@@ -271,6 +271,9 @@ func (s *Store) Start(ctx context.Context) {
 	for _, f := range s.start {
 		f(ctx.Done())
 	}
+	if s.dra.installed.Load() && s.dra.started.CompareAndSwap(false, true) {
+		s.dra.run(ctx.Done())
+	}
 	for _, o := range s.optional {
 		if o.installed.Load() {
 			o.run(ctx.Done())
@@ -655,6 +658,7 @@ func (s *Store) complete(k *ray.Kind, base *ray.Summary) *ray.Summary {
 	defer s.mu.RUnlock()
 	sum = s.withRunsLocked(k, sum)
 	sum = k.WithScheduling(sum, s.schedulingLocked(k, sum))
+	sum = s.withClaims(sum)
 	return ray.WithIdle(sum, s.idleLocked(k, sum))
 }
 
