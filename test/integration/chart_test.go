@@ -367,7 +367,6 @@ func TestHelmChart(t *testing.T) {
 		require.NotNil(t, reference, "the whole ClusterRole makes the service ready")
 		admin := env.tokens["admin"]
 		probe := namespace(t, "chart-probe")
-		draProbePool(t, probe)
 		// Each service follows one object from the start: its stream must show an event made later.
 		require.Equal(t, 201, createClusterAt(t, admin, probe, "followed", "?start=false").Status)
 		// Its ResourceQuota is shown beside what its clusters held (the utilization report, by namespace): one

@@ -88,27 +88,31 @@ func TestDRAClaimsCountedAsGPUs(t *testing.T) {
 // draProbeProduct is the GPU of the pool draProbePool publishes, told apart from the stack's.
 const draProbeProduct = "NVIDIA A100-SXM4-80GB"
 
-// draProbePool publishes, for the ClusterRole's probe in namespace ns, a ResourceSlice of NVIDIA's DRA
-// driver for a node that does not exist (the scheduler never allocates from it), pool ns, one GPU.
-func draProbePool(t *testing.T, ns string) {
+// draProbePool publishes, for round step of the ClusterRole's probe in namespace ns, a ResourceSlice of
+// NVIDIA's DRA driver for a node that does not exist (the scheduler never allocates from it), pool
+// <ns>-<step>, one GPU; it returns the pool's name. A slice each round: a service that does not watch
+// them does not value the round's claim in time.
+func draProbePool(t *testing.T, ns string, step int) string {
 	t.Helper()
 	slices := env.admin.ResourceV1().ResourceSlices()
+	pool := fmt.Sprint(ns, "-", step)
 	product, kind := draProbeProduct, "gpu"
-	_, err := slices.Create(context.Background(), &resourcev1.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: "probe-" + ns},
-		Spec: resourcev1.ResourceSliceSpec{Driver: "gpu.nvidia.com", NodeName: &ns, Pool: resourcev1.ResourcePool{Name: ns, ResourceSliceCount: 1},
+	_, err := slices.Create(context.Background(), &resourcev1.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: "probe-" + pool},
+		Spec: resourcev1.ResourceSliceSpec{Driver: "gpu.nvidia.com", NodeName: &pool, Pool: resourcev1.ResourcePool{Name: pool, ResourceSliceCount: 1},
 			Devices: []resourcev1.Device{{Name: "gpu-0", Attributes: map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{
 				"type": {StringValue: &kind}, "productName": {StringValue: &product}}}}}}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = slices.Delete(context.Background(), "probe-"+ns, metav1.DeleteOptions{}) })
+	t.Cleanup(func() { _ = slices.Delete(context.Background(), "probe-"+pool, metav1.DeleteOptions{}) })
+	return pool
 }
 
 // draProbe makes, in round step of the ClusterRole's probe, a claim template dra-<step> (2 GPUs), a
-// claim dra-<step> allocated the pool's GPU (written as the scheduler would), and a RayCluster
+// claim dra-<step> allocated the GPU of the round's pool (written as the scheduler would), and a RayCluster
 // dra-<step>, not started, whose head names the claim and whose workers name the template.
 func draProbe(t *testing.T, ns string, step int) {
 	t.Helper()
 	ctx := context.Background()
-	name := fmt.Sprint("dra-", step)
+	name, pool := fmt.Sprint("dra-", step), draProbePool(t, ns, step)
 	req := func(n int64) []resourcev1.DeviceRequest {
 		return []resourcev1.DeviceRequest{{Name: "gpu", Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: "gpu.nvidia.com",
 			AllocationMode: resourcev1.DeviceAllocationModeExactCount, Count: n}}}
@@ -121,7 +125,7 @@ func draProbe(t *testing.T, ns string, step int) {
 		Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: req(1)}}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	c.Status.Allocation = &resourcev1.AllocationResult{Devices: resourcev1.DeviceAllocationResult{Results: []resourcev1.DeviceRequestAllocationResult{
-		{Request: "gpu", Driver: "gpu.nvidia.com", Pool: ns, Device: "gpu-0"}}}}
+		{Request: "gpu", Driver: "gpu.nvidia.com", Pool: pool, Device: "gpu-0"}}}}
 	_, err = claims.UpdateStatus(ctx, c, metav1.UpdateOptions{})
 	require.NoError(t, err)
 	var obj map[string]any
