@@ -625,6 +625,11 @@ func TestHelmChart(t *testing.T) {
 				// What the reference logged of its write and of the audit trail.
 				t.Logf("the reference's log of request %s and of the audit trail:\n%s", writes[reference],
 					logMentioning(t, reference, writes[reference], "audit"))
+				for _, v := range variants {
+					if v.svc != nil && v.what != "" && !lagging[v.what] {
+						t.Logf("without %s: kept up so far (it lacks %q)", v.what, lacks(v.svc, step))
+					}
+				}
 				t.Fatalf("timed out after 90s waiting for the reference service to see round %d: still without %s", step, missing)
 			}
 			deadline := time.Now().Add(time.Second)
