@@ -328,6 +328,70 @@ status:
   allocatable: {cpu: "$NODE_CPU", memory: $NODE_MEMORY, pods: "$NODE_PODS", nvidia.com/mig-3g.40gb: "4", nvidia.com/gpu.shared: "8"}
   capacity: {cpu: "$NODE_CPU", memory: $NODE_MEMORY, pods: "$NODE_PODS", nvidia.com/mig-3g.40gb: "4", nvidia.com/gpu.shared: "8"}
 NODES
+# A node whose GPUs are handed out through Dynamic Resource Allocation (resource.k8s.io/v1, GA and on by
+# default in Kubernetes 1.37: the apiserver serves it, the scheduler's DynamicResources plugin allocates,
+# the controller-manager's resourceclaim controller makes claims of templates; nothing to turn on), as
+# NVIDIA's DRA driver publishes it (NVIDIA/k8s-dra-driver-gpu v0.4.0): its chart's DeviceClass
+# (deployments/helm/dra-driver-nvidia-gpu/templates/deviceclass-gpu.yaml), and the ResourceSlice its
+# kubelet plugin writes for the node (pool = the node's name, the name the slice controller generates,
+# k8s.io/dynamic-resource-allocation v0.37.2 resourceslice/resourceslicecontroller.go:924-930): four
+# whole H100s gpu-<minor> with their attributes and memory capacity as cmd/gpu-kubelet-plugin/
+# deviceinfo.go:106-108, 152-205 and partitions.go:34-44 name them (values as NVML and go-nvlib give them:
+# name, "Hopper", "Nvidia"). The node has no nvidia.com/gpu of a device plugin, is labelled as node
+# feature discovery labels an NVIDIA node (the chart's kubelet plugin affinity, values.yaml:288-300) and
+# tainted as the sliced nodes are.
+{
+  cat <<NODE
+apiVersion: v1
+kind: Node
+metadata:
+  name: kwok-dra-0
+  annotations: {node.alpha.kubernetes.io/ttl: "0", kwok.x-k8s.io/node: fake}
+  labels: {kubernetes.io/arch: amd64, kubernetes.io/os: linux, kubernetes.io/hostname: kwok-dra-0, type: kwok,
+    feature.node.kubernetes.io/pci-10de.present: "true"}
+spec:
+  taints: [{key: ray-service.local/sliced, value: "true", effect: NoSchedule}]
+status:
+  allocatable: {cpu: "$NODE_CPU", memory: $NODE_MEMORY, pods: "$NODE_PODS"}
+  capacity: {cpu: "$NODE_CPU", memory: $NODE_MEMORY, pods: "$NODE_PODS"}
+---
+apiVersion: resource.k8s.io/v1
+kind: DeviceClass
+metadata:
+  name: gpu.nvidia.com
+spec:
+  selectors:
+  - cel:
+      expression: "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'"
+  extendedResourceName: nvidia.com/gpu
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceSlice
+metadata:
+  name: 0-gpu.nvidia.com-kwok-dra-0-stack
+spec:
+  driver: gpu.nvidia.com
+  nodeName: kwok-dra-0
+  pool: {name: kwok-dra-0, generation: 1, resourceSliceCount: 1}
+  devices:
+NODE
+  for i in 0 1 2 3; do cat <<DEV
+  - name: gpu-$i
+    attributes:
+      type: {string: gpu}
+      uuid: {string: GPU-00000000-0000-0000-0000-00000000000$i}
+      productName: {string: NVIDIA H100 80GB HBM3}
+      brand: {string: Nvidia}
+      architecture: {string: Hopper}
+      cudaComputeCapability: {version: 9.0.0}
+      driverVersion: {version: 580.95.5}
+      cudaDriverVersion: {version: 13.0.0}
+      resource.kubernetes.io/pciBusID: {string: "0000:1$i:00.0"}
+    capacity:
+      memory: {value: 80Gi}
+DEV
+  done
+} | kubectl apply -f - >>"$STATE/logs/apply.log"
 wait_for kwok 60 kubectl wait --for=condition=Ready --timeout=1s node --all
 wait_for kwok 30 curl -sfk "https://127.0.0.1:$KWOK_PORT/healthz"
 

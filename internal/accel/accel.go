@@ -240,9 +240,16 @@ func a30Profile(g, mem int) bool {
 // Held is what is held of one resource of one model: its raw count, and the devices it is worth.
 type Held struct {
 	Kind Kind `json:"kind" enums:"gpu,npu"`
-	// Resource is the extended resource's name (nvidia.com/mig-3g.40gb, huawei.com/Ascend910-4c).
+	// Resource is the extended resource's name (nvidia.com/mig-3g.40gb, huawei.com/Ascend910-4c), or for
+	// devices allocated through Dynamic Resource Allocation "dra:" and the device class the claim's
+	// request names (dra:gpu.nvidia.com, dra:mig.nvidia.com): a pod's claims as allocated, each device
+	// valued on the driver's ResourceSlice (a whole GPU 1, a MIG device its profile's compute slices over
+	// its GPU's; a claim shared by several pods split among them); a template's claim templates as they
+	// ask (exactly.count devices of the class), before allocation. Devices of drivers other than NVIDIA's
+	// gpu.nvidia.com, and requests for all the devices of a class, are not counted.
 	Resource string `json:"resource" example:"huawei.com/Ascend910-4c"`
-	// Model is the device family or product, where the name or the node says it.
+	// Model is the device family or product, where the name or the node says it; for a device allocated
+	// through DRA the productName its ResourceSlice gives ("NVIDIA H100 80GB HBM3").
 	Model string `json:"model,omitempty" example:"Ascend910"`
 	// Count is the raw count: units of the resource, as the pods request them.
 	Count float64 `json:"count" example:"8"`
@@ -399,4 +406,65 @@ func uniformOf(nodes map[string]Node) Node {
 	// A template counts a soft share only where every NPU node shares its chips.
 	u.NPUSoftShare = npuNodes > 0 && sharing == npuNodes
 	return u
+}
+
+// DRAPrefix names what Dynamic Resource Allocation (resource.k8s.io/v1) allocates: a device allocated
+// to a claim is held as the resource DRAPrefix + the device class its request names ("dra:gpu.nvidia.com"): the class is what a
+// claim asks for, and what quotas count (requests.deviceclass.resource.kubernetes.io/<class>).
+const DRAPrefix = "dra:"
+
+// NVIDIA's DRA driver (NVIDIA/k8s-dra-driver-gpu v0.4.0): its name (cmd/gpu-kubelet-plugin/main.go:42),
+// its devices' attributes (cmd/gpu-kubelet-plugin/deviceinfo.go:152-205 for a whole GPU, mig.go:139-168
+// for a MIG device) and the classes its chart installs (deployments/helm/dra-driver-nvidia-gpu/templates/
+// deviceclass-gpu.yaml, deviceclass-mig.yaml, deviceclass-vfio.yaml).
+const (
+	NVIDIADRADriver = "gpu.nvidia.com"
+	// DRATypeAttr is "gpu", "mig" or "vfio"; DRAProductAttr the GPU's NVML name ("NVIDIA H100 80GB HBM3",
+	// a MIG device's parent's); DRAProfileAttr a MIG device's profile ("3g.40gb").
+	DRATypeAttr    = "type"
+	DRAProductAttr = "productName"
+	DRAProfileAttr = "profile"
+)
+
+// DRADevice is what the service reads of a device a ResourceSlice offers: its driver's attributes type,
+// productName and profile.
+type DRADevice struct {
+	Type, Product, Profile string
+}
+
+// migProfile is a MIG profile as NVIDIA's DRA driver writes it: <g>g.<memory>gb[+me…].
+var migProfile = regexp.MustCompile(`^(\d+)g\.(\d+)gb`)
+
+// DRADeviceUnit says what one allocated device of a driver is: a whole GPU (type gpu or vfio) 1, a MIG
+// device its profile's compute slices over its GPU's. ok is false for a device of another driver, or of a
+// type the driver does not document.
+func DRADeviceUnit(driver string, d DRADevice) (u Unit, ok bool) {
+	if driver != NVIDIADRADriver {
+		return Unit{}, false
+	}
+	switch d.Type {
+	case "gpu", "vfio":
+		return Unit{Kind: GPU, Model: d.Product, Share: 1, Exact: true}, true
+	case "mig":
+		u = Unit{Kind: GPU, Model: d.Product, Share: 1.0 / 7}
+		if m := migProfile.FindStringSubmatch(d.Profile); m != nil {
+			u.Share, u.Exact = migShare(m[1], m[2], d.Product)
+		}
+		return u, true
+	}
+	return Unit{}, false
+}
+
+// DRAClassUnit says what one device of a device class is, for a claim not allocated yet: the classes
+// NVIDIA's DRA driver installs. A whole GPU's is exact; a MIG device's (of a profile the class does not
+// say) is taken as the smallest profile of a 7-slice GPU, estimated. ok is false for another class,
+// which the service cannot tell the devices of before they are allocated.
+func DRAClassUnit(class string) (u Unit, ok bool) {
+	switch class {
+	case "gpu.nvidia.com", "vfio.gpu.nvidia.com":
+		return Unit{Kind: GPU, Share: 1, Exact: true}, true
+	case "mig.nvidia.com":
+		return Unit{Kind: GPU, Share: 1.0 / 7}, true
+	}
+	return Unit{}, false
 }

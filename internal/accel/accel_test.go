@@ -123,3 +123,27 @@ func TestCatalogSoftShare(t *testing.T) {
 	assert.True(t, c.Of("a").NPUSoftShare)
 	assert.False(t, c.Of("b").NPUSoftShare)
 }
+
+func TestDRAUnits(t *testing.T) {
+	u, ok := DRADeviceUnit("gpu.nvidia.com", DRADevice{Type: "gpu", Product: "NVIDIA H100 80GB HBM3"})
+	assert.True(t, ok)
+	assert.Equal(t, Unit{Kind: GPU, Model: "NVIDIA H100 80GB HBM3", Share: 1, Exact: true}, u)
+	u, ok = DRADeviceUnit("gpu.nvidia.com", DRADevice{Type: "mig", Product: "NVIDIA A30", Profile: "2g.12gb"})
+	assert.True(t, ok)
+	assert.InDelta(t, 0.5, u.Share, 1e-9, "an A30 has 4 compute slices")
+	assert.True(t, u.Exact)
+	u, _ = DRADeviceUnit("gpu.nvidia.com", DRADevice{Type: "mig", Product: "NVIDIA H100 80GB HBM3", Profile: "1g.10gb+me"})
+	assert.InDelta(t, 1.0/7, u.Share, 1e-9)
+	u, _ = DRADeviceUnit("gpu.nvidia.com", DRADevice{Type: "mig"})
+	assert.False(t, u.Exact, "no profile: estimated")
+	_, ok = DRADeviceUnit("gpu.nvidia.com", DRADevice{Type: "channel"})
+	assert.False(t, ok)
+	_, ok = DRADeviceUnit("gpu.example.com", DRADevice{Type: "gpu"})
+	assert.False(t, ok)
+	u, ok = DRAClassUnit("gpu.nvidia.com")
+	assert.True(t, ok && u.Exact && u.Share == 1)
+	u, ok = DRAClassUnit("mig.nvidia.com")
+	assert.True(t, ok && !u.Exact)
+	_, ok = DRAClassUnit("compute-domain-default-channel.nvidia.com")
+	assert.False(t, ok)
+}

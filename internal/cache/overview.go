@@ -67,6 +67,9 @@ func (s *Store) allocate(scope auth.Scope, cluster string) Allocation {
 		}
 		_, soft := p.Annotations[accel.SoftShareAnnotation]
 		a.Add(ray.PodRequestsOn(p.Spec, s.kinds.Devices().Of(p.Spec.NodeName), soft), 1)
+		if held := s.podClaims(p); len(held) > 0 {
+			a.Add(ray.HeldResources(held), 1)
+		}
 		it, ok := s.clusterItem(p.Namespace, p.Labels[ray.RayClusterLabel])
 		if !ok {
 			continue

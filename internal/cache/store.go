@@ -58,6 +58,8 @@ type Store struct {
 	// groups are the queue managers' groups (Volcano's PodGroups, Kueue's Workloads), once discovery
 	// finds their CRD.
 	groups *queueGroups
+	// dra follows the claims, claim templates and slices of Dynamic Resource Allocation (dra.go).
+	dra *dra
 	// declared is the last OpenAPI document read for the fields the CRDs declare (CheckDeclared).
 	declared declaredCheck
 	// idle is what the idle detection last found idle, by Ray cluster, guarded by mu.
@@ -227,6 +229,9 @@ func NewStore(dyn dynamic.Interface, core kubernetes.Interface, kinds *ray.Kinds
 	if err != nil {
 		return nil, err
 	}
+	if s.dra, err = s.newDRA(core, resync); err != nil {
+		return nil, err
+	}
 	s.start = []func(<-chan struct{}){nodes, df.Start, pf.Start, tf.Start, func(stop <-chan struct{}) { go warnings.Run(stop) }}
 	return s, nil
 }
@@ -265,6 +270,9 @@ func (s *Store) Start(ctx context.Context) {
 	s.mu.Unlock()
 	for _, f := range s.start {
 		f(ctx.Done())
+	}
+	if s.dra.installed.Load() && s.dra.started.CompareAndSwap(false, true) {
+		s.dra.run(ctx.Done())
 	}
 	for _, o := range s.optional {
 		if o.installed.Load() {
@@ -393,6 +401,7 @@ func (s *Store) putInstanceLocked(k *ray.Kind, e *Entry) bool {
 	sum := s.withRunsLocked(k, s.withPods(k, &e.item.Summary))
 	sum = k.WithScheduling(sum, s.schedulingLocked(k, sum))
 	sum = s.withDevices(sum)
+	sum = s.withClaims(sum)
 	if sum = ray.WithIdle(sum, s.idleLocked(k, sum)); sum != &e.item.Summary {
 		item = newItem(*sum, e.item.Labels)
 		item.IdleStopAfter, item.UID, item.MadeBy, item.Makes = e.item.IdleStopAfter, e.item.UID, e.item.MadeBy, e.item.Makes
@@ -649,6 +658,7 @@ func (s *Store) complete(k *ray.Kind, base *ray.Summary) *ray.Summary {
 	defer s.mu.RUnlock()
 	sum = s.withRunsLocked(k, sum)
 	sum = k.WithScheduling(sum, s.schedulingLocked(k, sum))
+	sum = s.withClaims(sum)
 	return ray.WithIdle(sum, s.idleLocked(k, sum))
 }
 
@@ -737,6 +747,7 @@ func (s *Store) CheckInstalled(disc discovery.DiscoveryInterface) (map[*ray.Kind
 		have[r.Name] = true
 	}
 	s.checkGroups(disc)
+	s.checkDRA(disc)
 	changed := map[*ray.Kind]bool{}
 	for _, k := range s.kinds.All() {
 		if o := s.optional[k]; o != nil {

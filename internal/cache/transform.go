@@ -87,7 +87,7 @@ func trimPod(obj any) (any, error) {
 			OwnerReferences: p.OwnerReferences, Annotations: softShareOf(p.Annotations),
 		},
 		Spec: corev1.PodSpec{
-			NodeName: p.Spec.NodeName, Overhead: p.Spec.Overhead,
+			NodeName: p.Spec.NodeName, Overhead: p.Spec.Overhead, ResourceClaims: p.Spec.ResourceClaims,
 			Containers: trimContainers(p.Spec.Containers), InitContainers: trimContainers(p.Spec.InitContainers),
 		},
 		Status: p.Status,

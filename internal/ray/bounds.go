@@ -29,6 +29,8 @@ const (
 	MaxMessageBytes = 1024
 	// MaxWorkerGroups is how many worker groups a summary lists (Requested still counts them all).
 	MaxWorkerGroups = 64
+	// MaxPodClaims is how many resource claims of a pod template a summary counts.
+	MaxPodClaims = 32
 	// MaxRayResources is how many Ray logical resources a head or a worker group lists.
 	MaxRayResources = 16
 	// MaxProblems is how many problems a summary keeps (the first ones: the object's own, then its

@@ -76,7 +76,25 @@ type Resources struct {
 	// 1/8).
 	NPU float64 `json:"npu" example:"1"`
 	// Accelerators are the raw counts per accelerator resource and model, with what each is worth.
+	// Devices allocated through Dynamic Resource Allocation are held as "dra:<device class>" (see
+	// accel.DRAPrefix): a pod's claims as allocated (Model the device's productName), a template's as its
+	// claim templates ask (exactly.count devices of the class, Model empty).
 	Accelerators accel.Holdings `json:"accelerators,omitempty"`
+	// claims are the claims one pod of a group's template names, and its pods (WithClaims counts them).
+	claims *podClaims
+}
+
+// podClaims are the resource claims of a pod template and how many pods it makes.
+type podClaims struct {
+	list []corev1.PodResourceClaim
+	pods int64
+}
+
+func claimsOf(pod corev1.PodSpec, pods int64) *podClaims {
+	if len(pod.ResourceClaims) == 0 {
+		return nil
+	}
+	return &podClaims{list: pod.ResourceClaims, pods: pods}
 }
 
 // Add adds n times r2 to r.
@@ -322,6 +340,7 @@ func summarizeClusterSpec(spec map[string]any, s *Summary, node accel.Node) {
 	if head, ok := nestedMap(spec, "headGroupSpec", "template"); ok {
 		pod := podSpecOf(head)
 		s.Head.Resources = PodRequestsOn(pod, node, softShared(head))
+		s.Head.Resources.claims = claimsOf(pod, 1)
 		params, _ := nestedMap(spec, "headGroupSpec", "rayStartParams")
 		s.Head.RayResources = LogicalResources(params, pod)
 		if len(pod.Containers) > 0 {
@@ -357,6 +376,7 @@ func summarizeClusterSpec(spec map[string]any, s *Summary, node accel.Node) {
 		if tmpl, ok := nestedMap(gm, "template"); ok {
 			pod := podSpecOf(tmpl)
 			wg.Resources = PodRequestsOn(pod, node, softShared(tmpl))
+			wg.Resources.claims = claimsOf(pod, replicas*numHosts)
 			params, _ := nestedMap(gm, "rayStartParams")
 			wg.RayResources = LogicalResources(params, pod)
 		}
@@ -441,7 +461,33 @@ func podSpecOf(template map[string]any) corev1.PodSpec {
 	pod.Containers = containersOf(spec["containers"])
 	pod.InitContainers = containersOf(spec["initContainers"])
 	pod.Overhead = resourceListOf(spec["overhead"])
+	pod.ResourceClaims = podClaimsOf(spec["resourceClaims"])
 	return pod
+}
+
+// podClaimsOf reads a pod template's resourceClaims (name, resourceClaimName | resourceClaimTemplateName),
+// at most MaxPodClaims of them.
+func podClaimsOf(v any) []corev1.PodResourceClaim {
+	list, _ := v.([]any)
+	var out []corev1.PodResourceClaim
+	for _, x := range list {
+		m, ok := x.(map[string]any)
+		if !ok || len(out) == MaxPodClaims {
+			continue
+		}
+		var pc corev1.PodResourceClaim
+		pc.Name, _ = m["name"].(string)
+		if n, ok := m["resourceClaimName"].(string); ok && n != "" {
+			pc.ResourceClaimName = &n
+		}
+		if n, ok := m["resourceClaimTemplateName"].(string); ok && n != "" {
+			pc.ResourceClaimTemplateName = &n
+		}
+		if pc.ResourceClaimName != nil || pc.ResourceClaimTemplateName != nil {
+			out = append(out, pc)
+		}
+	}
+	return out
 }
 
 func containersOf(v any) []corev1.Container {

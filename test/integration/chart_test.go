@@ -322,7 +322,7 @@ func TestHelmChart(t *testing.T) {
 		var wg sync.WaitGroup
 		launch := func(what, sa string, r roles) {
 			kubeconfig := grant(t, ns, sa, r.leaseOf("ray-service-"+sa+".log"))
-			// 28 instances start at once, beside other tests: the reference gets time to be ready under load,
+			// 38 instances start at once, beside other tests: the reference gets time to be ready under load,
 			// and a variant enough not to count as never ready merely for being slow.
 			within := 30 * time.Second
 			if what == "" {
@@ -519,6 +519,8 @@ func TestHelmChart(t *testing.T) {
 				return "the RayCronJobs"
 			case !tenantSees(svc, bound[step]):
 				return "the tenant's RayCluster"
+			case draProbeLacks(t, svc.url, probe, step) != "":
+				return draProbeLacks(t, svc.url, probe, step)
 			case get(nsPath(probe, "rayservices")+"?type=instance").Total != step:
 				return "the RayServices"
 			case get(nsPath(probe, "rayservices")+"?type=template").Total != step:
@@ -539,7 +541,7 @@ func TestHelmChart(t *testing.T) {
 			case step > 1 && !told(svc, step):
 				return "the notification of the RayJob that ended"
 			case !showsQuota(svc):
-				// Last: asked only once the rest holds (28 instances polled every 100 ms).
+				// Last: asked only once the rest holds (38 instances polled every 100 ms).
 				return "the quota"
 			}
 			return ""
@@ -630,11 +632,17 @@ func TestHelmChart(t *testing.T) {
 			slicedBody, err := json.Marshal(sliced.Object)
 			require.NoError(t, err)
 			require.Equal(t, 201, call(t, "POST", nsPath(probe, "rayclusters")+"?start=false", admin, "application/json", slicedBody).Status)
+			draProbe(t, probe, step)
 			require.Equal(t, 201, call(t, "POST", nsPath(probe, "rayservices")+"?start=false", admin, "application/yaml", mustRename(t, "rayservice-minimal.yaml", "tpl"+suffix)).Status)
 			if missing := lacking(90*time.Second, func() string { return lacks(reference, step) }); missing != "" {
 				// What the reference logged of its write and of the audit trail.
 				t.Logf("the reference's log of request %s and of the audit trail:\n%s", writes[reference],
 					logMentioning(t, reference, writes[reference], "audit"))
+				for _, v := range variants {
+					if v.svc != nil && v.what != "" && !lagging[v.what] {
+						t.Logf("without %s: kept up so far (it lacks %q)", v.what, lacks(v.svc, step))
+					}
+				}
 				t.Fatalf("timed out after 90s waiting for the reference service to see round %d: still without %s", step, missing)
 			}
 			deadline := time.Now().Add(time.Second)
@@ -658,7 +666,7 @@ func TestHelmChart(t *testing.T) {
 			check.Wait()
 			time.Sleep(2 * time.Second)
 		}
-		assert.Len(t, variants, 32) // list and watch of both podgroups, of workloads and of nodes too, list resourcequotas, create subjectaccessreviews
+		assert.Len(t, variants, 38) // list and watch of both podgroups, of workloads, of nodes and of DRA's claims, templates and slices too, list resourcequotas, create subjectaccessreviews
 		for _, v := range variants {
 			switch {
 			case v.what == "":

@@ -1,0 +1,45 @@
+package ray
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	corev1 "k8s.io/api/core/v1"
+
+	"ray-service/internal/accel"
+)
+
+// A template's claim templates count for every pod the template makes; a claim of its own name, which
+// every pod naming it shares, once.
+func TestWithClaims(t *testing.T) {
+	spec := map[string]any{
+		"headGroupSpec": map[string]any{"template": map[string]any{"spec": map[string]any{
+			"resourceClaims": []any{map[string]any{"name": "shared", "resourceClaimName": "team-gpus"}}}}},
+		"workerGroupSpecs": []any{map[string]any{"groupName": "w", "replicas": int64(2), "numOfHosts": int64(2),
+			"template": map[string]any{"spec": map[string]any{"resourceClaims": []any{
+				map[string]any{"name": "own", "resourceClaimTemplateName": "one"},
+				map[string]any{"name": "shared", "resourceClaimName": "team-gpus"},
+				map[string]any{"name": "none"}}}}}},
+	}
+	var s Summary
+	s.Namespace = "team"
+	summarizeClusterSpec(spec, &s, accel.Node{})
+	count := func(ns string, c corev1.PodResourceClaim) (accel.Holdings, bool) {
+		var h accel.Holdings
+		u, _ := accel.DRAClassUnit("gpu.nvidia.com")
+		assert.Equal(t, "team", ns)
+		if c.ResourceClaimTemplateName != nil {
+			h.Add("dra:gpu.nvidia.com", u, 1)
+			return h, false
+		}
+		h.Add("dra:gpu.nvidia.com", u, 2)
+		return h, true
+	}
+	got := WithClaims(&s, count)
+	assert.InDelta(t, 2+4*1, got.Requested.GPU, 1e-9, "the shared claim's 2 GPUs once, the template's 1 for each of 4 pods")
+	assert.InDelta(t, 3, got.WorkerGroups[0].Resources.GPU, 1e-9, "one worker holds its own and the shared")
+	assert.InDelta(t, 2, got.Head.Resources.GPU, 1e-9)
+	assert.Zero(t, s.Requested.GPU, "the base is not changed")
+	var plain Summary
+	assert.Same(t, &plain, WithClaims(&plain, count), "no claims: the summary itself")
+}
