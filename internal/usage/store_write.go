@@ -508,7 +508,7 @@ var putMarks = upsert{head: `INSERT INTO usage_objects (uid, kind, namespace, na
 		cpu = excluded.cpu, memory_bytes = excluded.memory_bytes, gpu = excluded.gpu, npu = excluded.npu,
 		since = excluded.since, gone = excluded.gone, ` + mergeDays + `, ` + addTotals("excluded."),
 	columns: 16 + len(totalColumns), types: append([]string{"text", "text", "text", "text", "text", "text", "integer", "integer", "double precision", "bigint",
-		"bigint", "bigint", "bigint", "integer", "bigint", "bigint"}, totalTypes...)}
+		"double precision", "double precision", "bigint", "integer", "bigint", "bigint"}, totalTypes...)}
 
 // mergeDays widens an object's first and last day to take in those of the row proposed.
 const mergeDays = `first_day = CASE WHEN excluded.first_day IS NULL THEN usage_objects.first_day
