@@ -276,6 +276,14 @@ func (h *Holdings) AddAll(o Holdings, n float64) {
 	}
 }
 
+// MaxHeld bounds the holdings kept apart: anyone who writes a pod template may name any number of
+// resources the patterns accept; those past the bound are summed in one holding of their kind named
+// OtherResource.
+const MaxHeld = 32
+
+// OtherResource names the holding that sums, per kind, the resources past MaxHeld.
+const OtherResource = "other"
+
 func (h *Holdings) merge(x Held) {
 	for i := range *h {
 		if y := &(*h)[i]; y.Kind == x.Kind && y.Resource == x.Resource && y.Model == x.Model {
@@ -284,6 +292,11 @@ func (h *Holdings) merge(x Held) {
 			y.Estimated = y.Estimated || x.Estimated
 			return
 		}
+	}
+	if len(*h) >= MaxHeld && x.Resource != OtherResource {
+		x.Resource, x.Model = OtherResource, ""
+		h.merge(x)
+		return
 	}
 	at := len(*h)
 	for i, y := range *h {
@@ -467,4 +480,28 @@ func DRAClassUnit(class string) (u Unit, ok bool) {
 		return Unit{Kind: GPU, Share: 1.0 / 7}, true
 	}
 	return Unit{}, false
+}
+
+// Max is, per resource and model, the larger of h's and o's holdings: what a pod holds of its app
+// containers and of an init container (run before them), as the scheduler counts each resource.
+func (h Holdings) Max(o Holdings) Holdings {
+	var out Holdings
+	for _, x := range h {
+		out.merge(x)
+	}
+	for _, x := range o {
+		found := false
+		for i := range out {
+			if y := &out[i]; y.Kind == x.Kind && y.Resource == x.Resource && y.Model == x.Model {
+				found = true
+				if x.Devices > y.Devices {
+					*y = x
+				}
+			}
+		}
+		if !found {
+			out.merge(x)
+		}
+	}
+	return out
 }

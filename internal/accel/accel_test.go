@@ -1,6 +1,7 @@
 package accel
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -146,4 +147,23 @@ func TestDRAUnits(t *testing.T) {
 	assert.True(t, ok && !u.Exact)
 	_, ok = DRAClassUnit("compute-domain-default-channel.nvidia.com")
 	assert.False(t, ok)
+}
+
+// Past MaxHeld resources, what is held is summed in one holding of its kind: nothing is lost, nothing
+// grows without bound.
+func TestHoldingsBounded(t *testing.T) {
+	var h Holdings
+	u := Unit{Kind: GPU, Share: 0.5, Exact: true}
+	for i := range 100 {
+		h.Add(fmt.Sprintf("nvidia.com/mig-1g.%dgb", i+1), u, 2)
+	}
+	assert.LessOrEqual(t, len(h), MaxHeld+1)
+	assert.InDelta(t, 100.0, h.Devices(GPU), 1e-9)
+	other := 0.0
+	for _, x := range h {
+		if x.Resource == OtherResource {
+			other = x.Count
+		}
+	}
+	assert.InDelta(t, 2*float64(100-MaxHeld), other, 1e-9)
 }

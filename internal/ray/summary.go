@@ -584,6 +584,9 @@ func containerRequests(c corev1.Container, node accel.Node, softShare bool) Reso
 func fromList(list corev1.ResourceList, node accel.Node, softShare bool) Resources {
 	var r Resources
 	for name, q := range list {
+		if q.Sign() <= 0 {
+			continue // a template may say a negative request (the CRD takes it); it holds nothing
+		}
 		switch name {
 		case corev1.ResourceCPU:
 			r.CPU += float64(q.MilliValue()) / 1000
@@ -606,10 +609,11 @@ func maxResources(a, b Resources) Resources {
 	if b.MemoryBytes > a.MemoryBytes {
 		a.MemoryBytes = b.MemoryBytes
 	}
-	// Init containers run one after another, before the app's: the larger of the accelerators held
-	// at once, taken whole.
-	if b.GPU+b.NPU > a.GPU+a.NPU {
-		a.GPU, a.NPU, a.Accelerators = b.GPU, b.NPU, b.Accelerators
+	// Init containers run one after another, before the app's: per resource, the larger of the two,
+	// as the scheduler counts them.
+	if len(b.Accelerators) > 0 {
+		a.Accelerators = a.Accelerators.Max(b.Accelerators)
+		a.GPU, a.NPU = a.Accelerators.Devices(accel.GPU), a.Accelerators.Devices(accel.NPU)
 	}
 	return a
 }
