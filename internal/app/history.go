@@ -90,7 +90,7 @@ func startUtilization(ctx context.Context, p *parts, db *sqldb.DB, own ownClient
 	if err != nil {
 		return nil, nil, fmt.Errorf("opening the utilization's figures: %w", err)
 	}
-	a := &usage.Accountant{Store: figures, Kinds: p.kinds, Serves: p.store.Serves, Dynamic: own.dynamic, Log: p.log, Signer: p.templates,
+	a := &usage.Accountant{Store: figures, Kinds: p.kinds, Serves: p.store.Serves, Dynamic: own.dynamic, Log: p.log, Signer: p.templates, Value: p.store.Valued,
 		Settings: usage.Settings{CreditEvery: cfg.UsageCreditEvery, Use: use, MeasureEvery: cfg.UsageMeasureEvery,
 			MeasureStep: cfg.UsageMeasureStep, Retention: cfg.UsageRetention}}
 	a.Start(ctx)

@@ -14,11 +14,13 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	discoveryfake "k8s.io/client-go/discovery/fake"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
 
+	"ray-service/internal/accel"
 	"ray-service/internal/auth"
 	"ray-service/internal/ray"
 	"ray-service/internal/ray/raytest"
@@ -36,6 +38,14 @@ func (o *lastGPU) Observe(_ *ray.Kind, u *unstructured.Unstructured, s *ray.Summ
 	o.gpu[u.GetName()] = s.Requested.GPU
 }
 func (o *lastGPU) Gone(*ray.Kind, *Entry, []corev1.Pod) {}
+
+// Requested takes the GPUs of the requests the store publishes anew; the test's objects are named by
+// their UIDs.
+func (o *lastGPU) Requested(uid types.UID, r ray.Resources) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.gpu[string(uid)] = r.GPU
+}
 func (o *lastGPU) of(name string) (float64, bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -76,35 +86,56 @@ func TestAttackDRAGPUsNotBilled(t *testing.T) {
 	ob := &lastGPU{gpu: map[string]float64{}}
 	kinds, dyn, core, store := draStore(t, ob)
 	ctx := t.Context()
-	_, err := core.ResourceV1().ResourceClaimTemplates("team").Create(ctx, &resourcev1.ResourceClaimTemplate{ObjectMeta: metav1.ObjectMeta{Name: "eight"},
-		Spec: resourcev1.ResourceClaimTemplateSpec{Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{
-			{Name: "r", Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: "gpu.nvidia.com", AllocationMode: resourcev1.DeviceAllocationModeExactCount, Count: 8}}}}}}},
-		metav1.CreateOptions{})
-	require.NoError(t, err)
-	require.Eventually(t, func() bool { return store.claimTemplate("team", "eight") != nil }, 5*time.Second, 10*time.Millisecond)
-	u := raytest.Manifest(t, kinds.Cluster().Kind, kinds.Cluster().ClusterSpecPath, "demo", map[string]any{"state": "ready"})
-	groups, _, _ := unstructured.NestedSlice(u.Object, "spec", "workerGroupSpecs")
-	g := groups[0].(map[string]any)
-	require.NoError(t, unstructured.SetNestedSlice(g, []any{map[string]any{"name": "gpus", "resourceClaimTemplateName": "eight"}}, "template", "spec", "resourceClaims"))
-	require.NoError(t, unstructured.SetNestedField(g, int64(1), "replicas"))
-	require.NoError(t, unstructured.SetNestedSlice(u.Object, groups, "spec", "workerGroupSpecs"))
-	_, err = dyn.Resource(kinds.Cluster().GVR()).Namespace("team").Create(ctx, u, metav1.CreateOptions{})
-	require.NoError(t, err)
-	published := func() float64 {
-		items := store.Items(kinds.Cluster(), Scopes{Instances: auth.AllNamespaces()})
-		if len(items) != 1 {
-			return -1
-		}
-		return items[0].Summary.Requested.GPU
+	template := func(name string) {
+		_, err := core.ResourceV1().ResourceClaimTemplates("team").Create(ctx, &resourcev1.ResourceClaimTemplate{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: resourcev1.ResourceClaimTemplateSpec{Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{
+				{Name: "r", Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: "gpu.nvidia.com", AllocationMode: resourcev1.DeviceAllocationModeExactCount, Count: 8}}}}}}},
+			metav1.CreateOptions{})
+		require.NoError(t, err)
+		require.Eventually(t, func() bool { return store.claimTemplate("team", name) != nil }, 5*time.Second, 10*time.Millisecond)
 	}
-	require.Eventually(t, func() bool { return published() >= 8 }, 5*time.Second, 10*time.Millisecond, "the published summary counts 8 GPUs")
+	cluster := func(name, claimTemplate string) {
+		u := raytest.Manifest(t, kinds.Cluster().Kind, kinds.Cluster().ClusterSpecPath, name, map[string]any{"state": "ready"})
+		u.SetUID(types.UID(name))
+		groups, _, _ := unstructured.NestedSlice(u.Object, "spec", "workerGroupSpecs")
+		g := groups[0].(map[string]any)
+		require.NoError(t, unstructured.SetNestedSlice(g, []any{map[string]any{"name": "gpus", "resourceClaimTemplateName": claimTemplate}}, "template", "spec", "resourceClaims"))
+		require.NoError(t, unstructured.SetNestedField(g, int64(1), "replicas"))
+		require.NoError(t, unstructured.SetNestedSlice(u.Object, groups, "spec", "workerGroupSpecs"))
+		_, err := dyn.Resource(kinds.Cluster().GVR()).Namespace("team").Create(ctx, u, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	published := func(name string) float64 {
+		for _, it := range store.Items(kinds.Cluster(), Scopes{Instances: auth.AllNamespaces()}) {
+			if it.Summary.Name == name {
+				return it.Summary.Requested.GPU
+			}
+		}
+		return -1
+	}
+
+	// The claim template is there first.
+	template("eight")
+	cluster("demo", "eight")
+	require.Eventually(t, func() bool { return published("demo") >= 8 }, 5*time.Second, 10*time.Millisecond, "the published summary counts 8 GPUs")
 	billed, ok := ob.of("demo")
 	require.True(t, ok)
-	assert.InDelta(t, published(), billed, 1e-9, "the utilization is told of the GPUs the published summary counts, its claims' included")
+	assert.InDelta(t, published("demo"), billed, 1e-9, "the utilization is told of the GPUs the published summary counts, its claims' included")
+
+	// The claim template comes after the cluster: the utilization is told of its GPUs when it does.
+	cluster("later", "late")
+	require.Eventually(t, func() bool { return published("later") >= 0 }, 5*time.Second, 10*time.Millisecond)
+	first := published("later")
+	template("late")
+	require.Eventually(t, func() bool { return published("later") == first+8 }, 5*time.Second, 10*time.Millisecond, "the published summary counts the template's 8 GPUs")
+	require.Eventually(t, func() bool { g, _ := ob.of("later"); return g == first+8 }, 5*time.Second, 10*time.Millisecond,
+		"the utilization is told of the template's GPUs")
 }
 
 // Attack: a claim of 8 GPUs shared by one Ray pod and 7 idle pods that are no Ray pods (no GPU of their
-// own): the Ray pod, which uses all 8, is counted 1/8 of them in the overview.
+// own): the Ray pod, which uses all 8, is counted 1/8 of them in the overview. (Consumers of one claim
+// are in one namespace; the test's pods share a UID, which the cache reads only to tell a consumer is
+// the pod of its name.)
 func TestAttackSharedClaimDilutedByNonRayPods(t *testing.T) {
 	_, _, core, store := draStore(t, nil)
 	ctx := t.Context()
@@ -129,10 +160,21 @@ func TestAttackSharedClaimDilutedByNonRayPods(t *testing.T) {
 		metav1.CreateOptions{})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return store.claim("team", "shared") != nil }, 5*time.Second, 10*time.Millisecond)
-	pod := raytest.Pod("demo-w", "demo", ray.NodeTypeWorker, "small", true)
+	pod := raytest.Pod("p0", "demo", ray.NodeTypeWorker, "small", true)
+	pod.UID = "u"
 	pod.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpus", ResourceClaimName: new("shared")}}
 	_, err = core.CoreV1().Pods("team").Create(ctx, pod, metav1.CreateOptions{})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return store.Allocated(auth.AllNamespaces(), "").GPU > 0 }, 5*time.Second, 10*time.Millisecond)
 	assert.InDelta(t, 8.0, store.Allocated(auth.AllNamespaces(), "").GPU, 1e-9, "the only Ray pod of the claim holds its 8 GPUs")
+
+	// A second Ray pod among the consumers shares it: each holds half, and Ray holds the 8 still.
+	other := raytest.Pod("p1", "demo", ray.NodeTypeWorker, "small", true)
+	other.UID = "u"
+	other.Spec.ResourceClaims = pod.Spec.ResourceClaims
+	_, err = core.CoreV1().Pods("team").Create(ctx, other, metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return len(store.podsIn(auth.AllNamespaces(), nil)) == 2 }, 5*time.Second, 10*time.Millisecond)
+	assert.InDelta(t, 4.0, store.podClaims(pod).Devices(accel.GPU), 1e-9, "one of two Ray pods sharing the claim holds half")
+	assert.InDelta(t, 8.0, store.Allocated(auth.AllNamespaces(), "").GPU, 1e-9, "two Ray pods sharing the claim hold its 8 GPUs")
 }

@@ -171,7 +171,7 @@ func (s *Store) templateClaim(ns string, c corev1.PodResourceClaim) (accel.Holdi
 		return nil, false
 	}
 	if claim := s.claim(ns, *c.ResourceClaimName); claim != nil {
-		return s.claimHeld(claim, false), true
+		return s.claimHeld(claim, nil), true
 	}
 	return nil, true
 }
@@ -205,21 +205,21 @@ func (s *Store) podClaims(p *corev1.Pod) accel.Holdings {
 			continue
 		}
 		if claim := s.claim(p.Namespace, *name); claim != nil {
-			held.AddAll(s.claimHeld(claim, true), 1)
+			held.AddAll(s.claimHeld(claim, p), 1)
 		}
 	}
 	return held
 }
 
 // claimHeld is what a claim holds: its allocated devices, valued on their slices, or what it asks
-// while not allocated; perConsumer: for one of the consumers it is reserved for.
-func (s *Store) claimHeld(c *resourcev1.ResourceClaim, perConsumer bool) accel.Holdings {
+// while not allocated; for pod (nil: whole), the pod's share of it.
+func (s *Store) claimHeld(c *resourcev1.ResourceClaim, pod *corev1.Pod) accel.Holdings {
 	if c.Status.Allocation == nil {
 		return requestsHeld(c.Spec.Devices.Requests)
 	}
 	share := 1.0
-	if n := len(c.Status.ReservedFor); perConsumer && n > 1 {
-		share = 1 / float64(n)
+	if pod != nil {
+		share = 1 / float64(s.rayConsumers(c, pod))
 	}
 	var held accel.Holdings
 	for _, r := range c.Status.Allocation.Devices.Results {
@@ -291,6 +291,28 @@ func classOf(reqs []resourcev1.DeviceRequest, request string) string {
 	return ""
 }
 
+// rayConsumers counts the Ray pods a claim is shared by: the pods it is reserved for that are Ray pods
+// the cache holds, and pod (not reserved yet while it waits). Consumers that are no Ray pods take no
+// share: a claim a Ray pod uses is counted whole to Ray, however many other pods it is reserved for
+// (they could be made only to dilute it).
+func (s *Store) rayConsumers(c *resourcev1.ResourceClaim, pod *corev1.Pod) int {
+	n, reserved := 0, false
+	for _, r := range c.Status.ReservedFor {
+		if r.UID == pod.UID && r.Name == pod.Name {
+			n, reserved = n+1, true
+			continue
+		}
+		obj, found, _ := s.pods.GetIndexer().GetByKey(c.Namespace + "/" + r.Name)
+		if p, ok := obj.(*corev1.Pod); found && ok && p.UID == r.UID {
+			n++
+		}
+	}
+	if !reserved {
+		n++
+	}
+	return n
+}
+
 func (s *Store) claim(ns, name string) *resourcev1.ResourceClaim {
 	obj, found, _ := s.dra.claims.GetIndexer().GetByKey(ns + "/" + name)
 	if !found {
@@ -342,7 +364,7 @@ func deviceOf(d resourcev1.Device) accel.DRADevice {
 }
 
 // trimClaim keeps of a claim its requests' names, classes and counts, its allocation's results and
-// its consumers (their count is read).
+// the pods it is reserved for (the apiserver keeps at most 256 consumers: ResourceClaimReservedForMaxSize).
 func trimClaim(obj any) (any, error) {
 	c, ok := obj.(*resourcev1.ResourceClaim)
 	if !ok {
@@ -357,8 +379,10 @@ func trimClaim(obj any) (any, error) {
 		}
 		t.Status.Allocation = &resourcev1.AllocationResult{Devices: resourcev1.DeviceAllocationResult{Results: results}}
 	}
-	if n := len(c.Status.ReservedFor); n > 0 {
-		t.Status.ReservedFor = make([]resourcev1.ResourceClaimConsumerReference, n)
+	for _, r := range c.Status.ReservedFor {
+		if r.APIGroup == "" && r.Resource == "pods" {
+			t.Status.ReservedFor = append(t.Status.ReservedFor, resourcev1.ResourceClaimConsumerReference{Resource: r.Resource, Name: r.Name, UID: r.UID})
+		}
 	}
 	return t, nil
 }

@@ -5,6 +5,7 @@ package cache
 
 import (
 	"context"
+	"reflect"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -14,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
@@ -83,8 +85,10 @@ type Store struct {
 	feeds  map[*ray.Kind]*feed
 	notify *notifier
 	epoch  string
-	// observer, when set (before Start), is told of every Ray object received and of every one gone.
+	// observer, when set (before Start), is told of every Ray object received and of every one gone;
+	// requests, the observer where it follows the requests published after (RequestsObserver).
 	observer Observer
+	requests RequestsObserver
 	// manifests are the whole manifests of the objects recently shown in detail.
 	manifests *manifests
 
@@ -108,8 +112,19 @@ type Observer interface {
 	Gone(k *ray.Kind, e *Entry, pods []corev1.Pod)
 }
 
+// RequestsObserver is an Observer also told of a Ray cluster's requests anew where what values them
+// changed after its version was observed: a claim made or allocated, a claim template, the nodes' word
+// on what a device is worth. It is told the requests of the summary the store publishes, with the
+// store's lock held: it must not block, nor call the store.
+type RequestsObserver interface {
+	Requested(uid types.UID, r ray.Resources)
+}
+
 // SetObserver sets the observer of Ray objects; call it before Start.
-func (s *Store) SetObserver(o Observer) { s.observer = o }
+func (s *Store) SetObserver(o Observer) {
+	s.observer = o
+	s.requests, _ = o.(RequestsObserver)
+}
 
 // Observers tells each of its observers, in order.
 type Observers []Observer
@@ -118,6 +133,15 @@ type Observers []Observer
 func (os Observers) Observe(k *ray.Kind, o *unstructured.Unstructured, s *ray.Summary) {
 	for _, ob := range os {
 		ob.Observe(k, o, s)
+	}
+}
+
+// Requested tells each observer that follows requests of a cluster's.
+func (os Observers) Requested(uid types.UID, r ray.Resources) {
+	for _, ob := range os {
+		if ro, ok := ob.(RequestsObserver); ok {
+			ro.Requested(uid, r)
+		}
 	}
 }
 
@@ -417,6 +441,9 @@ func (s *Store) putInstanceLocked(k *ray.Kind, e *Entry) bool {
 	s.countActiveLocked(k, e.Namespace, old, item)
 	s.countWaitingLocked(k, item)
 	s.runChangedLocked(k, e.Namespace, old, item)
+	if s.requests != nil && k.IsCluster && (old == nil || !reflect.DeepEqual(old.Summary.Requested, item.Summary.Requested)) {
+		s.requests.Requested(e.UID, item.Summary.Requested)
+	}
 	return true
 }
 
@@ -637,6 +664,12 @@ func (s *Store) templateEntry(obj any) (*ray.Kind, *Entry) {
 }
 
 // summarize is k's summary of o, with whether the service signed its creator.
+// Valued is a summary's requests valued on what the cache knows now: its estimated device
+// equivalents on the nodes' word, and its templates' resource claims counted. Its pods are not read.
+func (s *Store) Valued(sum *ray.Summary) *ray.Summary {
+	return s.withClaims(s.withDevices(sum))
+}
+
 func (s *Store) summarize(k *ray.Kind, o *unstructured.Unstructured) ray.Summary {
 	sum := k.Summarize(o)
 	sum.CreatorSigned = s.signer.CreatorSigned(k, o)

@@ -56,7 +56,10 @@ type Accountant struct {
 	Log     *zap.Logger
 	// Signer tells the creators the service signed (the watch cache's summaries say it too) from those
 	// anyone could have written: only those are billed (nil: none is).
-	Signer   *signing.Signer
+	Signer *signing.Signer
+	// Value values a summary's requests on what the watch cache knows now (its claims, the nodes' word
+	// on a device): what a replica catching up reads is valued as the cache publishes it. Nil: as read.
+	Value    func(*ray.Summary) *ray.Summary
 	Settings Settings
 
 	leading atomic.Bool
@@ -643,6 +646,36 @@ func (ac *Accountant) Observe(k *ray.Kind, o *unstructured.Unstructured, s *ray.
 	ac.observeLocked(k, o, s, time.Now().UTC())
 }
 
+// Requested takes a cluster's requests anew, as the watch cache values them now (cache.RequestsObserver):
+// a claim allocated after its version was observed is credited from now on.
+func (ac *Accountant) Requested(uid types.UID, r ray.Resources) {
+	if !ac.leading.Load() {
+		return
+	}
+	ac.init()
+	ac.mu.Lock()
+	defer ac.mu.Unlock()
+	ac.requestedLocked(uid, r, time.Now().UTC())
+}
+
+func (ac *Accountant) requestedLocked(uid types.UID, r ray.Resources, now time.Time) {
+	a := &ac.acct
+	m := a.marks[string(uid)]
+	if m == nil || m.Gone {
+		return
+	}
+	r.Accelerators = nil // as accountLocked takes them
+	base := m.State
+	if c, ok := a.claims[string(uid)]; ok {
+		c.base.Requests = r
+		a.claims[string(uid)] = c
+		base = c.base
+	} else {
+		base.Requests = r
+	}
+	ac.changeLocked(m, a.stateOf(string(uid), base, m), now)
+}
+
 // watchedLocked notes that the watch told of uid while this replica lists every object.
 func (ac *Accountant) watchedLocked(uid string) {
 	if ac.watched != nil && uid != "" {
@@ -737,6 +770,9 @@ func (ac *Accountant) lead(ctx context.Context) {
 // observe observes an object listed to catch up, unless the watch told of it (a change or its
 // deletion) since the listing began: its state is newer than the page's.
 func (ac *Accountant) observe(k *ray.Kind, o *unstructured.Unstructured, s *ray.Summary, now time.Time) {
+	if ac.Value != nil {
+		s = ac.Value(s)
+	}
 	ac.mu.Lock()
 	defer ac.mu.Unlock()
 	if !ac.watched[string(o.GetUID())] {

@@ -533,3 +533,47 @@ func TestBatchCreditCommitsWithoutWaitingOnSQLite(t *testing.T) {
 	require.ErrorIs(t, s.writeUnsynced(cctx, func(*sql.Tx) error { cancel(); return cctx.Err() }), context.Canceled)
 	assert.Equal(t, opened, level(s.db), "after a write cancelled")
 }
+
+// A cluster's requests valued anew after its version was observed (its claims allocated, a claim
+// template made) are credited from then on, to the maker of a cluster made too.
+func TestAccountantRequestsValuedAnew(t *testing.T) {
+	ctx := t.Context()
+	store := sqliteStore(t)
+	kinds := ray.NewKinds()
+	signer := testSigner(t)
+	r := leadingAccountant(&Accountant{Store: store, Kinds: kinds, Log: zap.NewNop(), Signer: signer})
+	k := kinds.Cluster()
+	t0 := time.Now().UTC().Truncate(time.Minute).Add(-time.Hour)
+	job := kinds.ByKind("RayJob")
+	observe(r, job, trainJob(signer, job), t0)
+	own := rayCluster("own", "u-own", "bob", nil, 2)
+	signer.SignCreator(k, own)
+	made := madeBy(rayCluster("train-x1", "u-made", "", nil, 1), "RayJob", "train", "u-job")
+	observe(r, k, own, t0)
+	observe(r, k, made, t0)
+
+	// At minute 10 each holds 8 GPUs more through its claims; a cluster never observed is ignored.
+	r.mu.Lock()
+	for uid, s := range map[string]*unstructured.Unstructured{"u-own": own, "u-made": made} {
+		req := k.Summarize(s).Requested
+		req.GPU += 8
+		r.requestedLocked(types.UID(uid), req, t0.Add(10*time.Minute))
+	}
+	r.requestedLocked("u-unknown", ray.Resources{GPU: 99}, t0.Add(10*time.Minute))
+	r.mu.Unlock()
+	r.creditAll(t0.Add(20 * time.Minute))
+	r.writeAccounting(ctx)
+
+	groups, _, err := utilization(ctx, store, twoDays(t0, ByCluster, t0.Add(20*time.Minute), "RayCluster", "RayJob"))
+	require.NoError(t, err)
+	byUID := map[string]Group{}
+	for _, g := range groups {
+		byUID[g.Key.UID] = g
+	}
+	require.Len(t, byUID, 2)
+	assert.InDelta(t, (2*10+10*10)*60.0, byUID["u-own"].Total.GPUSeconds, 1e-6, "2 GPUs for 10 minutes, then 10")
+	assert.InDelta(t, (1*10+9*10)*60.0, byUID["u-made"].Total.GPUSeconds, 1e-6, "1 GPU for 10 minutes, then 9")
+	assert.Equal(t, "RayJob", byUID["u-made"].Key.Kind, "still counted to the RayJob that made it")
+	assert.Equal(t, "alice", byUID["u-made"].Key.Creator)
+	assert.InDelta(t, 5*20*60.0, byUID["u-own"].Total.CPUSeconds, 1e-6, "its cores unchanged")
+}
