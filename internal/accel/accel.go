@@ -245,8 +245,11 @@ type Held struct {
 	// request names (dra:gpu.nvidia.com, dra:mig.nvidia.com): a pod's claims as allocated, each device
 	// valued on the driver's ResourceSlice (a whole GPU 1, a MIG device its profile's compute slices over
 	// its GPU's; a claim shared by several pods split among them); a template's claim templates as they
-	// ask (exactly.count devices of the class), before allocation. Devices of drivers other than NVIDIA's
-	// gpu.nvidia.com, and requests for all the devices of a class, are not counted.
+	// ask (exactly.count devices of the class; of a firstAvailable list, its first choice), and where the
+	// cluster's pods' claims are allocated more than that, per kind, what they were allocated (a later
+	// firstAvailable choice, allocationMode All, a class of the cluster's own that selects NVIDIA's GPUs).
+	// A claim shared by several Ray pods is split among them; its consumers that are no Ray pods take no
+	// share. Devices of drivers other than NVIDIA's gpu.nvidia.com are not counted.
 	Resource string `json:"resource" example:"huawei.com/Ascend910-4c"`
 	// Model is the device family or product, where the name or the node says it; for a device allocated
 	// through DRA the productName its ResourceSlice gives ("NVIDIA H100 80GB HBM3").

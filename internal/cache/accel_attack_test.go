@@ -2,6 +2,7 @@ package cache
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -177,4 +178,132 @@ func TestAttackSharedClaimDilutedByNonRayPods(t *testing.T) {
 	require.Eventually(t, func() bool { return len(store.podsIn(auth.AllNamespaces(), nil)) == 2 }, 5*time.Second, 10*time.Millisecond)
 	assert.InDelta(t, 4.0, store.podClaims(pod).Devices(accel.GPU), 1e-9, "one of two Ray pods sharing the claim holds half")
 	assert.InDelta(t, 8.0, store.Allocated(auth.AllNamespaces(), "").GPU, 1e-9, "two Ray pods sharing the claim hold its 8 GPUs")
+}
+
+// Attack: claim templates whose requests the service cannot value before allocation (a firstAvailable
+// list whose cheap first choice is not taken, allocationMode All, a device class of the tenant's own that
+// selects NVIDIA's GPUs) are allocated whole GPUs: the cluster's summary (what is billed) counts the GPUs
+// its pods' claims hold.
+func TestAttackClaimTemplatesUndervalued(t *testing.T) {
+	kinds, dyn, core, store := draStore(t, nil)
+	ctx := t.Context()
+	devices := make([]resourcev1.Device, 8)
+	for i := range devices {
+		devices[i] = resourcev1.Device{Name: fmt.Sprintf("gpu-%d", i), Attributes: map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{"type": str("gpu"), "productName": str("NVIDIA H100 80GB HBM3")}}
+	}
+	_, err := core.ResourceV1().ResourceSlices().Create(ctx, &resourcev1.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: "s"},
+		Spec: resourcev1.ResourceSliceSpec{Driver: "gpu.nvidia.com", NodeName: new("n"), Pool: resourcev1.ResourcePool{Name: "n", ResourceSliceCount: 1}, Devices: devices}},
+		metav1.CreateOptions{})
+	require.NoError(t, err)
+	templates := map[string]resourcev1.DeviceRequest{
+		"first-cheap": {Name: "r", FirstAvailable: []resourcev1.DeviceSubRequest{
+			{Name: "mig", DeviceClassName: "mig.nvidia.com", Count: 1}, {Name: "whole", DeviceClassName: "gpu.nvidia.com", Count: 2}}},
+		"all":  {Name: "r", Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: "gpu.nvidia.com", AllocationMode: resourcev1.DeviceAllocationModeAll}},
+		"mine": {Name: "r", Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: "tenant-gpus", Count: 2}},
+	}
+	results := map[string][]string{"first-cheap": {"r/whole", "r/whole"}, "all": {"r", "r", "r", "r"}, "mine": {"r", "r"}}
+	next := 0
+	for name, req := range templates {
+		_, err := core.ResourceV1().ResourceClaimTemplates("team").Create(ctx, &resourcev1.ResourceClaimTemplate{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: resourcev1.ResourceClaimTemplateSpec{Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{req}}}}},
+			metav1.CreateOptions{})
+		require.NoError(t, err)
+		// The claim the controller made for the cluster's one worker pod, allocated.
+		var res []resourcev1.DeviceRequestAllocationResult
+		for _, r := range results[name] {
+			res = append(res, resourcev1.DeviceRequestAllocationResult{Request: r, Driver: "gpu.nvidia.com", Pool: "n", Device: fmt.Sprintf("gpu-%d", next)})
+			next++
+		}
+		claim := name + "-w-gpus-x"
+		_, err = core.ResourceV1().ResourceClaims("team").Create(ctx, &resourcev1.ResourceClaim{
+			ObjectMeta: metav1.ObjectMeta{Name: claim, Annotations: map[string]string{resourcev1.PodResourceClaimAnnotation: "gpus"}},
+			Spec:       resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{req}}},
+			Status: resourcev1.ResourceClaimStatus{Allocation: &resourcev1.AllocationResult{Devices: resourcev1.DeviceAllocationResult{Results: res}},
+				ReservedFor: []resourcev1.ResourceClaimConsumerReference{{Resource: "pods", Name: name + "-w", UID: types.UID(name + "-w")}}}},
+			metav1.CreateOptions{})
+		require.NoError(t, err)
+		require.Eventually(t, func() bool { return store.claim("team", claim) != nil && store.claimTemplate("team", name) != nil }, 5*time.Second, 10*time.Millisecond)
+
+		u := raytest.Manifest(t, kinds.Cluster().Kind, kinds.Cluster().ClusterSpecPath, name, map[string]any{"state": "ready"})
+		groups, _, _ := unstructured.NestedSlice(u.Object, "spec", "workerGroupSpecs")
+		g := groups[0].(map[string]any)
+		require.NoError(t, unstructured.SetNestedSlice(g, []any{map[string]any{"name": "gpus", "resourceClaimTemplateName": name}}, "template", "spec", "resourceClaims"))
+		require.NoError(t, unstructured.SetNestedField(g, int64(1), "replicas"))
+		require.NoError(t, unstructured.SetNestedSlice(u.Object, groups, "spec", "workerGroupSpecs"))
+		_, err = dyn.Resource(kinds.Cluster().GVR()).Namespace("team").Create(ctx, u, metav1.CreateOptions{})
+		require.NoError(t, err)
+		pod := raytest.Pod(name+"-w", name, ray.NodeTypeWorker, "small", true)
+		pod.UID = types.UID(name + "-w")
+		pod.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpus", ResourceClaimTemplateName: new(name)}}
+		pod.Status.ResourceClaimStatuses = []corev1.PodResourceClaimStatus{{Name: "gpus", ResourceClaimName: new(claim)}}
+		_, err = core.CoreV1().Pods("team").Create(ctx, pod, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	claimed := func(h accel.Holdings) float64 {
+		var n float64
+		for _, x := range h {
+			if strings.HasPrefix(x.Resource, accel.DRAPrefix) {
+				n += x.Devices
+			}
+		}
+		return n
+	}
+	gpus := func(name string) float64 {
+		for _, it := range store.Items(kinds.Cluster(), Scopes{Instances: auth.AllNamespaces()}) {
+			if it.Summary.Name == name {
+				return claimed(it.Summary.Requested.Accelerators)
+			}
+		}
+		return -1
+	}
+	for name, n := range map[string]int{"first-cheap": 2, "all": 4, "mine": 2} {
+		require.Eventually(t, func() bool { return gpus(name) == float64(n) }, 5*time.Second, 10*time.Millisecond,
+			"%s: the summary counts the %d GPUs its pod's claim was allocated (it says %v)", name, n, gpus(name))
+	}
+	// The overview counts the same.
+	assert.InDelta(t, 8.0, claimed(store.Allocated(auth.AllNamespaces(), "").Accelerators), 1e-9)
+}
+
+// Attack: a claim of its own name, named by the cluster's template, carries the annotation the
+// apiserver writes on claims made for a pod, so that the service would not publish the cluster again when
+// the claim is allocated: the summary counts it once allocated all the same.
+func TestAttackClaimPassedOffAsMadeForAPod(t *testing.T) {
+	kinds, dyn, core, store := draStore(t, nil)
+	ctx := t.Context()
+	_, err := core.ResourceV1().ResourceSlices().Create(ctx, &resourcev1.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: "s"},
+		Spec: resourcev1.ResourceSliceSpec{Driver: "gpu.nvidia.com", NodeName: new("n"), Pool: resourcev1.ResourcePool{Name: "n", ResourceSliceCount: 1},
+			Devices: []resourcev1.Device{{Name: "gpu-0", Attributes: map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{"type": str("gpu"), "productName": str("NVIDIA H100 80GB HBM3")}}}}},
+		metav1.CreateOptions{})
+	require.NoError(t, err)
+	claim := &resourcev1.ResourceClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "team-gpu", Annotations: map[string]string{resourcev1.PodResourceClaimAnnotation: "gpus"}},
+		Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{
+			{Name: "r", Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: "tenant-gpus", Count: 1}}}}}}
+	_, err = core.ResourceV1().ResourceClaims("team").Create(ctx, claim, metav1.CreateOptions{})
+	require.NoError(t, err)
+	u := raytest.Manifest(t, kinds.Cluster().Kind, kinds.Cluster().ClusterSpecPath, "demo", map[string]any{"state": "ready"})
+	require.NoError(t, unstructured.SetNestedSlice(u.Object, []any{map[string]any{"name": "gpus", "resourceClaimName": "team-gpu"}},
+		"spec", "headGroupSpec", "template", "spec", "resourceClaims"))
+	_, err = dyn.Resource(kinds.Cluster().GVR()).Namespace("team").Create(ctx, u, metav1.CreateOptions{})
+	require.NoError(t, err)
+	model := func() string {
+		items := store.Items(kinds.Cluster(), Scopes{Instances: auth.AllNamespaces()})
+		if len(items) != 1 {
+			return ""
+		}
+		for _, x := range items[0].Summary.Requested.Accelerators {
+			if x.Resource == accel.DRAPrefix+"tenant-gpus" {
+				return x.Model
+			}
+		}
+		return "none"
+	}
+	require.Eventually(t, func() bool { return model() == "none" }, 5*time.Second, 10*time.Millisecond, "a class the service cannot value counts nothing before allocation")
+
+	claim.Status.Allocation = &resourcev1.AllocationResult{Devices: resourcev1.DeviceAllocationResult{Results: []resourcev1.DeviceRequestAllocationResult{
+		{Request: "r", Driver: "gpu.nvidia.com", Pool: "n", Device: "gpu-0"}}}}
+	_, err = core.ResourceV1().ResourceClaims("team").UpdateStatus(ctx, claim, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return model() == "NVIDIA H100 80GB HBM3" }, 5*time.Second, 10*time.Millisecond,
+		"the summary counts the GPU the claim was allocated")
 }

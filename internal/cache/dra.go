@@ -2,6 +2,7 @@ package cache
 
 import (
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -25,17 +26,27 @@ import (
 type dra struct {
 	claims, templates, slices cache.SharedIndexInformer
 	installed, started        atomic.Bool
+	// dirty are the namespaces to publish again (mu), gathered until the republisher wakes (wake).
+	mu    sync.Mutex
+	dirty map[string]bool
+	wake  chan struct{}
 }
+
+// republishEvery is how often at most the namespaces whose claims changed are published again: a tenant
+// who makes and deletes claims in a loop takes the store's lock no more often than that.
+const republishEvery = 100 * time.Millisecond
 
 // slicesByPool indexes the ResourceSlices by driver and pool.
 const slicesByPool = "pool"
 
 // newDRA prepares the informers (started by checkDRA) and their handlers: a claim or a slice that
-// changes makes the overview's sums again; a claim template, or a claim of its own name (not one made
-// for a pod of a template), publishes again the objects of its namespace, whose summaries count it.
+// changes makes the overview's sums again; a claim or a claim template that changes has the objects of
+// its namespace published again, whose summaries count it (namespaceChanged), and a slice that changes
+// those of every namespace with claims.
 func (s *Store) newDRA(core kubernetes.Interface, resync time.Duration) (*dra, error) {
 	f := informers.NewSharedInformerFactory(core, resync).Resource().V1()
-	d := &dra{claims: f.ResourceClaims().Informer(), templates: f.ResourceClaimTemplates().Informer(), slices: f.ResourceSlices().Informer()}
+	d := &dra{claims: f.ResourceClaims().Informer(), templates: f.ResourceClaimTemplates().Informer(), slices: f.ResourceSlices().Informer(),
+		dirty: map[string]bool{}, wake: make(chan struct{}, 1)}
 	for inf, trim := range map[cache.SharedIndexInformer]cache.TransformFunc{d.claims: trimClaim, d.templates: trimClaimTemplate, d.slices: trimSlice} {
 		if err := inf.SetTransform(trim); err != nil {
 			return nil, err
@@ -49,10 +60,10 @@ func (s *Store) newDRA(core kubernetes.Interface, resync time.Duration) (*dra, e
 	}}); err != nil {
 		return nil, err
 	}
-	// A slice that changes values anew the devices of the claims of their own name the summaries count.
+	// A slice that changes values anew the devices of the claims the summaries count.
 	resliced := func() {
 		s.podsSeq.Add(1)
-		for _, ns := range s.namedClaimNamespaces() {
+		for _, ns := range s.claimNamespaces() {
 			s.namespaceChanged(ns)
 		}
 	}
@@ -63,16 +74,14 @@ func (s *Store) newDRA(core kubernetes.Interface, resync time.Duration) (*dra, e
 	}); err != nil {
 		return nil, err
 	}
+	// Any claim may be one a template names (the annotation that says a claim was made for a pod is the
+	// apiserver's to check, not the service's), so every claim that changes publishes its namespace again.
 	republish := func(obj any) {
 		s.podsSeq.Add(1)
 		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 			obj = t.Obj
 		}
-		m, ok := obj.(metav1.Object)
-		if !ok {
-			return
-		}
-		if _, generated := m.GetAnnotations()[resourcev1.PodResourceClaimAnnotation]; !generated {
+		if m, ok := obj.(metav1.Object); ok {
 			s.namespaceChanged(m.GetNamespace())
 		}
 	}
@@ -88,16 +97,12 @@ func (s *Store) newDRA(core kubernetes.Interface, resync time.Duration) (*dra, e
 	return d, nil
 }
 
-// namedClaimNamespaces are the namespaces that have claims of their own name (not made for a pod).
-func (s *Store) namedClaimNamespaces() []string {
+// claimNamespaces are the namespaces that have claims.
+func (s *Store) claimNamespaces() []string {
 	seen := map[string]bool{}
 	var out []string
 	for _, obj := range s.dra.claims.GetStore().List() {
-		c, ok := obj.(*resourcev1.ResourceClaim)
-		if !ok || seen[c.Namespace] {
-			continue
-		}
-		if _, generated := c.Annotations[resourcev1.PodResourceClaimAnnotation]; !generated {
+		if c, ok := obj.(*resourcev1.ResourceClaim); ok && !seen[c.Namespace] {
 			seen[c.Namespace] = true
 			out = append(out, c.Namespace)
 		}
@@ -122,18 +127,55 @@ func (s *Store) checkDRA(disc discovery.DiscoveryInterface) {
 	}
 	s.dra.installed.Store(n == 3)
 	if n == 3 && stop != nil && s.dra.started.CompareAndSwap(false, true) {
-		s.dra.run(stop)
+		s.runDRA(stop)
 	}
 }
 
-func (d *dra) run(stop <-chan struct{}) {
-	go d.claims.Run(stop)
-	go d.templates.Run(stop)
-	go d.slices.Run(stop)
+func (s *Store) runDRA(stop <-chan struct{}) {
+	go s.dra.claims.Run(stop)
+	go s.dra.templates.Run(stop)
+	go s.dra.slices.Run(stop)
+	go s.republishing(stop)
 }
 
-// namespaceChanged publishes again every object of namespace ns.
+// namespaceChanged has namespace ns published again, within republishEvery.
 func (s *Store) namespaceChanged(ns string) {
+	s.dra.mu.Lock()
+	s.dra.dirty[ns] = true
+	s.dra.mu.Unlock()
+	select {
+	case s.dra.wake <- struct{}{}:
+	default:
+	}
+}
+
+// republishing publishes again the namespaces marked, every republishEvery at most, until stop.
+func (s *Store) republishing(stop <-chan struct{}) {
+	tick := time.NewTicker(republishEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-s.dra.wake:
+		}
+		select {
+		case <-stop:
+			return
+		case <-tick.C:
+		}
+		s.dra.mu.Lock()
+		dirty := s.dra.dirty
+		s.dra.dirty = map[string]bool{}
+		s.dra.mu.Unlock()
+		for ns := range dirty {
+			s.republishNamespace(ns)
+		}
+	}
+}
+
+// republishNamespace publishes again every object of namespace ns.
+func (s *Store) republishNamespace(ns string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	changed := false
@@ -159,6 +201,25 @@ func (s *Store) withClaims(sum *ray.Summary) *ray.Summary {
 		return sum
 	}
 	return ray.WithClaims(sum, s.templateClaim)
+}
+
+// withPodClaims counts the claims of the summary's Ray cluster's pods, as allocated, where they hold
+// more than its templates ask (ray.WithPodClaims).
+func (s *Store) withPodClaims(k *ray.Kind, sum *ray.Summary) *ray.Summary {
+	if !s.dra.started.Load() {
+		return sum
+	}
+	cluster := k.CurrentCluster(sum)
+	if cluster == "" {
+		return sum
+	}
+	var held accel.Holdings
+	for _, p := range s.ClusterPods(sum.Namespace, cluster) {
+		if p.Status.Phase == corev1.PodPending || p.Status.Phase == corev1.PodRunning {
+			held.AddAll(s.podClaims(p), 1)
+		}
+	}
+	return ray.WithPodClaims(sum, held)
 }
 
 // templateClaim is what a claim of a pod template holds: a template's requests; a claim's allocation,
@@ -396,13 +457,9 @@ func trimClaimTemplate(obj any) (any, error) {
 		Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: trimRequests(c.Spec.Spec.Devices.Requests)}}}}, nil
 }
 
-// trimmedMeta keeps an object's name, namespace, version and whether it was made for a pod's claim.
+// trimmedMeta keeps an object's name, namespace and version.
 func trimmedMeta(m metav1.ObjectMeta) metav1.ObjectMeta {
-	t := metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, ResourceVersion: m.ResourceVersion}
-	if v, ok := m.Annotations[resourcev1.PodResourceClaimAnnotation]; ok {
-		t.Annotations = map[string]string{resourcev1.PodResourceClaimAnnotation: v}
-	}
-	return t
+	return metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, ResourceVersion: m.ResourceVersion}
 }
 
 func trimRequests(reqs []resourcev1.DeviceRequest) []resourcev1.DeviceRequest {

@@ -296,7 +296,7 @@ func (s *Store) Start(ctx context.Context) {
 		f(ctx.Done())
 	}
 	if s.dra.installed.Load() && s.dra.started.CompareAndSwap(false, true) {
-		s.dra.run(ctx.Done())
+		s.runDRA(ctx.Done())
 	}
 	for _, o := range s.optional {
 		if o.installed.Load() {
@@ -425,7 +425,7 @@ func (s *Store) putInstanceLocked(k *ray.Kind, e *Entry) bool {
 	sum := s.withRunsLocked(k, s.withPods(k, &e.item.Summary))
 	sum = k.WithScheduling(sum, s.schedulingLocked(k, sum))
 	sum = s.withDevices(sum)
-	sum = s.withClaims(sum)
+	sum = s.withPodClaims(k, s.withClaims(sum))
 	if sum = ray.WithIdle(sum, s.idleLocked(k, sum)); sum != &e.item.Summary {
 		item = newItem(*sum, e.item.Labels)
 		item.IdleStopAfter, item.UID, item.MadeBy, item.Makes = e.item.IdleStopAfter, e.item.UID, e.item.MadeBy, e.item.Makes
@@ -663,13 +663,13 @@ func (s *Store) templateEntry(obj any) (*ray.Kind, *Entry) {
 	return s.kinds.ByKind(e.Kind), e
 }
 
-// summarize is k's summary of o, with whether the service signed its creator.
 // Valued is a summary's requests valued on what the cache knows now: its estimated device
 // equivalents on the nodes' word, and its templates' resource claims counted. Its pods are not read.
 func (s *Store) Valued(sum *ray.Summary) *ray.Summary {
 	return s.withClaims(s.withDevices(sum))
 }
 
+// summarize is k's summary of o, with whether the service signed its creator.
 func (s *Store) summarize(k *ray.Kind, o *unstructured.Unstructured) ray.Summary {
 	sum := k.Summarize(o)
 	sum.CreatorSigned = s.signer.CreatorSigned(k, o)
@@ -691,7 +691,7 @@ func (s *Store) complete(k *ray.Kind, base *ray.Summary) *ray.Summary {
 	defer s.mu.RUnlock()
 	sum = s.withRunsLocked(k, sum)
 	sum = k.WithScheduling(sum, s.schedulingLocked(k, sum))
-	sum = s.withClaims(sum)
+	sum = s.withPodClaims(k, s.withClaims(s.withDevices(sum)))
 	return ray.WithIdle(sum, s.idleLocked(k, sum))
 }
 

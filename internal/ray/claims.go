@@ -2,6 +2,7 @@ package ray
 
 import (
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -59,4 +60,51 @@ func WithClaims(base *Summary, count ClaimCounter) *Summary {
 		add(&s.WorkerGroups[i].Resources)
 	}
 	return &s
+}
+
+// WithPodClaims returns the summary whose devices held through claims are, per kind, what its pods'
+// claims hold as allocated (held) where that is more than its templates' claims ask: an allocation
+// answers a request the templates cannot value before it (a firstAvailable list whose later choice was
+// taken, allocationMode All, a device class of its own that selects GPUs). base itself where it is not.
+func WithPodClaims(base *Summary, held accel.Holdings) *Summary {
+	if len(held) == 0 {
+		return base
+	}
+	var asked, rest accel.Holdings
+	for _, x := range base.Requested.Accelerators {
+		if strings.HasPrefix(x.Resource, accel.DRAPrefix) {
+			asked = append(asked, x)
+		} else {
+			rest = append(rest, x)
+		}
+	}
+	var s *Summary
+	for _, k := range []accel.Kind{accel.GPU, accel.NPU} {
+		more := held.Devices(k) - asked.Devices(k)
+		if more <= 1e-9 {
+			continue
+		}
+		if s == nil {
+			c := *base
+			s = &c
+		}
+		if k == accel.GPU {
+			s.Requested.GPU += more
+		} else {
+			s.Requested.NPU += more
+		}
+		asked = slices.DeleteFunc(slices.Clone(asked), func(x accel.Held) bool { return x.Kind == k })
+		for _, x := range held {
+			if x.Kind == k {
+				asked = append(asked, x)
+			}
+		}
+	}
+	if s == nil {
+		return base
+	}
+	out := slices.Clone(rest)
+	out.AddAll(asked, 1)
+	s.Requested.Accelerators = out
+	return s
 }

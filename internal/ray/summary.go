@@ -78,7 +78,8 @@ type Resources struct {
 	// Accelerators are the raw counts per accelerator resource and model, with what each is worth.
 	// Devices allocated through Dynamic Resource Allocation are held as "dra:<device class>" (see
 	// accel.DRAPrefix): a pod's claims as allocated (Model the device's productName), a template's as its
-	// claim templates ask (exactly.count devices of the class, Model empty).
+	// claim templates ask (exactly.count devices of the class, Model empty), or as its pods' claims were
+	// allocated where that is more.
 	Accelerators accel.Holdings `json:"accelerators,omitempty"`
 	// claims are the claims one pod of a group's template names, and its pods (WithClaims counts them).
 	claims *podClaims
