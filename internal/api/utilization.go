@@ -58,10 +58,15 @@ const csvContentType = "text/csv; charset=utf-8"
 //	@Description	Used hours are what its pods used, read
 //	@Description	from Prometheus (cAdvisor, DCGM, npu-exporter) by the service as the days go: measured shows how much
 //	@Description	of the window was, and where none was the used figures are null with a warning. Idle hours are those a
-//	@Description	cluster holding GPUs or NPUs spent idle, as the idle detection judges it. Objects counts the Ray
+//	@Description	cluster holding GPUs or NPUs spent idle, as the idle detection judges it. GPUs and NPUs are counted in
+//	@Description	device equivalents (a vNPU slice as its AI cores over its chip's, a MIG instance as its compute slices
+//	@Description	over its GPU's, a shared GPU's replica as one over its replicas, a device allocated through a resource
+//	@Description	claim as the device it is); accelerators gives beside them, per resource and model, the raw unit-hours
+//	@Description	and the device-hours, which sum to the GPU- and NPU-hours. Objects counts the Ray
 //	@Description	clusters that held anything in the window, runs the times one began to; share is a row's part of the
 //	@Description	whole (every group the caller may see). Grouped by namespace, each row carries the namespace's
-//	@Description	ResourceQuotas for CPU, memory, GPUs and NPUs, where the caller may list ResourceQuotas there. A caller sees only the namespaces where it may list
+//	@Description	ResourceQuotas for CPU, memory, GPUs and NPUs (whole, sliced, shared, and DRA's per device class:
+//	@Description	<class>.deviceclass.resource.k8s.io/devices), where the caller may list ResourceQuotas there. A caller sees only the namespaces where it may list
 //	@Description	the kind counted (RayClusters, RayJobs, RayServices). Accept: text/csv answers the rows as CSV (all of
 //	@Description	them unless page or pageSize is given). 503 when the service runs without a history database.
 //	@Tags			utilization

@@ -63,9 +63,10 @@ func WithClaims(base *Summary, count ClaimCounter) *Summary {
 }
 
 // WithPodClaims returns the summary whose devices held through claims are, per kind, what its pods'
-// claims hold as allocated (held) where that is more than its templates' claims ask: an allocation
-// answers a request the templates cannot value before it (a firstAvailable list whose later choice was
-// taken, allocationMode All, a device class of its own that selects GPUs). base itself where it is not.
+// claims hold as allocated (held) where that is as much as its templates' claims ask or more: the
+// allocation names the devices' model, and answers a request the templates cannot value before it (a
+// firstAvailable list whose later choice was taken, allocationMode All, a device class of its own that
+// selects GPUs). base itself where it is not (pods not all made or allocated yet).
 func WithPodClaims(base *Summary, held accel.Holdings) *Summary {
 	if len(held) == 0 {
 		return base
@@ -81,7 +82,7 @@ func WithPodClaims(base *Summary, held accel.Holdings) *Summary {
 	var s *Summary
 	for _, k := range []accel.Kind{accel.GPU, accel.NPU} {
 		more := held.Devices(k) - asked.Devices(k)
-		if more <= 1e-9 {
+		if held.Devices(k) == 0 || more < -1e-9 {
 			continue
 		}
 		if s == nil {

@@ -44,18 +44,21 @@ func TestWithClaims(t *testing.T) {
 	assert.Same(t, &plain, WithClaims(&plain, count), "no claims: the summary itself")
 }
 
-// What a cluster's pods' claims were allocated counts, per kind, where it is more than its templates
-// ask, and replaces the templates' claim holdings of that kind; less changes nothing.
+// What a cluster's pods' claims were allocated counts, per kind, where it is as much as its templates
+// ask or more, and replaces the templates' claim holdings of that kind; less changes nothing.
 func TestWithPodClaims(t *testing.T) {
 	var asked accel.Holdings
-	asked.Add(accel.DRAPrefix+"mig.nvidia.com", accel.Unit{Kind: accel.GPU, Share: 1.0 / 7}, 1)
+	asked.Add(accel.DRAPrefix+"mig.nvidia.com", accel.Unit{Kind: accel.GPU, Share: 1.0 / 7}, 2)
 	asked.Add("huawei.com/Ascend910", accel.Unit{Kind: accel.NPU, Share: 1, Exact: true}, 2)
-	base := &Summary{Requested: Resources{CPU: 3, GPU: 1.0 / 7, NPU: 2, Accelerators: asked}}
+	base := &Summary{Requested: Resources{CPU: 3, GPU: 2.0 / 7, NPU: 2, Accelerators: asked}}
 
 	var less accel.Holdings
 	less.Add(accel.DRAPrefix+"mig.nvidia.com", accel.Unit{Kind: accel.GPU, Share: 1.0 / 7}, 1)
-	assert.Same(t, base, WithPodClaims(base, less))
+	assert.Same(t, base, WithPodClaims(base, less), "one pod of two allocated")
 	assert.Same(t, base, WithPodClaims(base, nil))
+	var same accel.Holdings
+	same.Add(accel.DRAPrefix+"mig.nvidia.com", accel.Unit{Kind: accel.GPU, Model: "NVIDIA H100 80GB HBM3", Share: 1.0 / 7}, 2)
+	assert.Equal(t, "NVIDIA H100 80GB HBM3", WithPodClaims(base, same).Requested.Accelerators[0].Model, "as allocated: the model named")
 
 	var more accel.Holdings
 	more.Add(accel.DRAPrefix+"gpu.nvidia.com", accel.Unit{Kind: accel.GPU, Model: "NVIDIA H100 80GB HBM3", Share: 1, Exact: true}, 2)
@@ -70,5 +73,5 @@ func TestWithPodClaims(t *testing.T) {
 	}
 	assert.Equal(t, []string{"dra:gpu.nvidia.com", "huawei.com/Ascend910"}, resources, "the template's MIG guess is replaced")
 	assert.Len(t, base.Requested.Accelerators, 2, "base unchanged")
-	assert.InDelta(t, 1.0/7, base.Requested.GPU, 1e-9)
+	assert.InDelta(t, 2.0/7, base.Requested.GPU, 1e-9)
 }

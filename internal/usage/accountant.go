@@ -200,8 +200,6 @@ func (ac *Accountant) accountLocked(k *ray.Kind, o *unstructured.Unstructured, s
 	ref := ray.ClusterRef{Namespace: ns, Name: name}
 	base := State{Kind: k.Kind, Namespace: ns, Name: name, Cluster: name, Creator: signedCreator(s), Holding: Holding(s.Status),
 		Idle: a.idle[ref], Requests: s.Requested}
-	// The utilization counts device equivalents; the raw counts per resource are the summary's.
-	base.Requests.Accelerators = nil
 	a.unclaimLocked(uid)
 	if mb := ray.MadeBy(o); mb != nil {
 		key := [3]string{mb.Kind, ns, mb.Name}
@@ -664,7 +662,6 @@ func (ac *Accountant) requestedLocked(uid types.UID, r ray.Resources, now time.T
 	if m == nil || m.Gone {
 		return
 	}
-	r.Accelerators = nil // as accountLocked takes them
 	base := m.State
 	if c, ok := a.claims[string(uid)]; ok {
 		c.base.Requests = r

@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"time"
 
+	"ray-service/internal/accel"
 	"ray-service/internal/ray"
 )
 
@@ -81,8 +82,8 @@ type State struct {
 	Holding bool
 	// Idle: the idle detection judges it idle now.
 	Idle bool
-	// Requests are what its head and every worker replica request, GPUs and NPUs in device equivalents
-	// (no raw counts: a State is compared whole).
+	// Requests are what its head and every worker replica request, GPUs and NPUs in device equivalents,
+	// with the raw counts per accelerator resource and model (Requests.Accelerators).
 	Requests ray.Resources
 }
 
@@ -122,6 +123,10 @@ func DayOf(t time.Time) int64 {
 // seconds of each day whose use was measured.
 type Ledger struct {
 	Deltas map[Key]*Figures
+	// Held are the accelerator-seconds per object, day, resource and model; HeldMarks the marks whose
+	// accelerators changed (what they hold now), written beside the marks.
+	Held      map[HeldKey]*HeldSeconds
+	HeldMarks map[string]accel.Holdings
 	// Marks are copies of the marks as last moved.
 	Marks map[string]Mark
 	// Owners are the states of objects whose use is credited without moving their marks: whom the
@@ -132,7 +137,8 @@ type Ledger struct {
 
 // NewLedger returns an empty ledger.
 func NewLedger() *Ledger {
-	return &Ledger{Deltas: map[Key]*Figures{}, Marks: map[string]Mark{}, Owners: map[string]State{}, Measured: map[int64]float64{}}
+	return &Ledger{Deltas: map[Key]*Figures{}, Held: map[HeldKey]*HeldSeconds{}, HeldMarks: map[string]accel.Holdings{},
+		Marks: map[string]Mark{}, Owners: map[string]State{}, Measured: map[int64]float64{}}
 }
 
 // Owner is whom the figures of uid are counted to.
@@ -145,7 +151,45 @@ func (l *Ledger) Owner(uid string) (State, bool) {
 }
 
 // Empty tells whether nothing is to be written.
-func (l *Ledger) Empty() bool { return len(l.Deltas) == 0 && len(l.Marks) == 0 && len(l.Measured) == 0 }
+func (l *Ledger) Empty() bool {
+	return len(l.Deltas) == 0 && len(l.Held) == 0 && len(l.Marks) == 0 && len(l.Measured) == 0
+}
+
+// HeldKey names one object's seconds of one accelerator resource and model on one day.
+type HeldKey struct {
+	UID             string
+	Day             int64
+	Kind            accel.Kind
+	Resource, Model string
+}
+
+// HeldSeconds are the seconds of one accelerator resource and model held: its units (the raw count)
+// times the seconds, and the device equivalents times the seconds.
+type HeldSeconds struct {
+	CountSeconds, DeviceSeconds float64
+}
+
+func (h *HeldSeconds) add(o HeldSeconds) {
+	h.CountSeconds += o.CountSeconds
+	h.DeviceSeconds += o.DeviceSeconds
+}
+
+func (l *Ledger) held(k HeldKey) *HeldSeconds {
+	h := l.Held[k]
+	if h == nil {
+		h = &HeldSeconds{}
+		l.Held[k] = h
+	}
+	return h
+}
+
+// credit credits the accelerators of uid held for sec seconds of day.
+func (l *Ledger) credit(uid string, day int64, held accel.Holdings, sec float64) {
+	for _, x := range held {
+		l.held(HeldKey{UID: uid, Day: day, Kind: x.Kind, Resource: x.Resource, Model: x.Model}).add(
+			HeldSeconds{CountSeconds: x.Count * sec, DeviceSeconds: x.Devices * sec})
+	}
+}
 
 func (l *Ledger) delta(uid string, day int64) *Figures {
 	k := Key{UID: uid, Day: day}
@@ -188,6 +232,7 @@ func (l *Ledger) Credit(m *Mark, to time.Time) {
 			f.IdleGPUSeconds += float64(r.GPU) * sec
 			f.IdleNPUSeconds += float64(r.NPU) * sec
 		}
+		l.credit(m.UID, day, r.Accelerators, sec)
 		from = end
 	}
 }
@@ -198,6 +243,9 @@ func (l *Ledger) Change(m *Mark, s State, at time.Time) {
 	l.Credit(m, at)
 	if s.Holding && !m.Holding {
 		l.delta(m.UID, DayOf(at)).Starts++
+	}
+	if !reflect.DeepEqual(m.Requests.Accelerators, s.Requests.Accelerators) {
+		l.HeldMarks[m.UID] = s.Requests.Accelerators
 	}
 	m.State = s
 	l.Marks[m.UID] = *m
@@ -225,6 +273,14 @@ func (l *Ledger) Used(m *Mark, day int64, cpuSeconds, memoryByteSeconds, gpuSeco
 func (l *Ledger) Merge(l2 *Ledger) {
 	for k, f := range l2.Deltas {
 		l.delta(k.UID, k.Day).Add(*f)
+	}
+	for k, h := range l2.Held {
+		l.held(k).add(*h)
+	}
+	for uid, h := range l2.HeldMarks {
+		if _, newer := l.HeldMarks[uid]; !newer {
+			l.HeldMarks[uid] = h
+		}
 	}
 	for uid, m := range l2.Marks {
 		if _, newer := l.Marks[uid]; !newer {

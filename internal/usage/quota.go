@@ -5,16 +5,30 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"ray-service/internal/accel"
 )
 
-// counted tells whether a ResourceQuota's resource is one the accounting counts: CPU, memory, GPUs and
-// NPUs requested (a quota names an extended resource with "requests." only).
+// counted tells whether a ResourceQuota's resource is one the accounting counts: CPU and memory
+// requested, every GPU and NPU resource package accel knows, whole or sliced (a quota names an extended
+// resource with "requests." only: requests.nvidia.com/mig-3g.40gb, requests.huawei.com/Ascend910-4c),
+// and the devices Dynamic Resource Allocation gives by device class: claimed
+// (<class>.deviceclass.resource.k8s.io/devices) or asked as an extended resource a class serves
+// (requests.deviceclass.resource.kubernetes.io/<class>; k8s.io/api v0.37.2 core/v1/types.go:8139-8141).
 func counted(name string) bool {
 	switch name {
 	case "cpu", "memory", "requests.cpu", "requests.memory":
 		return true
 	}
-	return name == "requests.nvidia.com/gpu" || strings.HasPrefix(name, "requests.huawei.com/")
+	if strings.HasSuffix(name, corev1.ResourceClaimsPerClass) || strings.HasPrefix(name, corev1.ResourceImplicitExtendedClaimsPerClass) {
+		return true
+	}
+	res, ok := strings.CutPrefix(name, "requests.")
+	if !ok {
+		return false
+	}
+	_, accelerator := accel.UnitOf(res, accel.Node{}, false)
+	return accelerator
 }
 
 // QuotaFigures are a namespace's ResourceQuotas for the resources the accounting counts: for each, the

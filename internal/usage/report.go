@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"ray-service/internal/accel"
 )
 
 // The groupings of a report.
@@ -73,8 +75,9 @@ type Result struct {
 	// Measured are the seconds of each day whose use was measured.
 	Measured map[int64]float64
 	// Whole is the days of every group together where the groups are a page (Query.Page); nil: the
-	// groups' days are summed.
-	Whole map[int64]*Figures
+	// groups' days are summed. WholeHeld is, then, their accelerator-seconds.
+	Whole     map[int64]*Figures
+	WholeHeld HeldSums
 	// Paged says that Groups are the page asked for (Query.Page), in its order, of Count groups in all,
 	// whose figures together are Whole's days.
 	Paged bool
@@ -110,12 +113,56 @@ func (k GroupKey) label(by string) string {
 	return k.Namespace + "\x00" + k.Cluster + "\x00" + k.UID
 }
 
-// Group is what the store sums for a group: over the window and per day, with its count of objects.
+// Group is what the store sums for a group: over the window and per day, with its count of objects,
+// and its accelerator-seconds over the window by resource and model.
 type Group struct {
 	Key     GroupKey
 	Total   Figures
 	Days    map[int64]*Figures
 	Objects int64
+	Held    HeldSums
+}
+
+// HeldID names an accelerator resource and model.
+type HeldID struct {
+	Kind            accel.Kind
+	Resource, Model string
+}
+
+// HeldSums are accelerator-seconds by resource and model.
+type HeldSums map[HeldID]*HeldSeconds
+
+func (h HeldSums) add(id HeldID, s HeldSeconds) {
+	if h[id] == nil {
+		h[id] = &HeldSeconds{}
+	}
+	h[id].add(s)
+}
+
+// AcceleratorHours are the hours one accelerator resource and model was held: its units times the hours
+// (the raw count: eight vNPU slices held for an hour are 8), and their device equivalents times the hours
+// (what allocated's gpuHours and npuHours sum).
+type AcceleratorHours struct {
+	Kind     accel.Kind `json:"kind" enums:"gpu,npu"`
+	Resource string     `json:"resource" example:"huawei.com/Ascend910-4c"`
+	Model    string     `json:"model,omitempty" example:"Ascend910"`
+	// Hours are unit-hours: the raw count held times the hours.
+	Hours float64 `json:"hours" example:"8"`
+	// DeviceHours are device-hours: the units' worth in whole devices times the hours.
+	DeviceHours float64 `json:"deviceHours" example:"1"`
+}
+
+// acceleratorHours lists h sorted by kind, resource and model.
+func acceleratorHours(h HeldSums) []AcceleratorHours {
+	out := make([]AcceleratorHours, 0, len(h))
+	for id, s := range h {
+		out = append(out, AcceleratorHours{Kind: id.Kind, Resource: id.Resource, Model: id.Model,
+			Hours: s.CountSeconds / hour, DeviceHours: s.DeviceSeconds / hour})
+	}
+	slices.SortFunc(out, func(a, b AcceleratorHours) int {
+		return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Resource, b.Resource), cmp.Compare(a.Model, b.Model))
+	})
+	return out
 }
 
 // Hours are resource-hours: core-hours, GiB-hours, GPU-hours, NPU-hours.
@@ -185,6 +232,11 @@ type Row struct {
 	// Ratio is Used over Allocated.
 	Ratio Ratios    `json:"ratio"`
 	Idle  IdleHours `json:"idle"`
+	// Accelerators are the hours of each accelerator resource and model held, raw and in devices: a MIG
+	// instance, a vNPU slice or a shared GPU's replica is a unit of its resource; a device allocated
+	// through Dynamic Resource Allocation is one of "dra:<device class>" of its productName. Their
+	// deviceHours sum to allocated's gpuHours and npuHours.
+	Accelerators []AcceleratorHours `json:"accelerators"`
 	// Objects counts the Ray clusters that held resources in the window; Runs the times one began to.
 	Objects int64 `json:"objects"`
 	Runs    int64 `json:"runs"`
@@ -299,17 +351,23 @@ func Build(q Query, res Result, sortBy, order string, page, pageSize int) Report
 		rep.Total = res.Count
 		rep.Whole = row(GroupKey{}, whole, res.Whole, int64(res.Count), measuredAny, measuredDays)
 		rep.Whole.Share = shares(whole, whole)
+		rep.Whole.Accelerators = acceleratorHours(res.WholeHeld)
 		rep.Items = make([]Row, len(groups))
 		for i, g := range groups {
 			rep.Items[i] = row(g.Key, g.Total, g.Days, g.Objects, measuredAny, measuredDays)
 			rep.Items[i].Share = shares(g.Total, whole)
+			rep.Items[i].Accelerators = acceleratorHours(g.Held)
 		}
 		return rep
 	}
 	var whole Figures
 	wholeDays := map[int64]*Figures{}
+	wholeHeld := HeldSums{}
 	for _, g := range groups {
 		whole.Add(g.Total)
+		for id, h := range g.Held {
+			wholeHeld.add(id, *h)
+		}
 		rep.Whole.Objects += g.Objects
 		if res.Whole != nil {
 			continue
@@ -326,6 +384,7 @@ func Build(q Query, res Result, sortBy, order string, page, pageSize int) Report
 	}
 	rep.Whole = row(GroupKey{}, whole, wholeDays, rep.Whole.Objects, measuredAny, measuredDays)
 	rep.Whole.Share = shares(whole, whole)
+	rep.Whole.Accelerators = acceleratorHours(wholeHeld)
 	// Only the page's rows are made: a page of 10,000 clusters sorts them and makes 20.
 	picked := pageOf(groups, q.GroupBy, sortBy, order, page, pageSize)
 	rep.Items = make([]Row, len(picked))
@@ -333,6 +392,7 @@ func Build(q Query, res Result, sortBy, order string, page, pageSize int) Report
 		g := &groups[gi]
 		rep.Items[i] = row(g.Key, g.Total, g.Days, g.Objects, measuredAny, measuredDays)
 		rep.Items[i].Share = shares(g.Total, whole)
+		rep.Items[i].Accelerators = acceleratorHours(g.Held)
 	}
 	return rep
 }

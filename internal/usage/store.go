@@ -122,7 +122,29 @@ var migrations = map[int]string{
 	// as their share of a device). SQLite keeps a fraction in the INTEGER column as it is (its type
 	// affinity stores a REAL that is not a whole number as REAL).
 	20: postgresOnly + `ALTER TABLE usage_objects ALTER COLUMN gpu TYPE DOUBLE PRECISION, ALTER COLUMN npu TYPE DOUBLE PRECISION`,
+	// 21: the raw counts beside the device equivalents: each object's accelerator-seconds per day,
+	// resource and model, and what its mark holds of each.
+	21: heldMigration,
 }
+
+// heldMigration keeps the accelerators each object held, per UTC day, resource (nvidia.com/mig-3g.40gb,
+// huawei.com/Ascend910-4c, dra:gpu.nvidia.com) and model: the units held times the seconds, and their
+// device equivalents times the seconds (what gpu_seconds and npu_seconds sum); and on each mark, as JSON,
+// the accelerators it holds since its last credit (a report credits the rest up to now, and a new writer
+// takes them up). A row is an object's day of one resource and model; the reports read them by day
+// range and join the marks for the groups.
+const heldMigration = `CREATE TABLE usage_accelerators (
+		uid TEXT NOT NULL,
+		day BIGINT NOT NULL,
+		kind TEXT NOT NULL,
+		resource TEXT NOT NULL,
+		model TEXT NOT NULL,
+		count_seconds DOUBLE PRECISION NOT NULL,
+		device_seconds DOUBLE PRECISION NOT NULL,
+		PRIMARY KEY (uid, day, kind, resource, model)
+	);
+	CREATE INDEX usage_accelerators_by_day ON usage_accelerators (day);
+	ALTER TABLE usage_objects ADD COLUMN accelerators TEXT NOT NULL DEFAULT ''`
 
 // Migrations are the utilization's schema migrations, numbered.
 func Migrations() []sqldb.Migration {

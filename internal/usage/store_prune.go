@@ -60,7 +60,7 @@ func (s *Store) PruneUsage(ctx context.Context, before time.Time, resum bool) (P
 	figures := int64(0)
 	for i, stmt := range []string{`DELETE FROM usage_days WHERE day < $1`, `DELETE FROM usage_pending WHERE day < $1`,
 		`DELETE FROM usage_totals WHERE day < $1`, `DELETE FROM usage_kind_days WHERE day < $1`, `DELETE FROM usage_measured WHERE day < $1`,
-		`DELETE FROM usage_objects WHERE gone = 1 AND (last_day IS NULL OR last_day < $1)`} {
+		`DELETE FROM usage_objects WHERE gone = 1 AND (last_day IS NULL OR last_day < $1)`, `DELETE FROM usage_accelerators WHERE day < $1`} {
 		res, err := tx.ExecContext(ctx, stmt, day)
 		if err != nil {
 			return out, err

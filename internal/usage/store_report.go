@@ -4,8 +4,10 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"math"
+	"ray-service/internal/accel"
 	"slices"
 	"strconv"
 	"strings"
@@ -142,6 +144,9 @@ func (s *Store) Utilization(ctx context.Context, q Query) (Result, error) {
 		res, err = utilizationDays(ctx, r)
 	}
 	if err != nil {
+		return Result{}, err
+	}
+	if err := heldOf(ctx, r, &res); err != nil {
 		return Result{}, err
 	}
 	// The seconds measured.
@@ -920,4 +925,89 @@ func prefixed(p string) string {
 		cols[i] = p + c
 	}
 	return strings.Join(cols, ", ")
+}
+
+// heldOf sums the accelerator-seconds of res's groups over r's window by resource and model (and of
+// every group in the scope where the groups are a page), from the objects' days and, for those holding
+// now, their marks' accelerators from their last credit up to the window's end or now (as tails do).
+// An object's seconds go to the group its mark is counted to now, as its figures do.
+func heldOf(ctx context.Context, r report, res *Result) error {
+	q := r.q
+	col := "o." + groupColumn(q.GroupBy)
+	keyOf := func(k GroupKey) string {
+		switch q.GroupBy {
+		case ByCluster:
+			return k.UID
+		case ByCreator:
+			return k.Creator
+		case ByKind:
+			return k.Kind
+		}
+		return k.Namespace
+	}
+	if q.GroupBy == ByCluster {
+		col = "o.uid"
+	}
+	groups := make(map[string]*Group, len(res.Groups))
+	for i := range res.Groups {
+		res.Groups[i].Held = HeldSums{}
+		groups[keyOf(res.Groups[i].Key)] = &res.Groups[i]
+	}
+	paged := res.Paged
+	if paged {
+		res.WholeHeld = HeldSums{}
+	}
+	if len(groups) == 0 && !paged {
+		return nil
+	}
+	end := q.To
+	if q.Now.Before(end) {
+		end = q.Now
+	}
+	cond, args := r.marks("o.", 2)
+	args = append([]any{q.From.Unix(), q.To.Unix()}, args...)
+	add := func(key string, id HeldID, h HeldSeconds) {
+		if g := groups[key]; g != nil {
+			g.Held.add(id, h)
+		}
+		if paged {
+			res.WholeHeld.add(id, h)
+		}
+	}
+	if err := scanRows(ctx, r.tx, `SELECT `+col+`, a.kind, a.resource, a.model, SUM(a.count_seconds), SUM(a.device_seconds)
+		FROM usage_accelerators a JOIN usage_objects o ON o.uid = a.uid
+		WHERE a.day >= $1 AND a.day < $2 AND `+cond+` GROUP BY `+col+`, a.kind, a.resource, a.model`, args, func(rows *sql.Rows) error {
+		var key string
+		var id HeldID
+		var h HeldSeconds
+		if err := rows.Scan(&key, &id.Kind, &id.Resource, &id.Model, &h.CountSeconds, &h.DeviceSeconds); err != nil {
+			return err
+		}
+		add(key, id, h)
+		return nil
+	}); err != nil {
+		return err
+	}
+	cond, args = r.marks("o.", 1)
+	args = append([]any{end.UnixNano()}, args...)
+	return scanRows(ctx, r.tx, `SELECT `+col+`, o.since, o.accelerators FROM usage_objects o
+		WHERE o.gone = 0 AND o.holding = 1 AND o.accelerators <> '' AND o.since < $1 AND `+cond, args, func(rows *sql.Rows) error {
+		var key, text string
+		var since int64
+		if err := rows.Scan(&key, &since, &text); err != nil {
+			return err
+		}
+		var held accel.Holdings
+		if err := json.Unmarshal([]byte(text), &held); err != nil {
+			return fmt.Errorf("the accelerators of a mark: %w", err)
+		}
+		sec := end.Sub(time.Unix(0, max(since, q.From.UnixNano()))).Seconds()
+		if sec <= 0 {
+			return nil
+		}
+		for _, x := range held {
+			add(key, HeldID{Kind: x.Kind, Resource: x.Resource, Model: x.Model}, HeldSeconds{CountSeconds: x.Count * sec, DeviceSeconds: x.Devices * sec})
+		}
+		return nil
+	})
 }

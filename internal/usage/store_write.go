@@ -5,7 +5,9 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
+	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -23,7 +25,46 @@ func (s *Store) PutUsage(ctx context.Context, l *Ledger) error {
 	if err := s.credit(ctx, tx, l); err != nil {
 		return err
 	}
+	if err := putHeld(ctx, tx, l); err != nil {
+		return err
+	}
 	return tx.Commit()
+}
+
+// putHeld adds the ledger's accelerator-seconds to the objects' days, and writes the accelerators of the
+// marks whose changed (after the marks: a new mark's row is there). In the order of the keys, as the
+// figures (two writers lock in the same order).
+func putHeld(ctx context.Context, tx execer, l *Ledger) error {
+	if len(l.Held) > 0 {
+		keys := slices.SortedFunc(maps.Keys(l.Held), func(a, b HeldKey) int {
+			return cmp.Or(cmp.Compare(a.UID, b.UID), cmp.Compare(a.Day, b.Day), cmp.Compare(a.Kind, b.Kind),
+				cmp.Compare(a.Resource, b.Resource), cmp.Compare(a.Model, b.Model))
+		})
+		for _, k := range keys {
+			h := l.Held[k]
+			if _, err := tx.ExecContext(ctx, `INSERT INTO usage_accelerators (uid, day, kind, resource, model, count_seconds, device_seconds)
+				VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (uid, day, kind, resource, model) DO UPDATE SET
+				count_seconds = usage_accelerators.count_seconds + excluded.count_seconds,
+				device_seconds = usage_accelerators.device_seconds + excluded.device_seconds`,
+				k.UID, k.Day, string(k.Kind), k.Resource, k.Model, h.CountSeconds, h.DeviceSeconds); err != nil {
+				return err
+			}
+		}
+	}
+	for _, uid := range slices.Sorted(maps.Keys(l.HeldMarks)) {
+		text := ""
+		if held := l.HeldMarks[uid]; len(held) > 0 {
+			b, err := json.Marshal(held)
+			if err != nil {
+				return err
+			}
+			text = string(b)
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE usage_objects SET accelerators = $2 WHERE uid = $1`, uid, text); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // writeUnsynced runs write in a transaction on SQLite whose commit does not wait for the disk
@@ -193,9 +234,28 @@ func (s *Store) PutPending(ctx context.Context, l *Ledger) error {
 		return err
 	}
 	if s.postgres {
-		return pendingArrays.exec(ctx, s.db, rows.marks, rows.spans, rows.pending, rows.measured)
+		if len(l.Held) == 0 && len(l.HeldMarks) == 0 {
+			return pendingArrays.exec(ctx, s.db, rows.marks, rows.spans, rows.pending, rows.measured)
+		}
+		tx, err := s.db.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = tx.Rollback() }()
+		if err := pendingArrays.exec(ctx, tx, rows.marks, rows.spans, rows.pending, rows.measured); err != nil {
+			return err
+		}
+		if err := putHeld(ctx, tx, l); err != nil {
+			return err
+		}
+		return tx.Commit()
 	}
-	return s.writeUnsynced(ctx, func(tx *sql.Tx) error { return s.writeUsageRows(ctx, tx, rows) })
+	return s.writeUnsynced(ctx, func(tx *sql.Tx) error {
+		if err := s.writeUsageRows(ctx, tx, rows); err != nil {
+			return err
+		}
+		return putHeld(ctx, tx, l)
+	})
 }
 
 // foldDays are the WITH queries that add the figures moved (from %s: usage_pending's columns) to the
@@ -598,7 +658,7 @@ var pendingArrays = arrays(putMarks.part(), putSpans.part(), addPending.part(), 
 // UsageMarks are the marks of the objects not gone, by UID: where a new writer takes their credit up.
 func (s *Store) UsageMarks(ctx context.Context) (map[string]*Mark, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT uid, kind, namespace, name, cluster, creator, holding, idle, cpu, memory_bytes,
-		gpu, npu, since FROM usage_objects WHERE gone = 0`)
+		gpu, npu, since, accelerators FROM usage_objects WHERE gone = 0`)
 	if err != nil {
 		return nil, err
 	}
@@ -608,10 +668,16 @@ func (s *Store) UsageMarks(ctx context.Context) (map[string]*Mark, error) {
 		m := &Mark{}
 		var holding, idle int
 		var since int64
+		var held string
 		r := &m.Requests
 		if err := rows.Scan(&m.UID, &m.Kind, &m.Namespace, &m.Name, &m.Cluster, &m.Creator, &holding, &idle, &r.CPU,
-			&r.MemoryBytes, &r.GPU, &r.NPU, &since); err != nil {
+			&r.MemoryBytes, &r.GPU, &r.NPU, &since, &held); err != nil {
 			return nil, err
+		}
+		if held != "" {
+			if err := json.Unmarshal([]byte(held), &r.Accelerators); err != nil {
+				return nil, fmt.Errorf("the accelerators of mark %s: %w", m.UID, err)
+			}
 		}
 		m.Holding, m.Idle, m.Since = holding == 1, idle == 1, time.Unix(0, since).UTC()
 		out[m.UID] = m
@@ -648,6 +714,9 @@ func (s *Store) PutMeasured(ctx context.Context, l *Ledger, to time.Time) error 
 		return err
 	}
 	if err := s.credit(ctx, tx, l); err != nil {
+		return err
+	}
+	if err := putHeld(ctx, tx, l); err != nil {
 		return err
 	}
 	return tx.Commit()

@@ -208,6 +208,21 @@ func TestQuotaFigures(t *testing.T) {
 	assert.Equal(t, "requests.nvidia.com/gpu", out[1].Resource)
 	assert.Equal(t, "gpus", out[1].Quota, "the lowest limit binds")
 	assert.InDelta(t, 1.0, *out[1].Ratio, 1e-9)
+
+	// Slices, shared GPUs and the devices of DRA's device classes are counted; other extended resources
+	// and DRA's claim count are not.
+	var names []string
+	for _, f := range QuotaFigures([]corev1.ResourceQuota{q("accelerators", corev1.ResourceList{
+		"requests.nvidia.com/mig-3g.40gb": resource.MustParse("2"), "requests.nvidia.com/gpu.shared": resource.MustParse("4"),
+		"requests.huawei.com/Ascend910-4c": resource.MustParse("8"), "requests.huawei.com/npu-core": resource.MustParse("32"),
+		"gpu.nvidia.com.deviceclass.resource.k8s.io/devices":         resource.MustParse("4"),
+		"requests.deviceclass.resource.kubernetes.io/gpu.nvidia.com": resource.MustParse("4"),
+		"requests.example.com/fpga":                                  resource.MustParse("1"), "resourceclaims": resource.MustParse("10"),
+		"count/resourceclaims.resource.k8s.io": resource.MustParse("10")}, nil)}) {
+		names = append(names, f.Resource)
+	}
+	assert.Equal(t, []string{"gpu.nvidia.com.deviceclass.resource.k8s.io/devices", "requests.deviceclass.resource.kubernetes.io/gpu.nvidia.com",
+		"requests.huawei.com/Ascend910-4c", "requests.huawei.com/npu-core", "requests.nvidia.com/gpu.shared", "requests.nvidia.com/mig-3g.40gb"}, names)
 }
 
 // Clusters of equal figures are sorted by namespace, then cluster, then UID: a namespace that another

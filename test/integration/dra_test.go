@@ -33,8 +33,9 @@ func draWorkers(n int, template string) func(map[string]any) {
 }
 
 // GPUs a Ray cluster holds through Dynamic Resource Allocation count as GPUs: in its summary, as its
-// claim templates ask (4 workers, one gpu.nvidia.com device each), and in the overview's allocated
-// totals as the kube-scheduler allocated them, valued on the driver's ResourceSlice (productName); a
+// claim templates ask (4 workers, one gpu.nvidia.com device each) until they are allocated, and then,
+// as in the overview's allocated totals, as the kube-scheduler allocated them, valued on the driver's
+// ResourceSlice (productName); a
 // worker asking for a GPU more than the node has free waits, and the health says DRA's reason.
 func TestDRAClaimsCountedAsGPUs(t *testing.T) {
 	t.Parallel()
@@ -72,6 +73,10 @@ func TestDRAClaimsCountedAsGPUs(t *testing.T) {
 		return assert.ObjectsAreEqual(want, o.Allocated.Accelerators)
 	})
 	assert.InDelta(t, 4.0, o.Allocated.GPU, 1e-9)
+	eventually(t, 30*time.Second, "the summary counts the 4 GPUs as allocated, the model named", func() bool {
+		d = decode[detail](t, call(t, "GET", itemPath(ns, "rayclusters", "claims"), admin, "", nil))
+		return assert.ObjectsAreEqual(want, d.Requested.Accelerators)
+	})
 	for _, p := range clusterPods(t, ns, "claims") {
 		if p.Labels["ray.io/node-type"] == "worker" {
 			assert.Equal(t, "kwok-dra-0", p.Spec.NodeName)

@@ -30,6 +30,7 @@ func Run(t *testing.T, open Open) {
 	t.Run("utilization by cluster after a prune", func(t *testing.T) { prunedPage(t, open) })
 	t.Run("utilization of every kind, or some", func(t *testing.T) { utilizationKinds(t, open) })
 	t.Run("utilization in device equivalents", func(t *testing.T) { utilizationFractions(t, open) })
+	t.Run("utilization's accelerators, raw and in devices", func(t *testing.T) { utilizationAccelerators(t, open) })
 }
 
 // DB opens the database at dsn for the checks that read its tables.

@@ -3,12 +3,14 @@ package usagetest
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"ray-service/internal/accel"
 	"ray-service/internal/ray"
 	"ray-service/internal/usage"
 )
@@ -725,4 +727,108 @@ func utilizationFractions(t *testing.T, open Open) {
 	require.Len(t, groups, 1)
 	assert.InDelta(t, 3600*6.0/7, groups[0].Total.GPUSeconds, 1e-6)
 	assert.InDelta(t, 3600*0.125, groups[0].Total.NPUSeconds, 1e-6)
+}
+
+// utilizationAccelerators: each accelerator resource and model a cluster holds is counted beside the
+// device equivalents, raw (units times seconds) and in devices, credited and pending, and credited from
+// the mark up to now for a cluster holding now; grouped, by cluster on a page and for the whole; a new
+// writer takes the mark's accelerators up; a prune removes their days.
+func utilizationAccelerators(t *testing.T, open Open) {
+	s, _ := open(t)
+	ctx := t.Context()
+	day := t0.Truncate(24 * time.Hour)
+	var vnpus, migs accel.Holdings
+	vnpus.Add("huawei.com/Ascend910-4c", accel.Unit{Kind: accel.NPU, Model: "Ascend910", Share: 1.0 / 8, Exact: true}, 8)
+	migs.Add("nvidia.com/mig-3g.40gb", accel.Unit{Kind: accel.GPU, Model: "H100-80GB-HBM3", Share: 3.0 / 7, Exact: true}, 2)
+	migs.Add(accel.DRAPrefix+"gpu.nvidia.com", accel.Unit{Kind: accel.GPU, Model: "NVIDIA H100 80GB HBM3", Share: 1, Exact: true}, 4)
+	state := func(ns string, held accel.Holdings) usage.State {
+		return usage.State{Kind: "RayCluster", Namespace: ns, Name: ns, Cluster: ns, Creator: "carol", Holding: true,
+			Requests: ray.Resources{CPU: 1, GPU: held.Devices(accel.GPU), NPU: held.Devices(accel.NPU), Accelerators: held}}
+	}
+	// vnpu: held from t0, credited 1 h, then 1 h pending (a change to more CPU), and 1 h since (its tail).
+	// gpus: held from t0 for 2 h, then stopped.
+	l := usage.NewLedger()
+	npu := &usage.Mark{UID: "c-vnpu", Since: t0}
+	gpu := &usage.Mark{UID: "c-gpus", Since: t0}
+	l.Change(npu, state("vnpu", vnpus), t0)
+	l.Change(gpu, state("gpus", migs), t0)
+	l.Credit(npu, t0.Add(time.Hour))
+	l.Credit(gpu, t0.Add(time.Hour))
+	require.NoError(t, s.PutUsage(ctx, l))
+	l = usage.NewLedger()
+	more := state("vnpu", vnpus)
+	more.Requests.CPU = 2
+	l.Change(npu, more, t0.Add(2*time.Hour))
+	stopped := state("gpus", migs)
+	stopped.Holding = false
+	l.Change(gpu, stopped, t0.Add(2*time.Hour))
+	require.NoError(t, s.PutPending(ctx, l))
+
+	marks, err := s.UsageMarks(ctx)
+	require.NoError(t, err)
+	require.Contains(t, marks, "c-vnpu")
+	assert.Equal(t, vnpus, marks["c-vnpu"].Requests.Accelerators, "a new writer takes the mark's accelerators up")
+
+	now := t0.Add(3 * time.Hour)
+	want := map[string][]usage.AcceleratorHours{
+		"vnpu": {{Kind: accel.NPU, Resource: "huawei.com/Ascend910-4c", Model: "Ascend910", Hours: 8 * 3, DeviceHours: 3}},
+		"gpus": {{Kind: accel.GPU, Resource: "dra:gpu.nvidia.com", Model: "NVIDIA H100 80GB HBM3", Hours: 4 * 2, DeviceHours: 4 * 2},
+			{Kind: accel.GPU, Resource: "nvidia.com/mig-3g.40gb", Model: "H100-80GB-HBM3", Hours: 2 * 2, DeviceHours: 2 * 2 * 3.0 / 7}},
+	}
+	near := func(msg string, want, got []usage.AcceleratorHours) {
+		t.Helper()
+		require.Len(t, got, len(want), msg)
+		for i := range want {
+			w, g := want[i], got[i]
+			assert.Equal(t, [3]string{string(w.Kind), w.Resource, w.Model}, [3]string{string(g.Kind), g.Resource, g.Model}, msg)
+			assert.InDelta(t, w.Hours, g.Hours, 1e-9, msg)
+			assert.InDelta(t, w.DeviceHours, g.DeviceHours, 1e-9, msg)
+		}
+	}
+	q := usage.Query{From: day, To: day.Add(24 * time.Hour), GroupBy: usage.ByNamespace, Now: now,
+		Scopes: map[string][]string{"RayCluster": nil}}
+	res, err := s.Utilization(ctx, q)
+	require.NoError(t, err)
+	rep := usage.Build(q, res, "name", "asc", 1, 10)
+	require.Len(t, rep.Items, 2)
+	for _, r := range rep.Items {
+		near(r.Namespace, want[r.Namespace], r.Accelerators)
+		var gpus, npus float64
+		for _, a := range r.Accelerators {
+			if a.Kind == accel.GPU {
+				gpus += a.DeviceHours
+			} else {
+				npus += a.DeviceHours
+			}
+		}
+		assert.InDelta(t, r.Allocated.GPUHours, gpus, 1e-9, "%s: the device-hours sum to the GPU-hours", r.Namespace)
+		assert.InDelta(t, r.Allocated.NPUHours, npus, 1e-9, "%s: the device-hours sum to the NPU-hours", r.Namespace)
+	}
+	near("whole", append(slices.Clone(want["gpus"]), want["vnpu"]...), rep.Whole.Accelerators)
+
+	// By cluster, a page of one: the page's row, and the whole.
+	q.GroupBy, q.Page = usage.ByCluster, &usage.Page{SortBy: "npuHours", Desc: true, Limit: 1}
+	res, err = s.Utilization(ctx, q)
+	require.NoError(t, err)
+	rep = usage.Build(q, res, "npuHours", "desc", 1, 1)
+	require.Len(t, rep.Items, 1)
+	near("the page", want["vnpu"], rep.Items[0].Accelerators)
+	near("the page's whole", append(slices.Clone(want["gpus"]), want["vnpu"]...), rep.Whole.Accelerators)
+
+	// A scope without the namespace counts none of it.
+	q.GroupBy, q.Page, q.Scopes = usage.ByNamespace, nil, map[string][]string{"RayCluster": {"gpus"}}
+	res, err = s.Utilization(ctx, q)
+	require.NoError(t, err)
+	rep = usage.Build(q, res, "name", "asc", 1, 10)
+	near("scoped", want["gpus"], rep.Whole.Accelerators)
+
+	// Pruned: the days go, the tail stays.
+	_, err = s.PruneUsage(ctx, day.Add(24*time.Hour), false)
+	require.NoError(t, err)
+	q.Scopes = map[string][]string{"RayCluster": nil}
+	res, err = s.Utilization(ctx, q)
+	require.NoError(t, err)
+	rep = usage.Build(q, res, "name", "asc", 1, 10)
+	near("pruned", []usage.AcceleratorHours{{Kind: accel.NPU, Resource: "huawei.com/Ascend910-4c", Model: "Ascend910", Hours: 8, DeviceHours: 1}},
+		rep.Whole.Accelerators)
 }
