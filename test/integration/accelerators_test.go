@@ -31,19 +31,31 @@ func slicedWorkers(n int, node string, requests map[string]any) func(map[string]
 	}
 }
 
-// Slices of devices count as their share of a device, the same in a cluster's summary and in the
-// overview's allocated totals, with the raw counts per resource and model beside them: eight 4-core
-// vNPUs of a 32-core Ascend chip are one NPU; two mig-3g.40gb instances of an H100 and one replica of a
-// GPU shared four ways are 3/7 + 3/7 + 1/4 of a GPU. The node's labels (the stack's kwok-vnpu-0 and
-// kwok-gpu-sliced-0, labelled as the device plugins label theirs) say the denominators.
+// Every accelerator a Ray cluster holds is counted the same way in every figure: eight 4-core vNPUs of
+// a 32-core Ascend chip are one NPU; two mig-3g.40gb instances of an H100 and one replica of a GPU shared
+// four ways are 3/7 + 3/7 + 1/4 of a GPU; four GPUs claimed through DRA (a ResourceClaimTemplate of
+// NVIDIA's driver's class, allocated by the kube-scheduler on the stack's kwok-dra-0) are four H100s.
+// Each namespace's summary, the overview's allocated totals, and the utilization's hours give the same
+// device equivalents with the raw counts per resource and model beside them, and for a caller who sees
+// the three namespaces alone the overview's totals are their sum. The nodes' labels (the stack's
+// kwok-vnpu-0 and kwok-gpu-sliced-0, labelled as the device plugins label theirs) and the driver's
+// ResourceSlice say the denominators and the model. A worker asking a GPU more than the DRA node has free
+// waits, and its health says DRA's reason.
 func TestSlicedAcceleratorsCountedAsDevices(t *testing.T) {
 	t.Parallel()
+	svc := startInstance(t, "ray-service-accelerators.log", "--usage-credit-every=2s", "--idle-window=0")
 	admin := env.tokens["admin"]
-	npuNS, gpuNS := namespace(t, "vnpu"), namespace(t, "migs")
+	npuNS, gpuNS, draNS := namespace(t, "vnpu"), namespace(t, "migs"), namespace(t, "dra")
+	reader, readerToken := tenant(t, npuNS, "reader")
+	for _, ns := range []string{npuNS, gpuNS, draNS} {
+		bind(t, ns, reader, "ray-viewer")
+	}
 	require.Equal(t, 201, createCluster(t, admin, npuNS, "vnpu", slicedWorkers(8, "kwok-vnpu-0",
 		map[string]any{"huawei.com/Ascend910-4c": "1"})).Status)
 	require.Equal(t, 201, createCluster(t, admin, gpuNS, "migs", slicedWorkers(1, "kwok-gpu-sliced-0",
 		map[string]any{"nvidia.com/mig-3g.40gb": "2", "nvidia.com/gpu.shared": "1"})).Status)
+	oneGPU(t, draNS)
+	require.Equal(t, 201, createCluster(t, admin, draNS, "claims", draWorkers(4, "one-gpu")).Status)
 
 	type detail struct {
 		Status    string `json:"status"`
@@ -138,6 +150,114 @@ func TestSlicedAcceleratorsCountedAsDevices(t *testing.T) {
 			assert.Equal(t, "kwok-vnpu-0", p.Spec.NodeName)
 		}
 	}
+
+	// DRA: the summary counts the claim template's 4 GPUs until they are allocated, then, as the overview,
+	// the 4 H100s allocated (their model from the driver's ResourceSlice).
+	wantDRA := []heldDevices{{Kind: "gpu", Resource: "dra:gpu.nvidia.com", Model: "NVIDIA H100 80GB HBM3", Count: 4, Devices: 4}}
+	eventually(t, 30*time.Second, "the summary counts the claim template's 4 GPUs", func() bool {
+		d = show(draNS, "claims")
+		return math.Abs(d.Requested.GPU-4) < 1e-9
+	})
+	waitStatus(t, draNS, "rayclusters", "claims", "Running")
+	eventually(t, 30*time.Second, "the overview counts the 4 allocated H100s", func() bool {
+		o = overview(draNS)
+		return near(wantDRA, o.Allocated.Accelerators)
+	})
+	assert.InDelta(t, 4.0, o.Allocated.GPU, 1e-9)
+	eventually(t, 30*time.Second, "the summary counts the 4 GPUs as allocated", func() bool {
+		d = show(draNS, "claims")
+		return near(wantDRA, d.Requested.Accelerators)
+	})
+	for _, p := range clusterPods(t, draNS, "claims") {
+		if p.Labels["ray.io/node-type"] == "worker" {
+			assert.Equal(t, "kwok-dra-0", p.Spec.NodeName)
+		}
+	}
+
+	// A caller who sees the three namespaces alone: the overview's totals are the three's sums.
+	all := slices.Concat(wantDRA, wantGPU, wantNPU)
+	var seen overviewData
+	eventually(t, 30*time.Second, "the reader's overview sums the three", func() bool {
+		r, err := send("GET", "/rest/ray/v1/overview", readerToken, "", nil)
+		require.NoError(t, err)
+		require.Equal(t, 200, r.Status, "%s", r.Raw)
+		seen = decode[overviewData](t, r)
+		return near(all, seen.Allocated.Accelerators)
+	})
+	assert.InDelta(t, 6.0/7+0.25+4, seen.Allocated.GPU, 1e-9)
+	assert.InDelta(t, 1.0, seen.Allocated.NPU, 1e-9)
+
+	// The utilization, by namespace: per resource and model, the unit-hours are the raw count times the
+	// hours held and the device-hours the device equivalents times them; they sum to the GPU- and NPU-hours
+	// and, over the three, to the whole's.
+	type accelHours struct {
+		Kind, Resource, Model string
+		Hours, DeviceHours    float64
+	}
+	type row struct {
+		utilizationRow
+		Accelerators []accelHours `json:"accelerators"`
+	}
+	type report struct {
+		Items []row `json:"items"`
+		Whole row   `json:"whole"`
+	}
+	counts := map[string]map[string][2]float64{ // namespace: resource: {count, devices}
+		npuNS: {"huawei.com/Ascend910-4c": {8, 1}},
+		gpuNS: {"nvidia.com/mig-3g.40gb": {2, 6.0 / 7}, "nvidia.com/gpu.shared": {1, 0.25}},
+		draNS: {"dra:gpu.nvidia.com": {4, 4}},
+	}
+	var rep report
+	eventually(t, 60*time.Second, "every namespace's accelerators in the utilization", func() bool {
+		r, err := sendTo(svc.url, "GET", "/rest/ray/v1/utilization?groupBy=namespace", readerToken, "", nil)
+		require.NoError(t, err)
+		require.Equal(t, 200, r.Status, "%s", r.Raw)
+		rep = decode[report](t, r)
+		if len(rep.Items) != 3 {
+			return false
+		}
+		for _, it := range rep.Items {
+			if len(it.Accelerators) == 0 || it.HeldHours == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	var wholeGPU, wholeNPU float64
+	for _, it := range rep.Items {
+		want := counts[it.Namespace]
+		require.NotNil(t, want, it.Namespace)
+		got := map[string][2]float64{}
+		var gpu, npu float64
+		for _, a := range it.Accelerators {
+			c := got[a.Resource]
+			got[a.Resource] = [2]float64{c[0] + a.Hours, c[1] + a.DeviceHours}
+			if a.Kind == "gpu" {
+				gpu += a.DeviceHours
+			} else {
+				npu += a.DeviceHours
+			}
+			if a.Resource != "dra:gpu.nvidia.com" || a.Model != "" { // a claim's model is known once allocated
+				assert.Contains(t, []string{"Ascend910", "H100-80GB-HBM3", "NVIDIA H100 80GB HBM3"}, a.Model, "%s %s", it.Namespace, a.Resource)
+			}
+		}
+		require.Len(t, got, len(want), "%s: %+v", it.Namespace, it.Accelerators)
+		for res, w := range want {
+			assert.InDelta(t, w[0]*it.HeldHours, got[res][0], 1e-9, "%s %s: unit-hours", it.Namespace, res)
+			assert.InDelta(t, w[1]*it.HeldHours, got[res][1], 1e-9, "%s %s: device-hours", it.Namespace, res)
+		}
+		assert.InDelta(t, it.Allocated.GPUHours, gpu, 1e-9, "%s: the device-hours are the GPU-hours", it.Namespace)
+		assert.InDelta(t, it.Allocated.NPUHours, npu, 1e-9, "%s: the device-hours are the NPU-hours", it.Namespace)
+		wholeGPU, wholeNPU = wholeGPU+gpu, wholeNPU+npu
+	}
+	assert.InDelta(t, rep.Whole.Allocated.GPUHours, wholeGPU, 1e-9, "the three sum to the whole")
+	assert.InDelta(t, rep.Whole.Allocated.NPUHours, wholeNPU, 1e-9, "the three sum to the whole")
+
+	// Every GPU of the DRA node is taken: a fifth worker's claim cannot be allocated.
+	require.Equal(t, 201, createCluster(t, admin, draNS, "one-more", draWorkers(1, "one-gpu")).Status)
+	h := waitHealth(t, draNS, "one-more", "Degraded", "Unschedulable")
+	assert.Contains(t, h.Health.Message, "cannot allocate all claims")
+	t.Logf("a worker asking a GPU more than is free: %s: %s", h.Health.Reason, h.Health.Message)
 }
 
 // A cluster that holds only slices is judged idle on its slices' own series: its MIG instance's

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -32,62 +31,16 @@ func draWorkers(n int, template string) func(map[string]any) {
 	}
 }
 
-// GPUs a Ray cluster holds through Dynamic Resource Allocation count as GPUs: in its summary, as its
-// claim templates ask (4 workers, one gpu.nvidia.com device each) until they are allocated, and then,
-// as in the overview's allocated totals, as the kube-scheduler allocated them, valued on the driver's
-// ResourceSlice (productName); a
-// worker asking for a GPU more than the node has free waits, and the health says DRA's reason.
-func TestDRAClaimsCountedAsGPUs(t *testing.T) {
-	t.Parallel()
-	admin := env.tokens["admin"]
-	ns := namespace(t, "dra")
-	ctx := context.Background()
-	_, err := env.admin.ResourceV1().ResourceClaimTemplates(ns).Create(ctx, &resourcev1.ResourceClaimTemplate{
+// oneGPU makes in ns the ResourceClaimTemplate one-gpu: one device of NVIDIA's driver's class gpu.nvidia.com.
+func oneGPU(t *testing.T, ns string) {
+	t.Helper()
+	_, err := env.admin.ResourceV1().ResourceClaimTemplates(ns).Create(context.Background(), &resourcev1.ResourceClaimTemplate{
 		ObjectMeta: metav1.ObjectMeta{Name: "one-gpu"},
 		Spec: resourcev1.ResourceClaimTemplateSpec{Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{
 			Requests: []resourcev1.DeviceRequest{{Name: "gpu", Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: "gpu.nvidia.com",
 				AllocationMode: resourcev1.DeviceAllocationModeExactCount, Count: 1}}}}}},
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	require.Equal(t, 201, createCluster(t, admin, ns, "claims", draWorkers(4, "one-gpu")).Status)
-
-	type detail struct {
-		Requested struct {
-			GPU          float64       `json:"gpu"`
-			Accelerators []heldDevices `json:"accelerators"`
-		} `json:"requested"`
-	}
-	var d detail
-	eventually(t, 30*time.Second, "the summary counts 4 GPUs of the claim template", func() bool {
-		d = decode[detail](t, call(t, "GET", itemPath(ns, "rayclusters", "claims"), admin, "", nil))
-		return len(d.Requested.Accelerators) == 1
-	})
-	assert.Equal(t, []heldDevices{{Kind: "gpu", Resource: "dra:gpu.nvidia.com", Count: 4, Devices: 4}}, d.Requested.Accelerators)
-	assert.InDelta(t, 4.0, d.Requested.GPU, 1e-9)
-
-	waitStatus(t, ns, "rayclusters", "claims", "Running")
-	want := []heldDevices{{Kind: "gpu", Resource: "dra:gpu.nvidia.com", Model: "NVIDIA H100 80GB HBM3", Count: 4, Devices: 4}}
-	var o overviewData
-	eventually(t, 30*time.Second, "the overview counts the 4 allocated H100s", func() bool {
-		o = decode[overviewData](t, call(t, "GET", "/rest/ray/v1/overview?namespace="+ns, admin, "", nil))
-		return assert.ObjectsAreEqual(want, o.Allocated.Accelerators)
-	})
-	assert.InDelta(t, 4.0, o.Allocated.GPU, 1e-9)
-	eventually(t, 30*time.Second, "the summary counts the 4 GPUs as allocated, the model named", func() bool {
-		d = decode[detail](t, call(t, "GET", itemPath(ns, "rayclusters", "claims"), admin, "", nil))
-		return assert.ObjectsAreEqual(want, d.Requested.Accelerators)
-	})
-	for _, p := range clusterPods(t, ns, "claims") {
-		if p.Labels["ray.io/node-type"] == "worker" {
-			assert.Equal(t, "kwok-dra-0", p.Spec.NodeName)
-		}
-	}
-
-	// Every GPU of the node is taken: a fifth worker's claim cannot be allocated.
-	require.Equal(t, 201, createCluster(t, admin, ns, "one-more", draWorkers(1, "one-gpu")).Status)
-	h := waitHealth(t, ns, "one-more", "Degraded", "Unschedulable")
-	assert.Contains(t, h.Health.Message, "cannot allocate all claims")
-	t.Logf("a worker asking a GPU more than is free: %s: %s", h.Health.Reason, h.Health.Message)
 }
 
 // draProbeProduct is the GPU of the pool draProbePool publishes, told apart from the stack's.
