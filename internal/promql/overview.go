@@ -311,6 +311,7 @@ func (q *Querier) Usage(ctx context.Context, w Window, sc Scope) (Used, Series, 
 	// vNPU slices whose use no series measures are said by name; the NPUs in use are then only what the
 	// series measure, and unknown where the slices are all the NPUs the pods hold.
 	warnings, unmeasuredNPUs := vnpuWarnings(unmeasured, sc.Held)
+	warnings = append(warnings, claimWarnings(sc.Held)...)
 	for i, qu := range queries {
 		label := qu.group + " " + qu.name
 		if errs[i] != nil {

@@ -230,3 +230,28 @@ func vnpuWarnings(unmeasured map[string]float64, held accel.Holdings) ([]string,
 	}
 	return out, devices
 }
+
+// claimWarnings says what the series leave out of the devices Ray pods in scope hold through resource
+// claims (Dynamic Resource Allocation): kube-state-metrics writes pods' requests, and no claim's
+// allocation, so the allocated series have none of them (the totals do); dcgm-exporter labels a claimed
+// GPU's series with its pod only where it runs with --kubernetes-enable-dra (dcgm-exporter 4.5.3-4.8.2,
+// pkg/cmd/app.go:101, internal/pkg/transformation/kubernetes.go:454-500), so used gpu counts them only there.
+func claimWarnings(held accel.Holdings) []string {
+	var claimed float64
+	var classes []string
+	for _, h := range held {
+		if h.Kind == accel.GPU && strings.HasPrefix(h.Resource, accel.DRAPrefix) {
+			claimed += h.Devices
+			if c := strings.TrimPrefix(h.Resource, accel.DRAPrefix); !slices.Contains(classes, c) {
+				classes = append(classes, c)
+			}
+		}
+	}
+	if claimed == 0 {
+		return nil
+	}
+	return []string{fmt.Sprintf("allocated gpu: Ray pods in scope hold %g GPUs through resource claims (device classes %s), "+
+		"counted in the totals but not in the series (kube-state-metrics writes pods' requests, not claims' allocations); "+
+		"used gpu counts their use where dcgm-exporter runs with --kubernetes-enable-dra, which labels their series with the pod",
+		claimed, strings.Join(classes, ", "))}
+}

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"ray-service/internal/accel"
@@ -95,4 +96,19 @@ func TestSlicesInUse(t *testing.T) {
 		check(use["gpu"], cluster("mig", 0.9), cluster("a30", 0.5)),
 		check(use["npu"], cluster("v", 0.25)),
 	})
+}
+
+// GPUs held through resource claims are said to be in the totals and not in the allocated series, with
+// how their use is read; none held, nothing is said.
+func TestClaimWarnings(t *testing.T) {
+	assert.Empty(t, claimWarnings(nil))
+	var held accel.Holdings
+	held.Add("nvidia.com/mig-3g.40gb", accel.Unit{Kind: accel.GPU, Share: 3.0 / 7}, 2)
+	assert.Empty(t, claimWarnings(held), "no claim")
+	held.Add(accel.DRAPrefix+"gpu.nvidia.com", accel.Unit{Kind: accel.GPU, Model: "NVIDIA H100 80GB HBM3", Share: 1, Exact: true}, 4)
+	held.Add(accel.DRAPrefix+"mig.nvidia.com", accel.Unit{Kind: accel.GPU, Share: 1.0 / 7}, 7)
+	w := claimWarnings(held)
+	require.Len(t, w, 1)
+	assert.Contains(t, w[0], "hold 5 GPUs through resource claims (device classes gpu.nvidia.com, mig.nvidia.com)")
+	assert.Contains(t, w[0], "--kubernetes-enable-dra")
 }

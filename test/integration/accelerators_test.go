@@ -164,6 +164,9 @@ func TestSlicedAcceleratorsCountedAsDevices(t *testing.T) {
 		return near(wantDRA, o.Allocated.Accelerators)
 	})
 	assert.InDelta(t, 4.0, o.Allocated.GPU, 1e-9)
+	assert.True(t, slices.ContainsFunc(o.Warnings, func(w string) bool {
+		return strings.Contains(w, "hold 4 GPUs through resource claims (device classes gpu.nvidia.com)")
+	}), "the overview says the series leave the claimed GPUs out: %q", o.Warnings)
 	eventually(t, 30*time.Second, "the summary counts the 4 GPUs as allocated", func() bool {
 		d = show(draNS, "claims")
 		return near(wantDRA, d.Requested.Accelerators)
