@@ -32,7 +32,7 @@ func TestAuditMigrationKeepsTheHistory(t *testing.T) {
 	for _, stmt := range []string{`DROP TABLE audit_entries`, `DROP TABLE audit_namespaces`, `DROP TABLE audit_head`,
 		`DROP TABLE deliveries`, `DROP TABLE subscriptions`, `DROP TABLE notice_head`, `DROP TABLE notices`,
 		`DROP TABLE usage_objects`, `DROP TABLE usage_days`, `DROP TABLE usage_totals`, `DROP TABLE usage_measured`, `DROP TABLE usage_state`,
-		`DROP TABLE usage_pending`, `DROP TABLE usage_kind_days`,
+		`DROP TABLE usage_pending`, `DROP TABLE usage_kind_days`, `DROP TABLE usage_accelerators`,
 		fmt.Sprintf(`DELETE FROM schema_migrations WHERE version >= %d`, version)} {
 		_, err := raw.ExecContext(t.Context(), stmt)
 		require.NoError(t, err)

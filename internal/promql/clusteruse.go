@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/common/model"
@@ -75,7 +76,8 @@ func (q *Querier) ClusterUse(ctx context.Context, from, to time.Time, step time.
 
 // GrafanaUtilizationExpressions are the queries of the Grafana dashboard's utilization panels: for the
 // dashboard's range, per namespace, the core-hours and GPU-hours the Ray pods held (their requests while
-// Pending or Running, kube-state-metrics) and used (cAdvisor, DCGM), sampled every minute. Prometheus
+// Pending or Running, kube-state-metrics; GPUs in device equivalents, grafanaGPURequests) and used
+// (cAdvisor; DCGM, as GPUsInUseByPod), sampled every minute. Prometheus
 // alone computes them, over what it retains; the service's report keeps them past that. (On Prometheus 2
 // the range's first minute is counted too: a minute more of the range.)
 func GrafanaUtilizationExpressions() map[string]string {
@@ -90,7 +92,27 @@ func GrafanaUtilizationExpressions() map[string]string {
 	return map[string]string{
 		"cpu.allocated": allocated("cpu"),
 		"cpu.used":      hours(`sum by (namespace, pod) (rate(container_cpu_usage_seconds_total{container!="",container!="POD"}[5m]))`),
-		"gpu.allocated": allocated("nvidia_com_gpu"),
-		"gpu.used":      hours(`sum by (namespace, pod) (` + byPod("DCGM_FI_DEV_GPU_UTIL", dcgmPods) + `) / 100`),
+		"gpu.allocated": hours(`sum by (namespace, pod) (` + grafanaGPURequests() + `) * on(namespace, pod) group_left() ` + holding),
+		"gpu.used":      hours(`sum by (namespace, pod) (` + GPUsInUseByPod() + `)`),
 	}
+}
+
+// grafanaGPURequests are the GPUs each container of a pod requests, in device equivalents, as far as a
+// dashboard can tell without the nodes' labels: whole GPUs, and MIG instances at their compute slices
+// over their GPU's, 4 for the A30's profiles (1g.6gb, 2g.12gb, 4g.24gb) and 7 for every other GPU's (as
+// package accel values them where the node does not name the GPU). A shared GPU's replica is worth one
+// over its node's replicas, which kube-state-metrics does not write: the dashboard leaves them out.
+func grafanaGPURequests() string {
+	req := func(matchers string) string { return `kube_pod_container_resource_requests{` + matchers + `}` }
+	slices := func(e string) string {
+		return `label_replace(` + e + `, "slices", "$1", "resource", "nvidia_com_mig_([0-9]+)g_.*")`
+	}
+	const a30 = `nvidia_com_mig_(1g_6gb|2g_12gb|4g_24gb)(_.*)?`
+	of7 := map[string]float64{}
+	for g := 1; g <= 7; g++ {
+		of7[strconv.Itoa(g)] = float64(g) / 7
+	}
+	return `(` + req(`resource="nvidia_com_gpu"`) +
+		` or ` + slices(req(`resource=~"`+a30+`"`)) + ` * on(slices) group_left() ` + table(map[string]float64{"1": 0.25, "2": 0.5, "4": 1}, "slices") +
+		` or ` + slices(req(`resource=~"nvidia_com_mig_.*",resource!~"`+a30+`"`)) + ` * on(slices) group_left() ` + table(of7, "slices") + `)`
 }

@@ -431,8 +431,8 @@ func GrafanaURL(base, uid string, w Window, cluster string) string {
 }
 
 // GrafanaGPUExpression is the GPUs in use by each Ray cluster the chart's Grafana dashboard's variable
-// Cluster selects, read as the overview reads them.
+// Cluster selects, in device equivalents, read as the overview reads them (a MIG instance's too).
 func GrafanaGPUExpression() string {
-	return `sum by (namespace, created_by_name) (` + byPod("DCGM_FI_DEV_GPU_UTIL", dcgmPods) +
-		` * on(namespace, pod) group_left(created_by_name) max by (namespace, pod, created_by_name) (kube_pod_info{created_by_kind="RayCluster", created_by_name=~"$Cluster"})) / 100`
+	return `sum by (namespace, created_by_name) (` + GPUsInUseByPod() +
+		` * on(namespace, pod) group_left(created_by_name) max by (namespace, pod, created_by_name) (kube_pod_info{created_by_kind="RayCluster", created_by_name=~"$Cluster"}))`
 }

@@ -2,6 +2,7 @@ package promql
 
 import (
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -95,6 +96,10 @@ func TestSlicesInUse(t *testing.T) {
 		// Two steps of the minute: GPU- and NPU-seconds over the step.
 		check(use["gpu"], cluster("mig", 0.9), cluster("a30", 0.5)),
 		check(use["npu"], cluster("v", 0.25)),
+		// The Grafana dashboard's: the GPUs in use per cluster, a MIG instance's too, and the GPUs requested
+		// in device equivalents (a 3g of an H100 3/7, a 2g.12gb of an A30 2/4).
+		check(strings.ReplaceAll(GrafanaGPUExpression(), "$Cluster", ".*"), cluster("a30", 0.25), cluster("mig", 0.45)),
+		check(`sum(`+grafanaGPURequests()+`)`, total(6.0/7+0.5)),
 	})
 }
 
