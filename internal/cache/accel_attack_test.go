@@ -2,6 +2,7 @@ package cache
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -306,4 +307,77 @@ func TestAttackClaimPassedOffAsMadeForAPod(t *testing.T) {
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return model() == "NVIDIA H100 80GB HBM3" }, 5*time.Second, 10*time.Millisecond,
 		"the summary counts the GPU the claim was allocated")
+}
+
+// Attack: a cluster whose pods' claims hold more than its templates can say (allocationMode All: 4
+// GPUs) is billed them once the store publishes it; then the tenant edits the cluster (a label): the
+// utilization is told of the new version valued on its templates alone (no GPU), and the store, whose
+// published requests did not change, tells it nothing more: the GPUs are billed no longer.
+func TestAttackEditDropsPodClaimsFromBilling(t *testing.T) {
+	ob := &lastGPU{gpu: map[string]float64{}}
+	kinds, dyn, core, store := draStore(t, ob)
+	ctx := t.Context()
+	devices := make([]resourcev1.Device, 4)
+	var res []resourcev1.DeviceRequestAllocationResult
+	for i := range devices {
+		devices[i] = resourcev1.Device{Name: fmt.Sprintf("gpu-%d", i), Attributes: map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{"type": str("gpu"), "productName": str("NVIDIA H100 80GB HBM3")}}
+		res = append(res, resourcev1.DeviceRequestAllocationResult{Request: "r", Driver: "gpu.nvidia.com", Pool: "n", Device: devices[i].Name})
+	}
+	_, err := core.ResourceV1().ResourceSlices().Create(ctx, &resourcev1.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: "s"},
+		Spec: resourcev1.ResourceSliceSpec{Driver: "gpu.nvidia.com", NodeName: new("n"), Pool: resourcev1.ResourcePool{Name: "n", ResourceSliceCount: 1}, Devices: devices}},
+		metav1.CreateOptions{})
+	require.NoError(t, err)
+	req := resourcev1.DeviceRequest{Name: "r", Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: "gpu.nvidia.com", AllocationMode: resourcev1.DeviceAllocationModeAll}}
+	_, err = core.ResourceV1().ResourceClaimTemplates("team").Create(ctx, &resourcev1.ResourceClaimTemplate{ObjectMeta: metav1.ObjectMeta{Name: "all"},
+		Spec: resourcev1.ResourceClaimTemplateSpec{Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{req}}}}},
+		metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = core.ResourceV1().ResourceClaims("team").Create(ctx, &resourcev1.ResourceClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "demo-w-gpus-x"},
+		Spec:       resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{req}}},
+		Status: resourcev1.ResourceClaimStatus{Allocation: &resourcev1.AllocationResult{Devices: resourcev1.DeviceAllocationResult{Results: res}},
+			ReservedFor: []resourcev1.ResourceClaimConsumerReference{{Resource: "pods", Name: "demo-w", UID: "demo-w"}}}},
+		metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		return store.claim("team", "demo-w-gpus-x") != nil && store.claimTemplate("team", "all") != nil
+	}, 5*time.Second, 10*time.Millisecond)
+
+	pod := raytest.Pod("demo-w", "demo", ray.NodeTypeWorker, "small", true)
+	pod.UID = "demo-w"
+	pod.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpus", ResourceClaimTemplateName: new("all")}}
+	pod.Status.ResourceClaimStatuses = []corev1.PodResourceClaimStatus{{Name: "gpus", ResourceClaimName: new("demo-w-gpus-x")}}
+	_, err = core.CoreV1().Pods("team").Create(ctx, pod, metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return len(store.ClusterPods("team", "demo")) == 1 }, 5*time.Second, 10*time.Millisecond)
+
+	u := raytest.Manifest(t, kinds.Cluster().Kind, kinds.Cluster().ClusterSpecPath, "demo", map[string]any{"state": "ready"})
+	u.SetUID("demo")
+	groups, _, _ := unstructured.NestedSlice(u.Object, "spec", "workerGroupSpecs")
+	g := groups[0].(map[string]any)
+	require.NoError(t, unstructured.SetNestedSlice(g, []any{map[string]any{"name": "gpus", "resourceClaimTemplateName": "all"}}, "template", "spec", "resourceClaims"))
+	require.NoError(t, unstructured.SetNestedField(g, int64(1), "replicas"))
+	require.NoError(t, unstructured.SetNestedSlice(u.Object, groups, "spec", "workerGroupSpecs"))
+	created, err := dyn.Resource(kinds.Cluster().GVR()).Namespace("team").Create(ctx, u, metav1.CreateOptions{})
+	require.NoError(t, err)
+	billed := func() float64 { g, _ := ob.of("demo"); return g }
+	require.Eventually(t, func() bool { return billed() >= 4 }, 5*time.Second, 10*time.Millisecond, "the utilization is told of the 4 GPUs")
+
+	// The edit: a label, nothing the requests depend on.
+	created.SetLabels(map[string]string{"touched": "yes"})
+	created.SetResourceVersion("2")
+	_, err = dyn.Resource(kinds.Cluster().GVR()).Namespace("team").Update(ctx, created, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	published := -1.0
+	require.Eventually(t, func() bool {
+		for _, it := range store.Items(kinds.Cluster(), Scopes{Instances: auth.AllNamespaces()}) {
+			if it.Summary.Name == "demo" && slices.Contains(it.Labels, ray.LabelPair{Key: "touched", Value: "yes"}) {
+				published = it.Summary.Requested.GPU
+				return true
+			}
+		}
+		return false
+	}, 5*time.Second, 10*time.Millisecond, "the edit is published")
+	require.GreaterOrEqual(t, published, 4.0, "the published summary counts the 4 GPUs of the pod's claim")
+	assert.InDelta(t, published, billed(), 1e-9, "the utilization still bills the GPUs the published summary counts, its pods' claims'")
 }

@@ -663,10 +663,17 @@ func (s *Store) templateEntry(obj any) (*ray.Kind, *Entry) {
 	return s.kinds.ByKind(e.Kind), e
 }
 
-// Valued is a summary's requests valued on what the cache knows now: its estimated device
-// equivalents on the nodes' word, and its templates' resource claims counted. Its pods are not read.
+// Valued is a summary's requests valued on what the cache knows now, as the store publishes them: its
+// estimated device equivalents on the nodes' word, its templates' resource claims counted, and its
+// pods' claims where they hold more (withPodClaims). The observer is told of each version so valued: a
+// version valued on its templates alone would bill a cluster whose pods' claims hold more as its
+// templates say, and the store tells it again only where the requests it publishes change.
 func (s *Store) Valued(sum *ray.Summary) *ray.Summary {
-	return s.withClaims(s.withDevices(sum))
+	sum = s.withClaims(s.withDevices(sum))
+	if k := s.kinds.ByKind(sum.Kind); k != nil {
+		sum = s.withPodClaims(k, sum)
+	}
+	return sum
 }
 
 // summarize is k's summary of o, with whether the service signed its creator.

@@ -48,3 +48,23 @@ func TestAttackInitContainerHidesGPUs(t *testing.T) {
 	r := PodRequestsOn(pod, accel.Node{}, false)
 	assert.InDelta(t, 8.0, r.GPU, 1e-9, "the app's GPUs count")
 }
+
+// Attack: the RayCluster CRD takes any key in a container's resources (additionalProperties), and the
+// patterns accept any suffix (nvidia.com/mig-1g.10gb.<anything>): a template names a resource of 100
+// KB, which no pod could ever be given (a resource's name is a qualified name). The summary shows it,
+// the utilization's mark carries it as JSON and every credit writes it into usage_accelerators' key,
+// which PostgreSQL's index refuses past 2704 bytes: the whole credit of every object fails with it.
+func TestAttackLongAcceleratorName(t *testing.T) {
+	long := make([]byte, 100_000)
+	for i := range long {
+		long[i] = "abcdefghijklmnopqrstuvwxyz0123456789"[(i*7919+i/36)%36]
+	}
+	name := corev1.ResourceName("nvidia.com/mig-1g.10gb." + string(long))
+	pod := corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{name: resource.MustParse("1"), "nvidia.com/gpu": resource.MustParse("2")}}}}}
+	r := PodRequestsOn(pod, accel.Node{}, false)
+	for _, h := range r.Accelerators {
+		assert.LessOrEqual(t, len(h.Resource), 253+1+63, "a holding's resource is a resource's name")
+	}
+	assert.InDelta(t, 2.0, r.GPU, 1e-9, "a resource no pod may be given holds nothing")
+}

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"ray-service/internal/accel"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,6 +12,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"ray-service/internal/accel"
 )
 
 // Object types: an instance is handed to KubeRay; a template is a stored manifest (a ConfigMap).
@@ -594,7 +596,11 @@ func fromList(list corev1.ResourceList, node accel.Node, softShare bool) Resourc
 		case corev1.ResourceMemory:
 			r.MemoryBytes += q.Value()
 		default:
-			if u, ok := accel.UnitOf(string(name), node, softShare); ok {
+			// The RayCluster CRD takes any key (its resources are additionalProperties), where a pod's
+			// resource is a qualified name (k8s.io/apimachinery validation.IsQualifiedName, what the
+			// apiserver checks of a pod's): a key no pod may be given holds nothing, and is not carried
+			// (its length has no other bound) into the summaries and the utilization's stored keys.
+			if u, ok := accel.UnitOf(string(name), node, softShare); ok && len(validation.IsQualifiedName(string(name))) == 0 {
 				r.Accelerators.Add(string(name), u, float64(q.Value()))
 			}
 		}

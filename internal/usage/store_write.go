@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"ray-service/internal/accel"
 )
 
 // PutUsage writes the minute's credit: the ledger's figures and those pending (PutPending) are added to
@@ -42,11 +44,8 @@ func putHeld(ctx context.Context, tx execer, l *Ledger) error {
 		})
 		for _, k := range keys {
 			h := l.Held[k]
-			if _, err := tx.ExecContext(ctx, `INSERT INTO usage_accelerators (uid, day, kind, resource, model, count_seconds, device_seconds)
-				VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (uid, day, kind, resource, model) DO UPDATE SET
-				count_seconds = usage_accelerators.count_seconds + excluded.count_seconds,
-				device_seconds = usage_accelerators.device_seconds + excluded.device_seconds`,
-				k.UID, k.Day, string(k.Kind), k.Resource, k.Model, h.CountSeconds, h.DeviceSeconds); err != nil {
+			if _, err := tx.ExecContext(ctx, putHeldRow, k.UID, k.Day, string(k.Kind), k.Resource, k.Model, h.CountSeconds,
+				h.DeviceSeconds, accel.MaxHeld, accel.OtherResource); err != nil {
 				return err
 			}
 		}
@@ -66,6 +65,19 @@ func putHeld(ctx context.Context, tx execer, l *Ledger) error {
 	}
 	return nil
 }
+
+// putHeldRow adds an object's accelerator-seconds of one day, resource and model to its row; where the
+// object's day has accel.MaxHeld rows already and none of them, to the row of its kind named
+// accel.OtherResource: a summary bounds the names held at once, not those a cluster edited again and
+// again names over a day, each of which would be a row. (The SELECT's WHERE tells SQLite's parser
+// that ON CONFLICT is the upsert's.)
+const putHeldRow = `INSERT INTO usage_accelerators (uid, day, kind, resource, model, count_seconds, device_seconds)
+	SELECT $1, $2, $3, CASE WHEN k.kept THEN $4 ELSE $9 END, CASE WHEN k.kept THEN $5 ELSE '' END, $6, $7
+	FROM (SELECT EXISTS (SELECT 1 FROM usage_accelerators WHERE uid = $1 AND day = $2 AND kind = $3 AND resource = $4 AND model = $5)
+		OR (SELECT COUNT(*) FROM usage_accelerators WHERE uid = $1 AND day = $2) < $8 AS kept) k WHERE true
+	ON CONFLICT (uid, day, kind, resource, model) DO UPDATE SET
+	count_seconds = usage_accelerators.count_seconds + excluded.count_seconds,
+	device_seconds = usage_accelerators.device_seconds + excluded.device_seconds`
 
 // writeUnsynced runs write in a transaction on SQLite whose commit does not wait for the disk
 // (synchronous NORMAL, for that commit alone): the credit of changes between the minute's credits

@@ -31,6 +31,7 @@ func Run(t *testing.T, open Open) {
 	t.Run("utilization of every kind, or some", func(t *testing.T) { utilizationKinds(t, open) })
 	t.Run("utilization in device equivalents", func(t *testing.T) { utilizationFractions(t, open) })
 	t.Run("utilization's accelerators, raw and in devices", func(t *testing.T) { utilizationAccelerators(t, open) })
+	t.Run("utilization's accelerators, names bounded per object and day", func(t *testing.T) { acceleratorNamesBounded(t, open) })
 }
 
 // DB opens the database at dsn for the checks that read its tables.

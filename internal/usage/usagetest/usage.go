@@ -832,3 +832,45 @@ func utilizationAccelerators(t *testing.T, open Open) {
 	near("pruned", []usage.AcceleratorHours{{Kind: accel.NPU, Resource: "huawei.com/Ascend910-4c", Model: "Ascend910", Hours: 8, DeviceHours: 1}},
 		rep.Whole.Accelerators)
 }
+
+// Attack: a tenant edits its Ray cluster again and again, naming other accelerator resources each
+// time (nvidia.com/mig-1g.<n>gb takes any n; a summary bounds only the names held at once): each
+// credit wrote a row per name, without bound per object and day. Past accel.MaxHeld names in an
+// object's day, the rest of its seconds are kept as accel.OtherResource of their kind; the sums stay.
+func acceleratorNamesBounded(t *testing.T, open Open) {
+	s, dsn := open(t)
+	ctx := t.Context()
+	day := t0.Truncate(24 * time.Hour)
+	m := &usage.Mark{UID: "c-churn", Since: t0}
+	const edits, names = 20, 16
+	for e := range edits {
+		var held accel.Holdings
+		for i := range names {
+			held.Add(fmt.Sprintf("nvidia.com/mig-1g.%dgb", e*names+i+1), accel.Unit{Kind: accel.GPU, Share: 1.0 / 7}, 1)
+		}
+		l := usage.NewLedger()
+		l.Change(m, usage.State{Kind: "RayCluster", Namespace: "churn", Name: "churn", Cluster: "churn", Creator: "mallory",
+			Holding: true, Requests: ray.Resources{GPU: held.Devices(accel.GPU), Accelerators: held}}, t0.Add(time.Duration(e)*time.Minute))
+		require.NoError(t, s.PutUsage(ctx, l))
+	}
+	l := usage.NewLedger()
+	l.Credit(m, t0.Add(edits*time.Minute))
+	require.NoError(t, s.PutUsage(ctx, l))
+
+	var rows int
+	require.NoError(t, DB(t, dsn).QueryRowContext(ctx, `SELECT COUNT(*) FROM usage_accelerators WHERE uid = 'c-churn'`).Scan(&rows))
+	assert.LessOrEqual(t, rows, accel.MaxHeld+1, "an object's day keeps a bounded number of accelerator names")
+
+	q := usage.Query{From: day, To: day.Add(24 * time.Hour), GroupBy: usage.ByNamespace, Now: t0.Add(edits * time.Minute),
+		Scopes: map[string][]string{"RayCluster": nil}}
+	res, err := s.Utilization(ctx, q)
+	require.NoError(t, err)
+	rep := usage.Build(q, res, "name", "asc", 1, 10)
+	require.Len(t, rep.Items, 1)
+	var units, devices float64
+	for _, a := range rep.Items[0].Accelerators {
+		units, devices = units+a.Hours, devices+a.DeviceHours
+	}
+	assert.InDelta(t, float64(edits*names)/60, units, 1e-9, "every unit-hour is kept")
+	assert.InDelta(t, rep.Items[0].Allocated.GPUHours, devices, 1e-9, "the device-hours sum to the GPU-hours")
+}
