@@ -1,8 +1,6 @@
 package ray
 
 import (
-	"time"
-
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
@@ -80,14 +78,7 @@ func GangPodGroupState(pg *unstructured.Unstructured) *Scheduling {
 			s.Phase, s.Reason, s.Message, s.Since = GangPhaseScheduled, "", "", nil
 			return s
 		}
-		s.Reason, _ = cm["reason"].(string)
-		s.Message, _ = cm["message"].(string)
-		s.Reason, s.Message = Clip(s.Reason, MaxWordBytes), Clip(s.Message, MaxMessageBytes)
-		if at, _ := cm["lastTransitionTime"].(string); at != "" {
-			if t, err := time.Parse(time.RFC3339, at); err == nil {
-				s.Since = &t
-			}
-		}
+		s.heldBy(cm)
 	}
 	return s
 }

@@ -1,8 +1,6 @@
 package ray
 
 import (
-	"time"
-
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
@@ -41,16 +39,7 @@ func WorkloadState(wl *unstructured.Unstructured) *Scheduling {
 		}
 	}
 	isTrue := func(t string) bool { return conds[t] != nil && conds[t]["status"] == "True" }
-	why := func(c map[string]any) {
-		s.Reason, _ = c["reason"].(string)
-		s.Message, _ = c["message"].(string)
-		s.Reason, s.Message = Clip(s.Reason, MaxWordBytes), Clip(s.Message, MaxMessageBytes)
-		if at, _ := c["lastTransitionTime"].(string); at != "" {
-			if t, err := time.Parse(time.RFC3339, at); err == nil {
-				s.Since = &t
-			}
-		}
-	}
+	why := s.heldBy
 	if active, found, _ := unstructured.NestedBool(wl.Object, "spec", "active"); found && !active {
 		s.Phase = "Deactivated" // stopped: not waiting for anything
 		return s

@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
 	// A schedule may name its time zone (CRON_TZ=Asia/Shanghai, as robfig/cron/v3 reads it): the
 	// service reads it wherever it runs, with or without the system's zone files.
 	_ "time/tzdata"

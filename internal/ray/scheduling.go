@@ -90,16 +90,23 @@ func PodGroupState(pg *unstructured.Unstructured) *Scheduling {
 		if cm["type"] != "Unschedulable" || cm["status"] != "True" {
 			continue
 		}
-		s.Reason, _ = cm["reason"].(string)
-		s.Message, _ = cm["message"].(string)
-		s.Reason, s.Message = Clip(s.Reason, MaxWordBytes), Clip(s.Message, MaxMessageBytes)
-		if at, _ := cm["lastTransitionTime"].(string); at != "" {
-			if t, err := time.Parse(time.RFC3339, at); err == nil {
-				s.Since = &t
-			}
-		}
+		s.heldBy(cm)
 	}
 	return s
+}
+
+// heldBy says why the manager holds the object back from the condition that says so (Volcano's
+// Unschedulable, Kueue's QuotaReserved or eviction, the Kubernetes scheduler's PodGroup verdict): its
+// reason and message, cut to 128 and 1024 bytes, and when it began.
+func (s *Scheduling) heldBy(cond map[string]any) {
+	s.Reason, _ = cond["reason"].(string)
+	s.Message, _ = cond["message"].(string)
+	s.Reason, s.Message = Clip(s.Reason, MaxWordBytes), Clip(s.Message, MaxMessageBytes)
+	if at, _ := cond["lastTransitionTime"].(string); at != "" {
+		if t, err := time.Parse(time.RFC3339, at); err == nil {
+			s.Since = &t
+		}
+	}
 }
 
 // WithScheduling returns the summary completed by where the object stands with its queue manager

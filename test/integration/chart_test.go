@@ -24,7 +24,6 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -611,7 +610,7 @@ func TestHelmChart(t *testing.T) {
 			pgQueue[step], _, _ = unstructured.NestedString(pg.Object, "spec", "queue")
 			pgOwner[step] = map[string]string{"RayCluster": "rayclusters", "RayJob": "rayjobs"}[pg.GetOwnerReferences()[0].Kind]
 			makeWorkload(t, probe, rayServices, "probe"+suffix, "rayservice-probe"+suffix, fmt.Sprint("probe-q", step))
-			makeGangPodGroup(t, probe, "gang"+suffix)
+			makeGang(t, probe, "gang"+suffix, gangCluster(t, probe, "gang"+suffix), 2)
 			// This test runs before the parallel ones (TestSlicedAcceleratorsCountedAsDevices reads the
 			// label): it shares the node's GPUs 4+round ways, and four again when it ends.
 			relabel := func(replicas int) {
@@ -899,43 +898,4 @@ func clientFromKubeconfig(t *testing.T, path string) kubernetes.Interface {
 	cs, err := kubernetes.NewForConfig(cfg)
 	require.NoError(t, err)
 	return cs
-}
-
-// makeGangPodGroup makes a RayCluster that the operator leaves alone (spec.managedBy) and the
-// scheduling.k8s.io Workload and PodGroup KubeRay v1.7's KubernetesWAS scheduler makes of it
-// (TestKubernetesGangWait says what and cites it), with no pods: the service shows the cluster's
-// scheduling manager as kubernetes.
-func makeGangPodGroup(t *testing.T, ns, name string) {
-	t.Helper()
-	ctx := context.Background()
-	var obj map[string]any
-	require.NoError(t, yaml.Unmarshal(mustRename(t, "raycluster-minimal.yaml", name), &obj))
-	obj["metadata"].(map[string]any)["labels"] = map[string]any{"ray.io/gang-scheduling-enabled": "true"}
-	obj["spec"].(map[string]any)["managedBy"] = "kueue.x-k8s.io/multikueue"
-	body, err := json.Marshal(obj)
-	require.NoError(t, err)
-	r := call(t, "POST", nsPath(ns, "rayclusters"), env.tokens["admin"], "application/json", body)
-	require.Equal(t, 201, r.Status, "%s", r.Raw)
-	made, err := getRay(t, rayClusters, ns, name)
-	require.NoError(t, err)
-	yes := true
-	owner := []metav1.OwnerReference{{APIVersion: "ray.io/v1", Kind: "RayCluster", Name: name, UID: made.GetUID(), Controller: &yes, BlockOwnerDeletion: &yes}}
-	labels := map[string]string{"ray.io/cluster": name}
-	gang := schedulingv1beta1.PodGroupSchedulingPolicy{Gang: &schedulingv1beta1.GangSchedulingPolicy{MinCount: 2}}
-	_, err = env.admin.SchedulingV1beta1().Workloads(ns).Create(ctx, &schedulingv1beta1.Workload{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels, OwnerReferences: owner},
-		Spec: schedulingv1beta1.WorkloadSpec{
-			ControllerRef:     &schedulingv1beta1.TypedLocalObjectReference{APIGroup: "ray.io", Kind: "RayCluster", Name: name},
-			PodGroupTemplates: []schedulingv1beta1.PodGroupTemplate{{Name: "cluster", SchedulingPolicy: gang}},
-		},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	_, err = env.admin.SchedulingV1beta1().PodGroups(ns).Create(ctx, &schedulingv1beta1.PodGroup{
-		ObjectMeta: metav1.ObjectMeta{Name: name + "-cluster", Namespace: ns, Labels: labels, OwnerReferences: owner},
-		Spec: schedulingv1beta1.PodGroupSpec{
-			WorkloadRef:      &schedulingv1beta1.WorkloadReference{WorkloadName: name, TemplateName: "cluster"},
-			SchedulingPolicy: gang,
-		},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
 }

@@ -3,14 +3,12 @@
 package integration
 
 import (
-	"context"
 	"encoding/json"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -24,13 +22,10 @@ func TestDeleteHeldByFinalizers(t *testing.T) {
 	t.Parallel()
 	ns := namespace(t, "final")
 	admin := env.tokens["admin"]
-	ctx := context.Background()
 	require.Equal(t, 201, createClusterAt(t, admin, ns, "held", "?start=false").Status)
 	waitStatus(t, ns, "rayclusters", "held", "Stopped")
 	const hold = "ray-service.test/hold"
-	_, err := env.adminDyn.Resource(rayClusters).Namespace(ns).Patch(ctx, "held", types.MergePatchType,
-		[]byte(`{"metadata":{"finalizers":["`+hold+`"]}}`), metav1.PatchOptions{})
-	require.NoError(t, err)
+	patchRay(t, rayClusters, ns, "held", types.MergePatchType, `{"metadata":{"finalizers":["`+hold+`"]}}`)
 	type deleted struct {
 		Deleting bool `json:"deleting"`
 	}
@@ -78,9 +73,7 @@ func TestDeleteHeldByFinalizers(t *testing.T) {
 	assert.Equal(t, 403, r.Status, "%s", r.Raw)
 
 	// The finalizer done, it goes, and the history says so.
-	_, err = env.adminDyn.Resource(rayClusters).Namespace(ns).Patch(ctx, "held", types.MergePatchType,
-		[]byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
-	require.NoError(t, err)
+	patchRay(t, rayClusters, ns, "held", types.MergePatchType, `{"metadata":{"finalizers":null}}`)
 	eventually(t, 30*time.Second, "gone", func() bool {
 		return call(t, "GET", itemPath(ns, "rayclusters", "held"), admin, "", nil).Status == 404
 	})

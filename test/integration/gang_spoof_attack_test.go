@@ -16,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"sigs.k8s.io/yaml"
 )
 
 // Attack: hide a Ray cluster's wait for its gang. KubeRay v1.7.0 makes one Kubernetes PodGroup for a
@@ -41,19 +40,7 @@ func TestGangPodGroupDecoyAttack(t *testing.T) {
 	// witness whose PodGroup's changes tell when the service's watch of PodGroups has seen what came before.
 	owners := map[string][]metav1.OwnerReference{}
 	for _, c := range []string{name, "witness"} {
-		var obj map[string]any
-		require.NoError(t, yaml.Unmarshal(mustRename(t, "raycluster-minimal.yaml", c), &obj))
-		obj["metadata"].(map[string]any)["labels"] = map[string]any{"ray.io/gang-scheduling-enabled": "true"}
-		obj["spec"].(map[string]any)["managedBy"] = "kueue.x-k8s.io/multikueue"
-		body, err := json.Marshal(obj)
-		require.NoError(t, err)
-		r := call(t, "POST", nsPath(ns, "rayclusters"), admin, "application/json", body)
-		require.Equal(t, 201, r.Status, "%s", r.Raw)
-		made, err := getRay(t, rayClusters, ns, c)
-		require.NoError(t, err)
-		yes := true
-		owners[c] = []metav1.OwnerReference{{APIVersion: "ray.io/v1", Kind: "RayCluster", Name: c, UID: made.GetUID(),
-			Controller: &yes, BlockOwnerDeletion: &yes}}
+		owners[c] = gangCluster(t, ns, c)
 	}
 	gang := schedulingv1beta1.PodGroupSchedulingPolicy{Gang: &schedulingv1beta1.GangSchedulingPolicy{MinCount: 3}}
 	podGroup := func(pg, cluster string) *schedulingv1beta1.PodGroup {

@@ -46,39 +46,8 @@ func TestKubernetesGangWait(t *testing.T) {
 	pool := "ray-service.test/pool-" + ns
 	const name, pgName, minCount = "gang", "gang-cluster", 3
 
-	var obj map[string]any
-	require.NoError(t, yaml.Unmarshal(mustRename(t, "raycluster-minimal.yaml", name), &obj))
-	obj["metadata"].(map[string]any)["labels"] = map[string]any{"ray.io/gang-scheduling-enabled": "true"}
-	obj["spec"].(map[string]any)["managedBy"] = "kueue.x-k8s.io/multikueue"
-	body, err := json.Marshal(obj)
-	require.NoError(t, err)
-	r := call(t, "POST", nsPath(ns, "rayclusters"), admin, "application/json", body)
-	require.Equal(t, 201, r.Status, "%s", r.Raw)
-	made, err := getRay(t, rayClusters, ns, name)
-	require.NoError(t, err)
-	yes := true
-	// ctrl.SetControllerReference: controller and blockOwnerDeletion.
-	owner := []metav1.OwnerReference{{APIVersion: "ray.io/v1", Kind: "RayCluster", Name: name, UID: made.GetUID(),
-		Controller: &yes, BlockOwnerDeletion: &yes}}
-	labels := map[string]string{"ray.io/cluster": name}
-
-	gang := schedulingv1beta1.PodGroupSchedulingPolicy{Gang: &schedulingv1beta1.GangSchedulingPolicy{MinCount: minCount}}
-	_, err = env.admin.SchedulingV1beta1().Workloads(ns).Create(ctx, &schedulingv1beta1.Workload{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels, OwnerReferences: owner},
-		Spec: schedulingv1beta1.WorkloadSpec{
-			ControllerRef:     &schedulingv1beta1.TypedLocalObjectReference{APIGroup: "ray.io", Kind: "RayCluster", Name: name},
-			PodGroupTemplates: []schedulingv1beta1.PodGroupTemplate{{Name: "cluster", SchedulingPolicy: gang}},
-		},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	_, err = env.admin.SchedulingV1beta1().PodGroups(ns).Create(ctx, &schedulingv1beta1.PodGroup{
-		ObjectMeta: metav1.ObjectMeta{Name: pgName, Namespace: ns, Labels: labels, OwnerReferences: owner},
-		Spec: schedulingv1beta1.PodGroupSpec{
-			WorkloadRef:      &schedulingv1beta1.WorkloadReference{WorkloadName: name, TemplateName: "cluster"},
-			SchedulingPolicy: gang,
-		},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
+	owner := gangCluster(t, ns, name)
+	makeGang(t, ns, name, owner, minCount)
 
 	// The head and two workers, a core each, as the RayCluster asks.
 	podGroupName := pgName
@@ -139,7 +108,7 @@ func TestKubernetesGangWait(t *testing.T) {
 	var ql struct {
 		Items []struct{ Manager, Name string }
 	}
-	r = call(t, "GET", "/rest/ray/v1/queues", admin, "", nil)
+	r := call(t, "GET", "/rest/ray/v1/queues", admin, "", nil)
 	require.Equal(t, 200, r.Status, "%s", r.Raw)
 	require.NoError(t, json.Unmarshal(r.Data, &ql))
 	for _, q := range ql.Items {
@@ -179,4 +148,50 @@ func TestKubernetesGangWait(t *testing.T) {
 		}
 		return true
 	})
+}
+
+// gangCluster creates, as the admin, a RayCluster labelled for gang scheduling that the stack's v1.6
+// operator leaves alone (spec.managedBy), and returns the reference KubeRay v1.7 makes what it makes of
+// it controlled by (ctrl.SetControllerReference: controller and blockOwnerDeletion).
+func gangCluster(t *testing.T, ns, name string) []metav1.OwnerReference {
+	t.Helper()
+	var obj map[string]any
+	require.NoError(t, yaml.Unmarshal(mustRename(t, "raycluster-minimal.yaml", name), &obj))
+	obj["metadata"].(map[string]any)["labels"] = map[string]any{"ray.io/gang-scheduling-enabled": "true"}
+	obj["spec"].(map[string]any)["managedBy"] = "kueue.x-k8s.io/multikueue"
+	body, err := json.Marshal(obj)
+	require.NoError(t, err)
+	r := call(t, "POST", nsPath(ns, "rayclusters"), env.tokens["admin"], "application/json", body)
+	require.Equal(t, 201, r.Status, "%s", r.Raw)
+	made, err := getRay(t, rayClusters, ns, name)
+	require.NoError(t, err)
+	yes := true
+	return []metav1.OwnerReference{{APIVersion: "ray.io/v1", Kind: "RayCluster", Name: name, UID: made.GetUID(),
+		Controller: &yes, BlockOwnerDeletion: &yes}}
+}
+
+// makeGang makes what KubeRay v1.7 makes of a gang-scheduled cluster name (TestKubernetesGangWait cites
+// it): the Workload of its name and the PodGroup <name>-cluster with the gang's minCount, labelled
+// ray.io/cluster and controlled by owner, at the v1beta1 the stack serves.
+func makeGang(t *testing.T, ns, name string, owner []metav1.OwnerReference, minCount int32) {
+	t.Helper()
+	ctx := context.Background()
+	labels := map[string]string{"ray.io/cluster": name}
+	gang := schedulingv1beta1.PodGroupSchedulingPolicy{Gang: &schedulingv1beta1.GangSchedulingPolicy{MinCount: minCount}}
+	_, err := env.admin.SchedulingV1beta1().Workloads(ns).Create(ctx, &schedulingv1beta1.Workload{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels, OwnerReferences: owner},
+		Spec: schedulingv1beta1.WorkloadSpec{
+			ControllerRef:     &schedulingv1beta1.TypedLocalObjectReference{APIGroup: "ray.io", Kind: "RayCluster", Name: name},
+			PodGroupTemplates: []schedulingv1beta1.PodGroupTemplate{{Name: "cluster", SchedulingPolicy: gang}},
+		},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = env.admin.SchedulingV1beta1().PodGroups(ns).Create(ctx, &schedulingv1beta1.PodGroup{
+		ObjectMeta: metav1.ObjectMeta{Name: name + "-cluster", Namespace: ns, Labels: labels, OwnerReferences: owner},
+		Spec: schedulingv1beta1.PodGroupSpec{
+			WorkloadRef:      &schedulingv1beta1.WorkloadReference{WorkloadName: name, TemplateName: "cluster"},
+			SchedulingPolicy: gang,
+		},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
 }
