@@ -172,7 +172,7 @@ func configmapKeys(t *testing.T) map[string][]string {
 	keys := map[string][]string{}
 	_, body, ok := strings.Cut(string(data), "config.yaml: |\n")
 	require.True(t, ok, "the chart's configmap holds config.yaml")
-	for _, line := range strings.Split(body, "\n") {
+	for line := range strings.SplitSeq(body, "\n") {
 		m := configmapLine.FindStringSubmatch(line)
 		if m == nil {
 			continue
@@ -204,7 +204,7 @@ func chartValues(t *testing.T) []map[string]any {
 func lookup(layers []map[string]any, path string) (string, bool) {
 	for _, m := range layers {
 		var v any = m
-		for _, k := range strings.Split(path, ".") {
+		for k := range strings.SplitSeq(path, ".") {
 			mm, ok := v.(map[string]any)
 			if !ok {
 				v = nil
