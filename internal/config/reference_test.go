@@ -30,7 +30,7 @@ const (
 // in the configmap with a value nor here fails TestSettingsReference, so that a new setting cannot reach
 // the service without a word on how an operator of the chart sets it.
 var chartNotes = map[string]string{
-	"config":                     "set by the chart: `--config=/etc/ray-service/config.yaml`, the configmap below",
+	"config":                     "set by the chart: `--config=/etc/ray-service/config.yaml`, its ConfigMap `<name>-config`",
 	"listen":                     "fixed by the chart: `:8080` (`service.port` is the Service's port)",
 	"tls-cert-file":              "`tls.existingSecret`: a `kubernetes.io/tls` Secret, mounted",
 	"tls-key-file":               "`tls.existingSecret`: a `kubernetes.io/tls` Secret, mounted",
