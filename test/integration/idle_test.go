@@ -155,7 +155,7 @@ func TestIdleClusters(t *testing.T) {
 // What Ray's tasks and actors hold and what the pods use, apart: the stack's Ray series follow the pods'
 // annotations ray-service.local/ray-reserved-* (Ray's ray_resources, USED what is held, AVAILABLE the
 // node's total less it), cAdvisor's and DCGM's the usage annotations (stack/kwok-metrics.yaml). Idle, as
-// the README and the Swagger text of idle say, is no Ray work: Ray's ray_resources{State="USED"} at 0 over
+// docs/concepts.md and the Swagger text of idle say, is no Ray work: Ray's ray_resources{State="USED"} at 0 over
 // the window, and the CPU and accelerators nearly unused. Judged over 30 s every 5 s:
 //   - holding: on each worker an actor holds its GPU (Ray's GPU USED 1, AVAILABLE 0) and nothing
 //     computes (no CPU, GPU utilization 0): Ray's reservation is Ray work, so not idle; idle a window
