@@ -110,7 +110,11 @@ func Run(ctx context.Context, cfg *config.Config) error {
 	// without a token.
 	named := prometheus.NewRegistry()
 	named.MustRegister(metrics.NewRunsCollector(store.EachRunState))
+	named.MustRegister(metrics.NewHealthCollector(store.EachDegraded, store.EachIdle))
 	metrics.RegisterSize(registry, "ray_service_auth_cache_entries", "Access review verdicts and user names cached.", reviewer.Len)
+	registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ray_service_watch_errors_total",
+		Help: "Lists and watches of the Ray objects, their pods, their templates or their resource claims that failed: while they fail, the watch cache falls behind."},
+		func() float64 { return float64(store.WatchErrors()) }))
 	var resourceUse api.Usage // none without Prometheus
 	var clusterHealth api.ClusterHealth
 	var detector *idle.Detector // none without Prometheus
@@ -121,6 +125,7 @@ func Run(ctx context.Context, cfg *config.Config) error {
 			return err
 		}
 		metrics.RegisterSize(registry, "ray_service_prometheus_cache_entries", "Answers of Prometheus cached for the overview.", querier.CacheLen)
+		registerQueries(registry, querier)
 		resourceUse, clusterHealth, clusterUse = querier, querier, querier
 		if cfg.IdleWindow > 0 {
 			detector = &idle.Detector{Work: idle.Queries{Prometheus: querier}, Clusters: store, Log: log, Settings: idle.Settings{Window: cfg.IdleWindow,
@@ -252,13 +257,16 @@ func Run(ctx context.Context, cfg *config.Config) error {
 	var addNotice func(context.Context, notify.Notice) error
 	if notices != nil {
 		subscriptions = notices
-		addNotice = deliverNotices(ctx, p, notices, guard)
+		addNotice = deliverNotices(ctx, p, notices, guard, registry)
 	}
 	var idlePolicies func(string) (api.IdlePolicies, error)
 	if detector != nil {
 		idlePolicies = enforceIdlePolicies(ctx, p, detector, trail, auditCore.CoreV1(), addNotice)
 	}
 	draining := &drain{}
+	ready := &lastReadiness{}
+	registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ray_service_ready",
+		Help: "1 when the last readiness check (/readyz, as the kubelet asks it) passed, else 0."}, ready.value))
 	detached := &stream.Detached{} // streams that hold their connection: the shutdown waits for them too
 	// /metrics is served on the API's address unless it has an address of its own.
 	var apiMetrics prometheus.Gatherer = registry
@@ -314,7 +322,7 @@ func Run(ctx context.Context, cfg *config.Config) error {
 		IdlePolicies:  idlePolicies,
 		Utilization:   utilization,
 		Quotas:        k8s.Quotas{Core: core.CoreV1()},
-		Ready:         draining.ready(readiness(store, bindings, core.Discovery(), kinds)),
+		Ready:         ready.track(draining.ready(readiness(store, bindings, core.Discovery(), kinds))),
 	}
 	return serveUntilDone(ctx, cfg, log, deps, prometheus.Gatherers{registry, named}, restCfg.Host, draining, endStreams, detached)
 }
@@ -349,4 +357,13 @@ func newLogger(level string) (*zap.Logger, error) {
 	c.EncoderConfig.TimeKey = "time"
 	c.EncoderConfig.EncodeTime = zapcore.ISO8601TimeEncoder
 	return c.Build()
+}
+
+// registerQueries counts the queries Prometheus answered and those it did not.
+func registerQueries(registry prometheus.Registerer, q *promql.Querier) {
+	for result, n := range map[string]func() int64{"answered": q.Answered, "failed": q.Failed} {
+		registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ray_service_prometheus_queries_total",
+			Help:        "Queries asked of Prometheus, by result: answered, or failed (not reached, refused, timed out or an error).",
+			ConstLabels: prometheus.Labels{"result": result}}, func() float64 { return float64(n()) }))
+	}
 }

@@ -74,6 +74,12 @@ func startHistory(ctx context.Context, p *parts, db *sqldb.DB, own ownClients, r
 		Help: "Records this replica wrote into the history."}, func() float64 { return float64(r.Writes()) }))
 	registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ray_service_history_dropped_total",
 		Help: "Changes of deleted objects a full write queue of the history dropped."}, func() float64 { return float64(r.Dropped()) }))
+	registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ray_service_history_write_failures_total",
+		Help: "Writes of an object's changes into the history that failed (each is tried again a second later)."},
+		func() float64 { return float64(r.Failures()) }))
+	registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ray_service_history_pending",
+		Help: "Objects whose changes wait to be written into the history, besides those being written."},
+		func() float64 { return float64(r.Pending()) }))
 	r.Start(ctx)
 	log.Info("history", zap.String("database", sqldb.Redact(cfg.HistoryDSN)))
 	return r, hs

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"k8s.io/client-go/discovery"
 
@@ -40,4 +41,24 @@ func readiness(store *cache.Store, bindings *auth.Bindings, disc discovery.Disco
 		}
 		return nil
 	}
+}
+
+// lastReadiness keeps whether the last readiness check passed, for the service's metrics: a replica
+// that is up but not ready is still scraped, and says so there.
+type lastReadiness struct{ ready atomic.Bool }
+
+// track is check, its answer kept.
+func (l *lastReadiness) track(check func(context.Context) error) func(context.Context) error {
+	return func(ctx context.Context) error {
+		err := check(ctx)
+		l.ready.Store(err == nil)
+		return err
+	}
+}
+
+func (l *lastReadiness) value() float64 {
+	if l.ready.Load() {
+		return 1
+	}
+	return 0
 }

@@ -69,6 +69,9 @@ func TestIdleClustersArePublished(t *testing.T) {
 		require.NotNil(t, it.Summary.Idle, it.Summary.Name)
 		assert.Equal(t, since, it.Summary.Idle.Since)
 	}
+	visited := map[string]ray.Resources{}
+	store.EachIdle(func(ns, name string, i *ray.Idle) { visited[ns+"/"+name] = i.Holding })
+	assert.Equal(t, map[string]ray.Resources{"team/sleepy": {GPU: 8}}, visited, "the cluster once, not again for its RayJob")
 	n, held := store.IdleTotals(auth.AllNamespaces())
 	assert.Equal(t, int64(1), n)
 	assert.InDelta(t, 8.0, held.GPU, 0)
@@ -76,6 +79,7 @@ func TestIdleClustersArePublished(t *testing.T) {
 	assert.Zero(t, n, "only namespaces in scope")
 
 	store.SetIdle(nil)
+	store.EachIdle(func(ns, name string, _ *ray.Idle) { t.Errorf("%s/%s is visited once no longer idle", ns, name) })
 	require.Eventually(t, func() bool { return len(matching(clusterKind)) == 0 && len(matching(jobKind)) == 0 }, 5*time.Second, 10*time.Millisecond)
 }
 

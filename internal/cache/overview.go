@@ -179,3 +179,30 @@ func (s *Store) Pending(scopes map[*ray.Kind]Scopes) ray.Resources {
 	}
 	return total
 }
+
+// EachDegraded visits every published object whose health is Degraded, for the service's metrics.
+func (s *Store) EachDegraded(visit func(kind, namespace, name string)) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for _, k := range s.kinds.All() {
+		for ns, byName := range s.instances[k] {
+			for name, it := range byName {
+				if it.Summary.Health.State == ray.HealthDegraded {
+					visit(k.Kind, ns, name)
+				}
+			}
+		}
+	}
+}
+
+// EachIdle visits every Ray cluster the idle detection last found idle, with what it found, for the
+// service's metrics: each cluster once, not again for the RayJob or RayService that runs on it.
+func (s *Store) EachIdle(visit func(namespace, name string, idle *ray.Idle)) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for ref, i := range s.idle {
+		if i != nil {
+			visit(ref.Namespace, ref.Name, i)
+		}
+	}
+}

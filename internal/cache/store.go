@@ -46,6 +46,8 @@ type Store struct {
 	informers map[*ray.Kind]cache.SharedIndexInformer
 	pods      cache.SharedIndexInformer
 	templates cache.SharedIndexInformer
+	// watchErrors counts the informers' failed lists and watches (WatchErrors).
+	watchErrors atomic.Int64
 	// signer tells the templates and the creators the service signed.
 	signer *signing.Signer
 	// warnings are the Warning events about pods and Ray objects, by the object they are about, within
@@ -254,6 +256,9 @@ func NewStore(dyn dynamic.Interface, core kubernetes.Interface, kinds *ray.Kinds
 		return nil, err
 	}
 	if s.dra, err = s.newDRA(core, resync); err != nil {
+		return nil, err
+	}
+	if err := s.countWatchErrors(); err != nil {
 		return nil, err
 	}
 	s.start = []func(<-chan struct{}){nodes, df.Start, pf.Start, tf.Start, func(stop <-chan struct{}) { go warnings.Run(stop) }}

@@ -264,6 +264,12 @@ func TestRunsCompleteTheirMaker(t *testing.T) {
 	s = published("the last run failed", func(s *ray.Summary) bool { return s.Runs.Total == 2 })
 	assert.Equal(t, ray.ReasonLastRunFailed, s.Health.Reason)
 	assert.Equal(t, ray.HealthDegraded, s.Health.State)
+	degraded := func() []string {
+		var out []string
+		store.EachDegraded(func(kind, ns, name string) { out = append(out, kind+" "+ns+"/"+name) })
+		return out
+	}
+	assert.Equal(t, []string{"RayCronJob team/nightly"}, degraded(), "the service's metrics name what is Degraded")
 
 	makeRun("nightly-ddddd", "nightly", t0.Add(2*time.Minute), map[string]any{"jobDeploymentStatus": "Running"})
 	makeRun("nightly-eeeee", "nightly", t0.Add(3*time.Minute), map[string]any{"jobDeploymentStatus": "Running"})
@@ -288,6 +294,7 @@ func TestRunsCompleteTheirMaker(t *testing.T) {
 	s = published("runs deleted", func(s *ray.Summary) bool { return s.Runs.Total == 2 })
 	assert.Equal(t, ray.StatusSucceeded, s.LastOutcome(), "the failed run is gone")
 	assert.Equal(t, ray.HealthHealthy, s.Health.State)
+	assert.Empty(t, degraded())
 }
 
 // Once discovery finds Volcano's PodGroup CRD, a Ray cluster's PodGroup completes its published

@@ -73,8 +73,9 @@ type Recorder struct {
 	// pendingBytes is about what pending takes; seq orders the changes queued.
 	pendingBytes int64
 	seq          uint64
-	// dropped counts the changes dropped from a full queue.
-	dropped atomic.Int64
+	// dropped counts the changes dropped from a full queue; failures the writes that failed.
+	dropped  atomic.Int64
+	failures atomic.Int64
 	// grown is what was written per namespace since its quota was last enforced (mu).
 	grown map[string]int64
 	// watched are the objects the watch told of (a version, or their deletion) while this replica lists
@@ -209,6 +210,16 @@ func (r *Recorder) Writes() int64 { return r.writes.Load() }
 
 // Dropped is how many changes a full queue dropped.
 func (r *Recorder) Dropped() int64 { return r.dropped.Load() }
+
+// Failures is how many writes of an object's changes failed (each is tried again a second later).
+func (r *Recorder) Failures() int64 { return r.failures.Load() }
+
+// Pending is how many objects have changes queued to be written, besides those being written now.
+func (r *Recorder) Pending() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.pending)
+}
 
 // Observe records a version of an object (cache.Observer); only what changed is queued.
 func (r *Recorder) Observe(k *ray.Kind, o *unstructured.Unstructured, s *ray.Summary) {
@@ -596,6 +607,7 @@ func (r *Recorder) write(ctx context.Context) {
 				if ctx.Err() != nil {
 					return
 				}
+				r.failures.Add(1)
 				r.Log.Warn("history: writing a record", zap.String("uid", uid), zap.Error(err))
 				r.mu.Lock()
 				if r.leading.Load() {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -47,7 +48,21 @@ type Deliverer struct {
 	// leads, and every hour after while it does.
 	Prune          func(ctx context.Context, before, deliveredBefore time.Time) (int64, error)
 	KeepDeliveries time.Duration
+
+	// delivered, failedTries and givenUp count the notices delivered, the tries that failed and the
+	// notices given up, for the service's metrics.
+	delivered, failedTries, givenUp atomic.Int64
 }
+
+// Delivered is how many notices this replica delivered.
+func (d *Deliverer) Delivered() int64 { return d.delivered.Load() }
+
+// FailedTries is how many of this replica's tries to deliver a notice failed (refused, unreachable,
+// answered with an error, or no longer allowed to be read by the subscription's creator).
+func (d *Deliverer) FailedTries() int64 { return d.failedTries.Load() }
+
+// GivenUp is how many notices this replica gave up: tried for RetryFor, refused, or no longer allowed.
+func (d *Deliverer) GivenUp() int64 { return d.givenUp.Load() }
 
 // pruneEvery is how often the notices and deliveries past their retention are removed.
 const pruneEvery = time.Hour
@@ -170,6 +185,7 @@ func (d *Deliverer) deliver(ctx context.Context, log *zap.Logger, s *Subscriptio
 			if errors.As(err, &refused) || errors.As(err, &lost) || time.Since(first) >= d.RetryFor {
 				dl.Status = Failed
 			}
+			d.failedTries.Add(1)
 			log.Debug("notifications: a try failed", zap.Int64("seq", n.Seq), zap.Error(errors.Unwrap(err)))
 		}
 		recorded, rerr := d.Store.RecordDelivery(ctx, s.ID, dl)
@@ -185,8 +201,10 @@ func (d *Deliverer) deliver(ctx context.Context, log *zap.Logger, s *Subscriptio
 		}
 		switch dl.Status {
 		case Delivered:
+			d.delivered.Add(1)
 			return true
 		case Failed:
+			d.givenUp.Add(1)
 			log.Warn("notifications: a notice given up", zap.Int64("seq", n.Seq), zap.String("type", n.Type), zap.Int("attempts", dl.Attempts),
 				zap.String("lastError", dl.LastError))
 			return true

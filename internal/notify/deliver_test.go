@@ -124,6 +124,9 @@ func TestDelivererRetriesInOrder(t *testing.T) {
 	down.Store(false)
 	require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(got) == 2 }, 5*time.Second, 20*time.Millisecond)
 	assert.Equal(t, []string{"RayJob/first", "RayJob/second"}, got)
+	assert.GreaterOrEqual(t, d.FailedTries(), int64(2), "the tries while it was down, for the service's metrics")
+	assert.Equal(t, int64(2), d.Delivered())
+	assert.Zero(t, d.GivenUp())
 	dl, _ = store.delivery(1)
 	assert.Equal(t, Delivered, dl.Status)
 	_, ok := store.delivery(2)
@@ -141,6 +144,8 @@ func TestDelivererRetriesInOrder(t *testing.T) {
 	store.mu.Unlock()
 	go d.Run(ctx)
 	require.Eventually(t, func() bool { dl, ok := store.delivery(4); return ok && dl.Status == Failed }, 5*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return d.GivenUp() == 1 }, 5*time.Second, 20*time.Millisecond)
+	assert.Equal(t, int64(2), d.Delivered())
 }
 
 // A replica that does not lead delivers nothing.

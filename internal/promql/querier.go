@@ -6,8 +6,10 @@ package promql
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	promapi "github.com/prometheus/client_golang/api"
@@ -27,6 +29,26 @@ type Querier struct {
 	mu    sync.Mutex
 	calls map[string]*evaluation
 	cache map[string]cached
+
+	// answered and failed count the queries Prometheus answered and those it did not (Answered, Failed).
+	answered, failed atomic.Int64
+}
+
+// Answered is how many queries Prometheus answered.
+func (q *Querier) Answered() int64 { return q.answered.Load() }
+
+// Failed is how many queries got no answer from Prometheus: it was not reached, refused, did not answer
+// within the timeout, or answered with an error. A query whose callers all went away counts as neither.
+func (q *Querier) Failed() int64 { return q.failed.Load() }
+
+// count counts a query's outcome.
+func (q *Querier) count(err error) {
+	switch {
+	case err == nil:
+		q.answered.Add(1)
+	case !errors.Is(err, context.Canceled):
+		q.failed.Add(1)
+	}
 }
 
 // MaxCacheTTL bounds how long an answer of Prometheus is reused.
@@ -109,6 +131,7 @@ func (q *Querier) rangeQuery(ctx context.Context, expr string, w Window) (model.
 func (q *Querier) evaluate(ctx context.Context, key, expr string, w Window, ev *evaluation) {
 	defer ev.cancel()
 	val, _, _, err := q.api.QueryRange(ctx, expr, promv1.Range{Start: w.Start, End: w.End, Step: w.Step})
+	q.count(err)
 	var m model.Matrix
 	if err == nil {
 		var ok bool
@@ -183,6 +206,7 @@ func (q *Querier) Instant(ctx context.Context, expr string, at time.Time) (model
 	ctx, cancel := context.WithTimeout(ctx, q.timeout)
 	defer cancel()
 	val, _, _, err := q.api.Query(ctx, expr, at, promv1.WithTimeout(q.timeout))
+	q.count(err)
 	if err != nil {
 		return nil, err
 	}
