@@ -35,6 +35,9 @@ RUN_ENV=$(dirname "$STATE")/env
 LISTEN=${RAY_SERVICE_LISTEN:-127.0.0.1:8080}
 # The Ray dashboards on an origin of their own: what a tenant's dashboard serves never runs on the API's.
 DASHBOARD_LISTEN=${RAY_SERVICE_DASHBOARD_LISTEN:-127.0.0.1:8081}
+# The service's own metrics apart from the API, as in the chart (the RayCronJobs' and idle clusters' series
+# are served there only).
+METRICS_LISTEN=${RAY_SERVICE_METRICS_LISTEN:-127.0.0.1:9091}
 pid=""
 up=""
 watcher=""
@@ -79,10 +82,13 @@ up=$!
 wait "$up"
 up=""
 source "$STATE/env"
+# Idle policies stop idle RayClusters as an identity of their own (stack/idle-stop.yaml), as the chart's do.
+kubectl apply --server-side -f stack/idle-stop.yaml >/dev/null
 
 cat >"$RUN_ENV" <<ENV
 export RAY_SERVICE_URL=http://$LISTEN
 export RAY_DASHBOARD_URL=http://$DASHBOARD_LISTEN
+export RAY_SERVICE_METRICS_URL=http://$METRICS_LISTEN/metrics
 export KUBECONFIG=$KUBECONFIG
 export ADMIN_TOKEN=$ADMIN_TOKEN
 export VIEWER_TOKEN=$VIEWER_TOKEN
@@ -109,6 +115,7 @@ MSG
 HTTP_PROXY=$OPERATOR_HTTP_PROXY NO_PROXY=127.0.0.1,localhost \
   "$BIN" --listen "$LISTEN" --dashboard-listen "$DASHBOARD_LISTEN" --kubeconfig "$SERVICE_KUBECONFIG" --prometheus-url "$PROMETHEUS_URL" \
   --template-key-file "$TEMPLATE_KEY_FILE" --audit-key-file "$AUDIT_KEY_FILE" --history-dsn "${RAY_SERVICE_HISTORY_DSN:-sqlite:$(dirname "$STATE")/history.db}" \
+  --metrics-listen "$METRICS_LISTEN" --idle-stop-identity default/ray-service-idle-stop \
   --lease-namespace default "$@" &
 pid=$!
 wait "$pid"

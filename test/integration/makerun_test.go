@@ -72,6 +72,7 @@ func startMakeRun(t *testing.T, state string, extraEnv ...string) *makeRun {
 		}
 	}
 	cmd.Env = append(append(append(environ, "RAY_STACK_STATE="+state, "RAY_SERVICE_LISTEN="+listen, "RAY_SERVICE_DASHBOARD_LISTEN="+freeAddr(t),
+		"RAY_SERVICE_METRICS_LISTEN="+freeAddr(t),
 		"STACK_BIN="+env.vars["STACK_BIN"], "NUM_NODES=1"), makeRunPorts...), extraEnv...)
 	m := &makeRun{cmd: cmd, out: &lockedBuffer{}, state: state, listen: listen, done: make(chan struct{}), pids: map[string]int{}}
 	cmd.Stdout, cmd.Stderr = m.out, m.out
@@ -172,7 +173,7 @@ func TestMakeRunStopsOnSignals(t *testing.T) {
 		// run.sh's trap as a group SIGINT does.
 		{syscall.SIGINT, true}, {syscall.SIGHUP, true},
 	}
-	for _, tc := range cases {
+	for i, tc := range cases {
 		to := "make alone"
 		if tc.group {
 			to = "the process group"
@@ -180,6 +181,9 @@ func TestMakeRunStopsOnSignals(t *testing.T) {
 		t.Run(tc.sig.String()+" to "+to, func(t *testing.T) {
 			m := startMakeRun(t, state)
 			m.waitReady(t)
+			if i == 0 {
+				m.checkServes(t)
+			}
 			pid := m.cmd.Process.Pid
 			if tc.group {
 				pid = -pid
@@ -205,4 +209,28 @@ func TestMakeRunFailedStartStopsTheStack(t *testing.T) {
 	assert.NotZero(t, m.cmd.ProcessState.ExitCode(), "make run must fail:\n%s", m.out)
 	assert.Contains(t, m.out.String(), "kube-apiserver exited")
 	assert.Contains(t, m.pids, "etcd", "etcd was started before the failure")
+}
+
+// checkServes checks what `make run`'s service serves beside its API, as its .run/env says: idle
+// policies (it stops idle clusters as an identity of its own) and its metrics on their own address.
+func (m *makeRun) checkServes(t *testing.T) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(filepath.Dir(m.state), "env"))
+	require.NoError(t, err)
+	vars := map[string]string{}
+	for _, line := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(strings.TrimPrefix(line, "export "), "="); ok {
+			vars[k] = v
+		}
+	}
+	r, err := sendTo(vars["RAY_SERVICE_URL"], "PUT", "/rest/ray/v1/namespaces/default/idle-policy", vars["ADMIN_TOKEN"],
+		"application/json", []byte(`{"stopAfter":"2h"}`))
+	require.NoError(t, err)
+	assert.Equal(t, 201, r.Status, "an idle policy is set on make run's service: %s", r.Raw)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	status, body, err := httpGet(ctx, vars["RAY_SERVICE_METRICS_URL"])
+	require.NoError(t, err)
+	assert.Equal(t, 200, status)
+	assert.Contains(t, string(body), "ray_service_ready 1")
 }
