@@ -249,6 +249,16 @@ func Run(ctx context.Context, cfg *config.Config) error {
 		Help: "Pages of the audit trail read from its store."}, func() float64 { return float64(trail.Reads()) }))
 	registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ray_service_audit_append_failures_total",
 		Help: "Writes the audit trail's store could not take (each is logged in full)."}, func() float64 { return float64(trail.Failures()) }))
+	if auditStore != nil && cfg.AuditVerifyEvery > 0 {
+		checker := &audit.Checker{Trail: trail, Every: cfg.AuditVerifyEvery, Log: log}
+		go checker.Run(ctx)
+		registry.MustRegister(metrics.NewChainCollector(func() (bool, bool, int64) {
+			if v := checker.Last(); v != nil {
+				return true, v.Intact, v.Entries
+			}
+			return false, false, 0
+		}))
+	}
 	guard, err := newGuard(cfg)
 	if err != nil {
 		return err
