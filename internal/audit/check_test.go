@@ -32,7 +32,7 @@ func TestCheckerFindsABrokenChain(t *testing.T) {
 	assert.Equal(t, Verification{Intact: true, Entries: 3, Head: 3}, *c.Last())
 
 	store.mu.Lock()
-	store.links[1].Entry.User = "mallory"
+	store.links[1].User = "mallory"
 	store.mu.Unlock()
 	c.check(t.Context())
 	v := c.Last()

@@ -218,7 +218,7 @@ func (m *makeRun) checkServes(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join(filepath.Dir(m.state), "env"))
 	require.NoError(t, err)
 	vars := map[string]string{}
-	for _, line := range strings.Split(string(b), "\n") {
+	for line := range strings.SplitSeq(string(b), "\n") {
 		if k, v, ok := strings.Cut(strings.TrimPrefix(line, "export "), "="); ok {
 			vars[k] = v
 		}
