@@ -14,8 +14,6 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	discoveryfake "k8s.io/client-go/discovery/fake"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
@@ -58,15 +56,7 @@ func (o *lastGPU) of(name string) (float64, bool) {
 func draStore(t *testing.T, ob Observer) (*ray.Kinds, *dynamicfake.FakeDynamicClient, *fake.Clientset, *Store) {
 	t.Helper()
 	kinds := ray.NewKinds()
-	listKinds := map[schema.GroupVersionResource]string{ray.PodGroupResource(): "PodGroupList", ray.WorkloadResource(): "WorkloadList"}
-	for _, gvr := range ray.GangPodGroupResources() {
-		listKinds[gvr] = "PodGroupList"
-	}
-	for _, k := range kinds.All() {
-		listKinds[k.GVR()] = k.Kind + "List"
-	}
-	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), listKinds)
-	core := fake.NewSimpleClientset()
+	dyn, core := fakeClients(kinds)
 	store, err := NewStore(dyn, core, kinds, signer(t), 0)
 	require.NoError(t, err)
 	if ob != nil {

@@ -22,10 +22,8 @@ import (
 	"ray-service/internal/signing"
 )
 
-// startedStore is a store on fake clients, started and synced until t ends.
-func startedStore(t *testing.T) (*ray.Kinds, *dynamicfake.FakeDynamicClient, *fake.Clientset, *Store) {
-	t.Helper()
-	kinds := ray.NewKinds()
+// fakeClients are a fake dynamic client that lists every kind the store follows, and a fake core client.
+func fakeClients(kinds *ray.Kinds) (*dynamicfake.FakeDynamicClient, *fake.Clientset) {
 	listKinds := map[schema.GroupVersionResource]string{ray.PodGroupResource(): "PodGroupList", ray.WorkloadResource(): "WorkloadList"}
 	for _, gvr := range ray.GangPodGroupResources() {
 		listKinds[gvr] = "PodGroupList"
@@ -35,6 +33,14 @@ func startedStore(t *testing.T) (*ray.Kinds, *dynamicfake.FakeDynamicClient, *fa
 	}
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), listKinds)
 	core := fake.NewSimpleClientset()
+	return dyn, core
+}
+
+// startedStore is a store on fake clients, started and synced until t ends.
+func startedStore(t *testing.T) (*ray.Kinds, *dynamicfake.FakeDynamicClient, *fake.Clientset, *Store) {
+	t.Helper()
+	kinds := ray.NewKinds()
+	dyn, core := fakeClients(kinds)
 	store, err := NewStore(dyn, core, kinds, signer(t), 0)
 	require.NoError(t, err)
 	store.Start(t.Context())

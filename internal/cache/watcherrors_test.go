@@ -11,11 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
-	dynamicfake "k8s.io/client-go/dynamic/fake"
-	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
 	"ray-service/internal/ray"
@@ -25,15 +22,7 @@ import (
 // syncs from its list.
 func TestFailedWatchesAreCounted(t *testing.T) {
 	kinds := ray.NewKinds()
-	listKinds := map[schema.GroupVersionResource]string{ray.PodGroupResource(): "PodGroupList", ray.WorkloadResource(): "WorkloadList"}
-	for _, gvr := range ray.GangPodGroupResources() {
-		listKinds[gvr] = "PodGroupList"
-	}
-	for _, k := range kinds.All() {
-		listKinds[k.GVR()] = k.Kind + "List"
-	}
-	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), listKinds)
-	core := fake.NewSimpleClientset()
+	dyn, core := fakeClients(kinds)
 	core.PrependWatchReactor("pods", func(k8stesting.Action) (bool, watch.Interface, error) {
 		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "", errors.New("no"))
 	})
