@@ -71,6 +71,20 @@ func observe(r *Accountant, kind *ray.Kind, o *unstructured.Unstructured, at tim
 	r.mu.Unlock()
 }
 
+// ownAndMade has r observe at t0 alice's RayJob train (trainJob), bob's RayCluster own (UID u-own, two
+// workers of a GPU, its creator signed) and train's cluster train-x1 (UID u-made, one worker), and returns
+// the two clusters.
+func ownAndMade(r *Accountant, kinds *ray.Kinds, t0 time.Time) (own, made *unstructured.Unstructured) {
+	k, job := kinds.Cluster(), kinds.ByKind("RayJob")
+	observe(r, job, trainJob(r.Signer, job), t0)
+	own = rayCluster("own", "u-own", "bob", nil, 2)
+	r.Signer.SignCreator(k, own)
+	made = madeBy(rayCluster("train-x1", "u-made", "", nil, 1), "RayJob", "train", "u-job")
+	observe(r, k, own, t0)
+	observe(r, k, made, t0)
+	return own, made
+}
+
 // trainJob is alice's RayJob train (UID u-job), its creator signed, whose status names its cluster train-x1.
 func trainJob(signer *signing.Signer, job *ray.Kind) *unstructured.Unstructured {
 	o := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "ray.io/v1", "kind": "RayJob",
@@ -103,14 +117,7 @@ func TestAccountantAccounting(t *testing.T) {
 		Settings: Settings{Use: use, MeasureEvery: time.Minute, MeasureStep: 15 * time.Second}})
 	k := kinds.Cluster()
 	t0 := time.Now().UTC().Truncate(time.Minute).Add(-time.Hour)
-	job := kinds.ByKind("RayJob")
-	observe(r, job, trainJob(signer, job), t0)
-
-	own := rayCluster("own", "u-own", "bob", nil, 2)
-	signer.SignCreator(k, own)
-	made := madeBy(rayCluster("train-x1", "u-made", "", nil, 1), "RayJob", "train", "u-job")
-	observe(r, k, own, t0)
-	observe(r, k, made, t0)
+	own, _ := ownAndMade(r, kinds, t0)
 	require.Equal(t, ray.StatusRunning, k.Summarize(own).Status)
 	r.creditAll(t0.Add(10 * time.Minute))
 	// own idles from minute 10 to 20; made is deleted at minute 15.
@@ -544,13 +551,7 @@ func TestAccountantRequestsValuedAnew(t *testing.T) {
 	r := leadingAccountant(&Accountant{Store: store, Kinds: kinds, Log: zap.NewNop(), Signer: signer})
 	k := kinds.Cluster()
 	t0 := time.Now().UTC().Truncate(time.Minute).Add(-time.Hour)
-	job := kinds.ByKind("RayJob")
-	observe(r, job, trainJob(signer, job), t0)
-	own := rayCluster("own", "u-own", "bob", nil, 2)
-	signer.SignCreator(k, own)
-	made := madeBy(rayCluster("train-x1", "u-made", "", nil, 1), "RayJob", "train", "u-job")
-	observe(r, k, own, t0)
-	observe(r, k, made, t0)
+	own, made := ownAndMade(r, kinds, t0)
 
 	// At minute 10 each holds 8 GPUs more through its claims; a cluster never observed is ignored.
 	r.mu.Lock()

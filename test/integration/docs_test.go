@@ -21,7 +21,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -218,15 +217,7 @@ func TestDocsTasks(t *testing.T) {
 	ctx := context.Background()
 	_, err := env.admin.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "idle-stop"}}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	// The service's right to ask a token for that identity alone (the stack's service is the user ray-service).
-	_, err = env.admin.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "idle-stop-token"},
-		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"serviceaccounts/token"}, ResourceNames: []string{"idle-stop"},
-			Verbs: []string{"create"}}}}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	_, err = env.admin.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "idle-stop-token"},
-		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "idle-stop-token"},
-		Subjects: []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: "ray-service"}}}, metav1.CreateOptions{})
-	require.NoError(t, err)
+	letServiceAskTokenOf(t, ns, "idle-stop")
 	svc := startInstance(t, "ray-service-docs-tasks.log", "--idle-stop-identity="+ns+"/idle-stop", "--notify-allow-cidrs=127.0.0.0/8")
 	runPage(t, "tasks.md", svc.url, ns)
 }

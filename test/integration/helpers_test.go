@@ -337,6 +337,21 @@ func tenant(t *testing.T, ns, name string) (user, token string) {
 	return "system:serviceaccount:" + ns + ":" + name, tr.Status.Token
 }
 
+// letServiceAskTokenOf lets the stack's service (the user ray-service) ask a token for the ServiceAccount
+// name of ns alone: what an identity it acts as (the idle stop's) needs.
+func letServiceAskTokenOf(t *testing.T, ns, name string) {
+	t.Helper()
+	ctx := context.Background()
+	_, err := env.admin.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name + "-token"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"serviceaccounts/token"}, ResourceNames: []string{name},
+			Verbs: []string{"create"}}}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = env.admin.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name + "-token"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: name + "-token"},
+		Subjects: []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: "ray-service"}}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+}
+
 // bind grants a cluster role to a user in one namespace.
 func bind(t *testing.T, ns, user, role string) {
 	t.Helper()

@@ -207,15 +207,7 @@ func TestIdleStopByPolicy(t *testing.T) {
 		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "idle-stop"},
 		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "idle-stop", Namespace: ns}}}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	// And the service's right to ask a token for it alone (the stack's service is the user ray-service).
-	_, err = env.admin.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "idle-stop-token"},
-		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"serviceaccounts/token"}, ResourceNames: []string{"idle-stop"},
-			Verbs: []string{"create"}}}}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	_, err = env.admin.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "idle-stop-token"},
-		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "idle-stop-token"},
-		Subjects: []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: "ray-service"}}}, metav1.CreateOptions{})
-	require.NoError(t, err)
+	letServiceAskTokenOf(t, ns, "idle-stop")
 	identity := "system:serviceaccount:" + ns + ":idle-stop"
 	svc := startInstance(t, "ray-service-idle-stop.log", "--idle-window=30s", "--idle-interval=5s", "--idle-stop-identity="+ns+"/idle-stop",
 		"--idle-stop-warning=10s", "--notify-allow-cidrs=127.0.0.0/8")
