@@ -429,8 +429,7 @@ func (s *Store) putInstanceLocked(k *ray.Kind, e *Entry) bool {
 	item := e.item
 	sum := s.withRunsLocked(k, s.withPods(k, &e.item.Summary))
 	sum = k.WithScheduling(sum, s.schedulingLocked(k, sum))
-	sum = s.withDevices(sum)
-	sum = s.withPodClaims(k, s.withClaims(sum))
+	sum = s.valued(k, sum)
 	if sum = ray.WithIdle(sum, s.idleLocked(k, sum)); sum != &e.item.Summary {
 		item = newItem(*sum, e.item.Labels)
 		item.IdleStopAfter, item.UID, item.MadeBy, item.Makes = e.item.IdleStopAfter, e.item.UID, e.item.MadeBy, e.item.Makes
@@ -674,11 +673,16 @@ func (s *Store) templateEntry(obj any) (*ray.Kind, *Entry) {
 // version valued on its templates alone would bill a cluster whose pods' claims hold more as its
 // templates say, and the store tells it again only where the requests it publishes change.
 func (s *Store) Valued(sum *ray.Summary) *ray.Summary {
-	sum = s.withClaims(s.withDevices(sum))
 	if k := s.kinds.ByKind(sum.Kind); k != nil {
-		sum = s.withPodClaims(k, sum)
+		return s.valued(k, sum)
 	}
-	return sum
+	return s.withClaims(s.withDevices(sum))
+}
+
+// valued is Valued of a summary of kind k: what every summary the store publishes or completes is
+// valued by, and what its observer is told.
+func (s *Store) valued(k *ray.Kind, sum *ray.Summary) *ray.Summary {
+	return s.withPodClaims(k, s.withClaims(s.withDevices(sum)))
 }
 
 // summarize is k's summary of o, with whether the service signed its creator.
@@ -703,7 +707,7 @@ func (s *Store) complete(k *ray.Kind, base *ray.Summary) *ray.Summary {
 	defer s.mu.RUnlock()
 	sum = s.withRunsLocked(k, sum)
 	sum = k.WithScheduling(sum, s.schedulingLocked(k, sum))
-	sum = s.withPodClaims(k, s.withClaims(s.withDevices(sum)))
+	sum = s.valued(k, sum)
 	return ray.WithIdle(sum, s.idleLocked(k, sum))
 }
 

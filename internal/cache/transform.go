@@ -41,7 +41,7 @@ func (s *Store) entryTransform(k *ray.Kind) cache.TransformFunc {
 			e.item.Makes = k.MadeClusters(u)
 		}
 		if s.observer != nil {
-			s.observer.Observe(k, u, s.Valued(&e.item.Summary))
+			s.observer.Observe(k, u, s.valued(k, &e.item.Summary))
 		}
 		s.manifests.observe(k, u)
 		return e, nil

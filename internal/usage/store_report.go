@@ -95,6 +95,19 @@ func groupColumn(by string) string {
 	return "namespace"
 }
 
+// groupValue is what setGroup set of k: the value of its grouping's column.
+func groupValue(k GroupKey, by string) string {
+	switch by {
+	case ByCreator:
+		return k.Creator
+	case ByKind:
+		return k.Kind
+	case ByCluster:
+		return k.UID
+	}
+	return k.Namespace
+}
+
 func setGroup(k *GroupKey, by, v string) {
 	switch by {
 	case ByCreator:
@@ -934,24 +947,13 @@ func prefixed(p string) string {
 func heldOf(ctx context.Context, r report, res *Result) error {
 	q := r.q
 	col := "o." + groupColumn(q.GroupBy)
-	keyOf := func(k GroupKey) string {
-		switch q.GroupBy {
-		case ByCluster:
-			return k.UID
-		case ByCreator:
-			return k.Creator
-		case ByKind:
-			return k.Kind
-		}
-		return k.Namespace
-	}
 	if q.GroupBy == ByCluster {
 		col = "o.uid"
 	}
 	groups := make(map[string]*Group, len(res.Groups))
 	for i := range res.Groups {
 		res.Groups[i].Held = HeldSums{}
-		groups[keyOf(res.Groups[i].Key)] = &res.Groups[i]
+		groups[groupValue(res.Groups[i].Key, q.GroupBy)] = &res.Groups[i]
 	}
 	paged := res.Paged
 	if paged {
