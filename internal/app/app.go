@@ -252,6 +252,9 @@ func Run(ctx context.Context, cfg *config.Config) error {
 	if auditStore != nil && cfg.AuditVerifyEvery > 0 {
 		checker := &audit.Checker{Trail: trail, Every: cfg.AuditVerifyEvery, Log: log}
 		go checker.Run(ctx)
+		registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ray_service_audit_chain_walk_failures_total",
+			Help: "Walks of the audit trail's chain that failed: the store unreachable, or a row it cannot read (the chain is then unverified)."},
+			func() float64 { return float64(checker.WalkFailures()) }))
 		registry.MustRegister(metrics.NewChainCollector(func() (bool, bool, int64) {
 			if v := checker.Last(); v != nil {
 				return true, v.Intact, v.Entries

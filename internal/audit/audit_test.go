@@ -59,6 +59,9 @@ func (m *memStore) Entries(context.Context, Query) ([]Entry, int, error) {
 func (m *memStore) Namespaces(context.Context) ([]string, error) { return nil, nil }
 
 func (m *memStore) Walk(_ context.Context, fn func(Link) error) (int64, string, error) {
+	if m.err != nil {
+		return 0, "", m.err
+	}
 	for _, l := range m.links {
 		if err := fn(l); err != nil {
 			return 0, "", err

@@ -2,6 +2,7 @@ package audit
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -12,7 +13,7 @@ import (
 )
 
 // The checker walks the chain at once and then periodically: intact, then broken once an entry is
-// changed outside the service (logged with where and how), and a walk that fails leaves the last verdict.
+// changed outside the service (logged with where and how).
 func TestCheckerFindsABrokenChain(t *testing.T) {
 	store := &memStore{}
 	tr, _ := trail(store)
@@ -41,8 +42,25 @@ func TestCheckerFindsABrokenChain(t *testing.T) {
 	require.Equal(t, 1, logs.FilterMessage("audit: the trail's chain is broken").Len())
 	assert.Equal(t, "entry 2 is not as it was appended", logs.All()[0].ContextMap()["problem"])
 
-	off := &Checker{Trail: &Trail{}, Every: time.Hour, Log: zap.New(core)}
-	off.last = v
-	off.check(t.Context())
-	assert.Equal(t, v, off.Last(), "a walk that fails keeps the last verdict")
+}
+
+// Attack: someone who can write the database changes an entry, then makes the trail unwalkable (a row
+// that cannot be read): every walk fails from then on. The verdict must not stay the last intact one,
+// and the failed walks are counted, so that an alert says the trail can no longer be verified.
+func TestAttackUnwalkableTrailKeepsIntact(t *testing.T) {
+	store := &memStore{}
+	tr, _ := trail(store)
+	tr.Record(t.Context(), Write{Action: Create, Kind: "RayCluster", Namespace: "team", Name: "a", User: "alice", RequestID: "r"})
+	tr.Wait()
+	c := &Checker{Trail: tr, Every: time.Hour, Log: zap.NewNop()}
+	c.check(t.Context())
+	require.True(t, c.Last().Intact)
+
+	store.mu.Lock()
+	store.links[0].User = "mallory"
+	store.err = errors.New("sql: Scan error on column index 1, name \"at\"")
+	store.mu.Unlock()
+	c.check(t.Context())
+	assert.Nil(t, c.Last(), "a trail that cannot be walked has no verdict, not the last intact one")
+	assert.Equal(t, int64(1), c.WalkFailures())
 }

@@ -171,7 +171,8 @@ type Config struct {
 	// are installed, and which fields of newer KubeRay versions the Ray CRDs declare.
 	CRDPollInterval time.Duration `mapstructure:"crd-poll-interval"`
 	// AuditVerifyEvery is how often the audit trail's chain is walked to find it changed, cut or added
-	// to outside the service (0: never; GET /audit/verify walks it when asked).
+	// to outside the service (0, the default: never; GET /audit/verify walks it when asked). On SQLite
+	// the walk holds the database's one connection for its length, and appends meanwhile may time out.
 	AuditVerifyEvery time.Duration `mapstructure:"audit-verify-every"`
 	// HistoryMaxAge and HistoryMaxPerNamespace bound the records of ended objects (0: no bound).
 	HistoryMaxAge          time.Duration `mapstructure:"history-max-age"`
@@ -402,7 +403,7 @@ func Flags() *pflag.FlagSet {
 	fs.Int("history-ending-log-lines", 2000, "the most log lines the history keeps of an object's end")
 	fs.String("history-ending-log-bytes", "256Ki", "the most bytes of log the history keeps of an object's end")
 	fs.Duration("delete-wait", 30*time.Second, "how long a re-run waits for the finished object to go")
-	fs.Duration("audit-verify-every", time.Hour, "how often the audit trail's chain is walked to find it changed, cut or added to outside the service (0: never)")
+	fs.Duration("audit-verify-every", 0, "how often the audit trail's chain is walked to find it changed, cut or added to outside the service (0: never; on SQLite the walk holds the database for its length)")
 	fs.Duration("crd-poll-interval", 30*time.Second, "how often the cluster is asked whether the optional kinds' CRDs (RayCronJob) are installed, and which fields of newer KubeRay versions its Ray CRDs declare")
 	fs.Duration("history-max-age", 30*24*time.Hour, "how long records of ended objects are kept (0: no bound)")
 	fs.Int("history-max-per-namespace", 10000, "the most records of ended objects kept per namespace (0: no bound)")
